@@ -1,0 +1,144 @@
+//! The call-timeout decision: `timeout = min(left - reserve, cap)`, checked against the floor.
+
+use core::time::Duration;
+
+use crate::deadline::Deadline;
+use crate::error::Error;
+use crate::policy::{Necessity, Policy};
+use crate::time::Instant;
+
+/// What to do about one call, decided at the instant it would start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[must_use]
+pub enum Decision {
+    /// Make the call with these limits.
+    Call(Limits),
+    /// Do not call: the dependency is optional and its timeout would fall under its floor.
+    /// Use the fallback.
+    Skip(Shortfall),
+    /// Do not call: the dependency is required and its timeout would fall under its floor.
+    /// Fail the request now ([`Shortfall::error`]); waiting would only postpone the failure.
+    Fail(Shortfall),
+}
+
+impl Decision {
+    /// The timeout to arm, if the call is to be made.
+    #[must_use]
+    pub const fn timeout(&self) -> Option<Duration> {
+        match self {
+            Decision::Call(limits) => Some(limits.timeout),
+            Decision::Skip(_) | Decision::Fail(_) => None,
+        }
+    }
+
+    /// The limits, if the call is to be made.
+    #[must_use]
+    pub const fn limits(&self) -> Option<Limits> {
+        match self {
+            Decision::Call(limits) => Some(*limits),
+            Decision::Skip(_) | Decision::Fail(_) => None,
+        }
+    }
+
+    /// Whether the call is to be made.
+    #[must_use]
+    pub const fn is_call(&self) -> bool {
+        matches!(self, Decision::Call(_))
+    }
+}
+
+/// The limits of one call (or one attempt of it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub struct Limits {
+    /// The whole call's timeout: `min(left - reserve, cap)`. Use it as the read limit and as
+    /// the time left sent to the callee.
+    pub timeout: Duration,
+    /// The connect limit: the policy's, never more than `timeout`.
+    pub connect: Duration,
+    /// The instant the call's timeout ends: `now + timeout`, never after the request deadline.
+    pub until: Instant,
+}
+
+impl Limits {
+    /// This call's deadline, to hand to the callee (it is a child of the request deadline).
+    #[must_use]
+    pub const fn deadline(&self) -> Deadline {
+        Deadline::at(self.until)
+    }
+}
+
+/// Why a call was not made: the time it would have had, and the floor it needed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub struct Shortfall {
+    /// The timeout the call would have had (`min(left - reserve, cap)`), possibly zero.
+    pub available: Duration,
+    /// The dependency's floor.
+    pub floor: Duration,
+}
+
+impl Shortfall {
+    /// The error a required call that was not made reports: [`Error::DeadlineExceeded`] when
+    /// no time was left at all, else [`Error::InsufficientTime`].
+    #[must_use]
+    pub const fn error(&self) -> Error {
+        if self.available.is_zero() {
+            Error::DeadlineExceeded
+        } else {
+            Error::InsufficientTime {
+                available: self.available,
+                floor: self.floor,
+            }
+        }
+    }
+}
+
+/// Decides one call at `now`: `timeout = min(deadline.remaining(now) - reserve, policy.cap)`.
+///
+/// `reserve` is the time the caller needs after this call returns: its own remaining work
+/// plus the floors of the required calls still to come ([`crate::Plan`] computes it). The
+/// call is made only when the timeout is positive and at least the policy's floor; otherwise
+/// an optional dependency is skipped and a required one fails. All arithmetic saturates.
+///
+/// Guarantees, for a [`Decision::Call`]: `timeout <= remaining - reserve`, `timeout <= cap`,
+/// `timeout >= floor`, `timeout > 0`, `connect <= timeout`, and `until <= deadline`.
+///
+/// ```
+/// use deadline_core::{Deadline, Decision, Instant, Policy, call_timeout, ms};
+///
+/// let c = Policy::optional("C", ms(60), ms(25));
+/// let deadline = Deadline::after(Instant::ZERO, ms(200));
+/// // Seed 003's last step, in miniature: 24 ms available is under the 25 ms floor.
+/// let d = call_timeout(&c, deadline, Instant::from_millis(156), ms(20));
+/// assert!(matches!(d, Decision::Skip(s) if s.available == ms(24)));
+/// ```
+pub fn call_timeout(
+    policy: &Policy,
+    deadline: Deadline,
+    now: Instant,
+    reserve: Duration,
+) -> Decision {
+    let available = deadline
+        .remaining(now)
+        .saturating_sub(reserve)
+        .min(policy.cap);
+    if available.is_zero() || available < policy.floor {
+        let shortfall = Shortfall {
+            available,
+            floor: policy.floor,
+        };
+        return match policy.necessity {
+            Necessity::Optional => Decision::Skip(shortfall),
+            Necessity::Required => Decision::Fail(shortfall),
+        };
+    }
+    Decision::Call(Limits {
+        timeout: available,
+        connect: policy.connect.min(available),
+        until: now.saturating_add(available),
+    })
+}

@@ -1,0 +1,123 @@
+//! [`Error`]: why a call was not made or did not finish, and its HTTP and gRPC status.
+//!
+//! The mapping to status codes lives here and nowhere else:
+//!
+//! | variant | HTTP | gRPC |
+//! |---|---|---|
+//! | [`Error::DeadlineExceeded`] | 504 Gateway Timeout | 4 `DEADLINE_EXCEEDED` |
+//! | [`Error::InsufficientTime`] | 504 Gateway Timeout | 4 `DEADLINE_EXCEEDED` |
+//! | [`Error::Timeout`] | 504 Gateway Timeout | 4 `DEADLINE_EXCEEDED` |
+//! | [`Error::CircuitOpen`] | 503 Service Unavailable | 14 `UNAVAILABLE` |
+//! | [`Error::Shed`] | 503 Service Unavailable | 14 `UNAVAILABLE` |
+//! | [`Error::Throttled`] | 429 Too Many Requests | 8 `RESOURCE_EXHAUSTED` |
+//!
+//! 504 (RFC 9110) says "the upstream waited and cut off"; 429 (RFC 6585) says "slow down".
+//! They are different signals and call for different responses: a client may retry a 504
+//! with a new deadline, and must back off on a 429.
+
+use core::fmt;
+use core::time::Duration;
+
+/// Why a call was not made, or did not finish in time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum Error {
+    /// The request's deadline has passed: nobody waits for the answer any more.
+    DeadlineExceeded,
+    /// A required call was not made because the time left for it (after the reserve) is
+    /// under its floor: it would probably time out, so the request fails now, uncalled.
+    InsufficientTime {
+        /// The timeout the call would have had.
+        available: Duration,
+        /// The dependency's floor (its minimum useful timeout, such as its p50).
+        floor: Duration,
+    },
+    /// The call was made and its timeout fired before an answer came, and no retry fitted.
+    Timeout {
+        /// The timeout that fired.
+        after: Duration,
+    },
+    /// The dependency's circuit breaker is open: calls fail at once for a cooldown.
+    CircuitOpen,
+    /// The request was rejected at admission: queueing already ate its budget, or the server
+    /// is shedding load.
+    Shed,
+    /// The retry-and-hedge budget is spent, or a server asked us to slow down.
+    Throttled,
+}
+
+impl Error {
+    /// The HTTP status code for this error.
+    #[must_use]
+    pub const fn http_status(self) -> u16 {
+        match self {
+            Error::DeadlineExceeded | Error::InsufficientTime { .. } | Error::Timeout { .. } => 504,
+            Error::CircuitOpen | Error::Shed => 503,
+            Error::Throttled => 429,
+        }
+    }
+
+    /// The gRPC status code for this error.
+    #[must_use]
+    pub const fn grpc_code(self) -> GrpcCode {
+        match self {
+            Error::DeadlineExceeded | Error::InsufficientTime { .. } | Error::Timeout { .. } => {
+                GrpcCode::DeadlineExceeded
+            }
+            Error::CircuitOpen | Error::Shed => GrpcCode::Unavailable,
+            Error::Throttled => GrpcCode::ResourceExhausted,
+        }
+    }
+
+    /// Whether the error comes from time running out (as opposed to protection mechanisms).
+    #[must_use]
+    pub const fn is_deadline(self) -> bool {
+        matches!(
+            self,
+            Error::DeadlineExceeded | Error::InsufficientTime { .. } | Error::Timeout { .. }
+        )
+    }
+}
+
+/// The gRPC status codes this library produces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+#[repr(u8)]
+pub enum GrpcCode {
+    /// 4: the deadline expired before the operation could complete.
+    DeadlineExceeded = 4,
+    /// 8: some resource has been exhausted, or the caller must slow down.
+    ResourceExhausted = 8,
+    /// 14: the service is currently unavailable.
+    Unavailable = 14,
+}
+
+impl GrpcCode {
+    /// The numeric code sent in `grpc-status`.
+    #[must_use]
+    pub const fn as_u8(self) -> u8 {
+        self as u8
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::DeadlineExceeded => f.write_str("deadline exceeded"),
+            Error::InsufficientTime { available, floor } => write!(
+                f,
+                "not called: {} us available is under the floor of {} us",
+                available.as_micros(),
+                floor.as_micros()
+            ),
+            Error::Timeout { after } => write!(f, "timed out after {} us", after.as_micros()),
+            Error::CircuitOpen => f.write_str("circuit breaker open"),
+            Error::Shed => f.write_str("request shed at admission"),
+            Error::Throttled => f.write_str("throttled"),
+        }
+    }
+}
+
+impl core::error::Error for Error {}

@@ -1,0 +1,76 @@
+//! Request deadlines made real, with no heap and no I/O.
+//!
+//! One deadline per request; every downstream call's timeout computed when the call starts,
+//! from the time left; retries, backoff sleeps and hedged copies spending from that same
+//! budget; the time left passed to the next service in a header. This crate holds all of the
+//! arithmetic and every decision, over an abstract monotonic clock. It never reads a clock and
+//! never sleeps: each decision takes `now` and returns data. Adapter crates bind it to tokio,
+//! async-std and smol, blocking std and embassy.
+//!
+//! # The worked example
+//!
+//! A service has 200 ms and calls A, then B, then C (optional, with a fallback); its own work
+//! takes 20 ms. Each call gets `min(left - reserve, cap)`, where the reserve is our own work
+//! plus the floors of the required calls still to come:
+//!
+//! ```
+//! use deadline_core::{Deadline, Decision, Instant, Plan, Policy, ms};
+//!
+//! let a = Policy::required("A", ms(50), ms(10));
+//! let b = Policy::required("B", ms(110), ms(30));
+//! let c = Policy::optional("C", ms(60), ms(25));
+//!
+//! let deadline = Deadline::after(Instant::ZERO, ms(200));
+//! let mut plan: Plan<'_, 4> = Plan::new(deadline, ms(20));
+//! let [sa, sb, sc] = [plan.then(&a), plan.then(&b), plan.then(&c)].map(Result::unwrap);
+//!
+//! // A starts at 0 ms: reserve = 20 + B's floor 30; min(200 - 0 - 50, 50) = 50.
+//! assert_eq!(plan.decide(sa, Instant::from_millis(0)).timeout(), Some(ms(50)));
+//! // B starts at 10 ms: C is optional, so the reserve is 20; min(200 - 10 - 20, 110) = 110.
+//! assert_eq!(plan.decide(sb, Instant::from_millis(10)).timeout(), Some(ms(110)));
+//! // C starts at 115 ms: min(200 - 115 - 20, 60) = 60.
+//! assert_eq!(plan.decide(sc, Instant::from_millis(115)).timeout(), Some(ms(60)));
+//! // In the slow case C starts at 156 ms: 24 ms is under its 25 ms floor, so it is skipped.
+//! assert!(matches!(plan.decide(sc, Instant::from_millis(156)), Decision::Skip(_)));
+//! ```
+//!
+//! # Feature flags
+#![doc = document_features::document_features!()]
+#![no_std]
+#![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_auto_cfg))]
+#![cfg_attr(
+    not(test),
+    warn(
+        clippy::arithmetic_side_effects,
+        clippy::indexing_slicing,
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic
+    )
+)]
+
+pub mod admit;
+pub mod analysis;
+pub mod backoff;
+pub mod breaker;
+pub mod budget;
+pub mod counters;
+pub mod deadline;
+pub mod error;
+pub mod hedge;
+pub mod histogram;
+pub mod plan;
+pub mod policy;
+pub mod retry;
+pub mod rng;
+pub mod throttle;
+pub mod time;
+pub mod wire;
+
+pub use budget::{Decision, Limits, Shortfall, call_timeout};
+pub use deadline::Deadline;
+pub use error::{Error, GrpcCode};
+pub use plan::{Plan, PlanFull, StepId};
+pub use policy::{Necessity, Policy};
+pub use time::{Clock, Instant, ManualClock, ms};

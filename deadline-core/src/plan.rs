@@ -1,0 +1,186 @@
+//! [`Plan`]: the calls of one request, in order, handing out each call's decision.
+
+use core::time::Duration;
+
+use heapless::Vec;
+
+use crate::budget::{Decision, call_timeout};
+use crate::deadline::Deadline;
+use crate::policy::Policy;
+use crate::time::Instant;
+
+/// The index of a step in a [`Plan`].
+pub type StepId = usize;
+
+/// The plan is full: it already holds its capacity of steps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct PlanFull;
+
+impl core::fmt::Display for PlanFull {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("the plan holds no more steps")
+    }
+}
+
+impl core::error::Error for PlanFull {}
+
+#[derive(Clone, Copy, Debug)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+struct Step<'p> {
+    policy: &'p Policy,
+    /// Steps with the same group run side by side and share the wall clock.
+    group: usize,
+}
+
+/// The downstream calls of one request, with its deadline and its own work, in a list of at
+/// most `N` steps (no heap).
+///
+/// Steps run in order; a step added with [`Plan::alongside`] runs in parallel with the step
+/// before it, so the two share the wall clock. [`Plan::decide`] gives a step's decision at the
+/// instant it starts, with the reserve
+///
+/// ```text
+/// reserve = own work + Σ over later sequential groups of (the largest floor of its required steps)
+/// ```
+///
+/// Optional steps reserve nothing; parallel steps reserve the largest floor among them, once,
+/// because they wait together. Calls in one parallel group are each sized from the same time
+/// left.
+///
+/// ```
+/// use deadline_core::{Deadline, Instant, Plan, Policy, ms};
+///
+/// // Seed 004: three parallel dependencies can each have close to the whole budget.
+/// let [x, y, z] = ["X", "Y", "Z"].map(|n| Policy::required(n, ms(900), ms(100)));
+/// let mut plan: Plan<'_, 3> = Plan::new(Deadline::after(Instant::ZERO, ms(1000)), ms(50));
+/// let sx = plan.then(&x).unwrap();
+/// let sy = plan.alongside(&y).unwrap();
+/// let sz = plan.alongside(&z).unwrap();
+/// for s in [sx, sy, sz] {
+///     assert_eq!(plan.decide(s, Instant::ZERO).timeout(), Some(ms(900)));
+/// }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Plan<'p, const N: usize> {
+    deadline: Deadline,
+    own_work: Duration,
+    steps: Vec<Step<'p>, N>,
+}
+
+impl<'p, const N: usize> Plan<'p, N> {
+    /// An empty plan for a request with `deadline` whose own work, after its calls, takes
+    /// `own_work` (merging, serializing, the trip back to the caller).
+    #[must_use]
+    pub const fn new(deadline: Deadline, own_work: Duration) -> Self {
+        Plan {
+            deadline,
+            own_work,
+            steps: Vec::new(),
+        }
+    }
+
+    /// Adds a step that starts after every step before it has finished.
+    ///
+    /// # Errors
+    ///
+    /// [`PlanFull`] when the plan already holds `N` steps.
+    pub fn then(&mut self, policy: &'p Policy) -> Result<StepId, PlanFull> {
+        let group = match self.steps.last() {
+            Some(last) => last.group.saturating_add(1),
+            None => 0,
+        };
+        self.push(Step { policy, group })
+    }
+
+    /// Adds a step that runs in parallel with the step added just before it (or starts the
+    /// plan, if it is empty).
+    ///
+    /// # Errors
+    ///
+    /// [`PlanFull`] when the plan already holds `N` steps.
+    pub fn alongside(&mut self, policy: &'p Policy) -> Result<StepId, PlanFull> {
+        let group = self.steps.last().map_or(0, |last| last.group);
+        self.push(Step { policy, group })
+    }
+
+    fn push(&mut self, step: Step<'p>) -> Result<StepId, PlanFull> {
+        let id = self.steps.len();
+        self.steps.push(step).map_err(|_| PlanFull)?;
+        Ok(id)
+    }
+
+    /// The request's deadline.
+    #[must_use]
+    pub const fn deadline(&self) -> Deadline {
+        self.deadline
+    }
+
+    /// Our own work after the calls.
+    #[must_use]
+    pub const fn own_work(&self) -> Duration {
+        self.own_work
+    }
+
+    /// The number of steps.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.steps.len()
+    }
+
+    /// Whether the plan has no steps.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.steps.is_empty()
+    }
+
+    /// The policy of a step, or `None` for an index past the end.
+    #[must_use]
+    pub fn policy(&self, step: StepId) -> Option<&'p Policy> {
+        self.steps.get(step).map(|s| s.policy)
+    }
+
+    /// Whether `a` and `b` run in parallel (same group).
+    #[must_use]
+    pub fn parallel(&self, a: StepId, b: StepId) -> bool {
+        match (self.steps.get(a), self.steps.get(b)) {
+            (Some(x), Some(y)) => x.group == y.group,
+            _ => false,
+        }
+    }
+
+    /// The time a step must leave when it starts: own work plus, for each later group, the
+    /// largest floor among its required steps. A step past the end reserves own work only.
+    #[must_use]
+    pub fn reserve(&self, step: StepId) -> Duration {
+        let Some(current) = self.steps.get(step).map(|s| s.group) else {
+            return self.own_work;
+        };
+        let mut reserve = self.own_work;
+        let mut group = current;
+        let mut group_floor = Duration::ZERO;
+        for s in self.steps.iter().filter(|s| s.group > current) {
+            if s.group != group {
+                reserve = reserve.saturating_add(group_floor);
+                group = s.group;
+                group_floor = Duration::ZERO;
+            }
+            if s.policy.is_required() {
+                group_floor = group_floor.max(s.policy.floor);
+            }
+        }
+        reserve.saturating_add(group_floor)
+    }
+
+    /// The decision for `step` if it starts at `now`: see [`call_timeout`]. A step index past
+    /// the end gets a failure with no time available, never a panic.
+    pub fn decide(&self, step: StepId, now: Instant) -> Decision {
+        match self.steps.get(step) {
+            Some(s) => call_timeout(s.policy, self.deadline, now, self.reserve(step)),
+            None => Decision::Fail(crate::budget::Shortfall {
+                available: Duration::ZERO,
+                floor: Duration::ZERO,
+            }),
+        }
+    }
+}

@@ -1,0 +1,287 @@
+//! Time: an [`Instant`] in microseconds from a clock's origin, and the [`Clock`] trait.
+//!
+//! The core never reads a clock by itself: every decision takes `now` as an argument. An
+//! adapter crate (tokio, std, embassy) implements [`Clock`] over its runtime's monotonic clock,
+//! and tests use [`ManualClock`].
+//!
+//! All arithmetic on [`Instant`] saturates: a clock that steps back, a huge budget or an
+//! overflowing sum gives the nearest representable answer, never a panic.
+
+use core::fmt;
+use core::ops::{Add, Sub};
+use core::time::Duration;
+
+use portable_atomic::{AtomicU64, Ordering};
+
+/// Microseconds in one millisecond.
+const MICROS_PER_MILLI: u64 = 1_000;
+/// Microseconds in one second.
+const MICROS_PER_SEC: u64 = 1_000_000;
+
+/// Converts a [`Duration`] to whole microseconds, rounding down and saturating at `u64::MAX`.
+#[must_use]
+pub const fn duration_to_micros(d: Duration) -> u64 {
+    let micros = d.as_micros();
+    if micros > u64::MAX as u128 {
+        u64::MAX
+    } else {
+        micros as u64
+    }
+}
+
+/// Converts whole microseconds to a [`Duration`].
+#[must_use]
+pub const fn micros_to_duration(micros: u64) -> Duration {
+    Duration::from_micros(micros)
+}
+
+/// A point in monotonic time: whole microseconds since the origin of the clock that made it.
+///
+/// One tick is one microsecond, so a `u64` spans more than 580 000 years: no real clock
+/// overflows it, and the arithmetic saturates for the inputs that try. Instants from two
+/// different clocks cannot be compared; across machines, pass the *time left* instead (see
+/// [`crate::wire`]).
+///
+/// ```
+/// use core::time::Duration;
+/// use deadline_core::Instant;
+///
+/// let t = Instant::from_millis(10);
+/// assert_eq!(t + Duration::from_millis(5), Instant::from_millis(15));
+/// // Saturating: an earlier instant minus a later one is zero, not a panic.
+/// assert_eq!(Instant::ZERO - t, Duration::ZERO);
+/// assert_eq!(Instant::MAX + Duration::from_secs(1), Instant::MAX);
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Instant {
+    micros: u64,
+}
+
+impl Instant {
+    /// The clock's origin.
+    pub const ZERO: Instant = Instant { micros: 0 };
+    /// The latest representable instant: a deadline that never comes.
+    pub const MAX: Instant = Instant { micros: u64::MAX };
+
+    /// The instant `micros` microseconds after the origin.
+    #[must_use]
+    pub const fn from_micros(micros: u64) -> Self {
+        Instant { micros }
+    }
+
+    /// The instant `millis` milliseconds after the origin, saturating at [`Instant::MAX`].
+    #[must_use]
+    pub const fn from_millis(millis: u64) -> Self {
+        Instant {
+            micros: millis.saturating_mul(MICROS_PER_MILLI),
+        }
+    }
+
+    /// The instant `secs` seconds after the origin, saturating at [`Instant::MAX`].
+    #[must_use]
+    pub const fn from_secs(secs: u64) -> Self {
+        Instant {
+            micros: secs.saturating_mul(MICROS_PER_SEC),
+        }
+    }
+
+    /// Whole microseconds since the origin.
+    #[must_use]
+    pub const fn as_micros(self) -> u64 {
+        self.micros
+    }
+
+    /// Whole milliseconds since the origin, rounded down.
+    #[must_use]
+    pub const fn as_millis(self) -> u64 {
+        self.micros / MICROS_PER_MILLI
+    }
+
+    /// The time since the origin, as a [`Duration`].
+    #[must_use]
+    pub const fn since_origin(self) -> Duration {
+        micros_to_duration(self.micros)
+    }
+
+    /// `self + d`, or `None` if that is past [`Instant::MAX`].
+    #[must_use]
+    pub const fn checked_add(self, d: Duration) -> Option<Instant> {
+        let d = d.as_micros();
+        if d > u64::MAX as u128 {
+            return None;
+        }
+        match self.micros.checked_add(d as u64) {
+            Some(micros) => Some(Instant { micros }),
+            None => None,
+        }
+    }
+
+    /// `self - d`, or `None` if that is before the origin.
+    #[must_use]
+    pub const fn checked_sub(self, d: Duration) -> Option<Instant> {
+        let d = d.as_micros();
+        if d > u64::MAX as u128 {
+            return None;
+        }
+        match self.micros.checked_sub(d as u64) {
+            Some(micros) => Some(Instant { micros }),
+            None => None,
+        }
+    }
+
+    /// `self + d`, saturating at [`Instant::MAX`].
+    #[must_use]
+    pub const fn saturating_add(self, d: Duration) -> Instant {
+        Instant {
+            micros: self.micros.saturating_add(duration_to_micros(d)),
+        }
+    }
+
+    /// `self - d`, saturating at [`Instant::ZERO`].
+    #[must_use]
+    pub const fn saturating_sub(self, d: Duration) -> Instant {
+        Instant {
+            micros: self.micros.saturating_sub(duration_to_micros(d)),
+        }
+    }
+
+    /// The time from `earlier` to `self`, or `None` if `earlier` is later than `self`.
+    #[must_use]
+    pub const fn checked_duration_since(self, earlier: Instant) -> Option<Duration> {
+        match self.micros.checked_sub(earlier.micros) {
+            Some(micros) => Some(micros_to_duration(micros)),
+            None => None,
+        }
+    }
+
+    /// The time from `earlier` to `self`, or zero if `earlier` is later (a clock that stepped
+    /// back).
+    #[must_use]
+    pub const fn saturating_duration_since(self, earlier: Instant) -> Duration {
+        micros_to_duration(self.micros.saturating_sub(earlier.micros))
+    }
+}
+
+/// Saturating: `Instant::MAX + anything` is `Instant::MAX`.
+impl Add<Duration> for Instant {
+    type Output = Instant;
+    fn add(self, d: Duration) -> Instant {
+        self.saturating_add(d)
+    }
+}
+
+/// Saturating: an instant minus more than it holds is [`Instant::ZERO`].
+impl Sub<Duration> for Instant {
+    type Output = Instant;
+    fn sub(self, d: Duration) -> Instant {
+        self.saturating_sub(d)
+    }
+}
+
+/// Saturating: the time from a later instant to an earlier one is zero.
+impl Sub<Instant> for Instant {
+    type Output = Duration;
+    fn sub(self, earlier: Instant) -> Duration {
+        self.saturating_duration_since(earlier)
+    }
+}
+
+impl fmt::Debug for Instant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Instant({}us)", self.micros)
+    }
+}
+
+/// A monotonic clock.
+///
+/// # Contract
+///
+/// - **Monotonic**: a later call never returns an earlier instant than an earlier call on the
+///   same clock. The core still saturates if an implementation breaks this (a stepped-back
+///   reading counts as no time passed), so a broken clock cannot make it panic.
+/// - **Infallible**: `now` always returns; it never blocks and never fails.
+/// - **One origin**: instants from one clock are comparable with each other only.
+/// - **Cheap**: the library reads the clock about once per call decision.
+///
+/// The core itself never calls `now`: decisions take the instant as an argument. The clock is
+/// for the code that drives them (an adapter, or your own loop).
+pub trait Clock {
+    /// The current instant.
+    fn now(&self) -> Instant;
+}
+
+impl<C: Clock + ?Sized> Clock for &C {
+    fn now(&self) -> Instant {
+        (**self).now()
+    }
+}
+
+/// A clock that moves only when told to: for tests, simulations and replays.
+///
+/// It is `Sync` (an atomic inside), so one manual clock can be shared by the tasks or threads
+/// of a test. [`advance`](ManualClock::advance) and [`set`](ManualClock::set) never move it
+/// backwards.
+///
+/// ```
+/// use core::time::Duration;
+/// use deadline_core::{Clock, Instant, ManualClock};
+///
+/// let clock = ManualClock::new();
+/// assert_eq!(clock.now(), Instant::ZERO);
+/// clock.advance(Duration::from_millis(10));
+/// assert_eq!(clock.now(), Instant::from_millis(10));
+/// clock.set(Instant::from_millis(5)); // earlier: ignored, the clock is monotonic
+/// assert_eq!(clock.now(), Instant::from_millis(10));
+/// ```
+#[derive(Debug, Default)]
+pub struct ManualClock {
+    micros: AtomicU64,
+}
+
+impl ManualClock {
+    /// A manual clock at its origin.
+    #[must_use]
+    pub const fn new() -> Self {
+        ManualClock {
+            micros: AtomicU64::new(0),
+        }
+    }
+
+    /// A manual clock that starts at `start`.
+    #[must_use]
+    pub const fn starting_at(start: Instant) -> Self {
+        ManualClock {
+            micros: AtomicU64::new(start.micros),
+        }
+    }
+
+    /// Moves the clock forward by `d` (saturating) and returns the new instant.
+    pub fn advance(&self, d: Duration) -> Instant {
+        let by = duration_to_micros(d);
+        let prev = self
+            .micros
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |m| {
+                Some(m.saturating_add(by))
+            })
+            .unwrap_or_else(|m| m);
+        Instant::from_micros(prev.saturating_add(by))
+    }
+
+    /// Moves the clock to `t`, if `t` is later than the clock's current reading.
+    pub fn set(&self, t: Instant) {
+        self.micros.fetch_max(t.micros, Ordering::AcqRel);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> Instant {
+        Instant::from_micros(self.micros.load(Ordering::Acquire))
+    }
+}
+
+/// Shorthand for [`Duration::from_millis`], handy in tables of timeouts.
+#[must_use]
+pub const fn ms(millis: u64) -> Duration {
+    Duration::from_millis(millis)
+}
