@@ -66,6 +66,7 @@ pub mod retry;
 pub mod rng;
 pub mod throttle;
 pub mod time;
+pub mod timer;
 pub mod wire;
 
 pub use budget::{Decision, Limits, Shortfall, call_timeout};
@@ -74,3 +75,4 @@ pub use error::{Error, GrpcCode};
 pub use plan::{Plan, PlanFull, StepId};
 pub use policy::{Necessity, Policy};
 pub use time::{Clock, Instant, ManualClock, ms};
+pub use timer::Timer;
