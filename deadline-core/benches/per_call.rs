@@ -1,0 +1,80 @@
+//! What one call decision costs, next to the clock read that every decision needs.
+//!
+//! ```text
+//! cargo bench -p deadline-core --bench per_call
+//! ```
+//!
+//! After criterion's own report it prints the ratios, read back from criterion's estimates of
+//! this same run: a decision (clock read included) against the clock read alone.
+
+use std::hint::black_box;
+use std::time::Instant as StdInstant;
+
+use criterion::Criterion;
+use deadline_core::{Deadline, Instant, Plan, Policy, call_timeout, ms};
+
+const GROUP: &str = "per_call";
+
+fn origin() -> StdInstant {
+    static ORIGIN: std::sync::OnceLock<StdInstant> = std::sync::OnceLock::new();
+    *ORIGIN.get_or_init(StdInstant::now)
+}
+
+/// The clock read an adapter does: a monotonic std instant turned into core micros.
+fn now() -> Instant {
+    let micros = u64::try_from(origin().elapsed().as_micros()).unwrap_or(u64::MAX);
+    Instant::from_micros(micros)
+}
+
+fn bench(c: &mut Criterion) {
+    let a = Policy::required("A", ms(50), ms(10));
+    let b = Policy::required("B", ms(110), ms(30));
+    let cc = Policy::optional("C", ms(60), ms(25));
+    let deadline = Deadline::after(now(), ms(200));
+    let mut plan: Plan<'_, 4> = Plan::new(deadline, ms(20));
+    let first = plan.then(&a).unwrap();
+    plan.then(&b).unwrap();
+    plan.then(&cc).unwrap();
+
+    let mut g = c.benchmark_group(GROUP);
+    g.bench_function("clock_read", |bch| bch.iter(|| black_box(now())));
+    g.bench_function("call_timeout", |bch| {
+        bch.iter(|| call_timeout(black_box(&a), black_box(deadline), now(), black_box(ms(50))))
+    });
+    g.bench_function("plan_decide", |bch| {
+        bch.iter(|| black_box(&plan).decide(black_box(first), now()))
+    });
+    g.finish();
+}
+
+/// Criterion's point estimate of the mean, in nanoseconds, from this run's `new/estimates.json`.
+fn mean_ns(bench: &str) -> Option<f64> {
+    let dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    let path = dir.join("criterion").join(GROUP).join(bench).join("new/estimates.json");
+    let text = std::fs::read_to_string(path).ok()?;
+    let mean = text.split("\"mean\"").nth(1)?;
+    let point = mean.split("\"point_estimate\":").nth(1)?;
+    point.split([',', '}']).next()?.trim().parse().ok()
+}
+
+fn main() {
+    let mut c = Criterion::default().configure_from_args();
+    bench(&mut c);
+    c.final_summary();
+    let Some(clock) = mean_ns("clock_read") else {
+        println!("(no estimates found: run with `cargo bench`, not `--test`)");
+        return;
+    };
+    println!("\nmeasured in this run (criterion mean estimates):");
+    println!("  clock read alone            {clock:8.2} ns");
+    for name in ["call_timeout", "plan_decide"] {
+        if let Some(ns) = mean_ns(name) {
+            println!(
+                "  {name:<14} + clock read  {ns:8.2} ns  = {:.2} x a clock read",
+                ns / clock
+            );
+        }
+    }
+}

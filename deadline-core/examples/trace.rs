@@ -1,0 +1,66 @@
+//! Seed 000's two traces, decided by the core over a manual clock.
+//!
+//! ```text
+//! cargo run -p deadline-core --example trace
+//! ```
+
+use core::time::Duration;
+
+use deadline_core::{Clock, Deadline, Decision, ManualClock, Plan, Policy, ms};
+
+const A: Policy = Policy::required("A", ms(50), ms(10));
+const B: Policy = Policy::required("B", ms(110), ms(30));
+const C: Policy = Policy::optional("C", ms(60), ms(25));
+
+fn trace(title: &str, latencies: [Duration; 3]) {
+    println!("{title}");
+    let clock = ManualClock::new();
+    let deadline = Deadline::after(clock.now(), ms(200));
+    let mut plan: Plan<'_, 3> = Plan::new(deadline, ms(20));
+    let steps = [&A, &B, &C].map(|p| plan.then(p).expect("three steps fit a plan of three"));
+    for (step, latency) in steps.into_iter().zip(latencies) {
+        let now = clock.now();
+        let policy = plan.policy(step).expect("the step was just added");
+        let left = deadline.remaining(now).as_millis();
+        let reserve = plan.reserve(step).as_millis();
+        match plan.decide(step, now) {
+            Decision::Call(limits) => {
+                let took = latency.min(limits.timeout);
+                clock.advance(took);
+                println!(
+                    "  {:>4} ms  {}  left {left:>3} ms, reserve {reserve:>2} ms -> timeout {:>3} ms; answered in {} ms",
+                    now.as_millis(),
+                    policy.name,
+                    limits.timeout.as_millis(),
+                    took.as_millis(),
+                );
+            }
+            Decision::Skip(s) => println!(
+                "  {:>4} ms  {}  left {left:>3} ms, reserve {reserve:>2} ms -> {} ms < floor {} ms: skipped, fallback used",
+                now.as_millis(),
+                policy.name,
+                s.available.as_millis(),
+                s.floor.as_millis(),
+            ),
+            Decision::Fail(s) => {
+                println!(
+                    "  {:>4} ms  {}  {} ms < floor {} ms: request fails now ({})",
+                    now.as_millis(),
+                    policy.name,
+                    s.available.as_millis(),
+                    s.floor.as_millis(),
+                    s.error(),
+                );
+                return;
+            }
+        }
+    }
+    clock.advance(plan.own_work());
+    println!("  {:>4} ms  response goes out\n", clock.now().as_millis());
+}
+
+fn main() {
+    println!("deadline 200 ms; own work 20 ms; A cap 50 floor 10, B cap 110 floor 30, C cap 60 floor 25 (optional)\n");
+    trace("A answers in 10 ms, B in 105, C in 25:", [ms(10), ms(105), ms(25)]);
+    trace("slow case: A answers in 48 ms, B in 108:", [ms(48), ms(108), ms(25)]);
+}
