@@ -1,1 +1,728 @@
-//! TODO
+//! The time left, on the wire: the `grpc-timeout` and `x-deadline-ms` headers.
+//!
+//! A deadline crosses machines as the *time left*, never as a timestamp, so clock skew between
+//! machines does not matter: the receiver turns the budget back into a local [`Deadline`]
+//! measured on its own clock. Each hop sends a little less than it has left (the network's
+//! share, [`Propagation::allowance`]), and a server clamps what it is told to a maximum of its
+//! own ([`Propagation::max`]), so a hostile or broken client cannot make it wait for years.
+//!
+//! - [`GrpcTimeout`]: gRPC's `grpc-timeout` (PROTOCOL-HTTP2: 1 to 8 ASCII digits, then a unit
+//!   among `H M S m u n`).
+//! - [`DeadlineMs`]: `x-deadline-ms`, whole milliseconds as ASCII digits.
+//! - [`Propagation`]: the allowance and the maximum, and the trip from a [`Deadline`] to a
+//!   header value and back.
+//!
+//! Both codecs write into fixed buffers inside small `Copy` values, never allocate and never
+//! panic. Encoding rounds down (a callee is never told it has more time than we do) and refuses
+//! to send zero: a spent budget is not sent, because the call is not made
+//! ([`WireError::Spent`]).
+//!
+//! ```
+//! use deadline_core::wire::{GRPC_TIMEOUT, Propagation};
+//! use deadline_core::{Deadline, Instant, ms};
+//!
+//! // Client: 200 ms left at 0 ms; keep 5 ms of it for the network.
+//! let client = Propagation::new(ms(5), ms(30_000));
+//! let deadline = Deadline::after(Instant::ZERO, ms(200));
+//! let header = client.encode_grpc_timeout(deadline, Instant::ZERO).unwrap();
+//! assert_eq!((GRPC_TIMEOUT, header.as_str()), ("grpc-timeout", "195000u"));
+//!
+//! // Server, on its own clock (which reads 7 s): the local deadline is 195 ms away.
+//! let server = Propagation::new(ms(5), ms(10_000));
+//! let arrival = Instant::from_secs(7);
+//! let local = server.decode_grpc_timeout(header.as_bytes(), arrival).unwrap();
+//! assert_eq!(local.remaining(arrival), ms(195));
+//! ```
+
+use core::fmt;
+use core::str::FromStr;
+use core::time::Duration;
+
+use crate::deadline::Deadline;
+use crate::time::Instant;
+
+/// The name of gRPC's timeout header, lowercase as HTTP/2 requires.
+pub const GRPC_TIMEOUT: &str = "grpc-timeout";
+
+/// The name of the plain-HTTP header that carries the time left in whole milliseconds.
+pub const X_DEADLINE_MS: &str = "x-deadline-ms";
+
+/// Nanoseconds in one microsecond, millisecond, second, minute and hour.
+const NANOS_PER_MICRO: u128 = 1_000;
+const NANOS_PER_MILLI: u128 = 1_000_000;
+const NANOS_PER_SEC: u128 = 1_000_000_000;
+const NANOS_PER_MIN: u128 = 60_000_000_000;
+const NANOS_PER_HOUR: u128 = 3_600_000_000_000;
+
+/// Why a header value was not decoded, or why no header value is sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum WireError {
+    /// Decoding: the value has no digits (it is empty, or a `grpc-timeout` holds a unit alone).
+    Empty,
+    /// Decoding: the value holds ASCII whitespace (leading, trailing or inside). Strip the
+    /// optional whitespace around a header value before decoding it, as HTTP parsers do.
+    Whitespace,
+    /// Decoding: the value starts with `+` or `-`. Both headers carry unsigned numbers.
+    Sign,
+    /// Decoding: a byte where a digit belongs is not an ASCII digit (letters, punctuation,
+    /// any non-ASCII byte).
+    InvalidDigit,
+    /// Decoding: more digits than the header allows: 8 for `grpc-timeout`, as the gRPC
+    /// protocol specifies; [`DeadlineMs::MAX_DIGITS`] for `x-deadline-ms`.
+    TooManyDigits,
+    /// Decoding `grpc-timeout`: the digits are not followed by a unit.
+    MissingUnit,
+    /// Decoding `grpc-timeout`: the unit is not one of `H M S m u n`.
+    UnknownUnit,
+    /// Encoding: the time left (after the per-hop allowance, once rounded down to the unit)
+    /// is zero. Nothing is sent, and the call is not made: report the deadline as exceeded.
+    Spent,
+}
+
+impl fmt::Display for WireError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            WireError::Empty => "header value has no digits",
+            WireError::Whitespace => "header value contains whitespace",
+            WireError::Sign => "header value has a sign",
+            WireError::InvalidDigit => "header value has a byte that is not an ASCII digit",
+            WireError::TooManyDigits => "header value has too many digits",
+            WireError::MissingUnit => "grpc-timeout value has no unit",
+            WireError::UnknownUnit => "grpc-timeout unit is not one of H M S m u n",
+            WireError::Spent => "no time left to send: the call is not made",
+        })
+    }
+}
+
+impl core::error::Error for WireError {}
+
+/// A `grpc-timeout` unit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum GrpcUnit {
+    /// `n`: nanoseconds.
+    Nanos,
+    /// `u`: microseconds.
+    Micros,
+    /// `m`: milliseconds.
+    Millis,
+    /// `S`: seconds.
+    Seconds,
+    /// `M`: minutes.
+    Minutes,
+    /// `H`: hours.
+    Hours,
+}
+
+impl GrpcUnit {
+    /// Every unit, the most precise first: the order in which encoding tries them.
+    pub const ALL: [GrpcUnit; 6] = [
+        GrpcUnit::Nanos,
+        GrpcUnit::Micros,
+        GrpcUnit::Millis,
+        GrpcUnit::Seconds,
+        GrpcUnit::Minutes,
+        GrpcUnit::Hours,
+    ];
+
+    /// The unit's letter on the wire.
+    ///
+    /// ```
+    /// use deadline_core::wire::GrpcUnit;
+    ///
+    /// assert_eq!(GrpcUnit::Millis.as_byte(), b'm');
+    /// assert_eq!(GrpcUnit::Minutes.as_byte(), b'M');
+    /// ```
+    #[must_use]
+    pub const fn as_byte(self) -> u8 {
+        match self {
+            GrpcUnit::Nanos => b'n',
+            GrpcUnit::Micros => b'u',
+            GrpcUnit::Millis => b'm',
+            GrpcUnit::Seconds => b'S',
+            GrpcUnit::Minutes => b'M',
+            GrpcUnit::Hours => b'H',
+        }
+    }
+
+    /// The unit a letter stands for (case-sensitive: `m` is milliseconds, `M` minutes).
+    ///
+    /// ```
+    /// use deadline_core::wire::GrpcUnit;
+    ///
+    /// assert_eq!(GrpcUnit::from_byte(b'H'), Some(GrpcUnit::Hours));
+    /// assert_eq!(GrpcUnit::from_byte(b'h'), None);
+    /// ```
+    #[must_use]
+    pub const fn from_byte(byte: u8) -> Option<GrpcUnit> {
+        match byte {
+            b'n' => Some(GrpcUnit::Nanos),
+            b'u' => Some(GrpcUnit::Micros),
+            b'm' => Some(GrpcUnit::Millis),
+            b'S' => Some(GrpcUnit::Seconds),
+            b'M' => Some(GrpcUnit::Minutes),
+            b'H' => Some(GrpcUnit::Hours),
+            _ => None,
+        }
+    }
+
+    /// The length of one unit: the most an encoded value can fall short of the duration it
+    /// was encoded from.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use deadline_core::wire::GrpcUnit;
+    ///
+    /// assert_eq!(GrpcUnit::Minutes.as_duration(), Duration::from_secs(60));
+    /// ```
+    #[must_use]
+    pub const fn as_duration(self) -> Duration {
+        self.times(1)
+    }
+
+    /// `count` units, as a [`Duration`]. It cannot overflow for the counts `grpc-timeout`
+    /// carries, and saturates for any larger count.
+    #[must_use]
+    pub const fn times(self, count: u64) -> Duration {
+        match self {
+            GrpcUnit::Nanos => Duration::from_nanos(count),
+            GrpcUnit::Micros => Duration::from_micros(count),
+            GrpcUnit::Millis => Duration::from_millis(count),
+            GrpcUnit::Seconds => Duration::from_secs(count),
+            GrpcUnit::Minutes => Duration::from_secs(count.saturating_mul(60)),
+            GrpcUnit::Hours => Duration::from_secs(count.saturating_mul(3_600)),
+        }
+    }
+
+    /// Nanoseconds in one unit.
+    const fn nanos(self) -> u128 {
+        match self {
+            GrpcUnit::Nanos => 1,
+            GrpcUnit::Micros => NANOS_PER_MICRO,
+            GrpcUnit::Millis => NANOS_PER_MILLI,
+            GrpcUnit::Seconds => NANOS_PER_SEC,
+            GrpcUnit::Minutes => NANOS_PER_MIN,
+            GrpcUnit::Hours => NANOS_PER_HOUR,
+        }
+    }
+}
+
+/// A `grpc-timeout` header value: 1 to 8 ASCII digits and a unit, held in a 9-byte buffer.
+///
+/// Build one from the time left with [`GrpcTimeout::from_duration`] (or, with the per-hop
+/// allowance, [`Propagation::encode_grpc_timeout`]), and read a peer's with
+/// [`GrpcTimeout::parse`] (or [`Propagation::decode_grpc_timeout`]).
+///
+/// Encoding picks the most precise unit whose value fits in 8 digits and rounds down, so the
+/// value sent is at most the duration and less than it by under one unit. Durations beyond
+/// `99999999H` (over 11 000 years) are sent as `99999999H`.
+///
+/// Decoding follows the grammar strictly: no sign, no whitespace, 1 to 8 digits (leading
+/// zeros allowed), one unit. A zero value (`0S`), which some peers send, is accepted and
+/// means no time is left. Every value decodes without overflow: the largest, `99999999H`, is
+/// far inside [`Duration`]'s range (clamp it with [`Propagation::max`]).
+///
+/// Two values are equal when their text is equal (`1S` and `1000m` are not).
+///
+/// ```
+/// use core::time::Duration;
+/// use deadline_core::wire::{GrpcTimeout, GrpcUnit, WireError};
+///
+/// let t = GrpcTimeout::from_duration(Duration::from_millis(250)).unwrap();
+/// assert_eq!(t.as_str(), "250000u");
+/// assert_eq!(t.unit(), GrpcUnit::Micros);
+///
+/// // 100 s does not fit in 8 digits of microseconds: milliseconds it is.
+/// let t = GrpcTimeout::from_duration(Duration::from_secs(100)).unwrap();
+/// assert_eq!(t.as_str(), "100000m");
+///
+/// // A spent budget is not sent.
+/// assert_eq!(GrpcTimeout::from_duration(Duration::ZERO), Err(WireError::Spent));
+///
+/// let t: GrpcTimeout = "0005S".parse().unwrap();
+/// assert_eq!(t.duration(), Duration::from_secs(5));
+/// assert_eq!(t.as_str(), "5S");
+/// assert_eq!(GrpcTimeout::parse(b"-5S"), Err(WireError::Sign));
+/// assert_eq!(GrpcTimeout::parse(b"123456789S"), Err(WireError::TooManyDigits));
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct GrpcTimeout {
+    value: u32,
+    unit: GrpcUnit,
+    bytes: [u8; 9],
+    len: u8,
+}
+
+impl GrpcTimeout {
+    /// The largest value `grpc-timeout` carries: 8 digits.
+    pub const MAX_VALUE: u32 = 99_999_999;
+    /// The most digits a `grpc-timeout` value has.
+    pub const MAX_DIGITS: usize = 8;
+
+    /// The value to send for `left`, the time left: the most precise unit whose value fits in
+    /// 8 digits, rounded down.
+    ///
+    /// # Errors
+    ///
+    /// [`WireError::Spent`] if `left` is zero: nothing is sent and the call is not made.
+    pub fn from_duration(left: Duration) -> Result<GrpcTimeout, WireError> {
+        if left.is_zero() {
+            return Err(WireError::Spent);
+        }
+        let nanos = left.as_nanos();
+        for unit in GrpcUnit::ALL {
+            let count = nanos.checked_div(unit.nanos()).unwrap_or(0);
+            let value = u32::try_from(count).unwrap_or(u32::MAX);
+            if value <= Self::MAX_VALUE {
+                // The finer unit before this one overflowed 8 digits, so `count` >= 1 here
+                // (and for nanoseconds, `left` is not zero). Checked anyway.
+                return if value == 0 {
+                    Err(WireError::Spent)
+                } else {
+                    Ok(GrpcTimeout::new(value, unit))
+                };
+            }
+        }
+        Ok(GrpcTimeout::new(Self::MAX_VALUE, GrpcUnit::Hours))
+    }
+
+    /// Decodes a `grpc-timeout` header value.
+    ///
+    /// # Errors
+    ///
+    /// [`WireError::Empty`], [`WireError::Whitespace`], [`WireError::Sign`],
+    /// [`WireError::InvalidDigit`], [`WireError::TooManyDigits`], [`WireError::MissingUnit`]
+    /// or [`WireError::UnknownUnit`], for a value outside the grammar.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use deadline_core::wire::{GrpcTimeout, WireError};
+    ///
+    /// assert_eq!(GrpcTimeout::parse(b"1M").unwrap().duration(), Duration::from_secs(60));
+    /// assert_eq!(GrpcTimeout::parse(b"1 S"), Err(WireError::Whitespace));
+    /// assert_eq!(GrpcTimeout::parse(b"15"), Err(WireError::MissingUnit));
+    /// assert_eq!(GrpcTimeout::parse(b"15s"), Err(WireError::UnknownUnit));
+    /// ```
+    pub fn parse(value: &[u8]) -> Result<GrpcTimeout, WireError> {
+        check_prefix(value)?;
+        let Some((&last, digits)) = value.split_last() else {
+            return Err(WireError::Empty);
+        };
+        let unit = match GrpcUnit::from_byte(last) {
+            Some(unit) => unit,
+            None if last.is_ascii_digit() => return Err(WireError::MissingUnit),
+            None => return Err(WireError::UnknownUnit),
+        };
+        let count = parse_digits(digits, Self::MAX_DIGITS)?;
+        // At most 8 digits: the count is at most MAX_VALUE.
+        let count = u32::try_from(count).map_or(Self::MAX_VALUE, |c| c.min(Self::MAX_VALUE));
+        Ok(GrpcTimeout::new(count, unit))
+    }
+
+    /// The value with `value <= MAX_VALUE` (callers guarantee it) in `unit`.
+    fn new(value: u32, unit: GrpcUnit) -> GrpcTimeout {
+        let mut bytes = [0u8; 9];
+        let digits = write_decimal(u64::from(value), &mut bytes);
+        if let Some(slot) = bytes.get_mut(digits) {
+            *slot = unit.as_byte();
+        }
+        let len = digits.saturating_add(1).min(bytes.len());
+        GrpcTimeout {
+            value,
+            unit,
+            bytes,
+            len: u8::try_from(len).unwrap_or(0),
+        }
+    }
+
+    /// The number before the unit.
+    #[must_use]
+    pub const fn value(&self) -> u32 {
+        self.value
+    }
+
+    /// The unit.
+    #[must_use]
+    pub const fn unit(&self) -> GrpcUnit {
+        self.unit
+    }
+
+    /// The time the value stands for.
+    #[must_use]
+    pub const fn duration(&self) -> Duration {
+        self.unit.times(self.value as u64)
+    }
+
+    /// The header value, as bytes (for `http::HeaderValue::from_bytes` and the like).
+    #[must_use]
+    pub fn as_bytes(&self) -> &[u8] {
+        self.bytes.get(..usize::from(self.len)).unwrap_or(&[])
+    }
+
+    /// The header value, as text.
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        core::str::from_utf8(self.as_bytes()).unwrap_or("")
+    }
+}
+
+impl FromStr for GrpcTimeout {
+    type Err = WireError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        GrpcTimeout::parse(s.as_bytes())
+    }
+}
+
+impl TryFrom<Duration> for GrpcTimeout {
+    type Error = WireError;
+
+    fn try_from(left: Duration) -> Result<Self, Self::Error> {
+        GrpcTimeout::from_duration(left)
+    }
+}
+
+impl fmt::Display for GrpcTimeout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Debug for GrpcTimeout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "GrpcTimeout({:?})", self.as_str())
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for GrpcTimeout {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        defmt::write!(f, "GrpcTimeout({=str})", self.as_str());
+    }
+}
+
+/// An `x-deadline-ms` header value: the time left in whole milliseconds, as ASCII digits.
+///
+/// Encoding rounds down and refuses zero ([`WireError::Spent`]). Decoding takes ASCII digits
+/// only (no sign, no whitespace, leading zeros allowed), at most [`DeadlineMs::MAX_DIGITS`] of
+/// them; a value past `u64::MAX` milliseconds saturates there. A zero value is accepted and
+/// means no time is left.
+///
+/// ```
+/// use core::time::Duration;
+/// use deadline_core::wire::{DeadlineMs, WireError};
+///
+/// let v = DeadlineMs::from_duration(Duration::from_micros(1_999)).unwrap();
+/// assert_eq!(v.as_str(), "1"); // rounded down
+/// assert_eq!(DeadlineMs::from_duration(Duration::from_micros(999)), Err(WireError::Spent));
+///
+/// let v: DeadlineMs = "850".parse().unwrap();
+/// assert_eq!(v.duration(), Duration::from_millis(850));
+/// assert_eq!(DeadlineMs::parse(b"850ms"), Err(WireError::InvalidDigit));
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DeadlineMs {
+    millis: u64,
+    bytes: [u8; 20],
+    len: u8,
+}
+
+impl DeadlineMs {
+    /// The most digits a value may have: `u64::MAX` has 20. Longer values are rejected
+    /// ([`WireError::TooManyDigits`]) rather than read without end.
+    pub const MAX_DIGITS: usize = 20;
+
+    /// The value to send for `left`, the time left: whole milliseconds, rounded down
+    /// (saturating at `u64::MAX`).
+    ///
+    /// # Errors
+    ///
+    /// [`WireError::Spent`] if less than one millisecond is left: nothing is sent and the call
+    /// is not made.
+    pub fn from_duration(left: Duration) -> Result<DeadlineMs, WireError> {
+        let millis = u64::try_from(left.as_millis()).unwrap_or(u64::MAX);
+        if millis == 0 {
+            return Err(WireError::Spent);
+        }
+        Ok(DeadlineMs::new(millis))
+    }
+
+    /// Decodes an `x-deadline-ms` header value.
+    ///
+    /// # Errors
+    ///
+    /// [`WireError::Empty`], [`WireError::Whitespace`], [`WireError::Sign`],
+    /// [`WireError::InvalidDigit`] or [`WireError::TooManyDigits`].
+    ///
+    /// ```
+    /// use deadline_core::wire::{DeadlineMs, WireError};
+    ///
+    /// assert_eq!(DeadlineMs::parse(b"99999999999999999999").unwrap().millis(), u64::MAX);
+    /// assert_eq!(DeadlineMs::parse(b""), Err(WireError::Empty));
+    /// assert_eq!(DeadlineMs::parse(b"+5"), Err(WireError::Sign));
+    /// ```
+    pub fn parse(value: &[u8]) -> Result<DeadlineMs, WireError> {
+        check_prefix(value)?;
+        parse_digits(value, Self::MAX_DIGITS).map(DeadlineMs::new)
+    }
+
+    fn new(millis: u64) -> DeadlineMs {
+        let mut bytes = [0u8; 20];
+        let len = write_decimal(millis, &mut bytes);
+        DeadlineMs {
+            millis,
+            bytes,
+            len: u8::try_from(len).unwrap_or(0),
+        }
+    }
+
+    /// The time left, in whole milliseconds.
+    #[must_use]
+    pub const fn millis(&self) -> u64 {
+        self.millis
+    }
+
+    /// The time left.
+    #[must_use]
+    pub const fn duration(&self) -> Duration {
+        Duration::from_millis(self.millis)
+    }
+
+    /// The header value, as bytes.
+    #[must_use]
+    pub fn as_bytes(&self) -> &[u8] {
+        self.bytes.get(..usize::from(self.len)).unwrap_or(&[])
+    }
+
+    /// The header value, as text.
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        core::str::from_utf8(self.as_bytes()).unwrap_or("")
+    }
+}
+
+impl FromStr for DeadlineMs {
+    type Err = WireError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        DeadlineMs::parse(s.as_bytes())
+    }
+}
+
+impl TryFrom<Duration> for DeadlineMs {
+    type Error = WireError;
+
+    fn try_from(left: Duration) -> Result<Self, Self::Error> {
+        DeadlineMs::from_duration(left)
+    }
+}
+
+impl fmt::Display for DeadlineMs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Debug for DeadlineMs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "DeadlineMs({:?})", self.as_str())
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for DeadlineMs {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        defmt::write!(f, "DeadlineMs({=str})", self.as_str());
+    }
+}
+
+/// How the time left crosses a hop: what a client keeps back for the network, and the most a
+/// server believes.
+///
+/// - Sending: the budget sent is the time left minus [`allowance`](Propagation::allowance),
+///   so the callee gives up a little before we do and its answer (or its error) still
+///   arrives in time. When nothing is left after the allowance, nothing is sent and the call
+///   is not made ([`WireError::Spent`]).
+/// - Receiving: the local deadline is `now + min(budget, max)`, on the receiver's own clock.
+///
+/// Pass a call's own deadline ([`Limits::deadline`](crate::Limits::deadline)) to send that
+/// call's timeout, or the request's [`Deadline`] to send all the time left.
+///
+/// ```
+/// use deadline_core::wire::{Propagation, WireError};
+/// use deadline_core::{Deadline, Instant, Policy, call_timeout, ms};
+///
+/// static HOP: Propagation = Propagation::new(ms(2), ms(5_000));
+///
+/// // Seed 003: B starts with 1700 ms left and its cap is 500 ms.
+/// let b = Policy::required("B", ms(500), ms(100));
+/// let deadline = Deadline::after(Instant::ZERO, ms(2_000));
+/// let now = Instant::from_millis(300);
+/// let limits = call_timeout(&b, deadline, now, ms(0)).limits().unwrap();
+/// assert_eq!(HOP.outgoing(limits.deadline(), now), Ok(ms(498)));
+/// assert_eq!(HOP.encode_deadline_ms(limits.deadline(), now).unwrap().as_str(), "498");
+///
+/// // At the deadline, or within the allowance of it, nothing is sent.
+/// assert_eq!(HOP.outgoing(deadline, Instant::from_millis(1_999)), Err(WireError::Spent));
+///
+/// // A client that claims a day gets the server's maximum.
+/// let local = HOP.decode_deadline_ms(b"86400000", now).unwrap();
+/// assert_eq!(local.remaining(now), ms(5_000));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub struct Propagation {
+    /// Subtracted from the time left before it is sent: the network's share of one hop (the
+    /// trip there and back, serialization). A few milliseconds within a data center.
+    pub allowance: Duration,
+    /// The largest budget this server accepts from a caller: incoming budgets are clamped to
+    /// it, whatever the header says.
+    pub max: Duration,
+}
+
+impl Propagation {
+    /// Keeps back `allowance` when sending; clamps incoming budgets to `max`.
+    #[must_use]
+    pub const fn new(allowance: Duration, max: Duration) -> Self {
+        Propagation { allowance, max }
+    }
+
+    /// The budget to send at `now` for work that must end by `deadline`: the time left minus
+    /// the allowance (saturating).
+    ///
+    /// # Errors
+    ///
+    /// [`WireError::Spent`] when that is zero: do not make the call.
+    pub fn outgoing(&self, deadline: Deadline, now: Instant) -> Result<Duration, WireError> {
+        let left = deadline.remaining(now).saturating_sub(self.allowance);
+        if left.is_zero() {
+            Err(WireError::Spent)
+        } else {
+            Ok(left)
+        }
+    }
+
+    /// The local deadline for a request that arrived at `now` with `budget`:
+    /// `now + min(budget, max)`, saturating. A zero budget gives a deadline that has already
+    /// passed.
+    ///
+    /// ```
+    /// use deadline_core::wire::Propagation;
+    /// use deadline_core::{Instant, ms};
+    ///
+    /// let server = Propagation::new(ms(0), ms(1_000));
+    /// let now = Instant::from_millis(40);
+    /// assert_eq!(server.incoming(ms(250), now).instant(), Instant::from_millis(290));
+    /// assert_eq!(server.incoming(ms(9_000), now).instant(), Instant::from_millis(1_040));
+    /// ```
+    #[must_use]
+    pub fn incoming(&self, budget: Duration, now: Instant) -> Deadline {
+        Deadline::after(now, budget.min(self.max))
+    }
+
+    /// The `grpc-timeout` value to send at `now` for work that must end by `deadline`:
+    /// [`outgoing`](Propagation::outgoing), encoded (rounded down).
+    ///
+    /// # Errors
+    ///
+    /// [`WireError::Spent`] when nothing is left to send: do not make the call.
+    pub fn encode_grpc_timeout(
+        &self,
+        deadline: Deadline,
+        now: Instant,
+    ) -> Result<GrpcTimeout, WireError> {
+        self.outgoing(deadline, now)
+            .and_then(GrpcTimeout::from_duration)
+    }
+
+    /// The `x-deadline-ms` value to send at `now` for work that must end by `deadline`:
+    /// [`outgoing`](Propagation::outgoing), in whole milliseconds (rounded down).
+    ///
+    /// # Errors
+    ///
+    /// [`WireError::Spent`] when less than one millisecond is left to send: do not make the
+    /// call.
+    pub fn encode_deadline_ms(
+        &self,
+        deadline: Deadline,
+        now: Instant,
+    ) -> Result<DeadlineMs, WireError> {
+        self.outgoing(deadline, now)
+            .and_then(DeadlineMs::from_duration)
+    }
+
+    /// The local deadline for a request that arrived at `now` with this `grpc-timeout` value:
+    /// [`GrpcTimeout::parse`], then [`incoming`](Propagation::incoming).
+    ///
+    /// # Errors
+    ///
+    /// A decoding error from [`GrpcTimeout::parse`]. What to do then (reject the request, or
+    /// use a default budget) is the server's choice.
+    pub fn decode_grpc_timeout(&self, value: &[u8], now: Instant) -> Result<Deadline, WireError> {
+        GrpcTimeout::parse(value).map(|t| self.incoming(t.duration(), now))
+    }
+
+    /// The local deadline for a request that arrived at `now` with this `x-deadline-ms`
+    /// value: [`DeadlineMs::parse`], then [`incoming`](Propagation::incoming).
+    ///
+    /// # Errors
+    ///
+    /// A decoding error from [`DeadlineMs::parse`].
+    pub fn decode_deadline_ms(&self, value: &[u8], now: Instant) -> Result<Deadline, WireError> {
+        DeadlineMs::parse(value).map(|t| self.incoming(t.duration(), now))
+    }
+}
+
+/// The checks both headers share, in the order that names the problem best: empty, any
+/// whitespace, a leading sign.
+fn check_prefix(value: &[u8]) -> Result<(), WireError> {
+    match value.first() {
+        None => Err(WireError::Empty),
+        Some(_) if value.iter().any(u8::is_ascii_whitespace) => Err(WireError::Whitespace),
+        Some(b'+' | b'-') => Err(WireError::Sign),
+        Some(_) => Ok(()),
+    }
+}
+
+/// Reads 1 to `max_digits` ASCII digits, saturating at `u64::MAX`.
+fn parse_digits(digits: &[u8], max_digits: usize) -> Result<u64, WireError> {
+    if digits.is_empty() {
+        return Err(WireError::Empty);
+    }
+    if !digits.iter().all(u8::is_ascii_digit) {
+        return Err(WireError::InvalidDigit);
+    }
+    if digits.len() > max_digits {
+        return Err(WireError::TooManyDigits);
+    }
+    Ok(digits.iter().fold(0u64, |acc, &d| {
+        acc.saturating_mul(10)
+            .saturating_add(u64::from(d.saturating_sub(b'0')))
+    }))
+}
+
+/// Writes `value` in decimal at the front of `out` and returns the number of bytes written
+/// (never more than `out.len()`; the callers' buffers always fit the value).
+fn write_decimal(mut value: u64, out: &mut [u8]) -> usize {
+    let mut reversed = [0u8; 20];
+    let mut len = 0usize;
+    for slot in reversed.iter_mut() {
+        // `value % 10` is below 10: the cast cannot truncate.
+        *slot = b'0'.saturating_add((value % 10) as u8);
+        value /= 10;
+        len = len.saturating_add(1);
+        if value == 0 {
+            break;
+        }
+    }
+    let digits = reversed.get(..len).unwrap_or(&[]);
+    let mut written = 0usize;
+    for (slot, &digit) in out.iter_mut().zip(digits.iter().rev()) {
+        *slot = digit;
+        written = written.saturating_add(1);
+    }
+    written
+}

@@ -1,0 +1,481 @@
+//! The header codecs (`grpc-timeout`, `x-deadline-ms`) and `Propagation`: tables of the
+//! grammar's edges, and properties over any bytes and any duration.
+
+use core::time::Duration;
+
+use deadline_core::wire::{
+    DeadlineMs, GRPC_TIMEOUT, GrpcTimeout, GrpcUnit, Propagation, WireError, X_DEADLINE_MS,
+};
+use deadline_core::{Deadline, Instant, Policy, call_timeout, ms};
+use proptest::prelude::*;
+use proptest::test_runner::RngSeed;
+
+/// Nanoseconds per unit, written out here apart from the library's own table.
+fn unit_nanos(letter: u8) -> Option<u128> {
+    Some(match letter {
+        b'n' => 1,
+        b'u' => 1_000,
+        b'm' => 1_000_000,
+        b'S' => 1_000_000_000,
+        b'M' => 60 * 1_000_000_000,
+        b'H' => 3_600 * 1_000_000_000,
+        _ => return None,
+    })
+}
+
+/// The PROTOCOL-HTTP2 grammar, as an independent oracle: 1 to 8 ASCII digits, then one unit.
+/// Returns the value in nanoseconds when `value` is well formed.
+fn grammar(value: &[u8]) -> Option<u128> {
+    let (&unit, digits) = value.split_last()?;
+    let per_unit = unit_nanos(unit)?;
+    if digits.is_empty() || digits.len() > 8 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let count: u128 = core::str::from_utf8(digits).ok()?.parse().ok()?;
+    Some(count * per_unit)
+}
+
+fn config() -> ProptestConfig {
+    ProptestConfig {
+        cases: 1024,
+        rng_seed: RngSeed::Fixed(0x5eed_0005),
+        ..ProptestConfig::default()
+    }
+}
+
+#[test]
+fn header_names_are_lowercase_http2_names() {
+    for name in [GRPC_TIMEOUT, X_DEADLINE_MS] {
+        assert!(!name.is_empty());
+        assert_eq!(name, name.to_ascii_lowercase());
+        assert!(name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'));
+    }
+    assert_eq!(GRPC_TIMEOUT, "grpc-timeout");
+    assert_eq!(X_DEADLINE_MS, "x-deadline-ms");
+}
+
+#[test]
+fn grpc_timeout_rejects_values_outside_the_grammar() {
+    let cases: &[(&[u8], WireError)] = &[
+        (b"", WireError::Empty),
+        (b"S", WireError::Empty),
+        (b"n", WireError::Empty),
+        (b" 1S", WireError::Whitespace),
+        (b"1S ", WireError::Whitespace),
+        (b"1 S", WireError::Whitespace),
+        (b"\t1S", WireError::Whitespace),
+        (b"1S\r\n", WireError::Whitespace),
+        (b" ", WireError::Whitespace),
+        (b"+1S", WireError::Sign),
+        (b"-1S", WireError::Sign),
+        (b"-0n", WireError::Sign),
+        (b"123456789S", WireError::TooManyDigits),
+        (b"000000001S", WireError::TooManyDigits),
+        (b"99999999999999999999999H", WireError::TooManyDigits),
+        (b"1", WireError::MissingUnit),
+        (b"12345678", WireError::MissingUnit),
+        (b"123456789", WireError::MissingUnit),
+        (b"1s", WireError::UnknownUnit),
+        (b"1h", WireError::UnknownUnit),
+        (b"1x", WireError::UnknownUnit),
+        (b"1ms", WireError::UnknownUnit),
+        (b"1\xb5", WireError::UnknownUnit),
+        ("1µ".as_bytes(), WireError::UnknownUnit),
+        (b"1SS", WireError::InvalidDigit),
+        (b"1.5S", WireError::InvalidDigit),
+        (b"1_000m", WireError::InvalidDigit),
+        (b"0x1S", WireError::InvalidDigit),
+        (b"1e3m", WireError::InvalidDigit),
+        ("١S".as_bytes(), WireError::InvalidDigit),
+        ("１S".as_bytes(), WireError::InvalidDigit),
+        (b"1\0S", WireError::InvalidDigit),
+    ];
+    for &(value, expected) in cases {
+        assert_eq!(
+            GrpcTimeout::parse(value),
+            Err(expected),
+            "{:?}",
+            String::from_utf8_lossy(value)
+        );
+        if let Ok(text) = core::str::from_utf8(value) {
+            assert_eq!(text.parse::<GrpcTimeout>(), Err(expected), "{text:?}");
+        }
+        let server = Propagation::new(ms(0), ms(1_000));
+        assert_eq!(
+            server.decode_grpc_timeout(value, Instant::ZERO),
+            Err(expected)
+        );
+    }
+}
+
+#[test]
+fn grpc_timeout_decodes_each_unit_and_leading_zeros() {
+    let cases: &[(&str, Duration, u32, GrpcUnit)] = &[
+        ("7n", Duration::from_nanos(7), 7, GrpcUnit::Nanos),
+        ("7u", Duration::from_micros(7), 7, GrpcUnit::Micros),
+        ("7m", Duration::from_millis(7), 7, GrpcUnit::Millis),
+        ("7S", Duration::from_secs(7), 7, GrpcUnit::Seconds),
+        ("7M", Duration::from_secs(7 * 60), 7, GrpcUnit::Minutes),
+        ("7H", Duration::from_secs(7 * 3_600), 7, GrpcUnit::Hours),
+        ("00000001S", Duration::from_secs(1), 1, GrpcUnit::Seconds),
+        ("00000000n", Duration::ZERO, 0, GrpcUnit::Nanos),
+        ("0S", Duration::ZERO, 0, GrpcUnit::Seconds),
+        (
+            "99999999n",
+            Duration::from_nanos(99_999_999),
+            99_999_999,
+            GrpcUnit::Nanos,
+        ),
+    ];
+    for &(text, duration, value, unit) in cases {
+        let t = GrpcTimeout::parse(text.as_bytes()).unwrap();
+        assert_eq!(
+            (t.duration(), t.value(), t.unit()),
+            (duration, value, unit),
+            "{text}"
+        );
+        assert_eq!(text.parse::<GrpcTimeout>(), Ok(t));
+        // The value is held in canonical form: no leading zeros.
+        let canonical = text.trim_start_matches('0');
+        let canonical = if canonical.len() == 1 {
+            format!("0{canonical}")
+        } else {
+            canonical.to_owned()
+        };
+        assert_eq!(t.as_str(), canonical, "{text}");
+        assert_eq!(t.to_string(), canonical);
+        assert_eq!(t.as_bytes(), canonical.as_bytes());
+    }
+}
+
+#[test]
+fn grpc_timeout_hostile_largest_value_decodes_without_overflow() {
+    let t = GrpcTimeout::parse(b"99999999H").unwrap();
+    let expected_nanos = 99_999_999u128 * 3_600 * 1_000_000_000;
+    assert_eq!(t.duration().as_nanos(), expected_nanos);
+
+    // Clamped by the server's maximum, whatever the clock reads.
+    let server = Propagation::new(ms(0), Duration::from_secs(30));
+    for now in [Instant::ZERO, Instant::from_secs(1), Instant::MAX] {
+        let local = server.decode_grpc_timeout(b"99999999H", now).unwrap();
+        assert!(local.remaining(now) <= server.max);
+        assert!(local.instant() >= now);
+    }
+    // With no maximum at all, the deadline saturates at the end of time instead of wrapping.
+    let open = Propagation::new(ms(0), Duration::MAX);
+    let near_end = Instant::from_micros(u64::MAX - 5);
+    let local = open.decode_grpc_timeout(b"99999999H", near_end).unwrap();
+    assert_eq!(local, Deadline::NEVER);
+}
+
+#[test]
+fn grpc_timeout_encodes_the_most_precise_unit_that_fits() {
+    let cases: &[(Duration, &str)] = &[
+        (Duration::from_nanos(1), "1n"),
+        (Duration::from_nanos(99_999_999), "99999999n"),
+        (Duration::from_nanos(100_000_000), "100000u"),
+        (Duration::from_nanos(100_000_999), "100000u"),
+        (Duration::from_nanos(99_999_999_999), "99999999u"),
+        (Duration::from_micros(100_000_000), "100000m"),
+        (Duration::from_millis(99_999_999), "99999999m"),
+        (Duration::from_millis(100_000_000), "100000S"),
+        (Duration::from_secs(99_999_999), "99999999S"),
+        (Duration::from_secs(100_000_000), "1666666M"),
+        (Duration::from_secs(99_999_999 * 60), "99999999M"),
+        (Duration::from_secs(100_000_000 * 60), "1666666H"),
+        (Duration::from_secs(99_999_999 * 3_600), "99999999H"),
+        (Duration::from_secs(100_000_000 * 3_600), "99999999H"),
+        (Duration::MAX, "99999999H"),
+        (ms(50), "50000000n"),
+        (ms(110), "110000u"),
+        (ms(2_000), "2000000u"),
+    ];
+    for &(d, expected) in cases {
+        let t = GrpcTimeout::from_duration(d).unwrap();
+        assert_eq!(t.as_str(), expected, "{d:?}");
+        assert_eq!(GrpcTimeout::try_from(d), Ok(t));
+        assert!(t.duration() <= d, "{d:?} sent as {t}");
+    }
+}
+
+#[test]
+fn grpc_timeout_never_encodes_zero() {
+    assert_eq!(
+        GrpcTimeout::from_duration(Duration::ZERO),
+        Err(WireError::Spent)
+    );
+    assert_eq!(GrpcTimeout::try_from(Duration::ZERO), Err(WireError::Spent));
+}
+
+#[test]
+fn deadline_ms_decodes_digits_only_and_saturates() {
+    let rejected: &[(&[u8], WireError)] = &[
+        (b"", WireError::Empty),
+        (b" 5", WireError::Whitespace),
+        (b"5 ", WireError::Whitespace),
+        (b"5\t0", WireError::Whitespace),
+        (b"+5", WireError::Sign),
+        (b"-5", WireError::Sign),
+        (b"5ms", WireError::InvalidDigit),
+        (b"5.0", WireError::InvalidDigit),
+        (b"1e3", WireError::InvalidDigit),
+        ("٥".as_bytes(), WireError::InvalidDigit),
+        (b"000000000000000000001", WireError::TooManyDigits),
+        (b"184467440737095516150", WireError::TooManyDigits),
+    ];
+    for &(value, expected) in rejected {
+        assert_eq!(DeadlineMs::parse(value), Err(expected), "{value:?}");
+        let server = Propagation::new(ms(0), ms(1_000));
+        assert_eq!(
+            server.decode_deadline_ms(value, Instant::ZERO),
+            Err(expected)
+        );
+    }
+
+    let accepted: &[(&str, u64)] = &[
+        ("0", 0),
+        ("850", 850),
+        ("0000850", 850),
+        ("18446744073709551615", u64::MAX),
+        ("18446744073709551616", u64::MAX),
+        ("99999999999999999999", u64::MAX),
+    ];
+    for &(text, millis) in accepted {
+        let v: DeadlineMs = text.parse().unwrap();
+        assert_eq!(v.millis(), millis, "{text}");
+        assert_eq!(v.duration(), Duration::from_millis(millis));
+        assert_eq!(v.as_str(), millis.to_string());
+    }
+}
+
+#[test]
+fn deadline_ms_encodes_whole_milliseconds_rounded_down_never_zero() {
+    let cases: &[(Duration, Result<&str, WireError>)] = &[
+        (Duration::ZERO, Err(WireError::Spent)),
+        (Duration::from_nanos(1), Err(WireError::Spent)),
+        (Duration::from_micros(999), Err(WireError::Spent)),
+        (Duration::from_micros(1_000), Ok("1")),
+        (Duration::from_micros(1_999), Ok("1")),
+        (ms(850), Ok("850")),
+        (Duration::MAX, Ok("18446744073709551615")),
+    ];
+    for &(d, expected) in cases {
+        let got = DeadlineMs::from_duration(d);
+        assert_eq!(
+            got.map(|v| v.to_string()),
+            expected.map(str::to_owned),
+            "{d:?}"
+        );
+        assert_eq!(DeadlineMs::try_from(d), got);
+    }
+}
+
+#[test]
+fn propagation_subtracts_the_allowance_before_sending() {
+    let hop = Propagation::new(ms(5), ms(10_000));
+    let deadline = Deadline::after(Instant::ZERO, ms(200));
+    for now_ms in [0u64, 100, 194] {
+        let now = Instant::from_millis(now_ms);
+        let left = deadline.remaining(now);
+        assert_eq!(hop.outgoing(deadline, now), Ok(left - hop.allowance));
+        let sent = hop.encode_deadline_ms(deadline, now).unwrap();
+        assert_eq!(sent.duration(), left - hop.allowance);
+        let sent = hop.encode_grpc_timeout(deadline, now).unwrap();
+        assert_eq!(sent.duration(), left - hop.allowance);
+    }
+    // Within the allowance of the deadline, at it, or past it: nothing is sent.
+    for now_ms in [195u64, 199, 200, 10_000] {
+        let now = Instant::from_millis(now_ms);
+        assert_eq!(hop.outgoing(deadline, now), Err(WireError::Spent));
+        assert_eq!(
+            hop.encode_grpc_timeout(deadline, now),
+            Err(WireError::Spent)
+        );
+        assert_eq!(hop.encode_deadline_ms(deadline, now), Err(WireError::Spent));
+    }
+    // 0.5 ms after the allowance is something for grpc-timeout, nothing for x-deadline-ms.
+    let now = Instant::from_micros(194_500);
+    assert_eq!(
+        hop.encode_grpc_timeout(deadline, now).map(|t| t.duration()),
+        Ok(Duration::from_micros(500))
+    );
+    assert_eq!(hop.encode_deadline_ms(deadline, now), Err(WireError::Spent));
+}
+
+#[test]
+fn propagation_clamps_incoming_budgets_to_the_maximum() {
+    let server = Propagation::new(ms(0), ms(1_000));
+    let now = Instant::from_millis(40);
+    for (budget, expected) in [
+        (ms(0), ms(0)),
+        (ms(250), ms(250)),
+        (ms(1_000), ms(1_000)),
+        (ms(1_001), ms(1_000)),
+        (Duration::MAX, ms(1_000)),
+    ] {
+        let local = server.incoming(budget, now);
+        assert_eq!(local.remaining(now), expected, "{budget:?}");
+        assert_eq!(local.is_expired(now), expected.is_zero());
+    }
+    let local = server.decode_deadline_ms(b"86400000", now).unwrap();
+    assert_eq!(local.remaining(now), server.max);
+    let local = server.decode_grpc_timeout(b"250m", now).unwrap();
+    assert_eq!(local.remaining(now), ms(250));
+}
+
+#[test]
+fn a_call_timeout_travels_to_the_callee_shortened_by_the_allowance() {
+    // Seed 000: B gets 110 ms at 10 ms; the callee, on another clock, gets 110 ms minus the
+    // network's share.
+    let b = Policy::required("B", ms(110), ms(30));
+    let request = Deadline::after(Instant::ZERO, ms(200));
+    let start = Instant::from_millis(10);
+    let limits = call_timeout(&b, request, start, ms(20)).limits().unwrap();
+
+    let hop = Propagation::new(ms(3), ms(60_000));
+    let header = hop.encode_grpc_timeout(limits.deadline(), start).unwrap();
+    let callee_now = Instant::from_secs(1_000);
+    let callee = hop
+        .decode_grpc_timeout(header.as_bytes(), callee_now)
+        .unwrap();
+    assert_eq!(callee.remaining(callee_now), limits.timeout - hop.allowance);
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn grpc_timeout_decoding_never_panics_on_any_bytes(
+        bytes in proptest::collection::vec(any::<u8>(), 0..16),
+    ) {
+        let decoded = GrpcTimeout::parse(&bytes);
+        prop_assert_eq!(decoded.ok().map(|t| t.duration().as_nanos()), grammar(&bytes));
+        let _ = Propagation::new(ms(1), Duration::MAX).decode_grpc_timeout(&bytes, Instant::MAX);
+    }
+
+    #[test]
+    fn grpc_timeout_decoding_matches_the_grammar_on_near_misses(
+        text in "[0-9HMSmunsh +\\-]{0,12}",
+    ) {
+        let decoded = GrpcTimeout::parse(text.as_bytes());
+        prop_assert_eq!(decoded.ok().map(|t| t.duration().as_nanos()), grammar(text.as_bytes()));
+        if let Ok(t) = decoded {
+            // The canonical text decodes to the same value.
+            prop_assert_eq!(GrpcTimeout::parse(t.as_bytes()).map(|u| u.duration()), Ok(t.duration()));
+        }
+    }
+
+    #[test]
+    fn deadline_ms_decoding_never_panics_on_any_bytes(
+        bytes in proptest::collection::vec(any::<u8>(), 0..24),
+    ) {
+        let decoded = DeadlineMs::parse(&bytes);
+        let well_formed = !bytes.is_empty() && bytes.len() <= 20 && bytes.iter().all(u8::is_ascii_digit);
+        prop_assert_eq!(decoded.is_ok(), well_formed);
+        if let Ok(v) = decoded {
+            let exact: u128 = core::str::from_utf8(&bytes).unwrap().parse().unwrap();
+            prop_assert_eq!(u128::from(v.millis()), exact.min(u128::from(u64::MAX)));
+        }
+        let _ = Propagation::new(ms(1), Duration::MAX).decode_deadline_ms(&bytes, Instant::MAX);
+    }
+
+    #[test]
+    fn deadline_ms_decoding_on_digit_strings(text in "[0-9+\\- ]{0,22}") {
+        let decoded = DeadlineMs::parse(text.as_bytes());
+        let well_formed = !text.is_empty() && text.len() <= 20 && text.bytes().all(|b| b.is_ascii_digit());
+        prop_assert_eq!(decoded.is_ok(), well_formed);
+    }
+
+    #[test]
+    fn grpc_timeout_round_trip_loses_less_than_one_unit(
+        secs in prop_oneof![0u64..200_000, any::<u64>()],
+        nanos in prop_oneof![0u32..1_000, 0u32..1_000_000_000],
+    ) {
+        let d = Duration::new(secs, nanos);
+        prop_assume!(!d.is_zero());
+        let sent = GrpcTimeout::from_duration(d).unwrap();
+        prop_assert!(sent.value() > 0);
+        prop_assert!(sent.as_bytes().len() <= 9);
+        let back = GrpcTimeout::parse(sent.as_bytes()).unwrap();
+        prop_assert_eq!(back, sent);
+        let per_unit = unit_nanos(sent.unit().as_byte()).unwrap();
+        let (d_ns, back_ns) = (d.as_nanos(), back.duration().as_nanos());
+        prop_assert!(back_ns <= d_ns);
+        let largest = 99_999_999u128 * 3_600 * 1_000_000_000;
+        if d_ns <= largest {
+            prop_assert!(d_ns - back_ns < per_unit, "{:?} sent as {}", d, sent);
+        } else {
+            prop_assert_eq!(back_ns, largest);
+        }
+        // The most precise unit that fits: the next finer one would need 9 digits.
+        let finer = GrpcUnit::ALL.iter().rev().skip_while(|&&u| u != sent.unit()).nth(1);
+        if let Some(finer) = finer {
+            let finer_ns = unit_nanos(finer.as_byte()).unwrap();
+            prop_assert!(d_ns / finer_ns > 99_999_999, "{:?} sent as {}", d, sent);
+        }
+    }
+
+    #[test]
+    fn deadline_ms_round_trip_loses_less_than_one_millisecond(
+        secs in prop_oneof![0u64..100_000, any::<u64>()],
+        nanos in 0u32..1_000_000_000,
+    ) {
+        let d = Duration::new(secs, nanos);
+        match DeadlineMs::from_duration(d) {
+            Ok(sent) => {
+                let back = DeadlineMs::parse(sent.as_bytes()).unwrap();
+                prop_assert_eq!(back, sent);
+                prop_assert!(back.duration() <= d);
+                if d.as_millis() <= u128::from(u64::MAX) {
+                    prop_assert!(d - back.duration() < ms(1));
+                }
+            }
+            Err(e) => {
+                prop_assert_eq!(e, WireError::Spent);
+                prop_assert!(d < ms(1));
+            }
+        }
+    }
+
+    #[test]
+    fn propagation_never_sends_more_than_left_minus_allowance(
+        deadline_us in prop_oneof![any::<u64>(), 0u64..10_000_000],
+        now_us in prop_oneof![any::<u64>(), 0u64..10_000_000],
+        allowance_us in 0u64..100_000,
+        max_us in prop_oneof![Just(u64::MAX), 0u64..10_000_000],
+        receiver_now_us in any::<u64>(),
+    ) {
+        let hop = Propagation::new(Duration::from_micros(allowance_us), Duration::from_micros(max_us));
+        let deadline = Deadline::at(Instant::from_micros(deadline_us));
+        let now = Instant::from_micros(now_us);
+        let limit = deadline.remaining(now).saturating_sub(hop.allowance);
+        let receiver_now = Instant::from_micros(receiver_now_us);
+
+        match hop.outgoing(deadline, now) {
+            Ok(sent) => {
+                prop_assert_eq!(sent, limit);
+                prop_assert!(!sent.is_zero());
+            }
+            Err(e) => {
+                prop_assert_eq!(e, WireError::Spent);
+                prop_assert!(limit.is_zero());
+            }
+        }
+        match hop.encode_grpc_timeout(deadline, now) {
+            Ok(t) => {
+                prop_assert!(t.duration() <= limit && !t.duration().is_zero());
+                let local = hop.decode_grpc_timeout(t.as_bytes(), receiver_now).unwrap();
+                prop_assert!(local.remaining(receiver_now) <= t.duration().min(hop.max));
+            }
+            Err(e) => prop_assert!(e == WireError::Spent && limit.is_zero()),
+        }
+        match hop.encode_deadline_ms(deadline, now) {
+            Ok(v) => {
+                prop_assert!(v.duration() <= limit && !v.duration().is_zero());
+                let local = hop.decode_deadline_ms(v.as_bytes(), receiver_now).unwrap();
+                prop_assert!(local.remaining(receiver_now) <= v.duration().min(hop.max));
+            }
+            Err(e) => prop_assert!(e == WireError::Spent && limit < ms(1)),
+        }
+    }
+}
