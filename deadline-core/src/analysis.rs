@@ -1,1 +1,585 @@
-//! TODO
+//! Timeout analysis from a measured latency sample, and pool sizing by Little's law.
+//!
+//! A timeout `T` with `r` retries has two consequences, and both should be quoted whenever a
+//! timeout is proposed:
+//!
+//! - its **worst case** `(r + 1) × T`, which has to fit inside the allocation the budget gave
+//!   the call ([`worst_case`], [`attempts_that_fit`]);
+//! - its **kill fraction** `1 − F(T)`: the share of calls that would have succeeded after `T`
+//!   and are abandoned instead ([`Sample::kill_fraction`]).
+//!
+//! If the attempts are independent, all of them time out with probability
+//! `(1 − F(T))^(r + 1)` ([`Sample::failure_probability`]). [`Sample::assess`] computes all of
+//! these at once for one candidate `(T, r)` against an allocation.
+//!
+//! Percentiles use the **nearest-rank** rule ([`Quantile::nearest_rank`]): the `q` quantile of
+//! `n` sorted values is the value of rank `⌈q·n⌉` (at least 1). It always returns a measured
+//! value, never an interpolation, which is what a timeout is compared against. The
+//! [`Histogram`](crate::histogram::Histogram) uses the same rule over its buckets.
+//!
+//! Integer arithmetic is used wherever the answer is exact (durations, counts, ranks); `f64`
+//! only for fractions. There is no `libm` here: powers are computed by repeated squaring.
+//!
+//! ```
+//! use deadline_core::analysis::Sample;
+//! use deadline_core::ms;
+//!
+//! // A hundred calls: 45 at 8 ms, 25 at 11, 15 at 16, 8 at 24, 4 at 45, 2 at 90, 1 at 400.
+//! let mut calls = [ms(8); 100];
+//! let mut at = 45;
+//! for (n, t) in [(25, 11), (15, 16), (8, 24), (4, 45), (2, 90), (1, 400)] {
+//!     calls[at..at + n].fill(ms(t));
+//!     at += n;
+//! }
+//! let sample = Sample::new(&mut calls).unwrap();
+//! assert_eq!((sample.p50(), sample.p95(), sample.p99()), (ms(11), ms(45), ms(90)));
+//!
+//! // T = 90 ms with one retry, against a 250 ms allocation.
+//! let a = sample.assess(ms(90), 1, ms(250));
+//! assert_eq!(a.worst_case, ms(180));
+//! assert!(a.fits);
+//! assert_eq!(a.kill_fraction, 0.01); // the one call in a hundred that takes 400 ms
+//! assert_eq!(a.failure_probability, 0.0001); // if the attempts are independent
+//! ```
+
+use core::fmt;
+use core::time::Duration;
+
+/// Parts per million in a whole.
+const PPM: u32 = 1_000_000;
+/// Nanoseconds in one second.
+const NANOS_PER_SEC: u128 = 1_000_000_000;
+
+/// A quantile `q` in `[0, 1]`, held exactly in parts per million.
+///
+/// Build one from an integer ([`percent`](Quantile::percent),
+/// [`per_mille`](Quantile::per_mille), [`from_ppm`](Quantile::from_ppm)), so that p99.9 is
+/// exactly 999/1000, or from an `f64` with [`from_fraction`](Quantile::from_fraction).
+/// Out-of-range inputs are clamped to `[0, 1]`.
+///
+/// ```
+/// use deadline_core::analysis::Quantile;
+///
+/// assert_eq!(Quantile::per_mille(999), Quantile::P999);
+/// assert_eq!(Quantile::from_fraction(0.95), Quantile::P95);
+/// // Nearest rank: the 95th of 100 values, the 1st of 1, the 999th of 1000.
+/// assert_eq!(Quantile::P95.nearest_rank(100), 95);
+/// assert_eq!(Quantile::P95.nearest_rank(1), 1);
+/// assert_eq!(Quantile::P999.nearest_rank(1000), 999);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Quantile {
+    ppm: u32,
+}
+
+impl Quantile {
+    /// The smallest value (nearest rank 1).
+    pub const MIN: Quantile = Quantile { ppm: 0 };
+    /// The median.
+    pub const P50: Quantile = Quantile { ppm: 500_000 };
+    /// The 95th percentile: the hedge delay.
+    pub const P95: Quantile = Quantile { ppm: 950_000 };
+    /// The 99th percentile.
+    pub const P99: Quantile = Quantile { ppm: 990_000 };
+    /// The 99.9th percentile: the cap, for a false-timeout rate of 0.1%.
+    pub const P999: Quantile = Quantile { ppm: 999_000 };
+    /// The largest value.
+    pub const MAX: Quantile = Quantile { ppm: PPM };
+
+    /// `ppm` parts per million, clamped to one million.
+    #[must_use]
+    pub const fn from_ppm(ppm: u32) -> Self {
+        Quantile {
+            ppm: if ppm > PPM { PPM } else { ppm },
+        }
+    }
+
+    /// `per_mille` thousandths (999 for p99.9), clamped to 1000.
+    #[must_use]
+    pub const fn per_mille(per_mille: u32) -> Self {
+        Quantile::from_ppm(per_mille.saturating_mul(1_000))
+    }
+
+    /// `percent` hundredths (95 for p95), clamped to 100.
+    #[must_use]
+    pub const fn percent(percent: u32) -> Self {
+        Quantile::from_ppm(percent.saturating_mul(10_000))
+    }
+
+    /// The quantile nearest to `q`, rounded to the nearest part per million. `q` is clamped
+    /// to `[0, 1]`; NaN reads as 0.
+    #[must_use]
+    pub fn from_fraction(q: f64) -> Self {
+        if q.is_nan() || q <= 0.0 {
+            Quantile::MIN
+        } else if q >= 1.0 {
+            Quantile::MAX
+        } else {
+            // In (0, 1e6 + 0.5): the cast is exact after truncation, and saturating anyway.
+            Quantile::from_ppm((q * f64::from(PPM) + 0.5) as u32)
+        }
+    }
+
+    /// Parts per million.
+    #[must_use]
+    pub const fn as_ppm(self) -> u32 {
+        self.ppm
+    }
+
+    /// As a fraction in `[0, 1]`.
+    #[must_use]
+    pub fn as_fraction(self) -> f64 {
+        f64::from(self.ppm) / f64::from(PPM)
+    }
+
+    /// The nearest rank of this quantile among `n` sorted values: `⌈q·n⌉`, at least 1 and at
+    /// most `n` (and 0 when `n` is 0). Exact integer arithmetic.
+    #[must_use]
+    pub const fn nearest_rank(self, n: u64) -> u64 {
+        if n == 0 {
+            return 0;
+        }
+        let scaled = (self.ppm as u128).saturating_mul(n as u128);
+        let rank = scaled.div_ceil(PPM as u128);
+        if rank == 0 {
+            1
+        } else if rank > n as u128 {
+            n
+        } else {
+            rank as u64
+        }
+    }
+}
+
+/// Why a slice could not be read as a [`Sample`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum SampleError {
+    /// The slice is empty: an empty sample has no distribution to read.
+    Empty,
+    /// [`Sample::from_sorted`] was given a slice that is not in ascending order.
+    Unsorted,
+}
+
+impl fmt::Display for SampleError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SampleError::Empty => f.write_str("empty latency sample"),
+            SampleError::Unsorted => f.write_str("latency sample is not sorted"),
+        }
+    }
+}
+
+impl core::error::Error for SampleError {}
+
+/// A measured latency sample: non-empty and sorted in ascending order.
+///
+/// Build one with [`Sample::new`], which sorts the caller's slice in place
+/// (`sort_unstable`, no allocation), or with [`Sample::from_sorted`], which checks that a
+/// shared slice is already sorted. Either way every query afterwards is a binary search or a
+/// single index, and none of them can fail.
+///
+/// `F(T)` below is the sample's distribution function: the share of calls that took at most
+/// `T`. A call that took exactly `T` counts as finished in time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Sample<'a> {
+    sorted: &'a [Duration],
+}
+
+impl<'a> Sample<'a> {
+    /// Sorts `calls` in place and reads it as a sample.
+    ///
+    /// # Errors
+    ///
+    /// [`SampleError::Empty`] if `calls` is empty.
+    pub fn new(calls: &'a mut [Duration]) -> Result<Self, SampleError> {
+        if calls.is_empty() {
+            return Err(SampleError::Empty);
+        }
+        calls.sort_unstable();
+        Ok(Sample { sorted: calls })
+    }
+
+    /// Reads an already sorted slice as a sample, checking the order (one pass).
+    ///
+    /// # Errors
+    ///
+    /// [`SampleError::Empty`] if `sorted` is empty, [`SampleError::Unsorted`] if it is not
+    /// in ascending order.
+    pub fn from_sorted(sorted: &'a [Duration]) -> Result<Self, SampleError> {
+        if sorted.is_empty() {
+            Err(SampleError::Empty)
+        } else if !sorted.is_sorted() {
+            Err(SampleError::Unsorted)
+        } else {
+            Ok(Sample { sorted })
+        }
+    }
+
+    /// The measured latencies, in ascending order.
+    #[must_use]
+    pub const fn as_slice(&self) -> &'a [Duration] {
+        self.sorted
+    }
+
+    /// The number of calls in the sample (at least 1).
+    #[must_use]
+    pub const fn count(&self) -> usize {
+        self.sorted.len()
+    }
+
+    /// The fastest call.
+    #[must_use]
+    pub fn min(&self) -> Duration {
+        self.sorted.first().copied().unwrap_or(Duration::ZERO)
+    }
+
+    /// The slowest call.
+    #[must_use]
+    pub fn max(&self) -> Duration {
+        self.sorted.last().copied().unwrap_or(Duration::ZERO)
+    }
+
+    /// The `q` quantile by nearest rank: a measured value, never an interpolation.
+    #[must_use]
+    pub fn percentile(&self, q: Quantile) -> Duration {
+        let rank = q.nearest_rank(self.sorted.len() as u64);
+        let index = usize::try_from(rank.saturating_sub(1)).unwrap_or(usize::MAX);
+        self.sorted
+            .get(index)
+            .copied()
+            .unwrap_or_else(|| self.max())
+    }
+
+    /// The median (nearest rank).
+    #[must_use]
+    pub fn p50(&self) -> Duration {
+        self.percentile(Quantile::P50)
+    }
+
+    /// The 95th percentile (nearest rank).
+    #[must_use]
+    pub fn p95(&self) -> Duration {
+        self.percentile(Quantile::P95)
+    }
+
+    /// The 99th percentile (nearest rank).
+    #[must_use]
+    pub fn p99(&self) -> Duration {
+        self.percentile(Quantile::P99)
+    }
+
+    /// The 99.9th percentile (nearest rank).
+    #[must_use]
+    pub fn p999(&self) -> Duration {
+        self.percentile(Quantile::P999)
+    }
+
+    /// The arithmetic mean, exact to the nanosecond (rounded down).
+    ///
+    /// On a latency distribution the mean sits in the sparse region between the bulk and the
+    /// tail, which makes it the worst place for a timeout: see [`Sample::kill_fraction`].
+    #[must_use]
+    pub fn mean(&self) -> Duration {
+        let sum = self
+            .sorted
+            .iter()
+            .fold(0u128, |acc, d| acc.saturating_add(d.as_nanos()));
+        let nanos = sum
+            .checked_div(self.sorted.len() as u128)
+            .unwrap_or_default();
+        nanos_to_duration(nanos)
+    }
+
+    /// How many calls took at most `t`: `n · F(t)`.
+    #[must_use]
+    pub fn at_most(&self, t: Duration) -> usize {
+        self.sorted.partition_point(|&d| d <= t)
+    }
+
+    /// How many calls took longer than `t`: the calls a timeout of `t` would abandon.
+    #[must_use]
+    pub fn above(&self, t: Duration) -> usize {
+        self.sorted.len().saturating_sub(self.at_most(t))
+    }
+
+    /// `F(t)`: the share of calls that took at most `t`, in `[0, 1]`.
+    #[must_use]
+    pub fn cdf(&self, t: Duration) -> f64 {
+        ratio(self.at_most(t), self.sorted.len())
+    }
+
+    /// The kill fraction `1 − F(t)`: the share of calls that took longer than `t`, in `[0, 1]`.
+    ///
+    /// A timeout is not free: every call that would have succeeded after it is turned into an
+    /// error. Read this for several candidates (the median, the p95, the p99) before choosing
+    /// one, and place the timeout in a gap of the distribution, where moving it rescues nothing.
+    #[must_use]
+    pub fn kill_fraction(&self, t: Duration) -> f64 {
+        ratio(self.above(t), self.sorted.len())
+    }
+
+    /// The probability that all `retries + 1` attempts with timeout `t` time out:
+    /// `(1 − F(t))^(retries + 1)`.
+    ///
+    /// Computed as the exact ratio `killed^(r+1) / n^(r+1)` while both fit in a `u128`
+    /// (so 3/100 squared is the `f64` nearest 9/10 000), by repeated squaring otherwise.
+    ///
+    /// # Assumes independent attempts
+    ///
+    /// This is the probability **only if the attempts are independent**: if whether one
+    /// attempt is slow says nothing about whether the next one will be. That holds for
+    /// scattered slowness (a GC pause, a lost packet, one slow replica). It does not hold when
+    /// the dependency is overloaded: a retry is then a second request to the same saturated
+    /// service, its chance of timing out is close to 1, and the true failure probability is
+    /// close to the single-attempt kill fraction, however many retries are allowed. Against
+    /// an overloaded dependency retries are a load multiplier, not a reliability mechanism,
+    /// which is why they are capped and drawn from a budget.
+    #[must_use]
+    pub fn failure_probability(&self, t: Duration, retries: u32) -> f64 {
+        let killed = self.above(t) as u128;
+        let n = self.sorted.len() as u128;
+        let exact = retries
+            .checked_add(1)
+            .and_then(|attempts| Some((killed.checked_pow(attempts)?, n.checked_pow(attempts)?)));
+        match exact {
+            Some((num, den)) if den > 0 => num as f64 / den as f64,
+            _ => failure_probability(self.kill_fraction(t), retries),
+        }
+    }
+
+    /// Everything about one candidate: timeout `t` with `retries` retries against an
+    /// `allocation` (the time the budget gives this call).
+    ///
+    /// See [`TimeoutAssessment`] for the fields, and [`Sample::failure_probability`] for the
+    /// independence assumption behind one of them.
+    pub fn assess(&self, t: Duration, retries: u32, allocation: Duration) -> TimeoutAssessment {
+        TimeoutAssessment {
+            timeout: t,
+            retries,
+            attempts: u64::from(retries).saturating_add(1),
+            worst_case: worst_case(t, retries),
+            allocation,
+            fits: worst_case_nanos(t, retries) <= allocation.as_nanos(),
+            killed: self.above(t),
+            calls: self.sorted.len(),
+            kill_fraction: self.kill_fraction(t),
+            failure_probability: self.failure_probability(t, retries),
+        }
+    }
+}
+
+/// What one `(timeout, retries)` pair costs and buys, read off a [`Sample`] by
+/// [`Sample::assess`]. Quote `worst_case` against `allocation` and `kill_fraction` together:
+/// a timeout proposed with only one of them is a number chosen without knowing its price.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub struct TimeoutAssessment {
+    /// The candidate timeout `T` of each attempt.
+    pub timeout: Duration,
+    /// The candidate retry count `r`.
+    pub retries: u32,
+    /// Attempts in all: `r + 1`.
+    pub attempts: u64,
+    /// `(r + 1) × T`, saturating at [`Duration::MAX`]: every attempt may run to its timeout
+    /// before the next one.
+    pub worst_case: Duration,
+    /// The time the budget gives this call.
+    pub allocation: Duration,
+    /// Whether `(r + 1) × T <= allocation` (computed exactly, before any saturation).
+    pub fits: bool,
+    /// How many calls of the sample took longer than `T`.
+    pub killed: usize,
+    /// How many calls the sample holds.
+    pub calls: usize,
+    /// `1 − F(T)`: the share of good calls one attempt abandons.
+    pub kill_fraction: f64,
+    /// `(1 − F(T))^(r+1)`: the probability that every attempt times out, **if the attempts
+    /// are independent** (close to the kill fraction itself against an overloaded dependency;
+    /// see [`Sample::failure_probability`]).
+    pub failure_probability: f64,
+}
+
+/// The worst-case latency of a call with timeout `t` and `retries` retries: `(r + 1) × t`,
+/// saturating at [`Duration::MAX`]. This, not the typical case, is what has to fit in the
+/// allocation.
+///
+/// ```
+/// use deadline_core::{analysis::worst_case, ms};
+///
+/// assert_eq!(worst_case(ms(90), 1), ms(180));
+/// assert_eq!(worst_case(ms(90), 2), ms(270));
+/// ```
+#[must_use]
+pub fn worst_case(t: Duration, retries: u32) -> Duration {
+    nanos_to_duration(worst_case_nanos(t, retries))
+}
+
+/// `(r + 1) × t` in nanoseconds, exact (it cannot overflow a `u128`).
+fn worst_case_nanos(t: Duration, retries: u32) -> u128 {
+    t.as_nanos()
+        .saturating_mul(u128::from(retries).saturating_add(1))
+}
+
+/// The largest number of attempts with timeout `t` whose worst case fits in `allocation`:
+/// `⌊allocation / t⌋`, saturating at `u32::MAX` (and `u32::MAX` for a zero `t`).
+///
+/// The retry count is one less: see [`retries_that_fit`]. Zero attempts means `t` is larger
+/// than the allocation, and one of the two has to move.
+///
+/// ```
+/// use deadline_core::{analysis::attempts_that_fit, ms};
+///
+/// assert_eq!(attempts_that_fit(ms(250), ms(90)), 2); // one retry
+/// assert_eq!(attempts_that_fit(ms(150), ms(90)), 1); // no retry
+/// assert_eq!(attempts_that_fit(ms(80), ms(90)), 0); // the timeout is too large
+/// ```
+#[must_use]
+pub fn attempts_that_fit(allocation: Duration, t: Duration) -> u32 {
+    match allocation.as_nanos().checked_div(t.as_nanos()) {
+        Some(attempts) => u32::try_from(attempts).unwrap_or(u32::MAX),
+        None => u32::MAX,
+    }
+}
+
+/// The largest retry count with timeout `t` that fits in `allocation`:
+/// [`attempts_that_fit`] minus one, or `None` when not even one attempt fits.
+///
+/// ```
+/// use deadline_core::{analysis::retries_that_fit, ms};
+///
+/// assert_eq!(retries_that_fit(ms(250), ms(90)), Some(1));
+/// assert_eq!(retries_that_fit(ms(80), ms(90)), None);
+/// ```
+#[must_use]
+pub fn retries_that_fit(allocation: Duration, t: Duration) -> Option<u32> {
+    attempts_that_fit(allocation, t).checked_sub(1)
+}
+
+/// `kill_fraction^(retries + 1)`: the probability that every attempt times out when each one
+/// independently times out with probability `kill_fraction` (clamped to `[0, 1]`; NaN reads
+/// as 1, the cautious answer).
+///
+/// **The attempts are assumed independent**, which is false against an overloaded dependency:
+/// see [`Sample::failure_probability`]. Computed by repeated squaring (no `libm`).
+///
+/// ```
+/// use deadline_core::analysis::failure_probability;
+///
+/// assert_eq!(failure_probability(0.5, 0), 0.5);
+/// assert_eq!(failure_probability(0.5, 2), 0.125);
+/// ```
+#[must_use]
+pub fn failure_probability(kill_fraction: f64, retries: u32) -> f64 {
+    let p = if kill_fraction.is_nan() {
+        1.0
+    } else {
+        kill_fraction.clamp(0.0, 1.0)
+    };
+    let mut exponent = u64::from(retries).saturating_add(1);
+    let mut base = p;
+    let mut result = 1.0;
+    while exponent > 0 {
+        if exponent & 1 == 1 {
+            result *= base;
+        }
+        base *= base;
+        exponent >>= 1;
+    }
+    result
+}
+
+/// An arrival rate: `events` per `per`, for [`in_flight`].
+///
+/// ```
+/// use core::time::Duration;
+/// use deadline_core::analysis::{Rate, in_flight};
+///
+/// // 12 000 a minute is 200 a second.
+/// let per_minute = Rate::new(12_000, Duration::from_secs(60));
+/// assert_eq!(in_flight(per_minute, Duration::from_secs(10)), 2000);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Rate {
+    /// How many events arrive in each `per`.
+    pub events: u64,
+    /// The interval `events` are counted over.
+    pub per: Duration,
+}
+
+impl Rate {
+    /// `events` per `per`.
+    #[must_use]
+    pub const fn new(events: u64, per: Duration) -> Self {
+        Rate { events, per }
+    }
+
+    /// `events` per second.
+    #[must_use]
+    pub const fn per_second(events: u64) -> Self {
+        Rate::new(events, Duration::from_secs(1))
+    }
+}
+
+/// Little's law: the number of requests in flight is the arrival rate times the time each one
+/// stays, `L = λ × W`, rounded up and saturating at `u64::MAX` (`u64::MAX` for a rate over a
+/// zero interval).
+///
+/// Timeouts set the worst-case latency, so they set the worst-case concurrency a pool must
+/// hold during a downstream stall: pass the worst case ([`worst_case`], or the deadline), not
+/// the typical latency. Choose the timeout, the pool size and the retry policy as one set.
+///
+/// ```
+/// use core::time::Duration;
+/// use deadline_core::analysis::{Rate, in_flight};
+///
+/// // 200 requests per second against a 10 s timeout: up to 2000 in flight during a stall.
+/// assert_eq!(in_flight(Rate::per_second(200), Duration::from_secs(10)), 2000);
+/// ```
+#[must_use]
+pub fn in_flight(rate: Rate, latency: Duration) -> u64 {
+    let Some(product) = u128::from(rate.events).checked_mul(latency.as_nanos()) else {
+        return u64::MAX;
+    };
+    if product == 0 {
+        return 0;
+    }
+    match product.checked_div(rate.per.as_nanos()) {
+        Some(floor) => {
+            let exact = floor
+                .checked_mul(rate.per.as_nanos())
+                .is_some_and(|p| p == product);
+            let ceil = if exact {
+                floor
+            } else {
+                floor.saturating_add(1)
+            };
+            u64::try_from(ceil).unwrap_or(u64::MAX)
+        }
+        None => u64::MAX,
+    }
+}
+
+/// `num / den` as a fraction; 0 when `den` is 0.
+fn ratio(num: usize, den: usize) -> f64 {
+    if den == 0 {
+        0.0
+    } else {
+        num as f64 / den as f64
+    }
+}
+
+/// A [`Duration`] from nanoseconds, saturating at [`Duration::MAX`].
+fn nanos_to_duration(nanos: u128) -> Duration {
+    let secs = nanos.checked_div(NANOS_PER_SEC).unwrap_or_default();
+    let sub = nanos.checked_rem(NANOS_PER_SEC).unwrap_or_default();
+    match (u64::try_from(secs), u32::try_from(sub)) {
+        (Ok(secs), Ok(sub)) => Duration::new(secs, sub),
+        _ => Duration::MAX,
+    }
+}

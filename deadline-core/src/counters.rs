@@ -1,1 +1,373 @@
-//! TODO
+//! [`Counters`]: what happened to one dependency's calls, counted for export.
+//!
+//! One [`Counters`] per dependency, typically in a `static` beside its
+//! [`Policy`](crate::Policy). Code that drives calls [`record`](Counters::record)s an
+//! [`Event`]; an exporter takes a [`snapshot`](Counters::snapshot) and publishes its fields
+//! (named by [`Event::name`]) and its rates, above all the
+//! [`deadline_exceeded_rate`](CounterSnapshot::deadline_exceeded_rate) of each dependency.
+//!
+//! # What is counted
+//!
+//! A *call* is one logical call the application asked for, however many attempts it took.
+//! Attempts are `calls + retries + hedges` ([`CounterSnapshot::attempts`]).
+//!
+//! # Width and concurrency
+//!
+//! Every counter is one atomic, incremented with `&self`: `Counters` is `Sync` and lock-free.
+//! Where the target has 64-bit atomics the counters are `u64` and never wrap in practice;
+//! elsewhere (thumbv6m, thumbv7em) they are `u32`, so that they stay lock-free and safe to
+//! bump from an interrupt handler, and they wrap at `2^32` like any exported counter.
+//! [`CounterSnapshot::since`] takes the wrap into account, and a rate over an interval is
+//! read from the difference of two snapshots.
+
+use core::fmt;
+
+#[cfg(not(target_has_atomic = "64"))]
+use portable_atomic::AtomicU32 as Cell;
+#[cfg(target_has_atomic = "64")]
+use portable_atomic::AtomicU64 as Cell;
+use portable_atomic::Ordering;
+
+/// All ones in the counters' own width.
+#[cfg(target_has_atomic = "64")]
+const WRAP_MASK: u64 = u64::MAX;
+/// All ones in the counters' own width.
+#[cfg(not(target_has_atomic = "64"))]
+const WRAP_MASK: u64 = u32::MAX as u64;
+
+/// An increment in the counters' own width.
+#[cfg(target_has_atomic = "64")]
+const fn narrow(n: u32) -> u64 {
+    n as u64
+}
+/// An increment in the counters' own width.
+#[cfg(not(target_has_atomic = "64"))]
+const fn narrow(n: u32) -> u32 {
+    n
+}
+
+/// A counter's value as a `u64`.
+#[cfg(target_has_atomic = "64")]
+const fn widen(v: u64) -> u64 {
+    v
+}
+/// A counter's value as a `u64`.
+#[cfg(not(target_has_atomic = "64"))]
+const fn widen(v: u32) -> u64 {
+    v as u64
+}
+
+/// Something that happened to a call, counted by [`Counters::record`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum Event {
+    /// A logical call was asked for (count it once, whatever became of it).
+    Call,
+    /// A call got its answer (from the first attempt, a retry or a hedge).
+    Success,
+    /// An attempt's timeout fired (counted per attempt: a call retried twice after timeouts
+    /// counts two or three).
+    Timeout,
+    /// A call failed because the request's deadline ran out: its last attempt timed out with
+    /// no time left for another, or the deadline had passed. This is the signal to export
+    /// per dependency.
+    DeadlineExceeded,
+    /// A call was not made because its timeout would have fallen under the floor (skipped if
+    /// optional, failed at once if required).
+    Skipped,
+    /// A retry was sent.
+    Retry,
+    /// A hedged copy was sent.
+    Hedge,
+    /// A call's answer came from a hedged copy rather than the first attempt.
+    HedgeWin,
+    /// A retry or hedge was not sent because the retry-and-hedge budget was spent.
+    BudgetRefusal,
+    /// A call was refused by an open circuit breaker.
+    BreakerRejection,
+}
+
+impl Event {
+    /// Every event, in the order of [`CounterSnapshot`]'s fields.
+    pub const ALL: [Event; 10] = [
+        Event::Call,
+        Event::Success,
+        Event::Timeout,
+        Event::DeadlineExceeded,
+        Event::Skipped,
+        Event::Retry,
+        Event::Hedge,
+        Event::HedgeWin,
+        Event::BudgetRefusal,
+        Event::BreakerRejection,
+    ];
+
+    /// The snake-case name of the counter, as a metric suffix (`"deadline_exceeded"`), the
+    /// same as the [`CounterSnapshot`] field.
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Event::Call => "calls",
+            Event::Success => "successes",
+            Event::Timeout => "timeouts",
+            Event::DeadlineExceeded => "deadline_exceeded",
+            Event::Skipped => "skipped",
+            Event::Retry => "retries",
+            Event::Hedge => "hedges",
+            Event::HedgeWin => "hedge_wins",
+            Event::BudgetRefusal => "budget_refusals",
+            Event::BreakerRejection => "breaker_rejections",
+        }
+    }
+}
+
+/// One dependency's counters: atomic, `Sync`, `const`-constructible.
+///
+/// ```
+/// use deadline_core::counters::{Counters, Event};
+///
+/// static PRICING: Counters = Counters::new();
+///
+/// for _ in 0..4 {
+///     PRICING.record(Event::Call);
+/// }
+/// PRICING.record_n(Event::Success, 3);
+/// PRICING.record(Event::Timeout);
+/// PRICING.record(Event::DeadlineExceeded);
+///
+/// let s = PRICING.snapshot();
+/// assert_eq!((s.calls, s.successes, s.deadline_exceeded), (4, 3, 1));
+/// assert_eq!(s.deadline_exceeded_rate(), 0.25);
+/// for event in Event::ALL {
+///     let _metric = (event.name(), s.get(event)); // export
+/// }
+/// ```
+#[derive(Default)]
+pub struct Counters {
+    calls: Cell,
+    successes: Cell,
+    timeouts: Cell,
+    deadline_exceeded: Cell,
+    skipped: Cell,
+    retries: Cell,
+    hedges: Cell,
+    hedge_wins: Cell,
+    budget_refusals: Cell,
+    breaker_rejections: Cell,
+}
+
+impl Counters {
+    /// All counters at zero.
+    #[must_use]
+    pub const fn new() -> Self {
+        Counters {
+            calls: Cell::new(0),
+            successes: Cell::new(0),
+            timeouts: Cell::new(0),
+            deadline_exceeded: Cell::new(0),
+            skipped: Cell::new(0),
+            retries: Cell::new(0),
+            hedges: Cell::new(0),
+            hedge_wins: Cell::new(0),
+            budget_refusals: Cell::new(0),
+            breaker_rejections: Cell::new(0),
+        }
+    }
+
+    /// Counts one `event`.
+    pub fn record(&self, event: Event) {
+        self.record_n(event, 1);
+    }
+
+    /// Counts `n` of `event` at once.
+    pub fn record_n(&self, event: Event, n: u32) {
+        // Wrapping, like any exported counter; `CounterSnapshot::since` undoes the wrap.
+        self.cell(event).fetch_add(narrow(n), Ordering::Relaxed);
+    }
+
+    /// The current value of one counter.
+    #[must_use]
+    pub fn get(&self, event: Event) -> u64 {
+        widen(self.cell(event).load(Ordering::Relaxed))
+    }
+
+    /// Every counter, read one after the other (not one atomic read of all: a snapshot taken
+    /// during recording may count a call's success but not yet the call).
+    #[must_use]
+    pub fn snapshot(&self) -> CounterSnapshot {
+        CounterSnapshot {
+            calls: self.get(Event::Call),
+            successes: self.get(Event::Success),
+            timeouts: self.get(Event::Timeout),
+            deadline_exceeded: self.get(Event::DeadlineExceeded),
+            skipped: self.get(Event::Skipped),
+            retries: self.get(Event::Retry),
+            hedges: self.get(Event::Hedge),
+            hedge_wins: self.get(Event::HedgeWin),
+            budget_refusals: self.get(Event::BudgetRefusal),
+            breaker_rejections: self.get(Event::BreakerRejection),
+        }
+    }
+
+    /// The counter of `event`.
+    const fn cell(&self, event: Event) -> &Cell {
+        match event {
+            Event::Call => &self.calls,
+            Event::Success => &self.successes,
+            Event::Timeout => &self.timeouts,
+            Event::DeadlineExceeded => &self.deadline_exceeded,
+            Event::Skipped => &self.skipped,
+            Event::Retry => &self.retries,
+            Event::Hedge => &self.hedges,
+            Event::HedgeWin => &self.hedge_wins,
+            Event::BudgetRefusal => &self.budget_refusals,
+            Event::BreakerRejection => &self.breaker_rejections,
+        }
+    }
+}
+
+impl fmt::Debug for Counters {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.snapshot(), f)
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for Counters {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        defmt::Format::format(&self.snapshot(), f);
+    }
+}
+
+/// The counters of one dependency at one moment: plain numbers, with derived rates.
+///
+/// The field names are the [`Event::name`]s. Every rate is 0 when its denominator is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub struct CounterSnapshot {
+    /// Logical calls asked for ([`Event::Call`]).
+    pub calls: u64,
+    /// Calls answered ([`Event::Success`]).
+    pub successes: u64,
+    /// Attempts whose timeout fired ([`Event::Timeout`]).
+    pub timeouts: u64,
+    /// Calls failed for lack of time ([`Event::DeadlineExceeded`]).
+    pub deadline_exceeded: u64,
+    /// Calls not made because the time left was under the floor ([`Event::Skipped`]).
+    pub skipped: u64,
+    /// Retries sent ([`Event::Retry`]).
+    pub retries: u64,
+    /// Hedged copies sent ([`Event::Hedge`]).
+    pub hedges: u64,
+    /// Calls won by a hedged copy ([`Event::HedgeWin`]).
+    pub hedge_wins: u64,
+    /// Retries and hedges refused by the budget ([`Event::BudgetRefusal`]).
+    pub budget_refusals: u64,
+    /// Calls refused by an open breaker ([`Event::BreakerRejection`]).
+    pub breaker_rejections: u64,
+}
+
+impl CounterSnapshot {
+    /// The value of one counter.
+    #[must_use]
+    pub const fn get(&self, event: Event) -> u64 {
+        match event {
+            Event::Call => self.calls,
+            Event::Success => self.successes,
+            Event::Timeout => self.timeouts,
+            Event::DeadlineExceeded => self.deadline_exceeded,
+            Event::Skipped => self.skipped,
+            Event::Retry => self.retries,
+            Event::Hedge => self.hedges,
+            Event::HedgeWin => self.hedge_wins,
+            Event::BudgetRefusal => self.budget_refusals,
+            Event::BreakerRejection => self.breaker_rejections,
+        }
+    }
+
+    /// What was counted between `earlier` and `self`, correct across one wrap of the
+    /// counters' native width. Read rates over an interval from this.
+    #[must_use]
+    pub const fn since(&self, earlier: &CounterSnapshot) -> CounterSnapshot {
+        /// `now - then` in the counters' width.
+        const fn delta(now: u64, then: u64) -> u64 {
+            now.wrapping_sub(then) & WRAP_MASK
+        }
+        CounterSnapshot {
+            calls: delta(self.calls, earlier.calls),
+            successes: delta(self.successes, earlier.successes),
+            timeouts: delta(self.timeouts, earlier.timeouts),
+            deadline_exceeded: delta(self.deadline_exceeded, earlier.deadline_exceeded),
+            skipped: delta(self.skipped, earlier.skipped),
+            retries: delta(self.retries, earlier.retries),
+            hedges: delta(self.hedges, earlier.hedges),
+            hedge_wins: delta(self.hedge_wins, earlier.hedge_wins),
+            budget_refusals: delta(self.budget_refusals, earlier.budget_refusals),
+            breaker_rejections: delta(self.breaker_rejections, earlier.breaker_rejections),
+        }
+    }
+
+    /// Attempts sent: `calls + retries + hedges` (saturating). Skipped and rejected calls
+    /// are among the calls, so this is an upper bound on what reached the dependency.
+    #[must_use]
+    pub const fn attempts(&self) -> u64 {
+        self.calls
+            .saturating_add(self.retries)
+            .saturating_add(self.hedges)
+    }
+
+    /// `deadline_exceeded / calls`: the share of calls that failed for lack of time. The
+    /// number to export and watch per dependency.
+    #[must_use]
+    pub fn deadline_exceeded_rate(&self) -> f64 {
+        ratio(self.deadline_exceeded, self.calls)
+    }
+
+    /// `successes / calls`.
+    #[must_use]
+    pub fn success_rate(&self) -> f64 {
+        ratio(self.successes, self.calls)
+    }
+
+    /// `timeouts / attempts`: the share of attempts abandoned, the live kill fraction.
+    #[must_use]
+    pub fn timeout_rate(&self) -> f64 {
+        ratio(self.timeouts, self.attempts())
+    }
+
+    /// `skipped / calls`: calls not made for want of time.
+    #[must_use]
+    pub fn skip_rate(&self) -> f64 {
+        ratio(self.skipped, self.calls)
+    }
+
+    /// `(retries + hedges) / calls`: the extra load retries and hedges add. A retry budget of
+    /// 10% keeps it near 0.1 under sustained failure.
+    #[must_use]
+    pub fn amplification(&self) -> f64 {
+        ratio(self.retries.saturating_add(self.hedges), self.calls)
+    }
+
+    /// `hedge_wins / hedges`: how often a hedged copy beat the first attempt.
+    #[must_use]
+    pub fn hedge_win_rate(&self) -> f64 {
+        ratio(self.hedge_wins, self.hedges)
+    }
+
+    /// `breaker_rejections / calls`.
+    #[must_use]
+    pub fn breaker_rejection_rate(&self) -> f64 {
+        ratio(self.breaker_rejections, self.calls)
+    }
+}
+
+/// `num / den`; 0 when `den` is 0.
+fn ratio(num: u64, den: u64) -> f64 {
+    if den == 0 {
+        0.0
+    } else {
+        num as f64 / den as f64
+    }
+}

@@ -1,1 +1,416 @@
-//! TODO
+//! [`Histogram`]: a fixed-size, lock-free latency histogram with log-linear buckets, from
+//! which a dependency's [`Policy`] and hedge delay are derived.
+//!
+//! # Buckets
+//!
+//! Latencies are recorded in whole microseconds, **rounded up**. With `SUB_BITS = s` there are
+//! `2^s` sub-buckets per power of two (HdrHistogram's layout):
+//!
+//! - values under `2^(s+1)` µs each have a bucket of their own (exact);
+//! - above that, the range `[2^k, 2^(k+1))` is split into `2^s` equal buckets of width
+//!   `2^(k−s)`.
+//!
+//! A bucket's width is therefore at most `1/2^s` of its lower bound: every value the histogram
+//! reports is within **`1/2^s` above** the true one (3.125% for the default `s = 5`, 6.25% for
+//! `s = 4`). The last of the `N` buckets also holds every value beyond its range
+//! ([`Histogram::OVERFLOW`] and up); a quantile that lands there reports [`Duration::MAX`].
+//!
+//! # Size
+//!
+//! The histogram is `N` atomic `u32` counters and nothing else: `4 × N` bytes, no heap.
+//!
+//! | type | buckets | bytes | reported at most | bound holds below ([`OVERFLOW`](Histogram::OVERFLOW)) |
+//! |---|---|---|---|---|
+//! | [`Histogram`] (`Histogram<736, 5>`) | 736 | 2944 | 3.125% high | 132.1 s |
+//! | [`SmallHistogram`] (`Histogram<384, 4>`) | 384 | 1536 | 6.25% high | 130.0 s |
+//!
+//! With `s` sub-bucket bits, `N = (K − s + 1) · 2^s` buckets reach `2^K` µs, the last of
+//! them shared with everything above.
+//!
+//! # Concurrency
+//!
+//! [`record`](Histogram::record) takes `&self` and is lock-free wherever 32-bit
+//! compare-and-swap is (thumbv7em and every server target; on thumbv6m `portable-atomic`
+//! uses a critical section): one histogram can sit in a `static` and be fed by every task,
+//! thread and interrupt handler. A bucket saturates at `u32::MAX` instead of wrapping.
+//! Queries read the buckets one at a time, so a query concurrent with recording sees some of
+//! the new values and not others, but never a torn count.
+//!
+//! # Errs high
+//!
+//! Every quantile is reported as the **upper bound** of the bucket that holds it, so it is
+//! never below the true nearest-rank value of the recorded latencies. A cap derived from it
+//! would have timed out at most the intended share of the recorded calls, and a hedge delay
+//! from it fires no earlier than intended.
+
+use core::fmt;
+use core::time::Duration;
+
+use portable_atomic::{AtomicU32, Ordering};
+
+use crate::analysis::Quantile;
+use crate::policy::Policy;
+
+/// The smaller layout: 384 buckets (1536 bytes), at most 6.25% high, exact up to about 130 s.
+pub type SmallHistogram = Histogram<384, 4>;
+
+/// A latency histogram of `N` log-linear buckets with `2^SUB_BITS` sub-buckets per power of
+/// two (see the [module docs](self) for the layout, error bound and size).
+///
+/// ```
+/// use deadline_core::histogram::Histogram;
+/// use deadline_core::ms;
+///
+/// static LATENCY: Histogram = Histogram::new();
+///
+/// for (n, t) in [(45, 8), (25, 11), (15, 16), (8, 24), (4, 45), (2, 90), (1, 400)] {
+///     LATENCY.record_n(ms(t), n);
+/// }
+/// assert_eq!(LATENCY.count(), 100);
+/// // Reported at the bucket's upper bound: never below the true value, at most 1/32 above.
+/// let p99 = LATENCY.p99().unwrap();
+/// assert!(p99 >= ms(90) && p99 <= ms(90) + ms(90) / 32);
+///
+/// // cap = p99.9 + margin, floor = p50; hedge after the p95.
+/// let policy = LATENCY.policy("pricing", ms(20)).unwrap();
+/// assert_eq!(policy.cap, LATENCY.p999().unwrap() + ms(20));
+/// assert_eq!(policy.floor, LATENCY.p50().unwrap());
+/// assert_eq!(LATENCY.hedge_delay(), LATENCY.p95());
+/// ```
+pub struct Histogram<const N: usize = 736, const SUB_BITS: u32 = 5> {
+    buckets: [AtomicU32; N],
+}
+
+/// One non-empty bucket, from [`Histogram::buckets`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Bucket {
+    /// The smallest latency the bucket holds.
+    pub low: Duration,
+    /// The largest latency the bucket holds ([`Duration::MAX`] for the overflow bucket).
+    pub high: Duration,
+    /// How many latencies it holds (saturated at `u32::MAX`).
+    pub count: u32,
+}
+
+impl<const N: usize, const SUB_BITS: u32> Histogram<N, SUB_BITS> {
+    /// Rejects layouts whose bucket arithmetic would not fit in a `u64`.
+    const VALID: () = assert!(SUB_BITS <= 16, "SUB_BITS must be at most 16");
+
+    /// Sub-buckets per power of two: `2^SUB_BITS`. A reported value is at most
+    /// `value / SUB_BUCKETS` above the true one.
+    pub const SUB_BUCKETS: u64 = 1 << SUB_BITS;
+
+    /// The histogram's size in bytes: four per bucket.
+    pub const SIZE_BYTES: usize = N.saturating_mul(4);
+
+    /// The lower bound of the last bucket: values at or above it all land there, and a
+    /// quantile in it reports [`Duration::MAX`]. Below it, the error bound holds.
+    pub const OVERFLOW: Duration = Duration::from_micros(Self::low_micros(N.saturating_sub(1)));
+
+    /// An empty histogram. `const`, so it can be a `static`.
+    #[must_use]
+    pub const fn new() -> Self {
+        let () = Self::VALID;
+        Histogram {
+            buckets: [const { AtomicU32::new(0) }; N],
+        }
+    }
+
+    /// Records one latency. Lock-free, never panics: [`Duration::MAX`] lands in the overflow
+    /// bucket, zero in the first one.
+    pub fn record(&self, latency: Duration) {
+        self.record_n(latency, 1);
+    }
+
+    /// Records `n` calls of the same latency (saturating the bucket at `u32::MAX`).
+    pub fn record_n(&self, latency: Duration, n: u32) {
+        if n == 0 {
+            return;
+        }
+        if let Some(bucket) = self.buckets.get(Self::index(ceil_micros(latency))) {
+            let _ = bucket.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
+                (c != u32::MAX).then(|| c.saturating_add(n))
+            });
+        }
+    }
+
+    /// Empties the histogram. Bucket by bucket: values recorded during a reset may survive it.
+    pub fn reset(&self) {
+        for bucket in &self.buckets {
+            bucket.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// How many latencies are recorded.
+    #[must_use]
+    pub fn count(&self) -> u64 {
+        self.buckets
+            .iter()
+            .map(|b| u64::from(b.load(Ordering::Relaxed)))
+            .fold(0, u64::saturating_add)
+    }
+
+    /// Whether nothing is recorded.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.buckets.iter().all(|b| b.load(Ordering::Relaxed) == 0)
+    }
+
+    /// The `q` quantile by nearest rank, reported as the upper bound of its bucket: never
+    /// below the true value, at most [`SUB_BUCKETS`](Self::SUB_BUCKETS)`⁻¹` of it above
+    /// ([`Duration::MAX`] in the overflow bucket). `None` when empty.
+    #[must_use]
+    pub fn quantile(&self, q: Quantile) -> Option<Duration> {
+        let rank = q.nearest_rank(self.count());
+        if rank == 0 {
+            return None;
+        }
+        let mut seen = 0u64;
+        let mut last = None;
+        for (i, bucket) in self.buckets.iter().enumerate() {
+            let c = bucket.load(Ordering::Relaxed);
+            if c == 0 {
+                continue;
+            }
+            seen = seen.saturating_add(u64::from(c));
+            last = Some(i);
+            if seen >= rank {
+                break;
+            }
+        }
+        // A concurrent reset can leave `seen` short of `rank`: report the last value seen.
+        last.map(Self::high)
+    }
+
+    /// The median.
+    #[must_use]
+    pub fn p50(&self) -> Option<Duration> {
+        self.quantile(Quantile::P50)
+    }
+
+    /// The 95th percentile.
+    #[must_use]
+    pub fn p95(&self) -> Option<Duration> {
+        self.quantile(Quantile::P95)
+    }
+
+    /// The 99th percentile.
+    #[must_use]
+    pub fn p99(&self) -> Option<Duration> {
+        self.quantile(Quantile::P99)
+    }
+
+    /// The 99.9th percentile.
+    #[must_use]
+    pub fn p999(&self) -> Option<Duration> {
+        self.quantile(Quantile::P999)
+    }
+
+    /// The lower bound of the lowest non-empty bucket: at most the true minimum (rounded up
+    /// to a whole microsecond, as recorded), and within the error bound of it.
+    #[must_use]
+    pub fn min(&self) -> Option<Duration> {
+        self.buckets
+            .iter()
+            .position(|b| b.load(Ordering::Relaxed) != 0)
+            .map(Self::low)
+    }
+
+    /// The upper bound of the highest non-empty bucket: at least the true maximum, within the
+    /// error bound of it ([`Duration::MAX`] if anything overflowed).
+    #[must_use]
+    pub fn max(&self) -> Option<Duration> {
+        self.buckets
+            .iter()
+            .rposition(|b| b.load(Ordering::Relaxed) != 0)
+            .map(Self::high)
+    }
+
+    /// The mean, taking each bucket at its midpoint (the overflow bucket at its lower bound):
+    /// within half the error bound of the true mean, unless something overflowed.
+    #[must_use]
+    pub fn mean(&self) -> Option<Duration> {
+        let mut total = 0u128;
+        let mut sum = 0u128;
+        for (i, bucket) in self.buckets.iter().enumerate() {
+            let c = u128::from(bucket.load(Ordering::Relaxed));
+            if c == 0 {
+                continue;
+            }
+            let low = Self::low_micros(i);
+            let mid = if i.saturating_add(1) >= N {
+                low
+            } else {
+                low.saturating_add(Self::high_micros(i).saturating_sub(low) / 2)
+            };
+            total = total.saturating_add(c);
+            sum = sum.saturating_add(c.saturating_mul(u128::from(mid)));
+        }
+        let micros = sum.checked_div(total)?;
+        Some(Duration::from_micros(
+            u64::try_from(micros).unwrap_or(u64::MAX),
+        ))
+    }
+
+    /// The non-empty buckets in ascending order, for export.
+    pub fn buckets(&self) -> impl Iterator<Item = Bucket> + '_ {
+        self.buckets.iter().enumerate().filter_map(|(i, b)| {
+            let count = b.load(Ordering::Relaxed);
+            (count != 0).then(|| Bucket {
+                low: Self::low(i),
+                high: Self::high(i),
+                count,
+            })
+        })
+    }
+
+    /// The delay after which to send a hedged copy: the p95.
+    ///
+    /// Hedging after the p95 sends a second copy for about 5% of calls (The Tail at Scale):
+    /// a small extra load that cuts the tail, since the copies go out only for the calls
+    /// already slower than 95% of their peers. `None` when empty.
+    #[must_use]
+    pub fn hedge_delay(&self) -> Option<Duration> {
+        self.p95()
+    }
+
+    /// A required dependency's [`Policy`] from the recorded latencies:
+    /// `cap = p99.9 + margin`, `floor = p50` (through [`Policy::from_latency`]). `None` when
+    /// empty.
+    ///
+    /// - **Cap from the p99.9.** The cap is the longest we wait even with time to spare, and it
+    ///   is picked from an acceptable rate of false timeouts (timeouts of calls that would
+    ///   have succeeded): the p99.9 cuts off 0.1% of them, and the margin absorbs drift.
+    /// - **Floor at the p50.** Under its median a dependency is more likely than not to time
+    ///   out, so a call with less time than that is not worth making: it is skipped (optional)
+    ///   or failed at once (required).
+    ///
+    /// Both come from upper bucket bounds, so both err high: the cap keeps the false-timeout
+    /// rate at or under 0.1% of what was recorded, and the floor skips slightly more eagerly.
+    /// Adjust necessity, retries and hedging with the `Policy::with_*` methods.
+    #[must_use]
+    pub fn policy(&self, name: &'static str, margin: Duration) -> Option<Policy> {
+        Some(Policy::from_latency(
+            name,
+            self.p50()?,
+            self.p999()?,
+            margin,
+        ))
+    }
+
+    /// The bucket of a latency in whole microseconds.
+    fn index(micros: u64) -> usize {
+        let sub = Self::SUB_BUCKETS;
+        let index = if micros < sub {
+            micros
+        } else {
+            // `micros >= 2^SUB_BITS`, so its highest set bit is at or above SUB_BITS.
+            let msb = 63u32.saturating_sub(micros.leading_zeros());
+            let shift = msb.saturating_sub(SUB_BITS);
+            let top = micros.checked_shr(shift).unwrap_or(0);
+            u64::from(shift).saturating_mul(sub).saturating_add(top)
+        };
+        usize::try_from(index)
+            .unwrap_or(usize::MAX)
+            .min(N.saturating_sub(1))
+    }
+
+    /// The smallest latency, in microseconds, of bucket `i` (ignoring overflow).
+    const fn low_micros(i: usize) -> u64 {
+        Self::bounds(i).0
+    }
+
+    /// The largest latency, in microseconds, of bucket `i` (`u64::MAX` for the last bucket).
+    const fn high_micros(i: usize) -> u64 {
+        if i.saturating_add(1) >= N {
+            u64::MAX
+        } else {
+            Self::bounds(i).1
+        }
+    }
+
+    /// The smallest latency of bucket `i`.
+    const fn low(i: usize) -> Duration {
+        Duration::from_micros(Self::low_micros(i))
+    }
+
+    /// The largest latency of bucket `i`; [`Duration::MAX`] for the overflow bucket.
+    const fn high(i: usize) -> Duration {
+        if i.saturating_add(1) >= N {
+            Duration::MAX
+        } else {
+            Duration::from_micros(Self::high_micros(i))
+        }
+    }
+
+    /// Bucket `i`'s range of microseconds, both ends included, saturating at `u64::MAX`.
+    const fn bounds(i: usize) -> (u64, u64) {
+        let sub = Self::SUB_BUCKETS;
+        let i = i as u64;
+        if i < sub {
+            return (i, i);
+        }
+        let (Some(octave), Some(offset)) = (i.checked_div(sub), i.checked_rem(sub)) else {
+            return (u64::MAX, u64::MAX);
+        };
+        let shift = octave.saturating_sub(1);
+        if shift >= 64 {
+            return (u64::MAX, u64::MAX);
+        }
+        let top = offset.saturating_add(sub) as u128;
+        let low = top << shift;
+        let high = low.saturating_add((1u128 << shift).saturating_sub(1));
+        (saturate_u64(low), saturate_u64(high))
+    }
+}
+
+impl<const N: usize, const SUB_BITS: u32> Default for Histogram<N, SUB_BITS> {
+    fn default() -> Self {
+        Histogram::new()
+    }
+}
+
+impl<const N: usize, const SUB_BITS: u32> fmt::Debug for Histogram<N, SUB_BITS> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Histogram")
+            .field("count", &self.count())
+            .field("p50", &self.p50())
+            .field("p95", &self.p95())
+            .field("p99", &self.p99())
+            .field("p999", &self.p999())
+            .field("max", &self.max())
+            .finish()
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl<const N: usize, const SUB_BITS: u32> defmt::Format for Histogram<N, SUB_BITS> {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        defmt::write!(
+            f,
+            "Histogram {{ count: {=u64}, p50: {}, p95: {}, p99: {}, p999: {}, max: {} }}",
+            self.count(),
+            self.p50(),
+            self.p95(),
+            self.p99(),
+            self.p999(),
+            self.max()
+        );
+    }
+}
+
+/// A latency in whole microseconds, rounded up (so a bucket's upper bound is never below the
+/// latency), saturating at `u64::MAX`.
+fn ceil_micros(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos().div_ceil(1_000)).unwrap_or(u64::MAX)
+}
+
+/// `v` as a `u64`, saturating.
+const fn saturate_u64(v: u128) -> u64 {
+    if v > u64::MAX as u128 {
+        u64::MAX
+    } else {
+        v as u64
+    }
+}
