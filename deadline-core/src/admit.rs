@@ -1,1 +1,131 @@
-//! TODO
+//! Admission control at the edge: shed a request whose time has already been eaten by the
+//! queue, before any work is spent on it.
+//!
+//! A request that waited in an accept queue, a connection pool or an executor's run queue
+//! arrives at its handler with less time than it was sent with. If what is left is less than
+//! the handler needs at the least, the request will time out anyway; accepting it only steals
+//! capacity from requests that can still finish (seed 004: "reject at the edge when queue
+//! delay already consumes the budget, rather than accepting work that will time out anyway").
+//!
+//! [`Admission::admit`] decides that at the instant the handler would start. The decision is
+//! `O(1)`, allocates nothing and calls nothing, so a rejected request costs nothing further.
+//! An adapter answers a rejection without calling the inner service, with the status of
+//! [`Error::Shed`]: [`Error::http_status`] (503 Service Unavailable) or [`Error::grpc_code`]
+//! (14 `UNAVAILABLE`), which tell the client the server is overloaded and another replica
+//! may serve it.
+//!
+//! [`Admission::admit_queued`] adds a queue-delay threshold, for servers that want to shed on
+//! a long queue even when the request itself would still have time (the queue is then the
+//! signal of overload, as in CoDel).
+
+use core::time::Duration;
+
+use crate::deadline::Deadline;
+use crate::error::Error;
+use crate::time::Instant;
+
+/// When a request is admitted: the least time its handler needs and, optionally, the longest
+/// queue delay accepted.
+///
+/// ```
+/// use deadline_core::{Admission, Deadline, Error, Instant, ms};
+///
+/// // The handler needs 20 ms at the least.
+/// let admission = Admission::new(ms(20));
+/// // Sent with 100 ms; it waited 70 ms in the queue: 30 ms are left, enough.
+/// let deadline = Deadline::after(Instant::ZERO, ms(100));
+/// assert_eq!(admission.admit(deadline, Instant::from_millis(70)), Ok(ms(30)));
+/// // It waited 85 ms: 15 ms are left, less than the handler needs. Answer at once.
+/// let shed = admission.admit(deadline, Instant::from_millis(85)).unwrap_err();
+/// assert_eq!(shed, Error::Shed);
+/// assert_eq!(shed.http_status(), 503);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub struct Admission {
+    /// The least time the handler needs to produce an answer (for example its own p50): a
+    /// request with less time left is shed.
+    pub need: Duration,
+    /// The longest queue delay accepted by [`Admission::admit_queued`], whatever the time
+    /// left; `None` for no such limit.
+    pub max_queue_delay: Option<Duration>,
+}
+
+impl Admission {
+    /// Sheds only requests whose deadline has passed.
+    pub const DEFAULT: Admission = Admission::new(Duration::ZERO);
+
+    /// Sheds requests with less than `need` left when their handler would start.
+    #[must_use]
+    pub const fn new(need: Duration) -> Self {
+        Admission {
+            need,
+            max_queue_delay: None,
+        }
+    }
+
+    /// The same rule, also shedding requests that waited longer than `max` in the queue (used
+    /// by [`admit_queued`](Self::admit_queued)).
+    #[must_use]
+    pub const fn with_max_queue_delay(mut self, max: Duration) -> Self {
+        self.max_queue_delay = Some(max);
+        self
+    }
+
+    /// Decides at `now`, the instant the handler would start, whether a request with
+    /// `deadline` is served.
+    ///
+    /// Admitted when the deadline has not passed and the time left is at least
+    /// [`need`](Self::need); the time left is returned, for the handler to spend.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Shed`] otherwise: answer at once, without calling the inner service.
+    pub const fn admit(&self, deadline: Deadline, now: Instant) -> Result<Duration, Error> {
+        let left = deadline.remaining(now);
+        if deadline.is_expired(now) || left.as_nanos() < self.need.as_nanos() {
+            Err(Error::Shed)
+        } else {
+            Ok(left)
+        }
+    }
+
+    /// As [`admit`](Self::admit), for a request that entered the queue at `enqueued`: also
+    /// shed when it waited longer than [`max_queue_delay`](Self::max_queue_delay). A clock
+    /// reading earlier than `enqueued` counts as no wait.
+    ///
+    /// ```
+    /// use deadline_core::{Admission, Deadline, Error, Instant, ms};
+    ///
+    /// let admission = Admission::new(ms(5)).with_max_queue_delay(ms(50));
+    /// let deadline = Deadline::after(Instant::ZERO, ms(1_000));
+    /// let start = Instant::from_millis(60); // 60 ms after it was queued
+    /// // Plenty of time left, but the queue is too long: shed.
+    /// assert_eq!(admission.admit_queued(deadline, Instant::ZERO, start), Err(Error::Shed));
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Shed`] when the request waited too long or has too little time left.
+    pub const fn admit_queued(
+        &self,
+        deadline: Deadline,
+        enqueued: Instant,
+        now: Instant,
+    ) -> Result<Duration, Error> {
+        if let Some(max) = self.max_queue_delay {
+            let waited = now.saturating_duration_since(enqueued);
+            if waited.as_nanos() > max.as_nanos() {
+                return Err(Error::Shed);
+            }
+        }
+        self.admit(deadline, now)
+    }
+}
+
+impl Default for Admission {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}

@@ -1,33 +1,349 @@
-//! The retry-and-hedge budget. SKELETON: the API is fixed, the implementation is pending.
+//! The retry-and-hedge budget: a token bucket fed by a percentage of the original calls, plus a
+//! small floor per second, shared lock-free by every task that calls one dependency.
+//!
+//! Retrying inside one request is bounded by the attempt cap; retrying across *all* requests
+//! must be bounded too, or a dependency that starts failing receives `attempts x` its normal
+//! load exactly when it can least take it (seed 002: "a retry budget, such as at most 10%
+//! extra calls"). A [`RetryBudget`] is that bound:
+//!
+//! - every original call [`deposit`](RetryBudget::deposit)s a fraction of a token (10% of one
+//!   token by default);
+//! - every retry and every hedge must [`try_withdraw`](RetryBudget::try_withdraw) one whole
+//!   token, and is not sent when it gets none;
+//! - besides the deposits, each second of the budget's clock grants a few extra tokens (the
+//!   *floor*), so a client with little traffic can still retry a little; the floor cannot be
+//!   saved up: what a second does not use is gone.
+//!
+//! # The bound
+//!
+//! Over any run, with `D` deposits, a ratio of `p` percent and a floor of `f` per second, the
+//! number of withdrawals granted is at most
+//!
+//! ```text
+//! floor(D x p / 100)  +  f x W
+//! ```
+//!
+//! where `W` is the number of distinct seconds (of the instants passed to `try_withdraw`) in
+//! which the floor was drawn on: at most `last second - first second + 1`. Against a
+//! dependency that always fails, `R` requests therefore cause at most
+//! `R + floor(R x p / 100) + f x (seconds spanned + 1)` calls, however many attempts each
+//! request's policy allows. The bound holds under any interleaving of threads; the tests in
+//! `tests/throttle.rs` check it with equality where it is reached.
+//!
+//! # How it differs from tower's `TpsBudget`
+//!
+//! - **Exact ratio.** The balance is kept in *milli-tokens* in integers: at 10% a deposit adds
+//!   100 and a withdrawal takes 1000, so ten deposits buy exactly one retry. tower derives its
+//!   amounts from `1.0 / retry_percent` as a float cast to an integer, which truncates: at 60%
+//!   a deposit buys a whole retry (tower#857). Here any whole percentage, and any per-mille
+//!   ratio ([`RetryBudget::per_mille`]), is exact.
+//! - **No over-draw under races.** tower's withdrawal reads the sum, compares, and then
+//!   subtracts: two threads can both pass the comparison and both subtract. Here a withdrawal
+//!   is one compare-and-swap that checks and takes in the same step, so the balance never goes
+//!   below zero and no grant is counted twice. The floor's per-second count is one packed
+//!   32-bit word (second, grants used) updated by a single compare-and-swap as well.
+//! - **No lock, no heap, no clock.** Two `AtomicU32`s, `const` construction (usable in a
+//!   `static`), `now` passed in. On targets without compare-and-swap (thumbv6m),
+//!   `portable-atomic` supplies the same operations through `critical-section`.
+//! - **Bounded savings.** Deposits do not expire, but the balance is capped
+//!   ([`RetryBudget::with_max_balance`]): a long healthy spell cannot bank an unlimited burst
+//!   of retries to pour onto a dependency the moment it fails.
+//!
+//! # Clocks that step back
+//!
+//! Instants are only used to tell seconds apart. An instant earlier than the current floor
+//! window (a clock stepping back, or two threads whose readings of the clock arrive out of
+//! order) is counted in the current window: it never opens a new one, so it never mints floor
+//! tokens. Windows are identified by the second modulo 2^22 (about 48.5 days); a step back of
+//! up to half that (about 24 days) is recognised as such. The price of this, documented rather
+//! than hidden: after a budget sits unused for more than 24 days, its first calls may be
+//! counted against the old window, so the floor can be withheld (never over-granted) until the
+//! clock reaches a second that reads as later. Deposits are unaffected.
+
+use portable_atomic::{AtomicU32, Ordering};
 
 use crate::time::Instant;
 
+/// Milli-tokens in one token: the cost of one retry or hedge.
+const MILLI_PER_TOKEN: u32 = 1_000;
+/// Microseconds in one floor window.
+const MICROS_PER_WINDOW: u64 = 1_000_000;
+/// Bits of the floor word holding the grants used in the current window.
+const USED_BITS: u32 = 10;
+/// Mask of the grants used.
+const USED_MASK: u32 = (1 << USED_BITS) - 1;
+/// Bits of the floor word holding the window (second) number, modulo `2^WINDOW_BITS`.
+const WINDOW_BITS: u32 = 32 - USED_BITS;
+/// Mask of a window number.
+const WINDOW_MASK: u32 = (1 << WINDOW_BITS) - 1;
+/// Window distances under this read as "later"; the others as "earlier or the same".
+const HALF_RING: u32 = 1 << (WINDOW_BITS - 1);
+/// The floor word of a budget that has not drawn on its floor yet: its "used" field holds a
+/// value that no floor reaches, so the first instant seen always opens a window.
+const NO_WINDOW: u32 = u32::MAX;
+
 /// One budget shared by the retries and the hedges of a dependency (or a whole client).
+///
+/// Call [`deposit`](Self::deposit) once per original call and
+/// [`try_withdraw`](Self::try_withdraw) before each retry or hedge; send the extra call only
+/// when it returns `true`. All methods take `&self` and are lock-free, so one budget (in a
+/// `static`, or behind an `Arc`) serves every task and thread. See the
+/// [module documentation](self) for the exact bound it enforces.
+///
+/// ```
+/// use deadline_core::Instant;
+/// use deadline_core::throttle::RetryBudget;
+///
+/// // 10% of calls, no floor: ten calls buy exactly one retry.
+/// static BUDGET: RetryBudget = RetryBudget::new(10, 0);
+/// let now = Instant::from_millis(5);
+/// for _ in 0..10 {
+///     BUDGET.deposit(now);
+/// }
+/// assert!(BUDGET.try_withdraw(now));
+/// assert!(!BUDGET.try_withdraw(now));
+///
+/// // With a floor of 2 per second, a client with no traffic still gets 2 retries a second.
+/// let quiet = RetryBudget::new(10, 2);
+/// let t = Instant::from_secs(7);
+/// assert!(quiet.try_withdraw(t) && quiet.try_withdraw(t));
+/// assert!(!quiet.try_withdraw(t));
+/// assert!(quiet.try_withdraw(Instant::from_secs(8)));
+/// ```
 #[derive(Debug)]
 pub struct RetryBudget {
-    _percent: u32,
-    _floor_per_sec: u32,
+    /// Milli-tokens one deposit adds: 10 x the percentage.
+    deposit_milli: u32,
+    /// Floor grants per second.
+    floor_per_sec: u32,
+    /// The most milli-tokens the balance holds.
+    max_milli: u32,
+    /// The balance, in milli-tokens.
+    balance: AtomicU32,
+    /// The floor window: `window number << USED_BITS | grants used`, or [`NO_WINDOW`].
+    floor: AtomicU32,
 }
 
 impl RetryBudget {
-    /// A budget that allows `percent` extra calls per original call, plus `floor_per_sec`
-    /// extra calls per second whatever the traffic.
+    /// The default ratio: 10 extra calls per 100 original calls (the SRE book's rule, and
+    /// seed 002's "at most 10% extra calls").
+    pub const DEFAULT_PERCENT: u32 = 10;
+    /// The default floor: 10 extra calls per second whatever the traffic (tower's and
+    /// Finagle's default too).
+    pub const DEFAULT_FLOOR_PER_SEC: u32 = 10;
+    /// The default cap on banked tokens: 100 retries or hedges.
+    pub const DEFAULT_MAX_BALANCE: u32 = 100;
+    /// The largest floor per second; larger values are clamped to it.
+    pub const MAX_FLOOR_PER_SEC: u32 = USED_MASK - 1;
+    /// The largest cap on banked tokens; larger values are clamped to it.
+    pub const MAX_BALANCE: u32 = u32::MAX / MILLI_PER_TOKEN;
+
+    /// A budget that allows `percent` extra calls per 100 original calls, plus `floor_per_sec`
+    /// extra calls per second whatever the traffic, with at most
+    /// [`DEFAULT_MAX_BALANCE`](Self::DEFAULT_MAX_BALANCE) tokens banked.
+    ///
+    /// `percent` may exceed 100 (200 means two extra calls per call). `floor_per_sec` is
+    /// clamped to [`MAX_FLOOR_PER_SEC`](Self::MAX_FLOOR_PER_SEC). The balance starts empty.
     #[must_use]
     pub const fn new(percent: u32, floor_per_sec: u32) -> Self {
+        Self::per_mille(percent.saturating_mul(10), floor_per_sec)
+    }
+
+    /// A budget that allows `per_mille` extra calls per 1000 original calls (25 is 2.5%),
+    /// plus `floor_per_sec` extra calls per second. Otherwise as [`new`](Self::new).
+    #[must_use]
+    pub const fn per_mille(per_mille: u32, floor_per_sec: u32) -> Self {
+        let floor_per_sec = if floor_per_sec > Self::MAX_FLOOR_PER_SEC {
+            Self::MAX_FLOOR_PER_SEC
+        } else {
+            floor_per_sec
+        };
         RetryBudget {
-            _percent: percent,
-            _floor_per_sec: floor_per_sec,
+            deposit_milli: per_mille,
+            floor_per_sec,
+            max_milli: Self::DEFAULT_MAX_BALANCE.saturating_mul(MILLI_PER_TOKEN),
+            balance: AtomicU32::new(0),
+            floor: AtomicU32::new(NO_WINDOW),
+        }
+    }
+
+    /// The same budget with at most `tokens` retries or hedges banked from deposits (clamped
+    /// to [`MAX_BALANCE`](Self::MAX_BALANCE)); deposits beyond it are dropped. 0 disables the
+    /// deposits altogether, leaving only the floor. Call it before the budget is shared: it
+    /// returns a fresh, empty budget.
+    ///
+    /// ```
+    /// use deadline_core::Instant;
+    /// use deadline_core::throttle::RetryBudget;
+    ///
+    /// let budget = RetryBudget::new(50, 0).with_max_balance(2);
+    /// let now = Instant::ZERO;
+    /// for _ in 0..100 {
+    ///     budget.deposit(now);
+    /// }
+    /// assert_eq!(budget.balance(), 2);
+    /// ```
+    #[must_use]
+    pub const fn with_max_balance(self, tokens: u32) -> Self {
+        let tokens = if tokens > Self::MAX_BALANCE {
+            Self::MAX_BALANCE
+        } else {
+            tokens
+        };
+        RetryBudget {
+            deposit_milli: self.deposit_milli,
+            floor_per_sec: self.floor_per_sec,
+            max_milli: tokens.saturating_mul(MILLI_PER_TOKEN),
+            balance: AtomicU32::new(0),
+            floor: AtomicU32::new(NO_WINDOW),
         }
     }
 
     /// Records one original call (not a retry or a hedge) at `now`.
+    ///
+    /// Adds the ratio's share of a token to the balance, up to the cap. `now` is accepted so
+    /// that every method of the budget reads the same way; deposits do not expire.
     pub fn deposit(&self, now: Instant) {
         let _ = now;
+        let (add, max) = (self.deposit_milli, self.max_milli);
+        // `None` when the balance is already at the cap: nothing to write.
+        let _ = self
+            .balance
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |b| {
+                let next = b.saturating_add(add).min(max);
+                (next != b).then_some(next)
+            });
     }
 
     /// Takes the allowance for one retry or hedge at `now`; `false` when the budget is spent.
+    ///
+    /// A whole token comes from the deposits when the balance holds one, and otherwise from
+    /// the floor of `now`'s second. A refusal changes nothing.
+    #[must_use = "send the retry or hedge only when the budget grants it"]
     pub fn try_withdraw(&self, now: Instant) -> bool {
-        let _ = now;
-        true
+        self.withdraw_deposit() || self.withdraw_floor(now)
     }
+
+    /// Takes one token from the deposits, in one compare-and-swap.
+    fn withdraw_deposit(&self) -> bool {
+        self.balance
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |b| {
+                b.checked_sub(MILLI_PER_TOKEN)
+            })
+            .is_ok()
+    }
+
+    /// Takes one grant from the floor of `now`'s second, in one compare-and-swap.
+    fn withdraw_floor(&self, now: Instant) -> bool {
+        let floor = self.floor_per_sec;
+        if floor == 0 {
+            return false;
+        }
+        let window = window_of(now);
+        self.floor
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |word| {
+                let (current, used) = current_window(word, window);
+                (used < floor).then(|| pack(current, used.saturating_add(1)))
+            })
+            .is_ok()
+    }
+
+    /// Whole tokens banked from deposits (rounded down).
+    #[must_use]
+    pub fn balance(&self) -> u32 {
+        self.balance_milli()
+            .checked_div(MILLI_PER_TOKEN)
+            .unwrap_or(0)
+    }
+
+    /// The balance in milli-tokens: 1000 buys one retry or hedge.
+    #[must_use]
+    pub fn balance_milli(&self) -> u32 {
+        self.balance.load(Ordering::Acquire)
+    }
+
+    /// Floor grants still available in `now`'s second (an instant before the current window
+    /// reads the current window, as in [`try_withdraw`](Self::try_withdraw)).
+    #[must_use]
+    pub fn floor_left(&self, now: Instant) -> u32 {
+        let (_, used) = current_window(self.floor.load(Ordering::Acquire), window_of(now));
+        self.floor_per_sec.saturating_sub(used)
+    }
+
+    /// Extra calls the budget would grant at `now` if asked right away, with no deposits in
+    /// between: the whole banked tokens plus the floor left. For metrics.
+    #[must_use]
+    pub fn available(&self, now: Instant) -> u32 {
+        self.balance().saturating_add(self.floor_left(now))
+    }
+
+    /// Extra calls allowed per 1000 original calls.
+    #[must_use]
+    pub const fn ratio_per_mille(&self) -> u32 {
+        self.deposit_milli
+    }
+
+    /// Extra calls allowed per second whatever the traffic.
+    #[must_use]
+    pub const fn floor_per_sec(&self) -> u32 {
+        self.floor_per_sec
+    }
+
+    /// The most tokens the balance holds.
+    #[must_use]
+    pub const fn max_balance(&self) -> u32 {
+        self.max_milli / MILLI_PER_TOKEN
+    }
+}
+
+impl Default for RetryBudget {
+    /// [`DEFAULT_PERCENT`](Self::DEFAULT_PERCENT) with a floor of
+    /// [`DEFAULT_FLOOR_PER_SEC`](Self::DEFAULT_FLOOR_PER_SEC).
+    fn default() -> Self {
+        Self::new(Self::DEFAULT_PERCENT, Self::DEFAULT_FLOOR_PER_SEC)
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for RetryBudget {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        defmt::write!(
+            f,
+            "RetryBudget {{ per_mille: {}, floor_per_sec: {}, max_balance: {}, balance_milli: {} }}",
+            self.deposit_milli,
+            self.floor_per_sec,
+            self.max_balance(),
+            self.balance_milli()
+        );
+    }
+}
+
+/// The floor window (second, modulo `2^WINDOW_BITS`) of `now`.
+fn window_of(now: Instant) -> u32 {
+    let second = now.as_micros().checked_div(MICROS_PER_WINDOW).unwrap_or(0);
+    // Truncation is the point: window numbers are compared modulo 2^WINDOW_BITS.
+    #[allow(clippy::cast_possible_truncation)]
+    let window = (second & u64::from(WINDOW_MASK)) as u32;
+    window
+}
+
+/// The window a grant at `window` is counted in, and the grants already used in it, given the
+/// floor word: `window` itself when it is later than the stored one (fresh, nothing used),
+/// the stored window otherwise (the same second, or a clock that stepped back).
+fn current_window(word: u32, window: u32) -> (u32, u32) {
+    if word == NO_WINDOW {
+        return (window, 0);
+    }
+    let stored = word.checked_shr(USED_BITS).unwrap_or(0);
+    let distance = window.wrapping_sub(stored) & WINDOW_MASK;
+    if distance != 0 && distance < HALF_RING {
+        (window, 0)
+    } else {
+        (stored, word & USED_MASK)
+    }
+}
+
+/// The floor word for `window` with `used` grants.
+fn pack(window: u32, used: u32) -> u32 {
+    (window & WINDOW_MASK).checked_shl(USED_BITS).unwrap_or(0) | (used & USED_MASK)
 }

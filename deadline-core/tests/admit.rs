@@ -1,0 +1,96 @@
+//! Admission control: shed at the edge when the queue has eaten the budget.
+
+use core::time::Duration;
+
+use deadline_core::{Admission, Deadline, Error, GrpcCode, Instant, ms};
+
+#[test]
+fn admitted_exactly_when_the_time_left_covers_the_need() {
+    let need = ms(20);
+    let admission = Admission::new(need);
+    let sent_with = ms(100);
+    let deadline = Deadline::after(Instant::ZERO, sent_with);
+    // Queued for exactly `sent_with - need`: the time left equals the need.
+    let boundary = Instant::ZERO + (sent_with - need);
+    assert_eq!(admission.admit(deadline, boundary), Ok(need));
+    // One microsecond later it no longer fits.
+    let late = boundary + Duration::from_micros(1);
+    assert_eq!(admission.admit(deadline, late), Err(Error::Shed));
+    // Earlier, it is admitted with what is left.
+    assert_eq!(
+        admission.admit(deadline, Instant::from_millis(30)),
+        Ok(sent_with - ms(30))
+    );
+}
+
+#[test]
+fn an_expired_request_is_shed_even_when_nothing_is_needed() {
+    let admission = Admission::DEFAULT;
+    let deadline = Deadline::after(Instant::from_millis(10), ms(5));
+    assert!(admission.admit(deadline, Instant::from_millis(14)).is_ok());
+    assert_eq!(
+        admission.admit(deadline, Instant::from_millis(15)),
+        Err(Error::Shed)
+    );
+    assert_eq!(admission.admit(deadline, Instant::MAX), Err(Error::Shed));
+}
+
+#[test]
+fn a_request_without_a_deadline_is_admitted() {
+    let admission = Admission::new(ms(1_000));
+    assert!(
+        admission
+            .admit(Deadline::NEVER, Instant::from_secs(1_000))
+            .is_ok()
+    );
+}
+
+#[test]
+fn the_queue_delay_threshold_sheds_a_long_wait_even_with_time_left() {
+    let max = ms(50);
+    let admission = Admission::new(ms(5)).with_max_queue_delay(max);
+    let enqueued = Instant::from_millis(1_000);
+    let deadline = Deadline::after(enqueued, ms(10_000));
+    assert!(
+        admission
+            .admit_queued(deadline, enqueued, enqueued + max)
+            .is_ok()
+    );
+    let over = enqueued + max + Duration::from_micros(1);
+    assert_eq!(
+        admission.admit_queued(deadline, enqueued, over),
+        Err(Error::Shed)
+    );
+    // `admit` alone does not look at the queue.
+    assert!(admission.admit(deadline, over).is_ok());
+    // A clock reading before the enqueue instant counts as no wait.
+    assert!(
+        admission
+            .admit_queued(deadline, enqueued, Instant::ZERO)
+            .is_ok()
+    );
+}
+
+#[test]
+fn without_a_threshold_admit_queued_is_admit() {
+    let admission = Admission::new(ms(20));
+    let deadline = Deadline::after(Instant::ZERO, ms(100));
+    for t in [0, 50, 80, 81, 200] {
+        let now = Instant::from_millis(t);
+        assert_eq!(
+            admission.admit_queued(deadline, Instant::ZERO, now),
+            admission.admit(deadline, now)
+        );
+    }
+}
+
+#[test]
+fn a_shed_request_is_answered_503_or_unavailable() {
+    let admission = Admission::new(ms(20));
+    let deadline = Deadline::after(Instant::ZERO, ms(10));
+    let err = admission.admit(deadline, Instant::ZERO).unwrap_err();
+    assert_eq!(err, Error::Shed);
+    assert_eq!(err.http_status(), 503);
+    assert_eq!(err.grpc_code(), GrpcCode::Unavailable);
+    assert!(!err.is_deadline(), "shedding is overload, not a deadline");
+}
