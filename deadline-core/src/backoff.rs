@@ -1,35 +1,192 @@
 //! Backoff between attempts: exponential, with jitter.
+//!
+//! The wait before retry `n` (`n = 0` for the first retry) starts from the exponential
+//! ceiling
+//!
+//! ```text
+//! t(n) = min(max, base × multiplier^n)          (multiplier 2 unless set)
+//! ```
+//!
+//! and [`Jitter`] then spreads it so that clients that failed together do not come back
+//! together (the AWS Architecture Blog, "Exponential Backoff And Jitter", 2015, and gRPC's
+//! connection backoff):
+//!
+//! | jitter | wait before retry `n` |
+//! |---|---|
+//! | [`Jitter::None`] | `t(n)` |
+//! | [`Jitter::Full`] | `uniform(0, t(n))` |
+//! | [`Jitter::Equal`] | `t(n)/2 + uniform(0, t(n) - t(n)/2)`, so in `[t(n)/2, t(n)]` |
+//! | [`Jitter::Decorrelated`] | `min(max, uniform(base, max(base, 3 × previous)))`, with `previous = base` before the first retry |
+//! | [`Jitter::Grpc`] | `uniform(t(n) × 0.8, t(n) × 1.2)`: up to 20% over `max`, as in gRPC |
+//!
+//! All of it is integer arithmetic in microseconds (no floats, no libm): the multiplier is a
+//! ratio, raised to the `n`th power by squaring in 32.32 fixed point, and every step saturates,
+//! so no input can overflow or panic. Bounds are inclusive; products round down.
+//!
+//! ```
+//! use deadline_core::backoff::{Backoff, Jitter};
+//! use deadline_core::ms;
+//! use deadline_core::rng::SplitMix64;
+//!
+//! let b = Backoff::exponential(ms(100), ms(1_000), Jitter::Full);
+//! assert_eq!(b.ceiling(0), ms(100));
+//! assert_eq!(b.ceiling(3), ms(800));
+//! assert_eq!(b.ceiling(4), ms(1_000)); // 1600 capped at max
+//!
+//! let mut rng = SplitMix64::new(1);
+//! let wait = b.delay(3, ms(0), &mut rng);
+//! assert!(wait <= ms(800));
+//! ```
 
 use core::time::Duration;
 
-/// How the backoff before a retry is randomised.
+use crate::rng::Rng;
+use crate::time::{duration_to_micros, micros_to_duration};
+
+/// How the backoff before a retry is randomised. The formulas are in the [module
+/// docs](self).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub enum Jitter {
-    /// No randomness: `min(max, base * 2^n)`.
+    /// No randomness: `t(n) = min(max, base × multiplier^n)`.
     None,
-    /// AWS "full jitter": uniform in `[0, min(max, base * 2^n)]`.
+    /// AWS "full jitter": uniform in `[0, t(n)]`. The fewest calls and the least total work of
+    /// the AWS forms, at the price of sometimes retrying almost at once.
     Full,
-    /// AWS "equal jitter": half fixed, half uniform.
+    /// AWS "equal jitter": half of `t(n)` fixed, the other half uniform, so in
+    /// `[t(n)/2, t(n)]`.
     Equal,
-    /// AWS "decorrelated jitter": uniform in `[base, previous * 3]`, capped at `max`.
+    /// AWS "decorrelated jitter": `min(max, uniform(base, 3 × previous))`, where `previous` is
+    /// the previous wait (`base` before the first retry). It does not use `n` or the
+    /// multiplier.
     Decorrelated,
-    /// gRPC's form: `min(max, base * multiplier^n)` times a factor uniform in `[0.8, 1.2]`.
+    /// gRPC's connection backoff: `t(n)` times a factor uniform in `[0.8, 1.2]`. The result
+    /// may exceed `max` by up to 20%, as in gRPC.
     Grpc,
 }
 
-/// Exponential backoff with jitter.
+/// A growth factor `num / den` for exponential backoff, such as 2 or gRPC's 1.6 (`8 / 5`).
+///
+/// A factor under 1 (or a zero denominator) is read as 1: the backoff never shrinks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Multiplier {
+    num: u32,
+    den: u32,
+}
+
+impl Multiplier {
+    /// Doubling: the AWS formulas' `2^n`.
+    pub const TWO: Multiplier = Multiplier { num: 2, den: 1 };
+    /// gRPC's default backoff multiplier, 1.6.
+    pub const GRPC: Multiplier = Multiplier { num: 8, den: 5 };
+    /// No growth: a constant backoff.
+    pub const ONE: Multiplier = Multiplier { num: 1, den: 1 };
+
+    /// The factor `num / den`; under 1 (or with `den == 0`) it is read as 1.
+    #[must_use]
+    pub const fn new(num: u32, den: u32) -> Self {
+        if den == 0 || num <= den {
+            return Multiplier::ONE;
+        }
+        // Reduced, so that `num^n` and `den^n` stay exact for as long as possible.
+        let g = gcd(num, den);
+        match (num.checked_div(g), den.checked_div(g)) {
+            (Some(num), Some(den)) => Multiplier { num, den },
+            _ => Multiplier::ONE,
+        }
+    }
+
+    /// The numerator.
+    #[must_use]
+    pub const fn num(self) -> u32 {
+        self.num
+    }
+
+    /// The denominator (never zero).
+    #[must_use]
+    pub const fn den(self) -> u32 {
+        self.den
+    }
+
+    /// `self^n` as an exact fraction `(num^n, den^n)`, if both fit a `u64`.
+    fn pow_exact(self, n: u32) -> Option<(u64, u64)> {
+        let p = u64::from(self.num).checked_pow(n)?;
+        let q = u64::from(self.den.max(1)).checked_pow(n)?;
+        Some((p, q))
+    }
+
+    /// `self^n` in 32.32 fixed point (rounded down), saturating at `u64::MAX` (a factor of
+    /// about 4.3e9).
+    fn pow_q32(self, n: u32) -> u64 {
+        const ONE_Q32: u64 = 1 << 32;
+        let den = u64::from(self.den.max(1));
+        let mut base = (u64::from(self.num) << 32)
+            .checked_div(den)
+            .unwrap_or(ONE_Q32)
+            .max(ONE_Q32);
+        let mut acc = ONE_Q32;
+        let mut n = n;
+        while n > 0 {
+            if n & 1 == 1 {
+                acc = mul_q32(acc, base);
+            }
+            n >>= 1;
+            if n > 0 {
+                base = mul_q32(base, base);
+            }
+        }
+        acc
+    }
+}
+
+/// `a × b` for two 32.32 fixed-point numbers, saturating at `u64::MAX`.
+fn mul_q32(a: u64, b: u64) -> u64 {
+    let product = u128::from(a).saturating_mul(u128::from(b)) >> 32;
+    u64::try_from(product).unwrap_or(u64::MAX)
+}
+
+/// The greatest common divisor, for reducing a ratio.
+const fn gcd(mut a: u32, mut b: u32) -> u32 {
+    while let Some(r) = a.checked_rem(b) {
+        a = b;
+        b = r;
+    }
+    a
+}
+
+/// `micros × num / den`, saturating, rounding down.
+fn scale(micros: u64, num: u64, den: u64) -> u64 {
+    let product = u128::from(micros).saturating_mul(u128::from(num));
+    let quotient = product.checked_div(u128::from(den)).unwrap_or(product);
+    u64::try_from(quotient).unwrap_or(u64::MAX)
+}
+
+/// Exponential backoff with jitter. The formulas are in the [module docs](self).
+///
+/// ```
+/// use deadline_core::backoff::{Backoff, Jitter, Multiplier};
+/// use deadline_core::ms;
+///
+/// // gRPC's defaults: 1 s, x1.6, at most 120 s, jitter x(0.8..1.2).
+/// let grpc = Backoff::grpc(ms(1_000), ms(120_000));
+/// assert_eq!(grpc.multiplier, Multiplier::GRPC);
+/// assert_eq!(grpc.ceiling(2), ms(2_560));
+/// assert_eq!(grpc.bounds(2, ms(0)), (ms(2_048), ms(3_072)));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub struct Backoff {
-    /// The first backoff, before jitter.
+    /// The first backoff, before jitter (gRPC's `initial_backoff`).
     pub base: Duration,
-    /// The largest backoff, before jitter.
+    /// The largest backoff, before jitter (the AWS formulas' `cap`).
     pub max: Duration,
     /// How the backoff is randomised.
     pub jitter: Jitter,
+    /// The growth per retry: `t(n) = min(max, base × multiplier^n)`.
+    pub multiplier: Multiplier,
 }
 
 impl Backoff {
@@ -38,11 +195,141 @@ impl Backoff {
         base: Duration::ZERO,
         max: Duration::ZERO,
         jitter: Jitter::None,
+        multiplier: Multiplier::TWO,
     };
 
-    /// Exponential backoff from `base` up to `max`, with `jitter`.
+    /// Exponential backoff from `base` up to `max`, doubling, with `jitter`.
     #[must_use]
     pub const fn exponential(base: Duration, max: Duration, jitter: Jitter) -> Self {
-        Backoff { base, max, jitter }
+        Backoff {
+            base,
+            max,
+            jitter,
+            multiplier: Multiplier::TWO,
+        }
+    }
+
+    /// The same wait before every retry, with no jitter.
+    #[must_use]
+    pub const fn constant(wait: Duration) -> Self {
+        Backoff {
+            base: wait,
+            max: wait,
+            jitter: Jitter::None,
+            multiplier: Multiplier::ONE,
+        }
+    }
+
+    /// gRPC's form: from `initial` up to `max`, times 1.6 per retry, with a factor uniform in
+    /// `[0.8, 1.2]`.
+    #[must_use]
+    pub const fn grpc(initial: Duration, max: Duration) -> Self {
+        Backoff {
+            base: initial,
+            max,
+            jitter: Jitter::Grpc,
+            multiplier: Multiplier::GRPC,
+        }
+    }
+
+    /// The same backoff with another growth factor, `num / den` (see [`Multiplier::new`]).
+    #[must_use]
+    pub const fn with_multiplier(mut self, num: u32, den: u32) -> Self {
+        self.multiplier = Multiplier::new(num, den);
+        self
+    }
+
+    /// The same backoff with another jitter.
+    #[must_use]
+    pub const fn with_jitter(mut self, jitter: Jitter) -> Self {
+        self.jitter = jitter;
+        self
+    }
+
+    /// The exponential ceiling before retry `n` (0 for the first retry), before jitter:
+    /// `min(max, base × multiplier^n)`, saturating.
+    ///
+    /// Exact (rounded down to the microsecond) while `num^n` and `den^n` of the reduced
+    /// multiplier fit a `u64` (up to `n = 63` for 2, `n = 21` for 1.6); past that, computed in
+    /// 32.32 fixed point, and `max` once `multiplier^n` passes about 4.3e9.
+    #[must_use]
+    pub fn ceiling(&self, n: u32) -> Duration {
+        let base = duration_to_micros(self.base);
+        let max = duration_to_micros(self.max);
+        let t = if let Some((p, q)) = self.multiplier.pow_exact(n) {
+            scale(base, p, q)
+        } else {
+            let pow = self.multiplier.pow_q32(n);
+            if pow == u64::MAX && base > 0 {
+                max
+            } else {
+                let product = u128::from(base).saturating_mul(u128::from(pow)) >> 32;
+                u64::try_from(product).unwrap_or(u64::MAX)
+            }
+        };
+        micros_to_duration(t.min(max))
+    }
+
+    /// The inclusive range the wait before retry `n` is drawn from, given the previous wait
+    /// (only [`Jitter::Decorrelated`] uses it; zero means "no previous wait" and reads as
+    /// `base`). See the table in the [module docs](self).
+    #[must_use]
+    pub fn bounds(&self, n: u32, previous: Duration) -> (Duration, Duration) {
+        let (lo, hi) = self.bounds_micros(n, previous);
+        (micros_to_duration(lo), micros_to_duration(hi))
+    }
+
+    fn bounds_micros(&self, n: u32, previous: Duration) -> (u64, u64) {
+        match self.jitter {
+            Jitter::None => {
+                let t = duration_to_micros(self.ceiling(n));
+                (t, t)
+            }
+            Jitter::Full => (0, duration_to_micros(self.ceiling(n))),
+            Jitter::Equal => {
+                let t = duration_to_micros(self.ceiling(n));
+                (t / 2, t)
+            }
+            Jitter::Decorrelated => {
+                let base = duration_to_micros(self.base);
+                let max = duration_to_micros(self.max);
+                let previous = match duration_to_micros(previous) {
+                    0 => base,
+                    p => p,
+                };
+                let hi = previous.saturating_mul(3).max(base);
+                // min(max, uniform(base, hi)) lies in [min(base, max), min(hi, max)].
+                (base.min(max), hi.min(max))
+            }
+            Jitter::Grpc => {
+                let t = duration_to_micros(self.ceiling(n));
+                (scale(t, 4, 5), scale(t, 6, 5))
+            }
+        }
+    }
+
+    /// The wait before retry `n` (0 for the first retry), drawn from `rng`; `previous` is the
+    /// previous wait, used by [`Jitter::Decorrelated`] (pass zero before the first retry).
+    ///
+    /// Always in [`bounds(n, previous)`](Backoff::bounds). It takes one
+    /// [`Rng::u64_between`] draw, or none when the range is a single value (always so for
+    /// [`Jitter::None`]).
+    pub fn delay<R: Rng + ?Sized>(&self, n: u32, previous: Duration, rng: &mut R) -> Duration {
+        if let Jitter::Decorrelated = self.jitter {
+            // min(max, uniform(base, hi)): draw over the uncapped range, then cap, as AWS does.
+            let base = duration_to_micros(self.base);
+            let max = duration_to_micros(self.max);
+            let previous = match duration_to_micros(previous) {
+                0 => base,
+                p => p,
+            };
+            let hi = previous.saturating_mul(3).max(base);
+            return micros_to_duration(rng.u64_between(base, hi).min(max));
+        }
+        let (lo, hi) = self.bounds_micros(n, previous);
+        if lo == hi {
+            return micros_to_duration(lo);
+        }
+        micros_to_duration(rng.u64_between(lo, hi))
     }
 }

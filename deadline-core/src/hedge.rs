@@ -1,15 +1,69 @@
-//! Hedged requests.
+//! Hedged requests: a copy of a slow call sent before its timeout, the first answer wins.
+//!
+//! A retry waits for a failure; for a slow call that means waiting for its timeout, and by
+//! then little time is left. A hedge does not wait: once an attempt has run longer than the
+//! dependency's p95, a copy is sent with the call timeout computed from the time left at that
+//! moment. Whichever answers first is used, and the others are cancelled (The Tail at Scale:
+//! about 5% more calls for a much shorter tail).
+//!
+//! # Schedule
+//!
+//! Each hedge is sent `delay` after the latest send of the call: the first attempt, the
+//! previous hedge, or a retry. With no retry and no refusal in between, hedge `k` therefore
+//! goes out at `first_start + k × delay`, the hedging schedule of gRPC. A retry starts the
+//! schedule again from the retry's start, and a hedge the budget refused moves it on by one
+//! delay.
+//!
+//! `delay` is the policy's fixed [`HedgePolicy::delay`], or a live value (for example the p95
+//! of the dependency's latency histogram) passed as `Some(live)` to each decision.
+//!
+//! # Rules
+//!
+//! A hedge is sent only when all of these hold, checked in this order:
+//!
+//! 1. the dependency has a [`HedgePolicy`] and is idempotent (a copy of a call that is not
+//!    idempotent could do its work twice);
+//! 2. fewer than [`HedgePolicy::max_hedges`] hedges have been sent for this call;
+//! 3. its time has come (see the schedule);
+//! 4. its call timeout, computed at `now` ([`crate::call_timeout`]), is at least the floor;
+//! 5. the retry-and-hedge budget (the same one retries draw from) grants a token.
+//!
+//! ```
+//! use deadline_core::hedge::{HedgeDecision, HedgePolicy, HedgeState};
+//! use deadline_core::retry::Call;
+//! use deadline_core::{Deadline, Instant, Policy, ms};
+//!
+//! // B: p95 60 ms; at most one hedge.
+//! let b = Policy::required("B", ms(110), ms(30)).with_hedge(HedgePolicy::new(ms(60), 1));
+//! let call = Call::new(&b, Deadline::after(Instant::ZERO, ms(200)), ms(20));
+//! let mut hedges = HedgeState::new(Instant::from_millis(10)); // first attempt at 10 ms
+//!
+//! assert_eq!(hedges.next_at(&call, None), Some(Instant::from_millis(70)));
+//! assert_eq!(hedges.decide(&call, Instant::from_millis(30), None),
+//!            HedgeDecision::NotYet(Instant::from_millis(70)));
+//! // At 70 ms: min(200 - 70 - 20, 110) = 110 ms for the copy.
+//! let HedgeDecision::Send(limits) = hedges.decide(&call, Instant::from_millis(70), None) else {
+//!     panic!("the hedge is due")
+//! };
+//! assert_eq!(limits.timeout, ms(110));
+//! assert_eq!(hedges.next_at(&call, None), None); // max_hedges reached
+//! ```
 
 use core::time::Duration;
+
+use crate::budget::{Decision, Limits, Shortfall};
+use crate::retry::Call;
+use crate::time::Instant;
 
 /// How a dependency's calls are hedged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub struct HedgePolicy {
-    /// How long the first attempt runs before a copy is sent (the dependency's p95).
+    /// How long an attempt runs before a copy is sent (the dependency's p95), unless a live
+    /// value is passed to the decision.
     pub delay: Duration,
-    /// The most copies sent besides the first attempt.
+    /// The most copies sent per call besides its attempts (0: no hedging).
     pub max_hedges: u32,
 }
 
@@ -19,4 +73,170 @@ impl HedgePolicy {
     pub const fn new(delay: Duration, max_hedges: u32) -> Self {
         HedgePolicy { delay, max_hedges }
     }
+
+    /// The delay to use: `live` if there is one (such as a p95 read from a live histogram),
+    /// else the fixed [`delay`](Self::delay).
+    #[must_use]
+    pub const fn delay_with(&self, live: Option<Duration>) -> Duration {
+        match live {
+            Some(d) => d,
+            None => self.delay,
+        }
+    }
+}
+
+/// The hedging bookkeeping of one call: hedges sent and the latest send. Small and `Copy`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct HedgeState {
+    sent: u32,
+    last_send: Instant,
+    stopped: bool,
+}
+
+impl HedgeState {
+    /// The state of a call whose first attempt started at `first_send`.
+    #[must_use]
+    pub const fn new(first_send: Instant) -> Self {
+        HedgeState {
+            sent: 0,
+            last_send: first_send,
+            stopped: false,
+        }
+    }
+
+    /// Hedges sent so far.
+    #[must_use]
+    pub const fn sent(&self) -> u32 {
+        self.sent
+    }
+
+    /// Records an attempt (a retry) sent at `at`: the next hedge is due `delay` after it.
+    pub fn restart(&mut self, at: Instant) {
+        self.last_send = self.last_send.max(at);
+        self.stopped = false;
+    }
+
+    /// Moves the next hedge to no sooner than `not_before` (a server's pushback on one of the
+    /// copies), so it is due at `max(not_before, the schedule)`.
+    pub fn push_back(&mut self, not_before: Instant, call: &Call<'_>, live: Option<Duration>) {
+        let delay = call
+            .policy
+            .hedge
+            .map_or(Duration::ZERO, |h| h.delay_with(live));
+        self.last_send = self.last_send.max(not_before.saturating_sub(delay));
+    }
+
+    /// Sends no more hedges for this call until the next [`restart`](Self::restart) (a server
+    /// said not to retry, or the hedges cannot fit any more).
+    pub fn stop(&mut self) {
+        self.stopped = true;
+    }
+
+    /// Why this call gets no hedge at all, now or later, if that is so.
+    fn never(&self, call: &Call<'_>) -> Option<NoHedge> {
+        let Some(policy) = call.policy.hedge else {
+            return Some(NoHedge::NotConfigured);
+        };
+        if !call.policy.idempotent {
+            return Some(NoHedge::NotIdempotent);
+        }
+        if self.sent >= policy.max_hedges {
+            return Some(NoHedge::AllSent);
+        }
+        if self.stopped {
+            return Some(NoHedge::Stopped);
+        }
+        None
+    }
+
+    /// When the next hedge is due (`delay` after the latest send), or `None` if no hedge
+    /// will be sent (see [`decide`](Self::decide) for the reasons).
+    #[must_use]
+    pub fn next_at(&self, call: &Call<'_>, live: Option<Duration>) -> Option<Instant> {
+        if self.never(call).is_some() {
+            return None;
+        }
+        let delay = call
+            .policy
+            .hedge
+            .map_or(Duration::ZERO, |h| h.delay_with(live));
+        Some(self.last_send.saturating_add(delay))
+    }
+
+    /// Decides at `now` whether to send a hedge. The rules are in the [module docs](self).
+    ///
+    /// On [`HedgeDecision::Send`] the state counts the hedge and restarts the schedule from
+    /// `now`, and one token has been taken from the call's budget. On
+    /// [`HedgeDecision::Throttled`] the schedule moves on by one delay. A
+    /// [`HedgeDecision::Stop`] for a timeout under the floor also stops further hedges (the
+    /// time left only shrinks).
+    ///
+    /// Guarantees, for a hedge: `limits.timeout >= floor`,
+    /// `limits.timeout <= deadline.remaining(now) - reserve`, `limits.until <= deadline`, and
+    /// `sent() <= max_hedges`.
+    pub fn decide(
+        &mut self,
+        call: &Call<'_>,
+        now: Instant,
+        live: Option<Duration>,
+    ) -> HedgeDecision {
+        if let Some(reason) = self.never(call) {
+            return HedgeDecision::Stop(reason);
+        }
+        let due = match self.next_at(call, live) {
+            Some(at) => at,
+            None => return HedgeDecision::Stop(NoHedge::NotConfigured),
+        };
+        if now < due {
+            return HedgeDecision::NotYet(due);
+        }
+        let limits = match call.decide(now) {
+            Decision::Call(limits) => limits,
+            Decision::Skip(shortfall) | Decision::Fail(shortfall) => {
+                self.stopped = true;
+                return HedgeDecision::Stop(NoHedge::UnderFloor(shortfall));
+            }
+        };
+        if !call.withdraw(now) {
+            self.last_send = now;
+            return HedgeDecision::Throttled;
+        }
+        self.sent = self.sent.saturating_add(1);
+        self.last_send = now;
+        HedgeDecision::Send(limits)
+    }
+}
+
+/// Whether to send a hedge now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[must_use]
+pub enum HedgeDecision {
+    /// Send a copy now, with these limits (computed from the time left now).
+    Send(Limits),
+    /// Not yet: the next hedge is due at this instant.
+    NotYet(Instant),
+    /// The retry-and-hedge budget refused; the next chance is one delay from now
+    /// ([`HedgeState::next_at`]).
+    Throttled,
+    /// No hedge, now or later, for this call's current attempt.
+    Stop(NoHedge),
+}
+
+/// Why no hedge is sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum NoHedge {
+    /// The policy has no [`HedgePolicy`].
+    NotConfigured,
+    /// The call is not idempotent: a copy could do its work twice.
+    NotIdempotent,
+    /// [`HedgePolicy::max_hedges`] copies have been sent.
+    AllSent,
+    /// Hedging was stopped ([`HedgeState::stop`]): a server said not to retry.
+    Stopped,
+    /// A copy sent now would get a timeout under the dependency's floor.
+    UnderFloor(Shortfall),
 }

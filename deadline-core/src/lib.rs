@@ -57,6 +57,8 @@ pub mod breaker;
 pub mod budget;
 pub mod counters;
 pub mod deadline;
+#[cfg(feature = "drive")]
+pub mod drive;
 pub mod error;
 pub mod hedge;
 pub mod histogram;
@@ -69,10 +71,16 @@ pub mod time;
 pub mod timer;
 pub mod wire;
 
+pub use analysis::{Quantile, Sample, TimeoutAssessment};
+pub use admit::Admission;
+pub use breaker::{BreakerConfig, BreakerState, CircuitBreaker};
 pub use budget::{Decision, Limits, Shortfall, call_timeout};
+pub use counters::{CounterSnapshot, Counters};
 pub use deadline::Deadline;
 pub use error::{Error, GrpcCode};
+pub use histogram::Histogram;
 pub use plan::{Plan, PlanFull, StepId};
 pub use policy::{Necessity, Policy};
+pub use throttle::RetryBudget;
 pub use time::{Clock, Instant, ManualClock, ms};
 pub use timer::Timer;

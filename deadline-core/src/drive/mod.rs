@@ -1,0 +1,150 @@
+//! A runtime-agnostic async driver: one dependency call run under its policy, on any
+//! [`Timer`].
+//!
+//! [`Driver::run`] takes the call ([`Call`]: policy, request deadline, reserve, retry
+//! budget), a timer, a random source, a classifier for the attempt's errors and the attempt
+//! itself (`FnMut(Limits) -> impl Future<Output = Result<T, E>>`), and:
+//!
+//! 1. computes the first attempt's limits at the clock's `now` ([`crate::call_timeout`]): an
+//!    optional dependency under its floor is skipped ([`CallError::Skipped`]), a required one
+//!    fails at once ([`CallError::Library`]), and the attempt function is never invoked;
+//! 2. runs the attempt, racing it against a sleep until its [`Limits::until`];
+//! 3. sends a hedge when one is due ([`crate::hedge`]), while the first is still running;
+//! 4. on a failure (the attempt's error, classified by [`Classify`], or its timeout) with no
+//!    other attempt running, asks [`RetryState::decide`](crate::retry::RetryState::decide),
+//!    sleeps the backoff, computes the limits again at the instant it really wakes, and
+//!    starts the retry, or gives up;
+//! 5. returns the first success; every attempt still running is dropped at that moment,
+//!    which cancels it (so is everything, if the driver's own future is dropped).
+//!
+//! While several attempts run (a hedge was sent), a failure of one of them ends nothing:
+//! the driver waits for the others, and decides on a retry only when none is left, from the
+//! latest failure. As in gRPC's hedging (gRFC A6), two failures are exceptions: an
+//! [`Outcome::Fatal`](crate::retry::Outcome::Fatal) error cancels the other attempts and
+//! ends the call at once, and a server's "do not retry"
+//! ([`Pushback::DontRetry`](crate::retry::Pushback::DontRetry)) stops further hedges and
+//! rules out a retry, while the attempts already running may still win.
+//!
+//! The first attempt is an original call and is [deposited](crate::throttle::RetryBudget::deposit)
+//! in the budget; each retry and each hedge withdraws a token. Retries count against the
+//! policy's [`max_attempts`](crate::retry::RetryPolicy::max_attempts); hedges count against
+//! [`max_hedges`](crate::hedge::HedgePolicy::max_hedges) only.
+//!
+//! Every decision is the core's; the driver only sleeps and polls. It reads the clock after
+//! every wake-up and trusts the clock, not the timer: a sleep that ends late finds the
+//! attempts whose timeouts have passed, and a backoff that ends past the deadline starts
+//! nothing. The driver feeds nothing global: the budget, the random source and whatever
+//! counters the [`Report`] goes to belong to the caller.
+//!
+//! # Memory
+//!
+//! No allocation: the attempt futures live in the driver's own future, in
+//! [`MAX_IN_FLIGHT`] slots, so the driver's future is about `MAX_IN_FLIGHT` attempt futures
+//! plus one sleep in size. It is `Send` when the timer, its sleep, the random source, the
+//! classifier, the attempt function, its future and its error are.
+//!
+//! # Example
+//!
+//! ```
+//! use deadline_core::drive::{Driver, ManualTimer};
+//! use deadline_core::retry::{Call, Outcome};
+//! use deadline_core::rng::SplitMix64;
+//! use deadline_core::{Clock, Deadline, Instant, Limits, Policy, Timer, ms};
+//!
+//! let timer = ManualTimer::new();
+//! let t = &timer;
+//! let b = Policy::required("B", ms(110), ms(30));
+//! let deadline = Deadline::after(Instant::ZERO, ms(200));
+//! let call = Call::new(&b, deadline, ms(20));
+//!
+//! // B answers in 105 ms (simulated on the virtual timer).
+//! let called = timer
+//!     .run(Driver::new(call, t, SplitMix64::new(1)).run(
+//!         |_: &()| Outcome::Failed,
+//!         |limits: Limits| async move {
+//!             assert_eq!(limits.timeout, ms(110)); // min(200 - 0 - 20, 110)
+//!             t.sleep_until(t.now() + ms(105)).await;
+//!             Ok::<_, ()>("price")
+//!         },
+//!     ))
+//!     .unwrap();
+//! assert_eq!(called.result, Ok("price"));
+//! assert_eq!(called.report.ended, Instant::from_millis(105));
+//! ```
+
+mod machine;
+mod manual;
+mod report;
+
+use core::future::{Future, poll_fn};
+use core::pin::pin;
+use core::time::Duration;
+
+use crate::budget::Limits;
+use crate::retry::Call;
+use crate::rng::Rng;
+use crate::timer::Timer;
+
+pub use machine::Classify;
+pub use manual::{ManualSleep, ManualTimer, Stalled};
+pub use report::{CallError, Called, Report};
+
+/// The most attempts one driven call has running at once: the first (or a retry) and up to
+/// three hedges. Hedges beyond it wait for a slot to free up.
+pub const MAX_IN_FLIGHT: usize = 4;
+
+/// Runs one dependency call under its policy on a [`Timer`]. See the [module docs](self).
+#[derive(Debug)]
+#[must_use = "a driver does nothing until `run` is awaited"]
+pub struct Driver<'c, Tm, R> {
+    call: Call<'c>,
+    timer: Tm,
+    rng: R,
+    live_delay: Option<Duration>,
+}
+
+impl<'c, Tm: Timer, R: Rng> Driver<'c, Tm, R> {
+    /// A driver for `call` on `timer`, drawing jitter from `rng` (pass `&mut rng` to keep
+    /// the generator).
+    pub const fn new(call: Call<'c>, timer: Tm, rng: R) -> Self {
+        Driver {
+            call,
+            timer,
+            rng,
+            live_delay: None,
+        }
+    }
+
+    /// The same driver, hedging after `live` (such as the p95 of a live latency histogram)
+    /// instead of the policy's fixed delay, when it is `Some`.
+    pub const fn with_hedge_delay(mut self, live: Option<Duration>) -> Self {
+        self.live_delay = live;
+        self
+    }
+
+    /// Runs the call: `attempt` is invoked once per attempt (the first, each retry and each
+    /// hedge) with that attempt's limits, and `classify` says what each attempt error means
+    /// for retrying. Returns the first success, or why there is none, with a [`Report`].
+    pub async fn run<A, F, T, E, C>(self, classify: C, attempt: A) -> Called<T, E>
+    where
+        A: FnMut(Limits) -> F,
+        F: Future<Output = Result<T, E>>,
+        C: Classify<E>,
+    {
+        let s0 = pin!(None::<F>);
+        let s1 = pin!(None::<F>);
+        let s2 = pin!(None::<F>);
+        let s3 = pin!(None::<F>);
+        let mut slots = [s0, s1, s2, s3];
+        let mut sleep = pin!(None::<Tm::Sleep>);
+        let mut machine = machine::Machine::new(
+            self.call,
+            self.timer,
+            self.rng,
+            self.live_delay,
+            classify,
+            attempt,
+        );
+        poll_fn(move |cx| machine.poll(cx, &mut slots, &mut sleep)).await
+    }
+}

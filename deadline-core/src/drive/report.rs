@@ -1,0 +1,144 @@
+//! What a driven call returns: [`Called`], with its result and a [`Report`].
+
+use core::fmt;
+use core::time::Duration;
+
+use crate::budget::Shortfall;
+use crate::error::Error;
+use crate::retry::GiveUp;
+use crate::time::Instant;
+
+/// The end of one driven call: its result and a report of what it took.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+#[must_use]
+pub struct Called<T, E> {
+    /// The winning attempt's value, or why there is none.
+    pub result: Result<T, CallError<E>>,
+    /// Attempts, hedges, timeouts and the rest, for counters and traces.
+    pub report: Report,
+}
+
+impl<T, E> Called<T, E> {
+    /// A call's end, for a driver outside this crate (such as a blocking one).
+    pub const fn new(result: Result<T, CallError<E>>, report: Report) -> Self {
+        Called { result, report }
+    }
+
+    /// The value, or `fallback` on any failure: what an optional dependency does.
+    pub fn or_fallback(self, fallback: T) -> T {
+        self.result.unwrap_or(fallback)
+    }
+}
+
+/// Why a driven call has no value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum CallError<E> {
+    /// An optional dependency was not called: its timeout at the start was under its floor.
+    /// Use the fallback. The attempt function was never invoked.
+    Skipped(Shortfall),
+    /// The last attempt failed with the dependency's own error and no retry followed
+    /// ([`Report::gave_up`] says why).
+    Attempt(E),
+    /// The call ended on one of the library's errors:
+    ///
+    /// - [`Error::InsufficientTime`] or [`Error::DeadlineExceeded`]: a required dependency
+    ///   was not called, its timeout at the start being under its floor (the attempt
+    ///   function was never invoked);
+    /// - [`Error::Timeout`]: the last attempt's timeout fired and no retry followed;
+    /// - [`Error::DeadlineExceeded`]: the request deadline had passed when the call gave up
+    ///   (whatever the last attempt's failure: nobody waits for it any more).
+    Library(Error),
+}
+
+impl<E> CallError<E> {
+    /// The library's error, if the call ended on one.
+    #[must_use]
+    pub const fn library(&self) -> Option<Error> {
+        match self {
+            CallError::Library(e) => Some(*e),
+            CallError::Skipped(_) | CallError::Attempt(_) => None,
+        }
+    }
+
+    /// The last attempt's own error, if the call ended on one.
+    #[must_use]
+    pub const fn attempt(&self) -> Option<&E> {
+        match self {
+            CallError::Attempt(e) => Some(e),
+            CallError::Skipped(_) | CallError::Library(_) => None,
+        }
+    }
+
+    /// Whether an optional dependency was skipped.
+    #[must_use]
+    pub const fn is_skipped(&self) -> bool {
+        matches!(self, CallError::Skipped(_))
+    }
+}
+
+impl<E: fmt::Display> fmt::Display for CallError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CallError::Skipped(s) => write!(
+                f,
+                "skipped: {} us available is under the floor of {} us",
+                s.available.as_micros(),
+                s.floor.as_micros()
+            ),
+            CallError::Attempt(e) => write!(f, "the last attempt failed: {e}"),
+            CallError::Library(e) => fmt::Display::fmt(e, f),
+        }
+    }
+}
+
+impl<E: fmt::Debug + fmt::Display> core::error::Error for CallError<E> {}
+
+/// What one driven call took: enough to feed per-dependency counters and traces. Attempts
+/// are numbered from 0 in the order they started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub struct Report {
+    /// Attempts started in all: the first, the retries and the hedges. Zero when the call
+    /// was not made.
+    pub attempts: u32,
+    /// Retries started (after a failure and a backoff).
+    pub retries: u32,
+    /// Hedges started (copies sent while an attempt was still running).
+    pub hedges: u32,
+    /// Attempts whose timeout fired.
+    pub timeouts: u32,
+    /// Retries and hedges the retry budget refused.
+    pub budget_refusals: u32,
+    /// Attempts dropped while still running because another one won.
+    pub cancelled: u32,
+    /// The number of the attempt that succeeded, if one did.
+    pub winner: Option<u32>,
+    /// Whether the winner was a hedge.
+    pub hedge_won: bool,
+    /// Why no further retry was made, if the call failed after trying.
+    pub gave_up: Option<GiveUp>,
+    /// When the first attempt started (`None` if the call was not made).
+    pub started: Option<Instant>,
+    /// The clock's reading when the call ended.
+    pub ended: Instant,
+}
+
+impl Report {
+    /// Whether the dependency was called at all.
+    #[must_use]
+    pub const fn was_called(&self) -> bool {
+        self.attempts > 0
+    }
+
+    /// The time from the first attempt's start to the end (zero if the call was not made).
+    #[must_use]
+    pub fn elapsed(&self) -> Duration {
+        self.started
+            .map_or(Duration::ZERO, |s| self.ended.saturating_duration_since(s))
+    }
+}

@@ -1,0 +1,160 @@
+//! The hedge decision: its schedule, the live delay, the timeout from the time left, the floor,
+//! the shared budget, and the calls that are never hedged.
+
+use std::time::Duration;
+
+use deadline_core::backoff::Backoff;
+use deadline_core::hedge::{HedgeDecision, HedgePolicy, HedgeState, NoHedge};
+use deadline_core::retry::{Call, Outcome, RetryState};
+use deadline_core::rng::SplitMix64;
+use deadline_core::throttle::RetryBudget;
+use deadline_core::{Deadline, Instant, Policy, ms};
+
+const DELAY: Duration = ms(60);
+
+fn dep(max_hedges: u32) -> Policy {
+    Policy::required("B", ms(400), ms(30)).with_hedge(HedgePolicy::new(DELAY, max_hedges))
+}
+
+fn deadline() -> Deadline {
+    Deadline::after(Instant::ZERO, ms(1_000))
+}
+
+#[test]
+fn hedge_k_is_due_k_delays_after_the_first_start() {
+    let p = dep(3);
+    let call = Call::new(&p, deadline(), ms(20));
+    let first = Instant::from_millis(10);
+    let mut h = HedgeState::new(first);
+    let mut sent_at = Vec::new();
+    while let Some(at) = h.next_at(&call, None) {
+        assert_eq!(
+            h.decide(&call, at - Duration::from_micros(1), None),
+            HedgeDecision::NotYet(at)
+        );
+        match h.decide(&call, at, None) {
+            HedgeDecision::Send(limits) => {
+                // The copy's timeout comes from the time left when it is sent.
+                assert_eq!(
+                    limits.timeout,
+                    (deadline().remaining(at) - ms(20)).min(p.cap)
+                );
+                sent_at.push(at);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    let expect: Vec<_> = (1..=3u32).map(|k| first + DELAY * k).collect();
+    assert_eq!(sent_at, expect);
+    assert_eq!(h.sent(), 3);
+    assert_eq!(
+        h.decide(&call, Instant::from_millis(500), None),
+        HedgeDecision::Stop(NoHedge::AllSent)
+    );
+}
+
+#[test]
+fn a_live_delay_replaces_the_fixed_one() {
+    let p = dep(1);
+    let call = Call::new(&p, deadline(), ms(0));
+    let h = HedgeState::new(Instant::ZERO);
+    assert_eq!(
+        h.next_at(&call, Some(ms(35))),
+        Some(Instant::from_millis(35))
+    );
+    assert_eq!(h.next_at(&call, None), Some(Instant::ZERO + DELAY));
+    assert_eq!(HedgePolicy::new(DELAY, 1).delay_with(Some(ms(7))), ms(7));
+}
+
+#[test]
+fn only_idempotent_calls_with_a_policy_are_hedged() {
+    let none = Policy::required("B", ms(400), ms(30));
+    let call = Call::new(&none, deadline(), ms(0));
+    let mut h = HedgeState::new(Instant::ZERO);
+    assert_eq!(h.next_at(&call, None), None);
+    assert_eq!(
+        h.decide(&call, ms_at(500), None),
+        HedgeDecision::Stop(NoHedge::NotConfigured)
+    );
+
+    // Even with retries of non-idempotent calls allowed, a copy is never sent.
+    let pay = dep(2).with_idempotent(false);
+    let pay = pay.with_retry(pay.retry.with_retry_non_idempotent(true));
+    let call = Call::new(&pay, deadline(), ms(0));
+    assert_eq!(
+        h.decide(&call, ms_at(500), None),
+        HedgeDecision::Stop(NoHedge::NotIdempotent)
+    );
+    assert_eq!(h.sent(), 0);
+}
+
+fn ms_at(t: u64) -> Instant {
+    Instant::from_millis(t)
+}
+
+#[test]
+fn no_hedge_under_the_floor_and_none_after() {
+    let p = dep(2);
+    let reserve = ms(100);
+    let call = Call::new(&p, deadline(), reserve);
+    let mut h = HedgeState::new(Instant::ZERO);
+    // At this instant the time left less the reserve is just under the floor.
+    let late = deadline().instant() - reserve - p.floor + Duration::from_micros(1);
+    match h.decide(&call, late, None) {
+        HedgeDecision::Stop(NoHedge::UnderFloor(s)) => {
+            assert_eq!(s.available, deadline().remaining(late) - reserve);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(h.next_at(&call, None), None);
+    assert_eq!(h.sent(), 0);
+}
+
+#[test]
+fn hedges_draw_from_the_same_budget_as_retries() {
+    let p = dep(3).with_attempts(3, Backoff::constant(ms(5)));
+    let budget = RetryBudget::new(100, 0);
+    budget.deposit(Instant::ZERO); // one token for retries and hedges together
+    let call = Call::new(&p, deadline(), ms(0)).with_budget(&budget);
+    let mut h = HedgeState::new(Instant::ZERO);
+
+    let at = h.next_at(&call, None).unwrap();
+    assert!(matches!(h.decide(&call, at, None), HedgeDecision::Send(_)));
+    assert_eq!(budget.balance(), 0);
+
+    // The second hedge is refused, and the schedule moves on by one delay.
+    let at2 = h.next_at(&call, None).unwrap();
+    let refused_at = at2 + ms(3);
+    assert_eq!(h.decide(&call, refused_at, None), HedgeDecision::Throttled);
+    assert_eq!(h.next_at(&call, None), Some(refused_at + DELAY));
+    assert_eq!(h.sent(), 1);
+
+    // A retry finds the budget spent too.
+    let mut r = RetryState::new();
+    let d = r.decide(&call, refused_at, Outcome::Failed, &mut SplitMix64::new(0));
+    assert!(d.retry().is_none());
+}
+
+#[test]
+fn a_retry_restarts_the_schedule_and_a_pushback_delays_it() {
+    let p = dep(3);
+    let call = Call::new(&p, deadline(), ms(0));
+    let mut h = HedgeState::new(Instant::ZERO);
+    let retry_at = ms_at(100);
+    h.restart(retry_at);
+    assert_eq!(h.next_at(&call, None), Some(retry_at + DELAY));
+    let not_before = retry_at + ms(200);
+    h.push_back(not_before, &call, None);
+    assert_eq!(h.next_at(&call, None), Some(not_before));
+    h.stop();
+    assert_eq!(h.next_at(&call, None), None);
+    assert_eq!(
+        h.decide(&call, ms_at(900), None),
+        HedgeDecision::Stop(NoHedge::Stopped)
+    );
+    h.restart(ms_at(400));
+    assert_eq!(
+        h.next_at(&call, None),
+        Some(not_before.max(ms_at(400)) + DELAY)
+    );
+}

@@ -1,0 +1,311 @@
+//! The retry decision: every reason to give up, pushback, the non-idempotent rule, the budget
+//! drawn only for a retry that is made, and limits computed again for the retry's start.
+
+use std::time::Duration;
+
+use deadline_core::backoff::{Backoff, Jitter};
+use deadline_core::retry::{
+    Call, GiveUp, Outcome, Pushback, RetryDecision, RetryPolicy, RetryState, parse_grpc_pushback,
+    parse_retry_after,
+};
+use deadline_core::rng::{Sequence, SplitMix64};
+use deadline_core::throttle::RetryBudget;
+use deadline_core::{Deadline, Instant, Policy, ms};
+
+const WAIT: Duration = ms(20);
+
+fn dep() -> Policy {
+    Policy::required("B", ms(300), ms(50)).with_attempts(3, Backoff::constant(WAIT))
+}
+
+fn deadline() -> Deadline {
+    Deadline::after(Instant::ZERO, ms(1_000))
+}
+
+fn decide(policy: &Policy, now: Instant, outcome: Outcome) -> RetryDecision {
+    let call = Call::new(policy, deadline(), ms(100));
+    RetryState::new().decide(&call, now, outcome, &mut SplitMix64::new(1))
+}
+
+#[test]
+fn a_retry_gets_limits_computed_for_its_start() {
+    let p = dep();
+    let reserve = ms(100);
+    let call = Call::new(&p, deadline(), reserve);
+    let now = Instant::from_millis(650);
+    let mut state = RetryState::new();
+    let RetryDecision::Retry(r) =
+        state.decide(&call, now, Outcome::Failed, &mut SplitMix64::new(1))
+    else {
+        panic!("a retry fits");
+    };
+    assert_eq!(r.at, now + WAIT);
+    assert_eq!(r.wait, WAIT);
+    assert_eq!(r.attempt, 2);
+    // min(left at `at` - reserve, cap), and never past the deadline.
+    assert_eq!(
+        r.limits.timeout,
+        (deadline().remaining(r.at) - reserve).min(p.cap)
+    );
+    assert_eq!(r.limits.until, r.at + r.limits.timeout);
+    assert_eq!(
+        (state.attempts(), state.retries(), state.previous_backoff()),
+        (2, 1, WAIT)
+    );
+}
+
+#[test]
+fn attempts_stop_at_the_cap() {
+    let p = dep();
+    let call = Call::new(&p, deadline(), ms(0));
+    let mut state = RetryState::new();
+    let mut rng = SplitMix64::new(1);
+    let mut now = Instant::ZERO;
+    let mut retries = 0;
+    loop {
+        match state.decide(&call, now, Outcome::Failed, &mut rng) {
+            RetryDecision::Retry(r) => {
+                retries += 1;
+                now = r.at + ms(1);
+            }
+            RetryDecision::GiveUp(g) => {
+                assert_eq!(g, GiveUp::Exhausted);
+                break;
+            }
+        }
+    }
+    assert_eq!(retries + 1, p.retry.max_attempts);
+    assert_eq!(state.attempts(), p.retry.max_attempts);
+}
+
+#[test]
+fn zero_attempts_reads_as_one() {
+    let p = Policy::required("B", ms(300), ms(50)).with_attempts(0, Backoff::constant(WAIT));
+    assert_eq!(p.retry.attempts(), 1);
+    assert_eq!(
+        decide(&p, Instant::ZERO, Outcome::Failed),
+        RetryDecision::GiveUp(GiveUp::Exhausted)
+    );
+    assert_eq!(RetryPolicy::NONE.attempts(), 1);
+}
+
+#[test]
+fn fatal_and_dont_retry_are_never_retried() {
+    let p = dep();
+    assert_eq!(
+        decide(&p, Instant::ZERO, Outcome::Fatal),
+        RetryDecision::GiveUp(GiveUp::NotRetryable)
+    );
+    assert_eq!(
+        decide(&p, Instant::ZERO, Outcome::Pushback(Pushback::DontRetry)),
+        RetryDecision::GiveUp(GiveUp::ServerSaidNo)
+    );
+}
+
+#[test]
+fn not_idempotent_is_retried_only_when_it_cannot_have_run() {
+    let p = dep().with_idempotent(false);
+    let now = Instant::ZERO;
+    for outcome in [Outcome::TimedOut, Outcome::Failed] {
+        assert_eq!(
+            decide(&p, now, outcome),
+            RetryDecision::GiveUp(GiveUp::MayHaveRun)
+        );
+    }
+    for outcome in [Outcome::Refused, Outcome::Pushback(Pushback::After(ms(1)))] {
+        assert!(decide(&p, now, outcome).retry().is_some(), "{outcome:?}");
+    }
+    // Unless the policy says it may be.
+    let allowed = p.with_retry(p.retry.with_retry_non_idempotent(true));
+    assert!(decide(&allowed, now, Outcome::TimedOut).retry().is_some());
+    // Idempotent calls are retried after a timeout.
+    assert!(decide(&dep(), now, Outcome::TimedOut).retry().is_some());
+}
+
+#[test]
+fn backoff_past_the_deadline_gives_up() {
+    let p = dep();
+    let now = deadline().instant() - WAIT;
+    assert_eq!(
+        decide(&p, now, Outcome::Failed),
+        RetryDecision::GiveUp(GiveUp::BackoffPastDeadline {
+            at: deadline().instant()
+        })
+    );
+    // One microsecond earlier it would end before the deadline, but the timeout would be
+    // under the floor.
+    let earlier = now - Duration::from_micros(1);
+    assert!(matches!(
+        decide(&p, earlier, Outcome::Failed),
+        RetryDecision::GiveUp(GiveUp::UnderFloor(_))
+    ));
+}
+
+#[test]
+fn timeout_under_the_floor_at_the_retry_gives_up() {
+    let p = dep();
+    let reserve = ms(100);
+    // At `at` the time left less the reserve is one microsecond short of the floor.
+    let at = deadline().instant() - reserve - p.floor + Duration::from_micros(1);
+    let now = at - WAIT;
+    match decide(&p, now, Outcome::Failed) {
+        RetryDecision::GiveUp(GiveUp::UnderFloor(s)) => {
+            assert_eq!(s.available, deadline().remaining(at) - reserve);
+            assert_eq!(s.floor, p.floor);
+        }
+        other => panic!("{other:?}"),
+    }
+    // A microsecond sooner and it fits, with exactly the floor.
+    let fits = decide(&p, now - Duration::from_micros(1), Outcome::Failed);
+    assert_eq!(fits.retry().map(|r| r.limits.timeout), Some(p.floor));
+}
+
+#[test]
+fn pushback_lengthens_but_never_shortens_the_wait() {
+    let p = dep();
+    let long = ms(70);
+    let r = decide(&p, Instant::ZERO, Outcome::Pushback(Pushback::After(long)))
+        .retry()
+        .unwrap();
+    assert_eq!((r.wait, r.at), (long, Instant::ZERO + long));
+    let short = ms(5);
+    let r = decide(&p, Instant::ZERO, Outcome::Pushback(Pushback::After(short)))
+        .retry()
+        .unwrap();
+    assert_eq!(r.wait, WAIT);
+    // A pushback that ends after the deadline gives up.
+    let far = decide(
+        &p,
+        Instant::ZERO,
+        Outcome::Pushback(Pushback::After(ms(5_000))),
+    );
+    assert!(matches!(
+        far,
+        RetryDecision::GiveUp(GiveUp::BackoffPastDeadline { .. })
+    ));
+}
+
+#[test]
+fn the_budget_is_drawn_only_for_a_retry_that_is_made() {
+    let p = dep();
+    let budget = RetryBudget::new(100, 0);
+    budget.deposit(Instant::ZERO); // exactly one token
+    let call = Call::new(&p, deadline(), ms(100)).with_budget(&budget);
+    let mut rng = SplitMix64::new(1);
+
+    // Giving up for any other reason leaves the token where it is.
+    let late = deadline().instant() - ms(1);
+    for outcome in [
+        Outcome::Failed,
+        Outcome::Fatal,
+        Outcome::Pushback(Pushback::DontRetry),
+    ] {
+        let mut state = RetryState::new();
+        assert!(
+            state
+                .decide(&call, late, outcome, &mut rng)
+                .retry()
+                .is_none()
+        );
+        assert_eq!(state, RetryState::new());
+    }
+    assert_eq!(budget.balance(), 1);
+
+    // The retry takes it; the next one is refused and leaves the state alone.
+    let mut state = RetryState::new();
+    assert!(
+        state
+            .decide(&call, Instant::ZERO, Outcome::Failed, &mut rng)
+            .retry()
+            .is_some()
+    );
+    assert_eq!(budget.balance(), 0);
+    let before = state;
+    assert_eq!(
+        state.decide(&call, Instant::from_millis(30), Outcome::Failed, &mut rng),
+        RetryDecision::GiveUp(GiveUp::Throttled)
+    );
+    assert_eq!(state, before);
+}
+
+#[test]
+fn decorrelated_jitter_remembers_the_previous_wait() {
+    let base = ms(10);
+    let p = Policy::required("B", ms(300), ms(1)).with_attempts(
+        5,
+        Backoff::exponential(base, ms(10_000), Jitter::Decorrelated),
+    );
+    let call = Call::new(&p, Deadline::after(Instant::ZERO, ms(100_000)), ms(0));
+    let mut state = RetryState::new();
+    let mut rng = Sequence::new(&[u32::MAX]);
+    let mut now = Instant::ZERO;
+    let mut expect = base;
+    for _ in 0..4 {
+        let r = state
+            .decide(&call, now, Outcome::Failed, &mut rng)
+            .retry()
+            .unwrap();
+        expect *= 3;
+        assert_eq!(r.wait, expect);
+        assert_eq!(state.previous_backoff(), expect);
+        now = r.at;
+    }
+}
+
+#[test]
+fn retry_after_parses_delay_seconds_only() {
+    assert_eq!(
+        parse_retry_after(b"0"),
+        Some(Pushback::After(Duration::ZERO))
+    );
+    assert_eq!(
+        parse_retry_after(b"\t42 "),
+        Some(Pushback::After(Duration::from_secs(42)))
+    );
+    assert_eq!(
+        parse_retry_after(b"99999999999999999999999"),
+        Some(Pushback::After(Duration::from_secs(u64::MAX)))
+    );
+    for bad in [
+        &b""[..],
+        b" ",
+        b"1.5",
+        b"+3",
+        b"-3",
+        b"3s",
+        b"Wed, 21 Oct 2015 07:28:00 GMT",
+    ] {
+        assert_eq!(
+            parse_retry_after(bad),
+            None,
+            "{:?}",
+            String::from_utf8_lossy(bad)
+        );
+    }
+}
+
+#[test]
+fn grpc_pushback_negative_or_garbage_means_do_not_retry() {
+    assert_eq!(parse_grpc_pushback(b"0"), Pushback::After(Duration::ZERO));
+    assert_eq!(parse_grpc_pushback(b"1500"), Pushback::After(ms(1_500)));
+    assert_eq!(
+        parse_grpc_pushback(b"2147483647"),
+        Pushback::After(ms(2_147_483_647))
+    );
+    for bad in [
+        &b"-1"[..],
+        b"-2147483648",
+        b"2147483648",
+        b"",
+        b"1.5",
+        b"12ms",
+        b"\xff",
+    ] {
+        assert_eq!(
+            parse_grpc_pushback(bad),
+            Pushback::DontRetry,
+            "{:?}",
+            String::from_utf8_lossy(bad)
+        );
+    }
+}
