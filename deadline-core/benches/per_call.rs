@@ -11,6 +11,8 @@ use std::hint::black_box;
 use std::time::Instant as StdInstant;
 
 use criterion::Criterion;
+
+mod common;
 use deadline_core::{Deadline, Instant, Plan, Policy, call_timeout, ms};
 
 const GROUP: &str = "per_call";
@@ -47,30 +49,19 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-/// Criterion's point estimate of the mean, in nanoseconds, from this run's `new/estimates.json`.
-fn mean_ns(bench: &str) -> Option<f64> {
-    let dir = std::env::var_os("CARGO_TARGET_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
-    let path = dir.join("criterion").join(GROUP).join(bench).join("new/estimates.json");
-    let text = std::fs::read_to_string(path).ok()?;
-    let mean = text.split("\"mean\"").nth(1)?;
-    let point = mean.split("\"point_estimate\":").nth(1)?;
-    point.split([',', '}']).next()?.trim().parse().ok()
-}
-
 fn main() {
+    let started = std::time::SystemTime::now();
     let mut c = Criterion::default().configure_from_args();
     bench(&mut c);
     c.final_summary();
-    let Some(clock) = mean_ns("clock_read") else {
+    let Some(clock) = common::mean_ns(GROUP, "clock_read", started) else {
         println!("(no estimates found: run with `cargo bench`, not `--test`)");
         return;
     };
     println!("\nmeasured in this run (criterion mean estimates):");
     println!("  clock read alone            {clock:8.2} ns");
     for name in ["call_timeout", "plan_decide"] {
-        if let Some(ns) = mean_ns(name) {
+        if let Some(ns) = common::mean_ns(GROUP, name, started) {
             println!(
                 "  {name:<14} + clock read  {ns:8.2} ns  = {:.2} x a clock read",
                 ns / clock

@@ -60,7 +60,15 @@ fn trace(title: &str, latencies: [Duration; 3]) {
 }
 
 fn main() {
-    println!("deadline 200 ms; own work 20 ms; A cap 50 floor 10, B cap 110 floor 30, C cap 60 floor 25 (optional)\n");
-    trace("A answers in 10 ms, B in 105, C in 25:", [ms(10), ms(105), ms(25)]);
-    trace("slow case: A answers in 48 ms, B in 108:", [ms(48), ms(108), ms(25)]);
+    println!(
+        "deadline 200 ms; own work 20 ms; A cap 50 floor 10, B cap 110 floor 30, C cap 60 floor 25 (optional)\n"
+    );
+    trace(
+        "A answers in 10 ms, B in 105, C in 25:",
+        [ms(10), ms(105), ms(25)],
+    );
+    trace(
+        "slow case: A answers in 48 ms, B in 108:",
+        [ms(48), ms(108), ms(25)],
+    );
 }

@@ -133,5 +133,8 @@ fn parallel_steps_share_the_wall_clock() {
     assert!(plan.parallel(px, py));
     assert_eq!(plan.reserve(first), ms(50) + ms(100));
     let now = Instant::from_millis(200);
-    assert_eq!(plan.decide(px, now).timeout(), plan.decide(py, now).timeout());
+    assert_eq!(
+        plan.decide(px, now).timeout(),
+        plan.decide(py, now).timeout()
+    );
 }
