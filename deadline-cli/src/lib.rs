@@ -1,0 +1,48 @@
+//! The `deadline` command's library: budget tables, the timeout lab and a
+//! deadline-propagation simulator.
+//!
+//! Every number the command prints comes from `deadline-core`'s own decisions: call timeouts
+//! from [`deadline_core::Plan`], worst cases, kill fractions and Little's law from
+//! [`deadline_core::analysis`], retries from [`deadline_core::retry`], the retry budget from
+//! [`deadline_core::throttle`], the time left across a hop from [`deadline_core::wire`] and
+//! database statement timeouts from [`deadline_core::statement`]. This crate reads files,
+//! arranges the answers into tables, JSON and pictures, and runs the simulator's clock.
+//!
+//! - [`table`]: the dependency table (TOML) `deadline plan` reads; [`sample`]: latency files.
+//! - [`plan`] and [`replay`]: proposals, the budget table of one screen, trace replays.
+//! - [`lab`] and [`svg`]: the timeout lab and its picture.
+//! - [`sim`]: the client → API → service → database simulator.
+//! - [`cli`]: the arguments and the dispatch the binary runs; [`output`]: shared formatting.
+//! - [`error`]: bad input, named by file, line and field.
+//!
+//! ```
+//! use std::time::Duration;
+//! use deadline_cli::{lab, plan, sim, table};
+//!
+//! // Seed 000: B is slow and the response goes out at 160 ms; then C is skipped, at 176 ms.
+//! let report = plan::run(&table::seed_000()?, None)?;
+//! let respond: Vec<_> = report.traces.iter().map(|t| t.respond_ms).collect();
+//! assert_eq!(respond, [Duration::from_millis(160), Duration::from_millis(176)]);
+//!
+//! // Seed 001: T = 90 ms with one retry costs 180 ms of 250 and kills 1%.
+//! let lab = lab::seed_001(&lab::LabOptions::default())?;
+//! let row = lab.rows.iter().find(|r| r.timeout_ms == lab.p99_ms && r.retries == 1).unwrap();
+//! assert_eq!((row.worst_case_ms, row.fits, row.kill_fraction), (Duration::from_millis(180), true, 0.01));
+//!
+//! // Seed 002, every query stalling: the propagated deadline costs 900 ms of database time.
+//! let options = sim::SimOptions { requests: 100, stall_rate: 1.0, ..Default::default() };
+//! let propagated = sim::run_strategy(sim::Strategy::Propagated, &options);
+//! assert!((propagated.db_ms_per_request - 900.0).abs() < 1.0);
+//! # Ok::<(), deadline_cli::error::InputError>(())
+//! ```
+
+pub mod cli;
+pub mod error;
+pub mod lab;
+pub mod output;
+pub mod plan;
+pub mod replay;
+pub mod sample;
+pub mod sim;
+pub mod svg;
+pub mod table;

@@ -1,0 +1,527 @@
+//! The dependency table `deadline plan` reads: TOML, checked field by field.
+//!
+//! ```toml
+//! budget_ms = 200          # how long the client waits
+//! own_work_ms = 20         # our own work after the calls
+//! cap_margin_ms = 10       # cap = p99.9 + margin, for a dependency with no `cap_ms`
+//! rate_per_sec = 100       # requests per second, for Little's law (or `--rate`)
+//!
+//! [[dependency]]
+//! name = "B"
+//! about = "pricing"
+//! p50_ms = 30              # or `samples = "b.txt"`: a file of measured latencies
+//! p95_ms = 60
+//! p999_ms = 90
+//! cap_ms = 110             # optional: else p999_ms + cap_margin_ms
+//! floor_ms = 30            # optional: else p50_ms
+//! required = true          # false: it has a fallback, and is skipped when time is short
+//! mode = "sequential"      # or "parallel": runs alongside the dependency before it
+//! retries = 1              # retries after the first attempt
+//! backoff_ms = 5           # first backoff; doubles up to backoff_max_ms, full jitter
+//! backoff_max_ms = 40
+//! hedge = true             # send a second copy after hedge_delay_ms (default: the p95)
+//!
+//! [[trace]]                # a replay: each dependency's latency (a list: one per attempt)
+//! name = "B is slow"
+//! latency_ms = { A = 10, B = 105, C = 25 }
+//! ```
+//!
+//! Every mistake becomes an [`InputError`] with the file, the line and the field.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+use std::time::Duration;
+
+use deadline_core::analysis::{Quantile, Sample};
+use deadline_core::backoff::{Backoff, Jitter};
+use deadline_core::hedge::HedgePolicy;
+use deadline_core::{Necessity, Policy};
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::error::InputError;
+use crate::sample;
+
+/// The most dependencies a table may list (the capacity of the core's [`deadline_core::Plan`]).
+pub const MAX_DEPENDENCIES: usize = 32;
+
+/// The margin added to p99.9 when neither the dependency nor the table states one.
+pub const DEFAULT_CAP_MARGIN: Duration = Duration::from_millis(10);
+
+/// The first backoff before a retry when the table states none.
+pub const DEFAULT_BACKOFF: Duration = Duration::from_millis(5);
+
+/// The file name used in messages for the built-in table.
+pub const SEED_000_NAME: &str = "<built-in seed 000 table>";
+
+/// Seed 000's table, built in: the default of `deadline plan`.
+pub const SEED_000: &str = include_str!("../data/seed000.toml");
+
+/// A checked dependency table.
+#[derive(Clone, Debug)]
+pub struct Table {
+    /// The file it came from.
+    pub file: String,
+    /// How long the client waits for the whole request.
+    pub budget: Duration,
+    /// Our own work after the calls (merging, serializing, the trip back).
+    pub own_work: Duration,
+    /// Requests per second, for Little's law, if the table states it.
+    pub rate_per_sec: Option<f64>,
+    /// The dependencies, in call order.
+    pub dependencies: Vec<Dependency>,
+    /// Replays to run through the plan.
+    pub traces: Vec<Trace>,
+}
+
+/// Where a dependency's cap comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CapSource {
+    /// `cap_ms` is written in the table.
+    Stated(Duration),
+    /// p99.9 plus this margin.
+    Margin(Duration),
+}
+
+/// Whether hedged copies are sent, and after how long.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HedgeSetting {
+    /// No hedging.
+    Off,
+    /// After the dependency's p95.
+    AfterP95,
+    /// After the stated delay.
+    After(Duration),
+}
+
+/// One dependency, as the table describes it.
+#[derive(Clone, Debug)]
+pub struct Dependency {
+    /// Its name (used in traces).
+    pub name: String,
+    /// What it is, for the table.
+    pub about: Option<String>,
+    /// The line of its `[[dependency]]` header.
+    pub line: usize,
+    /// Median latency.
+    pub p50: Duration,
+    /// 95th percentile, if known.
+    pub p95: Option<Duration>,
+    /// 99.9th percentile.
+    pub p999: Duration,
+    /// The measured latencies, when the table names a sample file.
+    pub samples: Option<Vec<Duration>>,
+    /// The sample file, as written in the table.
+    pub samples_file: Option<String>,
+    /// The cap, stated or from a margin.
+    pub cap: CapSource,
+    /// The floor, if stated (else the p50).
+    pub floor: Option<Duration>,
+    /// The connect limit, if stated.
+    pub connect: Option<Duration>,
+    /// Required, or optional with a fallback.
+    pub required: bool,
+    /// Runs alongside the dependency before it.
+    pub parallel: bool,
+    /// Retries after the first attempt.
+    pub retries: u32,
+    /// First backoff before a retry.
+    pub backoff: Duration,
+    /// Largest backoff.
+    pub backoff_max: Duration,
+    /// Hedging.
+    pub hedge: HedgeSetting,
+}
+
+/// One replay: each dependency's latency per attempt.
+#[derive(Clone, Debug)]
+pub struct Trace {
+    /// A name for the replay.
+    pub name: String,
+    /// Per dependency name, the latency of each attempt (the last one repeats).
+    pub latencies: BTreeMap<String, Vec<Duration>>,
+}
+
+impl Dependency {
+    /// The floor: stated, or the p50.
+    #[must_use]
+    pub fn floor(&self) -> Duration {
+        self.floor.unwrap_or(self.p50)
+    }
+
+    /// The hedge delay, if this dependency hedges and the delay is known.
+    #[must_use]
+    pub fn hedge_delay(&self) -> Option<Duration> {
+        match self.hedge {
+            HedgeSetting::Off => None,
+            HedgeSetting::AfterP95 => self.p95,
+            HedgeSetting::After(d) => Some(d),
+        }
+    }
+
+    /// The core policy for this dependency. The name is leaked: a policy names its dependency
+    /// with a `&'static str`, and a command runs once.
+    #[must_use]
+    pub fn policy(&self) -> Policy {
+        let name: &'static str = Box::leak(self.name.clone().into_boxed_str());
+        let mut policy = match self.cap {
+            CapSource::Margin(margin) => Policy::from_latency(name, self.p50, self.p999, margin),
+            CapSource::Stated(cap) => Policy::required(name, cap, self.p50),
+        };
+        if let Some(floor) = self.floor {
+            policy.floor = floor;
+        }
+        if !self.required {
+            policy = policy.with_necessity(Necessity::Optional);
+        }
+        if let Some(connect) = self.connect {
+            policy = policy.with_connect(connect);
+        }
+        if self.retries > 0 {
+            policy = policy.with_attempts(
+                self.retries.saturating_add(1),
+                Backoff::exponential(self.backoff, self.backoff_max, Jitter::Full),
+            );
+        }
+        if let Some(delay) = self.hedge_delay() {
+            policy = policy.with_hedge(HedgePolicy::new(delay, 1));
+        }
+        policy
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTable {
+    budget_ms: Spanned<f64>,
+    own_work_ms: Option<Spanned<f64>>,
+    cap_margin_ms: Option<Spanned<f64>>,
+    rate_per_sec: Option<Spanned<f64>>,
+    #[serde(default)]
+    dependency: Vec<Spanned<RawDependency>>,
+    #[serde(default)]
+    trace: Vec<Spanned<RawTrace>>,
+}
+
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+enum Mode {
+    Sequential,
+    Parallel,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDependency {
+    name: Spanned<String>,
+    about: Option<String>,
+    p50_ms: Option<Spanned<f64>>,
+    p95_ms: Option<Spanned<f64>>,
+    p999_ms: Option<Spanned<f64>>,
+    samples: Option<Spanned<String>>,
+    cap_ms: Option<Spanned<f64>>,
+    cap_margin_ms: Option<Spanned<f64>>,
+    floor_ms: Option<Spanned<f64>>,
+    connect_ms: Option<Spanned<f64>>,
+    required: Option<bool>,
+    mode: Option<Mode>,
+    retries: Option<Spanned<u32>>,
+    backoff_ms: Option<Spanned<f64>>,
+    backoff_max_ms: Option<Spanned<f64>>,
+    hedge: Option<bool>,
+    hedge_delay_ms: Option<Spanned<f64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTrace {
+    name: Option<String>,
+    latency_ms: BTreeMap<Spanned<String>, Spanned<RawLatencies>>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawLatencies {
+    One(f64),
+    Many(Vec<f64>),
+}
+
+/// The context for checking one file's values.
+struct Checker<'a> {
+    file: &'a str,
+    source: &'a str,
+}
+
+impl Checker<'_> {
+    fn err(
+        &self,
+        span: &std::ops::Range<usize>,
+        field: &str,
+        msg: impl Into<String>,
+    ) -> InputError {
+        InputError::at_span(self.file, self.source, span, Some(field), msg)
+    }
+
+    fn ms(&self, value: &Spanned<f64>, field: &str) -> Result<Duration, InputError> {
+        sample::ms_to_duration(*value.get_ref()).map_err(|m| self.err(&value.span(), field, m))
+    }
+
+    fn opt_ms(
+        &self,
+        value: Option<&Spanned<f64>>,
+        field: &str,
+    ) -> Result<Option<Duration>, InputError> {
+        value.map(|v| self.ms(v, field)).transpose()
+    }
+}
+
+/// Parses and checks a table from its text. `file` names it in messages; sample files named
+/// in the table are read relative to `base_dir`.
+///
+/// # Errors
+///
+/// Malformed TOML, a missing or unknown field, a value of the wrong type, a negative or
+/// absurd latency, a missing percentile, a duplicate or unknown dependency name, an unreadable
+/// sample file: each an [`InputError`] naming file, line and field.
+pub fn parse(file: &str, source: &str, base_dir: Option<&Path>) -> Result<Table, InputError> {
+    let raw: RawTable =
+        toml::from_str(source).map_err(|e| InputError::from_toml(file, source, &e))?;
+    let ck = Checker { file, source };
+    let budget = ck.ms(&raw.budget_ms, "budget_ms")?;
+    if budget.is_zero() {
+        return Err(ck.err(
+            &raw.budget_ms.span(),
+            "budget_ms",
+            "the budget must be positive",
+        ));
+    }
+    let own_work = ck
+        .opt_ms(raw.own_work_ms.as_ref(), "own_work_ms")?
+        .unwrap_or_default();
+    let table_margin = ck
+        .opt_ms(raw.cap_margin_ms.as_ref(), "cap_margin_ms")?
+        .unwrap_or(DEFAULT_CAP_MARGIN);
+    let rate_per_sec = match &raw.rate_per_sec {
+        Some(r) if !(r.get_ref().is_finite() && *r.get_ref() >= 0.0) => {
+            return Err(ck.err(&r.span(), "rate_per_sec", "the rate must be a number >= 0"));
+        }
+        Some(r) => Some(*r.get_ref()),
+        None => None,
+    };
+    if raw.dependency.is_empty() {
+        return Err(InputError::new(
+            file,
+            None,
+            Some("dependency"),
+            "the table lists no [[dependency]]",
+        ));
+    }
+    if raw.dependency.len() > MAX_DEPENDENCIES {
+        let span = raw
+            .dependency
+            .get(MAX_DEPENDENCIES)
+            .map(Spanned::span)
+            .unwrap_or_default();
+        return Err(ck.err(
+            &span,
+            "dependency",
+            format!("at most {MAX_DEPENDENCIES} dependencies per table"),
+        ));
+    }
+    let mut names = HashSet::new();
+    let mut dependencies = Vec::with_capacity(raw.dependency.len());
+    for (index, dep) in raw.dependency.iter().enumerate() {
+        let d = dependency(&ck, index, dep, table_margin, base_dir)?;
+        if !names.insert(d.name.clone()) {
+            return Err(ck.err(
+                &dep.get_ref().name.span(),
+                "name",
+                format!("dependency `{}` is listed twice", d.name),
+            ));
+        }
+        dependencies.push(d);
+    }
+    let mut traces = Vec::with_capacity(raw.trace.len());
+    for (index, t) in raw.trace.iter().enumerate() {
+        traces.push(trace(&ck, index, t, &names)?);
+    }
+    Ok(Table {
+        file: file.to_owned(),
+        budget,
+        own_work,
+        rate_per_sec,
+        dependencies,
+        traces,
+    })
+}
+
+/// Reads and checks a table file.
+///
+/// # Errors
+///
+/// The file cannot be read, or [`parse`] rejects it.
+pub fn read(path: &str) -> Result<Table, InputError> {
+    let source = std::fs::read_to_string(path)
+        .map_err(|e| InputError::new(path, None, None, format!("cannot read: {e}")))?;
+    parse(path, &source, Path::new(path).parent())
+}
+
+/// Seed 000's built-in table.
+///
+/// # Errors
+///
+/// Never for the shipped file; the signature matches [`parse`].
+pub fn seed_000() -> Result<Table, InputError> {
+    parse(SEED_000_NAME, SEED_000, None)
+}
+
+fn dependency(
+    ck: &Checker<'_>,
+    index: usize,
+    spanned: &Spanned<RawDependency>,
+    table_margin: Duration,
+    base_dir: Option<&Path>,
+) -> Result<Dependency, InputError> {
+    let raw = spanned.get_ref();
+    let header = spanned.span();
+    let name = raw.name.get_ref().trim().to_owned();
+    if name.is_empty() {
+        return Err(ck.err(&raw.name.span(), "name", "a dependency needs a name"));
+    }
+    let (samples, samples_file) = match &raw.samples {
+        Some(path) => {
+            let written = path.get_ref().clone();
+            let full =
+                base_dir.map_or_else(|| Path::new(&written).to_path_buf(), |d| d.join(&written));
+            let text = std::fs::read_to_string(&full).map_err(|e| {
+                ck.err(
+                    &path.span(),
+                    "samples",
+                    format!("cannot read `{}`: {e}", full.display()),
+                )
+            })?;
+            let values = sample::parse(&full.display().to_string(), &text)?;
+            (Some(values), Some(written))
+        }
+        None => (None, None),
+    };
+    let measured = |per_mille: u32| samples.as_deref().and_then(|s| percentile(s, per_mille));
+    let percentile_field = |value: Option<&Spanned<f64>>, field: &str, per_mille: u32| match ck
+        .opt_ms(value, field)?
+    {
+        Some(d) => Ok(Some(d)),
+        None => Ok(measured(per_mille)),
+    };
+    let missing = |field: &str| {
+        ck.err(
+            &header,
+            field,
+            format!(
+                "dependency `{name}` (dependency[{index}]) needs `{field}` or a `samples` file"
+            ),
+        )
+    };
+    let p50 =
+        percentile_field(raw.p50_ms.as_ref(), "p50_ms", 500)?.ok_or_else(|| missing("p50_ms"))?;
+    let p95 = percentile_field(raw.p95_ms.as_ref(), "p95_ms", 950)?;
+    let p999 = percentile_field(raw.p999_ms.as_ref(), "p999_ms", 999)?
+        .ok_or_else(|| missing("p999_ms"))?;
+    if p999 < p50 {
+        let span = raw.p999_ms.as_ref().map_or(header.clone(), Spanned::span);
+        return Err(ck.err(
+            &span,
+            "p999_ms",
+            format!("p99.9 ({p999:?}) is below p50 ({p50:?})"),
+        ));
+    }
+    let cap = match (&raw.cap_ms, &raw.cap_margin_ms) {
+        (Some(cap), _) => {
+            let d = ck.ms(cap, "cap_ms")?;
+            if d.is_zero() {
+                return Err(ck.err(&cap.span(), "cap_ms", "a cap must be positive"));
+            }
+            CapSource::Stated(d)
+        }
+        (None, Some(m)) => CapSource::Margin(ck.ms(m, "cap_margin_ms")?),
+        (None, None) => CapSource::Margin(table_margin),
+    };
+    let backoff = ck
+        .opt_ms(raw.backoff_ms.as_ref(), "backoff_ms")?
+        .unwrap_or(DEFAULT_BACKOFF);
+    let backoff_max = ck
+        .opt_ms(raw.backoff_max_ms.as_ref(), "backoff_max_ms")?
+        .unwrap_or(backoff.saturating_mul(8));
+    let hedge_delay = ck.opt_ms(raw.hedge_delay_ms.as_ref(), "hedge_delay_ms")?;
+    let hedge = match (raw.hedge, hedge_delay) {
+        (Some(false), _) | (None, None) => HedgeSetting::Off,
+        (_, Some(d)) => HedgeSetting::After(d),
+        (Some(true), None) if p95.is_some() => HedgeSetting::AfterP95,
+        (Some(true), None) => return Err(missing("p95_ms")),
+    };
+    Ok(Dependency {
+        name,
+        about: raw.about.clone(),
+        line: crate::error::line_of(ck.source, header.start),
+        p50,
+        p95,
+        p999,
+        samples,
+        samples_file,
+        cap,
+        floor: ck.opt_ms(raw.floor_ms.as_ref(), "floor_ms")?,
+        connect: ck.opt_ms(raw.connect_ms.as_ref(), "connect_ms")?,
+        required: raw.required.unwrap_or(true),
+        parallel: raw.mode == Some(Mode::Parallel),
+        retries: raw.retries.as_ref().map_or(0, |r| *r.get_ref()),
+        backoff,
+        backoff_max,
+        hedge,
+    })
+}
+
+fn trace(
+    ck: &Checker<'_>,
+    index: usize,
+    spanned: &Spanned<RawTrace>,
+    names: &HashSet<String>,
+) -> Result<Trace, InputError> {
+    let raw = spanned.get_ref();
+    let mut latencies = BTreeMap::new();
+    for (key, value) in &raw.latency_ms {
+        let field = format!("latency_ms.{}", key.get_ref());
+        if !names.contains(key.get_ref()) {
+            return Err(ck.err(
+                &key.span(),
+                &field,
+                format!("no dependency is named `{}`", key.get_ref()),
+            ));
+        }
+        let values = match value.get_ref() {
+            RawLatencies::One(v) => vec![*v],
+            RawLatencies::Many(v) => v.clone(),
+        };
+        if values.is_empty() {
+            return Err(ck.err(&value.span(), &field, "give at least one latency"));
+        }
+        let durations = values
+            .into_iter()
+            .map(|v| sample::ms_to_duration(v).map_err(|m| ck.err(&value.span(), &field, m)))
+            .collect::<Result<Vec<_>, _>>()?;
+        latencies.insert(key.get_ref().clone(), durations);
+    }
+    Ok(Trace {
+        name: raw
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("trace {}", index + 1)),
+        latencies,
+    })
+}
+
+/// The `per_mille`-th percentile of a sample by nearest rank, from the core's analysis.
+fn percentile(samples: &[Duration], per_mille: u32) -> Option<Duration> {
+    let mut sorted = samples.to_vec();
+    Sample::new(&mut sorted)
+        .ok()
+        .map(|s| s.percentile(Quantile::per_mille(per_mille)))
+}

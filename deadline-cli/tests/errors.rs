@@ -1,0 +1,147 @@
+//! Bad input: a message naming the file, the line and the field, and exit code 2. Also
+//! `--help` on every subcommand.
+
+mod common;
+
+use common::{temp_dir, texts, write};
+
+/// Runs `deadline` and expects exit 2 with a message containing each of `parts`.
+fn rejects(args: &[&str], parts: &[&str]) -> String {
+    let (code, out, err) = texts(args);
+    assert_eq!(
+        code, 2,
+        "exit code for {args:?}; stdout: {out}; stderr: {err}"
+    );
+    assert!(out.is_empty(), "nothing on stdout: {out}");
+    for part in parts {
+        assert!(err.contains(part), "stderr lacks `{part}`: {err}");
+    }
+    err
+}
+
+const GOOD: &str = "budget_ms = 200\nown_work_ms = 20\n\
+[[dependency]]\nname = \"A\"\np50_ms = 10\np999_ms = 40\n";
+
+#[test]
+fn a_missing_field_names_file_line_and_field() {
+    let dir = temp_dir("missing");
+    // No p999_ms and no samples: reported at the [[dependency]] header, line 3.
+    let file = write(
+        &dir,
+        "t.toml",
+        "budget_ms = 200\n\n[[dependency]]\nname = \"A\"\np50_ms = 10\n",
+    );
+    rejects(&["plan", &file], &[&format!("{file}:3"), "field `p999_ms`"]);
+    // No budget_ms at all.
+    let file = write(
+        &dir,
+        "u.toml",
+        "own_work_ms = 20\n[[dependency]]\nname = \"A\"\np50_ms = 10\np999_ms = 40\n",
+    );
+    rejects(&["plan", &file], &[&file, "budget_ms"]);
+}
+
+#[test]
+fn a_negative_latency_in_a_table_names_its_line_and_field() {
+    let dir = temp_dir("negative-table");
+    let file = write(&dir, "t.toml", &GOOD.replace("p50_ms = 10", "p50_ms = -10"));
+    rejects(
+        &["plan", &file],
+        &[&format!("{file}:5"), "field `p50_ms`", "negative"],
+    );
+    let file = write(
+        &dir,
+        "v.toml",
+        &format!("{GOOD}[[trace]]\nlatency_ms = {{ A = -3 }}\n"),
+    );
+    rejects(
+        &["plan", &file],
+        &[&format!("{file}:8"), "field `latency_ms.A`", "negative"],
+    );
+}
+
+#[test]
+fn a_negative_latency_in_a_sample_names_its_line() {
+    let dir = temp_dir("negative-sample");
+    let file = write(&dir, "s.txt", "10\n12\n-4\n");
+    rejects(
+        &["lab", &file],
+        &[&format!("{file}:3"), "field `latency`", "negative"],
+    );
+    // The same through a table's `samples` file.
+    write(&dir, "b.txt", "10\n20 x 3\nfast\n");
+    let table = write(
+        &dir,
+        "t.toml",
+        "budget_ms = 200\n[[dependency]]\nname = \"B\"\nsamples = \"b.txt\"\n",
+    );
+    rejects(&["plan", &table], &["b.txt:3", "field `latency`"]);
+}
+
+#[test]
+fn a_malformed_file_names_its_line() {
+    let dir = temp_dir("malformed");
+    let file = write(
+        &dir,
+        "t.toml",
+        "budget_ms = 200\n[[dependency]\nname = \"A\"\n",
+    );
+    rejects(&["plan", &file], &[&format!("{file}:2")]);
+    let file = write(
+        &dir,
+        "u.toml",
+        &GOOD.replace("p999_ms = 40", "p999_ms = \"forty\""),
+    );
+    rejects(&["plan", &file], &[&format!("{file}:6"), "field `p999_ms`"]);
+    let file = write(&dir, "w.toml", &format!("{GOOD}colour = \"red\"\n"));
+    rejects(&["plan", &file], &[&format!("{file}:7"), "field `colour`"]);
+    let file = write(
+        &dir,
+        "x.toml",
+        &format!("{GOOD}[[trace]]\nlatency_ms = {{ Z = 3 }}\n"),
+    );
+    rejects(
+        &["plan", &file],
+        &[&format!("{file}:8"), "field `latency_ms.Z`"],
+    );
+}
+
+#[test]
+fn a_missing_file_is_named() {
+    rejects(
+        &["plan", "/nonexistent/table.toml"],
+        &["/nonexistent/table.toml", "cannot read"],
+    );
+    rejects(
+        &["lab", "/nonexistent/sample.txt"],
+        &["/nonexistent/sample.txt"],
+    );
+}
+
+#[test]
+fn bad_arguments_exit_2() {
+    rejects(&["sim", "--stall-rate", "1.5"], &["stall-rate"]);
+    rejects(&["lab", "--alloc=-250"], &["alloc", "negative"]);
+    rejects(&["plan", "--rate", "fast"], &["rate"]);
+}
+
+#[test]
+fn help_on_every_subcommand() {
+    for (sub, flag) in [
+        ("plan", "--rate"),
+        ("lab", "--alloc"),
+        ("sim", "--stall-rate"),
+    ] {
+        let (code, out, _) = texts(&[sub, "--help"]);
+        assert_eq!(code, 0);
+        assert!(
+            out.contains(flag) && out.contains("--json"),
+            "{sub} --help: {out}"
+        );
+    }
+    let (code, out, _) = texts(&["--help"]);
+    assert_eq!(code, 0);
+    for sub in ["plan", "lab", "sim"] {
+        assert!(out.contains(sub), "{out}");
+    }
+}
