@@ -4,6 +4,7 @@ use core::fmt;
 use core::time::Duration;
 
 use crate::budget::Shortfall;
+use crate::counters::{Counters, Event};
 use crate::error::Error;
 use crate::retry::GiveUp;
 use crate::time::Instant;
@@ -29,6 +30,61 @@ impl<T, E> Called<T, E> {
     /// The value, or `fallback` on any failure: what an optional dependency does.
     pub fn or_fallback(self, fallback: T) -> T {
         self.result.unwrap_or(fallback)
+    }
+
+    /// Adds this call to a dependency's [`Counters`]: one [`Event::Call`]; a success; each
+    /// attempt timeout, retry, hedge and budget refusal; a hedge win; [`Event::Skipped`] when
+    /// the call was not made for want of time (optional or required);
+    /// [`Event::DeadlineExceeded`] when a call that was made ended on a deadline error (its
+    /// last attempt timed out, or the deadline passed).
+    ///
+    /// ```
+    /// use deadline_core::drive::{Driver, ManualTimer};
+    /// use deadline_core::retry::{Call, Outcome};
+    /// use deadline_core::rng::SplitMix64;
+    /// use deadline_core::{Counters, Deadline, Instant, Limits, Policy, ms};
+    ///
+    /// // A dependency that never answers, called with 50 ms left.
+    /// let timer = ManualTimer::new();
+    /// let dep = Policy::required("D", ms(100), ms(10));
+    /// let call = Call::new(&dep, Deadline::after(Instant::ZERO, ms(50)), ms(0));
+    /// let called = timer
+    ///     .run(Driver::new(call, &timer, SplitMix64::new(1)).run(
+    ///         |_: &()| Outcome::Failed,
+    ///         |_: Limits| core::future::pending::<Result<(), ()>>(),
+    ///     ))
+    ///     .unwrap();
+    ///
+    /// let counters = Counters::new();
+    /// called.record(&counters);
+    /// let snap = counters.snapshot();
+    /// assert_eq!((snap.calls, snap.timeouts, snap.deadline_exceeded), (1, 1, 1));
+    /// assert_eq!(snap.deadline_exceeded_rate(), 1.0);
+    /// ```
+    pub fn record(&self, counters: &Counters) {
+        let report = &self.report;
+        counters.record(Event::Call);
+        counters.record_n(Event::Timeout, report.timeouts);
+        counters.record_n(Event::Retry, report.retries);
+        counters.record_n(Event::Hedge, report.hedges);
+        counters.record_n(Event::BudgetRefusal, report.budget_refusals);
+        match &self.result {
+            Ok(_) => {
+                counters.record(Event::Success);
+                if report.hedge_won {
+                    counters.record(Event::HedgeWin);
+                }
+            }
+            Err(CallError::Skipped(_)) => counters.record(Event::Skipped),
+            Err(CallError::Library(e)) if e.is_deadline() => {
+                if report.was_called() {
+                    counters.record(Event::DeadlineExceeded);
+                } else {
+                    counters.record(Event::Skipped);
+                }
+            }
+            Err(CallError::Library(_) | CallError::Attempt(_)) => {}
+        }
     }
 }
 
