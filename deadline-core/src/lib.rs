@@ -66,6 +66,7 @@ pub mod plan;
 pub mod policy;
 pub mod retry;
 pub mod rng;
+pub mod statement;
 pub mod throttle;
 pub mod time;
 pub mod timer;

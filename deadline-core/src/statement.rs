@@ -1,0 +1,170 @@
+//! The database statement timeout, from the time left.
+//!
+//! The database is the last hop of a request: when the caller gives up, the query should stop
+//! too. Before each query, set the statement timeout to what is left of the deadline, capped,
+//! and do not start the query at all when too little is left (seed 002):
+//!
+//! ```text
+//! available = min(cap, deadline - now - reserve)
+//! available < floor  -> do not start
+//! otherwise          -> SET LOCAL statement_timeout = available, in whole ms, rounded down
+//! ```
+//!
+//! The timeout is rounded down to whole milliseconds, so it never exceeds the time left, and it
+//! is never zero: PostgreSQL reads `statement_timeout = 0` as "no timeout at all", so a time
+//! left under one millisecond is a "do not start", whatever the floor.
+
+use core::fmt;
+use core::time::Duration;
+
+use crate::budget::Shortfall;
+use crate::deadline::Deadline;
+use crate::time::Instant;
+
+/// The largest statement timeout PostgreSQL accepts, in milliseconds (`INT_MAX`).
+pub const MAX_STATEMENT_MILLIS: u32 = i32::MAX as u32;
+
+/// How the statement timeout of a database query is derived from the time left.
+///
+/// ```
+/// use deadline_core::ms;
+/// use deadline_core::statement::StatementPolicy;
+///
+/// // Seed 002: at most 300 ms per query; under 40 ms left, do not start.
+/// const ORDERS: StatementPolicy = StatementPolicy::new(ms(300), ms(40));
+/// assert_eq!(ORDERS.cap, ms(300));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub struct StatementPolicy {
+    /// The longest one query may run, even when more time is left.
+    pub cap: Duration,
+    /// The shortest time left worth starting a query with: under it, the query is not started.
+    pub floor: Duration,
+    /// Time the caller needs after the query returns (reading the rows, answering). It is
+    /// taken off the time left before the cap and the floor apply.
+    pub reserve: Duration,
+}
+
+impl StatementPolicy {
+    /// A policy with this cap and floor, and no reserve.
+    #[must_use]
+    pub const fn new(cap: Duration, floor: Duration) -> Self {
+        StatementPolicy {
+            cap,
+            floor,
+            reserve: Duration::ZERO,
+        }
+    }
+
+    /// The same policy with time reserved for after the query.
+    #[must_use]
+    pub const fn with_reserve(mut self, reserve: Duration) -> Self {
+        self.reserve = reserve;
+        self
+    }
+}
+
+/// A statement timeout to set before the query: whole milliseconds, at least one.
+///
+/// Its [`Display`](fmt::Display) form is the PostgreSQL statement that sets it for the
+/// current transaction only:
+///
+/// ```
+/// use deadline_core::statement::{StatementDecision, StatementPolicy, statement_timeout};
+/// use deadline_core::{Deadline, Instant, ms};
+///
+/// let policy = StatementPolicy::new(ms(300), ms(40));
+/// let deadline = Deadline::after(Instant::ZERO, ms(1000));
+/// let StatementDecision::Set(t) = statement_timeout(&policy, deadline, Instant::from_millis(800))
+/// else {
+///     unreachable!()
+/// };
+/// assert_eq!(t.to_string(), "SET LOCAL statement_timeout = 200");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct StatementTimeout {
+    millis: u32,
+}
+
+impl StatementTimeout {
+    /// The timeout in milliseconds: at least 1, at most [`MAX_STATEMENT_MILLIS`].
+    #[must_use]
+    pub const fn millis(self) -> u32 {
+        self.millis
+    }
+
+    /// The timeout as a [`Duration`].
+    #[must_use]
+    pub const fn as_duration(self) -> Duration {
+        Duration::from_millis(self.millis as u64)
+    }
+}
+
+/// `SET LOCAL statement_timeout = N`, with `N` in milliseconds.
+impl fmt::Display for StatementTimeout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SET LOCAL statement_timeout = {}", self.millis)
+    }
+}
+
+/// Whether to run a query, and with which statement timeout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[must_use]
+pub enum StatementDecision {
+    /// Set this statement timeout, then run the query.
+    Set(StatementTimeout),
+    /// Do not start the query: the time left is under the floor (or under one millisecond).
+    /// [`Shortfall::error`] is the error to report.
+    DontStart(Shortfall),
+}
+
+impl StatementDecision {
+    /// The timeout to set, if the query is to run.
+    #[must_use]
+    pub const fn timeout(&self) -> Option<StatementTimeout> {
+        match self {
+            StatementDecision::Set(t) => Some(*t),
+            StatementDecision::DontStart(_) => None,
+        }
+    }
+}
+
+/// Decides a query's statement timeout at `now`: `min(cap, deadline - now - reserve)` in whole
+/// milliseconds (rounded down), or [`StatementDecision::DontStart`] when that is under
+/// `policy.floor` or under one millisecond (the same rule as [`crate::call_timeout`]). All arithmetic saturates.
+///
+/// Guarantees, for a [`StatementDecision::Set`]: `1 ms <= timeout <= cap`, `timeout >= floor`
+/// rounded down to whole milliseconds, and `now + timeout <= deadline - reserve`.
+///
+/// ```
+/// use deadline_core::statement::{StatementDecision, StatementPolicy, statement_timeout};
+/// use deadline_core::{Deadline, Instant, ms};
+///
+/// // Seed 002: `ms = int(min(0.3, left) * 1000)`, and "don't start" under 40 ms left.
+/// let policy = StatementPolicy::new(ms(300), ms(40));
+/// let deadline = Deadline::after(Instant::ZERO, ms(1000));
+/// let at = |t| statement_timeout(&policy, deadline, Instant::from_millis(t));
+/// assert_eq!(at(0).timeout().map(|t| t.millis()), Some(300));
+/// assert_eq!(at(900).timeout().map(|t| t.millis()), Some(100));
+/// assert!(matches!(at(965), StatementDecision::DontStart(s) if s.available == ms(35)));
+/// ```
+pub fn statement_timeout(
+    policy: &StatementPolicy,
+    deadline: Deadline,
+    now: Instant,
+) -> StatementDecision {
+    let left = deadline.remaining(now).saturating_sub(policy.reserve);
+    let available = left.min(policy.cap);
+    let millis = available.as_millis().min(MAX_STATEMENT_MILLIS as u128) as u32;
+    if available < policy.floor || millis == 0 {
+        return StatementDecision::DontStart(Shortfall {
+            available,
+            floor: policy.floor,
+        });
+    }
+    StatementDecision::Set(StatementTimeout { millis })
+}

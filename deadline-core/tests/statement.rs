@@ -1,0 +1,122 @@
+//! The database statement timeout from the time left (seed 002).
+
+use core::time::Duration;
+
+use deadline_core::statement::{
+    MAX_STATEMENT_MILLIS, StatementDecision, StatementPolicy, statement_timeout,
+};
+use deadline_core::{Deadline, Error, Instant, ms};
+use proptest::prelude::*;
+
+/// Seed 002's `get_order`: at most 300 ms per query, and "don't start" under 40 ms left.
+const SEED_002: StatementPolicy = StatementPolicy::new(ms(300), ms(40));
+
+fn millis(d: StatementDecision) -> Option<u32> {
+    d.timeout().map(|t| t.millis())
+}
+
+#[test]
+fn seed_002_caps_at_300_ms_then_follows_the_time_left() {
+    let deadline = Deadline::after(Instant::ZERO, ms(1000));
+    let at = |t: u64| statement_timeout(&SEED_002, deadline, Instant::from_millis(t));
+    // 1000 ms left: the cap.
+    assert_eq!(millis(at(0)), Some(300));
+    // 250 ms left: all of it.
+    assert_eq!(millis(at(750)), Some(250));
+    // Exactly the floor is still worth starting.
+    assert_eq!(millis(at(960)), Some(40));
+    // 39 ms left: under the floor, do not start.
+    let StatementDecision::DontStart(s) = at(961) else {
+        panic!("39 ms left must not start a query");
+    };
+    assert_eq!((s.available, s.floor), (ms(39), ms(40)));
+    assert_eq!(
+        s.error(),
+        Error::InsufficientTime {
+            available: ms(39),
+            floor: ms(40)
+        }
+    );
+}
+
+#[test]
+fn rounds_down_so_the_database_never_outlives_the_caller() {
+    let deadline = Deadline::after(Instant::ZERO, ms(1000));
+    // 100.999 ms left becomes 100 ms, not 101.
+    let now = Instant::from_micros(899_001);
+    let t = statement_timeout(&SEED_002, deadline, now)
+        .timeout()
+        .unwrap();
+    assert_eq!(t.millis(), 100);
+    assert!(now + t.as_duration() <= deadline.instant());
+    assert_eq!(t.to_string(), "SET LOCAL statement_timeout = 100");
+}
+
+#[test]
+fn never_zero_because_zero_means_no_timeout() {
+    // No floor at all, and 0.5 ms left: PostgreSQL would read 0 as "wait forever".
+    let policy = StatementPolicy::new(ms(300), Duration::ZERO);
+    let deadline = Deadline::after(Instant::ZERO, Duration::from_micros(500));
+    let d = statement_timeout(&policy, deadline, Instant::ZERO);
+    assert!(matches!(d, StatementDecision::DontStart(s) if s.error() != Error::DeadlineExceeded));
+    // And past the deadline: nothing left, deadline exceeded.
+    let d = statement_timeout(&policy, deadline, Instant::from_millis(1));
+    assert!(matches!(d, StatementDecision::DontStart(s) if s.error() == Error::DeadlineExceeded));
+}
+
+#[test]
+fn the_reserve_comes_off_the_time_left() {
+    let policy = SEED_002.with_reserve(ms(15));
+    let deadline = Deadline::after(Instant::ZERO, ms(100));
+    // 100 - 15 = 85 ms.
+    assert_eq!(
+        millis(statement_timeout(&policy, deadline, Instant::ZERO)),
+        Some(85)
+    );
+    // 54 - 15 = 39 ms: under the floor.
+    assert!(matches!(
+        statement_timeout(&policy, deadline, Instant::from_millis(46)),
+        StatementDecision::DontStart(_)
+    ));
+}
+
+#[test]
+fn a_deadline_that_never_comes_gets_the_cap() {
+    let huge = StatementPolicy::new(Duration::MAX, ms(1));
+    let d = statement_timeout(&huge, Deadline::NEVER, Instant::ZERO);
+    assert_eq!(millis(d), Some(MAX_STATEMENT_MILLIS));
+    let d = statement_timeout(&SEED_002, Deadline::NEVER, Instant::MAX);
+    assert!(matches!(d, StatementDecision::DontStart(_)));
+}
+
+proptest! {
+    #[test]
+    fn set_timeouts_fit_the_time_left_the_cap_and_the_floor(
+        deadline in any::<u64>(),
+        now in any::<u64>(),
+        cap in any::<u64>(),
+        floor in 0u64..10_000_000,
+        reserve in 0u64..10_000_000,
+    ) {
+        let policy = StatementPolicy::new(Duration::from_micros(cap), Duration::from_micros(floor))
+            .with_reserve(Duration::from_micros(reserve));
+        let deadline = Deadline::at(Instant::from_micros(deadline));
+        let now = Instant::from_micros(now);
+        let left = deadline.remaining(now).saturating_sub(policy.reserve);
+        match statement_timeout(&policy, deadline, now) {
+            StatementDecision::Set(t) => {
+                let d = t.as_duration();
+                prop_assert!(t.millis() >= 1);
+                prop_assert!(d <= left);
+                prop_assert!(d <= policy.cap);
+                // At least the floor, up to the rounding to whole milliseconds.
+                prop_assert!(d + ms(1) > policy.floor);
+                prop_assert!(now + d + policy.reserve <= deadline.instant());
+            }
+            StatementDecision::DontStart(s) => {
+                prop_assert!(s.available < policy.floor || s.available < ms(1));
+                prop_assert!(s.available <= left);
+            }
+        }
+    }
+}
