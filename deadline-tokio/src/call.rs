@@ -1,0 +1,69 @@
+//! One dependency call run by the core's driver on tokio, under the current deadline.
+
+use core::future::Future;
+use core::time::Duration;
+
+use deadline_core::drive::{Called, Classify, Driver};
+use deadline_core::retry::Call;
+use deadline_core::rng::Rng;
+use deadline_core::{Limits, Policy};
+
+use crate::clock::TokioTimer;
+use crate::context::{current_or_never, scope};
+
+/// A [`Call`] to `policy`'s dependency under the current deadline (see [`crate::scope`]),
+/// keeping `reserve` for the work after it. Outside any scope the deadline never comes, so
+/// the call gets the policy's cap.
+pub fn call(policy: &Policy, reserve: Duration) -> Call<'_> {
+    Call::new(policy, current_or_never(), reserve)
+}
+
+/// Runs one dependency call through the core's [`Driver`] on [`TokioTimer`]: timeouts,
+/// retries, backoff and hedges as the policy says, within the call's deadline.
+///
+/// Each attempt runs in a [`scope`] with the attempt's own deadline ([`Limits::deadline`]),
+/// so calls made inside it inherit the shorter deadline. Everything lives in the returned
+/// future (no allocation, no spawned task): an attempt that loses a hedge race or times out
+/// is dropped, and dropping the returned future drops every attempt still running.
+///
+/// ```
+/// use deadline_core::retry::Outcome;
+/// use deadline_core::rng::SplitMix64;
+/// use deadline_core::{Policy, ms};
+/// use deadline_tokio::{call, drive, remaining, scope_timeout};
+///
+/// static PRICING: Policy = Policy::required("pricing", ms(110), ms(30));
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let called = scope_timeout(ms(200), async {
+///     drive(call(&PRICING, ms(20)), SplitMix64::new(1), |_: &()| Outcome::Failed, |_| async {
+///         // Inside the attempt, the deadline is the attempt's: min(200 - 20, 110) = 110 ms.
+///         let left = remaining();
+///         tokio::time::sleep(ms(30)).await; // the dependency's latency
+///         Ok(left)
+///     })
+///     .await
+/// })
+/// .await;
+/// assert_eq!(called.result, Ok(Some(ms(110))));
+/// # }
+/// ```
+pub async fn drive<R, A, F, T, E, C>(
+    call: Call<'_>,
+    rng: R,
+    classify: C,
+    mut attempt: A,
+) -> Called<T, E>
+where
+    R: Rng,
+    A: FnMut(Limits) -> F,
+    F: Future<Output = Result<T, E>>,
+    C: Classify<E>,
+{
+    Driver::new(call, TokioTimer, rng)
+        .run(classify, |limits: Limits| {
+            scope(limits.deadline(), attempt(limits))
+        })
+        .await
+}

@@ -1,0 +1,54 @@
+//! Request deadlines on tokio.
+//!
+//! [`deadline_core`] makes every decision; this crate gives it tokio's time and a place to keep
+//! the current deadline:
+//!
+//! - [`TokioClock`] and [`TokioTimer`]: the core's [`Clock`](deadline_core::Clock) and
+//!   [`Timer`](deadline_core::Timer) on [`tokio::time`], so paused test time drives them.
+//! - [`scope`], [`current`], [`remaining`]: the request's deadline as a task-local, inherited
+//!   by every call made inside it; nested scopes can only shorten it.
+//! - [`decide`] and [`within`]: one nested call's timeout from the time left, and the call run
+//!   under it with its own, shorter deadline.
+//! - [`call`] and [`drive`]: one dependency call run by the core's driver (timeouts,
+//!   retries, hedges) under the current deadline, each attempt in its own shorter scope.
+//! - [`statement_timeout`]: the database statement timeout from the time left.
+//!
+//! ```
+//! use deadline_core::{Decision, Policy, ms};
+//! use deadline_tokio::{decide, scope_timeout, within};
+//!
+//! static PRICING: Policy = Policy::required("pricing", ms(110), ms(30));
+//!
+//! async fn price() -> u32 {
+//!     tokio::time::sleep(ms(105)).await; // the dependency's latency
+//!     42
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! // The request arrives with 200 ms; our own work after the call takes 20 ms.
+//! let answer = scope_timeout(ms(200), async {
+//!     match decide(&PRICING, ms(20)) {
+//!         Decision::Call(limits) => within(limits, price()).await,
+//!         Decision::Skip(s) | Decision::Fail(s) => Err(s.error()),
+//!     }
+//! })
+//! .await;
+//! assert_eq!(answer, Ok(42));
+//! # }
+//! ```
+#![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_auto_cfg))]
+
+mod call;
+mod clock;
+mod context;
+mod statement;
+
+pub use call::{call, drive};
+pub use clock::{TokioClock, TokioTimer, checked_to_tokio, from_tokio, to_tokio};
+pub use context::{
+    Scoped, Within, current, current_or_never, decide, is_expired, propagate, remaining, scope,
+    scope_timeout, within,
+};
+pub use statement::statement_timeout;

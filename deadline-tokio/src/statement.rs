@@ -1,0 +1,40 @@
+//! Database statement timeouts from the current deadline.
+
+use deadline_core::Clock;
+use deadline_core::statement::{StatementDecision, StatementPolicy, statement_timeout as decide};
+
+use crate::clock::TokioClock;
+use crate::context::current_or_never;
+
+/// The statement timeout for a query starting now, under the current deadline (see
+/// [`deadline_core::statement`]). Outside any [`scope`](crate::scope) the time left is
+/// unbounded, so the query gets the policy's cap.
+///
+/// Run the [`StatementTimeout`](deadline_core::statement::StatementTimeout)'s SQL at the start
+/// of the query's transaction; on [`StatementDecision::DontStart`], do not run the query and
+/// report [`Shortfall::error`](deadline_core::Shortfall::error).
+///
+/// ```
+/// use deadline_core::ms;
+/// use deadline_core::statement::{StatementDecision, StatementPolicy};
+/// use deadline_tokio::{scope_timeout, statement_timeout};
+///
+/// const ORDERS: StatementPolicy = StatementPolicy::new(ms(300), ms(40));
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// scope_timeout(ms(1000), async {
+///     tokio::time::sleep(ms(850)).await;
+///     let StatementDecision::Set(t) = statement_timeout(&ORDERS) else { unreachable!() };
+///     assert_eq!(t.to_string(), "SET LOCAL statement_timeout = 150");
+///
+///     tokio::time::sleep(ms(125)).await;
+///     // 25 ms left: under the 40 ms floor, the query is not started.
+///     assert!(matches!(statement_timeout(&ORDERS), StatementDecision::DontStart(_)));
+/// })
+/// .await;
+/// # }
+/// ```
+pub fn statement_timeout(policy: &StatementPolicy) -> StatementDecision {
+    decide(policy, current_or_never(), TokioClock.now())
+}

@@ -1,0 +1,142 @@
+//! No heap allocation per call on the tokio path, shown with a counting global allocator.
+//!
+//! What is counted: every `alloc`, `alloc_zeroed` and `realloc` made *on the test's thread*
+//! while counting is on. The runtime is tokio's current-thread runtime with paused time, so
+//! the request futures, the core's driver, the attempts, tokio's timer wheel and its driver
+//! all run on that thread; other threads (the test harness's) are not counted. Counting is on
+//! for `CALLS` calls made after a warm-up, so one-time costs (the runtime's lazily grown
+//! structures, the clock origin, the task-local's slot) are excluded.
+#![allow(unsafe_code, reason = "a global allocator is an unsafe trait")]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+use deadline_core::backoff::Backoff;
+use deadline_core::hedge::HedgePolicy;
+use deadline_core::retry::Outcome;
+use deadline_core::rng::SplitMix64;
+use deadline_core::{Policy, ms};
+use deadline_tokio::{call, drive, scope_timeout};
+
+struct Counting;
+
+thread_local! {
+    static ON: Cell<bool> = const { Cell::new(false) };
+    static COUNT: Cell<u64> = const { Cell::new(0) };
+}
+
+fn note() {
+    // `try_with`: the allocator may run while the thread's locals are being torn down.
+    if ON.try_with(Cell::get).unwrap_or(false) {
+        let _ = COUNT.try_with(|c| c.set(c.get() + 1));
+    }
+}
+
+// SAFETY: every method forwards to `System` with the same arguments; counting touches only
+// const-initialised thread-locals, which never allocate.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note();
+        // SAFETY: the caller's contract for `alloc` is passed on unchanged.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        note();
+        // SAFETY: as for `alloc`.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note();
+        // SAFETY: as for `alloc`; `ptr` and `layout` come from this allocator, i.e. `System`.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` and `layout` come from this allocator, i.e. `System`.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Calls measured after the warm-up.
+const CALLS: u64 = 500;
+/// Calls made before counting starts.
+const WARM_UP: u64 = 20;
+
+/// Allocations counted on this thread while `f` runs `CALLS` times after `WARM_UP` runs.
+async fn allocations_per_calls<F, Fut>(mut f: F) -> u64
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    for _ in 0..WARM_UP {
+        f().await;
+    }
+    COUNT.with(|c| c.set(0));
+    ON.with(|on| on.set(true));
+    for _ in 0..CALLS {
+        f().await;
+    }
+    ON.with(|on| on.set(false));
+    COUNT.with(Cell::get)
+}
+
+static PLAIN: Policy = Policy::required("B", ms(110), ms(30));
+static HEDGED: Policy =
+    Policy::required("B", ms(150), ms(30)).with_hedge(HedgePolicy::new(ms(20), 1));
+static RETRIED: Policy =
+    Policy::required("B", ms(40), ms(10)).with_attempts(2, Backoff::constant(ms(10)));
+
+/// One request: a deadline scope and one driven call whose attempts take `latency` each
+/// (`slow` for the first attempt).
+async fn request(policy: &'static Policy, first: u64, then: u64) {
+    scope_timeout(ms(200), async {
+        let mut n = 0;
+        let called = drive(
+            call(policy, ms(20)),
+            SplitMix64::new(1),
+            |_: &()| Outcome::Failed,
+            |_| {
+                let latency = if n == 0 { first } else { then };
+                n += 1;
+                async move {
+                    tokio::time::sleep(ms(latency)).await;
+                    Ok(())
+                }
+            },
+        )
+        .await;
+        assert!(called.result.is_ok());
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_allocation_per_call_on_the_tokio_path() {
+    // A call answered in 30 ms: one attempt, its timeout timer and its latency timer.
+    let plain = allocations_per_calls(|| request(&PLAIN, 30, 30)).await;
+    // A hedged call: the first attempt (140 ms) loses to the hedge sent at 20 ms, and is
+    // dropped.
+    let hedged = allocations_per_calls(|| request(&HEDGED, 140, 10)).await;
+    // A retried call: the first attempt hangs and times out at 40 ms, the retry answers.
+    let retried = allocations_per_calls(|| request(&RETRIED, 1_000, 5)).await;
+    assert_eq!(
+        (plain, hedged, retried),
+        (0, 0, 0),
+        "allocations over {CALLS} calls (plain, hedged, retried)"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_counter_sees_allocations() {
+    // The instrument works: a boxed value per call is counted once per call.
+    let boxed = allocations_per_calls(|| async {
+        std::hint::black_box(Box::new(1u64));
+    })
+    .await;
+    assert_eq!(boxed, CALLS);
+}

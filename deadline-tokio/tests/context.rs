@@ -1,0 +1,197 @@
+//! The clock, the timer and the task-local current deadline, in paused (virtual) time.
+
+use std::time::Duration;
+
+use deadline_core::statement::{StatementDecision, StatementPolicy};
+use deadline_core::{Clock, Deadline, Decision, Error, Instant, Policy, Timer, ms};
+use deadline_tokio::{
+    TokioClock, TokioTimer, current, current_or_never, decide, from_tokio, is_expired, propagate,
+    remaining, scope, scope_timeout, statement_timeout, to_tokio, within,
+};
+
+#[tokio::test(start_paused = true)]
+async fn the_clock_follows_paused_time() {
+    let t0 = TokioClock.now();
+    tokio::time::advance(ms(10)).await;
+    assert_eq!(TokioClock.now() - t0, ms(10));
+    tokio::time::sleep(Duration::from_micros(2_500)).await;
+    // tokio's timer wakes on whole milliseconds: 12.5 ms rounds up to 13.
+    assert_eq!(TokioClock.now() - t0, ms(13));
+    assert_eq!(TokioTimer.now(), TokioClock.now());
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_timer_sleeps_until_the_instant_and_no_longer() {
+    let t0 = TokioTimer.now();
+    TokioTimer.sleep_until(t0 + ms(160)).await;
+    assert_eq!(TokioTimer.now() - t0, ms(160));
+    // An instant in the past completes at once, with no time passing.
+    TokioTimer.sleep_until(t0).await;
+    assert_eq!(TokioTimer.now() - t0, ms(160));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deadline_that_never_comes_does_not_panic_and_does_not_fire() {
+    let sleep = TokioTimer.sleep_until(Instant::MAX);
+    let raced = tokio::time::timeout(Duration::from_secs(3600), sleep).await;
+    assert!(
+        raced.is_err(),
+        "Instant::MAX must not complete within an hour"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn conversions_round_trip_to_the_microsecond() {
+    let now = tokio::time::Instant::now();
+    let core = from_tokio(now);
+    assert!(to_tokio(core) <= now);
+    assert!(now - to_tokio(core) < Duration::from_micros(1));
+    assert_eq!(from_tokio(to_tokio(core + ms(7))), core + ms(7));
+    // A tokio instant long before the origin saturates to the origin, it does not panic.
+    let early = now.checked_sub(Duration::from_secs(10 * 86_400));
+    if let Some(early) = early {
+        assert_eq!(from_tokio(early), Instant::ZERO);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn outside_a_scope_there_is_no_deadline() {
+    assert_eq!(current(), None);
+    assert_eq!(remaining(), None);
+    assert_eq!(current_or_never(), Deadline::NEVER);
+    assert!(!is_expired());
+}
+
+#[tokio::test(start_paused = true)]
+async fn nested_scopes_only_shorten_the_deadline() {
+    let t0 = TokioClock.now();
+    let outer = Deadline::after(t0, ms(200));
+    scope(outer, async {
+        // Asking for more than the outer deadline: capped at the outer one.
+        scope(Deadline::after(t0, ms(300)), async {
+            assert_eq!(current(), Some(outer));
+        })
+        .await;
+        // Asking for less: the inner deadline is the shorter one.
+        let inner = Deadline::after(t0, ms(80));
+        scope(inner, async {
+            assert_eq!(current(), Some(inner));
+            scope_timeout(ms(500), async {
+                assert_eq!(current(), Some(inner));
+            })
+            .await;
+        })
+        .await;
+        // Back outside the inner scope, the outer deadline again.
+        assert_eq!(current(), Some(outer));
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_time_left_shrinks_with_the_clock_and_stops_at_zero() {
+    scope_timeout(ms(200), async {
+        assert_eq!(remaining(), Some(ms(200)));
+        tokio::time::sleep(ms(115)).await;
+        assert_eq!(remaining(), Some(ms(85)));
+        assert!(!is_expired());
+        tokio::time::sleep(ms(100)).await;
+        assert_eq!(remaining(), Some(Duration::ZERO));
+        assert!(is_expired());
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn spawned_tasks_see_the_deadline_only_when_propagated() {
+    scope_timeout(ms(200), async {
+        let lost = tokio::spawn(async { current() }).await.unwrap();
+        assert_eq!(lost, None);
+        let kept = tokio::spawn(propagate(async { remaining() }))
+            .await
+            .unwrap();
+        assert_eq!(kept, Some(ms(200)));
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn seed_000_timeouts_come_from_the_task_local_deadline() {
+    let a = Policy::required("A", ms(50), ms(10));
+    let b = Policy::required("B", ms(110), ms(30));
+    let c = Policy::optional("C", ms(60), ms(25));
+    let t0 = TokioClock.now();
+    scope_timeout(ms(200), async {
+        // A's reserve: own work 20 + B's floor 30.
+        assert_eq!(decide(&a, ms(50)).timeout(), Some(ms(50)));
+        tokio::time::sleep(ms(10)).await;
+        assert_eq!(decide(&b, ms(20)).timeout(), Some(ms(110)));
+        tokio::time::sleep(ms(105)).await;
+        assert_eq!(decide(&c, ms(20)).timeout(), Some(ms(60)));
+    })
+    .await;
+    let slow = Deadline::after(t0, ms(200));
+    tokio::time::sleep_until(to_tokio(t0 + ms(156))).await;
+    scope(slow, async {
+        let Decision::Skip(s) = decide(&c, ms(20)) else {
+            panic!("C must be skipped at 156 ms");
+        };
+        assert_eq!((s.available, s.floor), (ms(24), ms(25)));
+    })
+    .await;
+}
+
+/// Sets a flag when dropped: shows that a cut-off call's future is dropped, not left running.
+struct DropFlag<'a>(&'a std::sync::atomic::AtomicBool);
+
+impl Drop for DropFlag<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn within_runs_the_call_under_its_own_deadline_and_drops_it_at_the_timeout() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let b = Policy::required("B", ms(110), ms(30));
+    let dropped = AtomicBool::new(false);
+    let t0 = TokioClock.now();
+    scope_timeout(ms(200), async {
+        let limits = decide(&b, ms(20)).limits().unwrap();
+        let seen = within(limits, async {
+            let _flag = DropFlag(&dropped);
+            let inner = remaining();
+            tokio::time::sleep(ms(500)).await;
+            inner
+        })
+        .await;
+        assert_eq!(seen, Err(Error::Timeout { after: ms(110) }));
+        assert!(
+            dropped.load(Ordering::SeqCst),
+            "the cut-off call was not dropped"
+        );
+        // Cut off exactly at the call's timeout, not at the request deadline.
+        assert_eq!(TokioClock.now() - t0, ms(110));
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn statement_timeout_follows_the_current_deadline() {
+    const ORDERS: StatementPolicy = StatementPolicy::new(ms(300), ms(40));
+    // Outside any scope: the cap.
+    let outside = statement_timeout(&ORDERS).timeout().map(|t| t.millis());
+    assert_eq!(outside, Some(300));
+    scope_timeout(ms(1000), async {
+        tokio::time::sleep(ms(750)).await;
+        let t = statement_timeout(&ORDERS).timeout().unwrap();
+        assert_eq!(t.to_string(), "SET LOCAL statement_timeout = 250");
+        tokio::time::sleep(ms(211)).await;
+        let StatementDecision::DontStart(s) = statement_timeout(&ORDERS) else {
+            panic!("39 ms left must not start a query");
+        };
+        assert_eq!(s.available, ms(39));
+    })
+    .await;
+}
