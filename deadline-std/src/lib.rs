@@ -1,0 +1,35 @@
+//! Request deadlines on std.
+//!
+//! [`deadline_core`] makes every decision; this crate gives it std's time:
+//!
+//! - [`StdClock`]: the core's [`Clock`](deadline_core::Clock) on [`std::time::Instant`].
+//! - [`blocking`]: a blocking driver for one dependency call: the core's retries and backoff,
+//!   with thread sleeps (or virtual ones, in tests).
+//! - [`net`]: an attempt's connect and read limits handed to `std::net` sockets.
+//! - [`AsyncIoTimer`] (feature `async-io`): the core's [`Timer`](deadline_core::Timer) on
+//!   `async-io`, which async-std and smol both run on.
+//!
+//! # Testing on async-std and smol
+//!
+//! async-io has no virtual time. So the [`AsyncIoTimer`] is tested for its contract alone,
+//! without waiting: an instant in the past completes at the first poll; one in the future is
+//! pending at the first poll and cancels cleanly when dropped. The library's behaviour over
+//! time (seed 000's chain and its slow case, retries, hedges, backoffs, cancellation) is tested
+//! by running the shared scenario suite on the async-std and smol executors with the core's
+//! virtual-time timer, [`ManualTimer`](deadline_core::drive::ManualTimer), in place of
+//! async-io's.
+//!
+//! # Feature flags
+#![doc = document_features::document_features!()]
+#![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_auto_cfg))]
+
+#[cfg(feature = "async-io")]
+mod async_timer;
+pub mod blocking;
+mod clock;
+pub mod net;
+
+#[cfg(feature = "async-io")]
+pub use async_timer::{AsyncIoSleep, AsyncIoTimer};
+pub use clock::{StdClock, checked_to_std, from_std, to_std};
