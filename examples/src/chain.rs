@@ -1,0 +1,141 @@
+//! Seed 000's chain as a request handler: A, then B, then C (optional), then our own work,
+//! within the 200 ms the client waits.
+//!
+//! Each call goes through the core's driver with its timeout computed when it starts, from the
+//! time left: `min(left - reserve, cap)`, the reserve being our own work plus the floors of
+//! the required calls still to come. A call whose timeout would be under its floor is not
+//! made: an optional one is skipped (its fallback is used), a required one fails the request.
+//!
+//! The handler is generic over the runtime's [`Timer`]; the dependencies are simulated on the
+//! same timer ([`crate::sim`]). It reports each step through `log`, with times in milliseconds
+//! from the request's arrival, rounded to the nearest millisecond.
+
+use core::convert::Infallible;
+use core::fmt;
+use core::time::Duration;
+
+use deadline_core::drive::{CallError, Driver};
+use deadline_core::retry::{Call, Outcome};
+use deadline_core::rng::SplitMix64;
+use deadline_core::{Deadline, Instant, Plan, Policy, Timer, ms};
+
+use crate::sim;
+
+/// A, user profile: p50 10 ms (the floor), p99.9 40 ms, capped at 50 ms. Required.
+pub static A: Policy = Policy::required("A", ms(50), ms(10));
+/// B, pricing: p50 30 ms, p99.9 90 ms, capped at 110 ms. Required.
+pub static B: Policy = Policy::required("B", ms(110), ms(30));
+/// C, recommendations: p50 25 ms, p99.9 120 ms, capped at 60 ms (less than its p99.9: it has
+/// a fallback, so a page that loads sooner is worth more false timeouts). Optional.
+pub static C: Policy = Policy::optional("C", ms(60), ms(25));
+/// How long the client waits for the response.
+pub const BUDGET: Duration = ms(200);
+/// Our own work after the calls: merging, serializing, the trip back.
+pub const OWN_WORK: Duration = ms(20);
+
+/// How fast the dependencies answer in one run of the handler.
+#[derive(Clone, Copy, Debug)]
+pub struct Case {
+    /// A name for the printout.
+    pub name: &'static str,
+    /// The latencies of A, B and C.
+    pub latency: [Duration; 3],
+}
+
+/// Seed 000's example: A answers in 10 ms, B in 105 ms, C in 25 ms.
+pub const FAST: Case = Case {
+    name: "fast case",
+    latency: [ms(10), ms(105), ms(25)],
+};
+
+/// Seed 000's slow case: A answers in 48 ms and B in 108 ms, so C would start at 156 ms.
+pub const SLOW: Case = Case {
+    name: "slow case",
+    latency: [ms(48), ms(108), ms(25)],
+};
+
+/// How the request ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Response {
+    /// When the response went out, from the request's arrival.
+    pub at: Duration,
+    /// Its HTTP status: 200, or the status of the error that failed the request.
+    pub status: u16,
+}
+
+/// `d` in whole milliseconds, rounded to the nearest.
+fn millis(d: Duration) -> u128 {
+    d.as_micros().saturating_add(500) / 1000
+}
+
+/// Handles one request whose dependencies answer as `case` says; reports each step through
+/// `log` and returns how the request ended.
+pub async fn handle<T: Timer + Copy>(
+    timer: T,
+    case: &Case,
+    log: &mut dyn FnMut(fmt::Arguments<'_>),
+) -> Response {
+    let arrival = timer.now();
+    let deadline = Deadline::after(arrival, BUDGET);
+    let since = |t: Instant| millis(t.saturating_duration_since(arrival));
+    let [la, lb, lc] = case.latency.map(millis);
+    log(format_args!(
+        "{}: A answers in {la} ms, B in {lb} ms, C in {lc} ms; the client waits {} ms, our own work takes {} ms",
+        case.name,
+        millis(BUDGET),
+        millis(OWN_WORK),
+    ));
+
+    let policies = [&A, &B, &C];
+    let mut plan: Plan<'_, 3> = Plan::new(deadline, OWN_WORK);
+    let mut rng = SplitMix64::new(0);
+    for (policy, latency) in policies.into_iter().zip(case.latency) {
+        let Ok(step) = plan.then(policy) else {
+            unreachable!("the plan holds three steps")
+        };
+        let call = Call::new(policy, deadline, plan.reserve(step));
+        let called = Driver::new(call, timer, &mut rng)
+            .run(
+                |_: &Infallible| Outcome::Failed,
+                |limits| {
+                    log(format_args!(
+                        "{:>5} ms  {}  called, timeout {} ms",
+                        since(timer.now()),
+                        policy.name,
+                        millis(limits.timeout)
+                    ));
+                    sim::dependency(timer, latency, Ok(policy.name))
+                },
+            )
+            .await;
+        let now = since(timer.now());
+        match called.result {
+            Ok(_) => log(format_args!("{now:>5} ms  {}  answered", policy.name)),
+            Err(CallError::Skipped(s)) => log(format_args!(
+                "{now:>5} ms  {}  skipped: {} ms left for it < its {} ms floor; fallback used",
+                policy.name,
+                millis(s.available),
+                millis(s.floor)
+            )),
+            Err(CallError::Library(error)) => {
+                log(format_args!(
+                    "{now:>5} ms  {}  failed: {error}",
+                    policy.name
+                ));
+                log(format_args!(
+                    "{now:>5} ms  response sent: {} ({error})",
+                    error.http_status()
+                ));
+                return Response {
+                    at: timer.now().saturating_duration_since(arrival),
+                    status: error.http_status(),
+                };
+            }
+            Err(other) => unreachable!("the simulated dependencies never fail: {other:?}"),
+        }
+    }
+    sim::until(timer, timer.now().saturating_add(OWN_WORK)).await;
+    let at = timer.now().saturating_duration_since(arrival);
+    log(format_args!("{:>5} ms  response sent: 200", millis(at)));
+    Response { at, status: 200 }
+}
