@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Every check and every test of the workspace, as CI runs them.
+#
+#   bash scripts/test.sh
+#
+# Needs only rustup's stable toolchain: it adds the two embedded targets itself.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==> %s\n' "$*"; }
+
+# The library crates, whose features all combine. The examples crate picks one runtime per
+# build (two at once is a compile_error!), so it is checked once per runtime.
+CRATES=(deadline-core deadline-tokio deadline-std deadline-embassy deadline-testkit deadline-cli)
+RUNTIMES=(tokio async-std smol embassy)
+TARGETS=(thumbv6m-none-eabi thumbv7em-none-eabihf)
+
+step "embedded targets"
+rustup target add "${TARGETS[@]}"
+
+step "format"
+cargo fmt --all -- --check
+
+step "clippy: -D warnings, all targets, all features"
+for c in "${CRATES[@]}"; do
+  cargo clippy -p "$c" --all-targets --all-features -- -D warnings
+done
+for rt in "${RUNTIMES[@]}"; do
+  cargo clippy -p deadline-examples --all-targets --no-default-features --features "$rt" -- -D warnings
+done
+
+step "rustdoc: -D warnings"
+for c in "${CRATES[@]}"; do
+  RUSTDOCFLAGS="-D warnings" cargo doc -p "$c" --no-deps --all-features
+done
+RUSTDOCFLAGS="-D warnings" cargo doc -p deadline-examples --no-deps
+
+step "no_std builds for ${TARGETS[*]}"
+for t in "${TARGETS[@]}"; do
+  cargo build -p deadline-core --target "$t"
+  cargo build -p deadline-core --target "$t" --features defmt
+  cargo build -p deadline-core --target "$t" --features drive,defmt
+  cargo build -p deadline-embassy --target "$t"
+  cargo build -p deadline-embassy --target "$t" --features defmt
+done
+
+step "tests"
+for c in "${CRATES[@]}"; do
+  cargo test -p "$c" --all-features
+done
+cargo test -p deadline-examples
+
+step "seed 000's chain on every runtime (real timers)"
+cargo run -p deadline-core --example trace
+for rt in "${RUNTIMES[@]}"; do
+  cargo run -p deadline-examples --bin chain --no-default-features --features "$rt"
+done
+cargo run -p deadline-examples --bin nested
+
+step "benches compile and run once"
+cargo bench -p deadline-core -- --test
+cargo bench -p deadline-cli -- --test
+
+echo
+echo "all checks passed"
