@@ -72,8 +72,8 @@ pub mod time;
 pub mod timer;
 pub mod wire;
 
-pub use analysis::{Quantile, Sample, TimeoutAssessment};
 pub use admit::Admission;
+pub use analysis::{Quantile, Sample, TimeoutAssessment};
 pub use breaker::{BreakerConfig, BreakerState, CircuitBreaker};
 pub use budget::{Decision, Limits, Shortfall, call_timeout};
 pub use counters::{CounterSnapshot, Counters};
