@@ -9,6 +9,11 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
 
+# Every test run's output is kept here too, to add up the results at the end.
+RESULTS=$(mktemp)
+trap 'rm -f "$RESULTS"' EXIT
+tests() { cargo test "$@" 2>&1 | tee -a "$RESULTS"; }
+
 # The library crates, whose features all combine. The examples crate picks one runtime per
 # build (two at once is a compile_error!), so it is checked once per runtime.
 CRATES=(deadline-core deadline-tokio deadline-std deadline-embassy deadline-testkit deadline-cli)
@@ -46,9 +51,9 @@ done
 
 step "tests"
 for c in "${CRATES[@]}"; do
-  cargo test -p "$c" --all-features
+  tests -p "$c" --all-features
 done
-cargo test -p deadline-examples
+tests -p deadline-examples
 
 step "seed 000's chain on every runtime (real timers)"
 cargo run -p deadline-core --example trace
@@ -61,5 +66,8 @@ step "benches compile and run once"
 cargo bench -p deadline-core -- --test
 cargo bench -p deadline-cli -- --test
 
+passed=$(grep -Eo '^test result: ok\. [0-9]+ passed' "$RESULTS" | awk '{s += $4} END {print s + 0}')
+failed=$(grep -Eo '^test result: [A-Za-z]+\. [0-9]+ passed; [0-9]+ failed' "$RESULTS" | awk '{s += $6} END {print s + 0}')
 echo
-echo "all checks passed"
+echo "every check passed"
+echo "tests: $passed passed, $failed failed"

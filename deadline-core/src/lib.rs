@@ -85,8 +85,3 @@ pub use policy::{Necessity, Policy};
 pub use throttle::RetryBudget;
 pub use time::{Clock, Instant, ManualClock, ms};
 pub use timer::Timer;
-
-/// The README's Rust examples, compiled and run as doctests.
-#[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
-struct ReadmeDoctests;

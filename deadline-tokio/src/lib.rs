@@ -52,3 +52,8 @@ pub use context::{
     scope_timeout, within,
 };
 pub use statement::statement_timeout;
+
+/// The workspace README's Rust examples (the core's and this crate's), run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeDoctests;
