@@ -41,6 +41,47 @@ use core::time::Duration;
 use crate::deadline::Deadline;
 use crate::time::Instant;
 
+/// The traits both header values share: parsing from text, encoding from a [`Duration`],
+/// and printing as the header text (`Display`, `Debug`, `defmt`).
+macro_rules! header_value_traits {
+    ($ty:ident) => {
+        impl FromStr for $ty {
+            type Err = WireError;
+
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                $ty::parse(s.as_bytes())
+            }
+        }
+
+        impl TryFrom<Duration> for $ty {
+            type Error = WireError;
+
+            fn try_from(left: Duration) -> Result<Self, Self::Error> {
+                $ty::from_duration(left)
+            }
+        }
+
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl fmt::Debug for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, concat!(stringify!($ty), "({:?})"), self.as_str())
+            }
+        }
+
+        #[cfg(feature = "defmt")]
+        impl defmt::Format for $ty {
+            fn format(&self, f: defmt::Formatter<'_>) {
+                defmt::write!(f, "{=str}({=str})", stringify!($ty), self.as_str());
+            }
+        }
+    };
+}
+
 /// The name of gRPC's timeout header, lowercase as HTTP/2 requires.
 pub const GRPC_TIMEOUT: &str = "grpc-timeout";
 
@@ -368,40 +409,7 @@ impl GrpcTimeout {
     }
 }
 
-impl FromStr for GrpcTimeout {
-    type Err = WireError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        GrpcTimeout::parse(s.as_bytes())
-    }
-}
-
-impl TryFrom<Duration> for GrpcTimeout {
-    type Error = WireError;
-
-    fn try_from(left: Duration) -> Result<Self, Self::Error> {
-        GrpcTimeout::from_duration(left)
-    }
-}
-
-impl fmt::Display for GrpcTimeout {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl fmt::Debug for GrpcTimeout {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "GrpcTimeout({:?})", self.as_str())
-    }
-}
-
-#[cfg(feature = "defmt")]
-impl defmt::Format for GrpcTimeout {
-    fn format(&self, f: defmt::Formatter<'_>) {
-        defmt::write!(f, "GrpcTimeout({=str})", self.as_str());
-    }
-}
+header_value_traits!(GrpcTimeout);
 
 /// An `x-deadline-ms` header value: the time left in whole milliseconds, as ASCII digits.
 ///
@@ -503,40 +511,7 @@ impl DeadlineMs {
     }
 }
 
-impl FromStr for DeadlineMs {
-    type Err = WireError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        DeadlineMs::parse(s.as_bytes())
-    }
-}
-
-impl TryFrom<Duration> for DeadlineMs {
-    type Error = WireError;
-
-    fn try_from(left: Duration) -> Result<Self, Self::Error> {
-        DeadlineMs::from_duration(left)
-    }
-}
-
-impl fmt::Display for DeadlineMs {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl fmt::Debug for DeadlineMs {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "DeadlineMs({:?})", self.as_str())
-    }
-}
-
-#[cfg(feature = "defmt")]
-impl defmt::Format for DeadlineMs {
-    fn format(&self, f: defmt::Formatter<'_>) {
-        defmt::write!(f, "DeadlineMs({=str})", self.as_str());
-    }
-}
+header_value_traits!(DeadlineMs);
 
 /// How the time left crosses a hop: what a client keeps back for the network, and the most a
 /// server believes.
