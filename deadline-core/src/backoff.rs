@@ -291,13 +291,7 @@ impl Backoff {
                 (t / 2, t)
             }
             Jitter::Decorrelated => {
-                let base = duration_to_micros(self.base);
-                let max = duration_to_micros(self.max);
-                let previous = match duration_to_micros(previous) {
-                    0 => base,
-                    p => p,
-                };
-                let hi = previous.saturating_mul(3).max(base);
+                let (base, hi, max) = self.decorrelated(previous);
                 // min(max, uniform(base, hi)) lies in [min(base, max), min(hi, max)].
                 (base.min(max), hi.min(max))
             }
@@ -306,6 +300,18 @@ impl Backoff {
                 (scale(t, 4, 5), scale(t, 6, 5))
             }
         }
+    }
+
+    /// Decorrelated jitter's range before the cap, in micros: `(base, max(base, 3 x previous),
+    /// max)`, with a zero `previous` (before the first retry) read as `base`.
+    fn decorrelated(&self, previous: Duration) -> (u64, u64, u64) {
+        let base = duration_to_micros(self.base);
+        let previous = match duration_to_micros(previous) {
+            0 => base,
+            p => p,
+        };
+        let hi = previous.saturating_mul(3).max(base);
+        (base, hi, duration_to_micros(self.max))
     }
 
     /// The wait before retry `n` (0 for the first retry), drawn from `rng`; `previous` is the
@@ -317,13 +323,7 @@ impl Backoff {
     pub fn delay<R: Rng + ?Sized>(&self, n: u32, previous: Duration, rng: &mut R) -> Duration {
         if let Jitter::Decorrelated = self.jitter {
             // min(max, uniform(base, hi)): draw over the uncapped range, then cap, as AWS does.
-            let base = duration_to_micros(self.base);
-            let max = duration_to_micros(self.max);
-            let previous = match duration_to_micros(previous) {
-                0 => base,
-                p => p,
-            };
-            let hi = previous.saturating_mul(3).max(base);
+            let (base, hi, max) = self.decorrelated(previous);
             return micros_to_duration(rng.u64_between(base, hi).min(max));
         }
         let (lo, hi) = self.bounds_micros(n, previous);

@@ -41,10 +41,24 @@ use core::time::Duration;
 use crate::deadline::Deadline;
 use crate::time::Instant;
 
-/// The traits both header values share: parsing from text, encoding from a [`Duration`],
-/// and printing as the header text (`Display`, `Debug`, `defmt`).
+/// What both header values share: their text (`as_bytes`, `as_str`), parsing from text,
+/// encoding from a [`Duration`], and printing as the header text (`Display`, `Debug`, `defmt`).
 macro_rules! header_value_traits {
     ($ty:ident) => {
+        impl $ty {
+            /// The header value, as bytes (for `http::HeaderValue::from_bytes` and the like).
+            #[must_use]
+            pub fn as_bytes(&self) -> &[u8] {
+                self.bytes.get(..usize::from(self.len)).unwrap_or(&[])
+            }
+
+            /// The header value, as text.
+            #[must_use]
+            pub fn as_str(&self) -> &str {
+                core::str::from_utf8(self.as_bytes()).unwrap_or("")
+            }
+        }
+
         impl FromStr for $ty {
             type Err = WireError;
 
@@ -395,18 +409,6 @@ impl GrpcTimeout {
     pub const fn duration(&self) -> Duration {
         self.unit.times(self.value as u64)
     }
-
-    /// The header value, as bytes (for `http::HeaderValue::from_bytes` and the like).
-    #[must_use]
-    pub fn as_bytes(&self) -> &[u8] {
-        self.bytes.get(..usize::from(self.len)).unwrap_or(&[])
-    }
-
-    /// The header value, as text.
-    #[must_use]
-    pub fn as_str(&self) -> &str {
-        core::str::from_utf8(self.as_bytes()).unwrap_or("")
-    }
 }
 
 header_value_traits!(GrpcTimeout);
@@ -496,18 +498,6 @@ impl DeadlineMs {
     #[must_use]
     pub const fn duration(&self) -> Duration {
         Duration::from_millis(self.millis)
-    }
-
-    /// The header value, as bytes.
-    #[must_use]
-    pub fn as_bytes(&self) -> &[u8] {
-        self.bytes.get(..usize::from(self.len)).unwrap_or(&[])
-    }
-
-    /// The header value, as text.
-    #[must_use]
-    pub fn as_str(&self) -> &str {
-        core::str::from_utf8(self.as_bytes()).unwrap_or("")
     }
 }
 
