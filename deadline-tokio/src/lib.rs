@@ -12,6 +12,10 @@
 //! - [`call`] and [`drive`]: one dependency call run by the core's driver (timeouts,
 //!   retries, hedges) under the current deadline, each attempt in its own shorter scope.
 //! - [`statement_timeout`]: the database statement timeout from the time left.
+//! - With feature `tower`: `DeadlineLayer`, which sets each incoming request's deadline from
+//!   its `grpc-timeout` or `x-deadline-ms` header (or a default), sheds what cannot be served
+//!   in time and answers 504 when the deadline passes; and `PropagateLayer`, which sends the
+//!   time left on outgoing requests and does not call when it is spent.
 //!
 //! ```
 //! use deadline_core::{Decision, Policy, ms};
@@ -43,6 +47,8 @@
 mod call;
 mod clock;
 mod context;
+#[cfg(feature = "tower")]
+pub mod layer;
 mod statement;
 
 pub use call::{call, drive};
@@ -51,6 +57,8 @@ pub use context::{
     Scoped, Within, current, current_or_never, decide, is_expired, propagate, remaining, scope,
     scope_timeout, within,
 };
+#[cfg(feature = "tower")]
+pub use layer::{DeadlineLayer, PropagateLayer};
 pub use statement::statement_timeout;
 
 /// The workspace README's Rust examples (the core's and this crate's), run as doctests.

@@ -1,0 +1,71 @@
+//! Tower layers that carry the deadline across HTTP hops (feature `tower`).
+//!
+//! - [`DeadlineLayer`], on a server: each request's deadline comes from its `grpc-timeout`
+//!   (preferred) or `x-deadline-ms` header, clamped to the server's maximum, and the handler
+//!   runs in a [`scope`](crate::scope) with it. Handlers read [`remaining`](crate::remaining)
+//!   and [`current`](crate::current), and [`decide`](crate::decide), [`drive`](crate::drive)
+//!   and [`statement_timeout`](crate::statement_timeout) inside them use it. A request with no
+//!   time to be served is answered at once, without calling the handler; a handler still
+//!   running at the deadline is dropped, and the answer is 504.
+//! - [`PropagateLayer`], on a client: each request made inside a scope carries the time left,
+//!   minus the per-hop allowance, in a header; a request with nothing left to send is not
+//!   made, and the call is dropped at the deadline.
+//!
+//! All of the arithmetic is the core's ([`deadline_core::wire`], [`deadline_core::Admission`],
+//! [`deadline_core::Error::http_status`]): the layers read headers, read the clock and answer.
+//!
+//! The futures are written by hand, not boxed: a layer allocates nothing per request beyond
+//! what `http` itself does (the header value a client writes; the [`Deadline`] the server
+//! inserts into the request's extensions).
+//!
+//! # One layer on the server, one on its client
+//!
+//! A request arrives with 200 ms. Its handler works for 50 ms, then calls the next service,
+//! which is told 200 - 50 - 5 = 145 ms (5 ms are kept for the network):
+//!
+//! ```
+//! use std::convert::Infallible;
+//!
+//! use deadline_core::ms;
+//! use deadline_core::wire::Propagation;
+//! use deadline_tokio::layer::{DeadlineHeader, DeadlineLayer, PropagateLayer};
+//! use http::{Request, Response};
+//! use tower::{Layer, ServiceExt, service_fn};
+//!
+//! // Kept back per hop: 5 ms. The most a caller is believed: 10 s.
+//! static HOP: Propagation = Propagation::new(ms(5), ms(10_000));
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! // The next service: it answers with the header it was sent.
+//! let next = service_fn(|req: Request<()>| async move {
+//!     let sent = req.headers().get("grpc-timeout").cloned();
+//!     Ok::<_, Infallible>(sent)
+//! });
+//! let client = PropagateLayer::new(HOP, DeadlineHeader::GrpcTimeout).layer(next);
+//!
+//! // Our server: one layer around the handler. Without a header, a request gets 1 s.
+//! let server = DeadlineLayer::new(HOP, ms(1_000)).layer(service_fn(move |_req: Request<()>| {
+//!     let client = client.clone();
+//!     async move {
+//!         tokio::time::sleep(ms(50)).await; // our own work
+//!         let sent = client.oneshot(Request::new(())).await.unwrap();
+//!         Ok::<_, Infallible>(Response::new(sent))
+//!     }
+//! }));
+//!
+//! let request = Request::builder().header("grpc-timeout", "200m").body(()).unwrap();
+//! let response = server.oneshot(request).await.unwrap();
+//! assert_eq!(response.into_body().unwrap(), "145000u");
+//! # }
+//! ```
+//!
+//! [`Deadline`]: deadline_core::Deadline
+
+mod client;
+mod server;
+
+pub use client::{
+    DeadlineHeader, PropagateError, PropagateFuture, PropagateLayer, PropagateService,
+};
+pub use server::{DeadlineFuture, DeadlineLayer, DeadlineService};

@@ -1,0 +1,561 @@
+//! The tower layers: a request's deadline from its header, admission, the handler under the
+//! deadline, and the time left passed on to the next service. Paused tokio time throughout.
+//!
+//! The last test counts heap allocations with a global allocator that counts on the test's
+//! own thread only (each test runs on its own thread, on a current-thread runtime).
+#![allow(unsafe_code, reason = "a global allocator is an unsafe trait")]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use deadline_core::wire::Propagation;
+use deadline_core::{Admission, Clock, Deadline, Error, Instant, Policy, ms};
+use deadline_tokio::layer::{DeadlineHeader, DeadlineLayer, PropagateError, PropagateLayer};
+use deadline_tokio::{TokioClock, current, decide, propagate, remaining, scope_timeout};
+use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
+use tower::{Layer, Service, ServiceExt, service_fn};
+
+/// 5 ms kept back per hop; callers believed up to 10 s.
+const HOP: Propagation = Propagation::new(ms(5), ms(10_000));
+/// A request with no deadline header gets 1 s.
+const DEFAULT_BUDGET: Duration = ms(1_000);
+
+/// What a handler saw when it started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Seen {
+    remaining: Option<Duration>,
+    current: Option<Deadline>,
+    extension: Option<Deadline>,
+}
+
+/// A request with the given headers and no body.
+fn request(headers: &[(&'static str, &'static str)]) -> Request<()> {
+    let mut builder = Request::builder();
+    for &(name, value) in headers {
+        builder = builder.header(name, value);
+    }
+    builder.body(()).unwrap()
+}
+
+/// Counts the calls made to a service.
+#[derive(Clone, Default)]
+struct Calls(Arc<AtomicUsize>);
+
+impl Calls {
+    fn count(&self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn get(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// A server whose handler reports what it saw, counting its calls.
+fn reporting_server(
+    layer: DeadlineLayer,
+    calls: &Calls,
+) -> impl Service<Request<()>, Response = Response<Seen>, Error = Infallible> + Clone + use<> {
+    let calls = calls.clone();
+    layer.layer(service_fn(move |req: Request<()>| {
+        calls.count();
+        let extension = req.extensions().get::<Deadline>().copied();
+        async move {
+            Ok::<_, Infallible>(Response::new(Seen {
+                remaining: remaining(),
+                current: current(),
+                extension,
+            }))
+        }
+    }))
+}
+
+/// What the handler saw for a request with `headers` sent through `layer`, and the status.
+async fn serve(
+    layer: DeadlineLayer,
+    headers: &[(&'static str, &'static str)],
+) -> (StatusCode, Seen) {
+    let calls = Calls::default();
+    let response = reporting_server(layer, &calls)
+        .oneshot(request(headers))
+        .await
+        .unwrap();
+    (response.status(), response.into_body())
+}
+
+#[tokio::test(start_paused = true)]
+async fn grpc_timeout_sets_the_handlers_deadline() {
+    let arrival = TokioClock.now();
+    let layer = DeadlineLayer::new(HOP, DEFAULT_BUDGET);
+    let (status, seen) = serve(layer, &[("grpc-timeout", "200m")]).await;
+    assert_eq!(status, StatusCode::OK);
+    let expected = Deadline::after(arrival, ms(200));
+    assert_eq!(
+        seen,
+        Seen {
+            remaining: Some(ms(200)),
+            current: Some(expected),
+            extension: Some(expected),
+        }
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn x_deadline_ms_is_read_when_there_is_no_grpc_timeout() {
+    let layer = DeadlineLayer::new(HOP, DEFAULT_BUDGET);
+    let (_, seen) = serve(layer, &[("x-deadline-ms", "350")]).await;
+    assert_eq!(seen.remaining, Some(ms(350)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn grpc_timeout_is_preferred_and_the_other_header_is_not_read() {
+    let layer = DeadlineLayer::new(HOP, DEFAULT_BUDGET);
+    let both = [("x-deadline-ms", "900"), ("grpc-timeout", "1500u")];
+    assert_eq!(
+        serve(layer, &both).await.1.remaining,
+        Some(ms(1) + Duration::from_micros(500))
+    );
+    let bad_other = [("grpc-timeout", "200m"), ("x-deadline-ms", "-1")];
+    let (status, seen) = serve(layer, &bad_other).await;
+    assert_eq!((status, seen.remaining), (StatusCode::OK, Some(ms(200))));
+}
+
+#[tokio::test(start_paused = true)]
+async fn whitespace_around_a_value_is_ignored() {
+    let layer = DeadlineLayer::new(HOP, DEFAULT_BUDGET);
+    let (_, seen) = serve(layer, &[("grpc-timeout", " 200m\t")]).await;
+    assert_eq!(seen.remaining, Some(ms(200)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_incoming_budget_is_clamped_to_the_server_maximum() {
+    let layer = DeadlineLayer::new(HOP, DEFAULT_BUDGET);
+    for header in [("grpc-timeout", "99999999H"), ("x-deadline-ms", "86400000")] {
+        let (_, seen) = serve(layer, &[header]).await;
+        assert_eq!(seen.remaining, Some(HOP.max), "{header:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_header_gets_the_default_budget_clamped_to_the_maximum() {
+    let (_, seen) = serve(DeadlineLayer::new(HOP, DEFAULT_BUDGET), &[]).await;
+    assert_eq!(seen.remaining, Some(DEFAULT_BUDGET));
+    let generous = DeadlineLayer::new(HOP, ms(60_000));
+    let (_, seen) = serve(generous, &[("content-type", "text/plain")]).await;
+    assert_eq!(seen.remaining, Some(HOP.max));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_malformed_header_is_400_and_the_handler_is_not_called() {
+    let calls = Calls::default();
+    let server = reporting_server(DeadlineLayer::new(HOP, DEFAULT_BUDGET), &calls);
+    let malformed = [
+        ("grpc-timeout", "-5S"),
+        ("grpc-timeout", "15"),
+        ("grpc-timeout", "15s"),
+        ("grpc-timeout", "1 S"),
+        ("grpc-timeout", "123456789S"),
+        ("grpc-timeout", ""),
+        ("x-deadline-ms", "850ms"),
+        ("x-deadline-ms", "+5"),
+    ];
+    for header in malformed {
+        let response = server.clone().oneshot(request(&[header])).await.unwrap();
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{header:?}");
+        assert_eq!(response.into_body(), Seen::default(), "{header:?}");
+    }
+    assert_eq!(calls.get(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn admission_sheds_with_503_and_the_handler_is_not_called() {
+    let calls = Calls::default();
+    let layer = DeadlineLayer::new(HOP, DEFAULT_BUDGET).with_admission(Admission::new(ms(20)));
+    let server = reporting_server(layer, &calls);
+
+    let shed = server
+        .clone()
+        .oneshot(request(&[("grpc-timeout", "19999u")]))
+        .await
+        .unwrap();
+    assert_eq!(shed.status().as_u16(), Error::Shed.http_status());
+    assert_eq!(shed.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(calls.get(), 0);
+
+    // Exactly what the handler needs is enough.
+    let served = server
+        .oneshot(request(&[("grpc-timeout", "20m")]))
+        .await
+        .unwrap();
+    assert_eq!(served.status(), StatusCode::OK);
+    assert_eq!(served.into_body().remaining, Some(ms(20)));
+    assert_eq!(calls.get(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deadline_passed_on_arrival_is_504_without_calling_the_handler() {
+    let calls = Calls::default();
+    let with_admission =
+        DeadlineLayer::new(HOP, DEFAULT_BUDGET).with_admission(Admission::new(ms(20)));
+    for layer in [DeadlineLayer::new(HOP, DEFAULT_BUDGET), with_admission] {
+        let server = reporting_server(layer, &calls);
+        for header in [("grpc-timeout", "0S"), ("x-deadline-ms", "0")] {
+            let response = server.clone().oneshot(request(&[header])).await.unwrap();
+            assert_eq!(response.status(), StatusCode::GATEWAY_TIMEOUT, "{header:?}");
+        }
+    }
+    assert_eq!(calls.get(), 0);
+}
+
+/// Records when the future holding it was dropped, and whether it finished first.
+struct DropGuard {
+    dropped: Arc<Mutex<Option<Instant>>>,
+    finished: bool,
+}
+
+impl DropGuard {
+    fn new(dropped: &Arc<Mutex<Option<Instant>>>) -> Self {
+        DropGuard {
+            dropped: dropped.clone(),
+            finished: false,
+        }
+    }
+
+    fn finish(&mut self) {
+        self.finished = true;
+    }
+}
+
+impl Drop for DropGuard {
+    fn drop(&mut self) {
+        if !self.finished {
+            *self.dropped.lock().unwrap() = Some(TokioClock.now());
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_handler_still_running_at_the_deadline_is_dropped_and_the_answer_is_504() {
+    let dropped = Arc::new(Mutex::new(None));
+    let server = DeadlineLayer::new(HOP, DEFAULT_BUDGET).layer(service_fn({
+        let dropped = dropped.clone();
+        move |_req: Request<()>| {
+            let mut guard = DropGuard::new(&dropped);
+            async move {
+                tokio::time::sleep(ms(500)).await;
+                guard.finish();
+                Ok::<_, Infallible>(Response::new("done"))
+            }
+        }
+    }));
+    let arrival = TokioClock.now();
+    let mut server = server;
+    let answer = server
+        .ready()
+        .await
+        .unwrap()
+        .call(request(&[("grpc-timeout", "200m")]));
+    tokio::pin!(answer);
+    let response = answer.as_mut().await.unwrap();
+    // Dropped when the deadline came, not later with the response future.
+    assert_eq!(*dropped.lock().unwrap(), Some(arrival + ms(200)));
+    assert_eq!(response.status(), StatusCode::GATEWAY_TIMEOUT);
+    assert_eq!(
+        response.status().as_u16(),
+        Error::DeadlineExceeded.http_status()
+    );
+    assert_eq!(response.into_body(), "");
+    assert_eq!(TokioClock.now() - arrival, ms(200));
+}
+
+#[tokio::test(start_paused = true)]
+async fn inner_errors_pass_through_both_layers() {
+    let server =
+        DeadlineLayer::new(HOP, DEFAULT_BUDGET).layer(service_fn(|_req: Request<()>| async {
+            Err::<Response<()>, _>("handler failed")
+        }));
+    let failed = server.oneshot(request(&[("grpc-timeout", "200m")])).await;
+    assert_eq!(failed.unwrap_err(), "handler failed");
+
+    let client = PropagateLayer::new(HOP, DeadlineHeader::GrpcTimeout).layer(service_fn(
+        |_req: Request<()>| async { Err::<(), _>("refused") },
+    ));
+    let failed = scope_timeout(ms(200), client.oneshot(request(&[]))).await;
+    assert_eq!(failed, Err(PropagateError::Inner("refused")));
+    assert_eq!(failed.unwrap_err().deadline(), None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn nested_decisions_in_the_handler_inherit_the_request_deadline() {
+    static B: Policy = Policy::required("B", ms(110), ms(30));
+    let server =
+        DeadlineLayer::new(HOP, DEFAULT_BUDGET).layer(service_fn(|_req: Request<()>| async {
+            tokio::time::sleep(ms(40)).await;
+            // 100 - 40 - 20 = 40 ms, under B's 110 ms cap.
+            Ok::<_, Infallible>(Response::new(decide(&B, ms(20)).timeout()))
+        }));
+    let response = server
+        .oneshot(request(&[("x-deadline-ms", "100")]))
+        .await
+        .unwrap();
+    assert_eq!(response.into_body(), Some(ms(40)));
+}
+
+/// A next service that answers with the headers it was sent, counting its calls.
+fn echo_headers(
+    calls: &Calls,
+) -> impl Service<Request<()>, Response = HeaderMap, Error = Infallible> + Clone + use<> {
+    let calls = calls.clone();
+    service_fn(move |req: Request<()>| {
+        calls.count();
+        let headers = req.headers().clone();
+        async move { Ok::<_, Infallible>(headers) }
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_handler_passes_the_time_left_on() {
+    let calls = Calls::default();
+    let client = PropagateLayer::new(HOP, DeadlineHeader::Both).layer(echo_headers(&calls));
+    let server =
+        DeadlineLayer::new(HOP, DEFAULT_BUDGET).layer(service_fn(move |_req: Request<()>| {
+            let client = client.clone();
+            async move {
+                tokio::time::sleep(ms(50)).await;
+                let sent = client.oneshot(request(&[])).await.unwrap();
+                Ok::<_, Infallible>(Response::new(sent))
+            }
+        }));
+    let response = server
+        .oneshot(request(&[("grpc-timeout", "200m")]))
+        .await
+        .unwrap();
+    let sent = response.into_body();
+    // 200 ms in, 50 ms of work, 5 ms kept for the network.
+    assert_eq!(sent["grpc-timeout"], "145000u");
+    assert_eq!(sent["x-deadline-ms"], "145");
+    assert_eq!(calls.get(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_header_choice_writes_its_header_only_and_replaces_an_old_value() {
+    let cases = [
+        (DeadlineHeader::GrpcTimeout, Some("195000u"), Some("9")),
+        (DeadlineHeader::DeadlineMs, Some("1H"), Some("195")),
+        (DeadlineHeader::Both, Some("195000u"), Some("195")),
+    ];
+    for (header, grpc, millis) in cases {
+        let client = PropagateLayer::new(HOP, header).layer(echo_headers(&Calls::default()));
+        let old = [("grpc-timeout", "1H"), ("x-deadline-ms", "9")];
+        let sent = scope_timeout(ms(200), client.oneshot(request(&old)))
+            .await
+            .unwrap();
+        let value = |name| sent.get(name).map(|v| v.to_str().unwrap());
+        assert_eq!(
+            (value("grpc-timeout"), value("x-deadline-ms")),
+            (grpc, millis),
+            "{header:?}"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_spent_budget_fails_without_calling_the_next_service() {
+    let calls = Calls::default();
+    for header in [
+        DeadlineHeader::GrpcTimeout,
+        DeadlineHeader::DeadlineMs,
+        DeadlineHeader::Both,
+    ] {
+        let client = PropagateLayer::new(HOP, header).layer(echo_headers(&calls));
+        // Exactly the allowance is left: nothing to send.
+        let spent = scope_timeout(HOP.allowance, client.oneshot(request(&[]))).await;
+        let error = spent.unwrap_err();
+        assert_eq!(
+            error,
+            PropagateError::Deadline(Error::DeadlineExceeded),
+            "{header:?}"
+        );
+        assert_eq!(error.deadline().map(Error::http_status), Some(504));
+    }
+    assert_eq!(calls.get(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn both_headers_are_sent_or_neither() {
+    // 0.5 ms to send: enough for grpc-timeout, not for whole milliseconds.
+    let left = HOP.allowance + Duration::from_micros(500);
+    let calls = Calls::default();
+    let grpc = PropagateLayer::new(HOP, DeadlineHeader::GrpcTimeout).layer(echo_headers(&calls));
+    let sent = scope_timeout(left, grpc.oneshot(request(&[])))
+        .await
+        .unwrap();
+    assert_eq!(sent["grpc-timeout"], "500000n");
+    assert_eq!(calls.get(), 1);
+
+    let both = PropagateLayer::new(HOP, DeadlineHeader::Both).layer(echo_headers(&calls));
+    let spent = scope_timeout(left, both.oneshot(request(&[]))).await;
+    assert_eq!(
+        spent.unwrap_err(),
+        PropagateError::Deadline(Error::DeadlineExceeded)
+    );
+    assert_eq!(calls.get(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_call_is_dropped_at_the_deadline() {
+    let dropped = Arc::new(Mutex::new(None));
+    let client = PropagateLayer::new(HOP, DeadlineHeader::GrpcTimeout).layer(service_fn({
+        let dropped = dropped.clone();
+        move |_req: Request<()>| {
+            let mut guard = DropGuard::new(&dropped);
+            async move {
+                tokio::time::sleep(ms(500)).await;
+                guard.finish();
+                Ok::<_, Infallible>(())
+            }
+        }
+    }));
+    let start = TokioClock.now();
+    let mut client = client;
+    let (cut, dropped_at) = scope_timeout(ms(200), async {
+        let call = client.ready().await.unwrap().call(request(&[]));
+        tokio::pin!(call);
+        let cut = call.as_mut().await;
+        // Dropped when the deadline came, not later with the response future.
+        (cut, *dropped.lock().unwrap())
+    })
+    .await;
+    assert_eq!(cut, Err(PropagateError::Deadline(Error::DeadlineExceeded)));
+    assert_eq!(TokioClock.now() - start, ms(200));
+    assert_eq!(dropped_at, Some(start + ms(200)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn outside_any_scope_the_request_is_untouched_and_unbounded() {
+    let calls = Calls::default();
+    let client = PropagateLayer::new(HOP, DeadlineHeader::Both).layer(service_fn({
+        let calls = calls.clone();
+        move |req: Request<()>| {
+            calls.count();
+            async move {
+                tokio::time::sleep(ms(3_600_000)).await; // slower than any deadline here
+                Ok::<_, Infallible>(req.headers().clone())
+            }
+        }
+    }));
+    let original = request(&[("x-deadline-ms", "7"), ("accept", "text/plain")]);
+    let expected = original.headers().clone();
+
+    let sent = client.clone().oneshot(original).await.unwrap();
+    assert_eq!(sent, expected);
+    // A task given `propagate` outside any scope has the never-coming deadline: the same.
+    let sent = propagate(client.oneshot(request(&[("accept", "text/plain")])))
+        .await
+        .unwrap();
+    assert_eq!(sent.get("grpc-timeout"), None);
+    assert_eq!(sent.get("x-deadline-ms"), None);
+    assert_eq!(calls.get(), 2);
+}
+
+struct Counting;
+
+thread_local! {
+    static COUNTING: Cell<bool> = const { Cell::new(false) };
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+fn note_allocation() {
+    // `try_with`: the allocator may run while the thread's locals are being torn down.
+    if COUNTING.try_with(Cell::get).unwrap_or(false) {
+        let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
+    }
+}
+
+// SAFETY: every method forwards to `System` with the same arguments; counting touches only
+// const-initialised thread-locals, which never allocate.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note_allocation();
+        // SAFETY: the caller's contract for `alloc` is passed on unchanged.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        note_allocation();
+        // SAFETY: as for `alloc`.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note_allocation();
+        // SAFETY: as for `alloc`; `ptr` and `layout` come from this allocator, i.e. `System`.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` and `layout` come from this allocator, i.e. `System`.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Allocations on this thread while `service` answers 100 requests from `make`, after 10
+/// requests of warm-up. The requests are built before counting starts.
+async fn allocations<S, F>(service: S, make: F) -> u64
+where
+    S: Service<Request<()>> + Clone,
+    S::Error: std::fmt::Debug,
+    F: Fn() -> Request<()>,
+{
+    for _ in 0..10 {
+        service.clone().oneshot(make()).await.unwrap();
+    }
+    let requests: Vec<_> = (0..100).map(|_| make()).collect();
+    ALLOCATIONS.with(|c| c.set(0));
+    COUNTING.with(|on| on.set(true));
+    for request in requests {
+        std::hint::black_box(service.clone().oneshot(request).await.unwrap());
+    }
+    COUNTING.with(|on| on.set(false));
+    ALLOCATIONS.with(Cell::get)
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_layers_allocate_nothing_beyond_what_http_does() {
+    let handler =
+        || service_fn(|_req: Request<()>| async { Ok::<_, Infallible>(Response::new(())) });
+    let with_header = || request(&[("grpc-timeout", "200m")]);
+
+    // The server layer costs what inserting the deadline into the extensions costs, no more:
+    // its futures are not boxed.
+    let server = DeadlineLayer::new(HOP, DEFAULT_BUDGET).layer(handler());
+    let inserts = service_fn(|mut req: Request<()>| {
+        req.extensions_mut().insert(Deadline::NEVER);
+        async { Ok::<_, Infallible>(Response::new(())) }
+    });
+    let layered = allocations(server, with_header).await;
+    let by_hand = allocations(inserts, with_header).await;
+    assert!(by_hand > 0, "the instrument counts http's own allocations");
+    assert_eq!(layered, by_hand);
+
+    // The client layer costs what writing the header costs.
+    let client = PropagateLayer::new(HOP, DeadlineHeader::GrpcTimeout).layer(handler());
+    let writes = service_fn(|mut req: Request<()>| {
+        let value = HeaderValue::from_bytes(b"195000u").unwrap();
+        req.headers_mut().insert("grpc-timeout", value);
+        async { Ok::<_, Infallible>(Response::new(())) }
+    });
+    let no_header = || request(&[]);
+    let layered = scope_timeout(ms(100_000), allocations(client, no_header)).await;
+    let by_hand = allocations(writes, no_header).await;
+    assert!(by_hand > 0, "the instrument counts http's own allocations");
+    assert_eq!(layered, by_hand);
+}
