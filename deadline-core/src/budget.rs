@@ -112,7 +112,7 @@ impl Shortfall {
 ///
 /// let c = Policy::optional("C", ms(60), ms(25));
 /// let deadline = Deadline::after(Instant::ZERO, ms(200));
-/// // Seed 003's last step, in miniature: 24 ms available is under the 25 ms floor.
+/// // Seed 000's slow case: C starts at 156 ms; 200 - 156 - 20 = 24 ms is under its 25 ms floor.
 /// let d = call_timeout(&c, deadline, Instant::from_millis(156), ms(20));
 /// assert!(matches!(d, Decision::Skip(s) if s.available == ms(24)));
 /// ```
