@@ -3,7 +3,7 @@
 #
 #   bash scripts/test.sh
 #
-# Needs only rustup's stable toolchain: it adds the two embedded targets itself.
+# Needs only rustup's stable toolchain: it adds clippy, rustfmt and the two embedded targets.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,7 +20,8 @@ CRATES=(deadline-core deadline-tokio deadline-std deadline-embassy deadline-test
 RUNTIMES=(tokio async-std smol embassy)
 TARGETS=(thumbv6m-none-eabi thumbv7em-none-eabihf)
 
-step "embedded targets"
+step "toolchain components and embedded targets"
+rustup component add clippy rustfmt
 rustup target add "${TARGETS[@]}"
 
 step "format"
@@ -56,11 +57,17 @@ done
 tests -p deadline-examples
 
 step "seed 000's chain on every runtime (real timers)"
-cargo run -p deadline-core --example trace
+# Each program is built first, then run under `timeout`: a timer that never fires fails the
+# run (exit status 124) instead of stalling it. The chain program exits non-zero when a request
+# ends otherwise than seed 000 says.
+cargo build -p deadline-core --example trace
+timeout 120 cargo run -p deadline-core --example trace
 for rt in "${RUNTIMES[@]}"; do
-  cargo run -p deadline-examples --bin chain --no-default-features --features "$rt"
+  cargo build -p deadline-examples --bin chain --no-default-features --features "$rt"
+  timeout 120 cargo run -p deadline-examples --bin chain --no-default-features --features "$rt"
 done
-cargo run -p deadline-examples --bin nested
+cargo build -p deadline-examples --bin nested
+timeout 120 cargo run -p deadline-examples --bin nested
 
 step "benches compile and run once"
 cargo bench -p deadline-core -- --test

@@ -1,16 +1,31 @@
 //! Per-attempt limits handed to `std::net` sockets: the connect limit apart from the read limit.
 //!
 //! Seed 003's rules: the connect limit is short (reaching the server should take
-//! milliseconds); the read limit is the time left. [`connect`] connects within the attempt's
-//! connect limit and arms the socket's read and write limits with the attempt's timeout;
-//! before each further read, [`arm_read`] sets the read limit to what is left of the attempt,
-//! so a call that reads in several pieces still ends by its deadline.
+//! milliseconds); the read limit is the time left. No limit armed here ever exceeds the time
+//! left until the attempt's end ([`Limits::until`]) at the instant it is armed:
+//!
+//! - [`connect`] connects within the attempt's connect limit, or the time left if that is
+//!   shorter, then reads the clock again and arms the socket's read and write limits with what
+//!   is left *after* the connect (a slow connect leaves less time to read).
+//! - [`connect_limit`] is the connect limit [`connect`] uses, for a socket connected some
+//!   other way.
+//! - [`apply`] arms a socket connected some other way (or taken from a pool) with the time
+//!   left at `now`.
+//! - [`arm_read`], called before each further read, sets the limits to what is left of the
+//!   attempt, so a call that reads in several pieces still ends by its deadline.
+//!
+//! Each returns the limit it set. The operating system may keep a socket's limit in coarser
+//! units (Linux rounds it up to its timer tick), so [`TcpStream::read_timeout`] can read back
+//! a little more than was set.
+//!
+//! All three fail with [`io::ErrorKind::TimedOut`] instead of arming a zero limit when no time
+//! is left: the attempt is over, and std refuses a zero socket timeout anyway.
 
 use std::io;
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-use deadline_core::{Instant, Limits};
+use deadline_core::{Clock, Deadline, Instant, Limits};
 
 /// The error for "no time left to wait": [`io::ErrorKind::TimedOut`].
 fn no_time_left() -> io::Error {
@@ -20,44 +35,94 @@ fn no_time_left() -> io::Error {
     )
 }
 
-/// Connects to `addr` within `limits.connect`, then sets the socket's read and write limits to
-/// `limits.timeout`.
+/// Connects to `addr` within `min(limits.connect, time left)`, then sets the socket's read
+/// and write limits to the time left until `limits.until` once connected. Returns the socket
+/// and the limit it set.
+///
+/// `clock` must be the clock the limits were decided on ([`StdClock`](crate::StdClock) in
+/// production); it is read before the connect and again after it.
 ///
 /// # Errors
 ///
-/// The connect error ([`io::ErrorKind::TimedOut`] when the connect limit passed, and at once
-/// when the connect limit is zero), or the error of setting the limits.
+/// [`io::ErrorKind::TimedOut`] at once when the connect limit is zero or no time is left
+/// before the connect, and after it when the connect used up the time left; otherwise the
+/// connect error ([`io::ErrorKind::TimedOut`] when the connect limit passed) or the error of
+/// setting the limits.
 ///
 /// ```
-/// use deadline_core::{Deadline, Instant, Policy, call_timeout, ms};
+/// use deadline_core::{Deadline, Instant, ManualClock, Policy, call_timeout, ms};
 /// use deadline_std::net::connect;
 ///
 /// let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+/// // Seed 000's C, decided at 115 ms: 60 ms until 175 ms, of which 20 ms to connect.
+/// let clock = ManualClock::starting_at(Instant::from_millis(115));
 /// let c = Policy::optional("C", ms(60), ms(25)).with_connect(ms(20));
 /// let deadline = Deadline::after(Instant::ZERO, ms(200));
 /// let limits = call_timeout(&c, deadline, Instant::from_millis(115), ms(20)).limits().unwrap();
-/// let stream = connect(&listener.local_addr()?, &limits)?;
-/// assert_eq!(stream.read_timeout()?, Some(ms(60)));
+/// let (stream, armed) = connect(&listener.local_addr()?, &limits, &clock)?;
+/// // The virtual clock did not move during the connect: all 60 ms are left to read.
+/// assert_eq!(armed, ms(60));
+/// assert!(stream.read_timeout()? >= Some(armed));
 /// # Ok::<(), std::io::Error>(())
 /// ```
-pub fn connect(addr: &SocketAddr, limits: &Limits) -> io::Result<TcpStream> {
-    if limits.connect.is_zero() {
+pub fn connect<C: Clock + ?Sized>(
+    addr: &SocketAddr,
+    limits: &Limits,
+    clock: &C,
+) -> io::Result<(TcpStream, Duration)> {
+    let limit = connect_limit(limits, clock.now());
+    if limit.is_zero() {
         return Err(no_time_left());
     }
-    let stream = TcpStream::connect_timeout(addr, limits.connect)?;
-    apply(&stream, limits)?;
-    Ok(stream)
+    let stream = TcpStream::connect_timeout(addr, limit)?;
+    let armed = apply(&stream, limits, clock.now())?;
+    Ok((stream, armed))
 }
 
-/// Sets a connected socket's read and write limits to `limits.timeout` (for a socket that was
-/// connected some other way, or taken from a pool).
+/// The limit [`connect`] gives a connect started at `now`: `min(limits.connect, time left
+/// until limits.until)`, zero when no time is left. For a socket connected some other way.
+///
+/// ```
+/// use deadline_core::{Deadline, Instant, Policy, call_timeout, ms};
+/// use deadline_std::net::connect_limit;
+///
+/// let c = Policy::optional("C", ms(60), ms(25)).with_connect(ms(20));
+/// let deadline = Deadline::after(Instant::ZERO, ms(200));
+/// let limits = call_timeout(&c, deadline, Instant::from_millis(115), ms(20)).limits().unwrap();
+/// assert_eq!(connect_limit(&limits, Instant::from_millis(115)), ms(20));
+/// // 10 ms before the attempt's end, the connect may take only those 10 ms.
+/// assert_eq!(connect_limit(&limits, Instant::from_millis(165)), ms(10));
+/// ```
+#[must_use]
+pub fn connect_limit(limits: &Limits, now: Instant) -> Duration {
+    limits.connect.min(limits.deadline().remaining(now))
+}
+
+/// Sets a connected socket's read and write limits to the time left until `limits.until`, as
+/// read at `now` (for a socket that was connected some other way, or taken from a pool).
+/// Returns the limit it set.
 ///
 /// # Errors
 ///
-/// [`io::ErrorKind::TimedOut`] when the timeout is zero (a socket would read that as "no
-/// limit"), or the error of setting the limits.
-pub fn apply(stream: &TcpStream, limits: &Limits) -> io::Result<()> {
-    set_limits(stream, limits.timeout)
+/// [`io::ErrorKind::TimedOut`] when no time is left (the attempt is over: do not use the
+/// socket), or the error of setting the limits.
+///
+/// ```
+/// use deadline_core::{Deadline, Instant, Policy, call_timeout, ms};
+/// use deadline_std::net::apply;
+///
+/// let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+/// let pooled = std::net::TcpStream::connect(listener.local_addr()?)?;
+/// let c = Policy::optional("C", ms(60), ms(25));
+/// let deadline = Deadline::after(Instant::ZERO, ms(200));
+/// let limits = call_timeout(&c, deadline, Instant::from_millis(115), ms(20)).limits().unwrap();
+/// // Taken from the pool 5 ms after the decision: 55 ms are left.
+/// assert_eq!(apply(&pooled, &limits, Instant::from_millis(120))?, ms(55));
+/// assert!(apply(&pooled, &limits, limits.until).is_err());
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn apply(stream: &TcpStream, limits: &Limits, now: Instant) -> io::Result<Duration> {
+    arm(stream, limits.deadline(), now)
 }
 
 /// Sets the socket's read and write limits to the time left until `until`, as read at `now`:
@@ -75,21 +140,23 @@ pub fn apply(stream: &TcpStream, limits: &Limits) -> io::Result<()> {
 /// let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
 /// let stream = std::net::TcpStream::connect(listener.local_addr()?)?;
 /// let until = Instant::from_millis(175);
-/// assert_eq!(arm_read(&stream, until, Instant::from_millis(115))?, ms(60));
-/// assert_eq!(stream.read_timeout()?, Some(ms(60)));
+/// let armed = arm_read(&stream, until, Instant::from_millis(115))?;
+/// assert_eq!(armed, ms(60));
+/// assert!(stream.read_timeout()? >= Some(armed));
 /// assert!(arm_read(&stream, until, until).is_err());
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn arm_read(stream: &TcpStream, until: Instant, now: Instant) -> io::Result<Duration> {
-    let left = until.saturating_duration_since(now);
-    set_limits(stream, left)?;
-    Ok(left)
+    arm(stream, Deadline::at(until), now)
 }
 
-fn set_limits(stream: &TcpStream, limit: Duration) -> io::Result<()> {
-    if limit.is_zero() {
+/// Sets the read and write limits to `deadline.remaining(now)`, refusing a zero limit.
+fn arm(stream: &TcpStream, deadline: Deadline, now: Instant) -> io::Result<Duration> {
+    let left = deadline.remaining(now);
+    if left.is_zero() {
         return Err(no_time_left());
     }
-    stream.set_read_timeout(Some(limit))?;
-    stream.set_write_timeout(Some(limit))
+    stream.set_read_timeout(Some(left))?;
+    stream.set_write_timeout(Some(left))?;
+    Ok(left)
 }

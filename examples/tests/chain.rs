@@ -3,7 +3,7 @@
 
 use deadline_core::drive::ManualTimer;
 use deadline_core::ms;
-use deadline_examples::chain::{Case, FAST, Response, SLOW, handle};
+use deadline_examples::chain::{Case, Expect, FAST, Response, SLOW, check, handle};
 
 fn run(case: &Case) -> (Vec<String>, Response) {
     let timer = ManualTimer::new();
@@ -35,9 +35,11 @@ fn fast_case_prints_the_seed_timeline() {
         response,
         Response {
             at: ms(160),
-            status: 200
+            status: 200,
+            called: [true, true, true]
         }
     );
+    assert_eq!(check(&FAST, &response), Ok(()));
 }
 
 #[test]
@@ -58,9 +60,11 @@ fn slow_case_skips_c_at_156_ms() {
         response,
         Response {
             at: ms(176),
-            status: 200
+            status: 200,
+            called: [true, true, false]
         }
     );
+    assert_eq!(check(&SLOW, &response), Ok(()));
 }
 
 #[test]
@@ -69,6 +73,10 @@ fn a_required_call_that_times_out_fails_the_request_with_a_504() {
     let hung_b = Case {
         name: "B hangs",
         latency: [ms(10), ms(500), ms(25)],
+        expect: Expect {
+            status: 504,
+            called: [true, true, false],
+        },
     };
     let (lines, response) = run(&hung_b);
     assert_eq!(lines[4], "  120 ms  B  failed: timed out after 110000 us");
@@ -76,7 +84,30 @@ fn a_required_call_that_times_out_fails_the_request_with_a_504() {
         response,
         Response {
             at: ms(120),
-            status: 504
+            status: 504,
+            called: [true, true, false]
         }
+    );
+    assert_eq!(check(&hung_b, &response), Ok(()));
+}
+
+#[test]
+fn the_check_reports_a_request_that_ended_otherwise() {
+    // The slow case's run held against the fast case's expectations: C was not called.
+    let (_, slow) = run(&SLOW);
+    assert_eq!(
+        check(&FAST, &slow),
+        Err("fast case: expected status 200, called: A B C, got status 200, called: A B".into())
+    );
+
+    // B hangs where the fast case expects it to answer: a 504, and C never reached.
+    let hung_b = Case {
+        latency: [ms(10), ms(500), ms(25)],
+        ..FAST
+    };
+    let (_, hung) = run(&hung_b);
+    assert_eq!(
+        check(&hung_b, &hung),
+        Err("fast case: expected status 200, called: A B C, got status 504, called: A B".into())
     );
 }

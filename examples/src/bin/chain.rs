@@ -12,9 +12,16 @@
 //!
 //! Only the `runtime` module below differs per runtime; the application code is generic over
 //! the core's `Timer`.
+//!
+//! The program checks how each request ended ([`check`]): both answered 200, the fast case
+//! called A, B and C, the slow case skipped C. It exits with status 1, saying what differed,
+//! on a mismatch. It does not check the printed times: a real timer drifts by a millisecond
+//! or so, and the exact timeline is checked in virtual time by the crate's tests.
+
+use std::process::ExitCode;
 
 use deadline_core::{Timer, ms};
-use deadline_examples::chain::{Case, FAST, SLOW, handle};
+use deadline_examples::chain::{Case, FAST, SLOW, check, handle};
 
 #[cfg(not(any(
     feature = "tokio",
@@ -44,30 +51,42 @@ compile_error!(
 const WARM_UP: Case = Case {
     name: "warm-up",
     latency: [ms(7); 3],
+    expect: FAST.expect,
 };
 
 /// The application: handle seed 000's request twice, fast then slow, printing each step.
-async fn app<T: Timer + Copy>(timer: T) {
+/// Returns whether every request ended as expected; says on stderr which did not.
+async fn app<T: Timer + Copy>(timer: T) -> bool {
     println!("runtime: {}", runtime::NAME);
+    let mut ok = true;
     // A first request, not printed: a fresh process pays for its first pass through the code
     // and the runtime's first sleeps (page faults, lazy set-up) in milliseconds, which would
     // show in the first printed timeline.
-    handle(timer, &WARM_UP, &mut |_| {}).await;
-    for case in [&FAST, &SLOW] {
-        handle(timer, case, &mut |line| println!("{line}")).await;
+    for (case, print) in [(&WARM_UP, false), (&FAST, true), (&SLOW, true)] {
+        let response = handle(timer, case, &mut |line| {
+            if print {
+                println!("{line}");
+            }
+        })
+        .await;
+        if let Err(mismatch) = check(case, &response) {
+            eprintln!("chain: {mismatch}");
+            ok = false;
+        }
     }
+    ok
 }
 
 #[cfg(feature = "tokio")]
 mod runtime {
     pub(crate) const NAME: &str = "tokio";
 
-    pub(crate) fn run() {
+    pub(crate) fn run() -> bool {
         tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .build()
             .expect("a tokio runtime")
-            .block_on(super::app(deadline_tokio::TokioTimer));
+            .block_on(super::app(deadline_tokio::TokioTimer))
     }
 }
 
@@ -75,8 +94,8 @@ mod runtime {
 mod runtime {
     pub(crate) const NAME: &str = "async-std (timer on async-io)";
 
-    pub(crate) fn run() {
-        async_std::task::block_on(super::app(deadline_std::AsyncIoTimer));
+    pub(crate) fn run() -> bool {
+        async_std::task::block_on(super::app(deadline_std::AsyncIoTimer))
     }
 }
 
@@ -84,8 +103,8 @@ mod runtime {
 mod runtime {
     pub(crate) const NAME: &str = "smol (timer on async-io)";
 
-    pub(crate) fn run() {
-        smol::block_on(super::app(deadline_std::AsyncIoTimer));
+    pub(crate) fn run() -> bool {
+        smol::block_on(super::app(deadline_std::AsyncIoTimer))
     }
 }
 
@@ -99,28 +118,35 @@ mod runtime {
     pub(crate) const NAME: &str = "embassy (std platform, embassy-time std driver)";
 
     static DONE: AtomicBool = AtomicBool::new(false);
+    static OK: AtomicBool = AtomicBool::new(false);
 
     #[embassy_executor::task]
     async fn serve() {
-        super::app(deadline_embassy::EmbassyTimer).await;
+        let ok = super::app(deadline_embassy::EmbassyTimer).await;
+        OK.store(ok, Ordering::Release);
         DONE.store(true, Ordering::Release);
     }
 
-    pub(crate) fn run() {
+    pub(crate) fn run() -> bool {
         let executor = Box::leak(Box::new(embassy_executor::Executor::new()));
         executor.run_until(
             |spawner| spawner.spawn(serve().expect("the task is free")),
             || DONE.load(Ordering::Acquire),
         );
+        OK.load(Ordering::Acquire)
     }
 }
 
-fn main() {
+fn main() -> ExitCode {
     #[cfg(any(
         feature = "tokio",
         feature = "async-std",
         feature = "smol",
         feature = "embassy"
     ))]
-    runtime::run();
+    if !runtime::run() {
+        eprintln!("chain: a request did not end as seed 000 says (see above)");
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
 }

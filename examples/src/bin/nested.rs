@@ -1,4 +1,5 @@
-//! A request handler on tokio whose nested calls inherit the request's deadline.
+//! A request handler on tokio whose nested calls inherit the request's deadline, and whose
+//! call to the next service hands it the time left in a header.
 //!
 //! ```text
 //! cargo run -p deadline-examples --bin nested
@@ -6,23 +7,30 @@
 //!
 //! The handler sets the deadline once, when the request arrives ([`scope_timeout`]). Code
 //! below it never takes a timeout parameter: the pricing call reads the deadline from the task
-//! ([`call`], [`drive`]), each of its attempts runs under the attempt's own, shorter deadline,
-//! and the database query inside it turns the time left into a statement timeout
-//! ([`statement_timeout`]). A spawned task gets the deadline only through [`propagate`].
+//! ([`call`], [`drive`]) and its attempt runs under the attempt's own, shorter deadline. The
+//! attempt sends what is left of it, less the network's share, in an `x-deadline-ms` header
+//! ([`Propagation`]) to the pricing service, simulated as a task of its own that knows the
+//! deadline only from that header. The service turns the header back into a deadline
+//! ([`scope`]) and its database query into a statement timeout ([`statement_timeout`]),
+//! which bounds the query. A spawned task gets the deadline only through [`propagate`].
 
-use std::convert::Infallible;
 use std::time::Duration;
 
 use deadline_core::retry::Outcome;
 use deadline_core::rng::SplitMix64;
 use deadline_core::statement::{StatementDecision, StatementPolicy};
+use deadline_core::wire::{Propagation, X_DEADLINE_MS};
 use deadline_core::{Clock, Instant, Policy, ms};
 use deadline_tokio::{
-    TokioClock, call, drive, propagate, remaining, scope_timeout, statement_timeout,
+    TokioClock, call, current_or_never, drive, propagate, remaining, scope, scope_timeout,
+    statement_timeout,
 };
 
 /// Pricing: p50 30 ms, p99.9 90 ms, capped at 110 ms.
 static PRICING: Policy = Policy::required("pricing", ms(110), ms(30));
+/// The hop to the pricing service: 5 ms kept for the network; the service accepts at most
+/// 10 s from a caller.
+static HOP: Propagation = Propagation::new(ms(5), ms(10_000));
 /// Its database: at most 300 ms per query, none started with under 40 ms left (seed 002).
 static ORDERS: StatementPolicy = StatementPolicy::new(ms(300), ms(40));
 
@@ -41,17 +49,41 @@ fn left() -> u128 {
     millis(remaining().unwrap_or_default())
 }
 
-/// The pricing service's work: one database query under the time left.
-async fn query_price(t0: Instant) -> Result<u32, Infallible> {
+/// One pricing attempt: the request to the pricing service, with the time left in its header.
+async fn ask_pricing(t0: Instant) -> Result<u32, String> {
     println!("{:>4} ms  pricing attempt: {} ms left", at(t0), left());
-    match statement_timeout(&ORDERS) {
-        StatementDecision::Set(timeout) => println!("{:>4} ms  database: {timeout}", at(t0)),
-        StatementDecision::DontStart(s) => {
-            println!("{:>4} ms  database: not started ({})", at(t0), s.error())
+    let header = HOP
+        .encode_deadline_ms(current_or_never(), TokioClock.now())
+        .map_err(|e| e.to_string())?;
+    println!("{:>4} ms  sent {X_DEADLINE_MS}: {header}", at(t0));
+    // The service runs apart: it inherits nothing from this task, only the header's text.
+    tokio::spawn(pricing_service(t0, header.to_string()))
+        .await
+        .map_err(|e| e.to_string())?
+}
+
+/// The pricing service: its deadline from the header, then one database query under it.
+async fn pricing_service(t0: Instant, header: String) -> Result<u32, String> {
+    let deadline = HOP
+        .decode_deadline_ms(header.as_bytes(), TokioClock.now())
+        .map_err(|e| e.to_string())?;
+    scope(deadline, async move {
+        println!("{:>4} ms  pricing service: {} ms left", at(t0), left());
+        match statement_timeout(&ORDERS) {
+            StatementDecision::Set(timeout) => {
+                println!("{:>4} ms  database: {timeout}", at(t0));
+                let query = async {
+                    tokio::time::sleep(ms(30)).await; // the query
+                    42
+                };
+                tokio::time::timeout(timeout.as_duration(), query)
+                    .await
+                    .map_err(|_| format!("query cancelled by its {timeout}"))
+            }
+            StatementDecision::DontStart(s) => Err(format!("query not started: {}", s.error())),
         }
-    }
-    tokio::time::sleep(ms(30)).await; // the query
-    Ok(42)
+    })
+    .await
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -64,8 +96,8 @@ async fn main() {
         let price = drive(
             call(&PRICING, ms(20)),
             SplitMix64::new(1),
-            |_: &Infallible| Outcome::Failed,
-            |_limits| query_price(t0),
+            |_: &String| Outcome::Failed,
+            |_limits| ask_pricing(t0),
         )
         .await;
         println!("{:>4} ms  pricing answered: {:?}", at(t0), price.result);
