@@ -42,6 +42,12 @@
 //!   the old round are then ignored). So a lost permit delays recovery by at most
 //!   `probe_timeout`, and never leaks a slot forever.
 //!
+//! The core's driver (feature `drive`, with
+//! [`Call::with_breaker`](crate::retry::Call::with_breaker)) asks for a permit before every
+//! attempt and hands every one back: with the attempt's result, or as
+//! [`Outcome::Abandoned`] for an attempt cancelled because another won, and for one still
+//! running when the driver's future is dropped.
+//!
 //! # Concurrency
 //!
 //! The breaker is `Sync` and lock-free: three `AtomicU32`s, each changed by compare-and-swap
@@ -206,6 +212,30 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// What a failed attempt, classified for retrying, means for the breaker: a timeout is a
+    /// [`Outcome::Timeout`]; a refused connection, a server's failure and a server's pushback
+    /// (it is overloaded, or asks us to slow down) are [`Outcome::Failure`]s; a
+    /// [`Fatal`](crate::retry::Outcome::Fatal) error (the request was at fault, a 4xx) is a
+    /// [`Outcome::Success`], since the dependency answered.
+    ///
+    /// ```
+    /// use deadline_core::breaker::Outcome;
+    /// use deadline_core::retry;
+    ///
+    /// assert_eq!(Outcome::of_attempt(retry::Outcome::TimedOut), Outcome::Timeout);
+    /// assert_eq!(Outcome::of_attempt(retry::Outcome::Refused), Outcome::Failure);
+    /// assert_eq!(Outcome::of_attempt(retry::Outcome::Fatal), Outcome::Success);
+    /// ```
+    #[must_use]
+    pub const fn of_attempt(outcome: crate::retry::Outcome) -> Self {
+        use crate::retry::Outcome as Attempt;
+        match outcome {
+            Attempt::TimedOut => Outcome::Timeout,
+            Attempt::Refused | Attempt::Failed | Attempt::Pushback(_) => Outcome::Failure,
+            Attempt::Fatal => Outcome::Success,
+        }
+    }
+
     /// Whether the breaker counts this outcome as a failure.
     #[must_use]
     pub const fn is_failure(self) -> bool {

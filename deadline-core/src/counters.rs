@@ -69,9 +69,12 @@ pub enum Event {
     /// An attempt's timeout fired (counted per attempt: a call retried twice after timeouts
     /// counts two or three).
     Timeout,
-    /// A call failed because the request's deadline ran out: its last attempt timed out with
-    /// no time left for another, or the deadline had passed. This is the signal to export
-    /// per dependency.
+    /// A call that was made failed because the request's deadline ran out: the deadline had
+    /// passed when it gave up, or too little time was left for another attempt (its backoff
+    /// would have ended past the deadline, or its timeout would have been under the floor).
+    /// A call whose attempts timed out but that gave up with time to spare (attempts used
+    /// up, a call that may have run, the retry budget, the breaker) counts its
+    /// [`Event::Timeout`]s but not this. This is the signal to export per dependency.
     DeadlineExceeded,
     /// A call was not made because its timeout would have fallen under the floor (skipped if
     /// optional, failed at once if required).
@@ -84,7 +87,8 @@ pub enum Event {
     HedgeWin,
     /// A retry or hedge was not sent because the retry-and-hedge budget was spent.
     BudgetRefusal,
-    /// A call was refused by an open circuit breaker.
+    /// An attempt (a call's first, a retry or a hedge) was refused by the circuit breaker:
+    /// open, or half-open with its probes taken.
     BreakerRejection,
 }
 

@@ -43,7 +43,15 @@ pub enum Error {
     /// The request was rejected at admission: queueing already ate its budget, or the server
     /// is shedding load.
     Shed,
-    /// The retry-and-hedge budget is spent, or a server asked us to slow down.
+    /// Slow down: the caller should back off (HTTP 429, gRPC `RESOURCE_EXHAUSTED`).
+    ///
+    /// The driver never ends a call with it: a call whose retry the budget refused, or
+    /// whose server said not to retry, ends with its last attempt's failure, and
+    /// [`GiveUp::Throttled`](crate::retry::GiveUp::Throttled) or
+    /// [`GiveUp::ServerSaidNo`](crate::retry::GiveUp::ServerSaidNo) in its report. It is for
+    /// code that answers its own caller: one that maps a dependency's 429 or
+    /// `RESOURCE_EXHAUSTED` (classified as a [`Pushback`](crate::retry::Pushback)) to the
+    /// same signal upstream, or that refuses work itself while its retry budget is spent.
     Throttled,
 }
 

@@ -28,6 +28,10 @@
 //! 4. its call timeout, computed at `now` ([`crate::call_timeout`]), is at least the floor;
 //! 5. the retry-and-hedge budget (the same one retries draw from) grants a token.
 //!
+//! A driver with a circuit breaker ([`Call::with_breaker`]) also asks it for leave, just
+//! before this decision (the core's driver does: a refusal stops the hedges of the
+//! attempt, and no budget token is spent on it).
+//!
 //! ```
 //! use deadline_core::hedge::{HedgeDecision, HedgePolicy, HedgeState};
 //! use deadline_core::retry::Call;

@@ -3,9 +3,11 @@
 //! One deadline per request; every downstream call's timeout computed when the call starts,
 //! from the time left; retries, backoff sleeps and hedged copies spending from that same
 //! budget; the time left passed to the next service in a header. This crate holds all of the
-//! arithmetic and every decision, over an abstract monotonic clock. It never reads a clock and
-//! never sleeps: each decision takes `now` and returns data. Adapter crates bind it to tokio,
-//! async-std and smol, blocking std and embassy.
+//! arithmetic and every decision, over an abstract monotonic clock. The decisions never read
+//! a clock and never sleep: each takes `now` and returns data. The optional driver (feature
+//! `drive`) is the one part that waits: it sleeps on a [`Timer`] and reads that timer's clock
+//! after every wake-up. Adapter crates bind it to tokio, async-std and smol, blocking std and
+//! embassy.
 //!
 //! # The worked example
 //!

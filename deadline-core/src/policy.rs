@@ -49,9 +49,10 @@ pub struct Policy {
     pub floor: Duration,
     /// Required, or optional with a fallback.
     pub necessity: Necessity,
-    /// Whether a repeated call is safe. A call that is not idempotent is not retried or
-    /// hedged after it may have reached the server, unless
-    /// [`RetryPolicy::retry_non_idempotent`] says so.
+    /// Whether a repeated call is safe. A call that is not idempotent is never hedged, and is
+    /// retried only when the failed attempt cannot have run on the server (a refused
+    /// connection, a server's pushback), unless [`RetryPolicy::retry_non_idempotent`] allows
+    /// retries after a timeout or a server failure too.
     pub idempotent: bool,
     /// The connect limit, kept apart from the read limit: reaching the server should take
     /// milliseconds, so this is short. The connect limit handed out is never more than the

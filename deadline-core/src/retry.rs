@@ -18,8 +18,14 @@
 //!    ends before the request deadline.
 //! 5. The call timeout computed again for a start at the end of the backoff
 //!    ([`crate::call_timeout`]) is at least the dependency's floor.
-//! 6. The retry budget grants a token. It is asked last, so a token is taken only for a
-//!    retry that will be made.
+//! 6. The retry budget grants a token. It is asked last, so no token is taken for a retry
+//!    that one of the checks above rules out.
+//!
+//! The token is taken at the decision, before the backoff is slept. A driver that wakes so
+//! late that the retry no longer fits (the deadline has passed, or the timeout computed
+//! again at the real start is under the floor), or whose circuit breaker then refuses it,
+//! makes no retry, and the token is not given back: the budget errs towards fewer retries,
+//! never more.
 //!
 //! ```
 //! use deadline_core::backoff::{Backoff, Jitter};
@@ -50,6 +56,7 @@
 use core::time::Duration;
 
 use crate::backoff::Backoff;
+use crate::breaker::CircuitBreaker;
 use crate::budget::{Decision, Limits, Shortfall, call_timeout};
 use crate::deadline::Deadline;
 use crate::policy::Policy;
@@ -133,6 +140,11 @@ impl RetryPolicy {
 /// // call_timeout at now: min(200 - 0 - 50, 50) = 50.
 /// assert_eq!(call.decide(Instant::ZERO).timeout(), Some(ms(50)));
 /// ```
+///
+/// With a circuit breaker ([`Call::with_breaker`]), a driver asks it for leave before every
+/// attempt (the first, each retry and each hedge) and reports every attempt's result to it.
+/// The decisions of this module do not consult it: [`RetryState::decide`] answers as if it
+/// were closed, and the driver asks the breaker at the instant the retry starts.
 #[derive(Clone, Copy, Debug)]
 #[non_exhaustive]
 pub struct Call<'a> {
@@ -144,6 +156,8 @@ pub struct Call<'a> {
     pub reserve: Duration,
     /// The retry-and-hedge budget that retries and hedges draw from; `None` for no budget.
     pub budget: Option<&'a RetryBudget>,
+    /// The dependency's circuit breaker, asked before every attempt; `None` for no breaker.
+    pub breaker: Option<&'a CircuitBreaker>,
 }
 
 impl<'a> Call<'a> {
@@ -156,6 +170,7 @@ impl<'a> Call<'a> {
             deadline,
             reserve,
             budget: None,
+            breaker: None,
         }
     }
 
@@ -170,6 +185,21 @@ impl<'a> Call<'a> {
     #[must_use]
     pub const fn with_budget_opt(mut self, budget: Option<&'a RetryBudget>) -> Self {
         self.budget = budget;
+        self
+    }
+
+    /// The same call, asking `breaker` for leave before every attempt and reporting every
+    /// attempt's result to it (one breaker per dependency, shared by all its calls).
+    #[must_use]
+    pub const fn with_breaker(mut self, breaker: &'a CircuitBreaker) -> Self {
+        self.breaker = Some(breaker);
+        self
+    }
+
+    /// The same call, with or without a circuit breaker.
+    #[must_use]
+    pub const fn with_breaker_opt(mut self, breaker: Option<&'a CircuitBreaker>) -> Self {
+        self.breaker = breaker;
         self
     }
 
@@ -198,11 +228,12 @@ impl defmt::Format for Call<'_> {
     fn format(&self, f: defmt::Formatter<'_>) {
         defmt::write!(
             f,
-            "Call {{ policy: {}, deadline: {}, reserve: {}us, budget: {} }}",
+            "Call {{ policy: {}, deadline: {}, reserve: {}us, budget: {}, breaker: {} }}",
             self.policy,
             self.deadline,
             crate::time::duration_to_micros(self.reserve),
-            self.budget.is_some()
+            self.budget.is_some(),
+            self.breaker.is_some()
         );
     }
 }
@@ -363,8 +394,9 @@ impl RetryState {
     /// and their order are in the [module docs](self).
     ///
     /// On [`RetryDecision::Retry`] the state counts the retry and remembers its backoff, and
-    /// one token has been taken from the call's budget. On [`RetryDecision::GiveUp`] the
-    /// state and the budget are untouched. Draws from `rng` only to jitter the backoff.
+    /// one token has been taken from the call's budget (kept even if the retry is not made
+    /// after all: see the [module docs](self)). On [`RetryDecision::GiveUp`] the state and
+    /// the budget are untouched. Draws from `rng` only to jitter the backoff.
     ///
     /// Guarantees, for a retry: `at < deadline`; `limits.timeout >= floor`;
     /// `limits.timeout <= deadline.remaining(at) - reserve`; `limits.until <= deadline`; and
@@ -481,4 +513,9 @@ pub enum GiveUp {
     UnderFloor(Shortfall),
     /// The retry-and-hedge budget refused the retry.
     Throttled,
+    /// The request deadline had passed when the retry was to start (a driver woke after it,
+    /// at the end of the backoff).
+    DeadlinePassed,
+    /// The dependency's circuit breaker refused the retry when it was to start.
+    CircuitOpen,
 }

@@ -1,8 +1,9 @@
 //! Time: an [`Instant`] in microseconds from a clock's origin, and the [`Clock`] trait.
 //!
-//! The core never reads a clock by itself: every decision takes `now` as an argument. An
-//! adapter crate (tokio, std, embassy) implements [`Clock`] over its runtime's monotonic clock,
-//! and tests use [`ManualClock`].
+//! The core's decisions never read a clock: every one takes `now` as an argument. An adapter
+//! crate (tokio, std, embassy) implements [`Clock`] over its runtime's monotonic clock, and
+//! tests use [`ManualClock`]. The one reader is the optional driver (feature `drive`), which
+//! reads its timer's clock after every wake-up.
 //!
 //! All arithmetic on [`Instant`] saturates: a clock that steps back, a huge budget or an
 //! overflowing sum gives the nearest representable answer, never a panic.
@@ -204,8 +205,9 @@ impl fmt::Debug for Instant {
 /// - **One origin**: instants from one clock are comparable with each other only.
 /// - **Cheap**: the library reads the clock about once per call decision.
 ///
-/// The core itself never calls `now`: decisions take the instant as an argument. The clock is
-/// for the code that drives them (an adapter, or your own loop).
+/// The core's decisions never call `now`: they take the instant as an argument. The clock is
+/// for the code that drives them: an adapter, your own loop, or the core's optional driver
+/// (feature `drive`), which reads its [`Timer`](crate::Timer)'s clock after every wake-up.
 pub trait Clock {
     /// The current instant.
     fn now(&self) -> Instant;

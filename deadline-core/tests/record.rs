@@ -1,11 +1,14 @@
 //! A driven call's result and report, added to a dependency's counters.
 #![cfg(feature = "drive")]
 
-use deadline_core::drive::{Driver, ManualTimer};
+use deadline_core::backoff::Backoff;
+use deadline_core::drive::{CallError, Called, Driver, ManualTimer};
 use deadline_core::hedge::HedgePolicy;
-use deadline_core::retry::{Call, Outcome};
+use deadline_core::retry::{Call, GiveUp, Outcome};
 use deadline_core::rng::SplitMix64;
-use deadline_core::{Clock, Counters, Deadline, Instant, Limits, Policy, Timer, ms};
+use deadline_core::{
+    Clock, CounterSnapshot, Counters, Deadline, Error, Instant, Limits, Policy, Timer, ms,
+};
 
 fn failed(_: &()) -> Outcome {
     Outcome::Failed
@@ -57,4 +60,90 @@ fn a_hedge_that_wins_counts_as_hedge_and_hedge_win() {
     let s = counters.snapshot();
     assert_eq!((s.calls, s.successes, s.hedges, s.hedge_wins), (1, 1, 1, 1));
     assert_eq!((s.timeouts, s.retries, s.skipped), (0, 0, 0));
+}
+
+/// Drives one call to `policy` with `budget` left, each attempt failing (`Err(())`) after
+/// `fail_after`, or never answering when it is `None`; returns the call and its counters.
+fn failing(
+    policy: &Policy,
+    budget: u64,
+    fail_after: Option<u64>,
+) -> (Called<(), ()>, CounterSnapshot) {
+    let timer = ManualTimer::new();
+    let t = &timer;
+    let call = Call::new(policy, Deadline::after(Instant::ZERO, ms(budget)), ms(0));
+    let called = timer
+        .run(
+            Driver::new(call, t, SplitMix64::new(4)).run(failed, |_: Limits| {
+                let at = fail_after.map(|f| t.now() + ms(f));
+                async move {
+                    match at {
+                        Some(at) => t.sleep_until(at).await,
+                        None => core::future::pending().await,
+                    }
+                    Err(())
+                }
+            }),
+        )
+        .unwrap();
+    let counters = Counters::new();
+    called.record(&counters);
+    (called, counters.snapshot())
+}
+
+#[test]
+fn timeouts_with_time_left_are_not_deadline_exceeded() {
+    // Two attempts of 100 ms with 500 ms left: both time out, and the call gives up at
+    // 210 ms with its attempts exhausted. The dependency is too slow for its cap; the
+    // deadline had time to spare.
+    let b = Policy::required("B", ms(100), ms(10)).with_attempts(2, Backoff::constant(ms(10)));
+    let (called, s) = failing(&b, 500, None);
+    assert_eq!(
+        called.result,
+        Err(CallError::Library(Error::Timeout { after: ms(100) }))
+    );
+    assert_eq!(called.report.gave_up, Some(GiveUp::Exhausted));
+    assert_eq!((s.calls, s.timeouts, s.retries), (1, 2, 1));
+    assert_eq!(s.deadline_exceeded, 0);
+    assert!(!called.is_deadline_exceeded());
+
+    // The same with a call that is not idempotent: no retry after a timeout that may have
+    // run, and still no deadline exceeded.
+    let pay = Policy::required("pay", ms(100), ms(10)).with_idempotent(false);
+    let (called, s) = failing(&pay, 500, None);
+    assert_eq!(called.report.gave_up, Some(GiveUp::MayHaveRun));
+    assert_eq!((s.timeouts, s.deadline_exceeded), (1, 0));
+}
+
+#[test]
+fn a_timeout_that_runs_into_the_deadline_is_deadline_exceeded() {
+    // 80 ms left and a 100 ms cap: the attempt's timeout is the time left.
+    let b = Policy::required("B", ms(100), ms(10)).with_attempts(2, Backoff::constant(ms(10)));
+    let (called, s) = failing(&b, 80, None);
+    assert_eq!(
+        called.result,
+        Err(CallError::Library(Error::DeadlineExceeded))
+    );
+    assert_eq!((s.calls, s.timeouts, s.deadline_exceeded), (1, 1, 1));
+}
+
+#[test]
+fn no_time_left_for_a_retry_is_deadline_exceeded() {
+    // The attempt fails at 40 ms of 100; the 70 ms backoff would end past the deadline. The
+    // call ends on the attempt's own error, but it ended for want of time.
+    let b = Policy::required("B", ms(100), ms(5)).with_attempts(3, Backoff::constant(ms(70)));
+    let (called, s) = failing(&b, 100, Some(40));
+    assert_eq!(called.result, Err(CallError::Attempt(())));
+    assert!(matches!(
+        called.report.gave_up,
+        Some(GiveUp::BackoffPastDeadline { .. })
+    ));
+    assert_eq!((s.timeouts, s.deadline_exceeded), (0, 1));
+
+    // With a short enough backoff the retry fits; once the attempts are used up, the call
+    // ends with time left and the deadline is not to blame.
+    let b = Policy::required("B", ms(100), ms(5)).with_attempts(2, Backoff::constant(ms(5)));
+    let (called, s) = failing(&b, 100, Some(40));
+    assert_eq!(called.report.gave_up, Some(GiveUp::Exhausted));
+    assert_eq!((s.retries, s.deadline_exceeded), (1, 0));
 }

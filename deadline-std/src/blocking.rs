@@ -1,24 +1,26 @@
 //! A blocking driver for one dependency call: the core's retry decisions, with thread sleeps.
 //!
 //! [`BlockingDriver::run`] is the blocking counterpart of the core's async
-//! [`Driver`](deadline_core::drive::Driver): it computes the first attempt's limits from the
-//! time left, runs the attempt, and on a failure asks the core's
-//! [`RetryState::decide`] whether a retry fits, sleeps the backoff with its [`Sleeper`],
-//! computes the limits again at the instant it wakes, and tries again, or gives up. Every
-//! decision is the core's.
+//! [`Driver`](deadline_core::drive::Driver): it asks the call's [`Course`] for the first
+//! attempt (its limits from the time left, and the circuit breaker's leave), runs the
+//! attempt, and on a failure asks the course whether a retry fits, sleeps the backoff with
+//! its [`Sleeper`], asks the course again at the instant it wakes, and tries again, or gives
+//! up with the error the course chooses. Every decision is the core's, the same as the async
+//! driver's.
 //!
 //! A blocking attempt cannot be cut off from outside: it enforces its own limits, typically by
 //! handing them to its socket ([`crate::net::connect`], [`crate::net::arm_read`]), and reports a
-//! socket timeout as its error, which the classifier maps to [`Outcome::TimedOut`]. There are
-//! no hedges: a hedge needs a second attempt running alongside the first.
+//! socket timeout as its error, which the classifier maps to
+//! [`Outcome::TimedOut`](deadline_core::retry::Outcome::TimedOut). There are no hedges: a
+//! hedge needs a second attempt running alongside the first.
 //!
 //! The [`Sleeper`] is injected: [`ThreadSleeper`] sleeps the thread on [`StdClock`], and a
 //! [`ManualClock`] "sleeps" by moving its own clock, so tests run in virtual time.
 
-use deadline_core::drive::{CallError, Called, Classify, Report};
-use deadline_core::retry::{Call, GiveUp, Outcome, RetryDecision, RetryState};
+use deadline_core::drive::{Called, Classify, Course};
+use deadline_core::retry::{Call, GiveUp, RetryDecision};
 use deadline_core::rng::Rng;
-use deadline_core::{Clock, Decision, Error, Instant, Limits, ManualClock};
+use deadline_core::{Clock, Instant, Limits, ManualClock};
 
 use crate::clock::StdClock;
 
@@ -107,80 +109,71 @@ impl<'c, S: Sleeper, R: Rng> BlockingDriver<'c, S, R> {
 
     /// Runs the call: `attempt` is invoked once per attempt with that attempt's limits, and
     /// `classify` says what each attempt error means for retrying. Returns the first success,
-    /// or why there is none, with a [`Report`].
+    /// or why there is none, with a [`Report`](deadline_core::drive::Report).
     ///
-    /// An attempt that fails after the request deadline ends the call with
-    /// [`Error::DeadlineExceeded`]; one that fails before it, with no retry to follow, ends it
-    /// with the attempt's own error. An optional dependency whose first timeout would be under
-    /// its floor is skipped ([`CallError::Skipped`]) and a required one fails at once; then
-    /// `attempt` is never invoked.
+    /// The call's [`Course`] makes every decision, as it does for the async driver, so the
+    /// same failure ends with the same [`CallError`](deadline_core::drive::CallError) and
+    /// report:
+    ///
+    /// - an optional dependency whose first timeout would be under its floor is skipped
+    ///   ([`CallError::Skipped`](deadline_core::drive::CallError::Skipped)), a required one
+    ///   fails at once, and a call whose circuit breaker is open fails with
+    ///   [`Error::CircuitOpen`](deadline_core::Error::CircuitOpen); then `attempt` is never
+    ///   invoked;
+    /// - an attempt error classified
+    ///   [`Outcome::TimedOut`](deadline_core::retry::Outcome::TimedOut) at or after the
+    ///   attempt's [`Limits::until`] is its own limit firing (the socket's read timeout):
+    ///   with no retry to follow, the call ends with
+    ///   [`Error::Timeout`](deadline_core::Error::Timeout), as the async driver does when it
+    ///   cuts an attempt off;
+    /// - any other failure with no retry to follow ends it with the attempt's own error,
+    ///   unless the request deadline has passed: then with
+    ///   [`Error::DeadlineExceeded`](deadline_core::Error::DeadlineExceeded).
     pub fn run<A, T, E, C>(mut self, mut classify: C, mut attempt: A) -> Called<T, E>
     where
         A: FnMut(Limits) -> Result<T, E>,
         C: Classify<E>,
     {
-        let call = self.call;
-        let mut report = Report::default();
+        let mut course = Course::new(self.call);
         let start = self.sleeper.now();
-        report.ended = start;
-        let mut limits = match call.decide(start) {
-            Decision::Call(limits) => limits,
-            Decision::Skip(shortfall) => {
-                return Called::new(Err(CallError::Skipped(shortfall)), report);
-            }
-            Decision::Fail(shortfall) => {
-                return Called::new(Err(CallError::Library(shortfall.error())), report);
-            }
+        let mut current = match course.start(start) {
+            Ok(first) => first,
+            Err(err) => return course.end(Err(err), start),
         };
-        call.deposit(start);
-        report.started = Some(start);
-        let mut state = RetryState::new();
         loop {
-            let number = report.attempts;
-            report.attempts = report.attempts.saturating_add(1);
-            let result = attempt(limits);
+            let result = attempt(current.limits());
             let now = self.sleeper.now();
-            report.ended = now;
             let error = match result {
                 Ok(value) => {
-                    report.winner = Some(number);
-                    return Called::new(Ok(value), report);
+                    course.succeeded(current, now);
+                    return course.end(Ok(value), now);
                 }
                 Err(error) => error,
             };
             let outcome = classify.classify(&error);
-            if outcome == Outcome::TimedOut {
-                report.timeouts = report.timeouts.saturating_add(1);
-            }
-            let give_up = match state.decide(&call, now, outcome, &mut self.rng) {
-                RetryDecision::Retry(retry) => {
-                    self.sleeper.sleep_until(retry.at);
-                    let woke = self.sleeper.now();
-                    report.ended = woke;
-                    // The sleep may have ended late: decide again at the instant we woke.
-                    match call.decide(woke) {
-                        Decision::Call(next) => {
-                            limits = next;
-                            report.retries = report.retries.saturating_add(1);
-                            continue;
-                        }
-                        Decision::Skip(shortfall) | Decision::Fail(shortfall) => {
-                            GiveUp::UnderFloor(shortfall)
+            let fatal = course.failed(current, error, outcome, now);
+            let (reason, at) = if fatal {
+                (GiveUp::NotRetryable, now)
+            } else {
+                match course.retry(now, &mut self.rng) {
+                    RetryDecision::Retry(retry) => {
+                        self.sleeper.sleep_until(retry.at);
+                        // The sleep may have ended late: the course decides again at the
+                        // instant we woke.
+                        let woke = self.sleeper.now();
+                        match course.restart(woke) {
+                            Ok(next) => {
+                                current = next;
+                                continue;
+                            }
+                            Err(reason) => (reason, woke),
                         }
                     }
+                    RetryDecision::GiveUp(reason) => (reason, now),
                 }
-                RetryDecision::GiveUp(give_up) => give_up,
             };
-            if give_up == GiveUp::Throttled {
-                report.budget_refusals = report.budget_refusals.saturating_add(1);
-            }
-            report.gave_up = Some(give_up);
-            let result = if call.deadline.is_expired(report.ended) {
-                Err(CallError::Library(Error::DeadlineExceeded))
-            } else {
-                Err(CallError::Attempt(error))
-            };
-            return Called::new(result, report);
+            let err = course.give_up(reason, at);
+            return course.end(Err(err), at);
         }
     }
 }

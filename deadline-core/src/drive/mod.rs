@@ -2,12 +2,14 @@
 //! [`Timer`].
 //!
 //! [`Driver::run`] takes the call ([`Call`]: policy, request deadline, reserve, retry
-//! budget), a timer, a random source, a classifier for the attempt's errors and the attempt
-//! itself (`FnMut(Limits) -> impl Future<Output = Result<T, E>>`), and:
+//! budget, circuit breaker), a timer, a random source, a classifier for the attempt's errors
+//! and the attempt itself (`FnMut(Limits) -> impl Future<Output = Result<T, E>>`), and:
 //!
 //! 1. computes the first attempt's limits at the clock's `now` ([`crate::call_timeout`]): an
 //!    optional dependency under its floor is skipped ([`CallError::Skipped`]), a required one
 //!    fails at once ([`CallError::Library`]), and the attempt function is never invoked;
+//!    so is it when the call's circuit breaker is open
+//!    ([`Error::CircuitOpen`](crate::Error::CircuitOpen));
 //! 2. runs the attempt, racing it against a sleep until its [`Limits::until`];
 //! 3. sends a hedge when one is due ([`crate::hedge`]), while the first is still running;
 //! 4. on a failure (the attempt's error, classified by [`Classify`], or its timeout) with no
@@ -16,6 +18,10 @@
 //!    starts the retry, or gives up;
 //! 5. returns the first success; every attempt still running is dropped at that moment,
 //!    which cancels it (so is everything, if the driver's own future is dropped).
+//!
+//! Every one of these decisions, and the error the call ends with, is made by the call's
+//! [`Course`], which a driver for another kind of runtime (such as a blocking one) uses
+//! too: the same failure ends with the same [`CallError`] and [`Report`] on every runtime.
 //!
 //! While several attempts run (a hedge was sent), a failure of one of them ends nothing:
 //! the driver waits for the others, and decides on a retry only when none is left, from the
@@ -28,9 +34,29 @@
 //! The first attempt is an original call and is [deposited](crate::throttle::RetryBudget::deposit)
 //! in the budget; each retry and each hedge withdraws a token. Retries count against the
 //! policy's [`max_attempts`](crate::retry::RetryPolicy::max_attempts); hedges count against
-//! [`max_hedges`](crate::hedge::HedgePolicy::max_hedges) only.
+//! [`max_hedges`](crate::hedge::HedgePolicy::max_hedges) only. A retry's token is withdrawn
+//! when the retry is decided, before its backoff; if the driver then wakes too late for it,
+//! or the breaker refuses it, the token is not given back (the budget errs towards fewer
+//! retries).
 //!
-//! Every decision is the core's; the driver only sleeps and polls. It reads the clock after
+//! # Circuit breaker
+//!
+//! With a breaker ([`Call::with_breaker`]), every attempt (the first, each retry, each
+//! hedge) asks [`CircuitBreaker::try_acquire`](crate::CircuitBreaker::try_acquire) at the
+//! instant it would start. A refusal before the first attempt ends the call with
+//! [`Error::CircuitOpen`](crate::Error::CircuitOpen), the attempt function never invoked;
+//! before a retry it ends the call ([`GiveUp::CircuitOpen`](crate::retry::GiveUp::CircuitOpen))
+//! with the last attempt's failure; before a hedge it stops the hedges until the next
+//! retry. Each refusal is counted in [`Report::breaker_rejections`].
+//!
+//! Every attempt's result is reported to the breaker: a success, a failure (as
+//! [`breaker::Outcome::of_attempt`](crate::breaker::Outcome::of_attempt) reads the
+//! classification), a timeout, or [`Abandoned`](crate::breaker::Outcome::Abandoned) for an
+//! attempt cancelled because the call ended otherwise. An attempt still running when the
+//! driver's own future is dropped is reported as abandoned too, at that moment: a half-open
+//! breaker's probe slot is freed at once, not after its probe timeout.
+//!
+//! Every decision is the course's; the driver only sleeps and polls. It reads the clock after
 //! every wake-up and trusts the clock, not the timer: a sleep that ends late finds the
 //! attempts whose timeouts have passed, and a backoff that ends past the deadline starts
 //! nothing. The driver feeds nothing global: the budget, the random source and whatever
@@ -72,6 +98,7 @@
 //! assert_eq!(called.report.ended, Instant::from_millis(105));
 //! ```
 
+mod course;
 mod machine;
 mod manual;
 mod report;
@@ -85,6 +112,7 @@ use crate::retry::Call;
 use crate::rng::Rng;
 use crate::timer::Timer;
 
+pub use course::{Attempt, Course};
 pub use machine::Classify;
 pub use manual::{ManualSleep, ManualTimer, Stalled};
 pub use report::{CallError, Called, Report};
@@ -137,14 +165,8 @@ impl<'c, Tm: Timer, R: Rng> Driver<'c, Tm, R> {
         let s3 = pin!(None::<F>);
         let mut slots = [s0, s1, s2, s3];
         let mut sleep = pin!(None::<Tm::Sleep>);
-        let mut machine = machine::Machine::new(
-            self.call,
-            self.timer,
-            self.rng,
-            self.live_delay,
-            classify,
-            attempt,
-        );
+        let course = Course::new(self.call).with_hedge_delay(self.live_delay);
+        let mut machine = machine::Machine::new(course, self.timer, self.rng, classify, attempt);
         poll_fn(move |cx| machine.poll(cx, &mut slots, &mut sleep)).await
     }
 }

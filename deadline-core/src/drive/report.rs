@@ -28,38 +28,77 @@ impl<T, E> Called<T, E> {
     }
 
     /// The value, or `fallback` on any failure: what an optional dependency does.
+    #[must_use]
     pub fn or_fallback(self, fallback: T) -> T {
         self.result.unwrap_or(fallback)
     }
 
+    /// Whether the call was made and ended because the request's deadline ran out: the
+    /// deadline had passed when it gave up ([`Error::DeadlineExceeded`]), or too little time
+    /// was left for another attempt ([`GiveUp::BackoffPastDeadline`],
+    /// [`GiveUp::UnderFloor`], [`GiveUp::DeadlinePassed`]).
+    ///
+    /// A call that gave up with time to spare (its attempts exhausted, a call that may have
+    /// run, a server's "do not retry", the retry budget, the breaker) did not, even when its
+    /// last attempt timed out: that is a dependency too slow for its cap, not a deadline too
+    /// short. Neither did a call that was not made (see [`Event::Skipped`]).
+    #[must_use]
+    pub fn is_deadline_exceeded(&self) -> bool {
+        if self.result.is_ok() || !self.report.was_called() {
+            return false;
+        }
+        matches!(
+            self.result,
+            Err(CallError::Library(Error::DeadlineExceeded))
+        ) || matches!(
+            self.report.gave_up,
+            Some(
+                GiveUp::BackoffPastDeadline { .. } | GiveUp::UnderFloor(_) | GiveUp::DeadlinePassed
+            )
+        )
+    }
+
     /// Adds this call to a dependency's [`Counters`]: one [`Event::Call`]; a success; each
-    /// attempt timeout, retry, hedge and budget refusal; a hedge win; [`Event::Skipped`] when
-    /// the call was not made for want of time (optional or required);
-    /// [`Event::DeadlineExceeded`] when a call that was made ended on a deadline error (its
-    /// last attempt timed out, or the deadline passed).
+    /// attempt timeout, retry, hedge, budget refusal and breaker rejection; a hedge win;
+    /// [`Event::Skipped`] when the call was not made for want of time (optional or
+    /// required); [`Event::DeadlineExceeded`] when a call that was made ended because the
+    /// deadline ran out ([`is_deadline_exceeded`](Called::is_deadline_exceeded)).
     ///
     /// ```
+    /// use deadline_core::backoff::Backoff;
     /// use deadline_core::drive::{Driver, ManualTimer};
     /// use deadline_core::retry::{Call, Outcome};
     /// use deadline_core::rng::SplitMix64;
     /// use deadline_core::{Counters, Deadline, Instant, Limits, Policy, ms};
     ///
-    /// // A dependency that never answers, called with 50 ms left.
+    /// // A dependency that never answers.
+    /// let hang = |_: Limits| core::future::pending::<Result<(), ()>>();
+    /// let counters = Counters::new();
+    ///
+    /// // Called with 50 ms left and a 100 ms cap: its timeout is the time left, and the
+    /// // deadline passes with it.
     /// let timer = ManualTimer::new();
     /// let dep = Policy::required("D", ms(100), ms(10));
     /// let call = Call::new(&dep, Deadline::after(Instant::ZERO, ms(50)), ms(0));
     /// let called = timer
-    ///     .run(Driver::new(call, &timer, SplitMix64::new(1)).run(
-    ///         |_: &()| Outcome::Failed,
-    ///         |_: Limits| core::future::pending::<Result<(), ()>>(),
-    ///     ))
+    ///     .run(Driver::new(call, &timer, SplitMix64::new(1)).run(|_: &()| Outcome::Failed, hang))
     ///     .unwrap();
-    ///
-    /// let counters = Counters::new();
     /// called.record(&counters);
     /// let snap = counters.snapshot();
     /// assert_eq!((snap.calls, snap.timeouts, snap.deadline_exceeded), (1, 1, 1));
-    /// assert_eq!(snap.deadline_exceeded_rate(), 1.0);
+    ///
+    /// // Called with 500 ms left and a 100 ms cap, two attempts: both time out, and the call
+    /// // gives up with 290 ms to spare. Two timeouts, but the deadline was not exceeded.
+    /// let timer = ManualTimer::new();
+    /// let dep = dep.with_attempts(2, Backoff::constant(ms(10)));
+    /// let call = Call::new(&dep, Deadline::after(Instant::ZERO, ms(500)), ms(0));
+    /// let called = timer
+    ///     .run(Driver::new(call, &timer, SplitMix64::new(1)).run(|_: &()| Outcome::Failed, hang))
+    ///     .unwrap();
+    /// called.record(&counters);
+    /// let snap = counters.snapshot();
+    /// assert_eq!((snap.calls, snap.timeouts, snap.deadline_exceeded), (2, 3, 1));
+    /// assert_eq!(snap.deadline_exceeded_rate(), 0.5);
     /// ```
     pub fn record(&self, counters: &Counters) {
         let report = &self.report;
@@ -68,6 +107,7 @@ impl<T, E> Called<T, E> {
         counters.record_n(Event::Retry, report.retries);
         counters.record_n(Event::Hedge, report.hedges);
         counters.record_n(Event::BudgetRefusal, report.budget_refusals);
+        counters.record_n(Event::BreakerRejection, report.breaker_rejections);
         match &self.result {
             Ok(_) => {
                 counters.record(Event::Success);
@@ -76,14 +116,14 @@ impl<T, E> Called<T, E> {
                 }
             }
             Err(CallError::Skipped(_)) => counters.record(Event::Skipped),
-            Err(CallError::Library(e)) if e.is_deadline() => {
-                if report.was_called() {
+            Err(CallError::Library(e)) if e.is_deadline() && !report.was_called() => {
+                counters.record(Event::Skipped);
+            }
+            Err(_) => {
+                if self.is_deadline_exceeded() {
                     counters.record(Event::DeadlineExceeded);
-                } else {
-                    counters.record(Event::Skipped);
                 }
             }
-            Err(CallError::Library(_) | CallError::Attempt(_)) => {}
         }
     }
 }
@@ -104,9 +144,14 @@ pub enum CallError<E> {
     /// - [`Error::InsufficientTime`] or [`Error::DeadlineExceeded`]: a required dependency
     ///   was not called, its timeout at the start being under its floor (the attempt
     ///   function was never invoked);
+    /// - [`Error::CircuitOpen`]: the dependency's circuit breaker refused the first attempt
+    ///   (the attempt function was never invoked);
     /// - [`Error::Timeout`]: the last attempt's timeout fired and no retry followed;
     /// - [`Error::DeadlineExceeded`]: the request deadline had passed when the call gave up
     ///   (whatever the last attempt's failure: nobody waits for it any more).
+    ///
+    /// [`Course::give_up`](super::Course::give_up) is where the error of a call that was
+    /// made is chosen, for every driver.
     Library(Error),
 }
 
@@ -170,7 +215,12 @@ pub struct Report {
     pub timeouts: u32,
     /// Retries and hedges the retry budget refused.
     pub budget_refusals: u32,
-    /// Attempts dropped while still running because another one won.
+    /// Attempts the circuit breaker refused: the first (the call was not made), a retry or
+    /// a hedge.
+    pub breaker_rejections: u32,
+    /// Attempts dropped while still running because the call ended otherwise: another
+    /// attempt won, or a fatal error ended the call. (When the driver's own future is
+    /// dropped, no report is made.)
     pub cancelled: u32,
     /// The number of the attempt that succeeded, if one did.
     pub winner: Option<u32>,
@@ -185,6 +235,22 @@ pub struct Report {
 }
 
 impl Report {
+    /// The report of a call before anything happened.
+    pub const EMPTY: Report = Report {
+        attempts: 0,
+        retries: 0,
+        hedges: 0,
+        timeouts: 0,
+        budget_refusals: 0,
+        breaker_rejections: 0,
+        cancelled: 0,
+        winner: None,
+        hedge_won: false,
+        gave_up: None,
+        started: None,
+        ended: Instant::ZERO,
+    };
+
     /// Whether the dependency was called at all.
     #[must_use]
     pub const fn was_called(&self) -> bool {

@@ -1,0 +1,456 @@
+//! [`Course`]: the bookkeeping and decisions of one driven call, shared by every driver.
+//!
+//! A driver (the async [`Driver`](super::Driver), a blocking one, a simulator) only sleeps,
+//! runs attempts and reads its clock. What each attempt's end means (for the report, the
+//! circuit breaker, the retry and the hedges), whether a retry or a hedge is made, and which
+//! error the call ends with are decided here, so the same failure ends the same way on every
+//! runtime.
+
+use core::time::Duration;
+
+use crate::breaker::{self, CircuitBreaker, Permit};
+use crate::budget::{Decision, Limits};
+use crate::error::Error;
+use crate::hedge::{HedgeDecision, HedgeState};
+use crate::retry::{Call, GiveUp, Outcome, Pushback, RetryDecision, RetryState};
+use crate::rng::Rng;
+use crate::time::Instant;
+
+use super::report::{CallError, Called, Report};
+
+/// How the latest failed attempt ended: what the call's error is built from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+enum Failure<E> {
+    /// The attempt had not answered when its timeout, `after`, ran out.
+    TimedOut { after: Duration },
+    /// The attempt failed with its own error.
+    Error(E),
+}
+
+/// One attempt that has started: its limits, its number and the circuit breaker's leave to
+/// make it. Hand it back to its [`Course`] when it ends ([`Course::succeeded`],
+/// [`Course::failed`], [`Course::timed_out`] or [`Course::cancel`]).
+///
+/// An attempt dropped without being handed back (the driver's future was dropped: nobody
+/// waits for the call any more) reports its breaker permit as
+/// [`Abandoned`](breaker::Outcome::Abandoned), so a half-open breaker's probe slot is freed
+/// at once rather than after the breaker's probe timeout.
+#[derive(Debug)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[must_use = "hand the attempt back to its course when it ends"]
+pub struct Attempt<'c> {
+    limits: Limits,
+    number: u32,
+    hedge: bool,
+    started: Instant,
+    breaker: Option<&'c CircuitBreaker>,
+    permit: Option<Permit>,
+}
+
+impl Attempt<'_> {
+    /// The attempt's limits: hand them to the attempt (its timeout ends at
+    /// [`Limits::until`]).
+    #[must_use]
+    pub const fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// The attempt's number: 0 for the first, counting every retry and hedge in the order
+    /// they started.
+    #[must_use]
+    pub const fn number(&self) -> u32 {
+        self.number
+    }
+
+    /// Whether the attempt is a hedge (a copy sent while another attempt was running).
+    #[must_use]
+    pub const fn is_hedge(&self) -> bool {
+        self.hedge
+    }
+
+    /// When the attempt started.
+    #[must_use]
+    pub const fn started(&self) -> Instant {
+        self.started
+    }
+
+    /// Reports the attempt's result to the breaker (once).
+    fn settle(&mut self, outcome: breaker::Outcome, now: Instant) {
+        if let (Some(breaker), Some(permit)) = (self.breaker, self.permit.take()) {
+            breaker.record(permit, outcome, now);
+        }
+    }
+}
+
+impl Drop for Attempt<'_> {
+    fn drop(&mut self) {
+        // An abandoned result changes no state that depends on the instant.
+        let at = self.started;
+        self.settle(breaker::Outcome::Abandoned, at);
+    }
+}
+
+/// The course of one driven call: its report, its retry and hedge bookkeeping, its latest
+/// failure, and every decision a driver asks for. It reads no clock and sleeps on nothing:
+/// each method takes `now`, as read by the driver's clock.
+///
+/// A driver calls:
+///
+/// 1. [`start`](Course::start) once: the first attempt, or why the call is not made (an
+///    optional dependency skipped, a required one under its floor, the breaker open);
+/// 2. for each attempt that ends, [`succeeded`](Course::succeeded),
+///    [`failed`](Course::failed) (the attempt's own error), [`timed_out`](Course::timed_out)
+///    (the driver cut it off at [`Limits::until`]) or [`cancel`](Course::cancel) (it is
+///    dropped because the call ended otherwise);
+/// 3. when no attempt is left running after a failure, [`retry`](Course::retry); after
+///    sleeping until [`Retry::at`](crate::retry::Retry::at),
+///    [`restart`](Course::restart) at the instant it really woke;
+/// 4. while an attempt runs, [`hedge`](Course::hedge) when [`next_hedge`](Course::next_hedge)
+///    is due (an async driver only);
+/// 5. [`give_up`](Course::give_up) for the call's error, and [`end`](Course::end) for what
+///    the call returns.
+///
+/// The circuit breaker of the [`Call`] is asked before every attempt, and every attempt's
+/// result is reported to it (an attempt cancelled, or dropped with the driver, as
+/// [`Abandoned`](breaker::Outcome::Abandoned)).
+///
+/// A blocking driver in a few lines, on virtual time:
+///
+/// ```
+/// use deadline_core::backoff::Backoff;
+/// use deadline_core::drive::{CallError, Course};
+/// use deadline_core::retry::{Call, Outcome, RetryDecision};
+/// use deadline_core::rng::SplitMix64;
+/// use deadline_core::{Clock, Deadline, Error, Instant, ManualClock, Policy, ms};
+///
+/// let b = Policy::required("B", ms(50), ms(10)).with_attempts(2, Backoff::constant(ms(5)));
+/// let clock = ManualClock::new();
+/// let mut rng = SplitMix64::new(1);
+/// let call = Call::new(&b, Deadline::after(clock.now(), ms(200)), ms(0));
+/// let mut course = Course::<&str>::new(call);
+///
+/// let mut attempt = course.start(clock.now()).unwrap();
+/// let called = loop {
+///     // The dependency never answers: the attempt runs to its limit and reports a timeout.
+///     clock.set(attempt.limits().until);
+///     course.failed(attempt, "read timed out", Outcome::TimedOut, clock.now());
+///     let reason = match course.retry(clock.now(), &mut rng) {
+///         RetryDecision::Retry(retry) => {
+///             clock.set(retry.at); // sleep the backoff
+///             match course.restart(clock.now()) {
+///                 Ok(next) => { attempt = next; continue; }
+///                 Err(reason) => reason,
+///             }
+///         }
+///         RetryDecision::GiveUp(reason) => reason,
+///     };
+///     let error = course.give_up(reason, clock.now());
+///     break course.end::<()>(Err(error), clock.now());
+/// };
+/// // Two attempts of 50 ms, 5 ms apart; the call ends on the timeout with 95 ms left.
+/// assert_eq!(called.result, Err(CallError::Library(Error::Timeout { after: ms(50) })));
+/// assert_eq!((called.report.attempts, called.report.timeouts), (2, 2));
+/// assert_eq!(called.report.ended, Instant::from_millis(105));
+/// ```
+#[derive(Debug)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Course<'c, E> {
+    call: Call<'c>,
+    live_delay: Option<Duration>,
+    retry: RetryState,
+    hedges: HedgeState,
+    report: Report,
+    last: Option<Failure<E>>,
+    last_outcome: Outcome,
+    /// A fatal error or a server's "do not retry" has been seen: it stands, whatever the
+    /// attempts still running do afterwards.
+    final_failure: bool,
+}
+
+impl<'c, E> Course<'c, E> {
+    /// The course of `call`, before its first attempt.
+    #[must_use]
+    pub const fn new(call: Call<'c>) -> Self {
+        Course {
+            call,
+            live_delay: None,
+            retry: RetryState::new(),
+            hedges: HedgeState::new(Instant::ZERO),
+            report: Report::EMPTY,
+            last: None,
+            last_outcome: Outcome::Failed,
+            final_failure: false,
+        }
+    }
+
+    /// The same course, hedging after `live` (such as the p95 of a live latency histogram)
+    /// instead of the policy's fixed delay, when it is `Some`.
+    #[must_use]
+    pub const fn with_hedge_delay(mut self, live: Option<Duration>) -> Self {
+        self.live_delay = live;
+        self
+    }
+
+    /// The call this course runs.
+    #[must_use]
+    pub const fn call(&self) -> &Call<'c> {
+        &self.call
+    }
+
+    /// The report so far.
+    #[must_use]
+    pub const fn report(&self) -> &Report {
+        &self.report
+    }
+
+    /// Starts the call at `now`: its first attempt, with its limits
+    /// ([`crate::call_timeout`]), or why it is not made: an optional dependency under its
+    /// floor is [`Skipped`](CallError::Skipped); a required one fails with
+    /// [`Error::InsufficientTime`] (or [`Error::DeadlineExceeded`] with no time left); an
+    /// open breaker fails it with [`Error::CircuitOpen`] (counted in
+    /// [`Report::breaker_rejections`]). The first attempt is an original call and is
+    /// deposited in the retry budget.
+    ///
+    /// # Errors
+    ///
+    /// The call's error when it is not made: end the call with it, and do not invoke the
+    /// attempt.
+    pub fn start(&mut self, now: Instant) -> Result<Attempt<'c>, CallError<E>> {
+        let limits = match self.call.decide(now) {
+            Decision::Call(limits) => limits,
+            Decision::Skip(s) => return Err(CallError::Skipped(s)),
+            Decision::Fail(s) => return Err(CallError::Library(s.error())),
+        };
+        let permit = self.admit(now).map_err(CallError::Library)?;
+        self.call.deposit(now);
+        self.hedges = HedgeState::new(now);
+        self.report.started = Some(now);
+        Ok(self.launch(limits, permit, false, now))
+    }
+
+    /// The attempt answered at `now`: it is the call's winner. Reported to the breaker as a
+    /// success.
+    pub fn succeeded(&mut self, mut attempt: Attempt<'c>, now: Instant) {
+        attempt.settle(breaker::Outcome::Success, now);
+        self.report.winner = Some(attempt.number);
+        self.report.hedge_won = attempt.hedge;
+    }
+
+    /// The attempt failed at `now` with its own `error`, which the classifier read as
+    /// `outcome`. Returns whether the call ends now ([`Outcome::Fatal`]: every other copy
+    /// would fail alike, so cancel the attempts still running and
+    /// [`give_up`](Course::give_up) with [`GiveUp::NotRetryable`]).
+    ///
+    /// An error read as [`Outcome::TimedOut`] at or after the attempt's
+    /// [`until`](Limits::until) is the attempt's own limit firing (a socket's read timeout
+    /// set from its limits): it counts as a timeout, exactly as if the driver had cut the
+    /// attempt off ([`timed_out`](Course::timed_out)), and the error itself is dropped.
+    /// Otherwise it is reported to the breaker as
+    /// [`breaker::Outcome::of_attempt`]`(outcome)`.
+    ///
+    /// The latest failure decides the retry and the call's error, except that a fatal error
+    /// or a server's "do not retry" stands once seen. A server's word applies to the hedges
+    /// too (gRFC A6): "do not retry" stops them, a delay postpones the next one.
+    pub fn failed(
+        &mut self,
+        mut attempt: Attempt<'c>,
+        error: E,
+        outcome: Outcome,
+        now: Instant,
+    ) -> bool {
+        let failure = if outcome == Outcome::TimedOut && now >= attempt.limits.until {
+            self.report.timeouts = self.report.timeouts.saturating_add(1);
+            attempt.settle(breaker::Outcome::Timeout, now);
+            Failure::TimedOut {
+                after: attempt.limits.timeout,
+            }
+        } else {
+            attempt.settle(breaker::Outcome::of_attempt(outcome), now);
+            Failure::Error(error)
+        };
+        self.record_failure(failure, outcome, now);
+        outcome == Outcome::Fatal
+    }
+
+    /// The driver cut the attempt off at `now`, its timeout having passed with no answer.
+    /// Reported to the breaker as a timeout.
+    pub fn timed_out(&mut self, mut attempt: Attempt<'c>, now: Instant) {
+        self.report.timeouts = self.report.timeouts.saturating_add(1);
+        attempt.settle(breaker::Outcome::Timeout, now);
+        let after = attempt.limits.timeout;
+        self.record_failure(Failure::TimedOut { after }, Outcome::TimedOut, now);
+    }
+
+    /// The attempt is dropped while still running because the call ended otherwise (another
+    /// attempt won, or a fatal error ended it). Counted in [`Report::cancelled`], reported to
+    /// the breaker as [`Abandoned`](breaker::Outcome::Abandoned).
+    pub fn cancel(&mut self, mut attempt: Attempt<'c>, now: Instant) {
+        self.report.cancelled = self.report.cancelled.saturating_add(1);
+        attempt.settle(breaker::Outcome::Abandoned, now);
+    }
+
+    /// Decides, at `now`, whether to retry after the latest failure, once no attempt is
+    /// running: [`RetryState::decide`] with the latest failure's outcome. A refusal of the
+    /// retry budget is counted in [`Report::budget_refusals`].
+    pub fn retry<R: Rng + ?Sized>(&mut self, now: Instant, rng: &mut R) -> RetryDecision {
+        let decision = self.retry.decide(&self.call, now, self.last_outcome, rng);
+        if decision == RetryDecision::GiveUp(GiveUp::Throttled) {
+            self.report.budget_refusals = self.report.budget_refusals.saturating_add(1);
+        }
+        decision
+    }
+
+    /// Starts the retry at `now`, the instant the driver woke from its backoff: its limits
+    /// are computed again from the time left then, and the breaker is asked.
+    ///
+    /// # Errors
+    ///
+    /// Why the retry is not made after all: [`GiveUp::DeadlinePassed`] (the driver woke
+    /// after the deadline), [`GiveUp::UnderFloor`] (it woke so late that the timeout is now
+    /// under the floor), or [`GiveUp::CircuitOpen`] (the breaker refused it; counted in
+    /// [`Report::breaker_rejections`]). [`give_up`](Course::give_up) with it. The budget
+    /// token taken by [`retry`](Course::retry) is not given back.
+    pub fn restart(&mut self, now: Instant) -> Result<Attempt<'c>, GiveUp> {
+        if self.call.deadline.is_expired(now) {
+            return Err(GiveUp::DeadlinePassed);
+        }
+        let limits = match self.call.decide(now) {
+            Decision::Call(limits) => limits,
+            Decision::Skip(s) | Decision::Fail(s) => return Err(GiveUp::UnderFloor(s)),
+        };
+        let permit = self.admit(now).map_err(|_| GiveUp::CircuitOpen)?;
+        self.hedges.restart(now);
+        self.report.retries = self.report.retries.saturating_add(1);
+        Ok(self.launch(limits, permit, false, now))
+    }
+
+    /// When the next hedge is due, or `None` if none will be sent (see
+    /// [`HedgeState::next_at`]).
+    #[must_use]
+    pub fn next_hedge(&self) -> Option<Instant> {
+        self.hedges.next_at(&self.call, self.live_delay)
+    }
+
+    /// Sends a hedge at `now` if one is due and may be sent: the breaker is asked first
+    /// (a refusal stops the hedges of this attempt and is counted in
+    /// [`Report::breaker_rejections`]), then [`HedgeState::decide`] (a refusal of the retry
+    /// budget is counted in [`Report::budget_refusals`]). Call it only while an attempt is
+    /// running and the driver has room for another.
+    pub fn hedge(&mut self, now: Instant) -> Option<Attempt<'c>> {
+        let due = self.next_hedge()?;
+        if now < due {
+            return None;
+        }
+        let Ok(permit) = self.admit(now) else {
+            self.hedges.stop();
+            return None;
+        };
+        match self.hedges.decide(&self.call, now, self.live_delay) {
+            HedgeDecision::Send(limits) => Some(self.launch(limits, permit, true, now)),
+            HedgeDecision::Throttled => {
+                self.report.budget_refusals = self.report.budget_refusals.saturating_add(1);
+                self.release(permit, now);
+                None
+            }
+            HedgeDecision::NotYet(_) | HedgeDecision::Stop(_) => {
+                self.release(permit, now);
+                None
+            }
+        }
+    }
+
+    /// The call's error when it gives up at `now` for `reason` after its latest failure;
+    /// `reason` goes into [`Report::gave_up`].
+    ///
+    /// This is the one place the error is chosen, for every driver:
+    ///
+    /// - [`Error::DeadlineExceeded`] if the request deadline has passed at `now`: nobody
+    ///   waits for the answer any more, whatever the last attempt's failure;
+    /// - else [`Error::Timeout`] if the latest failure was a timeout (the driver cut the
+    ///   attempt off, or its own limit fired: see [`failed`](Course::failed));
+    /// - else the attempt's own error, [`CallError::Attempt`].
+    pub fn give_up(&mut self, reason: GiveUp, now: Instant) -> CallError<E> {
+        self.report.gave_up = Some(reason);
+        if self.call.deadline.is_expired(now) {
+            return CallError::Library(Error::DeadlineExceeded);
+        }
+        match self.last.take() {
+            Some(Failure::Error(e)) => CallError::Attempt(e),
+            Some(Failure::TimedOut { after }) => CallError::Library(Error::Timeout { after }),
+            // Nothing failed (a driver that gives up before any attempt ended): only the
+            // time can have run out.
+            None => CallError::Library(Error::DeadlineExceeded),
+        }
+    }
+
+    /// What the call returns: `result`, with the report, ended at `now`.
+    pub fn end<T>(&mut self, result: Result<T, CallError<E>>, now: Instant) -> Called<T, E> {
+        self.report.ended = now;
+        Called::new(result, self.report)
+    }
+
+    /// Asks the breaker, if any, for leave to start an attempt at `now`.
+    fn admit(&mut self, now: Instant) -> Result<Option<Permit>, Error> {
+        let Some(breaker) = self.call.breaker else {
+            return Ok(None);
+        };
+        match breaker.try_acquire(now) {
+            Ok(permit) => Ok(Some(permit)),
+            Err(e) => {
+                self.report.breaker_rejections = self.report.breaker_rejections.saturating_add(1);
+                Err(e)
+            }
+        }
+    }
+
+    /// Hands back a permit whose attempt was not made after all.
+    fn release(&self, permit: Option<Permit>, now: Instant) {
+        if let (Some(breaker), Some(permit)) = (self.call.breaker, permit) {
+            breaker.record(permit, breaker::Outcome::Abandoned, now);
+        }
+    }
+
+    /// Counts an attempt starting at `now` with `limits`.
+    fn launch(
+        &mut self,
+        limits: Limits,
+        permit: Option<Permit>,
+        hedge: bool,
+        now: Instant,
+    ) -> Attempt<'c> {
+        let number = self.report.attempts;
+        self.report.attempts = self.report.attempts.saturating_add(1);
+        if hedge {
+            self.report.hedges = self.report.hedges.saturating_add(1);
+        }
+        Attempt {
+            limits,
+            number,
+            hedge,
+            started: now,
+            breaker: self.call.breaker,
+            permit,
+        }
+    }
+
+    /// Records the latest failure, unless a final one stands.
+    fn record_failure(&mut self, failure: Failure<E>, outcome: Outcome, now: Instant) {
+        if self.final_failure {
+            return;
+        }
+        self.last = Some(failure);
+        self.last_outcome = outcome;
+        match outcome {
+            Outcome::Fatal | Outcome::Pushback(Pushback::DontRetry) => {
+                self.final_failure = true;
+                self.hedges.stop();
+            }
+            Outcome::Pushback(Pushback::After(d)) => {
+                self.hedges
+                    .push_back(now.saturating_add(d), &self.call, self.live_delay);
+            }
+            Outcome::TimedOut | Outcome::Refused | Outcome::Failed => {}
+        }
+    }
+}
