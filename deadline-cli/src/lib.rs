@@ -3,7 +3,8 @@
 //!
 //! Every number the command prints comes from `deadline-core`'s own decisions: call timeouts
 //! from [`deadline_core::Plan`], worst cases, kill fractions and Little's law from
-//! [`deadline_core::analysis`], retries from [`deadline_core::retry`], the retry budget from
+//! [`deadline_core::analysis`], attempts, retries and hedges from the core's
+//! [`Driver`](deadline_core::drive::Driver) on a virtual timer, the retry budget from
 //! [`deadline_core::throttle`], the time left across a hop from [`deadline_core::wire`] and
 //! database statement timeouts from [`deadline_core::statement`]. This crate reads files,
 //! arranges the answers into tables, JSON and pictures, and runs the simulator's clock.

@@ -2,15 +2,19 @@
 //! of traces through the core's [`Plan`].
 //!
 //! Every timeout here comes from [`Plan::decide`] (so from
-//! [`deadline_core::call_timeout`]); every worst case from [`analysis::worst_case`]; every
-//! in-flight count from [`analysis::in_flight`]; every cap from [`Policy::from_latency`] or
-//! the table. This module only arranges the core's answers into a table.
+//! [`deadline_core::call_timeout`]); every worst case from
+//! [`analysis::worst_case_with_backoff`]; the whole request's typical, worst and least
+//! lengths from [`Plan::critical_path`]; every in-flight count from [`analysis::in_flight`];
+//! every cap from [`Policy::from_latency`] or the table; every replayed attempt from the
+//! core's driver ([`crate::replay`]). This module only arranges the core's answers into a
+//! table.
 
 use std::fmt::Write as _;
 use std::time::Duration;
 
 use deadline_core::analysis::{self, Rate, Sample};
-use deadline_core::{Clock, Deadline, Decision, Instant, ManualClock, Plan, Policy, call_timeout};
+use deadline_core::drive::ManualTimer;
+use deadline_core::{Clock, Deadline, Decision, Instant, Plan, Policy, StepId, call_timeout};
 use serde::Serialize;
 
 use crate::error::InputError;
@@ -84,7 +88,8 @@ pub struct DependencyRow {
     /// The timeout it gets then: `min(slice, cap)`, from the core's decision.
     #[serde(serialize_with = "ser_opt_ms")]
     pub timeout_ms: Option<Duration>,
-    /// `(retries + 1) × cap`: every attempt running to its cap.
+    /// `(retries + 1) × cap` plus the longest backoff before each retry: every attempt
+    /// running to its cap, every wait as long as its jitter allows.
     #[serde(serialize_with = "ser_ms")]
     pub worst_case_ms: Duration,
     /// Whether the worst case fits in the slice.
@@ -122,8 +127,8 @@ pub struct WholeRow {
     pub in_flight_worst: u64,
 }
 
-/// Builds the core plan for `policies`, in table order (a parallel step goes alongside the
-/// step before it).
+/// Builds the core plan for `policies`, in table order: step `i` is dependency `i`, and a
+/// parallel dependency goes alongside the step before it.
 ///
 /// # Errors
 ///
@@ -132,16 +137,15 @@ pub fn build_plan<'p>(
     table: &Table,
     policies: &'p [Policy],
     deadline: Deadline,
-) -> Result<(TablePlan<'p>, Vec<usize>), InputError> {
+) -> Result<TablePlan<'p>, InputError> {
     let mut plan = TablePlan::new(deadline, table.own_work);
-    let mut ids = Vec::with_capacity(policies.len());
     for (dep, policy) in table.dependencies.iter().zip(policies) {
-        let id = if dep.parallel {
+        let added = if dep.parallel {
             plan.alongside(policy)
         } else {
             plan.then(policy)
         };
-        let id = id.map_err(|_| {
+        added.map_err(|_| {
             InputError::new(
                 &table.file,
                 Some(dep.line),
@@ -149,20 +153,19 @@ pub fn build_plan<'p>(
                 format!("at most {MAX_DEPENDENCIES} dependencies per table"),
             )
         })?;
-        ids.push(id);
     }
-    Ok((plan, ids))
+    Ok(plan)
 }
 
-/// The groups of a table: runs of steps that start together (a step and the parallel steps
-/// after it). Each group is a list of indices into the table's dependencies.
+/// The groups of a plan: runs of steps that start together (a step and the steps the plan
+/// runs alongside it), in order.
 #[must_use]
-pub fn groups(table: &Table) -> Vec<Vec<usize>> {
-    let mut groups: Vec<Vec<usize>> = Vec::new();
-    for (i, dep) in table.dependencies.iter().enumerate() {
+pub fn groups(plan: &TablePlan<'_>) -> Vec<Vec<StepId>> {
+    let mut groups: Vec<Vec<StepId>> = Vec::new();
+    for step in 0..plan.len() {
         match groups.last_mut() {
-            Some(group) if dep.parallel => group.push(i),
-            _ => groups.push(vec![i]),
+            Some(group) if step > 0 && plan.parallel(step, step - 1) => group.push(step),
+            _ => groups.push(vec![step]),
         }
     }
     groups
@@ -194,30 +197,43 @@ pub fn run(table: &Table, rate_per_sec: Option<f64>) -> Result<PlanReport, Input
     let rate = rate(rate_per_sec);
     let policies: Vec<Policy> = table.dependencies.iter().map(|d| d.policy()).collect();
     let deadline = Deadline::after(Instant::ZERO, table.budget);
-    let (plan, ids) = build_plan(table, &policies, deadline)?;
-    let groups = groups(table);
+    let plan = build_plan(table, &policies, deadline)?;
+    let groups = groups(&plan);
 
-    // The typical start of each group: every earlier group at its slowest p50.
-    let mut typical = Duration::ZERO;
-    let mut worst = Duration::ZERO;
+    // Each step's length, for the core's critical path (step `i` is dependency `i`).
+    let p50 = |step: StepId, _: &Policy| {
+        table
+            .dependencies
+            .get(step)
+            .map_or(Duration::ZERO, |d| d.p50)
+    };
+    let worst_case = |_: StepId, p: &Policy| analysis::worst_case_with_backoff(p.cap, &p.retry);
+    let floor = |_: StepId, p: &Policy| {
+        if p.is_required() {
+            p.floor
+        } else {
+            Duration::ZERO
+        }
+    };
+    // The typical request: every call at its p50. A group starts once the groups before it
+    // have taken theirs: the whole path less the part from the group on.
+    let typical_path = plan.critical_path(0, p50);
+
     let mut rows = Vec::with_capacity(policies.len());
     for group in &groups {
-        let start = Instant::ZERO + typical;
-        let mut group_p50 = Duration::ZERO;
-        let mut group_worst = Duration::ZERO;
-        for &i in group {
-            let (dep, policy, id) = (&table.dependencies[i], &policies[i], ids[i]);
-            let slice = slice(policy, &plan, id, start);
-            let timeout = plan.decide(id, start).timeout();
-            let worst_case = analysis::worst_case(policy.cap, dep.retries);
+        let first = group.first().copied().unwrap_or_default();
+        let start = Instant::ZERO + typical_path.saturating_sub(plan.critical_path(first, p50));
+        for &step in group {
+            let (dep, policy) = (&table.dependencies[step], &policies[step]);
+            let slice = slice(policy, &plan, step, start);
+            let timeout = plan.decide(step, start).timeout();
+            let worst_case = worst_case(step, policy);
             let kill = dep.samples.as_ref().and_then(|s| {
                 let mut sorted = s.clone();
                 Sample::new(&mut sorted)
                     .ok()
                     .map(|sample| sample.kill_fraction(policy.cap))
             });
-            group_p50 = group_p50.max(dep.p50);
-            group_worst = group_worst.max(worst_case);
             rows.push(DependencyRow {
                 name: dep.name.clone(),
                 about: dep.about.clone(),
@@ -244,27 +260,13 @@ pub fn run(table: &Table, rate_per_sec: Option<f64>) -> Result<PlanReport, Input
                 in_flight_worst: analysis::in_flight(rate, worst_case),
             });
         }
-        typical = typical.saturating_add(group_p50);
-        worst = worst.saturating_add(group_worst);
     }
-    let typical = typical.saturating_add(table.own_work);
-    let worst = worst.saturating_add(table.own_work);
-    // The least a success needs: the first call's reserve (own work and the floors of the
-    // required calls after it, from the core's plan) plus the floor the first group needs.
-    let first_floor = groups
-        .first()
-        .map(|g| {
-            g.iter()
-                .filter(|&&i| table.dependencies[i].required)
-                .map(|&i| policies[i].floor)
-                .max()
-                .unwrap_or_default()
-        })
-        .unwrap_or_default();
-    let floors = ids
-        .first()
-        .map_or(table.own_work, |&id| plan.reserve(id))
-        .saturating_add(first_floor);
+    let typical = table.own_work.saturating_add(typical_path);
+    let worst = table
+        .own_work
+        .saturating_add(plan.critical_path(0, worst_case));
+    // The least a success needs: own work and the floors of the required calls.
+    let floors = table.own_work.saturating_add(plan.critical_path(0, floor));
     let whole = WholeRow {
         floors_ms: floors,
         typical_ms: typical,
@@ -277,10 +279,10 @@ pub fn run(table: &Table, rate_per_sec: Option<f64>) -> Result<PlanReport, Input
     };
     let mut traces = Vec::with_capacity(table.traces.len());
     for trace in &table.traces {
-        let clock = ManualClock::new();
-        let deadline = Deadline::after(clock.now(), table.budget);
-        let (plan, ids) = build_plan(table, &policies, deadline)?;
-        traces.push(replay::run(table, &plan, &ids, &groups, trace, &clock));
+        let timer = ManualTimer::new();
+        let deadline = Deadline::after(timer.now(), table.budget);
+        let plan = build_plan(table, &policies, deadline)?;
+        traces.push(replay::run(table, &plan, &groups, trace, &timer));
     }
     Ok(PlanReport {
         file: table.file.clone(),
@@ -295,7 +297,7 @@ pub fn run(table: &Table, rate_per_sec: Option<f64>) -> Result<PlanReport, Input
 
 /// The time a call would have if it started at `start` with no cap: the core's decision for
 /// an uncapped copy of its policy (`deadline.remaining(start) - reserve`).
-fn slice(policy: &Policy, plan: &TablePlan<'_>, id: usize, start: Instant) -> Duration {
+fn slice(policy: &Policy, plan: &TablePlan<'_>, id: StepId, start: Instant) -> Duration {
     let mut uncapped = *policy;
     uncapped.cap = Duration::MAX;
     match call_timeout(&uncapped, plan.deadline(), start, plan.reserve(id)) {
@@ -455,8 +457,9 @@ pub fn render(report: &PlanReport) -> String {
     let _ = writeln!(
         out,
         "\nslice: time left for the call (after the reserve) when earlier calls take their p50; \
-         worst: (retries + 1) x cap;\nin flight: Little's law, rate x p50 .. rate x worst case. \
-         \"| \" runs alongside the call above.\n"
+         worst: (retries + 1) x cap\nplus the longest backoff before each retry; in flight: \
+         Little's law, rate x p50 .. rate x worst case.\n\"| \" runs alongside the call above; \
+         \"(hedge)\" marks a copy sent while an attempt was running.\n"
     );
     for r in &report.dependencies {
         let _ = writeln!(out, "{}: {}", r.name, r.reason);

@@ -1,12 +1,23 @@
-//! Replaying a trace through the core's [`Plan`](deadline_core::Plan) over a [`ManualClock`]: each step's start,
-//! the timeout the plan decides at that instant, and what happened.
+//! Replaying a trace: the request's calls run through the core's [`Driver`] on a
+//! [`ManualTimer`], so every first attempt, retry, backoff and hedge in a replay is the one
+//! the core makes for the same policy.
+//!
+//! An attempt is simulated: it sleeps on the virtual timer for the latency the trace gives
+//! that attempt, then answers. The driver arms its timeout, drops it when the timeout fires
+//! first, sends hedges, backs off and retries; this module only records what each attempt did.
 
+use std::cell::{Cell, RefCell};
+use std::convert::Infallible;
 use std::fmt::Write as _;
+use std::future::{Future, poll_fn};
+use std::pin::Pin;
+use std::task::Poll;
 use std::time::Duration;
 
-use deadline_core::retry::{Call as RetryCall, Outcome as RetryOutcome, RetryDecision, RetryState};
+use deadline_core::drive::{CallError, Called, Driver, ManualTimer};
+use deadline_core::retry::Call;
 use deadline_core::rng::SplitMix64;
-use deadline_core::{Clock, Decision, Instant, ManualClock};
+use deadline_core::{Clock, Instant, Limits, StepId, Timer};
 use serde::Serialize;
 
 use crate::output::{fmt_ms, pad, ser_ms, ser_opt_ms};
@@ -30,6 +41,9 @@ pub enum Outcome {
     Failed,
     /// Called, and the timeout fired first.
     Timeout,
+    /// Called, and dropped before its timeout: another copy answered first, or the request
+    /// ended (a required call beside it failed).
+    Cancelled,
 }
 
 /// One attempt of one call in a replay.
@@ -40,11 +54,13 @@ pub struct StepReport {
     /// When the attempt started (or would have), from the request's arrival.
     #[serde(serialize_with = "ser_ms")]
     pub start_ms: Duration,
-    /// The timeout the plan gave it; `null` when it was not called.
+    /// The timeout the core gave it; `null` when it was not called.
     #[serde(serialize_with = "ser_opt_ms")]
     pub timeout_ms: Option<Duration>,
     /// What happened.
     pub outcome: Outcome,
+    /// Whether it was a hedge: a copy sent while an earlier attempt was still running.
+    pub hedge: bool,
     /// How long the dependency took (as the trace says), for the text view.
     #[serde(skip)]
     pub latency: Option<Duration>,
@@ -55,7 +71,7 @@ pub struct StepReport {
 pub struct TraceReport {
     /// The trace's name.
     pub name: String,
-    /// Every attempt, in order.
+    /// Every attempt, in the order they started.
     pub steps: Vec<StepReport>,
     /// When the response went out (an answer, or the error of a failed request).
     #[serde(serialize_with = "ser_ms")]
@@ -64,111 +80,221 @@ pub struct TraceReport {
     pub answered: bool,
 }
 
-/// Replays `trace` through `plan` (whose deadline starts at `clock`'s reading). `ids` maps
-/// the table's dependencies to plan steps and `groups` lists the steps that start together.
+/// One attempt being recorded: its line of the report, its dependency, and whether it is
+/// still running (so that an attempt started beside it is known to be a hedge).
+struct Record {
+    report: StepReport,
+    step: StepId,
+    running: bool,
+}
+
+/// What the calls of one replay share: the plan, the trace, the timer and the record.
+struct Replay<'a, 'p> {
+    table: &'a Table,
+    plan: &'a TablePlan<'p>,
+    trace: &'a Trace,
+    timer: &'a ManualTimer,
+    arrival: Instant,
+    records: RefCell<Vec<Record>>,
+}
+
+/// Replays `trace` through `plan` (whose deadline starts at `timer`'s reading); `groups`
+/// lists the steps that start together ([`crate::plan::groups`]). Step `i` of the plan is
+/// dependency `i` of the table.
 pub fn run(
     table: &Table,
     plan: &TablePlan<'_>,
-    ids: &[usize],
-    groups: &[Vec<usize>],
+    groups: &[Vec<StepId>],
     trace: &Trace,
-    clock: &ManualClock,
+    timer: &ManualTimer,
 ) -> TraceReport {
-    let arrival = clock.now();
-    let mut steps = Vec::new();
-    let mut failed_at: Option<Instant> = None;
-    for group in groups {
-        let start = clock.now();
-        let mut group_end = start;
-        for &i in group {
-            let dep = &table.dependencies[i];
-            let latencies = trace.latencies.get(&dep.name);
-            let (end, ok) = call(plan, ids[i], dep.p50, latencies, start, &mut steps, arrival);
-            group_end = group_end.max(end);
-            if !ok && dep.required {
-                failed_at = Some(failed_at.map_or(end, |f| f.min(end)));
-            }
-        }
-        if let Some(at) = failed_at {
-            clock.set(at);
-            break;
-        }
-        clock.set(group_end);
-    }
-    let answered = failed_at.is_none();
-    if answered {
-        clock.advance(table.own_work);
-    }
+    let replay = Replay {
+        table,
+        plan,
+        trace,
+        timer,
+        arrival: timer.now(),
+        records: RefCell::new(Vec::new()),
+    };
+    // Every attempt waits on this timer, so a replay cannot stall; if it did, the request
+    // would never be answered.
+    let answered = timer.run(replay.request(groups)).unwrap_or(false);
+    let respond = if answered {
+        timer.now() + table.own_work
+    } else {
+        timer.now()
+    };
     TraceReport {
         name: trace.name.clone(),
-        steps,
-        respond_ms: clock.now() - arrival,
+        steps: replay
+            .records
+            .into_inner()
+            .into_iter()
+            .map(|r| r.report)
+            .collect(),
+        respond_ms: respond - replay.arrival,
         answered,
     }
 }
 
-/// One call with its retries, starting at `start`: the first attempt's timeout from
-/// [`Plan::decide`](deadline_core::Plan::decide), each retry from the core's
-/// [`RetryState::decide`] (backoff, "fits before the deadline", floor). Returns when it ended
-/// and whether the request can go on (an answer, or an optional call's fallback).
-fn call(
-    plan: &TablePlan<'_>,
-    id: usize,
-    p50: Duration,
-    latencies: Option<&Vec<Duration>>,
-    start: Instant,
-    steps: &mut Vec<StepReport>,
-    arrival: Instant,
-) -> (Instant, bool) {
-    let Some(policy) = plan.policy(id) else {
-        return (start, false);
-    };
-    let retry_call = RetryCall::new(policy, plan.deadline(), plan.reserve(id));
-    let mut state = RetryState::new();
-    let mut rng = SplitMix64::new(REPLAY_SEED);
-    let mut now = start;
-    let mut decision = plan.decide(id, now);
-    let mut attempt = 0usize;
-    loop {
-        let latency = latencies
-            .and_then(|l| l.get(attempt).or_else(|| l.last()).copied())
-            .unwrap_or(p50);
-        let mut step = StepReport {
-            name: policy.name.to_owned(),
-            start_ms: now - arrival,
-            timeout_ms: decision.timeout(),
-            outcome: Outcome::Ok,
-            latency: None,
-        };
-        let timeout = match decision {
-            Decision::Call(limits) => limits.timeout,
-            Decision::Skip(_) => {
-                step.outcome = Outcome::Skipped;
-                steps.push(step);
-                return (now, true);
+impl Replay<'_, '_> {
+    /// The whole request: each group's calls side by side, one group after another. Returns
+    /// whether every required call answered; the timer then reads when the last call ended,
+    /// or when the request failed.
+    async fn request(&self, groups: &[Vec<StepId>]) -> bool {
+        for group in groups {
+            if !self.group(group).await {
+                return false;
             }
-            Decision::Fail(_) => {
-                step.outcome = Outcome::Failed;
-                steps.push(step);
-                return (now, false);
-            }
-        };
-        step.latency = Some(latency);
-        if latency <= timeout {
-            steps.push(step);
-            return (now + latency, true);
         }
-        step.outcome = Outcome::Timeout;
-        steps.push(step);
-        let ended = now + timeout;
-        match state.decide(&retry_call, ended, RetryOutcome::TimedOut, &mut rng) {
-            RetryDecision::Retry(retry) => {
-                now = retry.at;
-                decision = Decision::Call(retry.limits);
-                attempt += 1;
+        true
+    }
+
+    /// The calls of one group, run together. Returns false as soon as a required one fails:
+    /// the others are dropped there (cancelled), since nobody waits for them any more.
+    async fn group(&self, group: &[StepId]) -> bool {
+        let mut calls: Vec<Option<Pin<Box<dyn Future<Output = bool> + '_>>>> = group
+            .iter()
+            .map(|&step| {
+                let call: Pin<Box<dyn Future<Output = bool> + '_>> = Box::pin(self.call(step));
+                Some(call)
+            })
+            .collect();
+        poll_fn(|cx| {
+            // Every call is polled at each instant, so the calls that start (or end) together
+            // all do, whichever of them fails.
+            let mut failed = false;
+            for slot in &mut calls {
+                if let Some(call) = slot {
+                    if let Poll::Ready(ok) = call.as_mut().poll(cx) {
+                        *slot = None;
+                        failed |= !ok;
+                    }
+                }
             }
-            RetryDecision::GiveUp(_) => return (ended, !policy.is_required()),
+            if failed {
+                Poll::Ready(false)
+            } else if calls.iter().all(Option::is_none) {
+                Poll::Ready(true)
+            } else {
+                Poll::Pending
+            }
+        })
+        .await
+    }
+
+    /// One dependency call, run by the core's driver. Returns whether the request can go
+    /// on: an answer, or an optional call's fallback.
+    async fn call(&self, step: StepId) -> bool {
+        let (Some(policy), Some(dep)) = (self.plan.policy(step), self.table.dependencies.get(step))
+        else {
+            return false;
+        };
+        let call = Call::new(policy, self.plan.deadline(), self.plan.reserve(step));
+        let latencies = self.trace.latencies.get(&dep.name);
+        let started = Cell::new(0usize);
+        let timer = self.timer;
+        let called: Called<(), Infallible> = Driver::new(call, timer, SplitMix64::new(REPLAY_SEED))
+            .run(
+                |never: &Infallible| match *never {},
+                |limits: Limits| {
+                    let n = started.replace(started.get() + 1);
+                    let latency = latencies
+                        .and_then(|l| l.get(n).or_else(|| l.last()).copied())
+                        .unwrap_or(dep.p50);
+                    let attempt = self.start(step, policy.name, limits, latency);
+                    async move {
+                        let mut attempt = attempt;
+                        timer.sleep_until(attempt.answers_at).await;
+                        attempt.answered();
+                        Ok(())
+                    }
+                },
+            )
+            .await;
+        if !called.report.was_called() {
+            let skipped = matches!(called.result, Err(CallError::Skipped(_)));
+            self.records.borrow_mut().push(Record {
+                report: StepReport {
+                    name: policy.name.to_owned(),
+                    start_ms: called.report.ended - self.arrival,
+                    timeout_ms: None,
+                    outcome: if skipped {
+                        Outcome::Skipped
+                    } else {
+                        Outcome::Failed
+                    },
+                    hedge: false,
+                    latency: None,
+                },
+                step,
+                running: false,
+            });
         }
+        called.result.is_ok() || !policy.is_required()
+    }
+
+    /// Records an attempt of `step` starting now with `limits`, which will answer after
+    /// `latency` unless dropped first.
+    fn start(&self, step: StepId, name: &str, limits: Limits, latency: Duration) -> Attempt<'_> {
+        let now = self.timer.now();
+        let mut records = self.records.borrow_mut();
+        let hedge = records.iter().any(|r| r.step == step && r.running);
+        records.push(Record {
+            report: StepReport {
+                name: name.to_owned(),
+                start_ms: now - self.arrival,
+                timeout_ms: Some(limits.timeout),
+                outcome: Outcome::Timeout,
+                hedge,
+                latency: Some(latency),
+            },
+            step,
+            running: true,
+        });
+        Attempt {
+            records: &self.records,
+            index: records.len() - 1,
+            timer: self.timer,
+            until: limits.until,
+            answers_at: now + latency,
+        }
+    }
+}
+
+/// A simulated attempt in flight. When the driver drops it unanswered, its record says
+/// why: its timeout had come, or it was cancelled before.
+struct Attempt<'a> {
+    records: &'a RefCell<Vec<Record>>,
+    index: usize,
+    timer: &'a ManualTimer,
+    until: Instant,
+    answers_at: Instant,
+}
+
+impl Attempt<'_> {
+    fn answered(&mut self) {
+        self.end(Outcome::Ok);
+    }
+
+    fn end(&mut self, outcome: Outcome) {
+        if let Some(record) = self.records.borrow_mut().get_mut(self.index) {
+            if record.running {
+                record.running = false;
+                record.report.outcome = outcome;
+            }
+        }
+    }
+}
+
+impl Drop for Attempt<'_> {
+    fn drop(&mut self) {
+        let outcome = if self.timer.now() >= self.until {
+            Outcome::Timeout
+        } else {
+            Outcome::Cancelled
+        };
+        self.end(outcome);
     }
 }
 
@@ -176,22 +302,25 @@ fn call(
 #[must_use]
 pub fn render(t: &TraceReport) -> String {
     let mut out = format!("trace \"{}\":\n", t.name);
+    let label = |s: &StepReport| {
+        if s.hedge {
+            format!("{} (hedge)", s.name)
+        } else {
+            s.name.clone()
+        }
+    };
     let width = t
         .steps
         .iter()
-        .map(|s| s.name.chars().count())
+        .map(|s| label(s).chars().count())
         .max()
         .unwrap_or(1);
     for s in &t.steps {
+        let takes = s.latency.map_or_else(String::new, fmt_ms);
         let what = match s.outcome {
-            Outcome::Ok => format!(
-                "answered in {} ms",
-                s.latency.map_or_else(String::new, fmt_ms)
-            ),
-            Outcome::Timeout => format!(
-                "timed out (it would take {} ms)",
-                s.latency.map_or_else(String::new, fmt_ms)
-            ),
+            Outcome::Ok => format!("answered in {takes} ms"),
+            Outcome::Timeout => format!("timed out (it would take {takes} ms)"),
+            Outcome::Cancelled => format!("cancelled (it would take {takes} ms)"),
             Outcome::Skipped => "skipped: under its floor, fallback used".to_owned(),
             Outcome::Failed => "not called: under its floor, the request fails".to_owned(),
         };
@@ -202,7 +331,7 @@ pub fn render(t: &TraceReport) -> String {
             out,
             "  {:>6} ms  {}  timeout {:>7}  {}",
             fmt_ms(s.start_ms),
-            pad(&s.name, width),
+            pad(&label(s), width),
             timeout,
             what
         );

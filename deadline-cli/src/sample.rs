@@ -2,7 +2,8 @@
 //!
 //! A sample file holds latencies in milliseconds, one or more to a line, separated by spaces
 //! or commas; `#` starts a comment. A line `8 x 45` means forty-five calls at 8 ms. An `ms`
-//! suffix is allowed (`8ms`, `8 ms x 45`). Latencies may have decimals (`0.25`).
+//! suffix is allowed (`8ms`, `8 ms x 45`). Latencies may have decimals (`0.25`). A file may
+//! stand for at most [`MAX_CALLS`] calls in all.
 //!
 //! ```text
 //! # seed 001's preset: a hundred measured calls
@@ -19,8 +20,9 @@ use crate::error::InputError;
 /// a typo, and it keeps every sum of latencies far from overflow.
 pub const MAX_MS: f64 = 1e12;
 
-/// The most calls one `x COUNT` line may stand for.
-pub const MAX_COUNT: u64 = 100_000_000;
+/// The most calls a sample file may stand for, counting every `x COUNT`: ten million
+/// latencies take 160 MB in memory, and percentiles settle long before that.
+pub const MAX_CALLS: usize = 10_000_000;
 
 /// Parses one latency in milliseconds (`12`, `12.5`, `12ms`) into a [`Duration`] rounded to the
 /// microsecond. Errors say what is wrong, without a location.
@@ -62,7 +64,8 @@ pub fn ms_to_duration(value: f64) -> Result<Duration, String> {
 /// # Errors
 ///
 /// An [`InputError`] naming the file and line of the first bad entry, with field `latency`
-/// or `count`; also when the file holds no latency at all.
+/// or `count`; also when the file holds no latency at all, or more than [`MAX_CALLS`] calls
+/// (named at the line that passes the limit, before anything is stored for it).
 pub fn parse(file: &str, text: &str) -> Result<Vec<Duration>, InputError> {
     let mut out = Vec::new();
     for (index, raw) in text.lines().enumerate() {
@@ -83,15 +86,14 @@ pub fn parse(file: &str, text: &str) -> Result<Vec<Duration>, InputError> {
                 let count: u64 = count.parse().map_err(|_| {
                     err("count", format!("`{count}` is not a whole count of calls"))
                 })?;
-                if count > MAX_COUNT {
-                    return Err(err(
-                        "count",
-                        format!("{count} calls on one line is more than {MAX_COUNT}"),
-                    ));
-                }
-                let count = usize::try_from(count)
-                    .map_err(|_| err("count", format!("{count} is too many calls")))?;
-                out.extend(std::iter::repeat_n(latency, count));
+                let total = usize::try_from(count)
+                    .ok()
+                    .and_then(|c| c.checked_add(out.len()))
+                    .filter(|&total| total <= MAX_CALLS);
+                let Some(total) = total else {
+                    return Err(err("count", too_many(out.len(), count)));
+                };
+                out.resize(total, latency);
             }
             values => {
                 let mut iter = values.iter().peekable();
@@ -100,7 +102,11 @@ pub fn parse(file: &str, text: &str) -> Result<Vec<Duration>, InputError> {
                     if iter.peek() == Some(&&"ms") {
                         iter.next();
                     }
-                    out.push(parse_ms(value).map_err(|m| err("latency", m))?);
+                    let latency = parse_ms(value).map_err(|m| err("latency", m))?;
+                    if out.len() >= MAX_CALLS {
+                        return Err(err("latency", too_many(out.len(), 1)));
+                    }
+                    out.push(latency);
                 }
             }
         }
@@ -114,6 +120,14 @@ pub fn parse(file: &str, text: &str) -> Result<Vec<Duration>, InputError> {
         ));
     }
     Ok(out)
+}
+
+/// The message for a line that takes the sample past [`MAX_CALLS`].
+fn too_many(before: usize, adding: u64) -> String {
+    format!(
+        "{adding} more calls after {before} would pass the limit of {MAX_CALLS} calls per \
+         sample file"
+    )
 }
 
 /// Reads a sample file from disk.
@@ -149,6 +163,34 @@ mod tests {
         assert_eq!(e.line, Some(3));
         assert_eq!(e.field.as_deref(), Some("latency"));
         assert!(e.message.contains("negative"), "{e}");
+    }
+
+    #[test]
+    fn a_sample_past_the_call_limit_is_an_error_at_its_line() {
+        // One huge count: refused before anything is stored for it.
+        let e = parse("big.txt", "# huge\n8 x 100000000\n").unwrap_err();
+        assert_eq!(e.file, "big.txt");
+        assert_eq!((e.line, e.field.as_deref()), (Some(2), Some("count")));
+        assert!(e.message.contains(&MAX_CALLS.to_string()), "{e}");
+        // Counts that pass the limit only together.
+        let half = MAX_CALLS / 2;
+        let text = format!("1 x {half}\n2 x {half}\n3 x 1\n");
+        let e = parse("sum.txt", &text).unwrap_err();
+        assert_eq!((e.line, e.field.as_deref()), (Some(3), Some("count")));
+        // A plain latency after the limit is reached.
+        let text = format!("1 x {MAX_CALLS}\n5\n");
+        let e = parse("one.txt", &text).unwrap_err();
+        assert_eq!((e.line, e.field.as_deref()), (Some(2), Some("latency")));
+        // Exactly the limit is fine.
+        assert_eq!(
+            parse("ok.txt", &format!("1 x {MAX_CALLS}\n"))
+                .unwrap()
+                .len(),
+            MAX_CALLS
+        );
+        // A count past u64 is not a count at all.
+        let e = parse("huge.txt", "1 x 99999999999999999999999\n").unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("count"));
     }
 
     #[test]

@@ -79,6 +79,25 @@ fn a_negative_latency_in_a_sample_names_its_line() {
 }
 
 #[test]
+fn a_sample_of_too_many_calls_exits_2_at_its_line() {
+    // 100 million calls would take 1.6 GB: refused at the line that asks for them.
+    let dir = temp_dir("too-many-calls");
+    let file = write(&dir, "s.txt", "# a typo\n10\n8 x 100000000\n");
+    rejects(
+        &["lab", &file],
+        &[&format!("{file}:3"), "field `count`", "10000000"],
+    );
+    // The same through a table's `samples` file.
+    write(&dir, "b.txt", "8 x 100000000\n");
+    let table = write(
+        &dir,
+        "t.toml",
+        "budget_ms = 200\n[[dependency]]\nname = \"B\"\nsamples = \"b.txt\"\n",
+    );
+    rejects(&["plan", &table], &["b.txt:1", "field `count`"]);
+}
+
+#[test]
 fn a_malformed_file_names_its_line() {
     let dir = temp_dir("malformed");
     let file = write(

@@ -6,6 +6,9 @@ mod common;
 use common::{data, json, num, temp_dir, texts, write};
 use serde_json::Value;
 
+/// auth's `backoff_ms` in data/example.toml.
+const AUTH_BACKOFF_MS: f64 = 5.0;
+
 /// The steps of a trace as (name, start, timeout, outcome).
 fn steps(trace: &Value) -> Vec<(String, f64, Option<f64>, String)> {
     trace["steps"]
@@ -122,10 +125,18 @@ fn measured_latencies_parallel_calls_retries_and_hedges() {
     // inventory runs alongside pricing: the same slice.
     assert_eq!(deps[2]["mode"], "parallel");
     assert_eq!(pricing["slice_ms"], deps[2]["slice_ms"]);
-    // auth: one retry doubles the worst case.
+    // auth: one retry doubles the worst case, and the backoff before it (full jitter from
+    // the table's 5 ms) may add all of its 5 ms.
     assert_eq!(
         num(&deps[0]["worst_case_ms"]),
-        2.0 * num(&deps[0]["cap_ms"])
+        2.0 * num(&deps[0]["cap_ms"]) + AUTH_BACKOFF_MS
+    );
+    // The whole request: auth, then the longer of pricing and inventory, then
+    // recommendations, then own work.
+    let worst = |i: usize| num(&deps[i]["worst_case_ms"]);
+    assert_eq!(
+        num(&v["whole"]["worst_case_ms"]),
+        worst(0) + worst(1).max(worst(2)) + worst(3) + num(&v["own_work_ms"])
     );
 
     let retried = steps(&v["traces"][0]);
@@ -133,8 +144,10 @@ fn measured_latencies_parallel_calls_retries_and_hedges() {
     assert_eq!(retried[0].3, "timeout");
     assert_eq!(retried[1].0, "auth");
     assert_eq!(retried[1].3, "ok");
-    // The retry starts after the first attempt's timeout (and a backoff), never before.
-    assert!(retried[1].1 >= retried[0].2.expect("timeout"));
+    // The retry starts after the first attempt's timeout ends, within the backoff's range.
+    let first_ends = retried[0].1 + retried[0].2.expect("timeout");
+    assert!(retried[1].1 >= first_ends, "{retried:?}");
+    assert!(retried[1].1 <= first_ends + AUTH_BACKOFF_MS, "{retried:?}");
     // pricing and inventory start together.
     assert_eq!(retried[2].1, retried[3].1);
     assert_eq!(v["traces"][0]["answered"], Value::Bool(true));
@@ -149,6 +162,75 @@ fn measured_latencies_parallel_calls_retries_and_hedges() {
         num(&stalled["respond_ms"]),
         inventory.1 + inventory.2.expect("timeout")
     );
+}
+
+#[test]
+fn a_hedge_is_replayed_as_the_core_sends_it() {
+    let v = json(&["plan", "--json", &data("example.toml")]);
+    let delay = num(&v["dependencies"][1]["hedge_delay_ms"]);
+    let trace = v["traces"]
+        .as_array()
+        .expect("traces")
+        .iter()
+        .find(|t| t["name"] == "pricing hedged")
+        .expect("the hedged trace");
+    let pricing: Vec<&Value> = trace["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .filter(|s| s["name"] == "pricing")
+        .collect();
+    assert_eq!(pricing.len(), 2, "{pricing:?}");
+    let (first, copy) = (pricing[0], pricing[1]);
+    assert_eq!(first["hedge"], Value::Bool(false));
+    assert_eq!(copy["hedge"], Value::Bool(true));
+    // The copy goes out one hedge delay after the first attempt, while it is still running,
+    // answers first, and the first attempt is cancelled.
+    assert_eq!(num(&copy["start_ms"]), num(&first["start_ms"]) + delay);
+    assert_eq!(copy["outcome"], "ok");
+    assert_eq!(first["outcome"], "cancelled");
+    // The next call starts when the copy answers (30 ms, the trace's second latency).
+    let next = trace["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .find(|s| s["name"] == "recommendations")
+        .expect("recommendations");
+    assert_eq!(num(&next["start_ms"]), num(&copy["start_ms"]) + 30.0);
+    assert_eq!(trace["answered"], Value::Bool(true));
+
+    let (code, out, _) = texts(&["plan", &data("example.toml")]);
+    assert_eq!(code, 0);
+    assert!(out.contains("pricing (hedge)"), "{out}");
+    assert!(out.contains("cancelled (it would take 200 ms)"), "{out}");
+}
+
+#[test]
+fn a_failed_parallel_call_cancels_the_call_beside_it() {
+    let dir = temp_dir("plan-parallel-fail");
+    let file = write(
+        &dir,
+        "t.toml",
+        "budget_ms = 100\nown_work_ms = 10\n\
+         [[dependency]]\nname = \"X\"\np50_ms = 10\np999_ms = 20\ncap_ms = 30\n\
+         [[dependency]]\nname = \"Y\"\np50_ms = 5\np999_ms = 20\ncap_ms = 40\n\
+         [[dependency]]\nname = \"Z\"\nmode = \"parallel\"\np50_ms = 5\np999_ms = 200\ncap_ms = 300\n\
+         [[trace]]\nlatency_ms = { X = 10, Y = 100, Z = 80 }\n",
+    );
+    let v = json(&["plan", "--json", &file]);
+    let s = steps(&v["traces"][0]);
+    // Y and Z start together when X answers; Y times out at its cap, and the request fails
+    // there: Z, still running, is cancelled.
+    assert_eq!(s.len(), 3, "{s:?}");
+    let (y, z) = (&s[1], &s[2]);
+    assert_eq!((y.0.as_str(), z.0.as_str()), ("Y", "Z"));
+    assert_eq!(y.1, z.1);
+    assert_eq!(y.3, "timeout");
+    assert_eq!(z.3, "cancelled");
+    let fails_at = y.1 + y.2.expect("timeout");
+    assert!(z.1 + z.2.expect("timeout") > fails_at, "{s:?}");
+    assert_eq!(num(&v["traces"][0]["respond_ms"]), fails_at);
+    assert_eq!(v["traces"][0]["answered"], Value::Bool(false));
 }
 
 #[test]

@@ -3,8 +3,9 @@
 //! A timeout `T` with `r` retries has two consequences, and both should be quoted whenever a
 //! timeout is proposed:
 //!
-//! - its **worst case** `(r + 1) × T`, which has to fit inside the allocation the budget gave
-//!   the call ([`worst_case`], [`attempts_that_fit`]);
+//! - its **worst case** `(r + 1) × T`, plus the longest backoff before each retry when the
+//!   policy backs off, which has to fit inside the allocation the budget gave the call
+//!   ([`worst_case`], [`worst_case_with_backoff`], [`attempts_that_fit`]);
 //! - its **kill fraction** `1 − F(T)`: the share of calls that would have succeeded after `T`
 //!   and are abandoned instead ([`Sample::kill_fraction`]).
 //!
@@ -44,6 +45,9 @@
 
 use core::fmt;
 use core::time::Duration;
+
+use crate::backoff::{Jitter, Multiplier};
+use crate::retry::RetryPolicy;
 
 /// Parts per million in a whole.
 const PPM: u32 = 1_000_000;
@@ -356,6 +360,7 @@ impl<'a> Sample<'a> {
     ///
     /// See [`TimeoutAssessment`] for the fields, and [`Sample::failure_probability`] for the
     /// independence assumption behind one of them.
+    #[must_use = "the assessment is only worth computing to quote its figures"]
     pub fn assess(&self, t: Duration, retries: u32, allocation: Duration) -> TimeoutAssessment {
         TimeoutAssessment {
             timeout: t,
@@ -378,6 +383,7 @@ impl<'a> Sample<'a> {
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
+#[must_use]
 pub struct TimeoutAssessment {
     /// The candidate timeout `T` of each attempt.
     pub timeout: Duration,
@@ -423,6 +429,85 @@ pub fn worst_case(t: Duration, retries: u32) -> Duration {
 fn worst_case_nanos(t: Duration, retries: u32) -> u128 {
     t.as_nanos()
         .saturating_mul(u128::from(retries).saturating_add(1))
+}
+
+/// Past this many retries, [`worst_case_with_backoff`] counts each further wait at the
+/// longest wait the backoff can ever give instead of working it out retry by retry, so that
+/// no policy makes it loop for long.
+pub const EXACT_RETRIES: u32 = 4_096;
+
+/// The worst-case latency of a call with timeout `t` under `retry`: every attempt runs to its
+/// timeout, and every wait before a retry is the longest its backoff can draw,
+///
+/// ```text
+/// (r + 1) × t + Σ for n in 0..r of Backoff::bounds(n, previous).1
+/// ```
+///
+/// where `r` is the policy's retries ([`RetryPolicy::attempts`] minus one) and `previous` is
+/// the term before (zero before the first retry, as [`RetryState`](crate::retry::RetryState)
+/// starts), so decorrelated jitter grows from its largest previous wait: `3 × base`, then
+/// `9 × base`, up to `max`. Saturates at [`Duration::MAX`].
+///
+/// This is seed 003's "the worst case is `(r + 1) × T` plus the wait times", and what the
+/// allocation has to hold when the policy backs off; [`worst_case`] is the same without the
+/// waits. The sum is exact for the first [`EXACT_RETRIES`] retries; past them (a backoff still
+/// growing after 4096 retries) each further wait counts as the longest the backoff can ever
+/// give, an upper bound.
+///
+/// Not counted, because no policy bounds them: a server's pushback that asks for a longer
+/// wait ([`Pushback::After`](crate::retry::Pushback::After)), and a hedge sent while an
+/// attempt runs, which may run to its own timeout after the attempt's ends. The request
+/// deadline bounds both.
+///
+/// ```
+/// use deadline_core::analysis::{worst_case, worst_case_with_backoff};
+/// use deadline_core::backoff::{Backoff, Jitter};
+/// use deadline_core::retry::RetryPolicy;
+/// use deadline_core::ms;
+///
+/// // Seed 003: a 2 s read limit and three tries is 6 s, plus the wait times.
+/// let retry = RetryPolicy::new(3, Backoff::exponential(ms(200), ms(1_000), Jitter::Full));
+/// assert_eq!(worst_case(ms(2_000), 2), ms(6_000));
+/// // Full jitter waits at most 200 ms before the first retry and 400 ms before the second.
+/// assert_eq!(worst_case_with_backoff(ms(2_000), &retry), ms(6_000 + 200 + 400));
+/// ```
+#[must_use]
+pub fn worst_case_with_backoff(t: Duration, retry: &RetryPolicy) -> Duration {
+    let retries = retry.attempts().saturating_sub(1);
+    let backoff = &retry.backoff;
+    let decorrelated = matches!(backoff.jitter, Jitter::Decorrelated);
+    // The longest wait the backoff can give at all: its bound once the ceiling is at `max`.
+    let longest = {
+        let mut top = *backoff;
+        top.base = backoff.max;
+        top.bounds(0, backoff.max).1
+    };
+    // Without decorrelation the bound depends on `n` alone, and stays put from the first
+    // retry when the ceiling cannot grow (no base, or a multiplier of one).
+    let constant =
+        !decorrelated && (backoff.base.is_zero() || backoff.multiplier == Multiplier::ONE);
+    let mut total = worst_case_nanos(t, retries);
+    let mut previous = Duration::ZERO;
+    let mut n: u32 = 0;
+    while n < retries {
+        let left = u128::from(retries.saturating_sub(n));
+        if n >= EXACT_RETRIES {
+            total = total.saturating_add(longest.as_nanos().saturating_mul(left));
+            break;
+        }
+        let wait = backoff.bounds(n, previous).1;
+        // Every later wait is the same once the bound has reached the longest it can be, or
+        // cannot change: a fixed point of decorrelated jitter (each bound depends on the
+        // previous one only), or a ceiling that does not grow.
+        if wait == longest || constant || (decorrelated && wait == previous) {
+            total = total.saturating_add(wait.as_nanos().saturating_mul(left));
+            break;
+        }
+        total = total.saturating_add(wait.as_nanos());
+        previous = wait;
+        n = n.saturating_add(1);
+    }
+    nanos_to_duration(total)
 }
 
 /// The largest number of attempts with timeout `t` whose worst case fits in `allocation`:

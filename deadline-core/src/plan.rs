@@ -62,6 +62,7 @@ struct Step<'p> {
 /// }
 /// ```
 #[derive(Clone, Debug)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Plan<'p, const N: usize> {
     deadline: Deadline,
     own_work: Duration,
@@ -150,26 +151,86 @@ impl<'p, const N: usize> Plan<'p, N> {
     }
 
     /// The time a step must leave when it starts: own work plus, for each later group, the
-    /// largest floor among its required steps. A step past the end reserves own work only.
+    /// largest floor among its required steps (the [`critical_path`](Plan::critical_path)
+    /// of the required floors after the step's group). A step past the end reserves own work
+    /// only.
     #[must_use]
     pub fn reserve(&self, step: StepId) -> Duration {
         let Some(current) = self.steps.get(step).map(|s| s.group) else {
             return self.own_work;
         };
-        let mut reserve = self.own_work;
-        let mut group = current;
-        let mut group_floor = Duration::ZERO;
-        for s in self.steps.iter().filter(|s| s.group > current) {
-            if s.group != group {
-                reserve = reserve.saturating_add(group_floor);
-                group = s.group;
-                group_floor = Duration::ZERO;
-            }
-            if s.policy.is_required() {
-                group_floor = group_floor.max(s.policy.floor);
-            }
+        let later = self.path_from_group(current.saturating_add(1), &mut required_floor);
+        self.own_work.saturating_add(later)
+    }
+
+    /// The length of the plan from step `from` on, when each step takes `f(step, policy)`:
+    /// for every group from the one holding `from` to the last, the largest `f` among the
+    /// group's steps, summed (saturating). Zero for a step past the end.
+    ///
+    /// This is seed 004's rule: sequential calls add up, and parallel calls share the wall
+    /// clock, so a group lasts as long as its longest step. [`reserve`](Plan::reserve) is
+    /// built on it (the required floors of the later groups); pass the p50s for the typical
+    /// request, the worst cases for the worst one, or the required floors from the first step
+    /// for the least time a success needs (plus own work, in each case). To leave a step out,
+    /// return zero for it.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use deadline_core::{Deadline, Instant, Plan, Policy, ms};
+    ///
+    /// // A, then B and C side by side, then D.
+    /// let a = Policy::required("A", ms(50), ms(10));
+    /// let b = Policy::required("B", ms(110), ms(30));
+    /// let c = Policy::optional("C", ms(60), ms(25));
+    /// let d = Policy::required("D", ms(40), ms(5));
+    /// let mut plan: Plan<'_, 4> = Plan::new(Deadline::after(Instant::ZERO, ms(300)), ms(20));
+    /// let sa = plan.then(&a).unwrap();
+    /// let sb = plan.then(&b).unwrap();
+    /// plan.alongside(&c).unwrap();
+    /// plan.then(&d).unwrap();
+    ///
+    /// // Every step at its cap: 50 + max(110, 60) + 40.
+    /// assert_eq!(plan.critical_path(sa, |_, p| p.cap), ms(200));
+    /// // The required floors from B on: max(30, C optional) + 5.
+    /// let floors = |_, p: &Policy| if p.is_required() { p.floor } else { Duration::ZERO };
+    /// assert_eq!(plan.critical_path(sb, floors), ms(35));
+    /// // ... which is what A reserves, with the 20 ms of own work.
+    /// assert_eq!(plan.reserve(sa), ms(20 + 35));
+    /// ```
+    #[must_use]
+    pub fn critical_path(
+        &self,
+        from: StepId,
+        mut f: impl FnMut(StepId, &Policy) -> Duration,
+    ) -> Duration {
+        match self.steps.get(from) {
+            Some(step) => self.path_from_group(step.group, &mut f),
+            None => Duration::ZERO,
         }
-        reserve.saturating_add(group_floor)
+    }
+
+    /// The critical path over the groups numbered `first` and later (groups are numbered in
+    /// step order, so their steps are a tail of the list).
+    fn path_from_group(
+        &self,
+        first: usize,
+        f: &mut impl FnMut(StepId, &Policy) -> Duration,
+    ) -> Duration {
+        let mut total = Duration::ZERO;
+        let mut group = None;
+        let mut longest = Duration::ZERO;
+        for (id, s) in self.steps.iter().enumerate() {
+            if s.group < first {
+                continue;
+            }
+            if group != Some(s.group) {
+                total = total.saturating_add(longest);
+                group = Some(s.group);
+                longest = Duration::ZERO;
+            }
+            longest = longest.max(f(id, s.policy));
+        }
+        total.saturating_add(longest)
     }
 
     /// The decision for `step` if it starts at `now`: see [`call_timeout`]. A step index past
@@ -182,5 +243,14 @@ impl<'p, const N: usize> Plan<'p, N> {
                 floor: Duration::ZERO,
             }),
         }
+    }
+}
+
+/// A step's share of a reserve: its floor if it is required, nothing if it is optional.
+fn required_floor(_: StepId, policy: &Policy) -> Duration {
+    if policy.is_required() {
+        policy.floor
+    } else {
+        Duration::ZERO
     }
 }

@@ -194,6 +194,32 @@ fn oracle_reserve(chain: &[(Policy, bool)], own_work: Duration, step: usize) -> 
     total.min(nanos(Duration::MAX))
 }
 
+/// `Plan::critical_path`, computed apart: for each group from the one holding `from`, the
+/// largest `f` among its steps, summed. Saturates like `Duration`.
+fn oracle_path(chain: &[(Policy, bool)], from: usize, f: impl Fn(usize, &Policy) -> u128) -> u128 {
+    let groups = oracle_groups(chain);
+    let Some(&first) = groups.get(from) else {
+        return 0;
+    };
+    let mut longest: BTreeMap<usize, u128> = BTreeMap::new();
+    for (i, (policy, _)) in chain.iter().enumerate() {
+        if groups[i] >= first {
+            let entry = longest.entry(groups[i]).or_insert(0);
+            *entry = (*entry).max(f(i, policy));
+        }
+    }
+    longest.values().sum::<u128>().min(nanos(Duration::MAX))
+}
+
+/// A per-step length that depends on the step's index as well as its policy.
+fn length(id: usize, policy: &Policy) -> Duration {
+    if id % 2 == 0 {
+        policy.cap
+    } else {
+        policy.floor
+    }
+}
+
 /// Builds a plan from a chain; returns the plan and how many steps it took.
 fn build<'p>(
     chain: &'p [(Policy, bool)],
@@ -254,6 +280,34 @@ proptest! {
                     // time left, with the same reserve.
                     prop_assert_eq!(plan.reserve(step), plan.reserve(other));
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn critical_path_sums_the_longest_step_of_each_group(
+        chain in chain(),
+        deadline in instant().prop_map(Deadline::at),
+        own_work in duration(),
+        past in 0usize..3,
+    ) {
+        let (plan, taken) = build(&chain, deadline, own_work)?;
+        let chain = &chain[..taken];
+        let groups = oracle_groups(chain);
+        for from in 0..taken + past {
+            let got = plan.critical_path(from, length);
+            prop_assert_eq!(nanos(got), oracle_path(chain, from, |i, p| nanos(length(i, p))));
+            if from >= taken {
+                prop_assert_eq!(got, Duration::ZERO);
+            }
+            // The reserve is own work plus the required floors of the groups after this one.
+            if let Some(next) = (from..taken).find(|&i| groups.get(from) < Some(&groups[i])) {
+                let floors = plan.critical_path(next, |_, p| {
+                    if p.is_required() { p.floor } else { Duration::ZERO }
+                });
+                prop_assert_eq!(plan.reserve(from), own_work.saturating_add(floors));
+            } else if from < taken {
+                prop_assert_eq!(plan.reserve(from), own_work);
             }
         }
     }

@@ -5,7 +5,8 @@
 //! time per request, and the share of database time spent after the client stopped waiting
 //! (when it got its answer, or gave up at its timeout). Every timeout, retry, backoff, retry
 //! budget grant, header and statement timeout is decided by deadline-core over virtual
-//! instants; this module keeps the clock and adds up the results.
+//! instants, each layer's attempts run by its driver ([`strategy`]); this module keeps the
+//! client's clock and adds up the results.
 //!
 //! The client is closed-loop: it sends the next request when it stops waiting for the
 //! previous one, so the traffic is at most a few dozen requests per second. Requests share

@@ -2,19 +2,30 @@
 //! the service and the database, with every timeout, retry and statement timeout decided by
 //! deadline-core.
 //!
-//! Each layer is the same loop: [`Call::decide`] gives the attempt's timeout from the layer's
-//! deadline ([`deadline_core::call_timeout`]); after a failed attempt [`RetryState::decide`]
-//! says whether and when to retry (attempt cap, backoff with jitter, "fits before the
-//! deadline", floor, retry budget). What differs between strategies is the deadline each layer
-//! holds, its policy, and whether the database is told when to stop.
+//! Each layer calls the next through the core's [`Driver`] on a [`ManualTimer`]: the driver
+//! gives each attempt its timeout from the layer's deadline ([`deadline_core::call_timeout`]),
+//! drops the attempt when that timeout fires, and after a failure asks
+//! [`RetryState::decide`](deadline_core::retry::RetryState::decide) whether and when to retry
+//! (attempt cap, backoff with jitter, "fits before the deadline", floor, retry budget), exactly
+//! as it would in a server. What differs between strategies is the deadline each layer holds,
+//! its policy, and whether the database is told when to stop.
+//!
+//! A layer's attempt works out the next layer's whole run when it starts (on the next layer's
+//! own timer), because in these strategies nothing tells a layer that its caller has stopped
+//! waiting: a service whose caller timed out keeps retrying, and a database query runs on,
+//! unless a propagated deadline stops them. Through the driver the simulator runs a million
+//! requests per strategy in 0.3 to 0.45 s (see the README's "Speed").
 
+use std::cell::RefCell;
 use std::time::Duration;
 
-use deadline_core::retry::{Call, Outcome, RetryDecision, RetryState};
+use deadline_core::drive::{Driver, ManualTimer};
+use deadline_core::retry::{Call, Outcome};
+use deadline_core::rng::Rng;
 use deadline_core::statement::{StatementDecision, StatementPolicy, statement_timeout};
 use deadline_core::throttle::RetryBudget;
 use deadline_core::wire::Propagation;
-use deadline_core::{Deadline, Decision, Instant, Policy};
+use deadline_core::{Clock, Deadline, Instant, Limits, Policy, Timer};
 
 use super::model::{Db, Model};
 
@@ -147,6 +158,7 @@ impl Setup {
 
     /// Runs one request that leaves the client at `start`. The database keeps the queries.
     pub fn request(&self, start: Instant, db: &mut Db, counts: &mut Counts) -> RequestResult {
+        let db = RefCell::new(db);
         let hop = self.model.hop;
         let client_deadline = Deadline::after(start, self.model.client_timeout);
         let api_arrival = start + hop;
@@ -166,11 +178,9 @@ impl Setup {
             &self.api,
             api_deadline,
             api_arrival,
-            db,
+            &db,
             counts,
-            |setup, db, counts, limits_deadline, now| {
-                setup.service_call(limits_deadline, now, db, counts)
-            },
+            |limits, now, counts| self.service_call(limits.deadline(), now, &db, counts),
         );
         let reply = api_end + hop;
         let answered = api_ok && reply <= client_deadline.instant();
@@ -192,7 +202,7 @@ impl Setup {
         &self,
         attempt_deadline: Deadline,
         now: Instant,
-        db: &mut Db,
+        db: &RefCell<&mut Db>,
         counts: &mut Counts,
     ) -> (Instant, bool) {
         let hop = self.model.hop;
@@ -213,7 +223,7 @@ impl Setup {
             arrival,
             db,
             counts,
-            |setup, db, _counts, limits_deadline, now| setup.db_call(limits_deadline, now, db),
+            |limits, now, _| self.db_call(limits.deadline(), now, db),
         );
         (end + hop, ok)
     }
@@ -221,7 +231,12 @@ impl Setup {
     /// The service's query, sent at `now` for an attempt that must end by `attempt_deadline`.
     /// Returns when the result (rows or the cancellation) reaches the service, and whether it
     /// has rows.
-    fn db_call(&self, attempt_deadline: Deadline, now: Instant, db: &mut Db) -> (Instant, bool) {
+    fn db_call(
+        &self,
+        attempt_deadline: Deadline,
+        now: Instant,
+        db: &RefCell<&mut Db>,
+    ) -> (Instant, bool) {
         let hop = self.model.hop;
         let statement = match self.statement {
             Some(policy) => match statement_timeout(&policy, attempt_deadline, now) {
@@ -230,58 +245,64 @@ impl Setup {
             },
             None => None,
         };
-        let q = db.query(now + hop, statement);
+        let q = db.borrow_mut().query(now + hop, statement);
         (q.end + hop, q.answered)
     }
 
-    /// One layer calling the next, with retries: `next(setup, db, counts, deadline, now)`
-    /// makes one attempt whose own deadline is `deadline` and returns when its result arrives
-    /// and whether it succeeded. Returns when the layer is done and whether it has an answer.
+    /// One layer calling the next, through the core's driver on a virtual timer that starts
+    /// when the request reaches the layer: `next(limits, now, counts)` makes one attempt at
+    /// `now` and returns when its result arrives and whether it succeeded. The driver arms
+    /// the attempt's timeout, retries and backs off. The next layer's work is worked out in
+    /// full when the attempt starts, as nothing tells it when its caller stops waiting.
+    /// Returns when the layer is done and whether it has an answer.
     fn layer<F>(
         &self,
         layer: &Layer,
         deadline: Deadline,
         arrival: Instant,
-        db: &mut Db,
+        db: &RefCell<&mut Db>,
         counts: &mut Counts,
         mut next: F,
     ) -> (Instant, bool)
     where
-        F: FnMut(&Self, &mut Db, &mut Counts, Deadline, Instant) -> (Instant, bool),
+        F: FnMut(Limits, Instant, &mut Counts) -> (Instant, bool),
     {
         let budget = layer.budget.then_some(&self.budget);
         let call = Call::new(&layer.policy, deadline, Duration::ZERO).with_budget_opt(budget);
-        call.deposit(arrival);
-        let mut state = RetryState::new();
-        let mut now = arrival;
-        let mut decision = call.decide(now);
-        loop {
-            let limits = match decision {
-                Decision::Call(limits) => limits,
-                Decision::Skip(_) | Decision::Fail(_) => return (now, false),
-            };
-            let (result_at, ok) = next(self, db, counts, limits.deadline(), now);
-            if ok && result_at <= limits.until {
-                return (result_at, true);
-            }
-            // The attempt failed: its error arrived, or its timeout fired first.
-            let (failed_at, outcome) = if !ok && result_at < limits.until {
-                (result_at, Outcome::Failed)
-            } else {
-                (limits.until, Outcome::TimedOut)
-            };
-            match state.decide(&call, failed_at, outcome, db.rng()) {
-                RetryDecision::Retry(retry) => {
-                    now = retry.at;
-                    decision = Decision::Call(retry.limits);
+        let timer = ManualTimer::starting_at(arrival);
+        let t = &timer;
+        let called = timer.run(Driver::new(call, t, DbRng(db)).run(
+            |(): &()| Outcome::Failed,
+            |limits: Limits| {
+                let (at, ok) = next(limits, t.now(), &mut *counts);
+                async move {
+                    t.sleep_until(at).await;
+                    if ok { Ok(()) } else { Err(()) }
                 }
-                RetryDecision::GiveUp(reason) => {
-                    if reason == deadline_core::retry::GiveUp::Throttled {
-                        counts.throttled += 1;
-                    }
-                    return (failed_at, false);
-                }
+            },
+        ));
+        match called {
+            Ok(called) => {
+                counts.throttled += u64::from(called.report.budget_refusals);
+                (called.report.ended, called.result.is_ok())
             }
+            // Every attempt waits on this timer, so the driver cannot stall; if it did, the
+            // layer would have no answer.
+            Err(stalled) => (stalled.at, false),
         }
+    }
+}
+
+/// The database's generator, drawn by the driver for the backoff's jitter: one random stream
+/// for stalls, query times and jitter, as the requests use it.
+struct DbRng<'a, 'd>(&'a RefCell<&'d mut Db>);
+
+impl Rng for DbRng<'_, '_> {
+    fn next_u32(&mut self) -> u32 {
+        self.0.borrow_mut().rng().next_u32()
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        self.0.borrow_mut().rng().next_u64()
     }
 }
