@@ -300,7 +300,7 @@ pub fn run(table: &Table, rate_per_sec: Option<f64>) -> Result<PlanReport, Input
 fn slice(policy: &Policy, plan: &TablePlan<'_>, id: StepId, start: Instant) -> Duration {
     let mut uncapped = *policy;
     uncapped.cap = Duration::MAX;
-    match call_timeout(&uncapped, plan.deadline(), start, plan.reserve(id)) {
+    match call_timeout(&uncapped, plan.deadline(), plan.reserve(id), start) {
         Decision::Call(limits) => limits.timeout,
         Decision::Skip(short) | Decision::Fail(short) => short.available,
     }

@@ -41,7 +41,7 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group(GROUP);
     g.bench_function("clock_read", |bch| bch.iter(|| black_box(now())));
     g.bench_function("call_timeout", |bch| {
-        bch.iter(|| call_timeout(black_box(&a), black_box(deadline), now(), black_box(ms(50))))
+        bch.iter(|| call_timeout(black_box(&a), black_box(deadline), black_box(ms(50)), now()))
     });
     g.bench_function("plan_decide", |bch| {
         bch.iter(|| black_box(&plan).decide(black_box(first), now()))

@@ -20,7 +20,7 @@ use crate::time::Instant;
 /// assert!(deadline.is_expired(Instant::from_millis(200)));
 ///
 /// // A child deadline never outlives its parent.
-/// let child = deadline.child(Instant::from_millis(150), ms(500));
+/// let child = deadline.child(ms(500), Instant::from_millis(150));
 /// assert_eq!(child, deadline);
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
@@ -68,7 +68,7 @@ impl Deadline {
     /// A deadline for inner work started at `now` with its own `timeout`: the earlier of
     /// `now + timeout` and this deadline. It is never later than `self`.
     #[must_use]
-    pub const fn child(self, now: Instant, timeout: Duration) -> Deadline {
+    pub const fn child(self, timeout: Duration, now: Instant) -> Deadline {
         self.min(Deadline::after(now, timeout))
     }
 

@@ -43,10 +43,10 @@
 //! let mut hedges = HedgeState::new(Instant::from_millis(10)); // first attempt at 10 ms
 //!
 //! assert_eq!(hedges.next_at(&call, None), Some(Instant::from_millis(70)));
-//! assert_eq!(hedges.decide(&call, Instant::from_millis(30), None),
+//! assert_eq!(hedges.decide(&call, None, Instant::from_millis(30)),
 //!            HedgeDecision::NotYet(Instant::from_millis(70)));
 //! // At 70 ms: min(200 - 70 - 20, 110) = 110 ms for the copy.
-//! let HedgeDecision::Send(limits) = hedges.decide(&call, Instant::from_millis(70), None) else {
+//! let HedgeDecision::Send(limits) = hedges.decide(&call, None, Instant::from_millis(70)) else {
 //!     panic!("the hedge is due")
 //! };
 //! assert_eq!(limits.timeout, ms(110));
@@ -182,8 +182,8 @@ impl HedgeState {
     pub fn decide(
         &mut self,
         call: &Call<'_>,
-        now: Instant,
         live: Option<Duration>,
+        now: Instant,
     ) -> HedgeDecision {
         if let Some(reason) = self.never(call) {
             return HedgeDecision::Stop(reason);

@@ -237,7 +237,7 @@ impl<'p, const N: usize> Plan<'p, N> {
     /// the end gets a failure with no time available, never a panic.
     pub fn decide(&self, step: StepId, now: Instant) -> Decision {
         match self.steps.get(step) {
-            Some(s) => call_timeout(s.policy, self.deadline, now, self.reserve(step)),
+            Some(s) => call_timeout(s.policy, self.deadline, self.reserve(step), now),
             None => Decision::Fail(crate::budget::Shortfall {
                 available: Duration::ZERO,
                 floor: Duration::ZERO,

@@ -42,14 +42,14 @@
 //! let mut rng = SplitMix64::new(0);
 //!
 //! let now = Instant::from_millis(550);
-//! let RetryDecision::Retry(retry) = state.decide(&call, now, Outcome::Failed, &mut rng) else {
+//! let RetryDecision::Retry(retry) = state.decide(&call, Outcome::Failed, &mut rng, now) else {
 //!     panic!("a retry fits")
 //! };
 //! assert_eq!(retry.at, now + ms(200));
 //! assert_eq!(retry.limits.timeout, deadline.remaining(retry.at));
 //!
 //! // The second failure: both attempts are used.
-//! let d = state.decide(&call, retry.at + ms(400), Outcome::Failed, &mut rng);
+//! let d = state.decide(&call, Outcome::Failed, &mut rng, retry.at + ms(400));
 //! assert_eq!(d, RetryDecision::GiveUp(GiveUp::Exhausted));
 //! ```
 
@@ -206,7 +206,7 @@ impl<'a> Call<'a> {
     /// The decision for an attempt starting at `now`: [`call_timeout`] with this call's
     /// policy, deadline and reserve.
     pub fn decide(&self, now: Instant) -> Decision {
-        call_timeout(self.policy, self.deadline, now, self.reserve)
+        call_timeout(self.policy, self.deadline, self.reserve, now)
     }
 
     /// Asks the budget for one retry or hedge at `now`; `true` when there is no budget.
@@ -404,9 +404,9 @@ impl RetryState {
     pub fn decide<R: Rng + ?Sized>(
         &mut self,
         call: &Call<'_>,
-        now: Instant,
         outcome: Outcome,
         rng: &mut R,
+        now: Instant,
     ) -> RetryDecision {
         let policy = call.policy;
         let pushback = match outcome {

@@ -525,7 +525,7 @@ header_value_traits!(DeadlineMs);
 /// let b = Policy::required("B", ms(500), ms(100));
 /// let deadline = Deadline::after(Instant::ZERO, ms(2_000));
 /// let now = Instant::from_millis(300);
-/// let limits = call_timeout(&b, deadline, now, ms(0)).limits().unwrap();
+/// let limits = call_timeout(&b, deadline, ms(0), now).limits().unwrap();
 /// assert_eq!(HOP.outgoing(limits.deadline(), now), Ok(ms(498)));
 /// assert_eq!(HOP.encode_deadline_ms(limits.deadline(), now).unwrap().as_str(), "498");
 ///

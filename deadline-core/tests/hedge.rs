@@ -29,10 +29,10 @@ fn hedge_k_is_due_k_delays_after_the_first_start() {
     let mut sent_at = Vec::new();
     while let Some(at) = h.next_at(&call, None) {
         assert_eq!(
-            h.decide(&call, at - Duration::from_micros(1), None),
+            h.decide(&call, None, at - Duration::from_micros(1)),
             HedgeDecision::NotYet(at)
         );
-        match h.decide(&call, at, None) {
+        match h.decide(&call, None, at) {
             HedgeDecision::Send(limits) => {
                 // The copy's timeout comes from the time left when it is sent.
                 assert_eq!(
@@ -48,7 +48,7 @@ fn hedge_k_is_due_k_delays_after_the_first_start() {
     assert_eq!(sent_at, expect);
     assert_eq!(h.sent(), 3);
     assert_eq!(
-        h.decide(&call, Instant::from_millis(500), None),
+        h.decide(&call, None, Instant::from_millis(500)),
         HedgeDecision::Stop(NoHedge::AllSent)
     );
 }
@@ -73,7 +73,7 @@ fn only_idempotent_calls_with_a_policy_are_hedged() {
     let mut h = HedgeState::new(Instant::ZERO);
     assert_eq!(h.next_at(&call, None), None);
     assert_eq!(
-        h.decide(&call, ms_at(500), None),
+        h.decide(&call, None, ms_at(500)),
         HedgeDecision::Stop(NoHedge::NotConfigured)
     );
 
@@ -82,7 +82,7 @@ fn only_idempotent_calls_with_a_policy_are_hedged() {
     let pay = pay.with_retry(pay.retry.with_retry_non_idempotent(true));
     let call = Call::new(&pay, deadline(), ms(0));
     assert_eq!(
-        h.decide(&call, ms_at(500), None),
+        h.decide(&call, None, ms_at(500)),
         HedgeDecision::Stop(NoHedge::NotIdempotent)
     );
     assert_eq!(h.sent(), 0);
@@ -100,7 +100,7 @@ fn no_hedge_under_the_floor_and_none_after() {
     let mut h = HedgeState::new(Instant::ZERO);
     // At this instant the time left less the reserve is just under the floor.
     let late = deadline().instant() - reserve - p.floor + Duration::from_micros(1);
-    match h.decide(&call, late, None) {
+    match h.decide(&call, None, late) {
         HedgeDecision::Stop(NoHedge::UnderFloor(s)) => {
             assert_eq!(s.available, deadline().remaining(late) - reserve);
         }
@@ -119,19 +119,19 @@ fn hedges_draw_from_the_same_budget_as_retries() {
     let mut h = HedgeState::new(Instant::ZERO);
 
     let at = h.next_at(&call, None).unwrap();
-    assert!(matches!(h.decide(&call, at, None), HedgeDecision::Send(_)));
+    assert!(matches!(h.decide(&call, None, at), HedgeDecision::Send(_)));
     assert_eq!(budget.balance(), 0);
 
     // The second hedge is refused, and the schedule moves on by one delay.
     let at2 = h.next_at(&call, None).unwrap();
     let refused_at = at2 + ms(3);
-    assert_eq!(h.decide(&call, refused_at, None), HedgeDecision::Throttled);
+    assert_eq!(h.decide(&call, None, refused_at), HedgeDecision::Throttled);
     assert_eq!(h.next_at(&call, None), Some(refused_at + DELAY));
     assert_eq!(h.sent(), 1);
 
     // A retry finds the budget spent too.
     let mut r = RetryState::new();
-    let d = r.decide(&call, refused_at, Outcome::Failed, &mut SplitMix64::new(0));
+    let d = r.decide(&call, Outcome::Failed, &mut SplitMix64::new(0), refused_at);
     assert!(d.retry().is_none());
 }
 
@@ -149,7 +149,7 @@ fn a_retry_restarts_the_schedule_and_a_pushback_delays_it() {
     h.stop();
     assert_eq!(h.next_at(&call, None), None);
     assert_eq!(
-        h.decide(&call, ms_at(900), None),
+        h.decide(&call, None, ms_at(900)),
         HedgeDecision::Stop(NoHedge::Stopped)
     );
     h.restart(ms_at(400));

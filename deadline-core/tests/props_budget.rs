@@ -256,7 +256,7 @@ proptest! {
         now in instant(),
         reserve in duration(),
     ) {
-        let decision = call_timeout(&policy, deadline, now, reserve);
+        let decision = call_timeout(&policy, deadline, reserve, now);
         check_decision(decision, &policy, deadline, now, nanos(reserve))?;
     }
 
@@ -358,7 +358,7 @@ proptest! {
     ) {
         let mut parent = root;
         for (now, timeout) in hops {
-            let child = parent.child(now, timeout);
+            let child = parent.child(timeout, now);
             prop_assert!(child <= parent);
             prop_assert!(child <= root);
             prop_assert!(child <= Deadline::after(now, timeout));
@@ -376,9 +376,9 @@ proptest! {
         now in instant(),
         reserve in duration(),
     ) {
-        if let Some(limits) = call_timeout(&policy, deadline, now, reserve).limits() {
+        if let Some(limits) = call_timeout(&policy, deadline, reserve, now).limits() {
             prop_assert!(limits.deadline() <= deadline);
-            prop_assert_eq!(deadline.child(now, limits.timeout), limits.deadline());
+            prop_assert_eq!(deadline.child(limits.timeout, now), limits.deadline());
         }
     }
 

@@ -68,7 +68,7 @@ fn simulate(
         } else {
             (ended, outcome(k, pushback_ms))
         };
-        match state.decide(call, failed_at, out, &mut rng) {
+        match state.decide(call, out, &mut rng, failed_at) {
             RetryDecision::Retry(r) => {
                 trace.retries.push((failed_at, r.at, out));
                 now = r.at;
@@ -225,7 +225,7 @@ proptest! {
             calls += 1;
             let mut state = RetryState::new();
             let mut now = start + ms(2);
-            while let RetryDecision::Retry(r) = state.decide(&call, now, Outcome::Failed, &mut rng) {
+            while let RetryDecision::Retry(r) = state.decide(&call, Outcome::Failed, &mut rng, now) {
                 calls += 1;
                 now = r.at + ms(2);
             }

@@ -24,7 +24,7 @@ fn deadline() -> Deadline {
 
 fn decide(policy: &Policy, now: Instant, outcome: Outcome) -> RetryDecision {
     let call = Call::new(policy, deadline(), ms(100));
-    RetryState::new().decide(&call, now, outcome, &mut SplitMix64::new(1))
+    RetryState::new().decide(&call, outcome, &mut SplitMix64::new(1), now)
 }
 
 #[test]
@@ -35,7 +35,7 @@ fn a_retry_gets_limits_computed_for_its_start() {
     let now = Instant::from_millis(650);
     let mut state = RetryState::new();
     let RetryDecision::Retry(r) =
-        state.decide(&call, now, Outcome::Failed, &mut SplitMix64::new(1))
+        state.decide(&call, Outcome::Failed, &mut SplitMix64::new(1), now)
     else {
         panic!("a retry fits");
     };
@@ -63,7 +63,7 @@ fn attempts_stop_at_the_cap() {
     let mut now = Instant::ZERO;
     let mut retries = 0;
     loop {
-        match state.decide(&call, now, Outcome::Failed, &mut rng) {
+        match state.decide(&call, Outcome::Failed, &mut rng, now) {
             RetryDecision::Retry(r) => {
                 retries += 1;
                 now = r.at + ms(1);
@@ -203,7 +203,7 @@ fn the_budget_is_drawn_only_for_a_retry_that_is_made() {
         let mut state = RetryState::new();
         assert!(
             state
-                .decide(&call, late, outcome, &mut rng)
+                .decide(&call, outcome, &mut rng, late)
                 .retry()
                 .is_none()
         );
@@ -215,14 +215,14 @@ fn the_budget_is_drawn_only_for_a_retry_that_is_made() {
     let mut state = RetryState::new();
     assert!(
         state
-            .decide(&call, Instant::ZERO, Outcome::Failed, &mut rng)
+            .decide(&call, Outcome::Failed, &mut rng, Instant::ZERO)
             .retry()
             .is_some()
     );
     assert_eq!(budget.balance(), 0);
     let before = state;
     assert_eq!(
-        state.decide(&call, Instant::from_millis(30), Outcome::Failed, &mut rng),
+        state.decide(&call, Outcome::Failed, &mut rng, Instant::from_millis(30)),
         RetryDecision::GiveUp(GiveUp::Throttled)
     );
     assert_eq!(state, before);
@@ -242,7 +242,7 @@ fn decorrelated_jitter_remembers_the_previous_wait() {
     let mut expect = base;
     for _ in 0..4 {
         let r = state
-            .decide(&call, now, Outcome::Failed, &mut rng)
+            .decide(&call, Outcome::Failed, &mut rng, now)
             .retry()
             .unwrap();
         expect *= 3;

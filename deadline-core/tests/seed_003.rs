@@ -69,9 +69,9 @@ fn seed_003_budget_table() {
     assert_eq!(left, ms(1_450));
     let decision = state.decide(
         &call_b,
-        clock.now(),
         Outcome::Failed,
         &mut SplitMix64::new(0),
+        clock.now(),
     );
     let RetryDecision::Retry(retry) = decision else {
         panic!("the retry fits: {decision:?}");

@@ -330,7 +330,7 @@ fn a_call_timeout_travels_to_the_callee_shortened_by_the_allowance() {
     let b = Policy::required("B", ms(110), ms(30));
     let request = Deadline::after(Instant::ZERO, ms(200));
     let start = Instant::from_millis(10);
-    let limits = call_timeout(&b, request, start, ms(20)).limits().unwrap();
+    let limits = call_timeout(&b, request, ms(20), start).limits().unwrap();
 
     let hop = Propagation::new(ms(3), ms(60_000));
     let header = hop.encode_grpc_timeout(limits.deadline(), start).unwrap();

@@ -21,7 +21,7 @@ fn all_attempts_time_out<R: Rng>(t: Duration, retry: RetryPolicy, rng: &mut R) -
     let mut now = Instant::ZERO;
     loop {
         now = now + t;
-        match state.decide(&call, now, Outcome::TimedOut, rng) {
+        match state.decide(&call, Outcome::TimedOut, rng, now) {
             RetryDecision::Retry(retry) => now = retry.at,
             RetryDecision::GiveUp(_) => return now - Instant::ZERO,
         }

@@ -155,7 +155,7 @@ impl<'c, S: Sleeper, R: Rng> BlockingDriver<'c, S, R> {
             let (reason, at) = if fatal {
                 (GiveUp::NotRetryable, now)
             } else {
-                match course.retry(now, &mut self.rng) {
+                match course.retry(&mut self.rng, now) {
                     RetryDecision::Retry(retry) => {
                         self.sleeper.sleep_until(retry.at);
                         // The sleep may have ended late: the course decides again at the

@@ -58,7 +58,7 @@ fn no_time_left() -> io::Error {
 /// let clock = ManualClock::starting_at(Instant::from_millis(115));
 /// let c = Policy::optional("C", ms(60), ms(25)).with_connect(ms(20));
 /// let deadline = Deadline::after(Instant::ZERO, ms(200));
-/// let limits = call_timeout(&c, deadline, Instant::from_millis(115), ms(20)).limits().unwrap();
+/// let limits = call_timeout(&c, deadline, ms(20), Instant::from_millis(115)).limits().unwrap();
 /// let (stream, armed) = connect(&listener.local_addr()?, &limits, &clock)?;
 /// // The virtual clock did not move during the connect: all 60 ms are left to read.
 /// assert_eq!(armed, ms(60));
@@ -88,7 +88,7 @@ pub fn connect<C: Clock + ?Sized>(
 ///
 /// let c = Policy::optional("C", ms(60), ms(25)).with_connect(ms(20));
 /// let deadline = Deadline::after(Instant::ZERO, ms(200));
-/// let limits = call_timeout(&c, deadline, Instant::from_millis(115), ms(20)).limits().unwrap();
+/// let limits = call_timeout(&c, deadline, ms(20), Instant::from_millis(115)).limits().unwrap();
 /// assert_eq!(connect_limit(&limits, Instant::from_millis(115)), ms(20));
 /// // 10 ms before the attempt's end, the connect may take only those 10 ms.
 /// assert_eq!(connect_limit(&limits, Instant::from_millis(165)), ms(10));
@@ -115,7 +115,7 @@ pub fn connect_limit(limits: &Limits, now: Instant) -> Duration {
 /// let pooled = std::net::TcpStream::connect(listener.local_addr()?)?;
 /// let c = Policy::optional("C", ms(60), ms(25));
 /// let deadline = Deadline::after(Instant::ZERO, ms(200));
-/// let limits = call_timeout(&c, deadline, Instant::from_millis(115), ms(20)).limits().unwrap();
+/// let limits = call_timeout(&c, deadline, ms(20), Instant::from_millis(115)).limits().unwrap();
 /// // Taken from the pool 5 ms after the decision: 55 ms are left.
 /// assert_eq!(apply(&pooled, &limits, Instant::from_millis(120))?, ms(55));
 /// assert!(apply(&pooled, &limits, limits.until).is_err());

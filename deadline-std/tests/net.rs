@@ -40,7 +40,7 @@ fn assert_reads_back(stream: &TcpStream, want: Duration) {
 fn seed_c_limits() -> Limits {
     let c = Policy::optional("C", ms(60), ms(25)).with_connect(ms(20));
     let deadline = Deadline::after(Instant::ZERO, ms(200));
-    call_timeout(&c, deadline, Instant::from_millis(115), ms(20))
+    call_timeout(&c, deadline, ms(20), Instant::from_millis(115))
         .limits()
         .unwrap()
 }
@@ -189,7 +189,7 @@ fn each_read_gets_only_what_is_left_of_the_attempt() {
 fn a_zero_connect_limit_fails_at_once_instead_of_waiting_forever() {
     let a = Policy::required("A", ms(50), ms(10)).with_connect(ms(0));
     let deadline = Deadline::after(Instant::ZERO, ms(200));
-    let limits = call_timeout(&a, deadline, Instant::ZERO, ms(20))
+    let limits = call_timeout(&a, deadline, ms(20), Instant::ZERO)
         .limits()
         .unwrap();
     let clock = ManualClock::new();

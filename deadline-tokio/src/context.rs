@@ -141,7 +141,7 @@ pub fn is_expired() -> bool {
 /// # }
 /// ```
 pub fn decide(policy: &Policy, reserve: Duration) -> Decision {
-    call_timeout(policy, current_or_never(), TokioClock.now(), reserve)
+    call_timeout(policy, current_or_never(), reserve, TokioClock.now())
 }
 
 /// A nested call under `limits`: `fut` runs with the call's deadline as the current deadline

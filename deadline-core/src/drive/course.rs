@@ -135,7 +135,7 @@ impl Drop for Attempt<'_> {
 ///     // The dependency never answers: the attempt runs to its limit and reports a timeout.
 ///     clock.set(attempt.limits().until);
 ///     course.failed(attempt, "read timed out", Outcome::TimedOut, clock.now());
-///     let reason = match course.retry(clock.now(), &mut rng) {
+///     let reason = match course.retry(&mut rng, clock.now()) {
 ///         RetryDecision::Retry(retry) => {
 ///             clock.set(retry.at); // sleep the backoff
 ///             match course.restart(clock.now()) {
@@ -293,8 +293,8 @@ impl<'c, E> Course<'c, E> {
     /// Decides, at `now`, whether to retry after the latest failure, once no attempt is
     /// running: [`RetryState::decide`] with the latest failure's outcome. A refusal of the
     /// retry budget is counted in [`Report::budget_refusals`].
-    pub fn retry<R: Rng + ?Sized>(&mut self, now: Instant, rng: &mut R) -> RetryDecision {
-        let decision = self.retry.decide(&self.call, now, self.last_outcome, rng);
+    pub fn retry<R: Rng + ?Sized>(&mut self, rng: &mut R, now: Instant) -> RetryDecision {
+        let decision = self.retry.decide(&self.call, self.last_outcome, rng, now);
         if decision == RetryDecision::GiveUp(GiveUp::Throttled) {
             self.report.budget_refusals = self.report.budget_refusals.saturating_add(1);
         }
@@ -346,7 +346,7 @@ impl<'c, E> Course<'c, E> {
             self.hedges.stop();
             return None;
         };
-        match self.hedges.decide(&self.call, now, self.live_delay) {
+        match self.hedges.decide(&self.call, self.live_delay, now) {
             HedgeDecision::Send(limits) => Some(self.launch(limits, permit, true, now)),
             HedgeDecision::Throttled => {
                 self.report.budget_refusals = self.report.budget_refusals.saturating_add(1);

@@ -167,7 +167,7 @@ where
 
             let running = self.running();
             match self.phase {
-                Phase::Running if running == 0 => match self.course.retry(now, &mut self.rng) {
+                Phase::Running if running == 0 => match self.course.retry(&mut self.rng, now) {
                     RetryDecision::Retry(retry) => {
                         self.phase = Phase::Backoff { at: retry.at };
                         continue;
