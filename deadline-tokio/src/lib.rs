@@ -62,6 +62,7 @@ pub use layer::{DeadlineLayer, PropagateLayer};
 pub use statement::statement_timeout;
 
 /// The workspace README's Rust examples (the core's and this crate's), run as doctests.
-#[cfg(doctest)]
+/// They need the `tower` feature, which CI turns on (`--all-features`).
+#[cfg(all(doctest, feature = "tower"))]
 #[doc = include_str!("../../README.md")]
 struct ReadmeDoctests;
