@@ -282,6 +282,14 @@ impl Clock for ManualClock {
     }
 }
 
+/// Prints the clock's current reading.
+#[cfg(feature = "defmt")]
+impl defmt::Format for ManualClock {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        defmt::write!(f, "ManualClock({=u64}us)", self.now().as_micros());
+    }
+}
+
 /// Shorthand for [`Duration::from_millis`], handy in tables of timeouts.
 #[must_use]
 pub const fn ms(millis: u64) -> Duration {
