@@ -22,6 +22,32 @@ fn bought(deposits: u64, per_mille: u64) -> u64 {
     deposits * per_mille / 1000
 }
 
+/// Runs `threads` threads against one budget, released together; thread `t` calls
+/// `step(t, i)` for each `i` in `0..ops`, which reports (deposits made, grants taken).
+/// Returns the totals over every thread.
+fn race(threads: u64, ops: u64, step: impl Fn(u64, u64) -> (u64, u64) + Sync) -> (u64, u64) {
+    let deposits = AtomicU64::new(0);
+    let granted = AtomicU64::new(0);
+    let start = Barrier::new(threads as usize);
+    thread::scope(|s| {
+        for t in 0..threads {
+            let (deposits, granted, start, step) = (&deposits, &granted, &start, &step);
+            s.spawn(move || {
+                let (mut d, mut g) = (0, 0);
+                start.wait();
+                for i in 0..ops {
+                    let (dd, gg) = step(t, i);
+                    d += dd;
+                    g += gg;
+                }
+                deposits.fetch_add(d, Ordering::Relaxed);
+                granted.fetch_add(g, Ordering::Relaxed);
+            });
+        }
+    });
+    (deposits.into_inner(), granted.into_inner())
+}
+
 #[test]
 fn ten_deposits_at_ten_percent_buy_exactly_one_retry() {
     let budget = RetryBudget::new(10, 0);
@@ -217,33 +243,16 @@ fn racing_threads_never_overdraw_and_lose_nothing() {
     for percent in [10, 100, 130] {
         let budget = RetryBudget::new(percent, floor).with_max_balance(RetryBudget::MAX_BALANCE);
         let now = Instant::from_millis(42_250);
-        let deposits = AtomicU64::new(0);
-        let granted = AtomicU64::new(0);
-        let start = Barrier::new(THREADS as usize);
-        thread::scope(|s| {
-            for t in 0..THREADS {
-                let (budget, deposits, granted, start) = (&budget, &deposits, &granted, &start);
-                s.spawn(move || {
-                    let (mut d, mut g) = (0, 0);
-                    start.wait();
-                    for i in 0..OPS {
-                        budget.deposit(now);
-                        d += 1;
-                        // Every few deposits, take all there is: the threads race for the
-                        // last tokens.
-                        if (i + t) % (1 + t) == 0 {
-                            while budget.try_withdraw(now) {
-                                g += 1;
-                            }
-                        }
-                    }
-                    deposits.fetch_add(d, Ordering::Relaxed);
-                    granted.fetch_add(g, Ordering::Relaxed);
-                });
-            }
+        let (deposits, granted) = race(THREADS, OPS, |t, i| {
+            budget.deposit(now);
+            // Every few deposits, take all there is: the threads race for the last tokens.
+            let g = if (i + t) % (1 + t) == 0 {
+                drain(&budget, now)
+            } else {
+                0
+            };
+            (1, g)
         });
-        let deposits = deposits.into_inner();
-        let granted = granted.into_inner();
         let allowed = bought(deposits, u64::from(percent) * 10) + u64::from(floor);
         assert!(
             granted <= allowed,
@@ -263,34 +272,16 @@ fn racing_threads_across_windows_stay_within_the_bound() {
     let floor = 3;
     let budget = RetryBudget::new(percent, floor).with_max_balance(RetryBudget::MAX_BALANCE);
     let instant = |t: u64, i: u64| Instant::from_micros(1_000_000 + i * 997 + t * 250_013);
-    let deposits = AtomicU64::new(0);
-    let granted = AtomicU64::new(0);
-    let start = Barrier::new(THREADS as usize);
-    thread::scope(|s| {
-        for t in 0..THREADS {
-            let (budget, deposits, granted, start) = (&budget, &deposits, &granted, &start);
-            s.spawn(move || {
-                let (mut d, mut g) = (0, 0);
-                start.wait();
-                for i in 0..OPS {
-                    let now = instant(t, i);
-                    if i % 4 == 0 {
-                        budget.deposit(now);
-                        d += 1;
-                    }
-                    while budget.try_withdraw(now) {
-                        g += 1;
-                    }
-                }
-                deposits.fetch_add(d, Ordering::Relaxed);
-                granted.fetch_add(g, Ordering::Relaxed);
-            });
+    let (deposits, granted) = race(THREADS, OPS, |t, i| {
+        let now = instant(t, i);
+        let d = u64::from(i % 4 == 0);
+        if d == 1 {
+            budget.deposit(now);
         }
+        (d, drain(&budget, now))
     });
     let first = instant(0, 0).as_micros() / 1_000_000;
     let last = instant(THREADS - 1, OPS - 1).as_micros() / 1_000_000;
-    let deposits = deposits.into_inner();
-    let granted = granted.into_inner();
     let allowed = bought(deposits, u64::from(percent) * 10) + u64::from(floor) * (last - first + 1);
     assert!(granted <= allowed, "{granted} granted, {allowed} allowed");
     // Every thread drained after every step, so the deposits were all spent.
