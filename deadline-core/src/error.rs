@@ -10,6 +10,7 @@
 //! | [`Error::CircuitOpen`] | 503 Service Unavailable | 14 `UNAVAILABLE` |
 //! | [`Error::Shed`] | 503 Service Unavailable | 14 `UNAVAILABLE` |
 //! | [`Error::Throttled`] | 429 Too Many Requests | 8 `RESOURCE_EXHAUSTED` |
+//! | [`Error::MalformedDeadline`] | 400 Bad Request | 3 `INVALID_ARGUMENT` |
 //!
 //! 504 (RFC 9110) says "the upstream waited and cut off"; 429 (RFC 6585) says "slow down".
 //! They are different signals and call for different responses: a client may retry a 504
@@ -53,6 +54,12 @@ pub enum Error {
     /// `RESOURCE_EXHAUSTED` (classified as a [`Pushback`](crate::retry::Pushback)) to the
     /// same signal upstream, or that refuses work itself while its retry budget is spent.
     Throttled,
+    /// The caller's deadline header (`grpc-timeout`, `x-deadline-ms`) could not be read
+    /// ([`WireError`](crate::wire::WireError) says why): the caller sent a deadline it means
+    /// to keep, so a server does not guess one. HTTP 400; gRPC
+    /// `INVALID_ARGUMENT` (3), the code gRPC gives to an argument that is wrong whatever the
+    /// state of the server (not `INTERNAL`, which says the server is broken).
+    MalformedDeadline,
 }
 
 impl Error {
@@ -63,6 +70,7 @@ impl Error {
             Error::DeadlineExceeded | Error::InsufficientTime { .. } | Error::Timeout { .. } => 504,
             Error::CircuitOpen | Error::Shed => 503,
             Error::Throttled => 429,
+            Error::MalformedDeadline => 400,
         }
     }
 
@@ -75,6 +83,30 @@ impl Error {
             }
             Error::CircuitOpen | Error::Shed => GrpcCode::Unavailable,
             Error::Throttled => GrpcCode::ResourceExhausted,
+            Error::MalformedDeadline => GrpcCode::InvalidArgument,
+        }
+    }
+
+    /// A short, fixed reason for this error, for a `grpc-message` or a response body: the
+    /// variant's meaning without its figures (see [`Display`](fmt::Display) for those).
+    ///
+    /// ```
+    /// use deadline_core::Error;
+    ///
+    /// assert_eq!(Error::DeadlineExceeded.reason(), "deadline exceeded");
+    /// assert_eq!(Error::Shed.reason(), "request shed at admission");
+    /// assert_eq!(Error::MalformedDeadline.reason(), "malformed deadline header");
+    /// ```
+    #[must_use]
+    pub const fn reason(self) -> &'static str {
+        match self {
+            Error::DeadlineExceeded => "deadline exceeded",
+            Error::InsufficientTime { .. } => "not called: too little time left",
+            Error::Timeout { .. } => "timed out",
+            Error::CircuitOpen => "circuit breaker open",
+            Error::Shed => "request shed at admission",
+            Error::Throttled => "throttled",
+            Error::MalformedDeadline => "malformed deadline header",
         }
     }
 
@@ -94,6 +126,9 @@ impl Error {
 #[non_exhaustive]
 #[repr(u8)]
 pub enum GrpcCode {
+    /// 3: the client sent an argument that is wrong whatever the state of the server (a
+    /// malformed `grpc-timeout`).
+    InvalidArgument = 3,
     /// 4: the deadline expired before the operation could complete.
     DeadlineExceeded = 4,
     /// 8: some resource has been exhausted, or the caller must slow down.
@@ -124,6 +159,7 @@ impl fmt::Display for Error {
             Error::CircuitOpen => f.write_str("circuit breaker open"),
             Error::Shed => f.write_str("request shed at admission"),
             Error::Throttled => f.write_str("throttled"),
+            Error::MalformedDeadline => f.write_str("malformed deadline header"),
         }
     }
 }

@@ -39,6 +39,7 @@ use core::str::FromStr;
 use core::time::Duration;
 
 use crate::deadline::Deadline;
+use crate::error::Error;
 use crate::time::Instant;
 
 /// What both header values share: their text (`as_bytes`, `as_str`), parsing from text,
@@ -136,9 +137,12 @@ pub enum WireError {
     Spent,
 }
 
-impl fmt::Display for WireError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl WireError {
+    /// What is wrong, in a few fixed words (the [`Display`](fmt::Display) text): for the body
+    /// or `grpc-message` of the answer to a request whose header was rejected.
+    #[must_use]
+    pub const fn reason(self) -> &'static str {
+        match self {
             WireError::Empty => "header value has no digits",
             WireError::Whitespace => "header value contains whitespace",
             WireError::Sign => "header value has a sign",
@@ -147,11 +151,44 @@ impl fmt::Display for WireError {
             WireError::MissingUnit => "grpc-timeout value has no unit",
             WireError::UnknownUnit => "grpc-timeout unit is not one of H M S m u n",
             WireError::Spent => "no time left to send: the call is not made",
-        })
+        }
+    }
+}
+
+impl fmt::Display for WireError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.reason())
     }
 }
 
 impl core::error::Error for WireError {}
+
+/// A header that could not be decoded is [`Error::MalformedDeadline`] (HTTP 400, gRPC
+/// `INVALID_ARGUMENT`); a budget spent before it could be sent ([`WireError::Spent`]) is
+/// [`Error::DeadlineExceeded`] (HTTP 504, gRPC `DEADLINE_EXCEEDED`).
+///
+/// ```
+/// use deadline_core::Error;
+/// use deadline_core::wire::WireError;
+///
+/// assert_eq!(Error::from(WireError::Spent), Error::DeadlineExceeded);
+/// assert_eq!(Error::from(WireError::Sign), Error::MalformedDeadline);
+/// assert_eq!(Error::from(WireError::Sign).http_status(), 400);
+/// ```
+impl From<WireError> for Error {
+    fn from(error: WireError) -> Self {
+        match error {
+            WireError::Spent => Error::DeadlineExceeded,
+            WireError::Empty
+            | WireError::Whitespace
+            | WireError::Sign
+            | WireError::InvalidDigit
+            | WireError::TooManyDigits
+            | WireError::MissingUnit
+            | WireError::UnknownUnit => Error::MalformedDeadline,
+        }
+    }
+}
 
 /// A `grpc-timeout` unit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -567,6 +604,45 @@ impl Propagation {
             Err(WireError::Spent)
         } else {
             Ok(left)
+        }
+    }
+
+    /// The budget to send at `now` for work that must end by `deadline`, on a request that
+    /// already carries a timeout of its own (`already`, decoded from the header a caller set,
+    /// such as tonic's `Request::set_timeout`): [`outgoing`](Propagation::outgoing), but never
+    /// more than `already`. A shorter timeout already on the request wins; a longer one is
+    /// replaced by the time left.
+    ///
+    /// ```
+    /// use deadline_core::wire::{Propagation, WireError};
+    /// use deadline_core::{Deadline, Instant, ms};
+    ///
+    /// let hop = Propagation::new(ms(5), ms(10_000));
+    /// let now = Instant::ZERO;
+    /// let deadline = Deadline::after(now, ms(1_000));
+    /// // The request asks for 50 ms: 50 ms is sent, not 995.
+    /// assert_eq!(hop.outgoing_within(deadline, now, Some(ms(50))), Ok(ms(50)));
+    /// // It asks for 5 s: the time left, 995 ms, is sent.
+    /// assert_eq!(hop.outgoing_within(deadline, now, Some(ms(5_000))), Ok(ms(995)));
+    /// assert_eq!(hop.outgoing_within(deadline, now, None), Ok(ms(995)));
+    /// // A zero timeout on the request: nothing to send, no call.
+    /// assert_eq!(hop.outgoing_within(deadline, now, Some(ms(0))), Err(WireError::Spent));
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`WireError::Spent`] when the result is zero: do not make the call.
+    pub fn outgoing_within(
+        &self,
+        deadline: Deadline,
+        now: Instant,
+        already: Option<Duration>,
+    ) -> Result<Duration, WireError> {
+        let left = self.outgoing(deadline, now)?;
+        match already {
+            Some(already) if already.is_zero() => Err(WireError::Spent),
+            Some(already) => Ok(left.min(already)),
+            None => Ok(left),
         }
     }
 
