@@ -4,52 +4,29 @@
 //! (`#[tokio::test(start_paused = true)]`, [`tokio::time::pause`]) drives them: the library then
 //! runs in virtual time, with no real waiting.
 //!
-//! # The origin
+//! # One time line
 //!
-//! A core [`Instant`] counts microseconds from an origin. The origin here is one tokio instant
-//! per process, taken the first time any conversion needs it, one day *before* the real
-//! (std) time of that moment. The day is a margin for paused clocks: a paused runtime's clock
-//! starts at the real time the runtime was built and moves only when told, so it can read
-//! earlier than the real time at which the origin was taken, but not earlier by more than the
-//! runtime's age. Instants before the origin (built by hand with
-//! [`tokio::time::Instant::from_std`], for example) read as the origin: the conversion
-//! saturates, it never panics.
+//! A core [`Instant`] counts microseconds from an origin. Every std-based adapter shares one:
+//! `deadline-std`'s process-wide origin ([`deadline_std::from_std`]). Outside paused test
+//! time a tokio instant *is* a std instant, so an instant, a deadline and the time left read
+//! the same on [`TokioClock`] and on `deadline-std`'s `StdClock`: a deadline set by a tokio
+//! handler crosses into a `spawn_blocking` helper that uses `deadline-std`'s blocking driver
+//! or socket limits with the same time left.
 //!
-//! The origin is taken from the real clock, never from a paused one, because a paused clock
-//! may have been advanced far ahead: an origin taken from it would lie in the future of every
-//! other runtime's clock.
+//! That origin lies one day before the real (std) time at which it was first needed. The day
+//! is a margin for paused clocks too: a paused runtime's clock starts at the real time the
+//! runtime was built and moves only when told, so it can read earlier than the real time at
+//! which the origin was taken, but not earlier by more than the runtime's age. Instants
+//! before the origin read as the origin: the conversion saturates, it never panics.
 
 use core::time::Duration;
-use std::sync::OnceLock;
 
-use deadline_core::time::duration_to_micros;
 use deadline_core::{Clock, Instant, Timer};
 use tokio::time::{Instant as TokioInstant, Sleep};
 
-/// How far before the real time of first use the origin lies. See the module docs.
-const ORIGIN_MARGIN: Duration = Duration::from_secs(24 * 60 * 60);
-
-/// The process-wide origin of the core instants made from tokio instants.
-fn origin() -> TokioInstant {
-    static ORIGIN: OnceLock<TokioInstant> = OnceLock::new();
-    *ORIGIN.get_or_init(|| {
-        let real = std::time::Instant::now();
-        // Some platforms cannot represent instants before boot: halve the margin until the
-        // subtraction works, down to no margin at all.
-        let mut margin = ORIGIN_MARGIN;
-        let start = loop {
-            match real.checked_sub(margin) {
-                Some(start) => break start,
-                None if margin.is_zero() => break real,
-                None => margin /= 2,
-            }
-        };
-        TokioInstant::from_std(start)
-    })
-}
-
 /// Converts a tokio instant to a core [`Instant`] (whole microseconds since the process-wide
-/// origin, rounded down; an instant before the origin gives [`Instant::ZERO`]).
+/// origin that every std-based adapter shares, rounded down; an instant before the origin
+/// gives [`Instant::ZERO`]).
 ///
 /// ```
 /// use deadline_tokio::{from_tokio, to_tokio};
@@ -62,14 +39,14 @@ fn origin() -> TokioInstant {
 /// ```
 #[must_use]
 pub fn from_tokio(t: TokioInstant) -> Instant {
-    Instant::from_micros(duration_to_micros(t.saturating_duration_since(origin())))
+    deadline_std::from_std(t.into_std())
 }
 
 /// Converts a core [`Instant`] to a tokio instant, or `None` if the platform's instant cannot
 /// represent it (such as [`Instant::MAX`] on some platforms).
 #[must_use]
 pub fn checked_to_tokio(t: Instant) -> Option<TokioInstant> {
-    origin().checked_add(t.since_origin())
+    deadline_std::checked_to_std(t).map(TokioInstant::from_std)
 }
 
 /// Converts a core [`Instant`] to a tokio instant. An instant too far in the future for the
