@@ -52,6 +52,9 @@
     )
 )]
 
+#[cfg(feature = "tonic")]
+extern crate alloc;
+
 pub mod admit;
 pub mod analysis;
 pub mod backoff;
@@ -72,6 +75,8 @@ pub mod statement;
 pub mod throttle;
 pub mod time;
 pub mod timer;
+#[cfg(feature = "tonic")]
+mod tonic_status;
 pub mod wire;
 
 pub use admit::Admission;
