@@ -11,10 +11,11 @@
 //! with [`propagate`] to carry the deadline into it.
 
 use core::future::Future;
+use core::pin::Pin;
+use core::task::{Context, Poll};
 use core::time::Duration;
 
 use deadline_core::{Clock, Deadline, Decision, Error, Limits, Policy, call_timeout};
-use tokio::task::futures::TaskLocalFuture;
 use tokio::time::Timeout;
 
 use crate::clock::{TokioClock, to_tokio};
@@ -23,15 +24,13 @@ tokio::task_local! {
     static CURRENT: Deadline;
 }
 
-/// A future running with a current deadline: what [`scope`] and its relatives return. It is
-/// tokio's [`TaskLocalFuture`]: no allocation, and nameable in a struct.
-pub type Scoped<F> = TaskLocalFuture<Deadline, F>;
-
-/// Runs `fut` with `deadline` as the current deadline, or with the current one if that is
+/// Runs `fut` with `deadline` as the current deadline, or with the enclosing one if that is
 /// earlier: a nested scope can shorten the deadline, never extend it.
 ///
-/// The outer deadline is read when `scope` is called, so call it from inside the outer scope
-/// (as in `scope(d, fut).await`).
+/// The enclosing deadline is read each time the future is polled, not when `scope` is called,
+/// so the rule holds whatever the order of construction: a future built outside a request's
+/// scope (a helper made at start-up, a future built before the scope it is awaited in) sees
+/// the earliest of its own deadline and every deadline around it at the moment it runs.
 ///
 /// ```
 /// use deadline_core::{Clock, Deadline, ms};
@@ -41,6 +40,8 @@ pub type Scoped<F> = TaskLocalFuture<Deadline, F>;
 /// # async fn main() {
 /// let now = TokioClock.now();
 /// let request = Deadline::after(now, ms(200));
+/// // Built before the request's scope, awaited inside it: still the request's 200 ms.
+/// let helper = scope(Deadline::after(now, ms(5_000)), async { current() });
 /// scope(request, async {
 ///     assert_eq!(current(), Some(request));
 ///     // An inner scope asking for more time gets the outer deadline.
@@ -48,17 +49,18 @@ pub type Scoped<F> = TaskLocalFuture<Deadline, F>;
 ///         assert_eq!(current(), Some(request));
 ///     })
 ///     .await;
+///     assert_eq!(helper.await, Some(request));
 /// })
 /// .await;
 /// assert_eq!(current(), None);
 /// # }
 /// ```
 pub fn scope<F: Future>(deadline: Deadline, fut: F) -> Scoped<F> {
-    let deadline = current().map_or(deadline, |outer| outer.min(deadline));
-    CURRENT.scope(deadline, fut)
+    Scoped { deadline, fut }
 }
 
-/// Runs `fut` with a current deadline `timeout` from now, or the current one if that is earlier.
+/// Runs `fut` with a current deadline `timeout` from now, or the enclosing one if that is
+/// earlier when it runs (see [`scope`]).
 ///
 /// ```
 /// use deadline_core::ms;
@@ -77,8 +79,10 @@ pub fn scope_timeout<F: Future>(timeout: Duration, fut: F) -> Scoped<F> {
     scope(Deadline::after(TokioClock.now(), timeout), fut)
 }
 
-/// Runs `fut` with the current deadline, if there is one, else with [`Deadline::NEVER`]: for a
-/// future about to be spawned, which would not see the current deadline otherwise.
+/// Runs `fut` with the deadline current *now*, where `propagate` is called (or
+/// [`Deadline::NEVER`] outside any scope): for a future about to be spawned, which would not
+/// see the current deadline otherwise. Awaited inside a scope with an earlier deadline, it
+/// sees that one, as [`scope`] does.
 ///
 /// ```
 /// use deadline_core::ms;
@@ -94,7 +98,42 @@ pub fn scope_timeout<F: Future>(timeout: Duration, fut: F) -> Scoped<F> {
 /// # }
 /// ```
 pub fn propagate<F: Future>(fut: F) -> Scoped<F> {
-    CURRENT.scope(current().unwrap_or(Deadline::NEVER), fut)
+    scope(current_or_never(), fut)
+}
+
+pin_project_lite::pin_project! {
+    /// A future running with a current deadline: what [`scope`], [`scope_timeout`] and
+    /// [`propagate`] return.
+    ///
+    /// Each poll reads the enclosing deadline, takes the earlier of it and its own, and polls
+    /// the inner future with that as the current deadline. No allocation: it holds the inner
+    /// future and one [`Deadline`].
+    #[must_use = "futures do nothing unless polled"]
+    pub struct Scoped<F> {
+        deadline: Deadline,
+        #[pin]
+        fut: F,
+    }
+}
+
+impl<F> Scoped<F> {
+    /// The scope's own deadline (the one it was made with, before any enclosing deadline is
+    /// taken into account).
+    #[must_use]
+    pub fn deadline(&self) -> Deadline {
+        self.deadline
+    }
+}
+
+impl<F: Future> Future for Scoped<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        let deadline = current().map_or(*this.deadline, |outer| outer.min(*this.deadline));
+        let fut = this.fut;
+        CURRENT.sync_scope(deadline, || fut.poll(cx))
+    }
 }
 
 /// The current deadline, or `None` outside any [`scope`].
@@ -188,10 +227,7 @@ pin_project_lite::pin_project! {
 impl<F: Future> Future for Within<F> {
     type Output = Result<F::Output, Error>;
 
-    fn poll(
-        self: core::pin::Pin<&mut Self>,
-        cx: &mut core::task::Context<'_>,
-    ) -> core::task::Poll<Self::Output> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let after = *this.after;
         this.inner

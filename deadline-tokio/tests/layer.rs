@@ -15,15 +15,44 @@ use std::time::Duration;
 
 use deadline_core::wire::Propagation;
 use deadline_core::{Admission, Clock, Deadline, Error, Instant, Policy, ms};
-use deadline_tokio::layer::{DeadlineHeader, DeadlineLayer, PropagateError, PropagateLayer};
+use deadline_tokio::layer::{
+    DeadlineBody, DeadlineHeader, DeadlineLayer, PropagateError, PropagateLayer,
+};
 use deadline_tokio::{TokioClock, current, decide, propagate, remaining, scope_timeout};
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
+use http_body_util::BodyExt;
 use tower::{Layer, Service, ServiceExt, service_fn};
 
 /// 5 ms kept back per hop; callers believed up to 10 s.
 const HOP: Propagation = Propagation::new(ms(5), ms(10_000));
 /// A request with no deadline header gets 1 s.
 const DEFAULT_BUDGET: Duration = ms(1_000);
+
+/// The server layer of these tests: no reply margin, so that the figures are the header's
+/// own (the margin has tests of its own, in `grpc.rs` and below).
+fn layer() -> DeadlineLayer {
+    DeadlineLayer::new(HOP, DEFAULT_BUDGET).with_reply_margin(Duration::ZERO)
+}
+
+/// The handler's own body, from a response that the layer let the handler answer.
+fn body<B>(response: Response<DeadlineBody<B>>) -> B {
+    response
+        .into_body()
+        .into_inner()
+        .expect("the handler's body, not the layer's answer")
+}
+
+/// The text of an answer the layer made itself.
+async fn answer_text<B>(response: Response<DeadlineBody<B>>) -> String
+where
+    B: http_body::Body<Data = bytes::Bytes>,
+    B::Error: std::fmt::Debug,
+{
+    let body = response.into_body();
+    assert!(body.is_answer());
+    let bytes = body.collect().await.unwrap().to_bytes();
+    String::from_utf8(bytes.to_vec()).unwrap()
+}
 
 /// What a handler saw when it started.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -60,17 +89,21 @@ impl Calls {
 fn reporting_server(
     layer: DeadlineLayer,
     calls: &Calls,
-) -> impl Service<Request<()>, Response = Response<Seen>, Error = Infallible> + Clone + use<> {
+) -> impl Service<Request<()>, Response = Response<DeadlineBody<String>>, Error = Infallible>
++ Clone
++ use<> {
     let calls = calls.clone();
     layer.layer(service_fn(move |req: Request<()>| {
         calls.count();
         let extension = req.extensions().get::<Deadline>().copied();
         async move {
-            Ok::<_, Infallible>(Response::new(Seen {
+            let mut response = Response::new(String::new());
+            response.extensions_mut().insert(Seen {
                 remaining: remaining(),
                 current: current(),
                 extension,
-            }))
+            });
+            Ok::<_, Infallible>(response)
         }
     }))
 }
@@ -85,13 +118,14 @@ async fn serve(
         .oneshot(request(headers))
         .await
         .unwrap();
-    (response.status(), response.into_body())
+    let seen = response.extensions().get::<Seen>().copied();
+    (response.status(), seen.unwrap_or_default())
 }
 
 #[tokio::test(start_paused = true)]
 async fn grpc_timeout_sets_the_handlers_deadline() {
     let arrival = TokioClock.now();
-    let layer = DeadlineLayer::new(HOP, DEFAULT_BUDGET);
+    let layer = layer();
     let (status, seen) = serve(layer, &[("grpc-timeout", "200m")]).await;
     assert_eq!(status, StatusCode::OK);
     let expected = Deadline::after(arrival, ms(200));
@@ -107,14 +141,14 @@ async fn grpc_timeout_sets_the_handlers_deadline() {
 
 #[tokio::test(start_paused = true)]
 async fn x_deadline_ms_is_read_when_there_is_no_grpc_timeout() {
-    let layer = DeadlineLayer::new(HOP, DEFAULT_BUDGET);
+    let layer = layer();
     let (_, seen) = serve(layer, &[("x-deadline-ms", "350")]).await;
     assert_eq!(seen.remaining, Some(ms(350)));
 }
 
 #[tokio::test(start_paused = true)]
 async fn grpc_timeout_is_preferred_and_the_other_header_is_not_read() {
-    let layer = DeadlineLayer::new(HOP, DEFAULT_BUDGET);
+    let layer = layer();
     let both = [("x-deadline-ms", "900"), ("grpc-timeout", "1500u")];
     assert_eq!(
         serve(layer, &both).await.1.remaining,
@@ -127,14 +161,14 @@ async fn grpc_timeout_is_preferred_and_the_other_header_is_not_read() {
 
 #[tokio::test(start_paused = true)]
 async fn whitespace_around_a_value_is_ignored() {
-    let layer = DeadlineLayer::new(HOP, DEFAULT_BUDGET);
+    let layer = layer();
     let (_, seen) = serve(layer, &[("grpc-timeout", " 200m\t")]).await;
     assert_eq!(seen.remaining, Some(ms(200)));
 }
 
 #[tokio::test(start_paused = true)]
 async fn an_incoming_budget_is_clamped_to_the_server_maximum() {
-    let layer = DeadlineLayer::new(HOP, DEFAULT_BUDGET);
+    let layer = layer();
     for header in [("grpc-timeout", "99999999H"), ("x-deadline-ms", "86400000")] {
         let (_, seen) = serve(layer, &[header]).await;
         assert_eq!(seen.remaining, Some(HOP.max), "{header:?}");
@@ -143,9 +177,9 @@ async fn an_incoming_budget_is_clamped_to_the_server_maximum() {
 
 #[tokio::test(start_paused = true)]
 async fn no_header_gets_the_default_budget_clamped_to_the_maximum() {
-    let (_, seen) = serve(DeadlineLayer::new(HOP, DEFAULT_BUDGET), &[]).await;
+    let (_, seen) = serve(layer(), &[]).await;
     assert_eq!(seen.remaining, Some(DEFAULT_BUDGET));
-    let generous = DeadlineLayer::new(HOP, ms(60_000));
+    let generous = DeadlineLayer::new(HOP, ms(60_000)).with_reply_margin(Duration::ZERO);
     let (_, seen) = serve(generous, &[("content-type", "text/plain")]).await;
     assert_eq!(seen.remaining, Some(HOP.max));
 }
@@ -153,7 +187,7 @@ async fn no_header_gets_the_default_budget_clamped_to_the_maximum() {
 #[tokio::test(start_paused = true)]
 async fn a_malformed_header_is_400_and_the_handler_is_not_called() {
     let calls = Calls::default();
-    let server = reporting_server(DeadlineLayer::new(HOP, DEFAULT_BUDGET), &calls);
+    let server = reporting_server(layer(), &calls);
     let malformed = [
         ("grpc-timeout", "-5S"),
         ("grpc-timeout", "15"),
@@ -167,7 +201,11 @@ async fn a_malformed_header_is_400_and_the_handler_is_not_called() {
     for header in malformed {
         let response = server.clone().oneshot(request(&[header])).await.unwrap();
         assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{header:?}");
-        assert_eq!(response.into_body(), Seen::default(), "{header:?}");
+        let text = answer_text(response).await;
+        assert!(
+            text.starts_with(&format!("malformed {} header: ", header.0)),
+            "{text}"
+        );
     }
     assert_eq!(calls.get(), 0);
 }
@@ -175,7 +213,7 @@ async fn a_malformed_header_is_400_and_the_handler_is_not_called() {
 #[tokio::test(start_paused = true)]
 async fn admission_sheds_with_503_and_the_handler_is_not_called() {
     let calls = Calls::default();
-    let layer = DeadlineLayer::new(HOP, DEFAULT_BUDGET).with_admission(Admission::new(ms(20)));
+    let layer = layer().with_admission(Admission::new(ms(20)));
     let server = reporting_server(layer, &calls);
 
     let shed = server
@@ -193,16 +231,18 @@ async fn admission_sheds_with_503_and_the_handler_is_not_called() {
         .await
         .unwrap();
     assert_eq!(served.status(), StatusCode::OK);
-    assert_eq!(served.into_body().remaining, Some(ms(20)));
+    assert_eq!(
+        served.extensions().get::<Seen>().unwrap().remaining,
+        Some(ms(20))
+    );
     assert_eq!(calls.get(), 1);
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_deadline_passed_on_arrival_is_504_without_calling_the_handler() {
     let calls = Calls::default();
-    let with_admission =
-        DeadlineLayer::new(HOP, DEFAULT_BUDGET).with_admission(Admission::new(ms(20)));
-    for layer in [DeadlineLayer::new(HOP, DEFAULT_BUDGET), with_admission] {
+    let with_admission = layer().with_admission(Admission::new(ms(20)));
+    for layer in [layer(), with_admission] {
         let server = reporting_server(layer, &calls);
         for header in [("grpc-timeout", "0S"), ("x-deadline-ms", "0")] {
             let response = server.clone().oneshot(request(&[header])).await.unwrap();
@@ -242,14 +282,14 @@ impl Drop for DropGuard {
 #[tokio::test(start_paused = true)]
 async fn a_handler_still_running_at_the_deadline_is_dropped_and_the_answer_is_504() {
     let dropped = Arc::new(Mutex::new(None));
-    let server = DeadlineLayer::new(HOP, DEFAULT_BUDGET).layer(service_fn({
+    let server = layer().layer(service_fn({
         let dropped = dropped.clone();
         move |_req: Request<()>| {
             let mut guard = DropGuard::new(&dropped);
             async move {
                 tokio::time::sleep(ms(500)).await;
                 guard.finish();
-                Ok::<_, Infallible>(Response::new("done"))
+                Ok::<_, Infallible>(Response::new("done".to_owned()))
             }
         }
     }));
@@ -269,16 +309,15 @@ async fn a_handler_still_running_at_the_deadline_is_dropped_and_the_answer_is_50
         response.status().as_u16(),
         Error::DeadlineExceeded.http_status()
     );
-    assert_eq!(response.into_body(), "");
+    assert_eq!(answer_text(response).await, "deadline exceeded\n");
     assert_eq!(TokioClock.now() - arrival, ms(200));
 }
 
 #[tokio::test(start_paused = true)]
 async fn inner_errors_pass_through_both_layers() {
-    let server =
-        DeadlineLayer::new(HOP, DEFAULT_BUDGET).layer(service_fn(|_req: Request<()>| async {
-            Err::<Response<()>, _>("handler failed")
-        }));
+    let server = layer().layer(service_fn(|_req: Request<()>| async {
+        Err::<Response<()>, _>("handler failed")
+    }));
     let failed = server.oneshot(request(&[("grpc-timeout", "200m")])).await;
     assert_eq!(failed.unwrap_err(), "handler failed");
 
@@ -293,17 +332,16 @@ async fn inner_errors_pass_through_both_layers() {
 #[tokio::test(start_paused = true)]
 async fn nested_decisions_in_the_handler_inherit_the_request_deadline() {
     static B: Policy = Policy::required("B", ms(110), ms(30));
-    let server =
-        DeadlineLayer::new(HOP, DEFAULT_BUDGET).layer(service_fn(|_req: Request<()>| async {
-            tokio::time::sleep(ms(40)).await;
-            // 100 - 40 - 20 = 40 ms, under B's 110 ms cap.
-            Ok::<_, Infallible>(Response::new(decide(&B, ms(20)).timeout()))
-        }));
+    let server = layer().layer(service_fn(|_req: Request<()>| async {
+        tokio::time::sleep(ms(40)).await;
+        // 100 - 40 - 20 = 40 ms, under B's 110 ms cap.
+        Ok::<_, Infallible>(Response::new(decide(&B, ms(20)).timeout()))
+    }));
     let response = server
         .oneshot(request(&[("x-deadline-ms", "100")]))
         .await
         .unwrap();
-    assert_eq!(response.into_body(), Some(ms(40)));
+    assert_eq!(body(response), Some(ms(40)));
 }
 
 /// A next service that answers with the headers it was sent, counting its calls.
@@ -322,20 +360,19 @@ fn echo_headers(
 async fn the_handler_passes_the_time_left_on() {
     let calls = Calls::default();
     let client = PropagateLayer::new(HOP, DeadlineHeader::Both).layer(echo_headers(&calls));
-    let server =
-        DeadlineLayer::new(HOP, DEFAULT_BUDGET).layer(service_fn(move |_req: Request<()>| {
-            let client = client.clone();
-            async move {
-                tokio::time::sleep(ms(50)).await;
-                let sent = client.oneshot(request(&[])).await.unwrap();
-                Ok::<_, Infallible>(Response::new(sent))
-            }
-        }));
+    let server = layer().layer(service_fn(move |_req: Request<()>| {
+        let client = client.clone();
+        async move {
+            tokio::time::sleep(ms(50)).await;
+            let sent = client.oneshot(request(&[])).await.unwrap();
+            Ok::<_, Infallible>(Response::new(sent))
+        }
+    }));
     let response = server
         .oneshot(request(&[("grpc-timeout", "200m")]))
         .await
         .unwrap();
-    let sent = response.into_body();
+    let sent = body(response);
     // 200 ms in, 50 ms of work, 5 ms kept for the network.
     assert_eq!(sent["grpc-timeout"], "145000u");
     assert_eq!(sent["x-deadline-ms"], "145");
@@ -343,15 +380,15 @@ async fn the_handler_passes_the_time_left_on() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn each_header_choice_writes_its_header_only_and_replaces_an_old_value() {
+async fn each_header_choice_writes_its_header_only_and_replaces_a_longer_value() {
     let cases = [
-        (DeadlineHeader::GrpcTimeout, Some("195000u"), Some("9")),
+        (DeadlineHeader::GrpcTimeout, Some("195000u"), Some("9000")),
         (DeadlineHeader::DeadlineMs, Some("1H"), Some("195")),
         (DeadlineHeader::Both, Some("195000u"), Some("195")),
     ];
     for (header, grpc, millis) in cases {
         let client = PropagateLayer::new(HOP, header).layer(echo_headers(&Calls::default()));
-        let old = [("grpc-timeout", "1H"), ("x-deadline-ms", "9")];
+        let old = [("grpc-timeout", "1H"), ("x-deadline-ms", "9000")];
         let sent = scope_timeout(ms(200), client.oneshot(request(&old)))
             .await
             .unwrap();
@@ -362,6 +399,69 @@ async fn each_header_choice_writes_its_header_only_and_replaces_an_old_value() {
             "{header:?}"
         );
     }
+}
+
+/// A request already carrying a shorter timeout (tonic's `Request::set_timeout(50 ms)` inside
+/// a 1 s scope) goes out with that timeout, not the scope's time left, in every header written.
+#[tokio::test(start_paused = true)]
+async fn a_shorter_timeout_already_on_the_request_is_kept() {
+    let cases = [
+        (
+            DeadlineHeader::GrpcTimeout,
+            [("grpc-timeout", "50m")],
+            Some("50000000n"),
+            None,
+        ),
+        (
+            DeadlineHeader::DeadlineMs,
+            [("x-deadline-ms", "50")],
+            None,
+            Some("50"),
+        ),
+        (
+            DeadlineHeader::Both,
+            [("grpc-timeout", "50m")],
+            Some("50000000n"),
+            Some("50"),
+        ),
+        (
+            DeadlineHeader::Both,
+            [("x-deadline-ms", "50")],
+            Some("50000000n"),
+            Some("50"),
+        ),
+    ];
+    for (header, old, grpc, millis) in cases {
+        let client = PropagateLayer::new(HOP, header).layer(echo_headers(&Calls::default()));
+        let sent = scope_timeout(ms(1_000), client.oneshot(request(&old)))
+            .await
+            .unwrap();
+        let value = |name| sent.get(name).map(|v| v.to_str().unwrap());
+        assert_eq!(
+            (value("grpc-timeout"), value("x-deadline-ms")),
+            (grpc, millis),
+            "{header:?} {old:?}"
+        );
+    }
+    // A value that is not a timeout is replaced; a zero one means nothing is left to send.
+    let client = PropagateLayer::new(HOP, DeadlineHeader::GrpcTimeout)
+        .layer(echo_headers(&Calls::default()));
+    let sent = scope_timeout(
+        ms(1_000),
+        client.clone().oneshot(request(&[("grpc-timeout", "soon")])),
+    )
+    .await
+    .unwrap();
+    assert_eq!(sent["grpc-timeout"], "995000u");
+    let zero = scope_timeout(
+        ms(1_000),
+        client.oneshot(request(&[("grpc-timeout", "0m")])),
+    )
+    .await;
+    assert_eq!(
+        zero.unwrap_err(),
+        PropagateError::Deadline(Error::DeadlineExceeded)
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -536,7 +636,7 @@ async fn the_layers_allocate_nothing_beyond_what_http_does() {
 
     // The server layer costs what inserting the deadline into the extensions costs, no more:
     // its futures are not boxed.
-    let server = DeadlineLayer::new(HOP, DEFAULT_BUDGET).layer(handler());
+    let server = layer().layer(handler());
     let inserts = service_fn(|mut req: Request<()>| {
         req.extensions_mut().insert(Deadline::NEVER);
         async { Ok::<_, Infallible>(Response::new(())) }

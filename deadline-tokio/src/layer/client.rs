@@ -4,8 +4,11 @@ use core::fmt;
 use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll};
+use core::time::Duration;
 
-use deadline_core::wire::{GRPC_TIMEOUT, Propagation, WireError, X_DEADLINE_MS};
+use deadline_core::wire::{
+    DeadlineMs, GRPC_TIMEOUT, GrpcTimeout, Propagation, WireError, X_DEADLINE_MS,
+};
 use deadline_core::{Clock, Deadline, Error, Instant};
 use http::{HeaderMap, HeaderValue, Request};
 use tokio::time::Timeout;
@@ -35,9 +38,11 @@ pub enum DeadlineHeader {
 ///
 /// For each request:
 ///
-/// - **Inside a scope**, the header chosen ([`DeadlineHeader`]) is set, replacing any value
-///   already there, to the time left minus [`Propagation::allowance`], rounded down: the
-///   core's [`Propagation::encode_grpc_timeout`] and [`Propagation::encode_deadline_ms`].
+/// - **Inside a scope**, the header chosen ([`DeadlineHeader`]) is set to the time left minus
+///   [`Propagation::allowance`], rounded down, or to the timeout the request already carries
+///   if that is shorter ([`Propagation::outgoing_within`]): a request made with tonic's
+///   `Request::set_timeout(50 ms)` inside a 1 s scope goes out with 50 ms. An existing value
+///   that cannot be decoded is replaced.
 ///   The call is then dropped if it has not answered by the deadline, with
 ///   [`PropagateError::Deadline`]`(`[`Error::DeadlineExceeded`]`)`.
 /// - **When nothing is left to send** ([`WireError::Spent`]), the inner service is not
@@ -108,27 +113,26 @@ impl PropagateLayer {
     }
 
     /// Sets the chosen header(s) for work that must end by `deadline`, at `now`: all of them,
-    /// or none.
+    /// or none. A shorter timeout already on the request (in either header) is kept.
     fn write(
         &self,
         headers: &mut HeaderMap,
         deadline: Deadline,
         now: Instant,
     ) -> Result<(), WireError> {
+        let left = self
+            .propagation
+            .outgoing_within(deadline, now, already_set(headers))?;
         let grpc = match self.header {
-            DeadlineHeader::GrpcTimeout | DeadlineHeader::Both => Some(
-                self.propagation
-                    .encode_grpc_timeout(deadline, now)
-                    .map(|v| header_value(v.as_bytes()))?,
-            ),
+            DeadlineHeader::GrpcTimeout | DeadlineHeader::Both => {
+                Some(GrpcTimeout::from_duration(left).map(|v| header_value(v.as_bytes()))?)
+            }
             DeadlineHeader::DeadlineMs => None,
         };
         let millis = match self.header {
-            DeadlineHeader::DeadlineMs | DeadlineHeader::Both => Some(
-                self.propagation
-                    .encode_deadline_ms(deadline, now)
-                    .map(|v| header_value(v.as_bytes()))?,
-            ),
+            DeadlineHeader::DeadlineMs | DeadlineHeader::Both => {
+                Some(DeadlineMs::from_duration(left).map(|v| header_value(v.as_bytes()))?)
+            }
             DeadlineHeader::GrpcTimeout => None,
         };
         if let Some(value) = grpc.flatten() {
@@ -138,6 +142,24 @@ impl PropagateLayer {
             headers.insert(X_DEADLINE_MS, value);
         }
         Ok(())
+    }
+}
+
+/// The shortest timeout a request already carries in its `grpc-timeout` or `x-deadline-ms`
+/// header (set by the caller, such as tonic's `Request::set_timeout`), if any can be read. A
+/// value that cannot be decoded is not a timeout: it is replaced.
+fn already_set(headers: &HeaderMap) -> Option<Duration> {
+    let grpc = headers
+        .get(GRPC_TIMEOUT)
+        .and_then(|v| GrpcTimeout::parse(v.as_bytes().trim_ascii()).ok())
+        .map(|t| t.duration());
+    let millis = headers
+        .get(X_DEADLINE_MS)
+        .and_then(|v| DeadlineMs::parse(v.as_bytes().trim_ascii()).ok())
+        .map(|t| t.duration());
+    match (grpc, millis) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 
@@ -268,9 +290,16 @@ impl<E: fmt::Display> fmt::Display for PropagateError<E> {
     }
 }
 
+/// The error's source: the inner service's error, or for a deadline the core [`Error`]; with
+/// feature `tonic`, a deadline's source is a `tonic::Status` with `DEADLINE_EXCEEDED` instead,
+/// which a tonic client finds when it turns a service error into a status (without it,
+/// tonic would report `UNKNOWN`).
 impl<E: core::error::Error + 'static> core::error::Error for PropagateError<E> {
     fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
         match self {
+            #[cfg(feature = "tonic")]
+            PropagateError::Deadline(_) => Some(super::status::deadline_exceeded()),
+            #[cfg(not(feature = "tonic"))]
             PropagateError::Deadline(error) => Some(error),
             PropagateError::Inner(error) => Some(error),
         }

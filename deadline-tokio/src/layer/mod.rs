@@ -16,12 +16,13 @@
 //!
 //! The futures are written by hand, not boxed: a layer allocates nothing per request beyond
 //! what `http` itself does (the header value a client writes; the [`Deadline`] the server
-//! inserts into the request's extensions).
+//! inserts into the request's extensions), and the short text of an answer it makes itself.
 //!
 //! # One layer on the server, one on its client
 //!
-//! A request arrives with 200 ms. Its handler works for 50 ms, then calls the next service,
-//! which is told 200 - 50 - 5 = 145 ms (5 ms are kept for the network):
+//! A request arrives with 200 ms. The server keeps 2 ms to answer in (its reply margin), so
+//! its handler has 198 ms. It works for 50 ms, then calls the next service, which is told
+//! 198 - 50 - 5 = 143 ms (5 ms are kept for the network):
 //!
 //! ```
 //! use std::convert::Infallible;
@@ -30,6 +31,7 @@
 //! use deadline_core::wire::Propagation;
 //! use deadline_tokio::layer::{DeadlineHeader, DeadlineLayer, PropagateLayer};
 //! use http::{Request, Response};
+//! use http_body_util::BodyExt;
 //! use tower::{Layer, ServiceExt, service_fn};
 //!
 //! // Kept back per hop: 5 ms. The most a caller is believed: 10 s.
@@ -50,22 +52,26 @@
 //!     async move {
 //!         tokio::time::sleep(ms(50)).await; // our own work
 //!         let sent = client.oneshot(Request::new(())).await.unwrap();
-//!         Ok::<_, Infallible>(Response::new(sent))
+//!         Ok::<_, Infallible>(Response::new(sent.unwrap().to_str().unwrap().to_owned()))
 //!     }
 //! }));
 //!
 //! let request = Request::builder().header("grpc-timeout", "200m").body(()).unwrap();
 //! let response = server.oneshot(request).await.unwrap();
-//! assert_eq!(response.into_body().unwrap(), "145000u");
+//! assert_eq!(response.into_body().collect().await.unwrap().to_bytes(), "143000u");
 //! # }
 //! ```
 //!
 //! [`Deadline`]: deadline_core::Deadline
 
+mod answer;
 mod client;
 mod server;
+#[cfg(feature = "tonic")]
+mod status;
 
+pub use answer::DeadlineBody;
 pub use client::{
     DeadlineHeader, PropagateError, PropagateFuture, PropagateLayer, PropagateService,
 };
-pub use server::{DeadlineFuture, DeadlineLayer, DeadlineService};
+pub use server::{DEFAULT_REPLY_MARGIN, DeadlineFuture, DeadlineLayer, DeadlineService};

@@ -1,0 +1,37 @@
+//! tonic's statuses for the layers' errors (feature `tonic`).
+
+use std::sync::OnceLock;
+
+use deadline_core::Error;
+
+use super::client::PropagateError;
+
+/// The status a spent budget reads as, for a tonic client: `DEADLINE_EXCEEDED`. One value for
+/// the process, so that a [`PropagateError`]'s source can point at it.
+pub(super) fn deadline_exceeded() -> &'static tonic::Status {
+    static STATUS: OnceLock<tonic::Status> = OnceLock::new();
+    STATUS.get_or_init(|| tonic::Status::from(Error::DeadlineExceeded))
+}
+
+/// A deadline error is its core error's status (`DEADLINE_EXCEEDED`); the inner service's
+/// error becomes a status as tonic makes one of any error ([`tonic::Status::from_error`]:
+/// a status found in its source chain, else `UNKNOWN`).
+///
+/// ```
+/// use deadline_core::Error;
+/// use deadline_tokio::layer::PropagateError;
+///
+/// let spent: PropagateError<std::io::Error> = PropagateError::Deadline(Error::DeadlineExceeded);
+/// assert_eq!(tonic::Status::from(spent).code(), tonic::Code::DeadlineExceeded);
+/// ```
+impl<E> From<PropagateError<E>> for tonic::Status
+where
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    fn from(error: PropagateError<E>) -> Self {
+        match error {
+            PropagateError::Deadline(error) => tonic::Status::from(error),
+            PropagateError::Inner(error) => tonic::Status::from_error(error.into()),
+        }
+    }
+}
