@@ -659,3 +659,111 @@ async fn the_layers_allocate_nothing_beyond_what_http_does() {
     assert!(by_hand > 0, "the instrument counts http's own allocations");
     assert_eq!(layered, by_hand);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_failure_that_arrives_with_no_time_left_to_send_is_the_deadlines() {
+    // The next service fails after `delay`.
+    let failing = |delay: Duration| {
+        PropagateLayer::new(HOP, DeadlineHeader::GrpcTimeout).layer(service_fn(
+            move |_req: Request<()>| async move {
+                tokio::time::sleep(delay).await;
+                Err::<(), _>("cancelled downstream")
+            },
+        ))
+    };
+    // At 196 ms of 200, 4 ms are left: within the 5 ms allowance, nothing could be sent any
+    // more, so the failure is the deadline's (504 / DEADLINE_EXCEEDED), not "cancelled".
+    let late = scope_timeout(ms(200), failing(ms(196)).oneshot(request(&[]))).await;
+    assert_eq!(late, Err(PropagateError::Deadline(Error::DeadlineExceeded)));
+    // At 100 ms the same failure is the next service's own.
+    let early = scope_timeout(ms(200), failing(ms(100)).oneshot(request(&[]))).await;
+    assert_eq!(early, Err(PropagateError::Inner("cancelled downstream")));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_grpc_request_gets_a_trailers_only_grpc_answer() {
+    let calls = Calls::default();
+    let layer = DeadlineLayer::new(HOP, DEFAULT_BUDGET).with_admission(Admission::new(ms(20)));
+    let server = reporting_server(layer, &calls);
+    let grpc = |timeout: &'static str| {
+        request(&[
+            ("content-type", "application/grpc+proto"),
+            ("grpc-timeout", timeout),
+        ])
+    };
+    let cases = [
+        ("0m", "4", "deadline exceeded"),
+        ("10m", "14", "request shed at admission"),
+        (
+            "10x",
+            "3",
+            "malformed grpc-timeout header: grpc-timeout unit is not one of H M S m u n",
+        ),
+    ];
+    for (timeout, code, message) in cases {
+        let response = server.clone().oneshot(grpc(timeout)).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "{timeout}");
+        let headers = response.headers();
+        assert_eq!(headers["content-type"], "application/grpc");
+        assert_eq!(headers["grpc-status"], code, "{timeout}");
+        assert_eq!(headers["grpc-message"], message, "{timeout}");
+        // Trailers-only: the status travels in the headers, and there is no body at all.
+        let body = response.into_body();
+        assert!(body.is_answer());
+        assert!(http_body::Body::is_end_stream(&body));
+        let collected = body.collect().await.unwrap();
+        assert!(collected.trailers().is_none());
+        assert!(collected.to_bytes().is_empty());
+    }
+    assert_eq!(calls.get(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_plain_http_answer_names_its_reason() {
+    let layer = DeadlineLayer::new(HOP, DEFAULT_BUDGET).with_admission(Admission::new(ms(20)));
+    let server = reporting_server(layer, &Calls::default());
+    let cases = [
+        (("grpc-timeout", "0m"), 504, "deadline exceeded\n"),
+        (("x-deadline-ms", "10"), 503, "request shed at admission\n"),
+        (
+            ("x-deadline-ms", "18446744073709551616999"),
+            400,
+            "malformed x-deadline-ms header: header value has too many digits\n",
+        ),
+    ];
+    for (header, status, text) in cases {
+        let response = server.clone().oneshot(request(&[header])).await.unwrap();
+        assert_eq!(response.status().as_u16(), status, "{header:?}");
+        assert_eq!(
+            response.headers()["content-type"],
+            "text/plain; charset=utf-8"
+        );
+        assert_eq!(answer_text(response).await, text, "{header:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_reply_margin_comes_off_the_handlers_deadline() {
+    let dropped = Arc::new(Mutex::new(None));
+    let arrival = TokioClock.now();
+    let server = DeadlineLayer::new(HOP, DEFAULT_BUDGET).layer(service_fn({
+        let dropped = dropped.clone();
+        move |_req: Request<()>| {
+            let mut guard = DropGuard::new(&dropped);
+            async move {
+                let left = remaining();
+                tokio::time::sleep(ms(500)).await;
+                guard.finish();
+                Ok::<_, Infallible>(Response::new(format!("{left:?}")))
+            }
+        }
+    }));
+    let response = server
+        .oneshot(request(&[("grpc-timeout", "200m")]))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::GATEWAY_TIMEOUT);
+    // Answered the default margin, 5 ms, before the caller's 200 ms.
+    assert_eq!(*dropped.lock().unwrap(), Some(arrival + ms(195)));
+    assert_eq!(deadline_tokio::layer::DEFAULT_REPLY_MARGIN, ms(5));
+}

@@ -45,6 +45,11 @@ pub enum DeadlineHeader {
 ///   that cannot be decoded is replaced.
 ///   The call is then dropped if it has not answered by the deadline, with
 ///   [`PropagateError::Deadline`]`(`[`Error::DeadlineExceeded`]`)`.
+/// - **A failure of the inner service that comes when nothing is left to send** (the time left
+///   is within the allowance) is reported as [`PropagateError::Deadline`]: it is the budget
+///   running out at the next hop, or at a client below this layer that times the header it
+///   sends (tonic's `Channel` fails such a call with `CANCELLED`), and it goes up as
+///   `DEADLINE_EXCEEDED` / 504, not as the failure it arrived as.
 /// - **When nothing is left to send** ([`WireError::Spent`]), the inner service is not
 ///   called: the result is [`PropagateError::Deadline`]`(`[`Error::DeadlineExceeded`]`)`,
 ///   which maps to 504 and gRPC `DEADLINE_EXCEEDED`.
@@ -246,6 +251,8 @@ where
         PropagateFuture {
             state: State::Bounded {
                 call: tokio::time::timeout_at(to_tokio(deadline.instant()), call),
+                deadline,
+                propagation: self.config.propagation,
             },
         }
     }
@@ -328,6 +335,8 @@ pin_project_lite::pin_project! {
         Bounded {
             #[pin]
             call: Timeout<F>,
+            deadline: Deadline,
+            propagation: Propagation,
         },
         /// Not called, or dropped: no time left.
         Spent,
@@ -344,9 +353,24 @@ where
         let mut state = self.project().state;
         match state.as_mut().project() {
             StateProj::Unbounded { call } => call.poll(cx).map_err(PropagateError::Inner),
-            StateProj::Bounded { call } => match call.poll(cx) {
+            StateProj::Bounded {
+                call,
+                deadline,
+                propagation,
+            } => match call.poll(cx) {
                 Poll::Pending => Poll::Pending,
-                Poll::Ready(Ok(done)) => Poll::Ready(done.map_err(PropagateError::Inner)),
+                Poll::Ready(Ok(Ok(response))) => Poll::Ready(Ok(response)),
+                Poll::Ready(Ok(Err(error))) => {
+                    // A failure that comes when nothing is left to send (within the per-hop
+                    // allowance of the deadline) is the deadline's: the next service's own
+                    // timer, or a client's (tonic's `Channel` times the `grpc-timeout` it
+                    // sends and fails with `CANCELLED`), ran out on the budget sent.
+                    if propagation.outgoing(*deadline, TokioClock.now()).is_err() {
+                        Poll::Ready(Err(PropagateError::Deadline(Error::DeadlineExceeded)))
+                    } else {
+                        Poll::Ready(Err(PropagateError::Inner(error)))
+                    }
+                }
                 Poll::Ready(Err(_elapsed)) => {
                     // The deadline came first: drop the call now.
                     state.set(State::Spent);

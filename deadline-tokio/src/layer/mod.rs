@@ -20,9 +20,9 @@
 //!
 //! # One layer on the server, one on its client
 //!
-//! A request arrives with 200 ms. The server keeps 2 ms to answer in (its reply margin), so
-//! its handler has 198 ms. It works for 50 ms, then calls the next service, which is told
-//! 198 - 50 - 5 = 143 ms (5 ms are kept for the network):
+//! A request arrives with 200 ms. The server keeps 5 ms to answer in (its reply margin), so
+//! its handler has 195 ms. It works for 50 ms, then calls the next service, which is told
+//! 195 - 50 - 5 = 140 ms (5 ms are kept for the network):
 //!
 //! ```
 //! use std::convert::Infallible;
@@ -58,7 +58,7 @@
 //!
 //! let request = Request::builder().header("grpc-timeout", "200m").body(()).unwrap();
 //! let response = server.oneshot(request).await.unwrap();
-//! assert_eq!(response.into_body().collect().await.unwrap().to_bytes(), "143000u");
+//! assert_eq!(response.into_body().collect().await.unwrap().to_bytes(), "140000u");
 //! # }
 //! ```
 //!

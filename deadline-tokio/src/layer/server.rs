@@ -18,7 +18,7 @@ use crate::context::{Scoped, current, scope};
 
 /// How long before a request's deadline [`DeadlineLayer`] answers by default: see
 /// [`DeadlineLayer::reply_margin`].
-pub const DEFAULT_REPLY_MARGIN: Duration = Duration::from_millis(2);
+pub const DEFAULT_REPLY_MARGIN: Duration = Duration::from_millis(5);
 
 /// A tower layer that gives each HTTP or gRPC request a deadline and runs its handler under
 /// it.
@@ -77,11 +77,18 @@ pub const DEFAULT_REPLY_MARGIN: Duration = Duration::from_millis(2);
 ///
 /// A tonic server reads `grpc-timeout` itself, outside every user layer, and answers
 /// `CANCELLED` when its own timer fires first. So the layer answers
-/// [`reply_margin`](Self::reply_margin) (by default [`DEFAULT_REPLY_MARGIN`], 2 ms) before
-/// the request's deadline: its answer is on its way before tonic's timer (which has the same
-/// deadline, read a moment earlier, and fires on the same millisecond timer wheel) and before
-/// the caller gives up. The margin is part of the budget, like a reserve: the handler's
-/// deadline, and so what it passes on, is the request's less the margin.
+/// [`reply_margin`](Self::reply_margin) (by default [`DEFAULT_REPLY_MARGIN`], 5 ms) before
+/// the request's deadline: its answer is on its way before tonic's timer, which has the same
+/// deadline, read a moment earlier, and fires on the same millisecond timer wheel. The margin
+/// also leaves time for the answer to travel back before a caller that times the call itself
+/// gives up. It is part of the budget, like a reserve: the handler's deadline, and so what it
+/// passes on, is the request's less the margin.
+///
+/// A caller's own timer is the caller's: tonic's `Channel`, for one, times each call whose
+/// `grpc-timeout` it sends and fails it with `CANCELLED` (not `DEADLINE_EXCEEDED`) if that
+/// timer fires before the answer arrives, which happens when the request spent longer than
+/// the margin in transit or in queues. Behind [`PropagateLayer`](super::PropagateLayer), such
+/// a failure is reported as the deadline's.
 ///
 /// Only [`Propagation::max`] is read here; the allowance is for sending, which is
 /// [`PropagateLayer`](super::PropagateLayer)'s work. One [`Propagation`] serves both.
@@ -107,12 +114,12 @@ pub const DEFAULT_REPLY_MARGIN: Duration = Duration::from_millis(2);
 ///     Ok::<_, Infallible>(Response::new(format!("{:?} left", remaining().unwrap())))
 /// }));
 ///
-/// // 200 ms sent: the handler has 198 ms (2 ms are kept to answer in), 168 ms after its
+/// // 200 ms sent: the handler has 195 ms (5 ms are kept to answer in), 165 ms after its
 /// // 30 ms of work.
 /// let request = Request::builder().header("grpc-timeout", "200m").body(String::new()).unwrap();
 /// let response = server.clone().oneshot(request).await.unwrap();
 /// let body = response.into_body().collect().await.unwrap().to_bytes();
-/// assert_eq!(body, "168ms left");
+/// assert_eq!(body, "165ms left");
 ///
 /// // 10 ms sent, 20 ms needed: shed at once, the handler is not called.
 /// let request = Request::builder().header("x-deadline-ms", "10").body(String::new()).unwrap();
