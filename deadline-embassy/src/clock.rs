@@ -8,7 +8,12 @@ use deadline_core::{Clock, Instant, Timer};
 use embassy_time::TICK_HZ;
 
 /// Microseconds in one second.
-const MICROS_PER_SEC: u128 = 1_000_000;
+const MICROS_PER_SEC: u64 = 1_000_000;
+
+/// Ticks to microseconds at embassy's tick rate, reduced once at compile time.
+const TICKS_TO_MICROS: Ratio = Ratio::new(MICROS_PER_SEC, TICK_HZ);
+/// Microseconds to ticks at embassy's tick rate, reduced once at compile time.
+const MICROS_TO_TICKS: Ratio = Ratio::new(TICK_HZ, MICROS_PER_SEC);
 
 /// Converts an embassy instant to a core [`Instant`]: whole microseconds since embassy's
 /// origin (boot), rounded down, for any tick rate. Saturates at [`Instant::MAX`].
@@ -21,7 +26,7 @@ const MICROS_PER_SEC: u128 = 1_000_000;
 /// ```
 #[must_use]
 pub const fn from_embassy(t: embassy_time::Instant) -> Instant {
-    Instant::from_micros(ticks_to_micros(t.as_ticks(), TICK_HZ))
+    Instant::from_micros(TICKS_TO_MICROS.floor(t.as_ticks()))
 }
 
 /// Converts a core [`Instant`] to the first embassy instant at or after it (rounding up to a
@@ -37,32 +42,101 @@ pub const fn from_embassy(t: embassy_time::Instant) -> Instant {
 /// ```
 #[must_use]
 pub const fn to_embassy(t: Instant) -> embassy_time::Instant {
-    embassy_time::Instant::from_ticks(micros_to_ticks(t.as_micros(), TICK_HZ))
+    embassy_time::Instant::from_ticks(MICROS_TO_TICKS.ceil(t.as_micros()))
+}
+
+/// The ratio `num / den` of two rates, in lowest terms, to scale a count by it exactly.
+///
+/// `x * num / den` is computed as `(x / den) * num + (x % den) * num / den`: exact, and in
+/// `u64` whenever `(den - 1) * num` fits in a `u64`, which [`Ratio::new`] works out once. At
+/// every tick rate up to 18 THz, and so at all of embassy's, that holds: the conversions take a
+/// few 64-bit operations, with no 128-bit multiplication or division. Past it they fall back
+/// to `u128`.
+#[derive(Clone, Copy, Debug)]
+struct Ratio {
+    num: u64,
+    /// At least 1.
+    den: u64,
+    /// Whether `(den - 1) * num` overflows a `u64`.
+    wide: bool,
+}
+
+impl Ratio {
+    /// `num / den` in lowest terms. A `den` of zero makes the ratio zero (a tick rate of zero
+    /// reads as the origin).
+    const fn new(num: u64, den: u64) -> Ratio {
+        if den == 0 || num == 0 {
+            return Ratio {
+                num: 0,
+                den: 1,
+                wide: false,
+            };
+        }
+        let g = gcd(num, den);
+        let (num, den) = (num / g, den / g);
+        Ratio {
+            num,
+            den,
+            wide: (den - 1).checked_mul(num).is_none(),
+        }
+    }
+
+    /// `x * num / den`, rounded down, saturating.
+    const fn floor(self, x: u64) -> u64 {
+        if self.wide {
+            return saturate((x as u128) * (self.num as u128) / (self.den as u128));
+        }
+        // The remainder's part fits: `(x % den) * num <= (den - 1) * num`, checked in `new`.
+        let part = (x % self.den) * self.num / self.den;
+        match (x / self.den).checked_mul(self.num) {
+            Some(whole) => whole.saturating_add(part),
+            None => u64::MAX,
+        }
+    }
+
+    /// `x * num / den`, rounded up, saturating.
+    const fn ceil(self, x: u64) -> u64 {
+        if self.wide {
+            return saturate(((x as u128) * (self.num as u128)).div_ceil(self.den as u128));
+        }
+        let part = ((x % self.den) * self.num).div_ceil(self.den);
+        match (x / self.den).checked_mul(self.num) {
+            Some(whole) => whole.saturating_add(part),
+            None => u64::MAX,
+        }
+    }
+}
+
+/// The greatest common divisor of two numbers, not both zero.
+const fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        let r = a % b;
+        a = b;
+        b = r;
+    }
+    a
+}
+
+/// `x`, or `u64::MAX` if it does not fit.
+const fn saturate(x: u128) -> u64 {
+    if x > u64::MAX as u128 {
+        u64::MAX
+    } else {
+        x as u64
+    }
 }
 
 /// `ticks * 1e6 / hz`, rounded down, saturating. A tick rate of zero reads as the origin.
-pub(crate) const fn ticks_to_micros(ticks: u64, hz: u64) -> u64 {
-    if hz == 0 {
-        return 0;
-    }
-    let micros = (ticks as u128) * MICROS_PER_SEC / (hz as u128);
-    if micros > u64::MAX as u128 {
-        u64::MAX
-    } else {
-        micros as u64
-    }
+#[cfg(test)]
+const fn ticks_to_micros(ticks: u64, hz: u64) -> u64 {
+    Ratio::new(MICROS_PER_SEC, hz).floor(ticks)
 }
 
 /// `micros * hz / 1e6`, rounded up, saturating: the first tick whose reading in microseconds
 /// (rounded down) is at least `micros`.
-pub(crate) const fn micros_to_ticks(micros: u64, hz: u64) -> u64 {
-    let scaled = (micros as u128) * (hz as u128);
-    let ticks = scaled.div_ceil(MICROS_PER_SEC);
-    if ticks > u64::MAX as u128 {
-        u64::MAX
-    } else {
-        ticks as u64
-    }
+#[cfg(test)]
+const fn micros_to_ticks(micros: u64, hz: u64) -> u64 {
+    Ratio::new(hz, MICROS_PER_SEC).ceil(micros)
 }
 
 /// The core's [`Clock`] on [`embassy_time::Instant::now`].
@@ -151,15 +225,122 @@ impl Future for EmbassySleep {
 
 #[cfg(test)]
 mod tests {
-    use super::{micros_to_ticks, ticks_to_micros};
+    use super::{MICROS_PER_SEC, Ratio, micros_to_ticks, ticks_to_micros};
 
-    /// Tick rates embassy offers, including ones that do not divide a microsecond evenly.
-    const RATES: [u64; 7] = [1, 32_768, 1_000, 1_000_000, 16_777_216, 1_000_000_000, 3];
+    /// Tick rates embassy offers, including ones that do not divide a microsecond evenly, and
+    /// rates past 18 THz, where the conversions take the 128-bit path.
+    const RATES: [u64; 11] = [
+        1,
+        32_768,
+        1_000,
+        1_000_000,
+        16_777_216,
+        1_000_000_000,
+        3,
+        7_000_003,
+        20_000_000_000_000,
+        (1 << 63) + 1,
+        u64::MAX,
+    ];
+
+    /// Counts to convert: small, round, odd, and near the top of the range.
+    const COUNTS: [u64; 14] = [
+        0,
+        1,
+        999,
+        1_000,
+        30_517,
+        160_000,
+        999_999,
+        1_000_001,
+        1 << 40,
+        u64::MAX / 2,
+        u64::MAX / 1_000_000,
+        u64::MAX / 1_000_000 + 1,
+        u64::MAX - 1,
+        u64::MAX,
+    ];
+
+    /// The plain 128-bit definitions the conversions must agree with.
+    fn reference(x: u64, num: u64, den: u64, up: bool) -> u64 {
+        if den == 0 {
+            return 0;
+        }
+        let scaled = u128::from(x) * u128::from(num);
+        let q = if up {
+            scaled.div_ceil(u128::from(den))
+        } else {
+            scaled / u128::from(den)
+        };
+        u64::try_from(q).unwrap_or(u64::MAX)
+    }
+
+    #[test]
+    fn conversions_agree_with_128_bit_arithmetic() {
+        for hz in RATES.into_iter().chain([0]) {
+            for x in COUNTS {
+                assert_eq!(
+                    ticks_to_micros(x, hz),
+                    reference(x, MICROS_PER_SEC, hz, false),
+                    "ticks {x} hz {hz}"
+                );
+                assert_eq!(
+                    micros_to_ticks(x, hz),
+                    reference(x, hz, MICROS_PER_SEC, true),
+                    "micros {x} hz {hz}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn ratios_agree_with_128_bit_arithmetic_over_a_sweep() {
+        // A deterministic spread of ratios and counts (xorshift), both paths.
+        let mut s = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        for _ in 0..2_000 {
+            let (num, den) = (next() >> (next() % 64), next() >> (next() % 64));
+            let ratio = Ratio::new(num, den);
+            for _ in 0..8 {
+                let x = next() >> (next() % 64);
+                let (floor, ceil) = if num == 0 {
+                    (0, 0)
+                } else {
+                    (reference(x, num, den, false), reference(x, num, den, true))
+                };
+                assert_eq!(ratio.floor(x), floor, "{x} * {num} / {den}");
+                assert_eq!(ratio.ceil(x), ceil, "{x} * {num} / {den}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_rates_embassy_offers_stay_on_the_64_bit_path() {
+        for hz in [
+            1,
+            10,
+            100,
+            1_000,
+            32_768,
+            1_000_000,
+            16_000_000,
+            1_000_000_000,
+        ] {
+            assert!(!Ratio::new(MICROS_PER_SEC, hz).wide, "{hz}");
+            assert!(!Ratio::new(hz, MICROS_PER_SEC).wide, "{hz}");
+        }
+        assert!(Ratio::new(MICROS_PER_SEC, u64::MAX).wide);
+    }
 
     #[test]
     fn ticks_convert_back_to_the_first_tick_at_or_after_the_instant() {
         for hz in RATES {
-            for micros in [0, 1, 999, 1_000, 30_517, 160_000, 1 << 40, u64::MAX / 2] {
+            for micros in COUNTS {
                 let ticks = micros_to_ticks(micros, hz);
                 if ticks == u64::MAX {
                     // Past the last tick: the instant never comes (embassy's `Instant::MAX`).
@@ -189,5 +370,6 @@ mod tests {
         assert_eq!(micros_to_ticks(u64::MAX, 1_000_000_000), u64::MAX);
         assert_eq!(ticks_to_micros(u64::MAX, 1), u64::MAX);
         assert_eq!(ticks_to_micros(u64::MAX, 0), 0);
+        assert_eq!(micros_to_ticks(u64::MAX, 0), 0);
     }
 }
