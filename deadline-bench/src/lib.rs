@@ -1,0 +1,249 @@
+//! One call, made `n` times, in each of the ways this crate compares: tokio's own timeout,
+//! tower's `Timeout`, `Timeout` + `Retry` (with tower's `TpsBudget`) and `Timeout` + `Hedge`,
+//! and the deadline crates' call paths. Every call wraps the same future, one that is ready at
+//! once, so what is measured is each library's own cost per call.
+//!
+//! Two programs run these: `src/bin/calls.rs`, under valgrind's callgrind, for instruction
+//! counts (`scripts/instructions.sh`), and the criterion bench `benches/calls.rs`, for time.
+
+use core::future::{Ready, ready};
+use core::hint::black_box;
+use core::time::Duration;
+
+use deadline_core::backoff::{Backoff, Jitter};
+use deadline_core::hedge::HedgePolicy;
+use deadline_core::retry::Outcome;
+use deadline_core::rng::SplitMix64;
+use deadline_core::wire::GrpcTimeout;
+use deadline_core::{
+    BreakerConfig, CircuitBreaker, Clock, Deadline, Policy, RetryBudget, call_timeout, ms,
+};
+use deadline_tokio::{TokioClock, call, decide, drive, scope_timeout, within};
+use tower::{Service, ServiceExt};
+
+/// The scenarios, by the name the programs take.
+pub const SCENARIOS: [&str; 12] = [
+    "clock_tokio",
+    "clock_deadline",
+    "call_timeout",
+    "grpc_timeout_decode",
+    "grpc_timeout_encode",
+    "tokio_timeout",
+    "tower_timeout",
+    "tower_timeout_retry",
+    "tower_timeout_hedge",
+    "deadline_within",
+    "deadline_drive",
+    "deadline_drive_armed",
+];
+
+/// The request's budget in every scenario: far more than any call here takes.
+const BUDGET: Duration = Duration::from_secs(3_600);
+/// Each call's timeout.
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+static PLAIN: Policy = Policy::required("plain", TIMEOUT, ms(1));
+static ARMED: Policy = Policy::required("armed", TIMEOUT, ms(1))
+    .with_attempts(3, Backoff::exponential(ms(10), ms(100), Jitter::Full))
+    .with_hedge(HedgePolicy::new(ms(50), 1));
+static BUDGET_10: RetryBudget = RetryBudget::new(10, 10);
+static BREAKER: CircuitBreaker = CircuitBreaker::new(BreakerConfig::DEFAULT);
+
+/// The dependency: answers at once.
+fn answer() -> Ready<Result<u64, ()>> {
+    ready(Ok(black_box(7)))
+}
+
+/// The same dependency as a tower service.
+fn service() -> impl Service<u64, Response = u64, Error = tower::BoxError, Future: Send> + Clone {
+    tower::service_fn(|x: u64| ready(Ok::<_, tower::BoxError>(black_box(x))))
+}
+
+/// tower's retry policy for the comparison: retry errors, within a 10% `TpsBudget`.
+#[derive(Clone)]
+struct Retry(std::sync::Arc<tower::retry::budget::TpsBudget>);
+
+impl tower::retry::Policy<u64, u64, tower::BoxError> for Retry {
+    type Future = Ready<()>;
+
+    fn retry(
+        &mut self,
+        _req: &mut u64,
+        result: &mut Result<u64, tower::BoxError>,
+    ) -> Option<Self::Future> {
+        use tower::retry::budget::Budget;
+        match result {
+            Ok(_) => {
+                self.0.deposit();
+                None
+            }
+            Err(_) => self.0.withdraw().then(|| ready(())),
+        }
+    }
+
+    fn clone_request(&mut self, req: &u64) -> Option<u64> {
+        Some(*req)
+    }
+}
+
+/// tower's hedge policy for the comparison: every request may be hedged.
+#[derive(Clone)]
+struct Hedge;
+
+impl tower::hedge::Policy<u64> for Hedge {
+    fn clone_request(&self, req: &u64) -> Option<u64> {
+        Some(*req)
+    }
+
+    fn can_retry(&self, _req: &u64) -> bool {
+        true
+    }
+}
+
+/// Makes `n` calls in scenario `name`, on the current tokio runtime (which must have time
+/// enabled), and returns the sum of their answers (so that nothing is optimised away), or
+/// `None` for an unknown scenario.
+pub async fn run(name: &str, n: u64) -> Option<u64> {
+    let mut sum = 0u64;
+    match name {
+        "clock_tokio" => {
+            let start = tokio::time::Instant::now();
+            for _ in 0..n {
+                sum += u64::from(black_box(tokio::time::Instant::now()) > start);
+            }
+        }
+        "clock_deadline" => {
+            let start = TokioClock.now();
+            for _ in 0..n {
+                sum += u64::from(black_box(TokioClock.now()) >= start);
+            }
+        }
+        "call_timeout" => {
+            let deadline = Deadline::after(TokioClock.now(), BUDGET);
+            let now = TokioClock.now();
+            for _ in 0..n {
+                let decision = call_timeout(
+                    black_box(&PLAIN),
+                    black_box(deadline),
+                    ms(0),
+                    black_box(now),
+                );
+                sum += decision.timeout().map_or(0, |t| t.as_micros() as u64 & 1);
+            }
+        }
+        "grpc_timeout_decode" => {
+            for _ in 0..n {
+                let t = GrpcTimeout::parse(black_box(b"12345678u")).unwrap();
+                sum += u64::from(t.value() & 1);
+            }
+        }
+        "grpc_timeout_encode" => {
+            for i in 0..n {
+                let t = GrpcTimeout::from_duration(black_box(Duration::from_micros(
+                    123_456_789 + (i & 1),
+                )))
+                .unwrap();
+                sum += t.as_bytes().len() as u64;
+            }
+        }
+        "tokio_timeout" => {
+            for _ in 0..n {
+                sum += tokio::time::timeout(TIMEOUT, answer())
+                    .await
+                    .unwrap()
+                    .unwrap();
+            }
+        }
+        "tower_timeout" => {
+            let mut svc = tower::timeout::Timeout::new(service(), TIMEOUT);
+            for i in 0..n {
+                sum += svc.ready().await.unwrap().call(i).await.unwrap();
+            }
+        }
+        "tower_timeout_retry" => {
+            let budget = tower::retry::budget::TpsBudget::new(Duration::from_secs(10), 10, 0.1);
+            let policy = Retry(std::sync::Arc::new(budget));
+            let timeout = tower::timeout::Timeout::new(service(), TIMEOUT);
+            let mut svc = tower::retry::Retry::new(policy, timeout);
+            for i in 0..n {
+                sum += svc.ready().await.unwrap().call(i).await.unwrap();
+            }
+        }
+        "tower_timeout_hedge" => {
+            let timeout = tower::timeout::Timeout::new(service(), TIMEOUT);
+            let mut svc =
+                tower::hedge::Hedge::new(timeout, Hedge, 10, 0.95, Duration::from_secs(10));
+            for i in 0..n {
+                sum += svc.ready().await.unwrap().call(i).await.unwrap();
+            }
+        }
+        "deadline_within" => {
+            scope_timeout(BUDGET, async {
+                for _ in 0..n {
+                    let limits = decide(&PLAIN, ms(0)).limits().unwrap();
+                    sum += within(limits, answer()).await.unwrap().unwrap();
+                }
+            })
+            .await;
+        }
+        "deadline_drive" => {
+            scope_timeout(BUDGET, async {
+                for _ in 0..n {
+                    let called = drive(
+                        call(&PLAIN, ms(0)),
+                        SplitMix64::new(1),
+                        |_: &()| Outcome::Failed,
+                        |_| answer(),
+                    )
+                    .await;
+                    sum += called.result.unwrap();
+                }
+            })
+            .await;
+        }
+        "deadline_drive_armed" => {
+            scope_timeout(BUDGET, async {
+                let mut rng = SplitMix64::new(1);
+                for _ in 0..n {
+                    let c = call(&ARMED, ms(0))
+                        .with_budget(&BUDGET_10)
+                        .with_breaker(&BREAKER);
+                    let called = drive(c, &mut rng, |_: &()| Outcome::Failed, |_| answer()).await;
+                    sum += called.result.unwrap();
+                }
+            })
+            .await;
+        }
+        _ => return None,
+    }
+    Some(sum)
+}
+
+/// A current-thread tokio runtime with time, as the scenarios run on.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("a current-thread runtime")
+}
+
+/// The sizes of the futures the call scenarios await, in bytes, by scenario (for a future
+/// that is ready at once, as in the scenarios). Call it inside a tokio runtime with time.
+pub fn future_sizes() -> Vec<(&'static str, usize)> {
+    let tokio = tokio::time::timeout(TIMEOUT, answer());
+    let limits = call_timeout(&PLAIN, Deadline::NEVER, ms(0), deadline_core::Instant::ZERO)
+        .limits()
+        .expect("a call under a deadline that never comes is made");
+    let within = within(limits, answer());
+    let driven = drive(
+        call(&PLAIN, ms(0)),
+        SplitMix64::new(1),
+        |_: &()| Outcome::Failed,
+        |_| answer(),
+    );
+    vec![
+        ("tokio_timeout", core::mem::size_of_val(&tokio)),
+        ("deadline_within", core::mem::size_of_val(&within)),
+        ("deadline_drive", core::mem::size_of_val(&driven)),
+    ]
+}
