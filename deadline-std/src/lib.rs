@@ -22,7 +22,7 @@
 //! # Feature flags
 #![doc = document_features::document_features!()]
 #![forbid(unsafe_code)]
-#![cfg_attr(docsrs, feature(doc_auto_cfg))]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[cfg(feature = "async-io")]
 mod async_timer;

@@ -42,7 +42,7 @@
 //! # }
 //! ```
 #![forbid(unsafe_code)]
-#![cfg_attr(docsrs, feature(doc_auto_cfg))]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod call;
 mod clock;
