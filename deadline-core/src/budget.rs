@@ -64,9 +64,10 @@ pub struct Limits {
 
 impl Limits {
     /// This call's deadline, to hand to the callee (it is a child of the request deadline).
+    /// It starts when the call does, so its time left never exceeds `timeout`.
     #[must_use]
     pub const fn deadline(&self) -> Deadline {
-        Deadline::at(self.until)
+        Deadline::after(self.until.saturating_sub(self.timeout), self.timeout)
     }
 }
 

@@ -425,8 +425,11 @@ proptest! {
 
         let deadline = Deadline::after(a, d);
         prop_assert_eq!(deadline.instant(), a + d);
-        prop_assert_eq!(deadline.remaining(b), (a + d) - b);
-        prop_assert_eq!(deadline.is_expired(b), b >= a + d);
+        // A reading before the arrival counts as the arrival: never more than `d` is left.
+        prop_assert_eq!(deadline.remaining(b), (a + d) - b.max(a));
+        prop_assert!(deadline.remaining(b) <= d);
+        prop_assert_eq!(deadline.is_expired(b), b.max(a) >= a + d);
+        prop_assert_eq!(Deadline::at(a + d).remaining(b), (a + d) - b);
         prop_assert_eq!(deadline.is_expired(b), deadline.remaining(b).is_zero());
         prop_assert!(deadline.shortened_by(d) <= deadline);
         prop_assert_eq!(deadline.min(Deadline::at(b)), Deadline::at((a + d).min(b)));
