@@ -239,6 +239,7 @@ impl<'p, const N: usize> Plan<'p, N> {
         match self.steps.get(step) {
             Some(s) => call_timeout(s.policy, self.deadline, self.reserve(step), now),
             None => Decision::Fail(crate::budget::Shortfall {
+                left: Duration::ZERO,
                 available: Duration::ZERO,
                 floor: Duration::ZERO,
             }),

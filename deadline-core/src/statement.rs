@@ -157,11 +157,12 @@ pub fn statement_timeout(
     deadline: Deadline,
     now: Instant,
 ) -> StatementDecision {
-    let left = deadline.remaining(now).saturating_sub(policy.reserve);
-    let available = left.min(policy.cap);
+    let left = deadline.remaining(now);
+    let available = left.saturating_sub(policy.reserve).min(policy.cap);
     let millis = available.as_millis().min(MAX_STATEMENT_MILLIS as u128) as u32;
     if available < policy.floor || millis == 0 {
         return StatementDecision::DontStart(Shortfall {
+            left,
             available,
             floor: policy.floor,
         });

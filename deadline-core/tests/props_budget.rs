@@ -147,7 +147,14 @@ fn check_decision(
                 policy.is_required(),
                 "a required step fails, an optional one is skipped"
             );
-            let expected = if available == 0 {
+            // Deadline exceeded only when no time is left at all; time left but all of it
+            // reserved is insufficient time.
+            let left_micros = deadline
+                .instant()
+                .as_micros()
+                .saturating_sub(now.as_micros());
+            prop_assert_eq!(shortfall.left.as_micros(), u128::from(left_micros));
+            let expected = if left_micros == 0 {
                 Error::DeadlineExceeded
             } else {
                 Error::InsufficientTime {

@@ -147,3 +147,47 @@ fn no_time_left_for_a_retry_is_deadline_exceeded() {
     assert_eq!(called.report.gave_up, Some(GiveUp::Exhausted));
     assert_eq!((s.retries, s.deadline_exceeded), (1, 0));
 }
+
+#[test]
+fn a_required_call_with_time_left_but_all_of_it_reserved_is_insufficient_time() {
+    // 180 ms left, 180 ms reserved: time is left, so the deadline is not exceeded; the call
+    // just cannot have any of it.
+    let b = Policy::required("B", ms(110), ms(30));
+    let deadline = Deadline::after(Instant::ZERO, ms(200));
+    let now = Instant::from_millis(20);
+    let call = Call::new(&b, deadline, ms(180));
+    let shortfall = match call.decide(now) {
+        deadline_core::Decision::Fail(s) => s,
+        other => panic!("B must fail uncalled: {other:?}"),
+    };
+    assert_eq!((shortfall.left, shortfall.available), (ms(180), ms(0)));
+    let insufficient = Error::InsufficientTime {
+        available: ms(0),
+        floor: ms(30),
+    };
+    assert_eq!(shortfall.error(), insufficient);
+
+    let timer = ManualTimer::starting_at(now);
+    let called = timer
+        .run(
+            Driver::new(call, &timer, SplitMix64::new(3))
+                .run(failed, |_: Limits| async { Ok::<_, ()>(()) }),
+        )
+        .unwrap();
+    assert_eq!(called.result, Err(CallError::Library(insufficient)));
+    assert!(!called.is_deadline_exceeded());
+    let counters = Counters::new();
+    called.record(&counters);
+    let s = counters.snapshot();
+    assert_eq!((s.calls, s.skipped, s.deadline_exceeded), (1, 1, 0));
+
+    // With nothing left at all, the deadline is exceeded.
+    let call = Call::new(&b, deadline, ms(180));
+    match call.decide(Instant::from_millis(200)) {
+        deadline_core::Decision::Fail(s) => {
+            assert_eq!(s.left, ms(0));
+            assert_eq!(s.error(), Error::DeadlineExceeded);
+        }
+        other => panic!("B must fail uncalled: {other:?}"),
+    }
+}
