@@ -17,8 +17,8 @@
 //! The [`Sleeper`] is injected: [`ThreadSleeper`] sleeps the thread on [`StdClock`], and a
 //! [`ManualClock`] "sleeps" by moving its own clock, so tests run in virtual time.
 
-use deadline_core::drive::{Called, Classify, Course};
-use deadline_core::retry::{Call, GiveUp, RetryDecision};
+use deadline_core::drive::{Called, Course};
+use deadline_core::retry::{Call, GiveUp, Outcome, RetryDecision};
 use deadline_core::rng::Rng;
 use deadline_core::{Clock, Instant, Limits, ManualClock};
 
@@ -80,7 +80,7 @@ impl Sleeper for ManualClock {
 /// let call = Call::new(&b, Deadline::after(clock.now(), ms(200)), ms(20));
 /// let mut timeouts = Vec::new();
 /// let called = BlockingDriver::new(call, &clock, SplitMix64::new(1)).run(
-///     |_: &&str| Outcome::Failed,
+///     |_| Outcome::Failed,
 ///     |limits| {
 ///         timeouts.push(limits.timeout);
 ///         clock.advance(ms(40)); // the attempt's latency
@@ -132,7 +132,7 @@ impl<'c, S: Sleeper, R: Rng> BlockingDriver<'c, S, R> {
     pub fn run<A, T, E, C>(mut self, mut classify: C, mut attempt: A) -> Called<T, E>
     where
         A: FnMut(Limits) -> Result<T, E>,
-        C: Classify<E>,
+        C: FnMut(&E) -> Outcome,
     {
         let mut course = Course::new(self.call);
         let start = self.sleeper.now();
@@ -150,7 +150,7 @@ impl<'c, S: Sleeper, R: Rng> BlockingDriver<'c, S, R> {
                 }
                 Err(error) => error,
             };
-            let outcome = classify.classify(&error);
+            let outcome = classify(&error);
             let fatal = course.failed(current, error, outcome, now);
             let (reason, at) = if fatal {
                 (GiveUp::NotRetryable, now)

@@ -250,3 +250,21 @@ fn each_attempt_hands_its_limits_to_its_socket() {
     let read_back = read_back.unwrap();
     assert!(armed <= read_back && read_back < armed + ms(10));
 }
+
+#[test]
+fn an_unannotated_classifier_closure_compiles() {
+    let clock = ManualClock::new();
+    let dep = Policy::required("D", ms(100), ms(10));
+    let call = Call::new(&dep, Deadline::after(clock.now(), ms(200)), ms(0));
+    let called = BlockingDriver::new(call, &clock, SplitMix64::new(1)).run(
+        |e| match e {
+            DepError::Unavailable => Outcome::Fatal,
+            DepError::TimedOut => Outcome::TimedOut,
+        },
+        |_| Err::<(), _>(DepError::Unavailable),
+    );
+    assert_eq!(
+        called.result,
+        Err(CallError::Attempt(DepError::Unavailable))
+    );
+}

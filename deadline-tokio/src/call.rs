@@ -3,8 +3,8 @@
 use core::future::Future;
 use core::time::Duration;
 
-use deadline_core::drive::{Called, Classify, Driver};
-use deadline_core::retry::Call;
+use deadline_core::drive::{Called, Driver};
+use deadline_core::retry::{Call, Outcome};
 use deadline_core::rng::Rng;
 use deadline_core::{Limits, Policy};
 
@@ -37,11 +37,11 @@ pub fn call(policy: &Policy, reserve: Duration) -> Call<'_> {
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
 /// let called = scope_timeout(ms(200), async {
-///     drive(call(&PRICING, ms(20)), SplitMix64::new(1), |_: &()| Outcome::Failed, |_| async {
+///     drive(call(&PRICING, ms(20)), SplitMix64::new(1), |_| Outcome::Failed, |_| async {
 ///         // Inside the attempt, the deadline is the attempt's: min(200 - 20, 110) = 110 ms.
 ///         let left = remaining();
 ///         tokio::time::sleep(ms(30)).await; // the dependency's latency
-///         Ok(left)
+///         Ok::<_, &str>(left)
 ///     })
 ///     .await
 /// })
@@ -59,7 +59,7 @@ where
     R: Rng,
     A: FnMut(Limits) -> F,
     F: Future<Output = Result<T, E>>,
-    C: Classify<E>,
+    C: FnMut(&E) -> Outcome,
 {
     Driver::new(call, TokioTimer, rng)
         .run(classify, |limits: Limits| {

@@ -99,13 +99,13 @@ async fn request(policy: &'static Policy, first: u64, then: u64) {
         let called = drive(
             call(policy, ms(20)),
             SplitMix64::new(1),
-            |_: &()| Outcome::Failed,
+            |_| Outcome::Failed,
             |_| {
                 let latency = if n == 0 { first } else { then };
                 n += 1;
                 async move {
                     tokio::time::sleep(ms(latency)).await;
-                    Ok(())
+                    Ok::<_, ()>(())
                 }
             },
         )

@@ -14,13 +14,13 @@ async fn request(probe: &Attempts) {
     let _called = drive(
         call(&B, ms(20)),
         SplitMix64::new(7),
-        |_: &()| Outcome::Failed,
+        |_| Outcome::Failed,
         |limits| {
             let guard = probe.begin(TokioClock, limits);
             async move {
                 tokio::time::sleep(ms(100)).await;
                 guard.complete();
-                Ok(remaining())
+                Ok::<_, ()>(remaining())
             }
         },
     )

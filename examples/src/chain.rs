@@ -190,10 +190,10 @@ pub async fn handle<T: Timer + Copy>(
         let call = Call::new(policy, deadline, plan.reserve(step));
         let called = Driver::new(call, timer, &mut rng)
             .run(
-                |_: &Infallible| Outcome::Failed,
+                |_| Outcome::Failed,
                 |limits| {
                     // The dependency's answer is timed from here, before the printout.
-                    let answer = sim::dependency(timer, latency, Ok(policy.name));
+                    let answer = sim::dependency(timer, latency, Ok::<_, Infallible>(policy.name));
                     log(format_args!(
                         "{:>5} ms  {}  called, timeout {} ms",
                         since(timer.now()),

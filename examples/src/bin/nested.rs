@@ -96,7 +96,7 @@ async fn main() {
         let price = drive(
             call(&PRICING, ms(20)),
             SplitMix64::new(1),
-            |_: &String| Outcome::Failed,
+            |_| Outcome::Failed,
             |_limits| ask_pricing(t0),
         )
         .await;
