@@ -26,7 +26,7 @@
 //! While several attempts run (a hedge was sent), a failure of one of them ends nothing:
 //! the driver waits for the others, and decides on a retry only when none is left, from the
 //! latest failure. As in gRPC's hedging (gRFC A6), two failures are exceptions: an
-//! [`Outcome::Fatal`](crate::retry::Outcome::Fatal) error cancels the other attempts and
+//! [`Outcome::Fatal`] error cancels the other attempts and
 //! ends the call at once, and a server's "do not retry"
 //! ([`Pushback::DontRetry`](crate::retry::Pushback::DontRetry)) stops further hedges and
 //! rules out a retry, while the attempts already running may still win.
