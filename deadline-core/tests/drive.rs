@@ -162,7 +162,9 @@ fn retry_within_the_budget() {
     let timer = ManualTimer::new();
     let t = &timer;
     let backoff = ms(15);
-    let b = Policy::required("B", ms(110), ms(30)).with_attempts(3, Backoff::constant(backoff));
+    let b = Policy::required("B", ms(110), ms(30))
+        .idempotent()
+        .with_attempts(3, Backoff::constant(backoff));
     let deadline = Deadline::after(t.now(), ms(200));
     // 100%: each original call banks one retry. Ten earlier calls have deposited.
     let budget = RetryBudget::new(100, 0);
@@ -216,7 +218,9 @@ fn retry_within_the_budget() {
 fn retry_refused_by_the_budget_is_not_made() {
     let timer = ManualTimer::new();
     let t = &timer;
-    let b = Policy::required("B", ms(110), ms(30)).with_attempts(3, Backoff::constant(ms(15)));
+    let b = Policy::required("B", ms(110), ms(30))
+        .idempotent()
+        .with_attempts(3, Backoff::constant(ms(15)));
     let budget = RetryBudget::new(0, 0);
     let call = Call::new(&b, Deadline::after(t.now(), ms(200)), ms(20)).with_budget(&budget);
     let calls = Cell::new(0u32);
@@ -241,7 +245,9 @@ fn hedge_wins_and_its_loser_is_cancelled() {
     let timer = ManualTimer::new();
     let t = &timer;
     let delay = ms(60);
-    let b = Policy::required("B", ms(150), ms(30)).with_hedge(HedgePolicy::new(delay, 1));
+    let b = Policy::required("B", ms(150), ms(30))
+        .idempotent()
+        .with_hedge(HedgePolicy::new(delay, 1));
     let deadline = Deadline::after(t.now(), ms(200));
     let call = Call::new(&b, deadline, ms(20));
     let (slow, fast) = (ms(140), ms(10));
@@ -297,6 +303,7 @@ fn hedged_failures(first: DepError, hedge: DepError) -> (Called<(), DepError>, u
     let timer = ManualTimer::new();
     let t = &timer;
     let b = Policy::required("B", ms(150), ms(10))
+        .idempotent()
         .with_attempts(3, Backoff::constant(ms(5)))
         .with_hedge(HedgePolicy::new(ms(30), 2));
     let call = Call::new(&b, Deadline::after(t.now(), ms(300)), ms(0));
@@ -363,7 +370,9 @@ fn dont_retry_stops_hedges_and_retries_but_lets_running_copies_finish() {
 fn hedge_uses_the_live_delay_when_given() {
     let timer = ManualTimer::new();
     let t = &timer;
-    let b = Policy::required("B", ms(150), ms(30)).with_hedge(HedgePolicy::new(ms(60), 1));
+    let b = Policy::required("B", ms(150), ms(30))
+        .idempotent()
+        .with_hedge(HedgePolicy::new(ms(60), 1));
     let call = Call::new(&b, Deadline::after(t.now(), ms(200)), ms(0));
     let live = ms(25);
     let starts = RefCell::new(Vec::new());
@@ -447,7 +456,9 @@ fn not_idempotent_call_is_retried_when_refused() {
 fn server_pushback_lengthens_the_backoff() {
     let timer = ManualTimer::new();
     let t = &timer;
-    let b = Policy::required("B", ms(100), ms(10)).with_attempts(2, Backoff::constant(ms(5)));
+    let b = Policy::required("B", ms(100), ms(10))
+        .idempotent()
+        .with_attempts(2, Backoff::constant(ms(5)));
     let call = Call::new(&b, Deadline::after(t.now(), ms(500)), ms(0));
     let pushback = ms(120);
     let starts = RefCell::new(Vec::new());
@@ -472,7 +483,9 @@ fn server_pushback_lengthens_the_backoff() {
 fn timed_out_attempt_is_dropped_and_retried() {
     let timer = ManualTimer::new();
     let t = &timer;
-    let b = Policy::required("B", ms(40), ms(10)).with_attempts(2, Backoff::constant(ms(5)));
+    let b = Policy::required("B", ms(40), ms(10))
+        .idempotent()
+        .with_attempts(2, Backoff::constant(ms(5)));
     let deadline = Deadline::after(t.now(), ms(200));
     let call = Call::new(&b, deadline, ms(0));
     let dropped = Rc::new(Cell::new(false));
@@ -511,7 +524,9 @@ fn deadline_reached_in_the_middle_of_a_backoff() {
     let timer = ManualTimer::new().with_lateness(late);
     let t = &timer;
     let deadline = Deadline::after(t.now(), ms(100));
-    let b = Policy::required("B", ms(100), ms(5)).with_attempts(3, Backoff::constant(ms(20)));
+    let b = Policy::required("B", ms(100), ms(5))
+        .idempotent()
+        .with_attempts(3, Backoff::constant(ms(20)));
     let call = Call::new(&b, deadline, ms(0));
     let starts = RefCell::new(Vec::new());
     let called: Called<(), DepError> = timer
@@ -536,7 +551,9 @@ fn backoff_that_would_end_after_the_deadline_gives_up_at_once() {
     let timer = ManualTimer::new();
     let t = &timer;
     let deadline = Deadline::after(t.now(), ms(100));
-    let b = Policy::required("B", ms(100), ms(5)).with_attempts(3, Backoff::constant(ms(70)));
+    let b = Policy::required("B", ms(100), ms(5))
+        .idempotent()
+        .with_attempts(3, Backoff::constant(ms(70)));
     let call = Call::new(&b, deadline, ms(0));
     let calls = Cell::new(0);
     let failed_at = ms(40);
@@ -593,7 +610,9 @@ fn driver_future_is_send_when_its_parts_are() {
     fn assert_send<T: Send>(_: &T) {}
     let timer = ManualTimer::new();
     let t = &timer;
-    let b = Policy::required("B", ms(100), ms(5)).with_hedge(HedgePolicy::new(ms(10), 2));
+    let b = Policy::required("B", ms(100), ms(5))
+        .idempotent()
+        .with_hedge(HedgePolicy::new(ms(10), 2));
     let budget = RetryBudget::new(10, 1);
     let call = Call::new(&b, Deadline::after(t.now(), ms(100)), ms(0)).with_budget(&budget);
     let mut rng = SplitMix64::new(0);
@@ -607,7 +626,9 @@ fn driver_future_is_send_when_its_parts_are() {
 fn dropping_the_driver_cancels_its_attempts() {
     let timer = ManualTimer::new();
     let t = &timer;
-    let b = Policy::required("B", ms(100), ms(5)).with_hedge(HedgePolicy::new(ms(10), 1));
+    let b = Policy::required("B", ms(100), ms(5))
+        .idempotent()
+        .with_hedge(HedgePolicy::new(ms(10), 1));
     let call = Call::new(&b, Deadline::after(t.now(), ms(100)), ms(0));
     let dropped = [Rc::new(Cell::new(false)), Rc::new(Cell::new(false))];
     let n = Cell::new(0usize);
@@ -648,6 +669,7 @@ fn jitter_comes_from_the_injected_rng() {
     let t = &timer;
     let base = ms(8);
     let b = Policy::required("B", ms(100), ms(5))
+        .idempotent()
         .with_attempts(3, Backoff::exponential(base, ms(1_000), Jitter::Full));
     let call = Call::new(&b, Deadline::after(t.now(), ms(1_000)), ms(0));
     let starts = RefCell::new(Vec::new());

@@ -30,10 +30,12 @@ fn policies() -> [Policy; 3] {
     [
         Policy::required("A", no_cap, ms(100)),
         // B is retried once, after exactly 200 ms (no jitter).
-        Policy::required("B", no_cap, ms(100)).with_attempts(
-            2,
-            Backoff::exponential(RETRY_WAIT, RETRY_WAIT, Jitter::None),
-        ),
+        Policy::required("B", no_cap, ms(100))
+            .idempotent()
+            .with_attempts(
+                2,
+                Backoff::exponential(RETRY_WAIT, RETRY_WAIT, Jitter::None),
+            ),
         Policy::required("C", no_cap, ms(1_000)),
     ]
 }

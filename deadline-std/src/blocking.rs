@@ -75,7 +75,7 @@ impl Sleeper for ManualClock {
 /// use deadline_std::blocking::BlockingDriver;
 ///
 /// // B: up to 3 attempts, 10 ms between them; 200 ms left, 20 ms kept for our own work.
-/// let b = Policy::required("B", ms(110), ms(30)).with_attempts(3, Backoff::constant(ms(10)));
+/// let b = Policy::required("B", ms(110), ms(30)).idempotent().with_attempts(3, Backoff::constant(ms(10)));
 /// let clock = ManualClock::new(); // virtual time: the sleeps move it
 /// let call = Call::new(&b, Deadline::after(clock.now(), ms(200)), ms(20));
 /// let mut timeouts = Vec::new();

@@ -95,7 +95,9 @@ fn seed_000_slow_case_blocking_skips_c_uncalled() {
 fn a_retry_sleeps_its_backoff_and_gets_the_time_left() {
     // B's first attempt hits its socket's read limit (110 ms); 10 ms later the retry gets
     // min(200 - 120 - 20, 110) = 60 ms, and answers in 30.
-    let b = Policy::required("B", ms(110), ms(30)).with_attempts(3, Backoff::constant(ms(10)));
+    let b = Policy::required("B", ms(110), ms(30))
+        .idempotent()
+        .with_attempts(3, Backoff::constant(ms(10)));
     let clock = ManualClock::new();
     let budget = RetryBudget::new(10, 5);
     let call = Call::new(&b, Deadline::after(clock.now(), ms(200)), ms(20)).with_budget(&budget);
@@ -127,7 +129,9 @@ fn a_retry_sleeps_its_backoff_and_gets_the_time_left() {
 
 #[test]
 fn a_backoff_past_the_deadline_is_not_slept() {
-    let b = Policy::required("B", ms(100), ms(5)).with_attempts(3, Backoff::constant(ms(70)));
+    let b = Policy::required("B", ms(100), ms(5))
+        .idempotent()
+        .with_attempts(3, Backoff::constant(ms(70)));
     let clock = ManualClock::new();
     let call = Call::new(&b, Deadline::after(clock.now(), ms(100)), Duration::ZERO);
     let mut calls = 0;
@@ -170,7 +174,9 @@ impl Sleeper for Oversleeper<'_> {
 fn the_deadline_reached_in_the_middle_of_a_backoff_starts_nothing() {
     // The 20 ms backoff after the failure at 70 ms was to end at 90, before the 100 ms
     // deadline; the thread wakes 30 ms late, at 120, and the driver starts nothing.
-    let b = Policy::required("B", ms(100), ms(5)).with_attempts(3, Backoff::constant(ms(20)));
+    let b = Policy::required("B", ms(100), ms(5))
+        .idempotent()
+        .with_attempts(3, Backoff::constant(ms(20)));
     let clock = ManualClock::new();
     let deadline = Deadline::after(clock.now(), ms(100));
     let call = Call::new(&b, deadline, Duration::ZERO);
@@ -192,7 +198,9 @@ fn the_deadline_reached_in_the_middle_of_a_backoff_starts_nothing() {
 
 #[test]
 fn a_retry_the_budget_refuses_is_not_made() {
-    let b = Policy::required("B", ms(110), ms(30)).with_attempts(3, Backoff::constant(ms(10)));
+    let b = Policy::required("B", ms(110), ms(30))
+        .idempotent()
+        .with_attempts(3, Backoff::constant(ms(10)));
     let clock = ManualClock::new();
     let empty = RetryBudget::new(0, 0);
     let call = Call::new(&b, Deadline::after(clock.now(), ms(200)), ms(20)).with_budget(&empty);

@@ -86,10 +86,12 @@ where
 }
 
 static PLAIN: Policy = Policy::required("B", ms(110), ms(30));
-static HEDGED: Policy =
-    Policy::required("B", ms(150), ms(30)).with_hedge(HedgePolicy::new(ms(20), 1));
-static RETRIED: Policy =
-    Policy::required("B", ms(40), ms(10)).with_attempts(2, Backoff::constant(ms(10)));
+static HEDGED: Policy = Policy::required("B", ms(150), ms(30))
+    .idempotent()
+    .with_hedge(HedgePolicy::new(ms(20), 1));
+static RETRIED: Policy = Policy::required("B", ms(40), ms(10))
+    .idempotent()
+    .with_attempts(2, Backoff::constant(ms(10)));
 
 /// One request: a deadline scope and one driven call whose attempts take `latency` each
 /// (`slow` for the first attempt).

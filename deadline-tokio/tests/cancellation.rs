@@ -7,7 +7,9 @@ use deadline_core::{Clock, Policy, ms};
 use deadline_testkit::Attempts;
 use deadline_tokio::{TokioClock, call, drive, remaining, scope_timeout};
 
-static B: Policy = Policy::required("B", ms(150), ms(30)).with_hedge(HedgePolicy::new(ms(20), 1));
+static B: Policy = Policy::required("B", ms(150), ms(30))
+    .idempotent()
+    .with_hedge(HedgePolicy::new(ms(20), 1));
 
 /// One request: a hedged call to B whose attempts each take 100 ms, recorded in `probe`.
 async fn request(probe: &Attempts) {
