@@ -3,6 +3,9 @@
 //! [`deadline_core`] makes every decision; this crate gives it std's time:
 //!
 //! - [`StdClock`]: the core's [`Clock`](deadline_core::Clock) on [`std::time::Instant`].
+//! - [`Entropy`]: the default random source for jitter, a generator per thread seeded from
+//!   the operating system (the core takes its randomness injected; this is what a real
+//!   program injects).
 //! - [`blocking`]: a blocking driver for one dependency call: the core's retries and backoff,
 //!   with thread sleeps (or virtual ones, in tests).
 //! - [`net`]: an attempt's connect and read limits handed to `std::net` sockets.
@@ -28,8 +31,10 @@
 mod async_timer;
 pub mod blocking;
 mod clock;
+mod entropy;
 pub mod net;
 
 #[cfg(feature = "async-io")]
 pub use async_timer::{AsyncIoSleep, AsyncIoTimer};
 pub use clock::{StdClock, checked_to_std, from_std, to_std};
+pub use entropy::Entropy;

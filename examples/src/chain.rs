@@ -20,7 +20,7 @@ use core::time::Duration;
 
 use deadline_core::drive::{CallError, Driver};
 use deadline_core::retry::{Call, Outcome};
-use deadline_core::rng::SplitMix64;
+use deadline_core::rng::Rng;
 use deadline_core::{Deadline, Instant, Plan, Policy, Timer, ms};
 
 use crate::sim;
@@ -162,9 +162,11 @@ fn millis(d: Duration) -> u128 {
 }
 
 /// Handles one request whose dependencies answer as `case` says; reports each step through
-/// `log` and returns how the request ended.
-pub async fn handle<T: Timer + Copy>(
+/// `log` and returns how the request ended. `rng` draws any backoff's jitter: the runtime's
+/// default random source in a program, a seeded one in a test.
+pub async fn handle<T: Timer + Copy, R: Rng>(
     timer: T,
+    rng: &mut R,
     case: &Case,
     log: &mut dyn FnMut(fmt::Arguments<'_>),
 ) -> Response {
@@ -182,13 +184,12 @@ pub async fn handle<T: Timer + Copy>(
     let policies = [&A, &B, &C];
     let mut made = [false; 3];
     let mut plan: Plan<'_, 3> = Plan::new(deadline, OWN_WORK);
-    let mut rng = SplitMix64::new(0);
     for (i, (policy, latency)) in policies.into_iter().zip(case.latency).enumerate() {
         let Ok(step) = plan.then(policy) else {
             unreachable!("the plan holds three steps")
         };
         let call = Call::new(policy, deadline, plan.reserve(step));
-        let called = Driver::new(call, timer, &mut rng)
+        let called = Driver::new(call, timer, &mut *rng)
             .run(
                 |_| Outcome::Failed,
                 |limits| {

@@ -3,13 +3,14 @@
 
 use deadline_core::drive::ManualTimer;
 use deadline_core::ms;
+use deadline_core::rng::SplitMix64;
 use deadline_examples::chain::{Case, Expect, FAST, Response, SLOW, check, handle};
 
 fn run(case: &Case) -> (Vec<String>, Response) {
     let timer = ManualTimer::new();
     let mut lines = Vec::new();
     let response = timer
-        .run(handle(&timer, case, &mut |line| {
+        .run(handle(&timer, &mut SplitMix64::new(0), case, &mut |line| {
             lines.push(line.to_string())
         }))
         .expect("the handler waits only on the timer");

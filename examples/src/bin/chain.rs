@@ -63,7 +63,7 @@ async fn app<T: Timer + Copy>(timer: T) -> bool {
     // and the runtime's first sleeps (page faults, lazy set-up) in milliseconds, which would
     // show in the first printed timeline.
     for (case, print) in [(&WARM_UP, false), (&FAST, true), (&SLOW, true)] {
-        let response = handle(timer, case, &mut |line| {
+        let response = handle(timer, &mut runtime::rng(), case, &mut |line| {
             if print {
                 println!("{line}");
             }
@@ -81,6 +81,11 @@ async fn app<T: Timer + Copy>(timer: T) -> bool {
 mod runtime {
     pub(crate) const NAME: &str = "tokio";
 
+    /// The default random source, seeded from the operating system.
+    pub(crate) fn rng() -> deadline_tokio::Entropy {
+        deadline_tokio::Entropy
+    }
+
     pub(crate) fn run() -> bool {
         tokio::runtime::Builder::new_current_thread()
             .enable_time()
@@ -94,6 +99,11 @@ mod runtime {
 mod runtime {
     pub(crate) const NAME: &str = "async-std (timer on async-io)";
 
+    /// The default random source, seeded from the operating system.
+    pub(crate) fn rng() -> deadline_std::Entropy {
+        deadline_std::Entropy
+    }
+
     pub(crate) fn run() -> bool {
         async_std::task::block_on(super::app(deadline_std::AsyncIoTimer))
     }
@@ -102,6 +112,11 @@ mod runtime {
 #[cfg(all(feature = "smol", not(any(feature = "tokio", feature = "async-std"))))]
 mod runtime {
     pub(crate) const NAME: &str = "smol (timer on async-io)";
+
+    /// The default random source, seeded from the operating system.
+    pub(crate) fn rng() -> deadline_std::Entropy {
+        deadline_std::Entropy
+    }
 
     pub(crate) fn run() -> bool {
         smol::block_on(super::app(deadline_std::AsyncIoTimer))
@@ -116,6 +131,14 @@ mod runtime {
     use std::sync::atomic::{AtomicBool, Ordering};
 
     pub(crate) const NAME: &str = "embassy (std platform, embassy-time std driver)";
+
+    /// A generator seeded from the host's randomness (std's `RandomState`). On a
+    /// microcontroller, seed it from the chip's hardware random number generator instead.
+    pub(crate) fn rng() -> deadline_core::rng::SplitMix64 {
+        use std::hash::BuildHasher;
+        let seed = std::collections::hash_map::RandomState::new().hash_one(NAME);
+        deadline_core::rng::SplitMix64::new(seed)
+    }
 
     static DONE: AtomicBool = AtomicBool::new(false);
     static OK: AtomicBool = AtomicBool::new(false);

@@ -17,12 +17,11 @@
 use std::time::Duration;
 
 use deadline_core::retry::Outcome;
-use deadline_core::rng::SplitMix64;
 use deadline_core::statement::{StatementDecision, StatementPolicy};
 use deadline_core::wire::{Propagation, X_DEADLINE_MS};
 use deadline_core::{Clock, Instant, Policy, ms};
 use deadline_tokio::{
-    TokioClock, call, current_or_never, drive, propagate, remaining, scope, scope_timeout,
+    Entropy, TokioClock, call, current_or_never, drive, propagate, remaining, scope, scope_timeout,
     statement_timeout,
 };
 
@@ -95,7 +94,7 @@ async fn main() {
         tokio::time::sleep(ms(60)).await; // earlier work
         let price = drive(
             call(&PRICING, ms(20)),
-            SplitMix64::new(1),
+            Entropy,
             |_| Outcome::Failed,
             |_limits| ask_pricing(t0),
         )
