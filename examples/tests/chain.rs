@@ -43,6 +43,28 @@ fn fast_case_prints_the_seed_timeline() {
     assert_eq!(check(&FAST, &response), Ok(()));
 }
 
+#[cfg(feature = "tokio")]
+#[test]
+fn on_a_runtime_s_executor_the_virtual_timeline_is_the_same() {
+    // What the chain program does by default: the core's virtual-time timer, driven on the
+    // runtime's own executor.
+    let (lines, response) = run(&FAST);
+    let timer = ManualTimer::new();
+    let mut on_tokio = Vec::new();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a tokio runtime");
+    let on_tokio_response = runtime.block_on(timer.advancing(handle(
+        &timer,
+        &mut SplitMix64::new(0),
+        &FAST,
+        &mut |line| on_tokio.push(line.to_string()),
+    )));
+    assert_eq!(on_tokio, lines);
+    assert_eq!(on_tokio_response, response);
+    assert_eq!(on_tokio_response.at, ms(160));
+}
+
 #[test]
 fn slow_case_skips_c_at_156_ms() {
     let (lines, response) = run(&SLOW);
