@@ -54,10 +54,10 @@ pub const DEFAULT_CAP_MARGIN: Duration = Duration::from_millis(10);
 pub const DEFAULT_BACKOFF: Duration = Duration::from_millis(5);
 
 /// The file name used in messages for the built-in table.
-pub const SEED_000_NAME: &str = "<built-in seed 000 table>";
+pub const CHECKOUT_NAME: &str = "<built-in checkout example table>";
 
-/// Seed 000's table, built in: the default of `deadline plan`.
-pub const SEED_000: &str = include_str!("../data/seed000.toml");
+/// The checkout example's table, built in: the default of `deadline plan`.
+pub const CHECKOUT: &str = include_str!("../data/checkout.toml");
 
 /// A checked dependency table.
 #[derive(Clone, Debug)]
@@ -374,13 +374,13 @@ pub fn read(path: &str) -> Result<Table, InputError> {
     parse(path, &source, Path::new(path).parent())
 }
 
-/// Seed 000's built-in table.
+/// The checkout example's built-in table.
 ///
 /// # Errors
 ///
 /// Never for the shipped file; the signature matches [`parse`].
-pub fn seed_000() -> Result<Table, InputError> {
-    parse(SEED_000_NAME, SEED_000, None)
+pub fn checkout() -> Result<Table, InputError> {
+    parse(CHECKOUT_NAME, CHECKOUT, None)
 }
 
 fn dependency(

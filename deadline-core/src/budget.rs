@@ -133,7 +133,7 @@ impl Shortfall {
 ///
 /// let c = Policy::optional("C", ms(60), ms(25));
 /// let deadline = Deadline::after(Instant::ZERO, ms(200));
-/// // Seed 000's slow case: C starts at 156 ms; 200 - 156 - 20 = 24 ms is under its 25 ms floor.
+/// // The checkout example's slow case: C starts at 156 ms; 200 - 156 - 20 = 24 ms is under its 25 ms floor.
 /// let d = call_timeout(&c, deadline, ms(20), Instant::from_millis(156));
 /// assert!(matches!(d, Decision::Skip(s) if s.available == ms(24)));
 /// ```

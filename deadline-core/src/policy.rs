@@ -23,7 +23,7 @@ pub enum Necessity {
 ///
 /// Build one with [`Policy::required`] or [`Policy::optional`] (both `const`, so a table of
 /// policies can be a `static`), then adjust it with the `with_*` methods. Document where each
-/// number comes from, as seed 004 asks: `cap` from the p99.9 plus a margin, `floor` from the
+/// number comes from: `cap` from the p99.9 plus a margin, `floor` from the
 /// p50 ([`Policy::from_latency`] does this arithmetic).
 ///
 /// ```

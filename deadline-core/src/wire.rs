@@ -531,7 +531,7 @@ header_value_traits!(DeadlineMs);
 ///
 /// static HOP: Propagation = Propagation::new(ms(2), ms(5_000));
 ///
-/// // Seed 003: B starts with 1700 ms left and its cap is 500 ms.
+/// // The budget table: B starts with 1700 ms left and its cap is 500 ms.
 /// let b = Policy::required("B", ms(500), ms(100));
 /// let deadline = Deadline::after(Instant::ZERO, ms(2_000));
 /// let now = Instant::from_millis(300);

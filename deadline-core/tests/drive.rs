@@ -1,4 +1,4 @@
-//! The async driver on virtual time ([`ManualTimer`]): seed 000's chain and its slow case, a
+//! The async driver on virtual time ([`ManualTimer`]): the checkout example's chain and its slow case, a
 //! retry within the budget, a hedge that wins while its loser is cancelled, a deadline reached
 //! in the middle of a backoff, and a required call under its floor that fails uncalled.
 #![cfg(feature = "drive")]
@@ -68,10 +68,10 @@ type ChainRun = (
     Result<&'static str, CallError<()>>,
 );
 
-/// Seed 000's chain on the driver: A, B, C called one after another, each attempt simulated
+/// The checkout example's chain on the driver: A, B, C called one after another, each attempt simulated
 /// with the given latency; our own work (20 ms) after them. Returns the instant the response
 /// goes out, what each call saw, and C's result.
-fn seed_000_chain(latency_a: Duration, latency_b: Duration, latency_c: Duration) -> ChainRun {
+fn checkout_chain(latency_a: Duration, latency_b: Duration, latency_c: Duration) -> ChainRun {
     let a = Policy::required("A", ms(50), ms(10));
     let b = Policy::required("B", ms(110), ms(30));
     let c = Policy::optional("C", ms(60), ms(25));
@@ -117,8 +117,8 @@ fn seed_000_chain(latency_a: Duration, latency_b: Duration, latency_c: Duration)
 }
 
 #[test]
-fn seed_000_chain_responds_at_160_ms() {
-    let (response, seen, c) = seed_000_chain(ms(10), ms(105), ms(25));
+fn checkout_chain_responds_at_160_ms() {
+    let (response, seen, c) = checkout_chain(ms(10), ms(105), ms(25));
     let names: Vec<_> = seen.iter().map(|(n, _)| *n).collect();
     assert_eq!(names, ["A", "B", "C"]);
     let [(_, a), (_, b), (_, c_seen)] = [seen[0], seen[1], seen[2]];
@@ -141,8 +141,8 @@ fn seed_000_chain_responds_at_160_ms() {
 }
 
 #[test]
-fn seed_000_slow_case_skips_c_and_responds_at_176_ms() {
-    let (response, seen, c) = seed_000_chain(ms(48), ms(108), ms(25));
+fn checkout_slow_case_skips_c_and_responds_at_176_ms() {
+    let (response, seen, c) = checkout_chain(ms(48), ms(108), ms(25));
     // C is never called: only A and B saw an attempt.
     let names: Vec<_> = seen.iter().map(|(n, _)| *n).collect();
     assert_eq!(names, ["A", "B"]);

@@ -328,7 +328,7 @@ fn propagation_clamps_incoming_budgets_to_the_maximum() {
 
 #[test]
 fn a_call_timeout_travels_to_the_callee_shortened_by_the_allowance() {
-    // Seed 000: B gets 110 ms at 10 ms; the callee, on another clock, gets 110 ms minus the
+    // The checkout example: B gets 110 ms at 10 ms; the callee, on another clock, gets 110 ms minus the
     // network's share.
     let b = Policy::required("B", ms(110), ms(30));
     let request = Deadline::after(Instant::ZERO, ms(200));

@@ -1,4 +1,4 @@
-//! The worst case of a call that backs off between attempts: seed 003's "(r + 1) × T plus the
+//! The worst case of a call that backs off between attempts: the rule "(r + 1) × T plus the
 //! wait times", decorrelated jitter's growth, saturation, and a check against the core's own
 //! retry decisions with every draw at the top of its range.
 
@@ -36,8 +36,8 @@ fn longest_draws() -> Sequence<'static> {
 }
 
 #[test]
-fn seed_003_three_tries_of_2_s_are_6_s_plus_the_wait_times() {
-    // The seed's retry waits 200 ms; exponential without jitter doubles it for the next one.
+fn three_tries_of_2_s_are_6_s_plus_the_wait_times() {
+    // The budget table's retry waits 200 ms; exponential without jitter doubles it for the next one.
     let backoff = Backoff::exponential(ms(200), ms(1_000), Jitter::None);
     let retry = RetryPolicy::new(3, backoff);
     let without_waits = worst_case(ms(2_000), 2);

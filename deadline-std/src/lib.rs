@@ -17,7 +17,7 @@
 //! async-io has no virtual time. So the [`AsyncIoTimer`] is tested for its contract alone,
 //! without waiting: an instant in the past completes at the first poll; one in the future is
 //! pending at the first poll and cancels cleanly when dropped. The library's behaviour over
-//! time (seed 000's chain and its slow case, retries, hedges, backoffs, cancellation) is tested
+//! time (the checkout example's chain and its slow case, retries, hedges, backoffs, cancellation) is tested
 //! by running the shared scenario suite on the async-std and smol executors with the core's
 //! virtual-time timer, [`ManualTimer`](deadline_core::drive::ManualTimer), in place of
 //! async-io's.

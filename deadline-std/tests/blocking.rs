@@ -31,7 +31,7 @@ fn classify(e: &DepError) -> Outcome {
 /// Each attempt's start (from the clock's origin) and limits.
 type Starts = RefCell<Vec<(Instant, Limits)>>;
 
-/// What a blocking run of seed 000's chain did: the attempts seen per call, C's result and
+/// What a blocking run of the checkout example's chain did: the attempts seen per call, C's result and
 /// the instant the response goes out.
 type ChainRun = (
     Vec<Vec<(Instant, Limits)>>,
@@ -39,7 +39,7 @@ type ChainRun = (
     Instant,
 );
 
-/// Seed 000's chain with blocking calls.
+/// The checkout example's chain with blocking calls.
 fn chain(latencies: [Duration; 3]) -> ChainRun {
     let policies = [
         Policy::required("A", ms(50), ms(10)),
@@ -69,7 +69,7 @@ fn chain(latencies: [Duration; 3]) -> ChainRun {
 }
 
 #[test]
-fn seed_000_chain_blocking() {
+fn checkout_chain_blocking() {
     let (seen, c, response) = chain([ms(10), ms(105), ms(25)]);
     let got: Vec<_> = seen
         .iter()
@@ -81,7 +81,7 @@ fn seed_000_chain_blocking() {
 }
 
 #[test]
-fn seed_000_slow_case_blocking_skips_c_uncalled() {
+fn checkout_slow_case_blocking_skips_c_uncalled() {
     let (seen, c, response) = chain([ms(48), ms(108), ms(25)]);
     assert!(seen[2].is_empty(), "C must not be called");
     let Err(CallError::Skipped(s)) = c else {

@@ -1,4 +1,4 @@
-//! The chain program's application code in virtual time: the printout is seed 000's, to the
+//! The chain program's application code in virtual time: the printout is the worked example's, to the
 //! millisecond.
 
 use deadline_core::drive::ManualTimer;
@@ -18,7 +18,7 @@ fn run(case: &Case) -> (Vec<String>, Response) {
 }
 
 #[test]
-fn fast_case_prints_the_seed_timeline() {
+fn fast_case_prints_the_worked_example_s_timeline() {
     let (lines, response) = run(&FAST);
     assert_eq!(
         lines[1..],

@@ -30,7 +30,7 @@ static PRICING: Policy = Policy::required("pricing", ms(110), ms(30));
 /// The hop to the pricing service: 5 ms kept for the network; the service accepts at most
 /// 10 s from a caller.
 static HOP: Propagation = Propagation::new(ms(5), ms(10_000));
-/// Its database: at most 300 ms per query, none started with under 40 ms left (seed 002).
+/// Its database: at most 300 ms per query, none started with under 40 ms left.
 static ORDERS: StatementPolicy = StatementPolicy::new(ms(300), ms(40));
 
 /// `d` in milliseconds, rounded to the nearest.
