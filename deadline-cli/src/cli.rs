@@ -88,7 +88,7 @@ pub struct LabArgs {
 #[command(
     after_help = "The model (1 s client timeout, 1 ms per hop, 40-60 ms queries, \
     stalled queries 1.5-2.5 s, 300 ms per database attempt) and why it reproduces the \
-    playground's figures are described in the crate's README."
+    reference scenario's figures are described in the crate's README."
 )]
 pub struct SimArgs {
     /// The share of database queries that stall, from 0 to 1.
@@ -153,7 +153,7 @@ pub fn execute(command: &Command) -> Result<String, Failure> {
         Command::Plan(args) => {
             let table = match &args.file {
                 Some(path) => table::read(path)?,
-                None => table::seed_000()?,
+                None => table::checkout()?,
             };
             let report = plan::run(&table, args.rate)?;
             Ok(if args.json {
@@ -174,11 +174,8 @@ pub fn execute(command: &Command) -> Result<String, Failure> {
                     (lab::run(path, &latencies, &options)?, latencies)
                 }
                 None => {
-                    let latencies = sample::parse(lab::SEED_001_NAME, lab::SEED_001)?;
-                    (
-                        lab::run(lab::SEED_001_NAME, &latencies, &options)?,
-                        latencies,
-                    )
+                    let latencies = sample::parse(lab::PRESET_NAME, lab::PRESET)?;
+                    (lab::run(lab::PRESET_NAME, &latencies, &options)?, latencies)
                 }
             };
             if let Some(path) = &args.svg {

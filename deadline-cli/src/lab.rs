@@ -14,17 +14,17 @@ use serde::Serialize;
 use crate::error::InputError;
 use crate::output::{fmt_ms, fmt_percent, pad, ser_ms};
 
-/// The default allocation: seed 001's 250 ms.
+/// The default allocation: the preset's 250 ms.
 pub const DEFAULT_ALLOC: Duration = Duration::from_millis(250);
 
 /// The default largest retry count: rows for 0, 1 and 2 retries.
 pub const DEFAULT_MAX_RETRIES: u32 = 2;
 
 /// The name of the built-in sample in messages.
-pub const SEED_001_NAME: &str = "<built-in seed 001 preset>";
+pub const PRESET_NAME: &str = "<built-in lab preset sample>";
 
-/// Seed 001's preset: a hundred measured calls.
-pub const SEED_001: &str = include_str!("../data/seed001.txt");
+/// The lab's preset sample: a hundred measured calls.
+pub const PRESET: &str = include_str!("../data/lab-preset.txt");
 
 /// What the lab is asked.
 #[derive(Clone, Debug, PartialEq)]
@@ -174,14 +174,14 @@ pub fn run(
     })
 }
 
-/// Runs the lab over seed 001's preset.
+/// Runs the lab over its preset sample.
 ///
 /// # Errors
 ///
 /// Never for the shipped preset; the signature matches [`run`].
-pub fn seed_001(options: &LabOptions) -> Result<LabReport, InputError> {
-    let latencies = crate::sample::parse(SEED_001_NAME, SEED_001)?;
-    run(SEED_001_NAME, &latencies, options)
+pub fn preset(options: &LabOptions) -> Result<LabReport, InputError> {
+    let latencies = crate::sample::parse(PRESET_NAME, PRESET)?;
+    run(PRESET_NAME, &latencies, options)
 }
 
 /// The lab as a table of one screen.

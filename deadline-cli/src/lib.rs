@@ -20,17 +20,19 @@
 //! use std::time::Duration;
 //! use deadline_cli::{lab, plan, sim, table};
 //!
-//! // Seed 000: B is slow and the response goes out at 160 ms; then C is skipped, at 176 ms.
-//! let report = plan::run(&table::seed_000()?, None)?;
+//! // The checkout example: B is slow and the response goes out at 160 ms; then C is skipped,
+//! // at 176 ms.
+//! let report = plan::run(&table::checkout()?, None)?;
 //! let respond: Vec<_> = report.traces.iter().map(|t| t.respond_ms).collect();
 //! assert_eq!(respond, [Duration::from_millis(160), Duration::from_millis(176)]);
 //!
-//! // Seed 001: T = 90 ms with one retry costs 180 ms of 250 and kills 1%.
-//! let lab = lab::seed_001(&lab::LabOptions::default())?;
+//! // The lab's preset sample: T = 90 ms with one retry costs 180 ms of 250 and kills 1%.
+//! let lab = lab::preset(&lab::LabOptions::default())?;
 //! let row = lab.rows.iter().find(|r| r.timeout_ms == lab.p99_ms && r.retries == 1).unwrap();
 //! assert_eq!((row.worst_case_ms, row.fits, row.kill_fraction), (Duration::from_millis(180), true, 0.01));
 //!
-//! // Seed 002, every query stalling: the propagated deadline costs 900 ms of database time.
+//! // The propagation model, every query stalling: the propagated deadline costs 900 ms of
+//! // database time.
 //! let options = sim::SimOptions { requests: 100, stall_rate: 1.0, ..Default::default() };
 //! let propagated = sim::run_strategy(sim::Strategy::Propagated, &options);
 //! assert!((propagated.db_ms_per_request - 900.0).abs() < 1.0);

@@ -6,7 +6,7 @@
 //! stand for at most [`MAX_CALLS`] calls in all.
 //!
 //! ```text
-//! # seed 001's preset: a hundred measured calls
+//! # the lab's preset sample: a hundred measured calls
 //! 8 x 45
 //! 11 x 25
 //! 400

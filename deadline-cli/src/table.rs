@@ -16,6 +16,8 @@
 //! floor_ms = 30            # optional: else p50_ms
 //! required = true          # false: it has a fallback, and is skipped when time is short
 //! mode = "sequential"      # or "parallel": runs alongside the dependency before it
+//! idempotent = true        # repeating the call is safe (default false); needed for retries
+//!                          # and hedges, which repeat it
 //! retries = 1              # retries after the first attempt
 //! backoff_ms = 5           # first backoff; doubles up to backoff_max_ms, full jitter
 //! backoff_max_ms = 40
@@ -52,10 +54,10 @@ pub const DEFAULT_CAP_MARGIN: Duration = Duration::from_millis(10);
 pub const DEFAULT_BACKOFF: Duration = Duration::from_millis(5);
 
 /// The file name used in messages for the built-in table.
-pub const SEED_000_NAME: &str = "<built-in seed 000 table>";
+pub const CHECKOUT_NAME: &str = "<built-in checkout example table>";
 
-/// Seed 000's table, built in: the default of `deadline plan`.
-pub const SEED_000: &str = include_str!("../data/seed000.toml");
+/// The checkout example's table, built in: the default of `deadline plan`.
+pub const CHECKOUT: &str = include_str!("../data/checkout.toml");
 
 /// A checked dependency table.
 #[derive(Clone, Debug)]
@@ -123,6 +125,10 @@ pub struct Dependency {
     pub required: bool,
     /// Runs alongside the dependency before it.
     pub parallel: bool,
+    /// Repeating the call is safe: it may be retried after a timeout and hedged. The
+    /// library's default, `false`, is the table's too, and a table that asks for retries or
+    /// hedges must say `idempotent = true`.
+    pub idempotent: bool,
     /// Retries after the first attempt.
     pub retries: u32,
     /// First backoff before a retry.
@@ -177,6 +183,7 @@ impl Dependency {
         if let Some(connect) = self.connect {
             policy = policy.with_connect(connect);
         }
+        policy = policy.with_idempotent(self.idempotent);
         if self.retries > 0 {
             policy = policy.with_attempts(
                 self.retries.saturating_add(1),
@@ -225,6 +232,7 @@ struct RawDependency {
     connect_ms: Option<Spanned<f64>>,
     required: Option<bool>,
     mode: Option<Mode>,
+    idempotent: Option<bool>,
     retries: Option<Spanned<u32>>,
     backoff_ms: Option<Spanned<f64>>,
     backoff_max_ms: Option<Spanned<f64>>,
@@ -366,13 +374,13 @@ pub fn read(path: &str) -> Result<Table, InputError> {
     parse(path, &source, Path::new(path).parent())
 }
 
-/// Seed 000's built-in table.
+/// The checkout example's built-in table.
 ///
 /// # Errors
 ///
 /// Never for the shipped file; the signature matches [`parse`].
-pub fn seed_000() -> Result<Table, InputError> {
-    parse(SEED_000_NAME, SEED_000, None)
+pub fn checkout() -> Result<Table, InputError> {
+    parse(CHECKOUT_NAME, CHECKOUT, None)
 }
 
 fn dependency(
@@ -458,6 +466,20 @@ fn dependency(
         (Some(true), None) if p95.is_some() => HedgeSetting::AfterP95,
         (Some(true), None) => return Err(missing("p95_ms")),
     };
+    let retries = raw.retries.as_ref().map_or(0, |r| *r.get_ref());
+    let idempotent = raw.idempotent.unwrap_or(false);
+    if !idempotent && (retries > 0 || hedge != HedgeSetting::Off) {
+        let what = if retries > 0 { "retries" } else { "hedge" };
+        return Err(ck.err(
+            &header,
+            "idempotent",
+            format!(
+                "dependency `{name}` (dependency[{index}]) has `{what}`, which repeat the call: \
+                 set `idempotent = true` if repeating it is safe (policies are not idempotent \
+                 unless they say so)"
+            ),
+        ));
+    }
     Ok(Dependency {
         name,
         about: raw.about.clone(),
@@ -472,7 +494,8 @@ fn dependency(
         connect: ck.opt_ms(raw.connect_ms.as_ref(), "connect_ms")?,
         required: raw.required.unwrap_or(true),
         parallel: raw.mode == Some(Mode::Parallel),
-        retries: raw.retries.as_ref().map_or(0, |r| *r.get_ref()),
+        idempotent,
+        retries,
         backoff,
         backoff_max,
         hedge,

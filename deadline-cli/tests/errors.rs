@@ -164,3 +164,24 @@ fn help_on_every_subcommand() {
         assert!(out.contains(sub), "{out}");
     }
 }
+
+#[test]
+fn retries_or_hedges_without_idempotent_are_refused() {
+    let dir = temp_dir("idempotent");
+    // Policies are not idempotent unless they say so: a retry or a hedge repeats the call.
+    let file = write(&dir, "r.toml", &format!("{GOOD}retries = 1\n"));
+    rejects(
+        &["plan", &file],
+        &[&format!("{file}:3"), "field `idempotent`", "retries"],
+    );
+    let file = write(&dir, "h.toml", &format!("{GOOD}hedge_delay_ms = 20\n"));
+    rejects(&["plan", &file], &["field `idempotent`", "hedge"]);
+    // Saying so is enough.
+    let file = write(
+        &dir,
+        "ok.toml",
+        &format!("{GOOD}idempotent = true\nretries = 1\nhedge_delay_ms = 20\n"),
+    );
+    let (code, _, err) = texts(&["plan", &file]);
+    assert_eq!(code, 0, "{err}");
+}

@@ -1,4 +1,4 @@
-//! `deadline lab`: seed 001's figures from the preset, extra candidates, and the SVG.
+//! `deadline lab`: the preset sample's figures, extra candidates, and the SVG.
 
 mod common;
 
@@ -17,7 +17,7 @@ fn row(v: &Value, t: f64, retries: u64) -> Value {
 }
 
 #[test]
-fn seed_001_percentiles_and_mean_of_the_preset() {
+fn percentiles_and_mean_of_the_preset() {
     let v = json(&["lab", "--json"]);
     assert_eq!(num(&v["alloc_ms"]), 250.0);
     assert_eq!(num(&v["p50_ms"]), 11.0);
@@ -27,7 +27,7 @@ fn seed_001_percentiles_and_mean_of_the_preset() {
 }
 
 #[test]
-fn seed_001_p99_with_one_retry_fits_and_two_do_not() {
+fn p99_with_one_retry_fits_and_two_do_not() {
     let v = json(&["lab", "--json"]);
     let one = row(&v, 90.0, 1);
     assert_eq!(num(&one["worst_case_ms"]), 180.0);
@@ -42,14 +42,14 @@ fn seed_001_p99_with_one_retry_fits_and_two_do_not() {
 }
 
 #[test]
-fn seed_001_the_mean_kills_fifteen_percent() {
+fn the_mean_kills_fifteen_percent() {
     let v = json(&["lab", "--json"]);
     let mean = num(&v["mean_ms"]);
     assert_eq!(num(&row(&v, mean, 0)["kill_fraction"]), 0.15);
 }
 
 #[test]
-fn seed_001_a_given_125_ms_uses_the_whole_allocation_and_kills_the_same_one_percent() {
+fn a_given_125_ms_uses_the_whole_allocation_and_kills_the_same_one_percent() {
     let v = json(&["lab", "--json", "--timeout", "125", "--retries", "1"]);
     let r = row(&v, 125.0, 1);
     assert_eq!(num(&r["worst_case_ms"]), 250.0);
@@ -66,7 +66,7 @@ fn seed_001_a_given_125_ms_uses_the_whole_allocation_and_kills_the_same_one_perc
 }
 
 #[test]
-fn seed_001_faded_rehearsal_at_150_ms() {
+fn faded_rehearsal_at_150_ms() {
     let v = json(&["lab", "--json", "--alloc", "150", "--timeout", "45"]);
     // At the p99, floor(150 / 90) = 1 attempt: no retry fits.
     assert_eq!(row(&v, 90.0, 1)["fits"], Value::Bool(false));

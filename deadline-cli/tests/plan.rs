@@ -1,5 +1,5 @@
-//! `deadline plan`: seed 000's replays through the core's plan, the budget table, and a table
-//! with measured latencies, parallel calls, retries and hedging.
+//! `deadline plan`: the checkout example's replays through the core's plan, the budget table,
+//! and a table with measured latencies, parallel calls, retries and hedging.
 
 mod common;
 
@@ -36,7 +36,7 @@ fn step(
 }
 
 #[test]
-fn seed_000_b_is_slow_and_the_response_goes_out_at_160() {
+fn checkout_b_is_slow_and_the_response_goes_out_at_160() {
     let v = json(&["plan", "--json"]);
     let trace = &v["traces"][0];
     assert_eq!(
@@ -52,7 +52,7 @@ fn seed_000_b_is_slow_and_the_response_goes_out_at_160() {
 }
 
 #[test]
-fn seed_000_a_and_b_slow_c_gets_24_ms_under_its_floor_and_is_skipped_at_176() {
+fn checkout_a_and_b_slow_c_gets_24_ms_under_its_floor_and_is_skipped_at_176() {
     let v = json(&["plan", "--json"]);
     let trace = &v["traces"][1];
     assert_eq!(
@@ -69,7 +69,7 @@ fn seed_000_a_and_b_slow_c_gets_24_ms_under_its_floor_and_is_skipped_at_176() {
 }
 
 #[test]
-fn seed_000_budget_table_slices_and_the_whole_request() {
+fn checkout_budget_table_slices_and_the_whole_request() {
     let v = json(&["plan", "--json"]);
     let deps = v["dependencies"].as_array().expect("dependencies");
     let slices: Vec<f64> = deps.iter().map(|d| num(&d["slice_ms"])).collect();
@@ -97,7 +97,7 @@ fn seed_000_budget_table_slices_and_the_whole_request() {
 }
 
 #[test]
-fn seed_000_text_shows_the_table_and_both_replays() {
+fn checkout_text_shows_the_table_and_both_replays() {
     let (code, out, _) = texts(&["plan"]);
     assert_eq!(code, 0);
     assert!(out.contains("response at 160 ms"), "{out}");

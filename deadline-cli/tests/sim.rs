@@ -1,4 +1,5 @@
-//! `deadline sim`: seed 002's figures within 10%, from the binary's JSON.
+//! `deadline sim`: the propagation model's reference figures within 10%, from the binary's
+//! JSON.
 
 mod common;
 
@@ -57,7 +58,7 @@ fn the_json_names_the_four_strategies_in_order() {
 fn one_try_at_five_percent_stalls_answers_95_percent() {
     let v = sim("0.05");
     let answered = num(&strategy(&v, "one-try")["answered"]);
-    // The seed's figure is the 5% lost: within 10% of it.
+    // The reference figure is the 5% lost: within 10% of it.
     assert!(within(1.0 - answered, 0.05, 0.10), "{answered}");
     // The retrying strategies answer nearly everything.
     for name in ["retry-every-layer", "retry-one-layer", "propagated"] {
@@ -144,7 +145,7 @@ fn no_stalls_one_query_per_request_and_everything_answered() {
 }
 
 #[test]
-fn the_default_run_keeps_the_seeds_headline_figures() {
+fn the_default_run_keeps_the_reference_headline_figures() {
     // 2,000 requests and the default seed, as the README prints them.
     let v = json(&["sim", "--json"]);
     assert_eq!(v["requests"], 2000);

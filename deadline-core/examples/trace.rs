@@ -1,4 +1,4 @@
-//! Seed 000's two traces, decided by the core over a manual clock.
+//! The checkout example's two traces, decided by the core over a manual clock.
 //!
 //! ```text
 //! cargo run -p deadline-core --example trace

@@ -4,7 +4,7 @@
 //! A request that waited in an accept queue, a connection pool or an executor's run queue
 //! arrives at its handler with less time than it was sent with. If what is left is less than
 //! the handler needs at the least, the request will time out anyway; accepting it only steals
-//! capacity from requests that can still finish (seed 004: "reject at the edge when queue
+//! capacity from requests that can still finish (the load-shedding rule: "reject at the edge when queue
 //! delay already consumes the budget, rather than accepting work that will time out anyway").
 //!
 //! [`Admission::admit`] decides that at the instant the handler would start. The decision is

@@ -448,7 +448,7 @@ pub const EXACT_RETRIES: u32 = 4_096;
 /// starts), so decorrelated jitter grows from its largest previous wait: `3 × base`, then
 /// `9 × base`, up to `max`. Saturates at [`Duration::MAX`].
 ///
-/// This is seed 003's "the worst case is `(r + 1) × T` plus the wait times", and what the
+/// This is the rule "the worst case is `(r + 1) × T` plus the wait times", and what the
 /// allocation has to hold when the policy backs off; [`worst_case`] is the same without the
 /// waits. The sum is exact for the first [`EXACT_RETRIES`] retries; past them (a backoff still
 /// growing after 4096 retries) each further wait counts as the longest the backoff can ever
@@ -465,7 +465,7 @@ pub const EXACT_RETRIES: u32 = 4_096;
 /// use deadline_core::retry::RetryPolicy;
 /// use deadline_core::ms;
 ///
-/// // Seed 003: a 2 s read limit and three tries is 6 s, plus the wait times.
+/// // A 2 s read limit and three tries is 6 s, plus the wait times.
 /// let retry = RetryPolicy::new(3, Backoff::exponential(ms(200), ms(1_000), Jitter::Full));
 /// assert_eq!(worst_case(ms(2_000), 2), ms(6_000));
 /// // Full jitter waits at most 200 ms before the first retry and 400 ms before the second.

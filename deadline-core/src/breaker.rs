@@ -1,6 +1,6 @@
 //! A circuit breaker: fail at once, for a cooldown, on a dependency that keeps failing.
 //!
-//! Timeouts are the last line of defence; a breaker is the first (seed 004): after enough
+//! Timeouts are the last line of defence; a breaker is the first: after enough
 //! failures it stops spending request budgets on a dependency that is known to be down, and
 //! after a cooldown it lets a *bounded* number of probe calls through to see whether the
 //! dependency is back.

@@ -64,9 +64,10 @@ pub struct Limits {
 
 impl Limits {
     /// This call's deadline, to hand to the callee (it is a child of the request deadline).
+    /// It starts when the call does, so its time left never exceeds `timeout`.
     #[must_use]
     pub const fn deadline(&self) -> Deadline {
-        Deadline::at(self.until)
+        Deadline::after(self.until.saturating_sub(self.timeout), self.timeout)
     }
 }
 
@@ -75,6 +76,8 @@ impl Limits {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub struct Shortfall {
+    /// The time left at the decision, before the reserve: zero once the deadline has passed.
+    pub left: Duration,
     /// The timeout the call would have had (`min(left - reserve, cap)`), possibly zero.
     pub available: Duration,
     /// The dependency's floor.
@@ -83,10 +86,28 @@ pub struct Shortfall {
 
 impl Shortfall {
     /// The error a required call that was not made reports: [`Error::DeadlineExceeded`] when
-    /// no time was left at all, else [`Error::InsufficientTime`].
+    /// no time was left at all (the deadline had passed), else [`Error::InsufficientTime`],
+    /// also when time was left but all of it was reserved (`available` is zero).
+    ///
+    /// ```
+    /// use deadline_core::{Deadline, Decision, Error, Instant, Policy, call_timeout, ms};
+    ///
+    /// let b = Policy::required("B", ms(110), ms(30));
+    /// let deadline = Deadline::after(Instant::ZERO, ms(200));
+    /// // 180 ms left, all of it reserved for later work: not enough time, but not past it.
+    /// let Decision::Fail(s) = call_timeout(&b, deadline, ms(180), Instant::from_millis(20)) else {
+    ///     unreachable!()
+    /// };
+    /// assert_eq!(s.error(), Error::InsufficientTime { available: ms(0), floor: ms(30) });
+    /// // At the deadline, nothing is left: the deadline is exceeded.
+    /// let Decision::Fail(s) = call_timeout(&b, deadline, ms(180), Instant::from_millis(200)) else {
+    ///     unreachable!()
+    /// };
+    /// assert_eq!(s.error(), Error::DeadlineExceeded);
+    /// ```
     #[must_use]
     pub const fn error(&self) -> Error {
-        if self.available.is_zero() {
+        if self.left.is_zero() {
             Error::DeadlineExceeded
         } else {
             Error::InsufficientTime {
@@ -112,7 +133,7 @@ impl Shortfall {
 ///
 /// let c = Policy::optional("C", ms(60), ms(25));
 /// let deadline = Deadline::after(Instant::ZERO, ms(200));
-/// // Seed 000's slow case: C starts at 156 ms; 200 - 156 - 20 = 24 ms is under its 25 ms floor.
+/// // The checkout example's slow case: C starts at 156 ms; 200 - 156 - 20 = 24 ms is under its 25 ms floor.
 /// let d = call_timeout(&c, deadline, ms(20), Instant::from_millis(156));
 /// assert!(matches!(d, Decision::Skip(s) if s.available == ms(24)));
 /// ```
@@ -122,12 +143,11 @@ pub fn call_timeout(
     reserve: Duration,
     now: Instant,
 ) -> Decision {
-    let available = deadline
-        .remaining(now)
-        .saturating_sub(reserve)
-        .min(policy.cap);
+    let left = deadline.remaining(now);
+    let available = left.saturating_sub(reserve).min(policy.cap);
     if available.is_zero() || available < policy.floor {
         let shortfall = Shortfall {
+            left,
             available,
             floor: policy.floor,
         };

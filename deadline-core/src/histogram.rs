@@ -52,6 +52,7 @@ use crate::analysis::Quantile;
 use crate::policy::Policy;
 
 /// The smaller layout: 384 buckets (1536 bytes), at most 6.25% high, exact up to about 130 s.
+/// Made by [`SmallHistogram::with_layout`].
 pub type SmallHistogram = Histogram<384, 4>;
 
 /// A latency histogram of `N` log-linear buckets with `2^SUB_BITS` sub-buckets per power of
@@ -93,6 +94,23 @@ pub struct Bucket {
     pub count: u32,
 }
 
+impl Histogram {
+    /// An empty histogram of the default layout (736 buckets, at most 3.125% high). `const`,
+    /// so it can be a `static`. Other layouts: [`Histogram::with_layout`].
+    ///
+    /// ```
+    /// use deadline_core::{Histogram, ms};
+    ///
+    /// let h = Histogram::new();
+    /// h.record(ms(12));
+    /// assert_eq!(h.count(), 1);
+    /// ```
+    #[must_use]
+    pub const fn new() -> Self {
+        Histogram::with_layout()
+    }
+}
+
 impl<const N: usize, const SUB_BITS: u32> Histogram<N, SUB_BITS> {
     /// Rejects layouts whose bucket arithmetic would not fit in a `u64`.
     const VALID: () = assert!(SUB_BITS <= 16, "SUB_BITS must be at most 16");
@@ -108,9 +126,20 @@ impl<const N: usize, const SUB_BITS: u32> Histogram<N, SUB_BITS> {
     /// quantile in it reports [`Duration::MAX`]. Below it, the error bound holds.
     pub const OVERFLOW: Duration = Duration::from_micros(Self::low_micros(N.saturating_sub(1)));
 
-    /// An empty histogram. `const`, so it can be a `static`.
+    /// An empty histogram of this layout. `const`, so it can be a `static`.
+    ///
+    /// For the default layout, [`Histogram::new`] needs no type annotation; this names any
+    /// other one:
+    ///
+    /// ```
+    /// use deadline_core::histogram::{Histogram, SmallHistogram};
+    ///
+    /// static SMALL: SmallHistogram = SmallHistogram::with_layout();
+    /// let custom = Histogram::<128, 3>::with_layout();
+    /// assert_eq!((SMALL.count(), custom.count()), (0, 0));
+    /// ```
     #[must_use]
-    pub const fn new() -> Self {
+    pub const fn with_layout() -> Self {
         let () = Self::VALID;
         Histogram {
             buckets: [const { AtomicU32::new(0) }; N],
@@ -367,7 +396,7 @@ impl<const N: usize, const SUB_BITS: u32> Histogram<N, SUB_BITS> {
 
 impl<const N: usize, const SUB_BITS: u32> Default for Histogram<N, SUB_BITS> {
     fn default() -> Self {
-        Histogram::new()
+        Histogram::with_layout()
     }
 }
 

@@ -51,7 +51,7 @@ struct Step<'p> {
 /// ```
 /// use deadline_core::{Deadline, Instant, Plan, Policy, ms};
 ///
-/// // Seed 004: three parallel dependencies can each have close to the whole budget.
+/// // Three parallel dependencies can each have close to the whole budget.
 /// let [x, y, z] = ["X", "Y", "Z"].map(|n| Policy::required(n, ms(900), ms(100)));
 /// let mut plan: Plan<'_, 3> = Plan::new(Deadline::after(Instant::ZERO, ms(1000)), ms(50));
 /// let sx = plan.then(&x).unwrap();
@@ -167,7 +167,7 @@ impl<'p, const N: usize> Plan<'p, N> {
     /// for every group from the one holding `from` to the last, the largest `f` among the
     /// group's steps, summed (saturating). Zero for a step past the end.
     ///
-    /// This is seed 004's rule: sequential calls add up, and parallel calls share the wall
+    /// The rule: sequential calls add up, and parallel calls share the wall
     /// clock, so a group lasts as long as its longest step. [`reserve`](Plan::reserve) is
     /// built on it (the required floors of the later groups); pass the p50s for the typical
     /// request, the worst cases for the worst one, or the required floors from the first step
@@ -239,6 +239,7 @@ impl<'p, const N: usize> Plan<'p, N> {
         match self.steps.get(step) {
             Some(s) => call_timeout(s.policy, self.deadline, self.reserve(step), now),
             None => Decision::Fail(crate::budget::Shortfall {
+                left: Duration::ZERO,
                 available: Duration::ZERO,
                 floor: Duration::ZERO,
             }),

@@ -23,7 +23,7 @@ pub enum Necessity {
 ///
 /// Build one with [`Policy::required`] or [`Policy::optional`] (both `const`, so a table of
 /// policies can be a `static`), then adjust it with the `with_*` methods. Document where each
-/// number comes from, as seed 004 asks: `cap` from the p99.9 plus a margin, `floor` from the
+/// number comes from: `cap` from the p99.9 plus a margin, `floor` from the
 /// p50 ([`Policy::from_latency`] does this arithmetic).
 ///
 /// ```
@@ -49,10 +49,11 @@ pub struct Policy {
     pub floor: Duration,
     /// Required, or optional with a fallback.
     pub necessity: Necessity,
-    /// Whether a repeated call is safe. A call that is not idempotent is never hedged, and is
-    /// retried only when the failed attempt cannot have run on the server (a refused
-    /// connection, a server's pushback), unless [`RetryPolicy::retry_non_idempotent`] allows
-    /// retries after a timeout or a server failure too.
+    /// Whether a repeated call is safe; `false` unless set ([`Policy::idempotent`]). A call
+    /// that is not idempotent is never hedged, and is retried only when the failed attempt
+    /// cannot have run on the server (a refused connection, a server's pushback), unless
+    /// [`RetryPolicy::retry_non_idempotent`] allows retries after a timeout or a server
+    /// failure too.
     pub idempotent: bool,
     /// The connect limit, kept apart from the read limit: reaching the server should take
     /// milliseconds, so this is short. The connect limit handed out is never more than the
@@ -65,7 +66,8 @@ pub struct Policy {
 }
 
 impl Policy {
-    /// A required dependency: idempotent, no retries, no hedging, no separate connect limit.
+    /// A required dependency: not idempotent (see [`Policy::idempotent`]), no retries, no
+    /// hedging, no separate connect limit.
     #[must_use]
     pub const fn required(name: &'static str, cap: Duration, floor: Duration) -> Self {
         Policy {
@@ -73,14 +75,14 @@ impl Policy {
             cap,
             floor,
             necessity: Necessity::Required,
-            idempotent: true,
+            idempotent: false,
             connect: Duration::MAX,
             retry: RetryPolicy::NONE,
             hedge: None,
         }
     }
 
-    /// An optional dependency (it has a fallback): idempotent, no retries, no hedging.
+    /// An optional dependency (it has a fallback): not idempotent, no retries, no hedging.
     #[must_use]
     pub const fn optional(name: &'static str, cap: Duration, floor: Duration) -> Self {
         Policy::required(name, cap, floor).with_necessity(Necessity::Optional)
@@ -103,6 +105,25 @@ impl Policy {
     pub const fn with_necessity(mut self, necessity: Necessity) -> Self {
         self.necessity = necessity;
         self
+    }
+
+    /// The same policy, marked idempotent: repeating the call is safe (a read, or a write
+    /// with an idempotency key), so it may be retried after a timeout or a server failure,
+    /// and hedged. Policies are not idempotent until they say so.
+    ///
+    /// ```
+    /// use deadline_core::backoff::Backoff;
+    /// use deadline_core::{Policy, ms};
+    ///
+    /// static PROFILE: Policy = Policy::required("profile", ms(50), ms(10))
+    ///     .with_attempts(2, Backoff::constant(ms(5)))
+    ///     .idempotent();
+    /// assert!(PROFILE.idempotent);
+    /// assert!(!Policy::required("checkout", ms(50), ms(10)).idempotent);
+    /// ```
+    #[must_use]
+    pub const fn idempotent(self) -> Self {
+        self.with_idempotent(true)
     }
 
     /// The same policy, marked idempotent or not.

@@ -33,9 +33,10 @@
 //! use deadline_core::rng::SplitMix64;
 //! use deadline_core::{Deadline, Instant, Policy, ms};
 //!
-//! // Seed 003: a retry with 1450 ms left waits 200 ms, then has the rest of the time.
+//! // The budget table: a retry with 1450 ms left waits 200 ms, then has the rest of the time.
 //! let dep = Policy::required("B", ms(2_000), ms(100))
-//!     .with_attempts(2, Backoff::exponential(ms(200), ms(1_000), Jitter::None));
+//!     .with_attempts(2, Backoff::exponential(ms(200), ms(1_000), Jitter::None))
+//!     .idempotent();
 //! let deadline = Deadline::after(Instant::ZERO, ms(2_000));
 //! let call = Call::new(&dep, deadline, ms(0));
 //! let mut state = RetryState::new();

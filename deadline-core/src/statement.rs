@@ -2,7 +2,7 @@
 //!
 //! The database is the last hop of a request: when the caller gives up, the query should stop
 //! too. Before each query, set the statement timeout to what is left of the deadline, capped,
-//! and do not start the query at all when too little is left (seed 002):
+//! and do not start the query at all when too little is left:
 //!
 //! ```text
 //! available = min(cap, deadline - now - reserve)
@@ -30,7 +30,7 @@ pub const MAX_STATEMENT_MILLIS: u32 = i32::MAX as u32;
 /// use deadline_core::ms;
 /// use deadline_core::statement::StatementPolicy;
 ///
-/// // Seed 002: at most 300 ms per query; under 40 ms left, do not start.
+/// // At most 300 ms per query; under 40 ms left, do not start.
 /// const ORDERS: StatementPolicy = StatementPolicy::new(ms(300), ms(40));
 /// assert_eq!(ORDERS.cap, ms(300));
 /// ```
@@ -144,7 +144,7 @@ impl StatementDecision {
 /// use deadline_core::statement::{StatementDecision, StatementPolicy, statement_timeout};
 /// use deadline_core::{Deadline, Instant, ms};
 ///
-/// // Seed 002: `ms = int(min(0.3, left) * 1000)`, and "don't start" under 40 ms left.
+/// // The propagation model's database: `ms = int(min(0.3, left) * 1000)`, and "don't start" under 40 ms left.
 /// let policy = StatementPolicy::new(ms(300), ms(40));
 /// let deadline = Deadline::after(Instant::ZERO, ms(1000));
 /// let at = |t| statement_timeout(&policy, deadline, Instant::from_millis(t));
@@ -157,11 +157,12 @@ pub fn statement_timeout(
     deadline: Deadline,
     now: Instant,
 ) -> StatementDecision {
-    let left = deadline.remaining(now).saturating_sub(policy.reserve);
-    let available = left.min(policy.cap);
+    let left = deadline.remaining(now);
+    let available = left.saturating_sub(policy.reserve).min(policy.cap);
     let millis = available.as_millis().min(MAX_STATEMENT_MILLIS as u128) as u32;
     if available < policy.floor || millis == 0 {
         return StatementDecision::DontStart(Shortfall {
+            left,
             available,
             floor: policy.floor,
         });

@@ -3,8 +3,8 @@
 //!
 //! Retrying inside one request is bounded by the attempt cap; retrying across *all* requests
 //! must be bounded too, or a dependency that starts failing receives `attempts x` its normal
-//! load exactly when it can least take it (seed 002: "a retry budget, such as at most 10%
-//! extra calls"). A [`RetryBudget`] is that bound:
+//! load exactly when it can least take it (a retry budget, such as at most 10%
+//! extra calls). A [`RetryBudget`] is that bound:
 //!
 //! - every original call [`deposit`](RetryBudget::deposit)s a fraction of a token (10% of one
 //!   token by default);
@@ -35,7 +35,8 @@
 //! - **Exact ratio.** The balance is kept in *milli-tokens* in integers: at 10% a deposit adds
 //!   100 and a withdrawal takes 1000, so ten deposits buy exactly one retry. tower derives its
 //!   amounts from `1.0 / retry_percent` as a float cast to an integer, which truncates: at 60%
-//!   a deposit buys a whole retry (tower#857). Here any whole percentage, and any per-mille
+//!   a deposit buys a whole retry (tower's issue 857,
+//!   <https://github.com/tower-rs/tower/issues/857>). Here any whole percentage, and any per-mille
 //!   ratio ([`RetryBudget::per_mille`]), is exact.
 //! - **No over-draw under races.** tower's withdrawal reads the sum, compares, and then
 //!   subtracts: two threads can both pass the comparison and both subtract. Here a withdrawal
@@ -125,8 +126,8 @@ pub struct RetryBudget {
 }
 
 impl RetryBudget {
-    /// The default ratio: 10 extra calls per 100 original calls (the SRE book's rule, and
-    /// seed 002's "at most 10% extra calls").
+    /// The default ratio: 10 extra calls per 100 original calls (the SRE book's rule: "at
+    /// most 10% extra calls").
     pub const DEFAULT_PERCENT: u32 = 10;
     /// The default floor: 10 extra calls per second whatever the traffic (tower's and
     /// Finagle's default too).

@@ -8,7 +8,8 @@
 //!
 //! - [`GrpcTimeout`]: gRPC's `grpc-timeout` (PROTOCOL-HTTP2: 1 to 8 ASCII digits, then a unit
 //!   among `H M S m u n`).
-//! - [`DeadlineMs`]: `x-deadline-ms`, whole milliseconds as ASCII digits.
+//! - [`DeadlineMs`]: `x-deadline-ms`, whole milliseconds as 1 to 20 ASCII digits, at most
+//!   `u64::MAX` (a larger value is rejected, [`WireError::TooLarge`]).
 //! - [`Propagation`]: the allowance and the maximum, and the trip from a [`Deadline`] to a
 //!   header value and back.
 //!
@@ -128,6 +129,10 @@ pub enum WireError {
     /// Decoding: more digits than the header allows: 8 for `grpc-timeout`, as the gRPC
     /// protocol specifies; [`DeadlineMs::MAX_DIGITS`] for `x-deadline-ms`.
     TooManyDigits,
+    /// Decoding `x-deadline-ms`: the digits fit in [`DeadlineMs::MAX_DIGITS`] but the value is
+    /// past `u64::MAX` milliseconds. It is rejected like a longer value, never read as the
+    /// largest one. (`grpc-timeout`'s 8 digits always fit.)
+    TooLarge,
     /// Decoding `grpc-timeout`: the digits are not followed by a unit.
     MissingUnit,
     /// Decoding `grpc-timeout`: the unit is not one of `H M S m u n`.
@@ -148,6 +153,7 @@ impl WireError {
             WireError::Sign => "header value has a sign",
             WireError::InvalidDigit => "header value has a byte that is not an ASCII digit",
             WireError::TooManyDigits => "header value has too many digits",
+            WireError::TooLarge => "header value is past u64::MAX milliseconds",
             WireError::MissingUnit => "grpc-timeout value has no unit",
             WireError::UnknownUnit => "grpc-timeout unit is not one of H M S m u n",
             WireError::Spent => "no time left to send: the call is not made",
@@ -454,8 +460,9 @@ header_value_traits!(GrpcTimeout);
 ///
 /// Encoding rounds down and refuses zero ([`WireError::Spent`]). Decoding takes ASCII digits
 /// only (no sign, no whitespace, leading zeros allowed), at most [`DeadlineMs::MAX_DIGITS`] of
-/// them; a value past `u64::MAX` milliseconds saturates there. A zero value is accepted and
-/// means no time is left.
+/// them; a value past `u64::MAX` milliseconds is rejected ([`WireError::TooLarge`]), as a
+/// longer one is ([`WireError::TooManyDigits`]): no value is read as a larger or smaller one.
+/// A zero value is accepted and means no time is left.
 ///
 /// ```
 /// use core::time::Duration;
@@ -501,12 +508,15 @@ impl DeadlineMs {
     /// # Errors
     ///
     /// [`WireError::Empty`], [`WireError::Whitespace`], [`WireError::Sign`],
-    /// [`WireError::InvalidDigit`] or [`WireError::TooManyDigits`].
+    /// [`WireError::InvalidDigit`], [`WireError::TooManyDigits`] or [`WireError::TooLarge`]
+    /// (past `u64::MAX` milliseconds).
     ///
     /// ```
     /// use deadline_core::wire::{DeadlineMs, WireError};
     ///
-    /// assert_eq!(DeadlineMs::parse(b"99999999999999999999").unwrap().millis(), u64::MAX);
+    /// assert_eq!(DeadlineMs::parse(b"18446744073709551615").unwrap().millis(), u64::MAX);
+    /// assert_eq!(DeadlineMs::parse(b"18446744073709551616"), Err(WireError::TooLarge));
+    /// assert_eq!(DeadlineMs::parse(b"184467440737095516150"), Err(WireError::TooManyDigits));
     /// assert_eq!(DeadlineMs::parse(b""), Err(WireError::Empty));
     /// assert_eq!(DeadlineMs::parse(b"+5"), Err(WireError::Sign));
     /// ```
@@ -558,7 +568,7 @@ header_value_traits!(DeadlineMs);
 ///
 /// static HOP: Propagation = Propagation::new(ms(2), ms(5_000));
 ///
-/// // Seed 003: B starts with 1700 ms left and its cap is 500 ms.
+/// // The budget table: B starts with 1700 ms left and its cap is 500 ms.
 /// let b = Policy::required("B", ms(500), ms(100));
 /// let deadline = Deadline::after(Instant::ZERO, ms(2_000));
 /// let now = Instant::from_millis(300);
@@ -728,7 +738,7 @@ fn check_prefix(value: &[u8]) -> Result<(), WireError> {
     }
 }
 
-/// Reads 1 to `max_digits` ASCII digits, saturating at `u64::MAX`.
+/// Reads 1 to `max_digits` ASCII digits; a value past `u64::MAX` is [`WireError::TooLarge`].
 fn parse_digits(digits: &[u8], max_digits: usize) -> Result<u64, WireError> {
     if digits.is_empty() {
         return Err(WireError::Empty);
@@ -739,10 +749,13 @@ fn parse_digits(digits: &[u8], max_digits: usize) -> Result<u64, WireError> {
     if digits.len() > max_digits {
         return Err(WireError::TooManyDigits);
     }
-    Ok(digits.iter().fold(0u64, |acc, &d| {
-        acc.saturating_mul(10)
-            .saturating_add(u64::from(d.saturating_sub(b'0')))
-    }))
+    digits
+        .iter()
+        .try_fold(0u64, |acc, &d| {
+            acc.checked_mul(10)?
+                .checked_add(u64::from(d.saturating_sub(b'0')))
+        })
+        .ok_or(WireError::TooLarge)
 }
 
 /// Writes `value` in decimal at the front of `out` and returns the number of bytes written

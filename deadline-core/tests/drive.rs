@@ -1,4 +1,4 @@
-//! The async driver on virtual time ([`ManualTimer`]): seed 000's chain and its slow case, a
+//! The async driver on virtual time ([`ManualTimer`]): the checkout example's chain and its slow case, a
 //! retry within the budget, a hedge that wins while its loser is cancelled, a deadline reached
 //! in the middle of a backoff, and a required call under its floor that fails uncalled.
 #![cfg(feature = "drive")]
@@ -68,10 +68,10 @@ type ChainRun = (
     Result<&'static str, CallError<()>>,
 );
 
-/// Seed 000's chain on the driver: A, B, C called one after another, each attempt simulated
+/// The checkout example's chain on the driver: A, B, C called one after another, each attempt simulated
 /// with the given latency; our own work (20 ms) after them. Returns the instant the response
 /// goes out, what each call saw, and C's result.
-fn seed_000_chain(latency_a: Duration, latency_b: Duration, latency_c: Duration) -> ChainRun {
+fn checkout_chain(latency_a: Duration, latency_b: Duration, latency_c: Duration) -> ChainRun {
     let a = Policy::required("A", ms(50), ms(10));
     let b = Policy::required("B", ms(110), ms(30));
     let c = Policy::optional("C", ms(60), ms(25));
@@ -117,8 +117,8 @@ fn seed_000_chain(latency_a: Duration, latency_b: Duration, latency_c: Duration)
 }
 
 #[test]
-fn seed_000_chain_responds_at_160_ms() {
-    let (response, seen, c) = seed_000_chain(ms(10), ms(105), ms(25));
+fn checkout_chain_responds_at_160_ms() {
+    let (response, seen, c) = checkout_chain(ms(10), ms(105), ms(25));
     let names: Vec<_> = seen.iter().map(|(n, _)| *n).collect();
     assert_eq!(names, ["A", "B", "C"]);
     let [(_, a), (_, b), (_, c_seen)] = [seen[0], seen[1], seen[2]];
@@ -141,8 +141,8 @@ fn seed_000_chain_responds_at_160_ms() {
 }
 
 #[test]
-fn seed_000_slow_case_skips_c_and_responds_at_176_ms() {
-    let (response, seen, c) = seed_000_chain(ms(48), ms(108), ms(25));
+fn checkout_slow_case_skips_c_and_responds_at_176_ms() {
+    let (response, seen, c) = checkout_chain(ms(48), ms(108), ms(25));
     // C is never called: only A and B saw an attempt.
     let names: Vec<_> = seen.iter().map(|(n, _)| *n).collect();
     assert_eq!(names, ["A", "B"]);
@@ -162,7 +162,9 @@ fn retry_within_the_budget() {
     let timer = ManualTimer::new();
     let t = &timer;
     let backoff = ms(15);
-    let b = Policy::required("B", ms(110), ms(30)).with_attempts(3, Backoff::constant(backoff));
+    let b = Policy::required("B", ms(110), ms(30))
+        .idempotent()
+        .with_attempts(3, Backoff::constant(backoff));
     let deadline = Deadline::after(t.now(), ms(200));
     // 100%: each original call banks one retry. Ten earlier calls have deposited.
     let budget = RetryBudget::new(100, 0);
@@ -216,7 +218,9 @@ fn retry_within_the_budget() {
 fn retry_refused_by_the_budget_is_not_made() {
     let timer = ManualTimer::new();
     let t = &timer;
-    let b = Policy::required("B", ms(110), ms(30)).with_attempts(3, Backoff::constant(ms(15)));
+    let b = Policy::required("B", ms(110), ms(30))
+        .idempotent()
+        .with_attempts(3, Backoff::constant(ms(15)));
     let budget = RetryBudget::new(0, 0);
     let call = Call::new(&b, Deadline::after(t.now(), ms(200)), ms(20)).with_budget(&budget);
     let calls = Cell::new(0u32);
@@ -241,7 +245,9 @@ fn hedge_wins_and_its_loser_is_cancelled() {
     let timer = ManualTimer::new();
     let t = &timer;
     let delay = ms(60);
-    let b = Policy::required("B", ms(150), ms(30)).with_hedge(HedgePolicy::new(delay, 1));
+    let b = Policy::required("B", ms(150), ms(30))
+        .idempotent()
+        .with_hedge(HedgePolicy::new(delay, 1));
     let deadline = Deadline::after(t.now(), ms(200));
     let call = Call::new(&b, deadline, ms(20));
     let (slow, fast) = (ms(140), ms(10));
@@ -297,6 +303,7 @@ fn hedged_failures(first: DepError, hedge: DepError) -> (Called<(), DepError>, u
     let timer = ManualTimer::new();
     let t = &timer;
     let b = Policy::required("B", ms(150), ms(10))
+        .idempotent()
         .with_attempts(3, Backoff::constant(ms(5)))
         .with_hedge(HedgePolicy::new(ms(30), 2));
     let call = Call::new(&b, Deadline::after(t.now(), ms(300)), ms(0));
@@ -363,7 +370,9 @@ fn dont_retry_stops_hedges_and_retries_but_lets_running_copies_finish() {
 fn hedge_uses_the_live_delay_when_given() {
     let timer = ManualTimer::new();
     let t = &timer;
-    let b = Policy::required("B", ms(150), ms(30)).with_hedge(HedgePolicy::new(ms(60), 1));
+    let b = Policy::required("B", ms(150), ms(30))
+        .idempotent()
+        .with_hedge(HedgePolicy::new(ms(60), 1));
     let call = Call::new(&b, Deadline::after(t.now(), ms(200)), ms(0));
     let live = ms(25);
     let starts = RefCell::new(Vec::new());
@@ -447,7 +456,9 @@ fn not_idempotent_call_is_retried_when_refused() {
 fn server_pushback_lengthens_the_backoff() {
     let timer = ManualTimer::new();
     let t = &timer;
-    let b = Policy::required("B", ms(100), ms(10)).with_attempts(2, Backoff::constant(ms(5)));
+    let b = Policy::required("B", ms(100), ms(10))
+        .idempotent()
+        .with_attempts(2, Backoff::constant(ms(5)));
     let call = Call::new(&b, Deadline::after(t.now(), ms(500)), ms(0));
     let pushback = ms(120);
     let starts = RefCell::new(Vec::new());
@@ -472,7 +483,9 @@ fn server_pushback_lengthens_the_backoff() {
 fn timed_out_attempt_is_dropped_and_retried() {
     let timer = ManualTimer::new();
     let t = &timer;
-    let b = Policy::required("B", ms(40), ms(10)).with_attempts(2, Backoff::constant(ms(5)));
+    let b = Policy::required("B", ms(40), ms(10))
+        .idempotent()
+        .with_attempts(2, Backoff::constant(ms(5)));
     let deadline = Deadline::after(t.now(), ms(200));
     let call = Call::new(&b, deadline, ms(0));
     let dropped = Rc::new(Cell::new(false));
@@ -511,7 +524,9 @@ fn deadline_reached_in_the_middle_of_a_backoff() {
     let timer = ManualTimer::new().with_lateness(late);
     let t = &timer;
     let deadline = Deadline::after(t.now(), ms(100));
-    let b = Policy::required("B", ms(100), ms(5)).with_attempts(3, Backoff::constant(ms(20)));
+    let b = Policy::required("B", ms(100), ms(5))
+        .idempotent()
+        .with_attempts(3, Backoff::constant(ms(20)));
     let call = Call::new(&b, deadline, ms(0));
     let starts = RefCell::new(Vec::new());
     let called: Called<(), DepError> = timer
@@ -536,7 +551,9 @@ fn backoff_that_would_end_after_the_deadline_gives_up_at_once() {
     let timer = ManualTimer::new();
     let t = &timer;
     let deadline = Deadline::after(t.now(), ms(100));
-    let b = Policy::required("B", ms(100), ms(5)).with_attempts(3, Backoff::constant(ms(70)));
+    let b = Policy::required("B", ms(100), ms(5))
+        .idempotent()
+        .with_attempts(3, Backoff::constant(ms(70)));
     let call = Call::new(&b, deadline, ms(0));
     let calls = Cell::new(0);
     let failed_at = ms(40);
@@ -593,7 +610,9 @@ fn driver_future_is_send_when_its_parts_are() {
     fn assert_send<T: Send>(_: &T) {}
     let timer = ManualTimer::new();
     let t = &timer;
-    let b = Policy::required("B", ms(100), ms(5)).with_hedge(HedgePolicy::new(ms(10), 2));
+    let b = Policy::required("B", ms(100), ms(5))
+        .idempotent()
+        .with_hedge(HedgePolicy::new(ms(10), 2));
     let budget = RetryBudget::new(10, 1);
     let call = Call::new(&b, Deadline::after(t.now(), ms(100)), ms(0)).with_budget(&budget);
     let mut rng = SplitMix64::new(0);
@@ -607,7 +626,9 @@ fn driver_future_is_send_when_its_parts_are() {
 fn dropping_the_driver_cancels_its_attempts() {
     let timer = ManualTimer::new();
     let t = &timer;
-    let b = Policy::required("B", ms(100), ms(5)).with_hedge(HedgePolicy::new(ms(10), 1));
+    let b = Policy::required("B", ms(100), ms(5))
+        .idempotent()
+        .with_hedge(HedgePolicy::new(ms(10), 1));
     let call = Call::new(&b, Deadline::after(t.now(), ms(100)), ms(0));
     let dropped = [Rc::new(Cell::new(false)), Rc::new(Cell::new(false))];
     let n = Cell::new(0usize);
@@ -648,6 +669,7 @@ fn jitter_comes_from_the_injected_rng() {
     let t = &timer;
     let base = ms(8);
     let b = Policy::required("B", ms(100), ms(5))
+        .idempotent()
         .with_attempts(3, Backoff::exponential(base, ms(1_000), Jitter::Full));
     let call = Call::new(&b, Deadline::after(t.now(), ms(1_000)), ms(0));
     let starts = RefCell::new(Vec::new());

@@ -155,7 +155,9 @@ fn a_retry_the_breaker_refuses_is_not_made() {
     let timer = ManualTimer::new();
     let t = &timer;
     let breaker = CircuitBreaker::new(config(2, 1));
-    let b = Policy::required("B", ms(50), ms(10)).with_attempts(5, Backoff::constant(ms(10)));
+    let b = Policy::required("B", ms(50), ms(10))
+        .idempotent()
+        .with_attempts(5, Backoff::constant(ms(10)));
     let call = Call::new(&b, Deadline::after(t.now(), ms(1_000)), ms(0)).with_breaker(&breaker);
     let invoked = Cell::new(0);
     let called: Called<(), DepError> = timer
@@ -223,7 +225,9 @@ fn a_hedge_the_breaker_refuses_is_not_sent() {
     let breaker = CircuitBreaker::new(config(1, 1));
     trip(&breaker, 1, Instant::ZERO);
     timer.advance(ms(1_001));
-    let b = Policy::required("B", ms(150), ms(10)).with_hedge(HedgePolicy::new(ms(20), 3));
+    let b = Policy::required("B", ms(150), ms(10))
+        .idempotent()
+        .with_hedge(HedgePolicy::new(ms(20), 3));
     let call = Call::new(&b, Deadline::after(t.now(), ms(300)), ms(0)).with_breaker(&breaker);
     let invoked = Cell::new(0);
     let called = timer
@@ -250,7 +254,9 @@ fn a_cancelled_loser_hands_its_probe_slot_back() {
     let breaker = CircuitBreaker::new(config(1, 2));
     trip(&breaker, 1, Instant::ZERO);
     timer.advance(ms(1_001));
-    let b = Policy::required("B", ms(150), ms(10)).with_hedge(HedgePolicy::new(ms(20), 1));
+    let b = Policy::required("B", ms(150), ms(10))
+        .idempotent()
+        .with_hedge(HedgePolicy::new(ms(20), 1));
     let call = Call::new(&b, Deadline::after(t.now(), ms(300)), ms(0)).with_breaker(&breaker);
     let n = Cell::new(0);
     let called = timer

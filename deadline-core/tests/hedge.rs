@@ -13,7 +13,9 @@ use deadline_core::{Deadline, Instant, Policy, ms};
 const DELAY: Duration = ms(60);
 
 fn dep(max_hedges: u32) -> Policy {
-    Policy::required("B", ms(400), ms(30)).with_hedge(HedgePolicy::new(DELAY, max_hedges))
+    Policy::required("B", ms(400), ms(30))
+        .idempotent()
+        .with_hedge(HedgePolicy::new(DELAY, max_hedges))
 }
 
 fn deadline() -> Deadline {
@@ -112,7 +114,9 @@ fn no_hedge_under_the_floor_and_none_after() {
 
 #[test]
 fn hedges_draw_from_the_same_budget_as_retries() {
-    let p = dep(3).with_attempts(3, Backoff::constant(ms(5)));
+    let p = dep(3)
+        .with_attempts(3, Backoff::constant(ms(5)))
+        .idempotent();
     let budget = RetryBudget::new(100, 0);
     budget.deposit(Instant::ZERO); // one token for retries and hedges together
     let call = Call::new(&p, deadline(), ms(0)).with_budget(&budget);

@@ -17,6 +17,17 @@ fn within_bound(reported: Duration, exact: Duration, sub: u64) -> bool {
 }
 
 #[test]
+fn the_obvious_line_compiles_and_has_the_default_layout() {
+    // No type annotation: `new` is the default layout's.
+    let h = Histogram::new();
+    h.record(ms(5));
+    assert_eq!(h.count(), 1);
+    assert_eq!(size_of_val(&h), Default::SIZE_BYTES);
+    let small = SmallHistogram::with_layout();
+    assert_eq!(size_of_val(&small), SmallHistogram::SIZE_BYTES);
+}
+
+#[test]
 fn empty_histogram_answers_none() {
     let h: Default = Histogram::new();
     assert!(h.is_empty());
@@ -241,7 +252,7 @@ proptest! {
         q in 0u32..=1_000_000,
     ) {
         let h: Default = Histogram::new();
-        let small: SmallHistogram = Histogram::new();
+        let small = SmallHistogram::with_layout();
         for &c in &calls {
             h.record(c);
             small.record(c);

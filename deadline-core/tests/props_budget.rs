@@ -147,7 +147,14 @@ fn check_decision(
                 policy.is_required(),
                 "a required step fails, an optional one is skipped"
             );
-            let expected = if available == 0 {
+            // Deadline exceeded only when no time is left at all; time left but all of it
+            // reserved is insufficient time.
+            let left_micros = deadline
+                .instant()
+                .as_micros()
+                .saturating_sub(now.as_micros());
+            prop_assert_eq!(shortfall.left.as_micros(), u128::from(left_micros));
+            let expected = if left_micros == 0 {
                 Error::DeadlineExceeded
             } else {
                 Error::InsufficientTime {
@@ -425,8 +432,11 @@ proptest! {
 
         let deadline = Deadline::after(a, d);
         prop_assert_eq!(deadline.instant(), a + d);
-        prop_assert_eq!(deadline.remaining(b), (a + d) - b);
-        prop_assert_eq!(deadline.is_expired(b), b >= a + d);
+        // A reading before the arrival counts as the arrival: never more than `d` is left.
+        prop_assert_eq!(deadline.remaining(b), (a + d) - b.max(a));
+        prop_assert!(deadline.remaining(b) <= d);
+        prop_assert_eq!(deadline.is_expired(b), b.max(a) >= a + d);
+        prop_assert_eq!(Deadline::at(a + d).remaining(b), (a + d) - b);
         prop_assert_eq!(deadline.is_expired(b), deadline.remaining(b).is_zero());
         prop_assert!(deadline.shortened_by(d) <= deadline);
         prop_assert_eq!(deadline.min(Deadline::at(b)), Deadline::at((a + d).min(b)));

@@ -212,7 +212,7 @@ proptest! {
         gap_ms in 0u64..50,
         attempts in 1u32..6,
     ) {
-        let policy = Policy::required("X", ms(100), ms(1))
+        let policy = Policy::required("X", ms(100), ms(1)).idempotent()
             .with_attempts(attempts, Backoff::constant(ms(1)));
         let budget = RetryBudget::new(percent, floor_per_sec);
         let mut rng = SplitMix64::new(7);

@@ -37,7 +37,9 @@ fn an_optional_call_under_its_floor_counts_as_skipped() {
 fn a_hedge_that_wins_counts_as_hedge_and_hedge_win() {
     let timer = ManualTimer::new();
     let t = &timer;
-    let b = Policy::required("B", ms(150), ms(30)).with_hedge(HedgePolicy::new(ms(40), 1));
+    let b = Policy::required("B", ms(150), ms(30))
+        .idempotent()
+        .with_hedge(HedgePolicy::new(ms(40), 1));
     let call = Call::new(&b, Deadline::after(Instant::ZERO, ms(200)), ms(0));
     let mut sent = 0;
     let called = timer
@@ -96,7 +98,9 @@ fn timeouts_with_time_left_are_not_deadline_exceeded() {
     // Two attempts of 100 ms with 500 ms left: both time out, and the call gives up at
     // 210 ms with its attempts exhausted. The dependency is too slow for its cap; the
     // deadline had time to spare.
-    let b = Policy::required("B", ms(100), ms(10)).with_attempts(2, Backoff::constant(ms(10)));
+    let b = Policy::required("B", ms(100), ms(10))
+        .idempotent()
+        .with_attempts(2, Backoff::constant(ms(10)));
     let (called, s) = failing(&b, 500, None);
     assert_eq!(
         called.result,
@@ -118,7 +122,9 @@ fn timeouts_with_time_left_are_not_deadline_exceeded() {
 #[test]
 fn a_timeout_that_runs_into_the_deadline_is_deadline_exceeded() {
     // 80 ms left and a 100 ms cap: the attempt's timeout is the time left.
-    let b = Policy::required("B", ms(100), ms(10)).with_attempts(2, Backoff::constant(ms(10)));
+    let b = Policy::required("B", ms(100), ms(10))
+        .idempotent()
+        .with_attempts(2, Backoff::constant(ms(10)));
     let (called, s) = failing(&b, 80, None);
     assert_eq!(
         called.result,
@@ -131,7 +137,9 @@ fn a_timeout_that_runs_into_the_deadline_is_deadline_exceeded() {
 fn no_time_left_for_a_retry_is_deadline_exceeded() {
     // The attempt fails at 40 ms of 100; the 70 ms backoff would end past the deadline. The
     // call ends on the attempt's own error, but it ended for want of time.
-    let b = Policy::required("B", ms(100), ms(5)).with_attempts(3, Backoff::constant(ms(70)));
+    let b = Policy::required("B", ms(100), ms(5))
+        .idempotent()
+        .with_attempts(3, Backoff::constant(ms(70)));
     let (called, s) = failing(&b, 100, Some(40));
     assert_eq!(called.result, Err(CallError::Attempt(())));
     assert!(matches!(
@@ -142,8 +150,54 @@ fn no_time_left_for_a_retry_is_deadline_exceeded() {
 
     // With a short enough backoff the retry fits; once the attempts are used up, the call
     // ends with time left and the deadline is not to blame.
-    let b = Policy::required("B", ms(100), ms(5)).with_attempts(2, Backoff::constant(ms(5)));
+    let b = Policy::required("B", ms(100), ms(5))
+        .idempotent()
+        .with_attempts(2, Backoff::constant(ms(5)));
     let (called, s) = failing(&b, 100, Some(40));
     assert_eq!(called.report.gave_up, Some(GiveUp::Exhausted));
     assert_eq!((s.retries, s.deadline_exceeded), (1, 0));
+}
+
+#[test]
+fn a_required_call_with_time_left_but_all_of_it_reserved_is_insufficient_time() {
+    // 180 ms left, 180 ms reserved: time is left, so the deadline is not exceeded; the call
+    // just cannot have any of it.
+    let b = Policy::required("B", ms(110), ms(30));
+    let deadline = Deadline::after(Instant::ZERO, ms(200));
+    let now = Instant::from_millis(20);
+    let call = Call::new(&b, deadline, ms(180));
+    let shortfall = match call.decide(now) {
+        deadline_core::Decision::Fail(s) => s,
+        other => panic!("B must fail uncalled: {other:?}"),
+    };
+    assert_eq!((shortfall.left, shortfall.available), (ms(180), ms(0)));
+    let insufficient = Error::InsufficientTime {
+        available: ms(0),
+        floor: ms(30),
+    };
+    assert_eq!(shortfall.error(), insufficient);
+
+    let timer = ManualTimer::starting_at(now);
+    let called = timer
+        .run(
+            Driver::new(call, &timer, SplitMix64::new(3))
+                .run(failed, |_: Limits| async { Ok::<_, ()>(()) }),
+        )
+        .unwrap();
+    assert_eq!(called.result, Err(CallError::Library(insufficient)));
+    assert!(!called.is_deadline_exceeded());
+    let counters = Counters::new();
+    called.record(&counters);
+    let s = counters.snapshot();
+    assert_eq!((s.calls, s.skipped, s.deadline_exceeded), (1, 1, 0));
+
+    // With nothing left at all, the deadline is exceeded.
+    let call = Call::new(&b, deadline, ms(180));
+    match call.decide(Instant::from_millis(200)) {
+        deadline_core::Decision::Fail(s) => {
+            assert_eq!(s.left, ms(0));
+            assert_eq!(s.error(), Error::DeadlineExceeded);
+        }
+        other => panic!("B must fail uncalled: {other:?}"),
+    }
 }

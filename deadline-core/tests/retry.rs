@@ -15,7 +15,9 @@ use deadline_core::{Deadline, Instant, Policy, ms};
 const WAIT: Duration = ms(20);
 
 fn dep() -> Policy {
-    Policy::required("B", ms(300), ms(50)).with_attempts(3, Backoff::constant(WAIT))
+    Policy::required("B", ms(300), ms(50))
+        .idempotent()
+        .with_attempts(3, Backoff::constant(WAIT))
 }
 
 fn deadline() -> Deadline {
@@ -80,7 +82,9 @@ fn attempts_stop_at_the_cap() {
 
 #[test]
 fn zero_attempts_reads_as_one() {
-    let p = Policy::required("B", ms(300), ms(50)).with_attempts(0, Backoff::constant(WAIT));
+    let p = Policy::required("B", ms(300), ms(50))
+        .idempotent()
+        .with_attempts(0, Backoff::constant(WAIT));
     assert_eq!(p.retry.attempts(), 1);
     assert_eq!(
         decide(&p, Instant::ZERO, Outcome::Failed),
@@ -100,6 +104,28 @@ fn fatal_and_dont_retry_are_never_retried() {
         decide(&p, Instant::ZERO, Outcome::Pushback(Pushback::DontRetry)),
         RetryDecision::GiveUp(GiveUp::ServerSaidNo)
     );
+}
+
+#[test]
+fn a_policy_is_not_idempotent_unless_it_opts_in() {
+    // A POST with retries added: retried only when it was refused before it was sent.
+    let post =
+        Policy::required("checkout", ms(300), ms(50)).with_attempts(3, Backoff::constant(WAIT));
+    assert!(!post.idempotent);
+    assert!(!Policy::optional("C", ms(60), ms(25)).idempotent);
+    assert!(!Policy::from_latency("B", ms(30), ms(90), ms(20)).idempotent);
+    let now = Instant::ZERO;
+    assert_eq!(
+        decide(&post, now, Outcome::TimedOut),
+        RetryDecision::GiveUp(GiveUp::MayHaveRun)
+    );
+    assert!(decide(&post, now, Outcome::Refused).retry().is_some());
+    // Opting in, in the chain.
+    let get = Policy::required("profile", ms(300), ms(50))
+        .with_attempts(3, Backoff::constant(WAIT))
+        .idempotent();
+    assert!(get.idempotent);
+    assert!(decide(&get, now, Outcome::TimedOut).retry().is_some());
 }
 
 #[test]
@@ -231,10 +257,12 @@ fn the_budget_is_drawn_only_for_a_retry_that_is_made() {
 #[test]
 fn decorrelated_jitter_remembers_the_previous_wait() {
     let base = ms(10);
-    let p = Policy::required("B", ms(300), ms(1)).with_attempts(
-        5,
-        Backoff::exponential(base, ms(10_000), Jitter::Decorrelated),
-    );
+    let p = Policy::required("B", ms(300), ms(1))
+        .idempotent()
+        .with_attempts(
+            5,
+            Backoff::exponential(base, ms(10_000), Jitter::Decorrelated),
+        );
     let call = Call::new(&p, Deadline::after(Instant::ZERO, ms(100_000)), ms(0));
     let mut state = RetryState::new();
     let mut rng = Sequence::new(&[u32::MAX]);

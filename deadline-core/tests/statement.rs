@@ -1,4 +1,4 @@
-//! The database statement timeout from the time left (seed 002).
+//! The database statement timeout from the time left (the propagation model's database).
 
 use core::time::Duration;
 
@@ -8,17 +8,17 @@ use deadline_core::statement::{
 use deadline_core::{Deadline, Error, Instant, ms};
 use proptest::prelude::*;
 
-/// Seed 002's `get_order`: at most 300 ms per query, and "don't start" under 40 ms left.
-const SEED_002: StatementPolicy = StatementPolicy::new(ms(300), ms(40));
+/// The propagation model's `get_order`: at most 300 ms per query, and "don't start" under 40 ms left.
+const DATABASE: StatementPolicy = StatementPolicy::new(ms(300), ms(40));
 
 fn millis(d: StatementDecision) -> Option<u32> {
     d.timeout().map(|t| t.millis())
 }
 
 #[test]
-fn seed_002_caps_at_300_ms_then_follows_the_time_left() {
+fn the_propagation_model_s_database_caps_at_300_ms_then_follows_the_time_left() {
     let deadline = Deadline::after(Instant::ZERO, ms(1000));
-    let at = |t: u64| statement_timeout(&SEED_002, deadline, Instant::from_millis(t));
+    let at = |t: u64| statement_timeout(&DATABASE, deadline, Instant::from_millis(t));
     // 1000 ms left: the cap.
     assert_eq!(millis(at(0)), Some(300));
     // 250 ms left: all of it.
@@ -44,7 +44,7 @@ fn rounds_down_so_the_database_never_outlives_the_caller() {
     let deadline = Deadline::after(Instant::ZERO, ms(1000));
     // 100.999 ms left becomes 100 ms, not 101.
     let now = Instant::from_micros(899_001);
-    let t = statement_timeout(&SEED_002, deadline, now)
+    let t = statement_timeout(&DATABASE, deadline, now)
         .timeout()
         .unwrap();
     assert_eq!(t.millis(), 100);
@@ -66,7 +66,7 @@ fn never_zero_because_zero_means_no_timeout() {
 
 #[test]
 fn the_reserve_comes_off_the_time_left() {
-    let policy = SEED_002.with_reserve(ms(15));
+    let policy = DATABASE.with_reserve(ms(15));
     let deadline = Deadline::after(Instant::ZERO, ms(100));
     // 100 - 15 = 85 ms.
     assert_eq!(
@@ -85,7 +85,7 @@ fn a_deadline_that_never_comes_gets_the_cap() {
     let huge = StatementPolicy::new(Duration::MAX, ms(1));
     let d = statement_timeout(&huge, Deadline::NEVER, Instant::ZERO);
     assert_eq!(millis(d), Some(MAX_STATEMENT_MILLIS));
-    let d = statement_timeout(&SEED_002, Deadline::NEVER, Instant::MAX);
+    let d = statement_timeout(&DATABASE, Deadline::NEVER, Instant::MAX);
     assert!(matches!(d, StatementDecision::DontStart(_)));
 }
 

@@ -64,7 +64,7 @@ fn ten_deposits_at_ten_percent_buy_exactly_one_retry() {
 
 #[test]
 fn whole_percentages_are_exact() {
-    // 60% is tower#857's case: a truncated reciprocal there grants 10 of 10.
+    // 60% is the case of tower's issue 857 (its `TpsBudget` grants more than configured): a truncated reciprocal there grants 10 of 10.
     for percent in [1u32, 3, 7, 10, 33, 60, 99, 100, 150, 250] {
         for deposits in [0u64, 1, 9, 10, 11, 99, 100, 101, 997] {
             let budget = RetryBudget::new(percent, 0).with_max_balance(RetryBudget::MAX_BALANCE);

@@ -208,7 +208,7 @@ fn grpc_timeout_never_encodes_zero() {
 }
 
 #[test]
-fn deadline_ms_decodes_digits_only_and_saturates() {
+fn deadline_ms_decodes_digits_only_and_rejects_overflow() {
     let rejected: &[(&[u8], WireError)] = &[
         (b"", WireError::Empty),
         (b" 5", WireError::Whitespace),
@@ -222,6 +222,10 @@ fn deadline_ms_decodes_digits_only_and_saturates() {
         ("٥".as_bytes(), WireError::InvalidDigit),
         (b"000000000000000000001", WireError::TooManyDigits),
         (b"184467440737095516150", WireError::TooManyDigits),
+        // 20 digits, but past u64::MAX milliseconds: rejected like the 21-digit values, never
+        // read as u64::MAX.
+        (b"18446744073709551616", WireError::TooLarge),
+        (b"99999999999999999999", WireError::TooLarge),
     ];
     for &(value, expected) in rejected {
         assert_eq!(DeadlineMs::parse(value), Err(expected), "{value:?}");
@@ -237,8 +241,7 @@ fn deadline_ms_decodes_digits_only_and_saturates() {
         ("850", 850),
         ("0000850", 850),
         ("18446744073709551615", u64::MAX),
-        ("18446744073709551616", u64::MAX),
-        ("99999999999999999999", u64::MAX),
+        ("00000000000000000850", 850),
     ];
     for &(text, millis) in accepted {
         let v: DeadlineMs = text.parse().unwrap();
@@ -325,7 +328,7 @@ fn propagation_clamps_incoming_budgets_to_the_maximum() {
 
 #[test]
 fn a_call_timeout_travels_to_the_callee_shortened_by_the_allowance() {
-    // Seed 000: B gets 110 ms at 10 ms; the callee, on another clock, gets 110 ms minus the
+    // The checkout example: B gets 110 ms at 10 ms; the callee, on another clock, gets 110 ms minus the
     // network's share.
     let b = Policy::required("B", ms(110), ms(30));
     let request = Deadline::after(Instant::ZERO, ms(200));
@@ -371,10 +374,15 @@ proptest! {
     ) {
         let decoded = DeadlineMs::parse(&bytes);
         let well_formed = !bytes.is_empty() && bytes.len() <= 20 && bytes.iter().all(u8::is_ascii_digit);
-        prop_assert_eq!(decoded.is_ok(), well_formed);
+        let exact: Option<u128> = well_formed
+            .then(|| core::str::from_utf8(&bytes).unwrap().parse().unwrap());
+        let fits = exact.is_some_and(|e| e <= u128::from(u64::MAX));
+        prop_assert_eq!(decoded.is_ok(), fits);
         if let Ok(v) = decoded {
-            let exact: u128 = core::str::from_utf8(&bytes).unwrap().parse().unwrap();
-            prop_assert_eq!(u128::from(v.millis()), exact.min(u128::from(u64::MAX)));
+            prop_assert_eq!(Some(u128::from(v.millis())), exact);
+        }
+        if well_formed && !fits {
+            prop_assert_eq!(decoded, Err(WireError::TooLarge));
         }
         let _ = Propagation::new(ms(1), Duration::MAX).decode_deadline_ms(&bytes, Instant::MAX);
     }
@@ -383,7 +391,22 @@ proptest! {
     fn deadline_ms_decoding_on_digit_strings(text in "[0-9+\\- ]{0,22}") {
         let decoded = DeadlineMs::parse(text.as_bytes());
         let well_formed = !text.is_empty() && text.len() <= 20 && text.bytes().all(|b| b.is_ascii_digit());
-        prop_assert_eq!(decoded.is_ok(), well_formed);
+        let fits = well_formed && text.parse::<u64>().is_ok();
+        prop_assert_eq!(decoded.is_ok(), fits);
+    }
+
+    #[test]
+    fn deadline_ms_overflow_is_rejected_never_saturated(
+        excess in 1u128..=u128::from(u64::MAX) * 4,
+    ) {
+        // Every 20-digit value past u64::MAX milliseconds is rejected, the way a 21-digit
+        // value is: no value past the largest decodes to it.
+        let value = u128::from(u64::MAX) + excess;
+        let text = value.to_string();
+        prop_assume!(text.len() <= DeadlineMs::MAX_DIGITS);
+        prop_assert_eq!(DeadlineMs::parse(text.as_bytes()), Err(WireError::TooLarge));
+        let server = Propagation::new(ms(0), Duration::MAX);
+        prop_assert_eq!(server.decode_deadline_ms(text.as_bytes(), Instant::ZERO), Err(WireError::TooLarge));
     }
 
     #[test]

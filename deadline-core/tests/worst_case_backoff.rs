@@ -1,4 +1,4 @@
-//! The worst case of a call that backs off between attempts: seed 003's "(r + 1) × T plus the
+//! The worst case of a call that backs off between attempts: the rule "(r + 1) × T plus the
 //! wait times", decorrelated jitter's growth, saturation, and a check against the core's own
 //! retry decisions with every draw at the top of its range.
 
@@ -15,7 +15,9 @@ use proptest::test_runner::RngSeed;
 /// Runs a call whose every attempt times out under `retry`, with the core's retry decisions
 /// and no deadline, and returns how long it took from the first attempt's start.
 fn all_attempts_time_out<R: Rng>(t: Duration, retry: RetryPolicy, rng: &mut R) -> Duration {
-    let policy = Policy::required("X", t, Duration::ZERO).with_retry(retry);
+    let policy = Policy::required("X", t, Duration::ZERO)
+        .idempotent()
+        .with_retry(retry);
     let call = Call::new(&policy, Deadline::NEVER, Duration::ZERO);
     let mut state = RetryState::new();
     let mut now = Instant::ZERO;
@@ -34,8 +36,8 @@ fn longest_draws() -> Sequence<'static> {
 }
 
 #[test]
-fn seed_003_three_tries_of_2_s_are_6_s_plus_the_wait_times() {
-    // The seed's retry waits 200 ms; exponential without jitter doubles it for the next one.
+fn three_tries_of_2_s_are_6_s_plus_the_wait_times() {
+    // The budget table's retry waits 200 ms; exponential without jitter doubles it for the next one.
     let backoff = Backoff::exponential(ms(200), ms(1_000), Jitter::None);
     let retry = RetryPolicy::new(3, backoff);
     let without_waits = worst_case(ms(2_000), 2);

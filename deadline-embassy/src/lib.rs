@@ -14,7 +14,7 @@
 #![doc = document_features::document_features!()]
 #![no_std]
 #![forbid(unsafe_code)]
-#![cfg_attr(docsrs, feature(doc_auto_cfg))]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod clock;
 

@@ -11,14 +11,14 @@
 //! A blocking attempt cannot be cut off from outside: it enforces its own limits, typically by
 //! handing them to its socket ([`crate::net::connect`], [`crate::net::arm_read`]), and reports a
 //! socket timeout as its error, which the classifier maps to
-//! [`Outcome::TimedOut`](deadline_core::retry::Outcome::TimedOut). There are no hedges: a
+//! [`Outcome::TimedOut`]. There are no hedges: a
 //! hedge needs a second attempt running alongside the first.
 //!
 //! The [`Sleeper`] is injected: [`ThreadSleeper`] sleeps the thread on [`StdClock`], and a
 //! [`ManualClock`] "sleeps" by moving its own clock, so tests run in virtual time.
 
-use deadline_core::drive::{Called, Classify, Course};
-use deadline_core::retry::{Call, GiveUp, RetryDecision};
+use deadline_core::drive::{Called, Course};
+use deadline_core::retry::{Call, GiveUp, Outcome, RetryDecision};
 use deadline_core::rng::Rng;
 use deadline_core::{Clock, Instant, Limits, ManualClock};
 
@@ -70,17 +70,19 @@ impl Sleeper for ManualClock {
 /// ```
 /// use deadline_core::backoff::Backoff;
 /// use deadline_core::retry::{Call, Outcome};
-/// use deadline_core::rng::SplitMix64;
 /// use deadline_core::{Clock, Deadline, Instant, ManualClock, Policy, ms};
+/// use deadline_std::Entropy;
 /// use deadline_std::blocking::BlockingDriver;
 ///
 /// // B: up to 3 attempts, 10 ms between them; 200 ms left, 20 ms kept for our own work.
-/// let b = Policy::required("B", ms(110), ms(30)).with_attempts(3, Backoff::constant(ms(10)));
+/// let b = Policy::required("B", ms(110), ms(30))
+///     .with_attempts(3, Backoff::constant(ms(10)))
+///     .idempotent();
 /// let clock = ManualClock::new(); // virtual time: the sleeps move it
 /// let call = Call::new(&b, Deadline::after(clock.now(), ms(200)), ms(20));
 /// let mut timeouts = Vec::new();
-/// let called = BlockingDriver::new(call, &clock, SplitMix64::new(1)).run(
-///     |_: &&str| Outcome::Failed,
+/// let called = BlockingDriver::new(call, &clock, Entropy).run(
+///     |_| Outcome::Failed,
 ///     |limits| {
 ///         timeouts.push(limits.timeout);
 ///         clock.advance(ms(40)); // the attempt's latency
@@ -121,7 +123,7 @@ impl<'c, S: Sleeper, R: Rng> BlockingDriver<'c, S, R> {
     ///   [`Error::CircuitOpen`](deadline_core::Error::CircuitOpen); then `attempt` is never
     ///   invoked;
     /// - an attempt error classified
-    ///   [`Outcome::TimedOut`](deadline_core::retry::Outcome::TimedOut) at or after the
+    ///   [`Outcome::TimedOut`] at or after the
     ///   attempt's [`Limits::until`] is its own limit firing (the socket's read timeout):
     ///   with no retry to follow, the call ends with
     ///   [`Error::Timeout`](deadline_core::Error::Timeout), as the async driver does when it
@@ -132,7 +134,7 @@ impl<'c, S: Sleeper, R: Rng> BlockingDriver<'c, S, R> {
     pub fn run<A, T, E, C>(mut self, mut classify: C, mut attempt: A) -> Called<T, E>
     where
         A: FnMut(Limits) -> Result<T, E>,
-        C: Classify<E>,
+        C: FnMut(&E) -> Outcome,
     {
         let mut course = Course::new(self.call);
         let start = self.sleeper.now();
@@ -150,7 +152,7 @@ impl<'c, S: Sleeper, R: Rng> BlockingDriver<'c, S, R> {
                 }
                 Err(error) => error,
             };
-            let outcome = classify.classify(&error);
+            let outcome = classify(&error);
             let fatal = course.failed(current, error, outcome, now);
             let (reason, at) = if fatal {
                 (GiveUp::NotRetryable, now)

@@ -3,6 +3,9 @@
 //! [`deadline_core`] makes every decision; this crate gives it std's time:
 //!
 //! - [`StdClock`]: the core's [`Clock`](deadline_core::Clock) on [`std::time::Instant`].
+//! - [`Entropy`]: the default random source for jitter, a generator per thread seeded from
+//!   the operating system (the core takes its randomness injected; this is what a real
+//!   program injects).
 //! - [`blocking`]: a blocking driver for one dependency call: the core's retries and backoff,
 //!   with thread sleeps (or virtual ones, in tests).
 //! - [`net`]: an attempt's connect and read limits handed to `std::net` sockets.
@@ -14,7 +17,7 @@
 //! async-io has no virtual time. So the [`AsyncIoTimer`] is tested for its contract alone,
 //! without waiting: an instant in the past completes at the first poll; one in the future is
 //! pending at the first poll and cancels cleanly when dropped. The library's behaviour over
-//! time (seed 000's chain and its slow case, retries, hedges, backoffs, cancellation) is tested
+//! time (the checkout example's chain and its slow case, retries, hedges, backoffs, cancellation) is tested
 //! by running the shared scenario suite on the async-std and smol executors with the core's
 //! virtual-time timer, [`ManualTimer`](deadline_core::drive::ManualTimer), in place of
 //! async-io's.
@@ -22,14 +25,16 @@
 //! # Feature flags
 #![doc = document_features::document_features!()]
 #![forbid(unsafe_code)]
-#![cfg_attr(docsrs, feature(doc_auto_cfg))]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[cfg(feature = "async-io")]
 mod async_timer;
 pub mod blocking;
 mod clock;
+mod entropy;
 pub mod net;
 
 #[cfg(feature = "async-io")]
 pub use async_timer::{AsyncIoSleep, AsyncIoTimer};
 pub use clock::{StdClock, checked_to_std, from_std, to_std};
+pub use entropy::Entropy;

@@ -1,6 +1,6 @@
 //! Per-attempt limits handed to `std::net` sockets: the connect limit apart from the read limit.
 //!
-//! Seed 003's rules: the connect limit is short (reaching the server should take
+//! The rules: the connect limit is short (reaching the server should take
 //! milliseconds); the read limit is the time left. No limit armed here ever exceeds the time
 //! left until the attempt's end ([`Limits::until`]) at the instant it is armed:
 //!
@@ -54,7 +54,7 @@ fn no_time_left() -> io::Error {
 /// use deadline_std::net::connect;
 ///
 /// let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-/// // Seed 000's C, decided at 115 ms: 60 ms until 175 ms, of which 20 ms to connect.
+/// // The checkout example's C, decided at 115 ms: 60 ms until 175 ms, of which 20 ms to connect.
 /// let clock = ManualClock::starting_at(Instant::from_millis(115));
 /// let c = Policy::optional("C", ms(60), ms(25)).with_connect(ms(20));
 /// let deadline = Deadline::after(Instant::ZERO, ms(200));

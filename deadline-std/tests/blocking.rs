@@ -31,7 +31,7 @@ fn classify(e: &DepError) -> Outcome {
 /// Each attempt's start (from the clock's origin) and limits.
 type Starts = RefCell<Vec<(Instant, Limits)>>;
 
-/// What a blocking run of seed 000's chain did: the attempts seen per call, C's result and
+/// What a blocking run of the checkout example's chain did: the attempts seen per call, C's result and
 /// the instant the response goes out.
 type ChainRun = (
     Vec<Vec<(Instant, Limits)>>,
@@ -39,7 +39,7 @@ type ChainRun = (
     Instant,
 );
 
-/// Seed 000's chain with blocking calls.
+/// The checkout example's chain with blocking calls.
 fn chain(latencies: [Duration; 3]) -> ChainRun {
     let policies = [
         Policy::required("A", ms(50), ms(10)),
@@ -69,7 +69,7 @@ fn chain(latencies: [Duration; 3]) -> ChainRun {
 }
 
 #[test]
-fn seed_000_chain_blocking() {
+fn checkout_chain_blocking() {
     let (seen, c, response) = chain([ms(10), ms(105), ms(25)]);
     let got: Vec<_> = seen
         .iter()
@@ -81,7 +81,7 @@ fn seed_000_chain_blocking() {
 }
 
 #[test]
-fn seed_000_slow_case_blocking_skips_c_uncalled() {
+fn checkout_slow_case_blocking_skips_c_uncalled() {
     let (seen, c, response) = chain([ms(48), ms(108), ms(25)]);
     assert!(seen[2].is_empty(), "C must not be called");
     let Err(CallError::Skipped(s)) = c else {
@@ -95,7 +95,9 @@ fn seed_000_slow_case_blocking_skips_c_uncalled() {
 fn a_retry_sleeps_its_backoff_and_gets_the_time_left() {
     // B's first attempt hits its socket's read limit (110 ms); 10 ms later the retry gets
     // min(200 - 120 - 20, 110) = 60 ms, and answers in 30.
-    let b = Policy::required("B", ms(110), ms(30)).with_attempts(3, Backoff::constant(ms(10)));
+    let b = Policy::required("B", ms(110), ms(30))
+        .idempotent()
+        .with_attempts(3, Backoff::constant(ms(10)));
     let clock = ManualClock::new();
     let budget = RetryBudget::new(10, 5);
     let call = Call::new(&b, Deadline::after(clock.now(), ms(200)), ms(20)).with_budget(&budget);
@@ -127,7 +129,9 @@ fn a_retry_sleeps_its_backoff_and_gets_the_time_left() {
 
 #[test]
 fn a_backoff_past_the_deadline_is_not_slept() {
-    let b = Policy::required("B", ms(100), ms(5)).with_attempts(3, Backoff::constant(ms(70)));
+    let b = Policy::required("B", ms(100), ms(5))
+        .idempotent()
+        .with_attempts(3, Backoff::constant(ms(70)));
     let clock = ManualClock::new();
     let call = Call::new(&b, Deadline::after(clock.now(), ms(100)), Duration::ZERO);
     let mut calls = 0;
@@ -170,7 +174,9 @@ impl Sleeper for Oversleeper<'_> {
 fn the_deadline_reached_in_the_middle_of_a_backoff_starts_nothing() {
     // The 20 ms backoff after the failure at 70 ms was to end at 90, before the 100 ms
     // deadline; the thread wakes 30 ms late, at 120, and the driver starts nothing.
-    let b = Policy::required("B", ms(100), ms(5)).with_attempts(3, Backoff::constant(ms(20)));
+    let b = Policy::required("B", ms(100), ms(5))
+        .idempotent()
+        .with_attempts(3, Backoff::constant(ms(20)));
     let clock = ManualClock::new();
     let deadline = Deadline::after(clock.now(), ms(100));
     let call = Call::new(&b, deadline, Duration::ZERO);
@@ -192,7 +198,9 @@ fn the_deadline_reached_in_the_middle_of_a_backoff_starts_nothing() {
 
 #[test]
 fn a_retry_the_budget_refuses_is_not_made() {
-    let b = Policy::required("B", ms(110), ms(30)).with_attempts(3, Backoff::constant(ms(10)));
+    let b = Policy::required("B", ms(110), ms(30))
+        .idempotent()
+        .with_attempts(3, Backoff::constant(ms(10)));
     let clock = ManualClock::new();
     let empty = RetryBudget::new(0, 0);
     let call = Call::new(&b, Deadline::after(clock.now(), ms(200)), ms(20)).with_budget(&empty);
@@ -249,4 +257,22 @@ fn each_attempt_hands_its_limits_to_its_socket() {
     assert_eq!(armed, ms(60));
     let read_back = read_back.unwrap();
     assert!(armed <= read_back && read_back < armed + ms(10));
+}
+
+#[test]
+fn an_unannotated_classifier_closure_compiles() {
+    let clock = ManualClock::new();
+    let dep = Policy::required("D", ms(100), ms(10));
+    let call = Call::new(&dep, Deadline::after(clock.now(), ms(200)), ms(0));
+    let called = BlockingDriver::new(call, &clock, SplitMix64::new(1)).run(
+        |e| match e {
+            DepError::Unavailable => Outcome::Fatal,
+            DepError::TimedOut => Outcome::TimedOut,
+        },
+        |_| Err::<(), _>(DepError::Unavailable),
+    );
+    assert_eq!(
+        called.result,
+        Err(CallError::Attempt(DepError::Unavailable))
+    );
 }

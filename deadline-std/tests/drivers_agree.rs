@@ -224,7 +224,9 @@ fn a_timeout_with_no_retry_ends_in_timeout_on_both() {
 
 #[test]
 fn timeouts_until_the_attempts_run_out() {
-    let b = Policy::required("B", ms(50), ms(10)).with_attempts(3, Backoff::constant(ms(5)));
+    let b = Policy::required("B", ms(50), ms(10))
+        .idempotent()
+        .with_attempts(3, Backoff::constant(ms(5)));
     let called = agree(&Scenario::new(b, 500, HANG));
     assert_eq!(
         called.result,
@@ -248,7 +250,9 @@ fn a_timeout_into_the_deadline_is_deadline_exceeded_on_both() {
 #[test]
 fn a_failure_then_an_answer() {
     const STEPS: &[Step] = &[Step::Fail(DepError::Unavailable, 20), Step::Answer(30)];
-    let b = Policy::required("B", ms(110), ms(30)).with_attempts(3, Backoff::constant(ms(10)));
+    let b = Policy::required("B", ms(110), ms(30))
+        .idempotent()
+        .with_attempts(3, Backoff::constant(ms(10)));
     let called = agree(&Scenario::new(b, 200, STEPS));
     assert_eq!(called.result, Ok(1));
     assert_eq!(called.report.ended, Instant::from_millis(60));
@@ -256,7 +260,9 @@ fn a_failure_then_an_answer() {
 
 #[test]
 fn failures_until_the_attempts_run_out() {
-    let b = Policy::required("B", ms(110), ms(30)).with_attempts(2, Backoff::constant(ms(10)));
+    let b = Policy::required("B", ms(110), ms(30))
+        .idempotent()
+        .with_attempts(2, Backoff::constant(ms(10)));
     let called = agree(&Scenario::new(b, 500, FAIL));
     assert_eq!(
         called.result,
@@ -268,7 +274,9 @@ fn failures_until_the_attempts_run_out() {
 #[test]
 fn a_fatal_error_is_not_retried() {
     const STEPS: &[Step] = &[Step::Fail(DepError::BadRequest, 5)];
-    let b = Policy::required("B", ms(110), ms(30)).with_attempts(3, Backoff::constant(ms(10)));
+    let b = Policy::required("B", ms(110), ms(30))
+        .idempotent()
+        .with_attempts(3, Backoff::constant(ms(10)));
     let called = agree(&Scenario::new(b, 500, STEPS));
     assert_eq!(called.result, Err(CallError::Attempt(DepError::BadRequest)));
     assert_eq!(called.report.gave_up, Some(GiveUp::NotRetryable));
@@ -276,7 +284,9 @@ fn a_fatal_error_is_not_retried() {
 
 #[test]
 fn a_backoff_past_the_deadline() {
-    let b = Policy::required("B", ms(100), ms(5)).with_attempts(3, Backoff::constant(ms(70)));
+    let b = Policy::required("B", ms(100), ms(5))
+        .idempotent()
+        .with_attempts(3, Backoff::constant(ms(70)));
     let called = agree(&Scenario::new(b, 100, FAIL));
     assert_eq!(
         called.result,
@@ -290,7 +300,9 @@ fn a_backoff_past_the_deadline() {
 
 #[test]
 fn a_late_wake_after_the_deadline() {
-    let b = Policy::required("B", ms(100), ms(5)).with_attempts(3, Backoff::constant(ms(20)));
+    let b = Policy::required("B", ms(100), ms(5))
+        .idempotent()
+        .with_attempts(3, Backoff::constant(ms(20)));
     let mut s = Scenario::new(b, 100, FAIL);
     s.late = 30;
     let called = agree(&s);
@@ -304,7 +316,9 @@ fn a_late_wake_after_the_deadline() {
 
 #[test]
 fn a_retry_the_budget_refuses() {
-    let b = Policy::required("B", ms(110), ms(30)).with_attempts(3, Backoff::constant(ms(10)));
+    let b = Policy::required("B", ms(110), ms(30))
+        .idempotent()
+        .with_attempts(3, Backoff::constant(ms(10)));
     let mut s = Scenario::new(b, 200, FAIL);
     s.empty_budget = true;
     let called = agree(&s);
@@ -327,7 +341,9 @@ fn an_open_breaker_on_both() {
 
 #[test]
 fn timeouts_that_open_the_breaker_stop_the_retries_on_both() {
-    let b = Policy::required("B", ms(50), ms(10)).with_attempts(5, Backoff::constant(ms(5)));
+    let b = Policy::required("B", ms(50), ms(10))
+        .idempotent()
+        .with_attempts(5, Backoff::constant(ms(5)));
     let mut s = Scenario::new(b, 1_000, HANG);
     s.breaker = Some((BreakerConfig::DEFAULT.with_consecutive_failures(2), false));
     let called = agree(&s);

@@ -36,8 +36,8 @@ fn assert_reads_back(stream: &TcpStream, want: Duration) {
     }
 }
 
-/// Seed 000's C, decided at 115 ms of a 200 ms request: 60 ms until 175 ms, 20 ms to connect.
-fn seed_c_limits() -> Limits {
+/// The checkout example's C, decided at 115 ms of a 200 ms request: 60 ms until 175 ms, 20 ms to connect.
+fn checkout_c_limits() -> Limits {
     let c = Policy::optional("C", ms(60), ms(25)).with_connect(ms(20));
     let deadline = Deadline::after(Instant::ZERO, ms(200));
     call_timeout(&c, deadline, ms(20), Instant::from_millis(115))
@@ -75,8 +75,8 @@ impl Clock for Readings {
 
 #[test]
 fn connect_hands_the_call_timeout_to_the_socket_as_its_read_and_write_limit() {
-    // Seed 000's C at 115 ms: timeout 60 ms. Its connect limit is apart, and shorter.
-    let limits = seed_c_limits();
+    // The checkout example's C at 115 ms: timeout 60 ms. Its connect limit is apart, and shorter.
+    let limits = checkout_c_limits();
     assert_eq!(limits.connect, ms(20));
     let clock = ManualClock::starting_at(Instant::from_millis(115));
     let listener = listener();
@@ -89,7 +89,7 @@ fn connect_hands_the_call_timeout_to_the_socket_as_its_read_and_write_limit() {
 fn a_connect_that_took_time_leaves_only_the_rest_to_read() {
     // The connect starts at 115 ms and ends at 130 ms: 45 ms are left of C's attempt, not its
     // whole 60 ms timeout.
-    let limits = seed_c_limits();
+    let limits = checkout_c_limits();
     let after_connect = Instant::from_millis(130);
     let clock = Readings::new(&[Instant::from_millis(115), after_connect]);
     let listener = listener();
@@ -109,7 +109,7 @@ fn a_connect_that_took_time_leaves_only_the_rest_to_read() {
 fn a_connect_that_used_up_the_attempt_arms_nothing() {
     // The connect ends at the attempt's end: no time is left to read, so no socket is handed
     // out (a zero limit would mean "wait forever", and std refuses it).
-    let limits = seed_c_limits();
+    let limits = checkout_c_limits();
     let clock = Readings::new(&[Instant::from_millis(115), limits.until]);
     let listener = listener();
     let err = connect(&listener.local_addr().unwrap(), &limits, &clock).unwrap_err();
@@ -120,7 +120,7 @@ fn a_connect_that_used_up_the_attempt_arms_nothing() {
 #[test]
 fn the_connect_limit_never_exceeds_the_time_left() {
     // C's own connect limit (20 ms) while more is left; only what is left near the end.
-    let limits = seed_c_limits();
+    let limits = checkout_c_limits();
     assert_eq!(connect_limit(&limits, Instant::from_millis(115)), ms(20));
     assert_eq!(connect_limit(&limits, Instant::from_millis(155)), ms(20));
     assert_eq!(connect_limit(&limits, Instant::from_millis(160)), ms(15));
@@ -133,7 +133,7 @@ fn the_connect_limit_never_exceeds_the_time_left() {
 
 #[test]
 fn a_connect_started_after_the_attempt_ended_fails_at_once() {
-    let limits = seed_c_limits();
+    let limits = checkout_c_limits();
     let clock = Readings::new(&[limits.until]);
     let listener = listener();
     let err = connect(&listener.local_addr().unwrap(), &limits, &clock).unwrap_err();
@@ -144,7 +144,7 @@ fn a_connect_started_after_the_attempt_ended_fails_at_once() {
 #[test]
 fn a_pooled_socket_used_later_gets_only_the_time_left() {
     // C's limits, decided at 115 ms; the pooled socket is taken at 125 ms.
-    let limits = seed_c_limits();
+    let limits = checkout_c_limits();
     let listener = listener();
     let stream = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
     let taken = Instant::from_millis(125);

@@ -5,7 +5,7 @@
 //! virtual time ([`for_each_scenario!`] lists them): tokio with paused time, embassy with its
 //! mock driver, async-std and smol with the core's virtual-time timer driven by [`run_virtual`].
 //!
-//! - [`scenarios`]: seed 000's chain and its slow case, a retry within the budget, a hedge that
+//! - [`scenarios`]: the checkout example's chain and its slow case, a retry within the budget, a hedge that
 //!   wins while its loser is cancelled, a backoff past the deadline, the deadline reached in
 //!   the middle of a backoff, and an abandoned request whose attempts are all dropped.
 //! - [`Attempts`]: drop guards that record when each attempt started, finished and was dropped.

@@ -68,22 +68,22 @@ pub async fn race<A: Future, B: Future>(a: A, b: B) -> Either<A::Output, B::Outp
     .await
 }
 
-/// Seed 000's dependencies: A and B required, C optional.
+/// The checkout example's dependencies: A and B required, C optional.
 const A: Policy = Policy::required("A", ms(50), ms(10));
 const B: Policy = Policy::required("B", ms(110), ms(30));
 const C: Policy = Policy::optional("C", ms(60), ms(25));
-/// Seed 000's budget and own work.
+/// The checkout example's budget and own work.
 const BUDGET: Duration = ms(200);
 const OWN_WORK: Duration = ms(20);
 
-/// What a run of seed 000's chain did.
+/// What a run of the checkout example's chain did.
 struct Chain {
     probes: [Attempts; 3],
     c: Result<&'static str, CallError<Unavailable>>,
     response: Duration,
 }
 
-/// Seed 000's chain: A, then B, then C, each through the driver, with the planned reserve;
+/// The checkout example's chain: A, then B, then C, each through the driver, with the planned reserve;
 /// then our own work. Each dependency answers after the given latency.
 async fn chain<T: Timer + Copy>(timer: T, latencies: [Duration; 3]) -> Chain {
     let t0 = timer.now();
@@ -121,9 +121,9 @@ fn assert_all_dropped(probes: &[Attempts]) {
     }
 }
 
-/// Seed 000: A starts at 0 ms with 50 ms and answers at 10; B starts at 10 with 110 and
+/// The checkout example: A starts at 0 ms with 50 ms and answers at 10; B starts at 10 with 110 and
 /// answers at 115; C starts at 115 with 60 and answers at 140; the response goes out at 160.
-pub async fn seed_000_chain<T: Timer + Copy>(timer: T) {
+pub async fn checkout_chain<T: Timer + Copy>(timer: T) {
     let run = chain(timer, [ms(10), ms(105), ms(25)]).await;
     let [a, b, c] = [0, 1, 2].map(|i| run.probes[i].seen(0));
     assert_eq!((a.started, a.timeout), (ms(0), ms(50)), "A");
@@ -138,10 +138,10 @@ pub async fn seed_000_chain<T: Timer + Copy>(timer: T) {
     assert_all_dropped(&run.probes);
 }
 
-/// Seed 000's slow case: A answers at 48 ms and B at 156; C would get
+/// The checkout example's slow case: A answers at 48 ms and B at 156; C would get
 /// min(200 - 156 - 20, 60) = 24 ms, under its 25 ms floor, so it is skipped (never called)
 /// and the response goes out at 176.
-pub async fn seed_000_slow_case<T: Timer + Copy>(timer: T) {
+pub async fn checkout_slow_case<T: Timer + Copy>(timer: T) {
     let run = chain(timer, [ms(48), ms(108), ms(25)]).await;
     let b = run.probes[1].seen(0);
     assert_eq!((b.started, b.timeout), (ms(48), ms(110)), "B");
@@ -159,7 +159,7 @@ pub async fn seed_000_slow_case<T: Timer + Copy>(timer: T) {
 /// again from the time left, min(200 - 120 - 20, 110) = 60 ms, and answers at 150.
 pub async fn retry_within_the_budget<T: Timer + Copy>(timer: T) {
     let t0 = timer.now();
-    let b = B.with_attempts(3, Backoff::constant(ms(10)));
+    let b = B.with_attempts(3, Backoff::constant(ms(10))).idempotent();
     let budget = RetryBudget::new(10, 5);
     let call = Call::new(&b, Deadline::after(t0, BUDGET), OWN_WORK).with_budget(&budget);
     let probe = Attempts::new(t0);
@@ -194,7 +194,9 @@ pub async fn retry_within_the_budget<T: Timer + Copy>(timer: T) {
 /// and at 70 ms the first attempt's future is dropped before it could finish.
 pub async fn hedge_wins_and_its_loser_is_cancelled<T: Timer + Copy>(timer: T) {
     let t0 = timer.now();
-    let b = Policy::required("B", ms(150), ms(30)).with_hedge(HedgePolicy::new(ms(60), 1));
+    let b = Policy::required("B", ms(150), ms(30))
+        .idempotent()
+        .with_hedge(HedgePolicy::new(ms(60), 1));
     let call = Call::new(&b, Deadline::after(t0, BUDGET), OWN_WORK);
     let probe = Attempts::new(t0);
     let called = Driver::new(call, timer, SplitMix64::new(2))
@@ -224,7 +226,9 @@ pub async fn hedge_wins_and_its_loser_is_cancelled<T: Timer + Copy>(timer: T) {
 /// 70 ms backoff would end at 110 ms, past the 100 ms deadline, so the call gives up at 40 ms.
 pub async fn backoff_past_the_deadline_gives_up_at_once<T: Timer + Copy>(timer: T) {
     let t0 = timer.now();
-    let b = Policy::required("B", ms(100), ms(5)).with_attempts(3, Backoff::constant(ms(70)));
+    let b = Policy::required("B", ms(100), ms(5))
+        .idempotent()
+        .with_attempts(3, Backoff::constant(ms(70)));
     let call = Call::new(&b, Deadline::after(t0, ms(100)), Duration::ZERO);
     let probe = Attempts::new(t0);
     let called = Driver::new(call, timer, SplitMix64::new(3))
@@ -250,7 +254,9 @@ pub async fn backoff_past_the_deadline_gives_up_at_once<T: Timer + Copy>(timer: 
 pub async fn deadline_reached_in_the_middle_of_a_backoff<T: Timer + Copy>(timer: T) {
     let late = Late::new(timer, ms(30));
     let t0 = timer.now();
-    let b = Policy::required("B", ms(100), ms(5)).with_attempts(3, Backoff::constant(ms(20)));
+    let b = Policy::required("B", ms(100), ms(5))
+        .idempotent()
+        .with_attempts(3, Backoff::constant(ms(20)));
     let deadline = Deadline::after(t0, ms(100));
     let call = Call::new(&b, deadline, Duration::ZERO);
     let probe = Attempts::new(t0);
@@ -275,7 +281,9 @@ pub async fn deadline_reached_in_the_middle_of_a_backoff<T: Timer + Copy>(timer:
 /// neither finishes, and nothing of the request lives on.
 pub async fn abandoned_request_cancels_its_attempts<T: Timer + Copy>(timer: T) {
     let t0 = timer.now();
-    let b = Policy::required("B", ms(150), ms(30)).with_hedge(HedgePolicy::new(ms(20), 1));
+    let b = Policy::required("B", ms(150), ms(30))
+        .idempotent()
+        .with_hedge(HedgePolicy::new(ms(20), 1));
     let call = Call::new(&b, Deadline::after(t0, BUDGET), OWN_WORK);
     let probe = Attempts::new(t0);
     let request = Driver::new(call, timer, SplitMix64::new(5)).run(classify, |limits| {
@@ -316,8 +324,8 @@ pub async fn abandoned_request_cancels_its_attempts<T: Timer + Copy>(timer: T) {
 #[macro_export]
 macro_rules! for_each_scenario {
     ($m:ident) => {
-        $m!(seed_000_chain);
-        $m!(seed_000_slow_case);
+        $m!(checkout_chain);
+        $m!(checkout_slow_case);
         $m!(retry_within_the_budget);
         $m!(hedge_wins_and_its_loser_is_cancelled);
         $m!(backoff_past_the_deadline_gives_up_at_once);

@@ -3,8 +3,8 @@
 use core::future::Future;
 use core::time::Duration;
 
-use deadline_core::drive::{Called, Classify, Driver};
-use deadline_core::retry::Call;
+use deadline_core::drive::{Called, Driver};
+use deadline_core::retry::{Call, Outcome};
 use deadline_core::rng::Rng;
 use deadline_core::{Limits, Policy};
 
@@ -21,6 +21,9 @@ pub fn call(policy: &Policy, reserve: Duration) -> Call<'_> {
 /// Runs one dependency call through the core's [`Driver`] on [`TokioTimer`]: timeouts,
 /// retries, backoff and hedges as the policy says, within the call's deadline.
 ///
+/// `rng` draws the backoff's jitter: pass [`Entropy`](crate::Entropy) (seeded from the
+/// operating system, so calls do not retry in step), and a seeded generator only in tests.
+///
 /// Each attempt runs in a [`scope`] with the attempt's own deadline ([`Limits::deadline`]),
 /// so calls made inside it inherit the shorter deadline. Everything lives in the returned
 /// future (no allocation, no spawned task): an attempt that loses a hedge race or times out
@@ -28,20 +31,19 @@ pub fn call(policy: &Policy, reserve: Duration) -> Call<'_> {
 ///
 /// ```
 /// use deadline_core::retry::Outcome;
-/// use deadline_core::rng::SplitMix64;
 /// use deadline_core::{Policy, ms};
-/// use deadline_tokio::{call, drive, remaining, scope_timeout};
+/// use deadline_tokio::{Entropy, call, drive, remaining, scope_timeout};
 ///
 /// static PRICING: Policy = Policy::required("pricing", ms(110), ms(30));
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
 /// let called = scope_timeout(ms(200), async {
-///     drive(call(&PRICING, ms(20)), SplitMix64::new(1), |_: &()| Outcome::Failed, |_| async {
+///     drive(call(&PRICING, ms(20)), Entropy, |_| Outcome::Failed, |_| async {
 ///         // Inside the attempt, the deadline is the attempt's: min(200 - 20, 110) = 110 ms.
 ///         let left = remaining();
 ///         tokio::time::sleep(ms(30)).await; // the dependency's latency
-///         Ok(left)
+///         Ok::<_, &str>(left)
 ///     })
 ///     .await
 /// })
@@ -59,7 +61,7 @@ where
     R: Rng,
     A: FnMut(Limits) -> F,
     F: Future<Output = Result<T, E>>,
-    C: Classify<E>,
+    C: FnMut(&E) -> Outcome,
 {
     Driver::new(call, TokioTimer, rng)
         .run(classify, |limits: Limits| {

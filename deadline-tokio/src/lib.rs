@@ -12,6 +12,8 @@
 //! - [`call`] and [`drive`]: one dependency call run by the core's driver (timeouts,
 //!   retries, hedges) under the current deadline, each attempt in its own shorter scope.
 //! - [`statement_timeout`]: the database statement timeout from the time left.
+//! - [`Entropy`]: the default random source for jitter, a generator per thread seeded from
+//!   the operating system (`deadline_std::Entropy`, re-exported).
 //! - With feature `tower`: `DeadlineLayer`, which sets each incoming request's deadline from
 //!   its `grpc-timeout` or `x-deadline-ms` header (or a default), sheds what cannot be served
 //!   in time and answers 504 when the deadline passes; and `PropagateLayer`, which sends the
@@ -42,7 +44,7 @@
 //! # }
 //! ```
 #![forbid(unsafe_code)]
-#![cfg_attr(docsrs, feature(doc_auto_cfg))]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod call;
 mod clock;
@@ -57,6 +59,7 @@ pub use context::{
     Scoped, Within, current, current_or_never, decide, is_expired, propagate, remaining, scope,
     scope_timeout, within,
 };
+pub use deadline_std::Entropy;
 #[cfg(feature = "tower")]
 pub use layer::{DeadlineLayer, PropagateLayer};
 pub use statement::statement_timeout;

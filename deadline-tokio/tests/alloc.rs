@@ -86,10 +86,12 @@ where
 }
 
 static PLAIN: Policy = Policy::required("B", ms(110), ms(30));
-static HEDGED: Policy =
-    Policy::required("B", ms(150), ms(30)).with_hedge(HedgePolicy::new(ms(20), 1));
-static RETRIED: Policy =
-    Policy::required("B", ms(40), ms(10)).with_attempts(2, Backoff::constant(ms(10)));
+static HEDGED: Policy = Policy::required("B", ms(150), ms(30))
+    .idempotent()
+    .with_hedge(HedgePolicy::new(ms(20), 1));
+static RETRIED: Policy = Policy::required("B", ms(40), ms(10))
+    .idempotent()
+    .with_attempts(2, Backoff::constant(ms(10)));
 
 /// One request: a deadline scope and one driven call whose attempts take `latency` each
 /// (`slow` for the first attempt).
@@ -99,13 +101,13 @@ async fn request(policy: &'static Policy, first: u64, then: u64) {
         let called = drive(
             call(policy, ms(20)),
             SplitMix64::new(1),
-            |_: &()| Outcome::Failed,
+            |_| Outcome::Failed,
             |_| {
                 let latency = if n == 0 { first } else { then };
                 n += 1;
                 async move {
                     tokio::time::sleep(ms(latency)).await;
-                    Ok(())
+                    Ok::<_, ()>(())
                 }
             },
         )

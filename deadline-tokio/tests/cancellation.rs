@@ -7,20 +7,22 @@ use deadline_core::{Clock, Policy, ms};
 use deadline_testkit::Attempts;
 use deadline_tokio::{TokioClock, call, drive, remaining, scope_timeout};
 
-static B: Policy = Policy::required("B", ms(150), ms(30)).with_hedge(HedgePolicy::new(ms(20), 1));
+static B: Policy = Policy::required("B", ms(150), ms(30))
+    .idempotent()
+    .with_hedge(HedgePolicy::new(ms(20), 1));
 
 /// One request: a hedged call to B whose attempts each take 100 ms, recorded in `probe`.
 async fn request(probe: &Attempts) {
     let _called = drive(
         call(&B, ms(20)),
         SplitMix64::new(7),
-        |_: &()| Outcome::Failed,
+        |_| Outcome::Failed,
         |limits| {
             let guard = probe.begin(TokioClock, limits);
             async move {
                 tokio::time::sleep(ms(100)).await;
                 guard.complete();
-                Ok(remaining())
+                Ok::<_, ()>(remaining())
             }
         },
     )

@@ -116,7 +116,7 @@ async fn spawned_tasks_see_the_deadline_only_when_propagated() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn seed_000_timeouts_come_from_the_task_local_deadline() {
+async fn checkout_timeouts_come_from_the_task_local_deadline() {
     let a = Policy::required("A", ms(50), ms(10));
     let b = Policy::required("B", ms(110), ms(30));
     let c = Policy::optional("C", ms(60), ms(25));

@@ -1,4 +1,4 @@
-//! Seed 000's chain as a request handler: A, then B, then C (optional), then our own work,
+//! The checkout example's chain as a request handler: A, then B, then C (optional), then our own work,
 //! within the 200 ms the client waits.
 //!
 //! Each call goes through the core's driver with its timeout computed when it starts, from the
@@ -20,7 +20,7 @@ use core::time::Duration;
 
 use deadline_core::drive::{CallError, Driver};
 use deadline_core::retry::{Call, Outcome};
-use deadline_core::rng::SplitMix64;
+use deadline_core::rng::Rng;
 use deadline_core::{Deadline, Instant, Plan, Policy, Timer, ms};
 
 use crate::sim;
@@ -57,7 +57,7 @@ pub struct Expect {
     pub called: [bool; 3],
 }
 
-/// Seed 000's example: A answers in 10 ms, B in 105 ms, C in 25 ms. All three are called and
+/// The checkout example: A answers in 10 ms, B in 105 ms, C in 25 ms. All three are called and
 /// the request is answered.
 pub const FAST: Case = Case {
     name: "fast case",
@@ -68,7 +68,7 @@ pub const FAST: Case = Case {
     },
 };
 
-/// Seed 000's slow case: A answers in 48 ms and B in 108 ms, so C would start at 156 ms with
+/// The checkout example's slow case: A answers in 48 ms and B in 108 ms, so C would start at 156 ms with
 /// 24 ms for it, under its 25 ms floor: C is skipped, and the request is answered.
 pub const SLOW: Case = Case {
     name: "slow case",
@@ -125,7 +125,7 @@ impl fmt::Display for Expect {
 /// Only decisions are compared, and on a real timer they hold whatever the timer's drift:
 ///
 /// - A simulated dependency answers when the clock reads its due instant, and no runtime
-///   wakes a sleep before its instant, so nothing happens earlier than in the seed; a late
+///   wakes a sleep before its instant, so nothing happens earlier than in the worked example; a late
 ///   wake only moves later instants later.
 /// - An attempt times out only if, at the driver's poll, the clock has reached its timeout's
 ///   end while the dependency (polled first, reading the clock after the driver) has not
@@ -162,9 +162,11 @@ fn millis(d: Duration) -> u128 {
 }
 
 /// Handles one request whose dependencies answer as `case` says; reports each step through
-/// `log` and returns how the request ended.
-pub async fn handle<T: Timer + Copy>(
+/// `log` and returns how the request ended. `rng` draws any backoff's jitter: the runtime's
+/// default random source in a program, a seeded one in a test.
+pub async fn handle<T: Timer + Copy, R: Rng>(
     timer: T,
+    rng: &mut R,
     case: &Case,
     log: &mut dyn FnMut(fmt::Arguments<'_>),
 ) -> Response {
@@ -182,18 +184,17 @@ pub async fn handle<T: Timer + Copy>(
     let policies = [&A, &B, &C];
     let mut made = [false; 3];
     let mut plan: Plan<'_, 3> = Plan::new(deadline, OWN_WORK);
-    let mut rng = SplitMix64::new(0);
     for (i, (policy, latency)) in policies.into_iter().zip(case.latency).enumerate() {
         let Ok(step) = plan.then(policy) else {
             unreachable!("the plan holds three steps")
         };
         let call = Call::new(policy, deadline, plan.reserve(step));
-        let called = Driver::new(call, timer, &mut rng)
+        let called = Driver::new(call, timer, &mut *rng)
             .run(
-                |_: &Infallible| Outcome::Failed,
+                |_| Outcome::Failed,
                 |limits| {
                     // The dependency's answer is timed from here, before the printout.
-                    let answer = sim::dependency(timer, latency, Ok(policy.name));
+                    let answer = sim::dependency(timer, latency, Ok::<_, Infallible>(policy.name));
                     log(format_args!(
                         "{:>5} ms  {}  called, timeout {} ms",
                         since(timer.now()),

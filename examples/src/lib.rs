@@ -1,6 +1,6 @@
 //! Shared code of the runnable examples.
 //!
-//! - [`chain`]: seed 000's A -> B -> C chain as a request handler, generic over the runtime's
+//! - [`chain`]: the checkout example's A -> B -> C chain as a request handler, generic over the runtime's
 //!   [`Timer`](deadline_core::Timer): the application code of the `chain` program, which runs
 //!   unchanged on tokio, async-std, smol and embassy.
 //! - [`sim`]: simulated dependencies that answer after a given latency on the runtime's timer.

@@ -13,7 +13,7 @@ use deadline_core::{Instant, Timer, ms};
 /// resolution), any of them by the time the thread takes to be scheduled. A simulated
 /// dependency sleeps on the runtime's timer until this long before its answer is due, then
 /// yields to the runtime until the clock reads the instant, so it answers on time to within
-/// microseconds and the example's timeline matches the seed to the millisecond.
+/// microseconds and the example's timeline matches the worked example to the millisecond.
 pub const SPIN: Duration = ms(5);
 
 /// Waits until `timer`'s clock reads `at`: asleep on the runtime's timer for all but the last

@@ -1,15 +1,16 @@
-//! The chain program's application code in virtual time: the printout is seed 000's, to the
+//! The chain program's application code in virtual time: the printout is the worked example's, to the
 //! millisecond.
 
 use deadline_core::drive::ManualTimer;
 use deadline_core::ms;
+use deadline_core::rng::SplitMix64;
 use deadline_examples::chain::{Case, Expect, FAST, Response, SLOW, check, handle};
 
 fn run(case: &Case) -> (Vec<String>, Response) {
     let timer = ManualTimer::new();
     let mut lines = Vec::new();
     let response = timer
-        .run(handle(&timer, case, &mut |line| {
+        .run(handle(&timer, &mut SplitMix64::new(0), case, &mut |line| {
             lines.push(line.to_string())
         }))
         .expect("the handler waits only on the timer");
@@ -17,7 +18,7 @@ fn run(case: &Case) -> (Vec<String>, Response) {
 }
 
 #[test]
-fn fast_case_prints_the_seed_timeline() {
+fn fast_case_prints_the_worked_example_s_timeline() {
     let (lines, response) = run(&FAST);
     assert_eq!(
         lines[1..],
@@ -40,6 +41,28 @@ fn fast_case_prints_the_seed_timeline() {
         }
     );
     assert_eq!(check(&FAST, &response), Ok(()));
+}
+
+#[cfg(feature = "tokio")]
+#[test]
+fn on_a_runtime_s_executor_the_virtual_timeline_is_the_same() {
+    // What the chain program does by default: the core's virtual-time timer, driven on the
+    // runtime's own executor.
+    let (lines, response) = run(&FAST);
+    let timer = ManualTimer::new();
+    let mut on_tokio = Vec::new();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a tokio runtime");
+    let on_tokio_response = runtime.block_on(timer.advancing(handle(
+        &timer,
+        &mut SplitMix64::new(0),
+        &FAST,
+        &mut |line| on_tokio.push(line.to_string()),
+    )));
+    assert_eq!(on_tokio, lines);
+    assert_eq!(on_tokio_response, response);
+    assert_eq!(on_tokio_response.at, ms(160));
 }
 
 #[test]

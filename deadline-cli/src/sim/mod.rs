@@ -1,5 +1,6 @@
-//! `deadline sim`: seed 002's simulator. A client sends requests through an API and a service
-//! to a database, one after another, under four strategies; queries stall at a given rate.
+//! `deadline sim`: the propagation model's simulator. A client sends requests through an API
+//! and a service to a database, one after another, under four strategies; queries stall at a
+//! given rate.
 //!
 //! Per strategy it reports the share of requests answered, database queries and database
 //! time per request, and the share of database time spent after the client stopped waiting
@@ -26,7 +27,7 @@ use crate::output::{fmt_num, fmt_percent, ms_f64, pad, ser_rounded};
 pub use model::{Db, Model, Query};
 pub use strategy::{Counts, RequestResult, Setup, Strategy};
 
-/// The default number of requests per strategy (seed 002's playground).
+/// The default number of requests per strategy (the propagation model's reference run).
 pub const DEFAULT_REQUESTS: u64 = 2_000;
 
 /// The default share of queries that stall.
@@ -54,7 +55,7 @@ impl Default for SimOptions {
             requests: DEFAULT_REQUESTS,
             stall_rate: DEFAULT_STALL_RATE,
             seed: DEFAULT_SEED,
-            model: Model::SEED_002,
+            model: Model::CALIBRATED,
         }
     }
 }
@@ -91,7 +92,7 @@ pub struct SimReport {
     pub requests: u64,
     /// The share of queries that stall.
     pub stall_rate: f64,
-    /// The seed.
+    /// The random seed of the simulated latencies.
     pub seed: u64,
     /// One entry per strategy, in [`Strategy::ALL`] order.
     pub strategies: Vec<StrategyReport>,

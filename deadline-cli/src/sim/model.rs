@@ -1,7 +1,7 @@
 //! The simulator's model: the numbers that describe the system, and the database.
 //!
-//! The parameters, and why they reproduce seed 002, are explained in the crate's README
-//! (section "The simulator's model").
+//! The parameters, and why they reproduce the reference figures, are explained in the crate's
+//! README (section "The simulator's model").
 
 use std::time::Duration;
 
@@ -41,8 +41,8 @@ pub struct Model {
 }
 
 impl Model {
-    /// The model calibrated on seed 002 (see the README for why each number).
-    pub const SEED_002: Model = Model {
+    /// The model calibrated on the reference figures (see the README for why each number).
+    pub const CALIBRATED: Model = Model {
         client_timeout: Duration::from_secs(1),
         hop: Duration::from_millis(1),
         allowance: Duration::from_millis(5),
@@ -63,7 +63,7 @@ impl Model {
 
 impl Default for Model {
     fn default() -> Self {
-        Model::SEED_002
+        Model::CALIBRATED
     }
 }
 
@@ -170,8 +170,8 @@ mod tests {
 
     #[test]
     fn stall_rate_one_stalls_every_query_and_zero_none() {
-        let mut all = Db::new(Model::SEED_002, 1.0, 1);
-        let mut none = Db::new(Model::SEED_002, 0.0, 1);
+        let mut all = Db::new(Model::CALIBRATED, 1.0, 1);
+        let mut none = Db::new(Model::CALIBRATED, 0.0, 1);
         for i in 0..1000 {
             let t = Instant::from_millis(i);
             assert!(all.query(t, None).stalled);
@@ -183,13 +183,13 @@ mod tests {
 
     #[test]
     fn a_statement_timeout_cancels_a_stalled_query() {
-        let mut db = Db::new(Model::SEED_002, 1.0, 7);
+        let mut db = Db::new(Model::CALIBRATED, 1.0, 7);
         let limit = Duration::from_millis(300);
         let q = db.query(Instant::from_millis(10), Some(limit));
         assert!(!q.answered);
         assert_eq!(q.end - q.start, limit);
         let q = db.query(Instant::from_millis(10), None);
-        assert!(q.answered && q.end - q.start >= Model::SEED_002.stall.0);
+        assert!(q.answered && q.end - q.start >= Model::CALIBRATED.stall.0);
         assert_eq!(db.take().count(), 2);
         assert_eq!(db.take().count(), 0);
     }

@@ -122,13 +122,16 @@ impl Setup {
             ),
             Strategy::RetryEveryLayer => (
                 Policy::required("service", one_second, none)
+                    .idempotent()
                     .with_attempts(model.attempts, deadline_core::backoff::Backoff::NONE),
                 Policy::required("db", model.db_attempt, none)
+                    .idempotent()
                     .with_attempts(model.attempts, deadline_core::backoff::Backoff::NONE),
             ),
             Strategy::RetryOneLayer | Strategy::Propagated => (
                 Policy::required("service", one_second, none),
                 Policy::required("db", model.db_attempt, model.db_floor)
+                    .idempotent()
                     .with_attempts(model.attempts, model.backoff),
             ),
         };

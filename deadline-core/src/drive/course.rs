@@ -124,7 +124,9 @@ impl Drop for Attempt<'_> {
 /// use deadline_core::rng::SplitMix64;
 /// use deadline_core::{Clock, Deadline, Error, Instant, ManualClock, Policy, ms};
 ///
-/// let b = Policy::required("B", ms(50), ms(10)).with_attempts(2, Backoff::constant(ms(5)));
+/// let b = Policy::required("B", ms(50), ms(10))
+///     .with_attempts(2, Backoff::constant(ms(5)))
+///     .idempotent();
 /// let clock = ManualClock::new();
 /// let mut rng = SplitMix64::new(1);
 /// let call = Call::new(&b, Deadline::after(clock.now(), ms(200)), ms(0));

@@ -22,7 +22,9 @@ pub(super) type Slots<'s, F> = [Pin<&'s mut Option<F>>; MAX_IN_FLIGHT];
 
 /// Classifies an attempt's error for the retry decision.
 ///
-/// Implemented for every `FnMut(&E) -> Outcome`, so a closure will do:
+/// Implemented for every `FnMut(&E) -> Outcome`. The drivers take that closure type
+/// directly, so a classifier passed to them needs no annotation (`|_| Outcome::Failed`); a
+/// type of your own that implements this trait is passed as `|e| c.classify(e)`:
 ///
 /// ```
 /// use deadline_core::drive::Classify;

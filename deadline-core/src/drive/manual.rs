@@ -104,6 +104,52 @@ impl ManualTimer {
             self.clock.set(wake.saturating_add(self.lateness));
         }
     }
+
+    /// Runs `future` on virtual time inside another executor (tokio, async-std, smol,
+    /// embassy): the returned future polls `future`, and whenever it is pending waiting for
+    /// a sleep of this timer, moves the clock straight to the earliest such sleep (plus the
+    /// lateness) and asks the executor to poll it again at once. No wall-clock time passes.
+    ///
+    /// A future pending on something else (a channel, I/O, another timer) is left to its own
+    /// waker, as any future is; unlike [`run`](ManualTimer::run), nothing reports it stalled.
+    ///
+    /// ```
+    /// use core::pin::pin;
+    /// use core::task::{Context, Poll, Waker};
+    /// use deadline_core::drive::ManualTimer;
+    /// use deadline_core::{Clock, Instant, Timer};
+    ///
+    /// let timer = ManualTimer::new();
+    /// let t = &timer;
+    /// let mut future = pin!(timer.advancing(async move {
+    ///     t.sleep_until(Instant::from_millis(30)).await;
+    ///     t.now()
+    /// }));
+    /// // The simplest executor: poll until ready (a runtime's `block_on` does better).
+    /// let mut cx = Context::from_waker(Waker::noop());
+    /// let out = loop {
+    ///     if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+    ///         break out;
+    ///     }
+    /// };
+    /// assert_eq!(out, Instant::from_millis(30));
+    /// ```
+    pub async fn advancing<F: Future>(&self, future: F) -> F::Output {
+        let mut future = pin!(future);
+        core::future::poll_fn(move |cx| {
+            self.next_wake.store(u64::MAX, Ordering::Release);
+            if let Poll::Ready(out) = future.as_mut().poll(cx) {
+                return Poll::Ready(out);
+            }
+            let wake = Instant::from_micros(self.next_wake.load(Ordering::Acquire));
+            if wake != Instant::MAX && wake > self.clock.now() {
+                self.clock.set(wake.saturating_add(self.lateness));
+                cx.waker().wake_by_ref();
+            }
+            Poll::Pending
+        })
+        .await
+    }
 }
 
 impl Clock for ManualTimer {

@@ -26,7 +26,7 @@
 //! While several attempts run (a hedge was sent), a failure of one of them ends nothing:
 //! the driver waits for the others, and decides on a retry only when none is left, from the
 //! latest failure. As in gRPC's hedging (gRFC A6), two failures are exceptions: an
-//! [`Outcome::Fatal`](crate::retry::Outcome::Fatal) error cancels the other attempts and
+//! [`Outcome::Fatal`] error cancels the other attempts and
 //! ends the call at once, and a server's "do not retry"
 //! ([`Pushback::DontRetry`](crate::retry::Pushback::DontRetry)) stops further hedges and
 //! rules out a retry, while the attempts already running may still win.
@@ -86,7 +86,7 @@
 //! // B answers in 105 ms (simulated on the virtual timer).
 //! let called = timer
 //!     .run(Driver::new(call, t, SplitMix64::new(1)).run(
-//!         |_: &()| Outcome::Failed,
+//!         |_| Outcome::Failed,
 //!         |limits: Limits| async move {
 //!             assert_eq!(limits.timeout, ms(110)); // min(200 - 0 - 20, 110)
 //!             t.sleep_until(t.now() + ms(105)).await;
@@ -108,7 +108,7 @@ use core::pin::pin;
 use core::time::Duration;
 
 use crate::budget::Limits;
-use crate::retry::Call;
+use crate::retry::{Call, Outcome};
 use crate::rng::Rng;
 use crate::timer::Timer;
 
@@ -153,11 +153,15 @@ impl<'c, Tm: Timer, R: Rng> Driver<'c, Tm, R> {
     /// Runs the call: `attempt` is invoked once per attempt (the first, each retry and each
     /// hedge) with that attempt's limits, and `classify` says what each attempt error means
     /// for retrying. Returns the first success, or why there is none, with a [`Report`].
+    ///
+    /// `classify` is any `FnMut(&E) -> Outcome`, so a closure needs no annotation on its
+    /// argument (`|_| Outcome::Failed`); a [`Classify`] value `c` is passed as
+    /// `|e| c.classify(e)`.
     pub async fn run<A, F, T, E, C>(self, classify: C, attempt: A) -> Called<T, E>
     where
         A: FnMut(Limits) -> F,
         F: Future<Output = Result<T, E>>,
-        C: Classify<E>,
+        C: FnMut(&E) -> Outcome,
     {
         let s0 = pin!(None::<F>);
         let s1 = pin!(None::<F>);

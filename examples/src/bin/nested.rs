@@ -17,12 +17,11 @@
 use std::time::Duration;
 
 use deadline_core::retry::Outcome;
-use deadline_core::rng::SplitMix64;
 use deadline_core::statement::{StatementDecision, StatementPolicy};
 use deadline_core::wire::{Propagation, X_DEADLINE_MS};
 use deadline_core::{Clock, Instant, Policy, ms};
 use deadline_tokio::{
-    TokioClock, call, current_or_never, drive, propagate, remaining, scope, scope_timeout,
+    Entropy, TokioClock, call, current_or_never, drive, propagate, remaining, scope, scope_timeout,
     statement_timeout,
 };
 
@@ -31,7 +30,7 @@ static PRICING: Policy = Policy::required("pricing", ms(110), ms(30));
 /// The hop to the pricing service: 5 ms kept for the network; the service accepts at most
 /// 10 s from a caller.
 static HOP: Propagation = Propagation::new(ms(5), ms(10_000));
-/// Its database: at most 300 ms per query, none started with under 40 ms left (seed 002).
+/// Its database: at most 300 ms per query, none started with under 40 ms left.
 static ORDERS: StatementPolicy = StatementPolicy::new(ms(300), ms(40));
 
 /// `d` in milliseconds, rounded to the nearest.
@@ -95,8 +94,8 @@ async fn main() {
         tokio::time::sleep(ms(60)).await; // earlier work
         let price = drive(
             call(&PRICING, ms(20)),
-            SplitMix64::new(1),
-            |_: &String| Outcome::Failed,
+            Entropy,
+            |_| Outcome::Failed,
             |_limits| ask_pricing(t0),
         )
         .await;

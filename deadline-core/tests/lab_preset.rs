@@ -1,5 +1,5 @@
-//! Seed 001, figure by figure: a timeout and a retry count against a measured sample and an
-//! allocation. Also seed 004's Little's-law sizing.
+//! The timeout lab's preset sample, figure by figure: a timeout and a retry count against a measured sample and an
+//! allocation. Also Little's-law sizing.
 
 use core::time::Duration;
 
@@ -155,7 +155,7 @@ fn worst_case_is_attempts_times_timeout() {
 }
 
 #[test]
-fn seed_004_200_per_second_for_10_s_is_2000_in_flight() {
+fn littles_law_200_per_second_for_10_s_is_2000_in_flight() {
     assert_eq!(
         in_flight(Rate::per_second(200), Duration::from_secs(10)),
         2000
@@ -186,7 +186,7 @@ fn the_histogram_agrees_with_the_sample_within_its_error() {
             "{q:?}: {reported:?} too far above {exact:?}"
         );
     }
-    // The policy derived from the live histogram errs high against the seed's figures.
+    // The policy derived from the live histogram errs high against the preset's figures.
     let policy = hist.policy("lab", ms(10)).unwrap();
     assert!(policy.floor >= sample.p50());
     assert!(policy.cap >= sample.p999() + ms(10));

@@ -1,11 +1,11 @@
-//! Seed 000, to the millisecond: one 200 ms deadline, A then B then C (optional), 20 ms of
+//! The checkout example, to the millisecond: one 200 ms deadline, A then B then C (optional), 20 ms of
 //! our own work, each call's timeout computed from the time left when it starts.
 
 use core::time::Duration;
 
 use deadline_core::{Clock, Deadline, Decision, Instant, ManualClock, Plan, Policy, ms};
 
-// The seed's table: caps from p99.9 plus some extra time (C's below its p99.9, because it has
+// The example's table: caps from p99.9 plus some extra time (C's below its p99.9, because it has
 // a fallback), floors at the p50.
 const A: Policy = Policy::required("A", ms(50), ms(10));
 const B: Policy = Policy::required("B", ms(110), ms(30));
@@ -33,7 +33,10 @@ fn run(latencies: [Duration; 3]) -> (Vec<Step>, Instant) {
         let start = clock.now();
         let decision = plan.decide(id, start);
         if let Decision::Call(limits) = decision {
-            assert!(latency <= limits.timeout, "the seed's calls answer in time");
+            assert!(
+                latency <= limits.timeout,
+                "the example's calls answer in time"
+            );
             clock.advance(latency);
         }
         steps.push(Step {
@@ -94,7 +97,7 @@ fn reserves_follow_the_formula() {
 
 #[test]
 fn the_fixed_split_fails_where_the_deadline_succeeds() {
-    // The seed's fixed split gives B 100 ms; B needs 105 ms. From the time left, B gets 110.
+    // A fixed split gives B 100 ms; B needs 105 ms. From the time left, B gets 110.
     let fixed_b = ms(100);
     let (steps, _) = run([ms(10), ms(105), ms(25)]);
     let b = steps[1].decision.timeout().unwrap();
@@ -120,7 +123,7 @@ fn a_required_call_under_its_floor_fails_instead_of_skipping() {
 
 #[test]
 fn parallel_steps_share_the_wall_clock() {
-    // Seed 004: parallel dependencies share the wall clock, so each is sized from the same
+    // Parallel dependencies share the wall clock, so each is sized from the same
     // time left, and later steps reserve the largest floor among them once.
     let x = Policy::required("X", ms(300), ms(100));
     let y = Policy::required("Y", ms(300), ms(40));

@@ -1,4 +1,5 @@
-//! Seed 003's budget table of one screen, as decisions:
+//! The budget table of one screen (connect and read limits, skip below the floor, backoff out
+//! of the budget), as decisions:
 //!
 //! ```text
 //! budget 2000 ms
@@ -30,16 +31,18 @@ fn policies() -> [Policy; 3] {
     [
         Policy::required("A", no_cap, ms(100)),
         // B is retried once, after exactly 200 ms (no jitter).
-        Policy::required("B", no_cap, ms(100)).with_attempts(
-            2,
-            Backoff::exponential(RETRY_WAIT, RETRY_WAIT, Jitter::None),
-        ),
+        Policy::required("B", no_cap, ms(100))
+            .idempotent()
+            .with_attempts(
+                2,
+                Backoff::exponential(RETRY_WAIT, RETRY_WAIT, Jitter::None),
+            ),
         Policy::required("C", no_cap, ms(1_000)),
     ]
 }
 
 #[test]
-fn seed_003_budget_table() {
+fn the_budget_table_of_one_screen() {
     let [a, b, c] = policies();
     let clock = ManualClock::new();
     let deadline = Deadline::after(clock.now(), BUDGET);
@@ -105,7 +108,7 @@ fn seed_003_budget_table() {
 /// time, B's retry is the driver's, and C's attempt function is never invoked.
 #[cfg(feature = "drive")]
 #[test]
-fn seed_003_on_the_driver() {
+fn the_budget_table_on_the_driver() {
     use std::cell::RefCell;
 
     use deadline_core::drive::{CallError, Called, Driver, ManualTimer};

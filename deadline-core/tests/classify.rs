@@ -1,0 +1,47 @@
+//! The classifier is a plain closure: no type annotation on its argument is needed.
+#![cfg(feature = "drive")]
+
+use deadline_core::backoff::Backoff;
+use deadline_core::drive::{CallError, Driver, ManualTimer};
+use deadline_core::retry::{Call, Outcome};
+use deadline_core::rng::SplitMix64;
+use deadline_core::{Deadline, Instant, Limits, Policy, ms};
+
+#[derive(Debug, PartialEq)]
+enum MyError {
+    Refused,
+    Status(u16),
+}
+
+#[test]
+fn an_unannotated_closure_classifies() {
+    let timer = ManualTimer::new();
+    let dep = Policy::required("D", ms(100), ms(10));
+    let call = Call::new(&dep, Deadline::after(Instant::ZERO, ms(500)), ms(0));
+    let called = timer
+        .run(Driver::new(call, &timer, SplitMix64::new(1)).run(
+            |_| Outcome::Fatal,
+            |_: Limits| async { Err::<(), _>(MyError::Status(400)) },
+        ))
+        .unwrap();
+    assert_eq!(called.result, Err(CallError::Attempt(MyError::Status(400))));
+}
+
+#[test]
+fn an_unannotated_closure_that_reads_the_error_classifies() {
+    let timer = ManualTimer::new();
+    let dep = Policy::required("D", ms(100), ms(10)).with_attempts(2, Backoff::constant(ms(5)));
+    let call = Call::new(&dep, Deadline::after(Instant::ZERO, ms(500)), ms(0));
+    let called = timer
+        .run(Driver::new(call, &timer, SplitMix64::new(1)).run(
+            |e| match e {
+                MyError::Refused => Outcome::Refused,
+                MyError::Status(500..=599) => Outcome::Failed,
+                MyError::Status(_) => Outcome::Fatal,
+            },
+            |_: Limits| async { Err::<(), _>(MyError::Refused) },
+        ))
+        .unwrap();
+    // Refused before it was sent: retried even though the policy is not idempotent.
+    assert_eq!(called.report.retries, 1);
+}

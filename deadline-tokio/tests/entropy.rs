@@ -1,0 +1,49 @@
+//! The default random source on tokio: calls that fail together do not retry together.
+//!
+//! Sixteen calls each fail once and retry after a fully jittered backoff of up to 100 ms
+//! (100,001 possible microsecond waits); with `Entropy` they all retry at the same instant
+//! with a chance of 100,001^-15.
+
+use deadline_core::backoff::{Backoff, Jitter};
+use deadline_core::retry::Outcome;
+use deadline_core::{Policy, ms};
+use deadline_tokio::{Entropy, call, drive, scope_timeout};
+use tokio::time::Instant;
+
+static B: Policy = Policy::required("B", ms(300), ms(10))
+    .with_attempts(2, Backoff::exponential(ms(100), ms(100), Jitter::Full))
+    .idempotent();
+
+#[tokio::test(start_paused = true)]
+async fn sixteen_calls_retry_at_different_instants() {
+    let start = Instant::now();
+    let mut retries = Vec::new();
+    for _ in 0..16 {
+        let begun = Instant::now();
+        let mut attempts = 0;
+        let mut retried_after = None;
+        let called = scope_timeout(ms(1_000), async {
+            drive(
+                call(&B, ms(0)),
+                Entropy,
+                |_| Outcome::Failed,
+                |_| {
+                    attempts += 1;
+                    if attempts == 2 {
+                        retried_after = Some(Instant::now() - begun);
+                    }
+                    let answer = if attempts == 1 { Err("503") } else { Ok(()) };
+                    async move { answer }
+                },
+            )
+            .await
+        })
+        .await;
+        assert_eq!(called.result, Ok(()));
+        retries.push(retried_after.unwrap());
+    }
+    assert!(Instant::now() > start);
+    retries.sort();
+    retries.dedup();
+    assert!(retries.len() > 1, "every call retried after {retries:?}");
+}
