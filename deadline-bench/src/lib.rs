@@ -45,7 +45,8 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 static PLAIN: Policy = Policy::required("plain", TIMEOUT, ms(1));
 static ARMED: Policy = Policy::required("armed", TIMEOUT, ms(1))
     .with_attempts(3, Backoff::exponential(ms(10), ms(100), Jitter::Full))
-    .with_hedge(HedgePolicy::new(ms(50), 1));
+    .with_hedge(HedgePolicy::new(ms(50), 1))
+    .idempotent();
 static BUDGET_10: RetryBudget = RetryBudget::new(10, 10);
 static BREAKER: CircuitBreaker = CircuitBreaker::new(BreakerConfig::DEFAULT);
 

@@ -191,7 +191,8 @@ impl From<WireError> for Error {
             | WireError::InvalidDigit
             | WireError::TooManyDigits
             | WireError::MissingUnit
-            | WireError::UnknownUnit => Error::MalformedDeadline,
+            | WireError::UnknownUnit
+            | WireError::TooLarge => Error::MalformedDeadline,
         }
     }
 }
