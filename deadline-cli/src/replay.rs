@@ -14,7 +14,7 @@ use std::pin::Pin;
 use std::task::Poll;
 use std::time::Duration;
 
-use deadline_core::drive::{CallError, Called, Driver, ManualTimer};
+use deadline_core::drive::{Called, Driver, Event, EventKind, ManualTimer, Observe};
 use deadline_core::retry::Call;
 use deadline_core::rng::SplitMix64;
 use deadline_core::{Clock, Instant, Limits, StepId, Timer};
@@ -80,12 +80,11 @@ pub struct TraceReport {
     pub answered: bool,
 }
 
-/// One attempt being recorded: its line of the report, its dependency, and whether it is
-/// still running (so that an attempt started beside it is known to be a hedge).
+/// One attempt being recorded: its line of the report. It reads "cancelled" until its end
+/// is heard of; one whose end never comes was dropped with its call (a required call
+/// beside it failed), which cancelled it.
 struct Record {
     report: StepReport,
-    step: StepId,
-    running: bool,
 }
 
 /// What the calls of one replay share: the plan, the trace, the timer and the record.
@@ -184,7 +183,8 @@ impl Replay<'_, '_> {
     }
 
     /// One dependency call, run by the core's driver. Returns whether the request can go
-    /// on: an answer, or an optional call's fallback.
+    /// on: an answer, or an optional call's fallback. What each attempt did is recorded from
+    /// the driver's events, not worked out here.
     async fn call(&self, step: StepId) -> bool {
         let (Some(policy), Some(dep)) = (self.plan.policy(step), self.table.dependencies.get(step))
         else {
@@ -192,109 +192,88 @@ impl Replay<'_, '_> {
         };
         let call = Call::new(policy, self.plan.deadline(), self.plan.reserve(step));
         let latencies = self.trace.latencies.get(&dep.name);
+        // The trace's latency of attempt `n`, in the order the attempts start (its last for
+        // any further attempt; the dependency's p50 without any).
+        let latency = |n: usize| {
+            latencies
+                .and_then(|l| l.get(n).or_else(|| l.last()).copied())
+                .unwrap_or(dep.p50)
+        };
+        // The record of each attempt of this call, by its number.
+        let lines: RefCell<Vec<usize>> = RefCell::new(Vec::new());
+        let record = |event: &Event| self.record(policy.name, &lines, latency, event);
         let started = Cell::new(0usize);
         let timer = self.timer;
         let called: Called<(), Infallible> = Driver::new(call, timer, SplitMix64::new(REPLAY_SEED))
+            .with_observer(Observe(record))
             .run(
                 |never: &Infallible| match *never {},
-                |limits: Limits| {
-                    let n = started.replace(started.get() + 1);
-                    let latency = latencies
-                        .and_then(|l| l.get(n).or_else(|| l.last()).copied())
-                        .unwrap_or(dep.p50);
-                    let attempt = self.start(step, policy.name, limits, latency);
+                |_limits: Limits| {
+                    let answers_at = timer.now() + latency(started.replace(started.get() + 1));
                     async move {
-                        let mut attempt = attempt;
-                        timer.sleep_until(attempt.answers_at).await;
-                        attempt.answered();
+                        timer.sleep_until(answers_at).await;
                         Ok(())
                     }
                 },
             )
             .await;
-        if !called.report.was_called() {
-            let skipped = matches!(called.result, Err(CallError::Skipped(_)));
-            self.records.borrow_mut().push(Record {
-                report: StepReport {
-                    name: policy.name.to_owned(),
-                    start_ms: called.report.ended - self.arrival,
-                    timeout_ms: None,
-                    outcome: if skipped {
-                        Outcome::Skipped
-                    } else {
-                        Outcome::Failed
-                    },
-                    hedge: false,
-                    latency: None,
-                },
-                step,
-                running: false,
-            });
-        }
         called.result.is_ok() || !policy.is_required()
     }
 
-    /// Records an attempt of `step` starting now with `limits`, which will answer after
-    /// `latency` unless dropped first.
-    fn start(&self, step: StepId, name: &str, limits: Limits, latency: Duration) -> Attempt<'_> {
-        let now = self.timer.now();
+    /// Records one event of a call to `name`: `lines` maps the call's attempt numbers to
+    /// their records, `latency` gives each attempt's latency.
+    fn record(
+        &self,
+        name: &str,
+        lines: &RefCell<Vec<usize>>,
+        latency: impl Fn(usize) -> Duration,
+        event: &Event,
+    ) {
         let mut records = self.records.borrow_mut();
-        let hedge = records.iter().any(|r| r.step == step && r.running);
-        records.push(Record {
-            report: StepReport {
-                name: name.to_owned(),
-                start_ms: now - self.arrival,
-                timeout_ms: Some(limits.timeout),
-                outcome: Outcome::Timeout,
-                hedge,
-                latency: Some(latency),
-            },
-            step,
-            running: true,
-        });
-        Attempt {
-            records: &self.records,
-            index: records.len() - 1,
-            timer: self.timer,
-            until: limits.until,
-            answers_at: now + latency,
-        }
-    }
-}
-
-/// A simulated attempt in flight. When the driver drops it unanswered, its record says
-/// why: its timeout had come, or it was cancelled before.
-struct Attempt<'a> {
-    records: &'a RefCell<Vec<Record>>,
-    index: usize,
-    timer: &'a ManualTimer,
-    until: Instant,
-    answers_at: Instant,
-}
-
-impl Attempt<'_> {
-    fn answered(&mut self) {
-        self.end(Outcome::Ok);
-    }
-
-    fn end(&mut self, outcome: Outcome) {
-        if let Some(record) = self.records.borrow_mut().get_mut(self.index) {
-            if record.running {
-                record.running = false;
+        let mut set = |attempt: u32, outcome: Outcome| {
+            let line = usize::try_from(attempt)
+                .ok()
+                .and_then(|n| lines.borrow().get(n).copied());
+            if let Some(record) = line.and_then(|i| records.get_mut(i)) {
                 record.report.outcome = outcome;
             }
-        }
-    }
-}
-
-impl Drop for Attempt<'_> {
-    fn drop(&mut self) {
-        let outcome = if self.timer.now() >= self.until {
-            Outcome::Timeout
-        } else {
-            Outcome::Cancelled
         };
-        self.end(outcome);
+        let not_called = |outcome: Outcome| Record {
+            report: StepReport {
+                name: name.to_owned(),
+                start_ms: event.at - self.arrival,
+                timeout_ms: None,
+                outcome,
+                hedge: false,
+                latency: None,
+            },
+        };
+        match event.kind {
+            EventKind::Started {
+                attempt,
+                hedge,
+                timeout,
+            } => {
+                let n = usize::try_from(attempt).unwrap_or(usize::MAX);
+                lines.borrow_mut().push(records.len());
+                records.push(Record {
+                    report: StepReport {
+                        name: name.to_owned(),
+                        start_ms: event.at - self.arrival,
+                        timeout_ms: Some(timeout),
+                        outcome: Outcome::Cancelled,
+                        hedge,
+                        latency: Some(latency(n)),
+                    },
+                });
+            }
+            EventKind::Succeeded { attempt } => set(attempt, Outcome::Ok),
+            EventKind::TimedOut { attempt, .. } => set(attempt, Outcome::Timeout),
+            EventKind::Cancelled { attempt } => set(attempt, Outcome::Cancelled),
+            EventKind::Skipped { .. } => records.push(not_called(Outcome::Skipped)),
+            EventKind::NotCalled { .. } => records.push(not_called(Outcome::Failed)),
+            _ => {}
+        }
     }
 }
 

@@ -1,12 +1,11 @@
 //! A blocking driver for one dependency call: the core's retry decisions, with thread sleeps.
 //!
 //! [`BlockingDriver::run`] is the blocking counterpart of the core's async
-//! [`Driver`](deadline_core::drive::Driver): it asks the call's [`Course`] for the first
-//! attempt (its limits from the time left, and the circuit breaker's leave), runs the
-//! attempt, and on a failure asks the course whether a retry fits, sleeps the backoff with
-//! its [`Sleeper`], asks the course again at the instant it wakes, and tries again, or gives
-//! up with the error the course chooses. Every decision is the core's, the same as the async
-//! driver's.
+//! [`Driver`](deadline_core::drive::Driver), and like it a short loop over the core's
+//! [`CallMachine`]: the machine says start an attempt with these limits (the time left, the
+//! circuit breaker's leave), wait until this instant (a backoff: the [`Sleeper`] sleeps),
+//! or done; the loop runs the attempt and tells the machine how it ended. Every decision is
+//! the core's, the same as the async driver's.
 //!
 //! A blocking attempt cannot be cut off from outside: it enforces its own limits, typically by
 //! handing them to its socket ([`crate::net::connect`], [`crate::net::arm_read`]), and reports a
@@ -17,8 +16,8 @@
 //! The [`Sleeper`] is injected: [`ThreadSleeper`] sleeps the thread on [`StdClock`], and a
 //! [`ManualClock`] "sleeps" by moving its own clock, so tests run in virtual time.
 
-use deadline_core::drive::{Called, Course};
-use deadline_core::retry::{Call, GiveUp, Outcome, RetryDecision};
+use deadline_core::drive::{Action, CallMachine, Called, NoObserver};
+use deadline_core::retry::{Call, Outcome};
 use deadline_core::rng::Rng;
 use deadline_core::{Clock, Instant, Limits, ManualClock};
 
@@ -113,9 +112,9 @@ impl<'c, S: Sleeper, R: Rng> BlockingDriver<'c, S, R> {
     /// `classify` says what each attempt error means for retrying. Returns the first success,
     /// or why there is none, with a [`Report`](deadline_core::drive::Report).
     ///
-    /// The call's [`Course`] makes every decision, as it does for the async driver, so the
-    /// same failure ends with the same [`CallError`](deadline_core::drive::CallError) and
-    /// report:
+    /// It is a short loop over the core's [`CallMachine`], which makes every decision and owns
+    /// their sequence, as it does for the async driver, so the same failure ends with the
+    /// same [`CallError`](deadline_core::drive::CallError) and report:
     ///
     /// - an optional dependency whose first timeout would be under its floor is skipped
     ///   ([`CallError::Skipped`](deadline_core::drive::CallError::Skipped)), a required one
@@ -136,46 +135,30 @@ impl<'c, S: Sleeper, R: Rng> BlockingDriver<'c, S, R> {
         A: FnMut(Limits) -> Result<T, E>,
         C: FnMut(&E) -> Outcome,
     {
-        let mut course = Course::new(self.call);
-        let start = self.sleeper.now();
-        let mut current = match course.start(start) {
-            Ok(first) => first,
-            Err(err) => return course.end(Err(err), start),
-        };
+        let mut machine = CallMachine::new(self.call);
+        let mut observer = NoObserver;
+        let mut value = None;
         loop {
-            let result = attempt(current.limits());
             let now = self.sleeper.now();
-            let error = match result {
-                Ok(value) => {
-                    course.succeeded(current, now);
-                    return course.end(Ok(value), now);
-                }
-                Err(error) => error,
-            };
-            let outcome = classify(&error);
-            let fatal = course.failed(current, error, outcome, now);
-            let (reason, at) = if fatal {
-                (GiveUp::NotRetryable, now)
-            } else {
-                match course.retry(&mut self.rng, now) {
-                    RetryDecision::Retry(retry) => {
-                        self.sleeper.sleep_until(retry.at);
-                        // The sleep may have ended late: the course decides again at the
-                        // instant we woke.
-                        let woke = self.sleeper.now();
-                        match course.restart(woke) {
-                            Ok(next) => {
-                                current = next;
-                                continue;
-                            }
-                            Err(reason) => (reason, woke),
-                        }
+            match machine.poll(now, &mut self.rng, &mut observer) {
+                Action::Start { slot, limits } => match attempt(limits) {
+                    Ok(answer) => {
+                        value = Some(answer);
+                        machine.succeeded(slot, self.sleeper.now(), &mut observer);
                     }
-                    RetryDecision::GiveUp(reason) => (reason, now),
-                }
-            };
-            let err = course.give_up(reason, at);
-            return course.end(Err(err), at);
+                    Err(error) => {
+                        let outcome = classify(&error);
+                        machine.failed(slot, error, outcome, self.sleeper.now(), &mut observer);
+                    }
+                },
+                // The backoff. The sleep may end late: the machine decides again at the
+                // instant we woke.
+                Action::Wait { until } => self.sleeper.sleep_until(until),
+                // An attempt runs to its end here (its own limits stop it), so none is ever
+                // left running to cut off.
+                Action::Cancel { .. } => {}
+                Action::Done => return machine.finish(value, now),
+            }
         }
     }
 }

@@ -1,10 +1,9 @@
-//! [`Course`]: the bookkeeping and decisions of one driven call, shared by every driver.
+//! [`Course`]: the bookkeeping and decisions of one call, under the
+//! [`CallMachine`](super::CallMachine), which owns their sequence.
 //!
-//! A driver (the async [`Driver`](super::Driver), a blocking one, a simulator) only sleeps,
-//! runs attempts and reads its clock. What each attempt's end means (for the report, the
-//! circuit breaker, the retry and the hedges), whether a retry or a hedge is made, and which
-//! error the call ends with are decided here, so the same failure ends the same way on every
-//! runtime.
+//! What each attempt's end means (for the report, the circuit breaker, the retry and the
+//! hedges), whether a retry or a hedge is made, and which error the call ends with are
+//! decided here.
 
 use core::time::Duration;
 
@@ -39,7 +38,7 @@ enum Failure<E> {
 #[derive(Debug)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[must_use = "hand the attempt back to its course when it ends"]
-pub struct Attempt<'c> {
+pub(super) struct Attempt<'c> {
     limits: Limits,
     number: u32,
     hedge: bool,
@@ -52,26 +51,26 @@ impl Attempt<'_> {
     /// The attempt's limits: hand them to the attempt (its timeout ends at
     /// [`Limits::until`]).
     #[must_use]
-    pub const fn limits(&self) -> Limits {
+    pub(super) const fn limits(&self) -> Limits {
         self.limits
     }
 
     /// The attempt's number: 0 for the first, counting every retry and hedge in the order
     /// they started.
     #[must_use]
-    pub const fn number(&self) -> u32 {
+    pub(super) const fn number(&self) -> u32 {
         self.number
     }
 
     /// Whether the attempt is a hedge (a copy sent while another attempt was running).
     #[must_use]
-    pub const fn is_hedge(&self) -> bool {
+    pub(super) const fn is_hedge(&self) -> bool {
         self.hedge
     }
 
     /// When the attempt started.
     #[must_use]
-    pub const fn started(&self) -> Instant {
+    pub(super) const fn started(&self) -> Instant {
         self.started
     }
 
@@ -115,49 +114,9 @@ impl Drop for Attempt<'_> {
 /// result is reported to it (an attempt cancelled, or dropped with the driver, as
 /// [`Abandoned`](breaker::Outcome::Abandoned)).
 ///
-/// A blocking driver in a few lines, on virtual time:
-///
-/// ```
-/// use deadline_core::backoff::Backoff;
-/// use deadline_core::drive::{CallError, Course};
-/// use deadline_core::retry::{Call, Outcome, RetryDecision};
-/// use deadline_core::rng::SplitMix64;
-/// use deadline_core::{Clock, Deadline, Error, Instant, ManualClock, Policy, ms};
-///
-/// let b = Policy::required("B", ms(50), ms(10))
-///     .with_attempts(2, Backoff::constant(ms(5)))
-///     .idempotent();
-/// let clock = ManualClock::new();
-/// let mut rng = SplitMix64::new(1);
-/// let call = Call::new(&b, Deadline::after(clock.now(), ms(200)), ms(0));
-/// let mut course = Course::<&str>::new(call);
-///
-/// let mut attempt = course.start(clock.now()).unwrap();
-/// let called = loop {
-///     // The dependency never answers: the attempt runs to its limit and reports a timeout.
-///     clock.set(attempt.limits().until);
-///     course.failed(attempt, "read timed out", Outcome::TimedOut, clock.now());
-///     let reason = match course.retry(&mut rng, clock.now()) {
-///         RetryDecision::Retry(retry) => {
-///             clock.set(retry.at); // sleep the backoff
-///             match course.restart(clock.now()) {
-///                 Ok(next) => { attempt = next; continue; }
-///                 Err(reason) => reason,
-///             }
-///         }
-///         RetryDecision::GiveUp(reason) => reason,
-///     };
-///     let error = course.give_up(reason, clock.now());
-///     break course.end::<()>(Err(error), clock.now());
-/// };
-/// // Two attempts of 50 ms, 5 ms apart; the call ends on the timeout with 95 ms left.
-/// assert_eq!(called.result, Err(CallError::Library(Error::Timeout { after: ms(50) })));
-/// assert_eq!((called.report.attempts, called.report.timeouts), (2, 2));
-/// assert_eq!(called.report.ended, Instant::from_millis(105));
-/// ```
 #[derive(Debug)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct Course<'c, E> {
+pub(super) struct Course<'c, E> {
     call: Call<'c>,
     live_delay: Option<Duration>,
     retry: RetryState,
@@ -173,7 +132,7 @@ pub struct Course<'c, E> {
 impl<'c, E> Course<'c, E> {
     /// The course of `call`, before its first attempt.
     #[must_use]
-    pub const fn new(call: Call<'c>) -> Self {
+    pub(super) const fn new(call: Call<'c>) -> Self {
         Course {
             call,
             live_delay: None,
@@ -189,20 +148,20 @@ impl<'c, E> Course<'c, E> {
     /// The same course, hedging after `live` (such as the p95 of a live latency histogram)
     /// instead of the policy's fixed delay, when it is `Some`.
     #[must_use]
-    pub const fn with_hedge_delay(mut self, live: Option<Duration>) -> Self {
+    pub(super) const fn with_hedge_delay(mut self, live: Option<Duration>) -> Self {
         self.live_delay = live;
         self
     }
 
     /// The call this course runs.
     #[must_use]
-    pub const fn call(&self) -> &Call<'c> {
+    pub(super) const fn call(&self) -> &Call<'c> {
         &self.call
     }
 
     /// The report so far.
     #[must_use]
-    pub const fn report(&self) -> &Report {
+    pub(super) const fn report(&self) -> &Report {
         &self.report
     }
 
@@ -218,7 +177,7 @@ impl<'c, E> Course<'c, E> {
     ///
     /// The call's error when it is not made: end the call with it, and do not invoke the
     /// attempt.
-    pub fn start(&mut self, now: Instant) -> Result<Attempt<'c>, CallError<E>> {
+    pub(super) fn start(&mut self, now: Instant) -> Result<Attempt<'c>, CallError<E>> {
         let limits = match self.call.decide(now) {
             Decision::Call(limits) => limits,
             Decision::Skip(s) => return Err(CallError::Skipped(s)),
@@ -233,7 +192,7 @@ impl<'c, E> Course<'c, E> {
 
     /// The attempt answered at `now`: it is the call's winner. Reported to the breaker as a
     /// success.
-    pub fn succeeded(&mut self, mut attempt: Attempt<'c>, now: Instant) {
+    pub(super) fn succeeded(&mut self, mut attempt: Attempt<'c>, now: Instant) {
         attempt.settle(breaker::Outcome::Success, now);
         self.report.winner = Some(attempt.number);
         self.report.hedge_won = attempt.hedge;
@@ -254,7 +213,7 @@ impl<'c, E> Course<'c, E> {
     /// The latest failure decides the retry and the call's error, except that a fatal error
     /// or a server's "do not retry" stands once seen. A server's word applies to the hedges
     /// too (gRFC A6): "do not retry" stops them, a delay postpones the next one.
-    pub fn failed(
+    pub(super) fn failed(
         &mut self,
         mut attempt: Attempt<'c>,
         error: E,
@@ -277,7 +236,7 @@ impl<'c, E> Course<'c, E> {
 
     /// The driver cut the attempt off at `now`, its timeout having passed with no answer.
     /// Reported to the breaker as a timeout.
-    pub fn timed_out(&mut self, mut attempt: Attempt<'c>, now: Instant) {
+    pub(super) fn timed_out(&mut self, mut attempt: Attempt<'c>, now: Instant) {
         self.report.timeouts = self.report.timeouts.saturating_add(1);
         attempt.settle(breaker::Outcome::Timeout, now);
         let after = attempt.limits.timeout;
@@ -287,7 +246,7 @@ impl<'c, E> Course<'c, E> {
     /// The attempt is dropped while still running because the call ended otherwise (another
     /// attempt won, or a fatal error ended it). Counted in [`Report::cancelled`], reported to
     /// the breaker as [`Abandoned`](breaker::Outcome::Abandoned).
-    pub fn cancel(&mut self, mut attempt: Attempt<'c>, now: Instant) {
+    pub(super) fn cancel(&mut self, mut attempt: Attempt<'c>, now: Instant) {
         self.report.cancelled = self.report.cancelled.saturating_add(1);
         attempt.settle(breaker::Outcome::Abandoned, now);
     }
@@ -295,7 +254,7 @@ impl<'c, E> Course<'c, E> {
     /// Decides, at `now`, whether to retry after the latest failure, once no attempt is
     /// running: [`RetryState::decide`] with the latest failure's outcome. A refusal of the
     /// retry budget is counted in [`Report::budget_refusals`].
-    pub fn retry<R: Rng + ?Sized>(&mut self, rng: &mut R, now: Instant) -> RetryDecision {
+    pub(super) fn retry<R: Rng + ?Sized>(&mut self, rng: &mut R, now: Instant) -> RetryDecision {
         let decision = self.retry.decide(&self.call, self.last_outcome, rng, now);
         if decision == RetryDecision::GiveUp(GiveUp::Throttled) {
             self.report.budget_refusals = self.report.budget_refusals.saturating_add(1);
@@ -313,7 +272,7 @@ impl<'c, E> Course<'c, E> {
     /// under the floor), or [`GiveUp::CircuitOpen`] (the breaker refused it; counted in
     /// [`Report::breaker_rejections`]). [`give_up`](Course::give_up) with it. The budget
     /// token taken by [`retry`](Course::retry) is not given back.
-    pub fn restart(&mut self, now: Instant) -> Result<Attempt<'c>, GiveUp> {
+    pub(super) fn restart(&mut self, now: Instant) -> Result<Attempt<'c>, GiveUp> {
         if self.call.deadline.is_expired(now) {
             return Err(GiveUp::DeadlinePassed);
         }
@@ -330,7 +289,7 @@ impl<'c, E> Course<'c, E> {
     /// When the next hedge is due, or `None` if none will be sent (see
     /// [`HedgeState::next_at`]).
     #[must_use]
-    pub fn next_hedge(&self) -> Option<Instant> {
+    pub(super) fn next_hedge(&self) -> Option<Instant> {
         self.hedges.next_at(&self.call, self.live_delay)
     }
 
@@ -339,7 +298,7 @@ impl<'c, E> Course<'c, E> {
     /// [`Report::breaker_rejections`]), then [`HedgeState::decide`] (a refusal of the retry
     /// budget is counted in [`Report::budget_refusals`]). Call it only while an attempt is
     /// running and the driver has room for another.
-    pub fn hedge(&mut self, now: Instant) -> Option<Attempt<'c>> {
+    pub(super) fn hedge(&mut self, now: Instant) -> Option<Attempt<'c>> {
         let due = self.next_hedge()?;
         if now < due {
             return None;
@@ -372,7 +331,7 @@ impl<'c, E> Course<'c, E> {
     /// - else [`Error::Timeout`] if the latest failure was a timeout (the driver cut the
     ///   attempt off, or its own limit fired: see [`failed`](Course::failed));
     /// - else the attempt's own error, [`CallError::Attempt`].
-    pub fn give_up(&mut self, reason: GiveUp, now: Instant) -> CallError<E> {
+    pub(super) fn give_up(&mut self, reason: GiveUp, now: Instant) -> CallError<E> {
         self.report.gave_up = Some(reason);
         if self.call.deadline.is_expired(now) {
             return CallError::Library(Error::DeadlineExceeded);
@@ -387,7 +346,7 @@ impl<'c, E> Course<'c, E> {
     }
 
     /// What the call returns: `result`, with the report, ended at `now`.
-    pub fn end<T>(&mut self, result: Result<T, CallError<E>>, now: Instant) -> Called<T, E> {
+    pub(super) fn end<T>(&mut self, result: Result<T, CallError<E>>, now: Instant) -> Called<T, E> {
         self.report.ended = now;
         Called::new(result, self.report)
     }

@@ -98,10 +98,13 @@
 //! assert_eq!(called.report.ended, Instant::from_millis(105));
 //! ```
 
+mod call_machine;
+mod classify;
 mod course;
-mod machine;
+mod event;
 mod manual;
 mod report;
+mod run;
 
 use core::future::{Future, poll_fn};
 use core::pin::pin;
@@ -112,8 +115,9 @@ use crate::retry::{Call, Outcome};
 use crate::rng::Rng;
 use crate::timer::Timer;
 
-pub use course::{Attempt, Course};
-pub use machine::Classify;
+pub use call_machine::{Action, CallMachine};
+pub use classify::Classify;
+pub use event::{Event, EventKind, NoObserver, Observe, Observer};
 pub use manual::{ManualSleep, ManualTimer, Stalled};
 pub use report::{CallError, Called, Report};
 
@@ -124,11 +128,12 @@ pub const MAX_IN_FLIGHT: usize = 4;
 /// Runs one dependency call under its policy on a [`Timer`]. See the [module docs](self).
 #[derive(Debug)]
 #[must_use = "a driver does nothing until `run` is awaited"]
-pub struct Driver<'c, Tm, R> {
+pub struct Driver<'c, Tm, R, O = NoObserver> {
     call: Call<'c>,
     timer: Tm,
     rng: R,
     live_delay: Option<Duration>,
+    observer: O,
 }
 
 impl<'c, Tm: Timer, R: Rng> Driver<'c, Tm, R> {
@@ -140,14 +145,29 @@ impl<'c, Tm: Timer, R: Rng> Driver<'c, Tm, R> {
             timer,
             rng,
             live_delay: None,
+            observer: NoObserver,
         }
     }
+}
 
+impl<'c, Tm: Timer, R: Rng, O: Observer> Driver<'c, Tm, R, O> {
     /// The same driver, hedging after `live` (such as the p95 of a live latency histogram)
     /// instead of the policy's fixed delay, when it is `Some`.
     pub const fn with_hedge_delay(mut self, live: Option<Duration>) -> Self {
         self.live_delay = live;
         self
+    }
+
+    /// The same driver, telling `observer` of every step of the call ([`Event`]); pass
+    /// `&mut observer` to keep it.
+    pub fn with_observer<O2: Observer>(self, observer: O2) -> Driver<'c, Tm, R, O2> {
+        Driver {
+            call: self.call,
+            timer: self.timer,
+            rng: self.rng,
+            live_delay: self.live_delay,
+            observer,
+        }
     }
 
     /// Runs the call: `attempt` is invoked once per attempt (the first, each retry and each
@@ -169,8 +189,16 @@ impl<'c, Tm: Timer, R: Rng> Driver<'c, Tm, R> {
         let s3 = pin!(None::<F>);
         let mut slots = [s0, s1, s2, s3];
         let mut sleep = pin!(None::<Tm::Sleep>);
-        let course = Course::new(self.call).with_hedge_delay(self.live_delay);
-        let mut machine = machine::Machine::new(course, self.timer, self.rng, classify, attempt);
-        poll_fn(move |cx| machine.poll(cx, &mut slots, &mut sleep)).await
+        let mut run = run::Run {
+            machine: CallMachine::new(self.call).with_hedge_delay(self.live_delay),
+            timer: self.timer,
+            rng: self.rng,
+            classify,
+            attempt,
+            observer: self.observer,
+            value: None,
+            sleep_at: None,
+        };
+        poll_fn(move |cx| run.poll(cx, &mut slots, &mut sleep)).await
     }
 }

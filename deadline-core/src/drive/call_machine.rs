@@ -1,0 +1,437 @@
+//! [`CallMachine`]: the whole sequence of one dependency call, sans-IO.
+//!
+//! The machine owns every step of a call: the first attempt or why there is none, each
+//! attempt's timeout, hedges, retries after a backoff, the breaker's leave, and the result.
+//! It never reads a clock and never sleeps: it takes `now` and each attempt's result, and
+//! answers what to do next ([`Action`]) and when it next needs the clock
+//! ([`poll_timeout`](CallMachine::poll_timeout)), the way quinn-proto's `Connection` and
+//! smoltcp's `Interface` do. Every step is also told to an [`Observer`] as an [`Event`].
+//!
+//! A driver is a short loop over it: the async [`Driver`](super::Driver), the blocking
+//! driver of `deadline-std`, the CLI's simulator. They agree because there is nothing else
+//! to agree on.
+
+use core::time::Duration;
+
+use crate::budget::Limits;
+use crate::retry::{Call, GiveUp, Outcome, RetryDecision};
+use crate::rng::Rng;
+use crate::time::Instant;
+
+use super::MAX_IN_FLIGHT;
+use super::course::{Attempt, Course};
+use super::event::{Event, EventKind, Observer};
+use super::report::{CallError, Called, Report};
+
+/// What a driver does next, as [`CallMachine::poll`] says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[must_use = "an action is the driver's next step"]
+pub enum Action {
+    /// Start an attempt in `slot` (below [`MAX_IN_FLIGHT`]) with these limits, then poll
+    /// again. The attempt must end by [`Limits::until`]; a driver that can cut an attempt off
+    /// (an async one) is told to, with [`Action::Cancel`].
+    Start {
+        /// Where the attempt runs: name its result with it.
+        slot: usize,
+        /// The attempt's timeout, deadline and connect limit.
+        limits: Limits,
+    },
+    /// Drop the attempt in `slot`, which is still running: its timeout has passed, or the
+    /// call has ended otherwise. Then poll again.
+    Cancel {
+        /// The attempt's slot.
+        slot: usize,
+    },
+    /// Nothing is due before `until`: run the attempts in flight, and report the first that
+    /// ends ([`succeeded`](CallMachine::succeeded), [`failed`](CallMachine::failed)); if none
+    /// ends, sleep until `until`. Then poll again, with the clock's reading.
+    Wait {
+        /// The earliest instant something is due: an attempt's timeout, a hedge, the end of
+        /// a backoff, at the latest the deadline.
+        until: Instant,
+    },
+    /// The call is over: take its result with [`CallMachine::finish`].
+    Done,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+enum Phase {
+    /// Not started: the first poll decides the first attempt.
+    Start,
+    /// Attempts in flight (or about to be retried).
+    Running,
+    /// Waiting for a retry to start at `at`.
+    Backoff { at: Instant },
+    /// Over; the attempts still marked in flight are to be cancelled.
+    Done,
+}
+
+/// The whole sequence of one dependency call, sans-IO. See the [module docs](self).
+///
+/// A blocking driver, in virtual time, is this loop (the attempt here fails once, then
+/// answers):
+///
+/// ```
+/// use deadline_core::backoff::Backoff;
+/// use deadline_core::drive::{Action, CallMachine, NoObserver};
+/// use deadline_core::retry::{Call, Outcome};
+/// use deadline_core::rng::SplitMix64;
+/// use deadline_core::{Clock, Deadline, Instant, ManualClock, Policy, ms};
+///
+/// let b = Policy::required("B", ms(110), ms(30))
+///     .with_attempts(2, Backoff::constant(ms(10)))
+///     .idempotent();
+/// let clock = ManualClock::new();
+/// let call = Call::new(&b, Deadline::after(clock.now(), ms(200)), ms(20));
+/// let mut machine = CallMachine::<&str>::new(call);
+/// let (mut rng, mut events) = (SplitMix64::new(1), NoObserver);
+/// let mut tries = 0;
+/// let value = loop {
+///     match machine.poll(clock.now(), &mut rng, &mut events) {
+///         Action::Start { slot, limits } => {
+///             tries += 1;
+///             clock.advance(ms(40)); // the attempt runs, within `limits`
+///             if tries == 1 {
+///                 machine.failed(slot, "503", Outcome::Failed, clock.now(), &mut events);
+///             } else {
+///                 machine.succeeded(slot, clock.now(), &mut events);
+///             }
+///         }
+///         Action::Wait { until } => clock.set(until), // the backoff
+///         Action::Cancel { .. } => unreachable!("one attempt at a time, run to its end"),
+///         Action::Done => break "price",
+///     }
+/// };
+/// let called = machine.finish(Some(value), clock.now());
+/// assert_eq!(called.result, Ok("price"));
+/// assert_eq!(called.report.retries, 1);
+/// assert_eq!(called.report.ended, Instant::from_millis(90)); // 40 + 10 + 40
+/// ```
+#[derive(Debug)]
+pub struct CallMachine<'c, E> {
+    course: Course<'c, E>,
+    phase: Phase,
+    /// The attempt running in each slot.
+    in_flight: [Option<Attempt<'c>>; MAX_IN_FLIGHT],
+    /// How the call ends, once it has.
+    result: Option<Result<(), CallError<E>>>,
+    /// The latest `now` the machine was polled with.
+    now: Instant,
+}
+
+impl<'c, E> CallMachine<'c, E> {
+    /// The machine of `call`, before its first attempt.
+    #[must_use]
+    pub const fn new(call: Call<'c>) -> Self {
+        CallMachine {
+            course: Course::new(call),
+            phase: Phase::Start,
+            in_flight: [const { None }; MAX_IN_FLIGHT],
+            result: None,
+            now: Instant::ZERO,
+        }
+    }
+
+    /// The same machine, hedging after `live` (such as the p95 of a live latency histogram)
+    /// instead of the policy's fixed delay, when it is `Some`.
+    #[must_use]
+    pub fn with_hedge_delay(mut self, live: Option<Duration>) -> Self {
+        self.course = self.course.with_hedge_delay(live);
+        self
+    }
+
+    /// The call this machine runs.
+    #[must_use]
+    pub const fn call(&self) -> &Call<'c> {
+        self.course.call()
+    }
+
+    /// The report so far.
+    #[must_use]
+    pub const fn report(&self) -> &Report {
+        self.course.report()
+    }
+
+    /// Whether the call is over ([`poll`](Self::poll) answers [`Action::Done`]).
+    #[must_use]
+    pub fn is_done(&self) -> bool {
+        self.phase == Phase::Done && self.in_flight.iter().all(Option::is_none)
+    }
+
+    /// The limits of the attempt running in `slot`, if one runs there.
+    #[must_use]
+    pub fn limits(&self, slot: usize) -> Option<Limits> {
+        self.in_flight
+            .get(slot)
+            .and_then(Option::as_ref)
+            .map(Attempt::limits)
+    }
+
+    /// The next step at `now`, drawing jitter from `rng`. Call it after every change: an
+    /// attempt's result, a wake-up, the start of the call.
+    pub fn poll<R: Rng + ?Sized, O: Observer + ?Sized>(
+        &mut self,
+        now: Instant,
+        rng: &mut R,
+        observer: &mut O,
+    ) -> Action {
+        self.now = self.now.max(now);
+        loop {
+            match self.phase {
+                Phase::Done => {
+                    return match self.next_in_flight() {
+                        Some(slot) => {
+                            self.cancel(slot, now, observer);
+                            Action::Cancel { slot }
+                        }
+                        None => Action::Done,
+                    };
+                }
+                Phase::Start => {
+                    return match self.course.start(now) {
+                        Ok(first) => {
+                            self.phase = Phase::Running;
+                            self.launch(first, observer)
+                        }
+                        Err(error) => {
+                            observer.on_event(&Event::new(now, EventKind::not_made(&error)));
+                            self.end(Err(error), now, observer);
+                            Action::Done
+                        }
+                    };
+                }
+                Phase::Running | Phase::Backoff { .. } => {}
+            }
+
+            // An attempt whose timeout has passed is cut off.
+            if let Some(slot) = self.expired(now) {
+                if let Some(late) = self.take(slot) {
+                    let after = late.limits().timeout;
+                    let number = late.number();
+                    self.course.timed_out(late, now);
+                    observer.on_event(&Event::new(
+                        now,
+                        EventKind::TimedOut {
+                            attempt: number,
+                            after,
+                        },
+                    ));
+                }
+                return Action::Cancel { slot };
+            }
+
+            match self.phase {
+                Phase::Running if self.running() == 0 => match self.course.retry(rng, now) {
+                    RetryDecision::Retry(retry) => {
+                        observer.on_event(&Event::new(
+                            now,
+                            EventKind::Backoff {
+                                until: retry.at,
+                                wait: retry.wait,
+                            },
+                        ));
+                        self.phase = Phase::Backoff { at: retry.at };
+                    }
+                    RetryDecision::GiveUp(reason) => {
+                        self.give_up(reason, now, observer);
+                        continue;
+                    }
+                },
+                // Computed again at the instant the retry really starts.
+                Phase::Backoff { at } if now >= at => match self.course.restart(now) {
+                    Ok(retry) => {
+                        self.phase = Phase::Running;
+                        return self.launch(retry, observer);
+                    }
+                    Err(reason) => {
+                        self.give_up(reason, now, observer);
+                        continue;
+                    }
+                },
+                Phase::Running if self.running() < MAX_IN_FLIGHT => {
+                    if let Some(hedge) = self.course.hedge(now) {
+                        return self.launch(hedge, observer);
+                    }
+                }
+                Phase::Start | Phase::Running | Phase::Backoff { .. } | Phase::Done => {}
+            }
+            return match self.poll_timeout() {
+                Some(until) => Action::Wait { until },
+                None => continue,
+            };
+        }
+    }
+
+    /// When the machine next needs the clock, if no attempt ends first: the earliest of the
+    /// attempts' timeouts, the next hedge (when a slot is free for it), the end of the
+    /// backoff, and at the latest the deadline. `None` before the first
+    /// [`poll`](Self::poll) and once the call is over (poll at once).
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let backoff = match self.phase {
+            Phase::Start | Phase::Done => return None,
+            Phase::Backoff { at } => Some(at),
+            Phase::Running => None,
+        };
+        let mut target = self.call().deadline.instant();
+        for flight in self.in_flight.iter().flatten() {
+            target = target.min(flight.limits().until);
+        }
+        if let Some(at) = backoff {
+            target = target.min(at);
+        } else if self.running() < MAX_IN_FLIGHT && self.running() > 0 {
+            if let Some(at) = self.course.next_hedge().filter(|&at| at > self.now) {
+                target = target.min(at);
+            }
+        }
+        Some(target)
+    }
+
+    /// The attempt in `slot` answered at `now`: it wins, and the call is over (the attempts
+    /// still running are to be cancelled: [`poll`](Self::poll) says which).
+    pub fn succeeded<O: Observer + ?Sized>(&mut self, slot: usize, now: Instant, observer: &mut O) {
+        if self.phase == Phase::Done {
+            // Too late: the call has ended; the attempt is cancelled at the next poll.
+            return;
+        }
+        let Some(winner) = self.take(slot) else {
+            return;
+        };
+        let number = winner.number();
+        self.course.succeeded(winner, now);
+        observer.on_event(&Event::new(now, EventKind::Succeeded { attempt: number }));
+        self.end(Ok(()), now, observer);
+    }
+
+    /// The attempt in `slot` failed at `now` with its own `error`, which the classifier read
+    /// as `outcome`. A fatal error ends the call ([`GiveUp::NotRetryable`]); any other waits
+    /// for the attempts still running, or for a retry.
+    pub fn failed<O: Observer + ?Sized>(
+        &mut self,
+        slot: usize,
+        error: E,
+        outcome: Outcome,
+        now: Instant,
+        observer: &mut O,
+    ) {
+        if self.phase == Phase::Done {
+            // Too late: the call has ended; the attempt is cancelled at the next poll.
+            return;
+        }
+        let Some(failed) = self.take(slot) else {
+            return;
+        };
+        let number = failed.number();
+        let fatal = self.course.failed(failed, error, outcome, now);
+        observer.on_event(&Event::new(
+            now,
+            EventKind::Failed {
+                attempt: number,
+                outcome,
+            },
+        ));
+        if fatal {
+            self.give_up(GiveUp::NotRetryable, now, observer);
+        }
+    }
+
+    /// What the call returns, at `now`: `value` (the winner's answer) if an attempt
+    /// succeeded, else why there is none, with the report. Call it once
+    /// [`poll`](Self::poll) has answered [`Action::Done`].
+    pub fn finish<T>(&mut self, value: Option<T>, now: Instant) -> Called<T, E> {
+        let result = match (self.result.take(), value) {
+            (Some(Ok(())), Some(value)) => Ok(value),
+            (Some(Err(error)), _) => Err(error),
+            // Finished early (no result yet, or a success without its value): nobody waits
+            // any more, or the driver lost the answer; either way there is none.
+            (Some(Ok(())) | None, _) => {
+                Err(CallError::Library(crate::error::Error::DeadlineExceeded))
+            }
+        };
+        self.course.end(result, now)
+    }
+
+    /// Starts `attempt` in a free slot and says so.
+    fn launch<O: Observer + ?Sized>(&mut self, attempt: Attempt<'c>, observer: &mut O) -> Action {
+        let free = self.in_flight.iter().position(Option::is_none);
+        let Some(slot) = free else {
+            // Every slot taken, which `poll` prevents: the attempt is dropped (its breaker
+            // permit handed back), and the machine waits for the deadline at the latest.
+            return Action::Wait {
+                until: self.call().deadline.instant(),
+            };
+        };
+        let limits = attempt.limits();
+        observer.on_event(&Event::new(
+            attempt.started(),
+            EventKind::Started {
+                attempt: attempt.number(),
+                hedge: attempt.is_hedge(),
+                timeout: limits.timeout,
+            },
+        ));
+        if let Some(state) = self.in_flight.get_mut(slot) {
+            *state = Some(attempt);
+        }
+        Action::Start { slot, limits }
+    }
+
+    /// Gives up at `now` for `reason`: the call ends with the error the course chooses.
+    fn give_up<O: Observer + ?Sized>(&mut self, reason: GiveUp, now: Instant, observer: &mut O) {
+        let error = self.course.give_up(reason, now);
+        observer.on_event(&Event::new(now, EventKind::GaveUp { reason }));
+        self.end(Err(error), now, observer);
+    }
+
+    /// The call is over at `now` with `result`.
+    fn end<O: Observer + ?Sized>(
+        &mut self,
+        result: Result<(), CallError<E>>,
+        now: Instant,
+        observer: &mut O,
+    ) {
+        observer.on_event(&Event::new(
+            now,
+            EventKind::Ended {
+                ok: result.is_ok(),
+                deadline: matches!(
+                    result,
+                    Err(CallError::Library(crate::error::Error::DeadlineExceeded))
+                ),
+            },
+        ));
+        self.result = Some(result);
+        self.phase = Phase::Done;
+    }
+
+    /// Cancels the attempt in `slot` because the call ended otherwise.
+    fn cancel<O: Observer + ?Sized>(&mut self, slot: usize, now: Instant, observer: &mut O) {
+        if let Some(loser) = self.take(slot) {
+            let number = loser.number();
+            self.course.cancel(loser, now);
+            observer.on_event(&Event::new(now, EventKind::Cancelled { attempt: number }));
+        }
+    }
+
+    /// The first slot whose attempt's timeout has passed at `now`.
+    fn expired(&self, now: Instant) -> Option<usize> {
+        self.in_flight
+            .iter()
+            .position(|a| a.as_ref().is_some_and(|a| now >= a.limits().until))
+    }
+
+    /// The first slot with an attempt in flight.
+    fn next_in_flight(&self) -> Option<usize> {
+        self.in_flight.iter().position(Option::is_some)
+    }
+
+    fn take(&mut self, slot: usize) -> Option<Attempt<'c>> {
+        self.in_flight.get_mut(slot).and_then(Option::take)
+    }
+
+    fn running(&self) -> usize {
+        self.in_flight.iter().filter(|s| s.is_some()).count()
+    }
+}

@@ -1,0 +1,34 @@
+//! [`Classify`]: what an attempt's error means for retrying.
+
+use crate::retry::Outcome;
+
+/// Classifies an attempt's error for the retry decision.
+///
+/// Implemented for every `FnMut(&E) -> Outcome`. The drivers take that closure type
+/// directly, so a classifier passed to them needs no annotation (`|_| Outcome::Failed`); a
+/// type of your own that implements this trait is passed as `|e| c.classify(e)`:
+///
+/// ```
+/// use deadline_core::drive::Classify;
+/// use deadline_core::retry::Outcome;
+///
+/// #[derive(Debug)]
+/// enum MyError { ConnectionRefused, Status(u16) }
+///
+/// let mut classify = |e: &MyError| match e {
+///     MyError::ConnectionRefused => Outcome::Refused,
+///     MyError::Status(500..=599) => Outcome::Failed,
+///     MyError::Status(_) => Outcome::Fatal,
+/// };
+/// assert_eq!(classify.classify(&MyError::Status(503)), Outcome::Failed);
+/// ```
+pub trait Classify<E> {
+    /// What `error` means for retrying: see [`Outcome`].
+    fn classify(&mut self, error: &E) -> Outcome;
+}
+
+impl<E, F: FnMut(&E) -> Outcome> Classify<E> for F {
+    fn classify(&mut self, error: &E) -> Outcome {
+        self(error)
+    }
+}

@@ -1,0 +1,135 @@
+//! The async driver's loop: a short loop over the [`CallMachine`], which makes every
+//! decision. The loop keeps the attempt futures and one sleep, polls them, and tells the
+//! machine what they did.
+
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{Context, Poll};
+
+use crate::budget::Limits;
+use crate::retry::Outcome;
+use crate::rng::Rng;
+use crate::time::Instant;
+use crate::timer::Timer;
+
+use super::MAX_IN_FLIGHT;
+use super::call_machine::{Action, CallMachine};
+use super::event::Observer;
+use super::report::Called;
+
+/// The attempt futures' storage: one pinned `Option` per slot, each a separate local of the
+/// driver's async fn (so each can be pinned without `unsafe`).
+pub(super) type Slots<'s, F> = [Pin<&'s mut Option<F>>; MAX_IN_FLIGHT];
+
+/// Everything the loop keeps between polls, apart from the pinned futures.
+pub(super) struct Run<'c, Tm, R, C, A, O, T, E> {
+    pub(super) machine: CallMachine<'c, E>,
+    pub(super) timer: Tm,
+    pub(super) rng: R,
+    pub(super) classify: C,
+    pub(super) attempt: A,
+    pub(super) observer: O,
+    /// The winner's answer, from when it comes until the call returns it.
+    pub(super) value: Option<T>,
+    /// The instant the sleep is armed for.
+    pub(super) sleep_at: Option<Instant>,
+}
+
+impl<Tm, R, C, A, O, F, T, E> Run<'_, Tm, R, C, A, O, T, E>
+where
+    Tm: Timer,
+    R: Rng,
+    C: FnMut(&E) -> Outcome,
+    A: FnMut(Limits) -> F,
+    F: Future<Output = Result<T, E>>,
+    O: Observer,
+{
+    /// One poll of the whole call: the attempts first (this poll is a wake-up, and any of
+    /// them may have moved), then the machine's actions until it waits or is done. A sleep is
+    /// armed only when an attempt is pending, so a call whose first attempt answers at once
+    /// never touches the timer.
+    pub(super) fn poll(
+        &mut self,
+        cx: &mut Context<'_>,
+        slots: &mut Slots<'_, F>,
+        sleep: &mut Pin<&mut Option<Tm::Sleep>>,
+    ) -> Poll<Called<T, E>> {
+        let mut now = self.timer.now();
+        self.poll_attempts(cx, slots, None, now);
+        loop {
+            match self.machine.poll(now, &mut self.rng, &mut self.observer) {
+                Action::Start { slot, limits } => {
+                    if let Some(fut) = slots.get_mut(slot) {
+                        fut.set(Some((self.attempt)(limits)));
+                    }
+                    // The attempt first: if it answers at once, no timer is armed.
+                    self.poll_attempts(cx, slots, Some(slot), now);
+                }
+                Action::Cancel { slot } => {
+                    if let Some(fut) = slots.get_mut(slot) {
+                        fut.set(None);
+                    }
+                }
+                Action::Done => {
+                    for fut in slots.iter_mut() {
+                        fut.set(None);
+                    }
+                    sleep.set(None);
+                    return Poll::Ready(self.machine.finish(self.value.take(), now));
+                }
+                Action::Wait { until } => {
+                    if self.sleep_at != Some(until) || sleep.is_none() {
+                        sleep.set(Some(self.timer.sleep_until(until)));
+                        self.sleep_at = Some(until);
+                    }
+                    let Some(timer) = sleep.as_mut().as_pin_mut() else {
+                        continue;
+                    };
+                    if timer.poll(cx).is_pending() {
+                        return Poll::Pending;
+                    }
+                    sleep.set(None);
+                    self.sleep_at = None;
+                    // The clock, not the wake-up, says what is due: read it again, and give
+                    // the attempts their chance before their timeouts are looked at.
+                    now = self.timer.now();
+                    self.poll_attempts(cx, slots, None, now);
+                }
+            }
+        }
+    }
+
+    /// Polls the attempt in `only`, or every attempt in flight, and tells the machine of
+    /// each that ended.
+    fn poll_attempts(
+        &mut self,
+        cx: &mut Context<'_>,
+        slots: &mut Slots<'_, F>,
+        only: Option<usize>,
+        now: Instant,
+    ) {
+        for (slot, fut) in slots.iter_mut().enumerate() {
+            if only.is_some_and(|only| only != slot) {
+                continue;
+            }
+            let Some(running) = fut.as_mut().as_pin_mut() else {
+                continue;
+            };
+            match running.poll(cx) {
+                Poll::Pending => {}
+                Poll::Ready(Ok(value)) => {
+                    fut.set(None);
+                    self.value = Some(value);
+                    self.machine.succeeded(slot, now, &mut self.observer);
+                    return;
+                }
+                Poll::Ready(Err(error)) => {
+                    fut.set(None);
+                    let outcome = (self.classify)(&error);
+                    self.machine
+                        .failed(slot, error, outcome, now, &mut self.observer);
+                }
+            }
+        }
+    }
+}
