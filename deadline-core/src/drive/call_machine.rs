@@ -68,7 +68,15 @@ enum Phase {
     Done,
 }
 
-/// The whole sequence of one dependency call, sans-IO. See the [module docs](self).
+/// The whole sequence of one dependency call, sans-IO.
+///
+/// The machine owns every step of a call: the first attempt or why there is none, each
+/// attempt's timeout, hedges, retries after a backoff, the breaker's leave, and the result.
+/// It never reads a clock and never sleeps: it takes `now` and each attempt's result, and
+/// answers what to do next ([`Action`]) and when it next needs the clock
+/// ([`poll_timeout`](CallMachine::poll_timeout)), the way quinn-proto's `Connection` and
+/// smoltcp's `Interface` do. Every step is also told to an [`Observer`] as an
+/// [`Event`](super::Event).
 ///
 /// A blocking driver, in virtual time, is this loop (the attempt here fails once, then
 /// answers):

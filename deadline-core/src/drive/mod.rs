@@ -1,5 +1,12 @@
-//! A runtime-agnostic async driver: one dependency call run under its policy, on any
-//! [`Timer`].
+//! One dependency call run under its policy: the sans-IO [`CallMachine`] that owns its whole
+//! sequence, and the runtime-agnostic async [`Driver`] that runs it on any [`Timer`].
+//!
+//! The machine takes `now` and each attempt's result and says what to do next ([`Action`]:
+//! start an attempt with these limits, cut one off, wait until this instant, done), and
+//! tells an [`Observer`] of every step ([`Event`]). Every driver is a short loop over it:
+//! the async [`Driver`] here, `deadline-std`'s blocking driver, the CLI's replays and
+//! simulator. There is no second copy of the sequence anywhere, so the same failure ends
+//! with the same [`CallError`] and [`Report`] on every runtime.
 //!
 //! [`Driver::run`] takes the call ([`Call`]: policy, request deadline, reserve, retry
 //! budget, circuit breaker), a timer, a random source, a classifier for the attempt's errors
@@ -19,9 +26,7 @@
 //! 5. returns the first success; every attempt still running is dropped at that moment,
 //!    which cancels it (so is everything, if the driver's own future is dropped).
 //!
-//! Every one of these decisions, and the error the call ends with, is made by the call's
-//! [`Course`], which a driver for another kind of runtime (such as a blocking one) uses
-//! too: the same failure ends with the same [`CallError`] and [`Report`] on every runtime.
+//! Every one of these decisions, and the error the call ends with, is the machine's.
 //!
 //! While several attempts run (a hedge was sent), a failure of one of them ends nothing:
 //! the driver waits for the others, and decides on a retry only when none is left, from the

@@ -150,7 +150,7 @@ pub enum CallError<E> {
     /// - [`Error::DeadlineExceeded`]: the request deadline had passed when the call gave up
     ///   (whatever the last attempt's failure: nobody waits for it any more).
     ///
-    /// [`Course::give_up`](super::Course::give_up) is where the error of a call that was
+    /// The [`CallMachine`](super::CallMachine) is where the error of a call that was
     /// made is chosen, for every driver.
     Library(Error),
 }
