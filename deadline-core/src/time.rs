@@ -20,13 +20,15 @@ const MICROS_PER_MILLI: u64 = 1_000;
 const MICROS_PER_SEC: u64 = 1_000_000;
 
 /// Converts a [`Duration`] to whole microseconds, rounding down and saturating at `u64::MAX`.
+///
+/// In `u64` arithmetic only (no 128-bit multiply or division), so it is cheap on every
+/// target, microcontrollers included.
 #[must_use]
 pub const fn duration_to_micros(d: Duration) -> u64 {
-    let micros = d.as_micros();
-    if micros > u64::MAX as u128 {
-        u64::MAX
-    } else {
-        micros as u64
+    // `subsec_micros` is below 1 000 000: the sum saturates only with the product.
+    match d.as_secs().checked_mul(MICROS_PER_SEC) {
+        Some(whole) => whole.saturating_add(d.subsec_micros() as u64),
+        None => u64::MAX,
     }
 }
 

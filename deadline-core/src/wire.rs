@@ -104,13 +104,6 @@ pub const GRPC_TIMEOUT: &str = "grpc-timeout";
 /// The name of the plain-HTTP header that carries the time left in whole milliseconds.
 pub const X_DEADLINE_MS: &str = "x-deadline-ms";
 
-/// Nanoseconds in one microsecond, millisecond, second, minute and hour.
-const NANOS_PER_MICRO: u128 = 1_000;
-const NANOS_PER_MILLI: u128 = 1_000_000;
-const NANOS_PER_SEC: u128 = 1_000_000_000;
-const NANOS_PER_MIN: u128 = 60_000_000_000;
-const NANOS_PER_HOUR: u128 = 3_600_000_000_000;
-
 /// Why a header value was not decoded, or why no header value is sent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -294,18 +287,6 @@ impl GrpcUnit {
             GrpcUnit::Hours => Duration::from_secs(count.saturating_mul(3_600)),
         }
     }
-
-    /// Nanoseconds in one unit.
-    const fn nanos(self) -> u128 {
-        match self {
-            GrpcUnit::Nanos => 1,
-            GrpcUnit::Micros => NANOS_PER_MICRO,
-            GrpcUnit::Millis => NANOS_PER_MILLI,
-            GrpcUnit::Seconds => NANOS_PER_SEC,
-            GrpcUnit::Minutes => NANOS_PER_MIN,
-            GrpcUnit::Hours => NANOS_PER_HOUR,
-        }
-    }
 }
 
 /// A `grpc-timeout` header value: 1 to 8 ASCII digits and a unit, held in a 9-byte buffer.
@@ -367,24 +348,36 @@ impl GrpcTimeout {
     ///
     /// [`WireError::Spent`] if `left` is zero: nothing is sent and the call is not made.
     pub fn from_duration(left: Duration) -> Result<GrpcTimeout, WireError> {
+        const MAX: u64 = GrpcTimeout::MAX_VALUE as u64;
         if left.is_zero() {
             return Err(WireError::Spent);
         }
-        let nanos = left.as_nanos();
-        for unit in GrpcUnit::ALL {
-            let count = nanos.checked_div(unit.nanos()).unwrap_or(0);
-            let value = u32::try_from(count).unwrap_or(u32::MAX);
-            if value <= Self::MAX_VALUE {
-                // The finer unit before this one overflowed 8 digits, so `count` >= 1 here
-                // (and for nanoseconds, `left` is not zero). Checked anyway.
-                return if value == 0 {
-                    Err(WireError::Spent)
-                } else {
-                    Ok(GrpcTimeout::new(value, unit))
-                };
-            }
+        // The finest unit whose count fits 8 digits, in u64 arithmetic: each bound on the
+        // seconds keeps the products below u64::MAX, and each count is compared with the
+        // largest value before it is narrowed.
+        let secs = left.as_secs();
+        let (micros, millis) = (left.subsec_micros(), left.subsec_millis());
+        // Below the bounds on `secs`, these products and sums cannot overflow.
+        let in_micros = secs.wrapping_mul(1_000_000).wrapping_add(u64::from(micros));
+        let in_millis = secs.wrapping_mul(1_000).wrapping_add(u64::from(millis));
+        let (count, unit) = if secs == 0 && u64::from(left.subsec_nanos()) <= MAX {
+            (u64::from(left.subsec_nanos()), GrpcUnit::Nanos)
+        } else if secs < 100 && in_micros <= MAX {
+            (in_micros, GrpcUnit::Micros)
+        } else if secs < 100_000 && in_millis <= MAX {
+            (in_millis, GrpcUnit::Millis)
+        } else if secs <= MAX {
+            (secs, GrpcUnit::Seconds)
+        } else if secs / 60 <= MAX {
+            (secs / 60, GrpcUnit::Minutes)
+        } else {
+            ((secs / 3_600).min(MAX), GrpcUnit::Hours)
+        };
+        // `count` <= MAX_VALUE, which fits a u32; it is not zero, since `left` is not.
+        match u32::try_from(count) {
+            Ok(0) | Err(_) => Err(WireError::Spent),
+            Ok(value) => Ok(GrpcTimeout::new(value, unit)),
         }
-        Ok(GrpcTimeout::new(Self::MAX_VALUE, GrpcUnit::Hours))
     }
 
     /// Decodes a `grpc-timeout` header value.
@@ -405,6 +398,9 @@ impl GrpcTimeout {
     /// assert_eq!(GrpcTimeout::parse(b"15s"), Err(WireError::UnknownUnit));
     /// ```
     pub fn parse(value: &[u8]) -> Result<GrpcTimeout, WireError> {
+        if let Some(timeout) = Self::parse_well_formed(value) {
+            return Ok(timeout);
+        }
         check_prefix(value)?;
         let Some((&last, digits)) = value.split_last() else {
             return Err(WireError::Empty);
@@ -418,6 +414,40 @@ impl GrpcTimeout {
         // At most 8 digits: the count is at most MAX_VALUE.
         let count = u32::try_from(count).map_or(Self::MAX_VALUE, |c| c.min(Self::MAX_VALUE));
         Ok(GrpcTimeout::new(count, unit))
+    }
+
+    /// The value, if it is well formed: 1 to 8 ASCII digits and a unit, read in one pass.
+    /// `None` for anything else, which [`parse`](GrpcTimeout::parse) then reads carefully, to
+    /// say what is wrong.
+    fn parse_well_formed(value: &[u8]) -> Option<GrpcTimeout> {
+        let (&last, digits) = value.split_last()?;
+        if digits.is_empty() || digits.len() > Self::MAX_DIGITS {
+            return None;
+        }
+        let unit = GrpcUnit::from_byte(last)?;
+        let mut count = 0u32;
+        for &byte in digits {
+            let digit = byte.wrapping_sub(b'0');
+            if digit > 9 {
+                return None;
+            }
+            // At most 8 digits: the count stays at most 99 999 999, far below u32::MAX.
+            count = count.wrapping_mul(10).wrapping_add(u32::from(digit));
+        }
+        // Without leading zeros the value is already in its canonical form: keep its bytes.
+        if digits.first() != Some(&b'0') || digits.len() == 1 {
+            let mut bytes = [0u8; 9];
+            if let Some(head) = bytes.get_mut(..value.len()) {
+                head.copy_from_slice(value);
+                return Some(GrpcTimeout {
+                    value: count,
+                    unit,
+                    bytes,
+                    len: u8::try_from(value.len()).unwrap_or(0),
+                });
+            }
+        }
+        Some(GrpcTimeout::new(count, unit))
     }
 
     /// The value with `value <= MAX_VALUE` (callers guarantee it) in `unit`.

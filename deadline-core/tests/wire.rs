@@ -502,3 +502,46 @@ proptest! {
         }
     }
 }
+
+/// The encoding by its definition, in 128-bit nanoseconds: the finest unit whose count fits
+/// 8 digits. The encoder works in 64-bit arithmetic and must agree with it everywhere.
+fn encode_oracle(left: Duration) -> Option<(u32, GrpcUnit)> {
+    let nanos = left.as_nanos();
+    if nanos == 0 {
+        return None;
+    }
+    for unit in GrpcUnit::ALL {
+        let count = nanos / unit.as_duration().as_nanos();
+        if count <= u128::from(GrpcTimeout::MAX_VALUE) {
+            return Some((u32::try_from(count).unwrap(), unit));
+        }
+    }
+    Some((GrpcTimeout::MAX_VALUE, GrpcUnit::Hours))
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn grpc_timeout_encoding_agrees_with_its_definition(
+        secs in prop_oneof![0u64..200, 0u64..200_000, 0u64..10_000_000_000, any::<u64>()],
+        nanos in 0u32..1_000_000_000,
+    ) {
+        let left = Duration::new(secs, nanos);
+        let encoded = GrpcTimeout::from_duration(left).ok().map(|t| (t.value(), t.unit()));
+        prop_assert_eq!(encoded, encode_oracle(left));
+    }
+
+    #[test]
+    fn a_parsed_grpc_timeout_writes_its_canonical_form(value in 0u32..=GrpcTimeout::MAX_VALUE, zeros in 0usize..3, unit in prop::sample::select(GrpcUnit::ALL.to_vec())) {
+        let text = format!("{}{value}{}", "0".repeat(zeros), char::from(unit.as_byte()));
+        let parsed = GrpcTimeout::parse(text.as_bytes());
+        if text.len() > 9 {
+            prop_assert_eq!(parsed, Err(WireError::TooManyDigits));
+        } else {
+            let parsed = parsed.unwrap();
+            prop_assert_eq!((parsed.value(), parsed.unit()), (value, unit));
+            prop_assert_eq!(parsed.as_str(), format!("{value}{}", char::from(unit.as_byte())));
+        }
+    }
+}

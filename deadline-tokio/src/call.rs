@@ -51,21 +51,19 @@ pub fn call(policy: &Policy, reserve: Duration) -> Call<'_> {
 /// assert_eq!(called.result, Ok(Some(ms(110))));
 /// # }
 /// ```
-pub async fn drive<R, A, F, T, E, C>(
-    call: Call<'_>,
+pub fn drive<'c, R, A, F, T, E, C>(
+    call: Call<'c>,
     rng: R,
     classify: C,
     mut attempt: A,
-) -> Called<T, E>
+) -> impl Future<Output = Called<T, E>> + use<'c, R, A, F, T, E, C>
 where
     R: Rng,
     A: FnMut(Limits) -> F,
     F: Future<Output = Result<T, E>>,
     C: FnMut(&E) -> Outcome,
 {
-    Driver::new(call, TokioTimer, rng)
-        .run(classify, |limits: Limits| {
-            scope(limits.deadline(), attempt(limits))
-        })
-        .await
+    Driver::new(call, TokioTimer, rng).run(classify, move |limits: Limits| {
+        scope(limits.deadline(), attempt(limits))
+    })
 }

@@ -111,8 +111,9 @@ mod manual;
 mod report;
 mod run;
 
-use core::future::{Future, poll_fn};
-use core::pin::pin;
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{Context, Poll};
 use core::time::Duration;
 
 use crate::budget::Limits;
@@ -182,28 +183,70 @@ impl<'c, Tm: Timer, R: Rng, O: Observer> Driver<'c, Tm, R, O> {
     /// `classify` is any `FnMut(&E) -> Outcome`, so a closure needs no annotation on its
     /// argument (`|_| Outcome::Failed`); a [`Classify`] value `c` is passed as
     /// `|e| c.classify(e)`.
-    pub async fn run<A, F, T, E, C>(self, classify: C, attempt: A) -> Called<T, E>
+    ///
+    /// The returned future ([`Drive`]) is written by hand, not an `async fn`: it is built
+    /// once, in place, with its attempt slots and its sleep inside it.
+    pub fn run<A, F, T, E, C>(self, classify: C, attempt: A) -> Drive<'c, Tm, R, C, A, O, F, T, E>
     where
         A: FnMut(Limits) -> F,
         F: Future<Output = Result<T, E>>,
         C: FnMut(&E) -> Outcome,
     {
-        let s0 = pin!(None::<F>);
-        let s1 = pin!(None::<F>);
-        let s2 = pin!(None::<F>);
-        let s3 = pin!(None::<F>);
-        let mut slots = [s0, s1, s2, s3];
-        let mut sleep = pin!(None::<Tm::Sleep>);
-        let mut run = run::Run {
-            machine: CallMachine::new(self.call).with_hedge_delay(self.live_delay),
-            timer: self.timer,
-            rng: self.rng,
-            classify,
-            attempt,
-            observer: self.observer,
-            value: None,
-            sleep_at: None,
-        };
-        poll_fn(move |cx| run.poll(cx, &mut slots, &mut sleep)).await
+        Drive {
+            run: run::Run {
+                machine: CallMachine::new(self.call).with_hedge_delay(self.live_delay),
+                timer: self.timer,
+                rng: self.rng,
+                classify,
+                attempt,
+                observer: self.observer,
+                value: None,
+                sleep_at: None,
+            },
+            s0: None,
+            s1: None,
+            s2: None,
+            s3: None,
+            sleep: None,
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of [`Driver::run`]: the call's machine, its attempts in flight (up to
+    /// [`MAX_IN_FLIGHT`]) and its one sleep, all inside it. Dropping it drops every attempt
+    /// still running, which cancels them.
+    #[must_use = "futures do nothing unless polled"]
+    pub struct Drive<'c, Tm: Timer, R, C, A, O, F, T, E> {
+        run: run::Run<'c, Tm, R, C, A, O, T, E>,
+        #[pin]
+        s0: Option<F>,
+        #[pin]
+        s1: Option<F>,
+        #[pin]
+        s2: Option<F>,
+        #[pin]
+        s3: Option<F>,
+        #[pin]
+        sleep: Option<Tm::Sleep>,
+    }
+}
+
+impl<Tm, R, C, A, O, F, T, E> Future for Drive<'_, Tm, R, C, A, O, F, T, E>
+where
+    Tm: Timer,
+    R: Rng,
+    C: FnMut(&E) -> Outcome,
+    A: FnMut(Limits) -> F,
+    F: Future<Output = Result<T, E>>,
+    O: Observer,
+{
+    type Output = Called<T, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Called<T, E>> {
+        let this = self.project();
+        let mut slots = [this.s0, this.s1, this.s2, this.s3];
+        let mut sleep = this.sleep;
+        this.run.poll(cx, &mut slots, &mut sleep)
     }
 }
