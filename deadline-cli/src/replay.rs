@@ -14,9 +14,9 @@ use std::pin::Pin;
 use std::task::Poll;
 use std::time::Duration;
 
+use deadline_core::Call;
+use deadline_core::SplitMix64;
 use deadline_core::drive::{Called, Driver, Event, EventKind, ManualTimer, Observe};
-use deadline_core::retry::Call;
-use deadline_core::rng::SplitMix64;
 use deadline_core::{Clock, Instant, Limits, StepId, Timer};
 use serde::Serialize;
 

@@ -34,9 +34,10 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 use std::time::Duration;
 
-use deadline_core::analysis::{Quantile, Sample};
-use deadline_core::backoff::{Backoff, Jitter};
-use deadline_core::hedge::HedgePolicy;
+use deadline_core::HedgePolicy;
+use deadline_core::Quantile;
+use deadline_core::analysis::Sample;
+use deadline_core::{Backoff, Jitter};
 use deadline_core::{Necessity, Policy};
 use serde::Deserialize;
 use toml::Spanned;

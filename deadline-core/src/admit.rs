@@ -1,22 +1,4 @@
 //! Admission control at the edge: shed a request whose time has already been eaten by the
-//! queue, before any work is spent on it.
-//!
-//! A request that waited in an accept queue, a connection pool or an executor's run queue
-//! arrives at its handler with less time than it was sent with. If what is left is less than
-//! the handler needs at the least, the request will time out anyway; accepting it only steals
-//! capacity from requests that can still finish (the load-shedding rule: "reject at the edge when queue
-//! delay already consumes the budget, rather than accepting work that will time out anyway").
-//!
-//! [`Admission::admit`] decides that at the instant the handler would start. The decision is
-//! `O(1)`, allocates nothing and calls nothing, so a rejected request costs nothing further.
-//! An adapter answers a rejection without calling the inner service, with the status of
-//! [`Error::Shed`]: [`Error::http_status`] (503 Service Unavailable) or [`Error::grpc_code`]
-//! (14 `UNAVAILABLE`), which tell the client the server is overloaded and another replica
-//! may serve it.
-//!
-//! [`Admission::admit_queued`] adds a queue-delay threshold, for servers that want to shed on
-//! a long queue even when the request itself would still have time (the queue is then the
-//! signal of overload, as in CoDel).
 
 use core::time::Duration;
 
@@ -40,6 +22,25 @@ use crate::time::Instant;
 /// assert_eq!(shed, Error::Shed);
 /// assert_eq!(shed.http_status(), 503);
 /// ```
+///
+/// queue, before any work is spent on it.
+///
+/// A request that waited in an accept queue, a connection pool or an executor's run queue
+/// arrives at its handler with less time than it was sent with. If what is left is less than
+/// the handler needs at the least, the request will time out anyway; accepting it only steals
+/// capacity from requests that can still finish (the load-shedding rule: "reject at the edge when queue
+/// delay already consumes the budget, rather than accepting work that will time out anyway").
+///
+/// [`Admission::admit`] decides that at the instant the handler would start. The decision is
+/// `O(1)`, allocates nothing and calls nothing, so a rejected request costs nothing further.
+/// An adapter answers a rejection without calling the inner service, with the status of
+/// [`Error::Shed`]: [`Error::http_status`] (503 Service Unavailable) or [`Error::grpc_code`]
+/// (14 `UNAVAILABLE`), which tell the client the server is overloaded and another replica
+/// may serve it.
+///
+/// [`Admission::admit_queued`] adds a queue-delay threshold, for servers that want to shed on
+/// a long queue even when the request itself would still have time (the queue is then the
+/// signal of overload, as in CoDel).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]

@@ -16,7 +16,7 @@
 //! Percentiles use the **nearest-rank** rule ([`Quantile::nearest_rank`]): the `q` quantile of
 //! `n` sorted values is the value of rank `⌈q·n⌉` (at least 1). It always returns a measured
 //! value, never an interpolation, which is what a timeout is compared against. The
-//! [`Histogram`](crate::histogram::Histogram) uses the same rule over its buckets.
+//! [`Histogram`](crate::Histogram) uses the same rule over its buckets.
 //!
 //! Integer arithmetic is used wherever the answer is exact (durations, counts, ranks); `f64`
 //! only for fractions. There is no `libm` here: powers are computed by repeated squaring.
@@ -47,114 +47,11 @@ use core::fmt;
 use core::time::Duration;
 
 use crate::backoff::{Jitter, Multiplier};
-use crate::retry::RetryPolicy;
+use crate::policy::RetryPolicy;
+use crate::quantile::Quantile;
 
-/// Parts per million in a whole.
-const PPM: u32 = 1_000_000;
 /// Nanoseconds in one second.
 const NANOS_PER_SEC: u128 = 1_000_000_000;
-
-/// A quantile `q` in `[0, 1]`, held exactly in parts per million.
-///
-/// Build one from an integer ([`percent`](Quantile::percent),
-/// [`per_mille`](Quantile::per_mille), [`from_ppm`](Quantile::from_ppm)), so that p99.9 is
-/// exactly 999/1000, or from an `f64` with [`from_fraction`](Quantile::from_fraction).
-/// Out-of-range inputs are clamped to `[0, 1]`.
-///
-/// ```
-/// use deadline_core::analysis::Quantile;
-///
-/// assert_eq!(Quantile::per_mille(999), Quantile::P999);
-/// assert_eq!(Quantile::from_fraction(0.95), Quantile::P95);
-/// // Nearest rank: the 95th of 100 values, the 1st of 1, the 999th of 1000.
-/// assert_eq!(Quantile::P95.nearest_rank(100), 95);
-/// assert_eq!(Quantile::P95.nearest_rank(1), 1);
-/// assert_eq!(Quantile::P999.nearest_rank(1000), 999);
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct Quantile {
-    ppm: u32,
-}
-
-impl Quantile {
-    /// The smallest value (nearest rank 1).
-    pub const MIN: Quantile = Quantile { ppm: 0 };
-    /// The median.
-    pub const P50: Quantile = Quantile { ppm: 500_000 };
-    /// The 95th percentile: the hedge delay.
-    pub const P95: Quantile = Quantile { ppm: 950_000 };
-    /// The 99th percentile.
-    pub const P99: Quantile = Quantile { ppm: 990_000 };
-    /// The 99.9th percentile: the cap, for a false-timeout rate of 0.1%.
-    pub const P999: Quantile = Quantile { ppm: 999_000 };
-    /// The largest value.
-    pub const MAX: Quantile = Quantile { ppm: PPM };
-
-    /// `ppm` parts per million, clamped to one million.
-    #[must_use]
-    pub const fn from_ppm(ppm: u32) -> Self {
-        Quantile {
-            ppm: if ppm > PPM { PPM } else { ppm },
-        }
-    }
-
-    /// `per_mille` thousandths (999 for p99.9), clamped to 1000.
-    #[must_use]
-    pub const fn per_mille(per_mille: u32) -> Self {
-        Quantile::from_ppm(per_mille.saturating_mul(1_000))
-    }
-
-    /// `percent` hundredths (95 for p95), clamped to 100.
-    #[must_use]
-    pub const fn percent(percent: u32) -> Self {
-        Quantile::from_ppm(percent.saturating_mul(10_000))
-    }
-
-    /// The quantile nearest to `q`, rounded to the nearest part per million. `q` is clamped
-    /// to `[0, 1]`; NaN reads as 0.
-    #[must_use]
-    pub fn from_fraction(q: f64) -> Self {
-        if q.is_nan() || q <= 0.0 {
-            Quantile::MIN
-        } else if q >= 1.0 {
-            Quantile::MAX
-        } else {
-            // In (0, 1e6 + 0.5): the cast is exact after truncation, and saturating anyway.
-            Quantile::from_ppm((q * f64::from(PPM) + 0.5) as u32)
-        }
-    }
-
-    /// Parts per million.
-    #[must_use]
-    pub const fn as_ppm(self) -> u32 {
-        self.ppm
-    }
-
-    /// As a fraction in `[0, 1]`.
-    #[must_use]
-    pub fn as_fraction(self) -> f64 {
-        f64::from(self.ppm) / f64::from(PPM)
-    }
-
-    /// The nearest rank of this quantile among `n` sorted values: `⌈q·n⌉`, at least 1 and at
-    /// most `n` (and 0 when `n` is 0). Exact integer arithmetic.
-    #[must_use]
-    pub const fn nearest_rank(self, n: u64) -> u64 {
-        if n == 0 {
-            return 0;
-        }
-        let scaled = (self.ppm as u128).saturating_mul(n as u128);
-        let rank = scaled.div_ceil(PPM as u128);
-        if rank == 0 {
-            1
-        } else if rank > n as u128 {
-            n
-        } else {
-            rank as u64
-        }
-    }
-}
 
 /// Why a slice could not be read as a [`Sample`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -444,7 +341,7 @@ pub const EXACT_RETRIES: u32 = 4_096;
 /// ```
 ///
 /// where `r` is the policy's retries ([`RetryPolicy::attempts`] minus one) and `previous` is
-/// the term before (zero before the first retry, as [`RetryState`](crate::retry::RetryState)
+/// the term before (zero before the first retry, as [`RetryState`](crate::RetryState)
 /// starts), so decorrelated jitter grows from its largest previous wait: `3 × base`, then
 /// `9 × base`, up to `max`. Saturates at [`Duration::MAX`].
 ///
@@ -455,14 +352,14 @@ pub const EXACT_RETRIES: u32 = 4_096;
 /// give, an upper bound.
 ///
 /// Not counted, because no policy bounds them: a server's pushback that asks for a longer
-/// wait ([`Pushback::After`](crate::retry::Pushback::After)), and a hedge sent while an
+/// wait ([`Pushback::After`](crate::Pushback::After)), and a hedge sent while an
 /// attempt runs, which may run to its own timeout after the attempt's ends. The request
 /// deadline bounds both.
 ///
 /// ```
 /// use deadline_core::analysis::{worst_case, worst_case_with_backoff};
-/// use deadline_core::backoff::{Backoff, Jitter};
-/// use deadline_core::retry::RetryPolicy;
+/// use deadline_core::{Backoff, Jitter};
+/// use deadline_core::RetryPolicy;
 /// use deadline_core::ms;
 ///
 /// // A 2 s read limit and three tries is 6 s, plus the wait times.

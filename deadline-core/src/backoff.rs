@@ -1,50 +1,11 @@
 //! Backoff between attempts: exponential, with jitter.
-//!
-//! The wait before retry `n` (`n = 0` for the first retry) starts from the exponential
-//! ceiling
-//!
-//! ```text
-//! t(n) = min(max, base × multiplier^n)          (multiplier 2 unless set)
-//! ```
-//!
-//! and [`Jitter`] then spreads it so that clients that failed together do not come back
-//! together (the AWS Architecture Blog, "Exponential Backoff And Jitter", 2015, and gRPC's
-//! connection backoff):
-//!
-//! | jitter | wait before retry `n` |
-//! |---|---|
-//! | [`Jitter::None`] | `t(n)` |
-//! | [`Jitter::Full`] | `uniform(0, t(n))` |
-//! | [`Jitter::Equal`] | `t(n)/2 + uniform(0, t(n) - t(n)/2)`, so in `[t(n)/2, t(n)]` |
-//! | [`Jitter::Decorrelated`] | `min(max, uniform(base, max(base, 3 × previous)))`, with `previous = base` before the first retry |
-//! | [`Jitter::Grpc`] | `uniform(t(n) × 0.8, t(n) × 1.2)`: up to 20% over `max`, as in gRPC |
-//!
-//! All of it is integer arithmetic in microseconds (no floats, no libm): the multiplier is a
-//! ratio, raised to the `n`th power by squaring in 32.32 fixed point, and every step saturates,
-//! so no input can overflow or panic. Bounds are inclusive; products round down.
-//!
-//! ```
-//! use deadline_core::backoff::{Backoff, Jitter};
-//! use deadline_core::ms;
-//! use deadline_core::rng::SplitMix64;
-//!
-//! let b = Backoff::exponential(ms(100), ms(1_000), Jitter::Full);
-//! assert_eq!(b.ceiling(0), ms(100));
-//! assert_eq!(b.ceiling(3), ms(800));
-//! assert_eq!(b.ceiling(4), ms(1_000)); // 1600 capped at max
-//!
-//! let mut rng = SplitMix64::new(1);
-//! let wait = b.delay(3, ms(0), &mut rng);
-//! assert!(wait <= ms(800));
-//! ```
 
 use core::time::Duration;
 
 use crate::rng::Rng;
 use crate::time::{duration_to_micros, micros_to_duration};
 
-/// How the backoff before a retry is randomised. The formulas are in the [module
-/// docs](self).
+/// How the backoff before a retry is randomised. The formulas are in the the [`Backoff`] docs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
@@ -163,10 +124,10 @@ fn scale(micros: u64, num: u64, den: u64) -> u64 {
     u64::try_from(quotient).unwrap_or(u64::MAX)
 }
 
-/// Exponential backoff with jitter. The formulas are in the [module docs](self).
+/// Exponential backoff with jitter. The formulas are in the docs above.
 ///
 /// ```
-/// use deadline_core::backoff::{Backoff, Jitter, Multiplier};
+/// use deadline_core::{Backoff, Jitter, Multiplier};
 /// use deadline_core::ms;
 ///
 /// // gRPC's defaults: 1 s, x1.6, at most 120 s, jitter x(0.8..1.2).
@@ -174,6 +135,44 @@ fn scale(micros: u64, num: u64, den: u64) -> u64 {
 /// assert_eq!(grpc.multiplier, Multiplier::GRPC);
 /// assert_eq!(grpc.ceiling(2), ms(2_560));
 /// assert_eq!(grpc.bounds(2, ms(0)), (ms(2_048), ms(3_072)));
+/// ```
+///
+/// The wait before retry `n` (`n = 0` for the first retry) starts from the exponential
+/// ceiling
+///
+/// ```text
+/// t(n) = min(max, base × multiplier^n)          (multiplier 2 unless set)
+/// ```
+///
+/// and [`Jitter`] then spreads it so that clients that failed together do not come back
+/// together (the AWS Architecture Blog, "Exponential Backoff And Jitter", 2015, and gRPC's
+/// connection backoff):
+///
+/// | jitter | wait before retry `n` |
+/// |---|---|
+/// | [`Jitter::None`] | `t(n)` |
+/// | [`Jitter::Full`] | `uniform(0, t(n))` |
+/// | [`Jitter::Equal`] | `t(n)/2 + uniform(0, t(n) - t(n)/2)`, so in `[t(n)/2, t(n)]` |
+/// | [`Jitter::Decorrelated`] | `min(max, uniform(base, max(base, 3 × previous)))`, with `previous = base` before the first retry |
+/// | [`Jitter::Grpc`] | `uniform(t(n) × 0.8, t(n) × 1.2)`: up to 20% over `max`, as in gRPC |
+///
+/// All of it is integer arithmetic in microseconds (no floats, no libm): the multiplier is a
+/// ratio, raised to the `n`th power by squaring in 32.32 fixed point, and every step saturates,
+/// so no input can overflow or panic. Bounds are inclusive; products round down.
+///
+/// ```
+/// use deadline_core::{Backoff, Jitter};
+/// use deadline_core::ms;
+/// use deadline_core::SplitMix64;
+///
+/// let b = Backoff::exponential(ms(100), ms(1_000), Jitter::Full);
+/// assert_eq!(b.ceiling(0), ms(100));
+/// assert_eq!(b.ceiling(3), ms(800));
+/// assert_eq!(b.ceiling(4), ms(1_000)); // 1600 capped at max
+///
+/// let mut rng = SplitMix64::new(1);
+/// let wait = b.delay(3, ms(0), &mut rng);
+/// assert!(wait <= ms(800));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -272,7 +271,7 @@ impl Backoff {
 
     /// The inclusive range the wait before retry `n` is drawn from, given the previous wait
     /// (only [`Jitter::Decorrelated`] uses it; zero means "no previous wait" and reads as
-    /// `base`). See the table in the [module docs](self).
+    /// `base`). See the table in the docs above.
     #[must_use]
     pub fn bounds(&self, n: u32, previous: Duration) -> (Duration, Duration) {
         let (lo, hi) = self.bounds_micros(n, previous);

@@ -1,72 +1,4 @@
 //! A circuit breaker: fail at once, for a cooldown, on a dependency that keeps failing.
-//!
-//! Timeouts are the last line of defence; a breaker is the first: after enough
-//! failures it stops spending request budgets on a dependency that is known to be down, and
-//! after a cooldown it lets a *bounded* number of probe calls through to see whether the
-//! dependency is back.
-//!
-//! ```text
-//!            N consecutive failures, or failure ratio over the window
-//!   Closed ──────────────────────────────────────────────────────────▶ Open
-//!     ▲                                                                 │ cooldown over
-//!     │ every probe succeeded                                           ▼ (first acquire)
-//!     └───────────────────────────── HalfOpen ◀─────────────────────────┘
-//!                                  (at most `probes` calls) ── a probe fails ──▶ Open
-//! ```
-//!
-//! - **Closed**: every call is let through; outcomes go into a window of the last `window`
-//!   outcomes (up to 24). It opens on `consecutive_failures` failures in a row, or when at
-//!   least `failure_percent` percent of the window failed once it holds `min_calls` outcomes.
-//!   A timeout counts as a failure.
-//! - **Open**: every call fails at once with [`Error::CircuitOpen`] until the cooldown is over.
-//! - **HalfOpen**: at most `probes` calls are let through (failsafe-rs lets every call through
-//!   in half-open; this does not). When all of them succeed the breaker closes with a fresh
-//!   window; when one fails it opens for another cooldown.
-//!
-//! # Permits: matching results to calls
-//!
-//! [`try_acquire`](CircuitBreaker::try_acquire) returns a [`Permit`] that carries the breaker's
-//! *generation* (bumped at every transition) and whether it is a probe. Hand it back with the
-//! call's [`Outcome`] to [`record`](CircuitBreaker::record). A result whose generation is over
-//! is ignored: a slow call admitted while closed cannot close or reopen a breaker that has
-//! moved on, and a probe of an earlier half-open round cannot be counted in a later one.
-//!
-//! A permit is plain data: it borrows nothing, so it can travel into a `'static` future. It has
-//! no `Drop` hook, hence these rules for a permit that never comes back:
-//!
-//! - a closed breaker's permit costs nothing: its outcome is simply not counted;
-//! - a probe permit can be returned at once with [`Outcome::Abandoned`] (the call was cancelled
-//!   for reasons of the caller's own), which frees its slot for another probe;
-//! - a probe permit that is dropped holds its slot until the round's `probe_timeout` has
-//!   passed; the next acquire after that starts a new round with fresh slots (and results of
-//!   the old round are then ignored). So a lost permit delays recovery by at most
-//!   `probe_timeout`, and never leaks a slot forever.
-//!
-//! The core's driver (feature `drive`, with
-//! [`Call::with_breaker`](crate::retry::Call::with_breaker)) asks for a permit before every
-//! attempt and hands every one back: with the attempt's result, or as
-//! [`Outcome::Abandoned`] for an attempt cancelled because another won, and for one still
-//! running when the driver's future is dropped.
-//!
-//! # Concurrency
-//!
-//! The breaker is `Sync` and lock-free: three `AtomicU32`s, each changed by compare-and-swap
-//! only. The state word packs the mode, the generation and the half-open round's counts, so a
-//! half-open breaker hands out no more than `probes` permits however many threads race for
-//! them. The outcome window is a second word tagged with the generation it belongs to, and the
-//! end of the cooldown (or of a probe round) a third, tagged the same way; a thread that finds
-//! the deadline of the current generation unwritten (its writer was preempted) writes it from
-//! its own `now` rather than waiting, so no thread ever blocks another.
-//!
-//! # Time
-//!
-//! Deadlines are kept in whole milliseconds, modulo 2^28 ms (about 3.1 days): the breaker
-//! half-opens no earlier than the cooldown after it opened, and at most 1 ms later. Durations
-//! are clamped to [`BreakerConfig::MAX_DURATION`]. An instant up to about 65 s earlier than the
-//! one that started a cooldown (a clock that steps back, or threads whose readings arrive out
-//! of order) keeps the breaker open. The price of the modular clock, documented rather than
-//! hidden: a breaker left untouched for more than 3.1 days while open can, with a probability
-//! of about `(cooldown + 65 s) / 3.1 days`, wait up to that long again before half-opening.
 
 use core::time::Duration;
 
@@ -197,12 +129,12 @@ pub enum BreakerState {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
-pub enum Outcome {
+pub enum BreakerOutcome {
     /// The dependency answered well.
     Success,
     /// The dependency answered with an error that says it is unhealthy (a 5xx, `UNAVAILABLE`,
     /// a refused connection). Errors that are the caller's fault (a 4xx) are not failures of
-    /// the dependency: record them as [`Outcome::Success`].
+    /// the dependency: record them as [`BreakerOutcome::Success`].
     Failure,
     /// The call's timeout fired. Counted as a failure.
     Timeout,
@@ -211,43 +143,42 @@ pub enum Outcome {
     Abandoned,
 }
 
-impl Outcome {
+impl BreakerOutcome {
     /// What a failed attempt, classified for retrying, means for the breaker: a timeout is a
-    /// [`Outcome::Timeout`]; a refused connection, a server's failure and a server's pushback
-    /// (it is overloaded, or asks us to slow down) are [`Outcome::Failure`]s; a
-    /// [`Fatal`](crate::retry::Outcome::Fatal) error (the request was at fault, a 4xx) is a
-    /// [`Outcome::Success`], since the dependency answered.
+    /// [`BreakerOutcome::Timeout`]; a refused connection, a server's failure and a server's pushback
+    /// (it is overloaded, or asks us to slow down) are [`BreakerOutcome::Failure`]s; a
+    /// [`Fatal`](crate::Outcome::Fatal) error (the request was at fault, a 4xx) is a
+    /// [`BreakerOutcome::Success`], since the dependency answered.
     ///
     /// ```
-    /// use deadline_core::breaker::Outcome;
-    /// use deadline_core::retry;
+    /// use deadline_core::{BreakerOutcome, Outcome};
     ///
-    /// assert_eq!(Outcome::of_attempt(retry::Outcome::TimedOut), Outcome::Timeout);
-    /// assert_eq!(Outcome::of_attempt(retry::Outcome::Refused), Outcome::Failure);
-    /// assert_eq!(Outcome::of_attempt(retry::Outcome::Fatal), Outcome::Success);
+    /// assert_eq!(BreakerOutcome::of_attempt(Outcome::TimedOut), BreakerOutcome::Timeout);
+    /// assert_eq!(BreakerOutcome::of_attempt(Outcome::Refused), BreakerOutcome::Failure);
+    /// assert_eq!(BreakerOutcome::of_attempt(Outcome::Fatal), BreakerOutcome::Success);
     /// ```
     #[must_use]
-    pub const fn of_attempt(outcome: crate::retry::Outcome) -> Self {
-        use crate::retry::Outcome as Attempt;
+    pub const fn of_attempt(outcome: crate::Outcome) -> Self {
+        use crate::outcome::Outcome as Attempt;
         match outcome {
-            Attempt::TimedOut => Outcome::Timeout,
-            Attempt::Refused | Attempt::Failed | Attempt::Pushback(_) => Outcome::Failure,
-            Attempt::Fatal => Outcome::Success,
+            Attempt::TimedOut => BreakerOutcome::Timeout,
+            Attempt::Refused | Attempt::Failed | Attempt::Pushback(_) => BreakerOutcome::Failure,
+            Attempt::Fatal => BreakerOutcome::Success,
         }
     }
 
     /// Whether the breaker counts this outcome as a failure.
     #[must_use]
     pub const fn is_failure(self) -> bool {
-        matches!(self, Outcome::Failure | Outcome::Timeout)
+        matches!(self, BreakerOutcome::Failure | BreakerOutcome::Timeout)
     }
 }
 
 /// Leave to make one call, from [`CircuitBreaker::try_acquire`]; hand it back to
-/// [`CircuitBreaker::record`] with the call's [`Outcome`].
+/// [`CircuitBreaker::record`] with the call's [`BreakerOutcome`].
 ///
 /// It is neither `Clone` nor `Copy`, so each permit reports one result. See the
-/// [module documentation](self) for what happens to a permit that never reports.
+/// [`CircuitBreaker`] documentation for what happens to a permit that never reports.
 #[derive(Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[must_use = "make the call, then hand the permit back to `record` with its outcome"]
@@ -293,7 +224,7 @@ pub struct WindowStats {
 ///
 /// ```
 /// use deadline_core::{BreakerConfig, BreakerState, CircuitBreaker, Error, Instant, ms};
-/// use deadline_core::breaker::Outcome;
+/// use deadline_core::BreakerOutcome;
 ///
 /// let config = BreakerConfig::DEFAULT
 ///     .with_consecutive_failures(2)
@@ -305,7 +236,7 @@ pub struct WindowStats {
 /// for t in [0, 10] {
 ///     let now = Instant::from_millis(t);
 ///     let permit = breaker.try_acquire(now).unwrap();
-///     breaker.record(permit, Outcome::Timeout, now);
+///     breaker.record(permit, BreakerOutcome::Timeout, now);
 /// }
 /// assert_eq!(breaker.state(), BreakerState::Open);
 /// assert_eq!(breaker.try_acquire(Instant::from_millis(500)), Err(Error::CircuitOpen));
@@ -316,9 +247,77 @@ pub struct WindowStats {
 /// assert_eq!(breaker.try_acquire(Instant::from_millis(1_011)), Err(Error::CircuitOpen));
 ///
 /// // It succeeds: the breaker closes.
-/// breaker.record(probe, Outcome::Success, Instant::from_millis(1_020));
+/// breaker.record(probe, BreakerOutcome::Success, Instant::from_millis(1_020));
 /// assert_eq!(breaker.state(), BreakerState::Closed);
 /// ```
+///
+/// Timeouts are the last line of defence; a breaker is the first: after enough
+/// failures it stops spending request budgets on a dependency that is known to be down, and
+/// after a cooldown it lets a *bounded* number of probe calls through to see whether the
+/// dependency is back.
+///
+/// ```text
+///            N consecutive failures, or failure ratio over the window
+///   Closed ──────────────────────────────────────────────────────────▶ Open
+///     ▲                                                                 │ cooldown over
+///     │ every probe succeeded                                           ▼ (first acquire)
+///     └───────────────────────────── HalfOpen ◀─────────────────────────┘
+///                                  (at most `probes` calls) ── a probe fails ──▶ Open
+/// ```
+///
+/// - **Closed**: every call is let through; outcomes go into a window of the last `window`
+///   outcomes (up to 24). It opens on `consecutive_failures` failures in a row, or when at
+///   least `failure_percent` percent of the window failed once it holds `min_calls` outcomes.
+///   A timeout counts as a failure.
+/// - **Open**: every call fails at once with [`Error::CircuitOpen`] until the cooldown is over.
+/// - **HalfOpen**: at most `probes` calls are let through (failsafe-rs lets every call through
+///   in half-open; this does not). When all of them succeed the breaker closes with a fresh
+///   window; when one fails it opens for another cooldown.
+///
+/// # Permits: matching results to calls
+///
+/// [`try_acquire`](CircuitBreaker::try_acquire) returns a [`Permit`] that carries the breaker's
+/// *generation* (bumped at every transition) and whether it is a probe. Hand it back with the
+/// call's [`BreakerOutcome`] to [`record`](CircuitBreaker::record). A result whose generation is over
+/// is ignored: a slow call admitted while closed cannot close or reopen a breaker that has
+/// moved on, and a probe of an earlier half-open round cannot be counted in a later one.
+///
+/// A permit is plain data: it borrows nothing, so it can travel into a `'static` future. It has
+/// no `Drop` hook, hence these rules for a permit that never comes back:
+///
+/// - a closed breaker's permit costs nothing: its outcome is simply not counted;
+/// - a probe permit can be returned at once with [`BreakerOutcome::Abandoned`] (the call was cancelled
+///   for reasons of the caller's own), which frees its slot for another probe;
+/// - a probe permit that is dropped holds its slot until the round's `probe_timeout` has
+///   passed; the next acquire after that starts a new round with fresh slots (and results of
+///   the old round are then ignored). So a lost permit delays recovery by at most
+///   `probe_timeout`, and never leaks a slot forever.
+///
+/// The core's driver (feature `drive`, with
+/// [`Call::with_breaker`](crate::Call::with_breaker)) asks for a permit before every
+/// attempt and hands every one back: with the attempt's result, or as
+/// [`BreakerOutcome::Abandoned`] for an attempt cancelled because another won, and for one still
+/// running when the driver's future is dropped.
+///
+/// # Concurrency
+///
+/// The breaker is `Sync` and lock-free: three `AtomicU32`s, each changed by compare-and-swap
+/// only. The state word packs the mode, the generation and the half-open round's counts, so a
+/// half-open breaker hands out no more than `probes` permits however many threads race for
+/// them. The outcome window is a second word tagged with the generation it belongs to, and the
+/// end of the cooldown (or of a probe round) a third, tagged the same way; a thread that finds
+/// the deadline of the current generation unwritten (its writer was preempted) writes it from
+/// its own `now` rather than waiting, so no thread ever blocks another.
+///
+/// # Time
+///
+/// Deadlines are kept in whole milliseconds, modulo 2^28 ms (about 3.1 days): the breaker
+/// half-opens no earlier than the cooldown after it opened, and at most 1 ms later. Durations
+/// are clamped to [`BreakerConfig::MAX_DURATION`]. An instant up to about 65 s earlier than the
+/// one that started a cooldown (a clock that steps back, or threads whose readings arrive out
+/// of order) keeps the breaker open. The price of the modular clock, documented rather than
+/// hidden: a breaker left untouched for more than 3.1 days while open can, with a probability
+/// of about `(cooldown + 65 s) / 3.1 days`, wait up to that long again before half-opening.
 #[derive(Debug)]
 pub struct CircuitBreaker {
     /// The configuration as given.
@@ -416,7 +415,7 @@ impl CircuitBreaker {
     ///
     /// A result from an earlier generation (the breaker has changed state since the permit
     /// was issued) is ignored.
-    pub fn record(&self, permit: Permit, outcome: Outcome, now: Instant) {
+    pub fn record(&self, permit: Permit, outcome: BreakerOutcome, now: Instant) {
         if permit.probe {
             self.record_probe(permit.generation, outcome, now);
         } else {
@@ -447,8 +446,8 @@ impl CircuitBreaker {
     }
 
     /// A result under a closed breaker's permit of generation `g`.
-    fn record_call(&self, g: u32, outcome: Outcome, now: Instant) {
-        if matches!(outcome, Outcome::Abandoned) {
+    fn record_call(&self, g: u32, outcome: BreakerOutcome, now: Instant) {
+        if matches!(outcome, BreakerOutcome::Abandoned) {
             return;
         }
         let failed = outcome.is_failure();
@@ -485,7 +484,7 @@ impl CircuitBreaker {
     }
 
     /// A result under a probe permit of generation `g`.
-    fn record_probe(&self, g: u32, outcome: Outcome, now: Instant) {
+    fn record_probe(&self, g: u32, outcome: BreakerOutcome, now: Instant) {
         let t = &self.tuned;
         let mut s = self.state.load(Ordering::Acquire);
         loop {
@@ -493,14 +492,16 @@ impl CircuitBreaker {
                 return; // the round is over
             }
             let next = match outcome {
-                Outcome::Failure | Outcome::Timeout => pack_state(OPEN, next_generation(g), 0, 0),
-                Outcome::Abandoned => pack_state(
+                BreakerOutcome::Failure | BreakerOutcome::Timeout => {
+                    pack_state(OPEN, next_generation(g), 0, 0)
+                }
+                BreakerOutcome::Abandoned => pack_state(
                     HALF_OPEN,
                     g,
                     issued_of(s).saturating_sub(1),
                     successes_of(s),
                 ),
-                Outcome::Success => {
+                BreakerOutcome::Success => {
                     let successes = successes_of(s).saturating_add(1);
                     if successes >= t.probes {
                         // The closed generation starts with an empty window.

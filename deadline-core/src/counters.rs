@@ -1,24 +1,4 @@
 //! [`Counters`]: what happened to one dependency's calls, counted for export.
-//!
-//! One [`Counters`] per dependency, typically in a `static` beside its
-//! [`Policy`](crate::Policy). Code that drives calls [`record`](Counters::record)s an
-//! [`Event`]; an exporter takes a [`snapshot`](Counters::snapshot) and publishes its fields
-//! (named by [`Event::name`]) and its rates, above all the
-//! [`deadline_exceeded_rate`](CounterSnapshot::deadline_exceeded_rate) of each dependency.
-//!
-//! # What is counted
-//!
-//! A *call* is one logical call the application asked for, however many attempts it took.
-//! Attempts are `calls + retries + hedges` ([`CounterSnapshot::attempts`]).
-//!
-//! # Width and concurrency
-//!
-//! Every counter is one atomic, incremented with `&self`: `Counters` is `Sync` and lock-free.
-//! Where the target has 64-bit atomics the counters are `u64` and never wrap in practice;
-//! elsewhere (thumbv6m, thumbv7em) they are `u32`, so that they stay lock-free and safe to
-//! bump from an interrupt handler, and they wrap at `2^32` like any exported counter.
-//! [`CounterSnapshot::since`] takes the wrap into account, and a rate over an interval is
-//! read from the difference of two snapshots.
 
 use core::fmt;
 
@@ -61,7 +41,7 @@ const fn widen(v: u32) -> u64 {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
-pub enum Event {
+pub enum CounterEvent {
     /// A logical call was asked for (count it once, whatever became of it).
     Call,
     /// A call got its answer (from the first attempt, a retry or a hedge).
@@ -74,7 +54,7 @@ pub enum Event {
     /// would have ended past the deadline, or its timeout would have been under the floor).
     /// A call whose attempts timed out but that gave up with time to spare (attempts used
     /// up, a call that may have run, the retry budget, the breaker) counts its
-    /// [`Event::Timeout`]s but not this. This is the signal to export per dependency.
+    /// [`CounterEvent::Timeout`]s but not this. This is the signal to export per dependency.
     DeadlineExceeded,
     /// A call was not made because its timeout would have fallen under the floor (skipped if
     /// optional, failed at once if required).
@@ -92,19 +72,19 @@ pub enum Event {
     BreakerRejection,
 }
 
-impl Event {
+impl CounterEvent {
     /// Every event, in the order of [`CounterSnapshot`]'s fields.
-    pub const ALL: [Event; 10] = [
-        Event::Call,
-        Event::Success,
-        Event::Timeout,
-        Event::DeadlineExceeded,
-        Event::Skipped,
-        Event::Retry,
-        Event::Hedge,
-        Event::HedgeWin,
-        Event::BudgetRefusal,
-        Event::BreakerRejection,
+    pub const ALL: [CounterEvent; 10] = [
+        CounterEvent::Call,
+        CounterEvent::Success,
+        CounterEvent::Timeout,
+        CounterEvent::DeadlineExceeded,
+        CounterEvent::Skipped,
+        CounterEvent::Retry,
+        CounterEvent::Hedge,
+        CounterEvent::HedgeWin,
+        CounterEvent::BudgetRefusal,
+        CounterEvent::BreakerRejection,
     ];
 
     /// The snake-case name of the counter, as a metric suffix (`"deadline_exceeded"`), the
@@ -112,16 +92,16 @@ impl Event {
     #[must_use]
     pub const fn name(self) -> &'static str {
         match self {
-            Event::Call => "calls",
-            Event::Success => "successes",
-            Event::Timeout => "timeouts",
-            Event::DeadlineExceeded => "deadline_exceeded",
-            Event::Skipped => "skipped",
-            Event::Retry => "retries",
-            Event::Hedge => "hedges",
-            Event::HedgeWin => "hedge_wins",
-            Event::BudgetRefusal => "budget_refusals",
-            Event::BreakerRejection => "breaker_rejections",
+            CounterEvent::Call => "calls",
+            CounterEvent::Success => "successes",
+            CounterEvent::Timeout => "timeouts",
+            CounterEvent::DeadlineExceeded => "deadline_exceeded",
+            CounterEvent::Skipped => "skipped",
+            CounterEvent::Retry => "retries",
+            CounterEvent::Hedge => "hedges",
+            CounterEvent::HedgeWin => "hedge_wins",
+            CounterEvent::BudgetRefusal => "budget_refusals",
+            CounterEvent::BreakerRejection => "breaker_rejections",
         }
     }
 }
@@ -129,24 +109,44 @@ impl Event {
 /// One dependency's counters: atomic, `Sync`, `const`-constructible.
 ///
 /// ```
-/// use deadline_core::counters::{Counters, Event};
+/// use deadline_core::{Counters, CounterEvent};
 ///
 /// static PRICING: Counters = Counters::new();
 ///
 /// for _ in 0..4 {
-///     PRICING.record(Event::Call);
+///     PRICING.record(CounterEvent::Call);
 /// }
-/// PRICING.record_n(Event::Success, 3);
-/// PRICING.record(Event::Timeout);
-/// PRICING.record(Event::DeadlineExceeded);
+/// PRICING.record_n(CounterEvent::Success, 3);
+/// PRICING.record(CounterEvent::Timeout);
+/// PRICING.record(CounterEvent::DeadlineExceeded);
 ///
 /// let s = PRICING.snapshot();
 /// assert_eq!((s.calls, s.successes, s.deadline_exceeded), (4, 3, 1));
 /// assert_eq!(s.deadline_exceeded_rate(), 0.25);
-/// for event in Event::ALL {
+/// for event in CounterEvent::ALL {
 ///     let _metric = (event.name(), s.get(event)); // export
 /// }
 /// ```
+///
+/// One [`Counters`] per dependency, typically in a `static` beside its
+/// [`Policy`](crate::Policy). Code that drives calls [`record`](Counters::record)s an
+/// [`CounterEvent`]; an exporter takes a [`snapshot`](Counters::snapshot) and publishes its fields
+/// (named by [`CounterEvent::name`]) and its rates, above all the
+/// [`deadline_exceeded_rate`](CounterSnapshot::deadline_exceeded_rate) of each dependency.
+///
+/// # What is counted
+///
+/// A *call* is one logical call the application asked for, however many attempts it took.
+/// Attempts are `calls + retries + hedges` ([`CounterSnapshot::attempts`]).
+///
+/// # Width and concurrency
+///
+/// Every counter is one atomic, incremented with `&self`: `Counters` is `Sync` and lock-free.
+/// Where the target has 64-bit atomics the counters are `u64` and never wrap in practice;
+/// elsewhere (thumbv6m, thumbv7em) they are `u32`, so that they stay lock-free and safe to
+/// bump from an interrupt handler, and they wrap at `2^32` like any exported counter.
+/// [`CounterSnapshot::since`] takes the wrap into account, and a rate over an interval is
+/// read from the difference of two snapshots.
 #[derive(Default)]
 pub struct Counters {
     calls: Cell,
@@ -180,19 +180,19 @@ impl Counters {
     }
 
     /// Counts one `event`.
-    pub fn record(&self, event: Event) {
+    pub fn record(&self, event: CounterEvent) {
         self.record_n(event, 1);
     }
 
     /// Counts `n` of `event` at once.
-    pub fn record_n(&self, event: Event, n: u32) {
+    pub fn record_n(&self, event: CounterEvent, n: u32) {
         // Wrapping, like any exported counter; `CounterSnapshot::since` undoes the wrap.
         self.cell(event).fetch_add(narrow(n), Ordering::Relaxed);
     }
 
     /// The current value of one counter.
     #[must_use]
-    pub fn get(&self, event: Event) -> u64 {
+    pub fn get(&self, event: CounterEvent) -> u64 {
         widen(self.cell(event).load(Ordering::Relaxed))
     }
 
@@ -201,32 +201,32 @@ impl Counters {
     #[must_use]
     pub fn snapshot(&self) -> CounterSnapshot {
         CounterSnapshot {
-            calls: self.get(Event::Call),
-            successes: self.get(Event::Success),
-            timeouts: self.get(Event::Timeout),
-            deadline_exceeded: self.get(Event::DeadlineExceeded),
-            skipped: self.get(Event::Skipped),
-            retries: self.get(Event::Retry),
-            hedges: self.get(Event::Hedge),
-            hedge_wins: self.get(Event::HedgeWin),
-            budget_refusals: self.get(Event::BudgetRefusal),
-            breaker_rejections: self.get(Event::BreakerRejection),
+            calls: self.get(CounterEvent::Call),
+            successes: self.get(CounterEvent::Success),
+            timeouts: self.get(CounterEvent::Timeout),
+            deadline_exceeded: self.get(CounterEvent::DeadlineExceeded),
+            skipped: self.get(CounterEvent::Skipped),
+            retries: self.get(CounterEvent::Retry),
+            hedges: self.get(CounterEvent::Hedge),
+            hedge_wins: self.get(CounterEvent::HedgeWin),
+            budget_refusals: self.get(CounterEvent::BudgetRefusal),
+            breaker_rejections: self.get(CounterEvent::BreakerRejection),
         }
     }
 
     /// The counter of `event`.
-    const fn cell(&self, event: Event) -> &Cell {
+    const fn cell(&self, event: CounterEvent) -> &Cell {
         match event {
-            Event::Call => &self.calls,
-            Event::Success => &self.successes,
-            Event::Timeout => &self.timeouts,
-            Event::DeadlineExceeded => &self.deadline_exceeded,
-            Event::Skipped => &self.skipped,
-            Event::Retry => &self.retries,
-            Event::Hedge => &self.hedges,
-            Event::HedgeWin => &self.hedge_wins,
-            Event::BudgetRefusal => &self.budget_refusals,
-            Event::BreakerRejection => &self.breaker_rejections,
+            CounterEvent::Call => &self.calls,
+            CounterEvent::Success => &self.successes,
+            CounterEvent::Timeout => &self.timeouts,
+            CounterEvent::DeadlineExceeded => &self.deadline_exceeded,
+            CounterEvent::Skipped => &self.skipped,
+            CounterEvent::Retry => &self.retries,
+            CounterEvent::Hedge => &self.hedges,
+            CounterEvent::HedgeWin => &self.hedge_wins,
+            CounterEvent::BudgetRefusal => &self.budget_refusals,
+            CounterEvent::BreakerRejection => &self.breaker_rejections,
         }
     }
 }
@@ -246,48 +246,48 @@ impl defmt::Format for Counters {
 
 /// The counters of one dependency at one moment: plain numbers, with derived rates.
 ///
-/// The field names are the [`Event::name`]s. Every rate is 0 when its denominator is.
+/// The field names are the [`CounterEvent::name`]s. Every rate is 0 when its denominator is.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub struct CounterSnapshot {
-    /// Logical calls asked for ([`Event::Call`]).
+    /// Logical calls asked for ([`CounterEvent::Call`]).
     pub calls: u64,
-    /// Calls answered ([`Event::Success`]).
+    /// Calls answered ([`CounterEvent::Success`]).
     pub successes: u64,
-    /// Attempts whose timeout fired ([`Event::Timeout`]).
+    /// Attempts whose timeout fired ([`CounterEvent::Timeout`]).
     pub timeouts: u64,
-    /// Calls failed for lack of time ([`Event::DeadlineExceeded`]).
+    /// Calls failed for lack of time ([`CounterEvent::DeadlineExceeded`]).
     pub deadline_exceeded: u64,
-    /// Calls not made because the time left was under the floor ([`Event::Skipped`]).
+    /// Calls not made because the time left was under the floor ([`CounterEvent::Skipped`]).
     pub skipped: u64,
-    /// Retries sent ([`Event::Retry`]).
+    /// Retries sent ([`CounterEvent::Retry`]).
     pub retries: u64,
-    /// Hedged copies sent ([`Event::Hedge`]).
+    /// Hedged copies sent ([`CounterEvent::Hedge`]).
     pub hedges: u64,
-    /// Calls won by a hedged copy ([`Event::HedgeWin`]).
+    /// Calls won by a hedged copy ([`CounterEvent::HedgeWin`]).
     pub hedge_wins: u64,
-    /// Retries and hedges refused by the budget ([`Event::BudgetRefusal`]).
+    /// Retries and hedges refused by the budget ([`CounterEvent::BudgetRefusal`]).
     pub budget_refusals: u64,
-    /// Calls refused by an open breaker ([`Event::BreakerRejection`]).
+    /// Calls refused by an open breaker ([`CounterEvent::BreakerRejection`]).
     pub breaker_rejections: u64,
 }
 
 impl CounterSnapshot {
     /// The value of one counter.
     #[must_use]
-    pub const fn get(&self, event: Event) -> u64 {
+    pub const fn get(&self, event: CounterEvent) -> u64 {
         match event {
-            Event::Call => self.calls,
-            Event::Success => self.successes,
-            Event::Timeout => self.timeouts,
-            Event::DeadlineExceeded => self.deadline_exceeded,
-            Event::Skipped => self.skipped,
-            Event::Retry => self.retries,
-            Event::Hedge => self.hedges,
-            Event::HedgeWin => self.hedge_wins,
-            Event::BudgetRefusal => self.budget_refusals,
-            Event::BreakerRejection => self.breaker_rejections,
+            CounterEvent::Call => self.calls,
+            CounterEvent::Success => self.successes,
+            CounterEvent::Timeout => self.timeouts,
+            CounterEvent::DeadlineExceeded => self.deadline_exceeded,
+            CounterEvent::Skipped => self.skipped,
+            CounterEvent::Retry => self.retries,
+            CounterEvent::Hedge => self.hedges,
+            CounterEvent::HedgeWin => self.hedge_wins,
+            CounterEvent::BudgetRefusal => self.budget_refusals,
+            CounterEvent::BreakerRejection => self.breaker_rejections,
         }
     }
 

@@ -1,25 +1,25 @@
 //! [`Error`]: why a call was not made or did not finish, and its HTTP and gRPC status.
-//!
-//! The mapping to status codes lives here and nowhere else:
-//!
-//! | variant | HTTP | gRPC |
-//! |---|---|---|
-//! | [`Error::DeadlineExceeded`] | 504 Gateway Timeout | 4 `DEADLINE_EXCEEDED` |
-//! | [`Error::InsufficientTime`] | 504 Gateway Timeout | 4 `DEADLINE_EXCEEDED` |
-//! | [`Error::Timeout`] | 504 Gateway Timeout | 4 `DEADLINE_EXCEEDED` |
-//! | [`Error::CircuitOpen`] | 503 Service Unavailable | 14 `UNAVAILABLE` |
-//! | [`Error::Shed`] | 503 Service Unavailable | 14 `UNAVAILABLE` |
-//! | [`Error::Throttled`] | 429 Too Many Requests | 8 `RESOURCE_EXHAUSTED` |
-//! | [`Error::MalformedDeadline`] | 400 Bad Request | 3 `INVALID_ARGUMENT` |
-//!
-//! 504 (RFC 9110) says "the upstream waited and cut off"; 429 (RFC 6585) says "slow down".
-//! They are different signals and call for different responses: a client may retry a 504
-//! with a new deadline, and must back off on a 429.
 
 use core::fmt;
 use core::time::Duration;
 
 /// Why a call was not made, or did not finish in time.
+///
+/// The mapping to status codes lives here and nowhere else:
+///
+/// | variant | HTTP | gRPC |
+/// |---|---|---|
+/// | [`Error::DeadlineExceeded`] | 504 Gateway Timeout | 4 `DEADLINE_EXCEEDED` |
+/// | [`Error::InsufficientTime`] | 504 Gateway Timeout | 4 `DEADLINE_EXCEEDED` |
+/// | [`Error::Timeout`] | 504 Gateway Timeout | 4 `DEADLINE_EXCEEDED` |
+/// | [`Error::CircuitOpen`] | 503 Service Unavailable | 14 `UNAVAILABLE` |
+/// | [`Error::Shed`] | 503 Service Unavailable | 14 `UNAVAILABLE` |
+/// | [`Error::Throttled`] | 429 Too Many Requests | 8 `RESOURCE_EXHAUSTED` |
+/// | [`Error::MalformedDeadline`] | 400 Bad Request | 3 `INVALID_ARGUMENT` |
+///
+/// 504 (RFC 9110) says "the upstream waited and cut off"; 429 (RFC 6585) says "slow down".
+/// They are different signals and call for different responses: a client may retry a 504
+/// with a new deadline, and must back off on a 429.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
@@ -48,10 +48,10 @@ pub enum Error {
     ///
     /// The driver never ends a call with it: a call whose retry the budget refused, or
     /// whose server said not to retry, ends with its last attempt's failure, and
-    /// [`GiveUp::Throttled`](crate::retry::GiveUp::Throttled) or
-    /// [`GiveUp::ServerSaidNo`](crate::retry::GiveUp::ServerSaidNo) in its report. It is for
+    /// [`GiveUp::Throttled`](crate::GiveUp::Throttled) or
+    /// [`GiveUp::ServerSaidNo`](crate::GiveUp::ServerSaidNo) in its report. It is for
     /// code that answers its own caller: one that maps a dependency's 429 or
-    /// `RESOURCE_EXHAUSTED` (classified as a [`Pushback`](crate::retry::Pushback)) to the
+    /// `RESOURCE_EXHAUSTED` (classified as a [`Pushback`](crate::Pushback)) to the
     /// same signal upstream, or that refuses work itself while its retry budget is spent.
     Throttled,
     /// The caller's deadline header (`grpc-timeout`, `x-deadline-ms`) could not be read

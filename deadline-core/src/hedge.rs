@@ -1,97 +1,67 @@
 //! Hedged requests: a copy of a slow call sent before its timeout, the first answer wins.
-//!
-//! A retry waits for a failure; for a slow call that means waiting for its timeout, and by
-//! then little time is left. A hedge does not wait: once an attempt has run longer than the
-//! dependency's p95, a copy is sent with the call timeout computed from the time left at that
-//! moment. Whichever answers first is used, and the others are cancelled (The Tail at Scale:
-//! about 5% more calls for a much shorter tail).
-//!
-//! # Schedule
-//!
-//! Each hedge is sent `delay` after the latest send of the call: the first attempt, the
-//! previous hedge, or a retry. With no retry and no refusal in between, hedge `k` therefore
-//! goes out at `first_start + k × delay`, the hedging schedule of gRPC. A retry starts the
-//! schedule again from the retry's start, and a hedge the budget refused moves it on by one
-//! delay.
-//!
-//! `delay` is the policy's fixed [`HedgePolicy::delay`], or a live value (for example the p95
-//! of the dependency's latency histogram) passed as `Some(live)` to each decision.
-//!
-//! # Rules
-//!
-//! A hedge is sent only when all of these hold, checked in this order:
-//!
-//! 1. the dependency has a [`HedgePolicy`] and is idempotent (a copy of a call that is not
-//!    idempotent could do its work twice);
-//! 2. fewer than [`HedgePolicy::max_hedges`] hedges have been sent for this call;
-//! 3. its time has come (see the schedule);
-//! 4. its call timeout, computed at `now` ([`crate::call_timeout`]), is at least the floor;
-//! 5. the retry-and-hedge budget (the same one retries draw from) grants a token.
-//!
-//! A driver with a circuit breaker ([`Call::with_breaker`]) also asks it for leave, just
-//! before this decision (the core's driver does: a refusal stops the hedges of the
-//! attempt, and no budget token is spent on it).
-//!
-//! ```
-//! use deadline_core::hedge::{HedgeDecision, HedgePolicy, HedgeState};
-//! use deadline_core::retry::Call;
-//! use deadline_core::{Deadline, Instant, Policy, ms};
-//!
-//! // B: p95 60 ms; at most one hedge.
-//! let b = Policy::required("B", ms(110), ms(30))
-//!     .with_hedge(HedgePolicy::new(ms(60), 1))
-//!     .idempotent();
-//! let call = Call::new(&b, Deadline::after(Instant::ZERO, ms(200)), ms(20));
-//! let mut hedges = HedgeState::new(Instant::from_millis(10)); // first attempt at 10 ms
-//!
-//! assert_eq!(hedges.next_at(&call, None), Some(Instant::from_millis(70)));
-//! assert_eq!(hedges.decide(&call, None, Instant::from_millis(30)),
-//!            HedgeDecision::NotYet(Instant::from_millis(70)));
-//! // At 70 ms: min(200 - 70 - 20, 110) = 110 ms for the copy.
-//! let HedgeDecision::Send(limits) = hedges.decide(&call, None, Instant::from_millis(70)) else {
-//!     panic!("the hedge is due")
-//! };
-//! assert_eq!(limits.timeout, ms(110));
-//! assert_eq!(hedges.next_at(&call, None), None); // max_hedges reached
-//! ```
 
 use core::time::Duration;
 
-use crate::budget::{Decision, Limits, Shortfall};
-use crate::retry::Call;
+use crate::call::Call;
+use crate::call_timeout::{Decision, Limits, Shortfall};
 use crate::time::Instant;
 
-/// How a dependency's calls are hedged.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[non_exhaustive]
-pub struct HedgePolicy {
-    /// How long an attempt runs before a copy is sent (the dependency's p95), unless a live
-    /// value is passed to the decision.
-    pub delay: Duration,
-    /// The most copies sent per call besides its attempts (0: no hedging).
-    pub max_hedges: u32,
-}
-
-impl HedgePolicy {
-    /// Send up to `max_hedges` copies, the first after `delay`.
-    #[must_use]
-    pub const fn new(delay: Duration, max_hedges: u32) -> Self {
-        HedgePolicy { delay, max_hedges }
-    }
-
-    /// The delay to use: `live` if there is one (such as a p95 read from a live histogram),
-    /// else the fixed [`delay`](Self::delay).
-    #[must_use]
-    pub const fn delay_with(&self, live: Option<Duration>) -> Duration {
-        match live {
-            Some(d) => d,
-            None => self.delay,
-        }
-    }
-}
-
 /// The hedging bookkeeping of one call: hedges sent and the latest send. Small and `Copy`.
+///
+/// A retry waits for a failure; for a slow call that means waiting for its timeout, and by
+/// then little time is left. A hedge does not wait: once an attempt has run longer than the
+/// dependency's p95, a copy is sent with the call timeout computed from the time left at that
+/// moment. Whichever answers first is used, and the others are cancelled (The Tail at Scale:
+/// about 5% more calls for a much shorter tail).
+///
+/// # Schedule
+///
+/// Each hedge is sent `delay` after the latest send of the call: the first attempt, the
+/// previous hedge, or a retry. With no retry and no refusal in between, hedge `k` therefore
+/// goes out at `first_start + k × delay`, the hedging schedule of gRPC. A retry starts the
+/// schedule again from the retry's start, and a hedge the budget refused moves it on by one
+/// delay.
+///
+/// `delay` is the policy's fixed [`HedgePolicy::delay`](crate::HedgePolicy::delay), or a live value (for example the p95
+/// of the dependency's latency histogram) passed as `Some(live)` to each decision.
+///
+/// # Rules
+///
+/// A hedge is sent only when all of these hold, checked in this order:
+///
+/// 1. the dependency has a [`HedgePolicy`](crate::HedgePolicy) and is idempotent (a copy of a call that is not
+///    idempotent could do its work twice);
+/// 2. fewer than [`HedgePolicy::max_hedges`](crate::HedgePolicy::max_hedges) hedges have been sent for this call;
+/// 3. its time has come (see the schedule);
+/// 4. its call timeout, computed at `now` ([`crate::call_timeout`]), is at least the floor;
+/// 5. the retry-and-hedge budget (the same one retries draw from) grants a token.
+///
+/// A driver with a circuit breaker ([`Call::with_breaker`]) also asks it for leave, just
+/// before this decision (the core's driver does: a refusal stops the hedges of the
+/// attempt, and no budget token is spent on it).
+///
+/// ```
+/// use deadline_core::{HedgeDecision, HedgePolicy, HedgeState};
+/// use deadline_core::Call;
+/// use deadline_core::{Deadline, Instant, Policy, ms};
+///
+/// // B: p95 60 ms; at most one hedge.
+/// let b = Policy::required("B", ms(110), ms(30))
+///     .with_hedge(HedgePolicy::new(ms(60), 1))
+///     .idempotent();
+/// let call = Call::new(&b, Deadline::after(Instant::ZERO, ms(200)), ms(20));
+/// let mut hedges = HedgeState::new(Instant::from_millis(10)); // first attempt at 10 ms
+///
+/// assert_eq!(hedges.next_at(&call, None), Some(Instant::from_millis(70)));
+/// assert_eq!(hedges.decide(&call, None, Instant::from_millis(30)),
+///            HedgeDecision::NotYet(Instant::from_millis(70)));
+/// // At 70 ms: min(200 - 70 - 20, 110) = 110 ms for the copy.
+/// let HedgeDecision::Send(limits) = hedges.decide(&call, None, Instant::from_millis(70)) else {
+///     panic!("the hedge is due")
+/// };
+/// assert_eq!(limits.timeout, ms(110));
+/// assert_eq!(hedges.next_at(&call, None), None); // max_hedges reached
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct HedgeState {
@@ -170,7 +140,7 @@ impl HedgeState {
         Some(self.last_send.saturating_add(delay))
     }
 
-    /// Decides at `now` whether to send a hedge. The rules are in the [module docs](self).
+    /// Decides at `now` whether to send a hedge. The rules are in the docs above.
     ///
     /// On [`HedgeDecision::Send`] the state counts the hedge and restarts the schedule from
     /// `now`, and one token has been taken from the call's budget. On
@@ -235,11 +205,11 @@ pub enum HedgeDecision {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub enum NoHedge {
-    /// The policy has no [`HedgePolicy`].
+    /// The policy has no [`HedgePolicy`](crate::HedgePolicy).
     NotConfigured,
     /// The call is not idempotent: a copy could do its work twice.
     NotIdempotent,
-    /// [`HedgePolicy::max_hedges`] copies have been sent.
+    /// [`HedgePolicy::max_hedges`](crate::HedgePolicy::max_hedges) copies have been sent.
     AllSent,
     /// Hedging was stopped ([`HedgeState::stop`]): a server said not to retry.
     Stopped,

@@ -1,65 +1,22 @@
 //! [`Histogram`]: a fixed-size, lock-free latency histogram with log-linear buckets, from
-//! which a dependency's [`Policy`] and hedge delay are derived.
-//!
-//! # Buckets
-//!
-//! Latencies are recorded in whole microseconds, **rounded up**. With `SUB_BITS = s` there are
-//! `2^s` sub-buckets per power of two (HdrHistogram's layout):
-//!
-//! - values under `2^(s+1)` µs each have a bucket of their own (exact);
-//! - above that, the range `[2^k, 2^(k+1))` is split into `2^s` equal buckets of width
-//!   `2^(k−s)`.
-//!
-//! A bucket's width is therefore at most `1/2^s` of its lower bound: every value the histogram
-//! reports is within **`1/2^s` above** the true one (3.125% for the default `s = 5`, 6.25% for
-//! `s = 4`). The last of the `N` buckets also holds every value beyond its range
-//! ([`Histogram::OVERFLOW`] and up); a quantile that lands there reports [`Duration::MAX`].
-//!
-//! # Size
-//!
-//! The histogram is `N` atomic `u32` counters and nothing else: `4 × N` bytes, no heap.
-//!
-//! | type | buckets | bytes | reported at most | bound holds below ([`OVERFLOW`](Histogram::OVERFLOW)) |
-//! |---|---|---|---|---|
-//! | [`Histogram`] (`Histogram<736, 5>`) | 736 | 2944 | 3.125% high | 132.1 s |
-//! | [`SmallHistogram`] (`Histogram<384, 4>`) | 384 | 1536 | 6.25% high | 130.0 s |
-//!
-//! With `s` sub-bucket bits, `N = (K − s + 1) · 2^s` buckets reach `2^K` µs, the last of
-//! them shared with everything above.
-//!
-//! # Concurrency
-//!
-//! [`record`](Histogram::record) takes `&self` and is lock-free wherever 32-bit
-//! compare-and-swap is (thumbv7em and every server target; on thumbv6m `portable-atomic`
-//! uses a critical section): one histogram can sit in a `static` and be fed by every task,
-//! thread and interrupt handler. A bucket saturates at `u32::MAX` instead of wrapping.
-//! Queries read the buckets one at a time, so a query concurrent with recording sees some of
-//! the new values and not others, but never a torn count.
-//!
-//! # Errs high
-//!
-//! Every quantile is reported as the **upper bound** of the bucket that holds it, so it is
-//! never below the true nearest-rank value of the recorded latencies. A cap derived from it
-//! would have timed out at most the intended share of the recorded calls, and a hedge delay
-//! from it fires no earlier than intended.
 
 use core::fmt;
 use core::time::Duration;
 
 use portable_atomic::{AtomicU32, Ordering};
 
-use crate::analysis::Quantile;
 use crate::policy::Policy;
+use crate::quantile::Quantile;
 
 /// The smaller layout: 384 buckets (1536 bytes), at most 6.25% high, exact up to about 130 s.
 /// Made by [`SmallHistogram::with_layout`].
 pub type SmallHistogram = Histogram<384, 4>;
 
 /// A latency histogram of `N` log-linear buckets with `2^SUB_BITS` sub-buckets per power of
-/// two (see the [module docs](self) for the layout, error bound and size).
+/// two (see the docs above for the layout, error bound and size).
 ///
 /// ```
-/// use deadline_core::histogram::Histogram;
+/// use deadline_core::Histogram;
 /// use deadline_core::ms;
 ///
 /// static LATENCY: Histogram = Histogram::new();
@@ -78,6 +35,50 @@ pub type SmallHistogram = Histogram<384, 4>;
 /// assert_eq!(policy.floor, LATENCY.p50().unwrap());
 /// assert_eq!(LATENCY.hedge_delay(), LATENCY.p95());
 /// ```
+///
+/// which a dependency's [`Policy`] and hedge delay are derived.
+///
+/// # Buckets
+///
+/// Latencies are recorded in whole microseconds, **rounded up**. With `SUB_BITS = s` there are
+/// `2^s` sub-buckets per power of two (HdrHistogram's layout):
+///
+/// - values under `2^(s+1)` µs each have a bucket of their own (exact);
+/// - above that, the range `[2^k, 2^(k+1))` is split into `2^s` equal buckets of width
+///   `2^(k−s)`.
+///
+/// A bucket's width is therefore at most `1/2^s` of its lower bound: every value the histogram
+/// reports is within **`1/2^s` above** the true one (3.125% for the default `s = 5`, 6.25% for
+/// `s = 4`). The last of the `N` buckets also holds every value beyond its range
+/// ([`Histogram::OVERFLOW`] and up); a quantile that lands there reports [`Duration::MAX`].
+///
+/// # Size
+///
+/// The histogram is `N` atomic `u32` counters and nothing else: `4 × N` bytes, no heap.
+///
+/// | type | buckets | bytes | reported at most | bound holds below ([`OVERFLOW`](Histogram::OVERFLOW)) |
+/// |---|---|---|---|---|
+/// | [`Histogram`] (`Histogram<736, 5>`) | 736 | 2944 | 3.125% high | 132.1 s |
+/// | [`SmallHistogram`] (`Histogram<384, 4>`) | 384 | 1536 | 6.25% high | 130.0 s |
+///
+/// With `s` sub-bucket bits, `N = (K − s + 1) · 2^s` buckets reach `2^K` µs, the last of
+/// them shared with everything above.
+///
+/// # Concurrency
+///
+/// [`record`](Histogram::record) takes `&self` and is lock-free wherever 32-bit
+/// compare-and-swap is (thumbv7em and every server target; on thumbv6m `portable-atomic`
+/// uses a critical section): one histogram can sit in a `static` and be fed by every task,
+/// thread and interrupt handler. A bucket saturates at `u32::MAX` instead of wrapping.
+/// Queries read the buckets one at a time, so a query concurrent with recording sees some of
+/// the new values and not others, but never a torn count.
+///
+/// # Errs high
+///
+/// Every quantile is reported as the **upper bound** of the bucket that holds it, so it is
+/// never below the true nearest-rank value of the recorded latencies. A cap derived from it
+/// would have timed out at most the intended share of the recorded calls, and a hedge delay
+/// from it fires no earlier than intended.
 pub struct Histogram<const N: usize = 736, const SUB_BITS: u32 = 5> {
     buckets: [AtomicU32; N],
 }
@@ -132,7 +133,7 @@ impl<const N: usize, const SUB_BITS: u32> Histogram<N, SUB_BITS> {
     /// other one:
     ///
     /// ```
-    /// use deadline_core::histogram::{Histogram, SmallHistogram};
+    /// use deadline_core::{Histogram, SmallHistogram};
     ///
     /// static SMALL: SmallHistogram = SmallHistogram::with_layout();
     /// let custom = Histogram::<128, 3>::with_layout();

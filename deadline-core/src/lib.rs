@@ -55,40 +55,64 @@
 #[cfg(feature = "tonic")]
 extern crate alloc;
 
-pub mod admit;
-pub mod analysis;
-pub mod backoff;
-pub mod breaker;
-pub mod budget;
-pub mod counters;
-pub mod deadline;
+// The modules, from the bottom layer up; each uses only the layers below it.
+//
+// 0: time, the deadline, errors, randomness, outcomes, quantiles.
+mod deadline;
+mod error;
+mod outcome;
+mod quantile;
+mod rng;
+mod time;
+mod timer;
+// 1: configuration as plain data; the header codecs.
+mod backoff;
+mod policy;
+pub mod wire;
+// 2: the call-timeout decision and what is built on it; the shared protections.
+mod admit;
+mod breaker;
+mod call_timeout;
+mod plan;
+mod retry_budget;
+mod statement;
+// 3: the call context.
+mod call;
+// 4: the retry and hedge decisions.
+mod hedge;
+mod retry;
+// 5 and 6: the call machine and the async driver.
 #[cfg(feature = "drive")]
 pub mod drive;
-pub mod error;
-pub mod hedge;
-pub mod histogram;
-pub mod plan;
-pub mod policy;
-pub mod retry;
-pub mod rng;
-pub mod statement;
-pub mod throttle;
-pub mod time;
-pub mod timer;
+// Beside: what is recorded, and what is worked out offline.
+#[cfg(feature = "analysis")]
+pub mod analysis;
+mod counters;
+mod histogram;
 #[cfg(feature = "tonic")]
 mod tonic_status;
-pub mod wire;
 
 pub use admit::Admission;
-pub use analysis::{Quantile, Sample, TimeoutAssessment};
-pub use breaker::{BreakerConfig, BreakerState, CircuitBreaker};
-pub use budget::{Decision, Limits, Shortfall, call_timeout};
-pub use counters::{CounterSnapshot, Counters};
+pub use backoff::{Backoff, Jitter, Multiplier};
+pub use breaker::{
+    BreakerConfig, BreakerOutcome, BreakerState, CircuitBreaker, Permit, WindowStats,
+};
+pub use call::Call;
+pub use call_timeout::{Decision, Limits, Shortfall, call_timeout};
+pub use counters::{CounterEvent, CounterSnapshot, Counters};
 pub use deadline::Deadline;
 pub use error::{Error, GrpcCode};
-pub use histogram::Histogram;
+pub use hedge::{HedgeDecision, HedgeState, NoHedge};
+pub use histogram::{Bucket, Histogram, SmallHistogram};
+pub use outcome::{Outcome, Pushback, parse_grpc_pushback, parse_retry_after};
 pub use plan::{Plan, PlanFull, StepId};
-pub use policy::{Necessity, Policy};
-pub use throttle::RetryBudget;
-pub use time::{Clock, Instant, ManualClock, ms};
+pub use policy::{HedgePolicy, Necessity, Policy, RetryPolicy};
+pub use quantile::Quantile;
+pub use retry::{GiveUp, Retry, RetryDecision, RetryState};
+pub use retry_budget::RetryBudget;
+pub use rng::{Rng, Sequence, SplitMix64};
+pub use statement::{
+    MAX_STATEMENT_MILLIS, StatementDecision, StatementPolicy, StatementTimeout, statement_timeout,
+};
+pub use time::{Clock, Instant, ManualClock, duration_to_micros, micros_to_duration, ms};
 pub use timer::Timer;

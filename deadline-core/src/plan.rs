@@ -4,7 +4,7 @@ use core::time::Duration;
 
 use heapless::Vec;
 
-use crate::budget::{Decision, call_timeout};
+use crate::call_timeout::{Decision, call_timeout};
 use crate::deadline::Deadline;
 use crate::policy::Policy;
 use crate::time::Instant;
@@ -238,7 +238,7 @@ impl<'p, const N: usize> Plan<'p, N> {
     pub fn decide(&self, step: StepId, now: Instant) -> Decision {
         match self.steps.get(step) {
             Some(s) => call_timeout(s.policy, self.deadline, self.reserve(step), now),
-            None => Decision::Fail(crate::budget::Shortfall {
+            None => Decision::Fail(crate::Shortfall {
                 left: Duration::ZERO,
                 available: Duration::ZERO,
                 floor: Duration::ZERO,

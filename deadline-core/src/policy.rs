@@ -4,8 +4,6 @@
 use core::time::Duration;
 
 use crate::backoff::Backoff;
-use crate::hedge::HedgePolicy;
-use crate::retry::RetryPolicy;
 
 /// Whether the request can do without a dependency's answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -112,7 +110,7 @@ impl Policy {
     /// and hedged. Policies are not idempotent until they say so.
     ///
     /// ```
-    /// use deadline_core::backoff::Backoff;
+    /// use deadline_core::Backoff;
     /// use deadline_core::{Policy, ms};
     ///
     /// static PROFILE: Policy = Policy::required("profile", ms(50), ms(10))
@@ -166,5 +164,97 @@ impl Policy {
     #[must_use]
     pub const fn is_required(&self) -> bool {
         matches!(self.necessity, Necessity::Required)
+    }
+}
+
+/// How a dependency's calls are retried.
+///
+/// ```
+/// use deadline_core::{Backoff, Jitter};
+/// use deadline_core::RetryPolicy;
+/// use deadline_core::ms;
+///
+/// let r = RetryPolicy::new(3, Backoff::exponential(ms(10), ms(100), Jitter::Full))
+///     .with_retry_non_idempotent(true);
+/// assert_eq!(r.attempts(), 3);
+/// assert!(r.retry_non_idempotent);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub struct RetryPolicy {
+    /// Attempts in all, the first included: 1 means no retry. 0 is read as 1.
+    pub max_attempts: u32,
+    /// The wait before each retry.
+    pub backoff: Backoff,
+    /// Retry a call that is not idempotent even when the failed attempt may have reached the
+    /// server and run ([`Outcome::TimedOut`](crate::Outcome::TimedOut), [`Outcome::Failed`](crate::Outcome::Failed)).
+    pub retry_non_idempotent: bool,
+}
+
+impl RetryPolicy {
+    /// One attempt, no retry.
+    pub const NONE: RetryPolicy = RetryPolicy {
+        max_attempts: 1,
+        backoff: Backoff::NONE,
+        retry_non_idempotent: false,
+    };
+
+    /// `max_attempts` attempts in all, with `backoff` between them.
+    #[must_use]
+    pub const fn new(max_attempts: u32, backoff: Backoff) -> Self {
+        RetryPolicy {
+            max_attempts,
+            backoff,
+            retry_non_idempotent: false,
+        }
+    }
+
+    /// The same policy, allowing (or not) retries of a non-idempotent call that may have run.
+    #[must_use]
+    pub const fn with_retry_non_idempotent(mut self, allow: bool) -> Self {
+        self.retry_non_idempotent = allow;
+        self
+    }
+
+    /// Attempts in all, the first included: [`max_attempts`](Self::max_attempts), with 0
+    /// read as 1.
+    #[must_use]
+    pub const fn attempts(&self) -> u32 {
+        if self.max_attempts == 0 {
+            1
+        } else {
+            self.max_attempts
+        }
+    }
+}
+
+/// How a dependency's calls are hedged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub struct HedgePolicy {
+    /// How long an attempt runs before a copy is sent (the dependency's p95), unless a live
+    /// value is passed to the decision.
+    pub delay: Duration,
+    /// The most copies sent per call besides its attempts (0: no hedging).
+    pub max_hedges: u32,
+}
+
+impl HedgePolicy {
+    /// Send up to `max_hedges` copies, the first after `delay`.
+    #[must_use]
+    pub const fn new(delay: Duration, max_hedges: u32) -> Self {
+        HedgePolicy { delay, max_hedges }
+    }
+
+    /// The delay to use: `live` if there is one (such as a p95 read from a live histogram),
+    /// else the fixed [`delay`](Self::delay).
+    #[must_use]
+    pub const fn delay_with(&self, live: Option<Duration>) -> Duration {
+        match live {
+            Some(d) => d,
+            None => self.delay,
+        }
     }
 }

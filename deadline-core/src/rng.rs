@@ -1,27 +1,4 @@
 //! Injected randomness: the [`Rng`] trait, a small seeded generator ([`SplitMix64`]) and a
-//! fixed sequence for tests ([`Sequence`]).
-//!
-//! Jittered backoff needs random numbers, and a sans-IO core may not reach for a global
-//! generator or an entropy source. Every decision that draws takes `&mut impl Rng`, so a test
-//! fixes the draws and gets the same decisions every run, and a server seeds one generator per
-//! worker (or per request) from wherever it likes.
-//!
-//! ```
-//! use core::time::Duration;
-//! use deadline_core::rng::{Rng, Sequence, SplitMix64};
-//!
-//! let mut rng = SplitMix64::new(42);
-//! let d = rng.duration_between(Duration::from_millis(10), Duration::from_millis(20));
-//! assert!(d >= Duration::from_millis(10) && d <= Duration::from_millis(20));
-//!
-//! // A fixed sequence: 0 draws the low end of any range, u32::MAX the high end.
-//! let mut low = Sequence::new(&[0]);
-//! assert_eq!(low.duration_between(Duration::from_millis(10), Duration::from_millis(20)),
-//!            Duration::from_millis(10));
-//! let mut high = Sequence::new(&[u32::MAX]);
-//! assert_eq!(high.duration_between(Duration::from_millis(10), Duration::from_millis(20)),
-//!            Duration::from_millis(20));
-//! ```
 
 use core::time::Duration;
 
@@ -31,6 +8,30 @@ use crate::time::{duration_to_micros, micros_to_duration};
 ///
 /// Implement [`next_u32`](Rng::next_u32); the other methods have default bodies built on it.
 /// Implementations need not be cryptographic: jitter only has to spread clients apart.
+///
+/// fixed sequence for tests ([`Sequence`]).
+///
+/// Jittered backoff needs random numbers, and a sans-IO core may not reach for a global
+/// generator or an entropy source. Every decision that draws takes `&mut impl Rng`, so a test
+/// fixes the draws and gets the same decisions every run, and a server seeds one generator per
+/// worker (or per request) from wherever it likes.
+///
+/// ```
+/// use core::time::Duration;
+/// use deadline_core::{Rng, Sequence, SplitMix64};
+///
+/// let mut rng = SplitMix64::new(42);
+/// let d = rng.duration_between(Duration::from_millis(10), Duration::from_millis(20));
+/// assert!(d >= Duration::from_millis(10) && d <= Duration::from_millis(20));
+///
+/// // A fixed sequence: 0 draws the low end of any range, u32::MAX the high end.
+/// let mut low = Sequence::new(&[0]);
+/// assert_eq!(low.duration_between(Duration::from_millis(10), Duration::from_millis(20)),
+///            Duration::from_millis(10));
+/// let mut high = Sequence::new(&[u32::MAX]);
+/// assert_eq!(high.duration_between(Duration::from_millis(10), Duration::from_millis(20)),
+///            Duration::from_millis(20));
+/// ```
 pub trait Rng {
     /// The next 32 uniformly distributed random bits.
     fn next_u32(&mut self) -> u32;
@@ -94,7 +95,7 @@ impl<R: Rng + ?Sized> Rng for &mut R {
 /// give the same sequence, which is what a test wants.
 ///
 /// ```
-/// use deadline_core::rng::{Rng, SplitMix64};
+/// use deadline_core::{Rng, SplitMix64};
 ///
 /// let mut a = SplitMix64::new(7);
 /// let mut b = SplitMix64::new(7);
@@ -138,7 +139,7 @@ impl Rng for SplitMix64 {
 /// `Sequence::new(&[u32::MAX])` always the high end. An empty sequence draws zeros.
 ///
 /// ```
-/// use deadline_core::rng::{Rng, Sequence};
+/// use deadline_core::{Rng, Sequence};
 ///
 /// let mut rng = Sequence::new(&[1, 2, 3]);
 /// assert_eq!([rng.next_u32(), rng.next_u32(), rng.next_u32(), rng.next_u32()], [1, 2, 3, 1]);

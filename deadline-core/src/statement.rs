@@ -1,23 +1,9 @@
 //! The database statement timeout, from the time left.
-//!
-//! The database is the last hop of a request: when the caller gives up, the query should stop
-//! too. Before each query, set the statement timeout to what is left of the deadline, capped,
-//! and do not start the query at all when too little is left:
-//!
-//! ```text
-//! available = min(cap, deadline - now - reserve)
-//! available < floor  -> do not start
-//! otherwise          -> SET LOCAL statement_timeout = available, in whole ms, rounded down
-//! ```
-//!
-//! The timeout is rounded down to whole milliseconds, so it never exceeds the time left, and it
-//! is never zero: PostgreSQL reads `statement_timeout = 0` as "no timeout at all", so a time
-//! left under one millisecond is a "do not start", whatever the floor.
 
 use core::fmt;
 use core::time::Duration;
 
-use crate::budget::Shortfall;
+use crate::call_timeout::Shortfall;
 use crate::deadline::Deadline;
 use crate::time::Instant;
 
@@ -28,7 +14,7 @@ pub const MAX_STATEMENT_MILLIS: u32 = i32::MAX as u32;
 ///
 /// ```
 /// use deadline_core::ms;
-/// use deadline_core::statement::StatementPolicy;
+/// use deadline_core::StatementPolicy;
 ///
 /// // At most 300 ms per query; under 40 ms left, do not start.
 /// const ORDERS: StatementPolicy = StatementPolicy::new(ms(300), ms(40));
@@ -72,7 +58,7 @@ impl StatementPolicy {
 /// current transaction only:
 ///
 /// ```
-/// use deadline_core::statement::{StatementDecision, StatementPolicy, statement_timeout};
+/// use deadline_core::{StatementDecision, StatementPolicy, statement_timeout};
 /// use deadline_core::{Deadline, Instant, ms};
 ///
 /// let policy = StatementPolicy::new(ms(300), ms(40));
@@ -141,7 +127,7 @@ impl StatementDecision {
 /// rounded down to whole milliseconds, and `now + timeout <= deadline - reserve`.
 ///
 /// ```
-/// use deadline_core::statement::{StatementDecision, StatementPolicy, statement_timeout};
+/// use deadline_core::{StatementDecision, StatementPolicy, statement_timeout};
 /// use deadline_core::{Deadline, Instant, ms};
 ///
 /// // The propagation model's database: `ms = int(min(0.3, left) * 1000)`, and "don't start" under 40 ms left.
@@ -152,6 +138,20 @@ impl StatementDecision {
 /// assert_eq!(at(900).timeout().map(|t| t.millis()), Some(100));
 /// assert!(matches!(at(965), StatementDecision::DontStart(s) if s.available == ms(35)));
 /// ```
+///
+/// The database is the last hop of a request: when the caller gives up, the query should stop
+/// too. Before each query, set the statement timeout to what is left of the deadline, capped,
+/// and do not start the query at all when too little is left:
+///
+/// ```text
+/// available = min(cap, deadline - now - reserve)
+/// available < floor  -> do not start
+/// otherwise          -> SET LOCAL statement_timeout = available, in whole ms, rounded down
+/// ```
+///
+/// The timeout is rounded down to whole milliseconds, so it never exceeds the time left, and it
+/// is never zero: PostgreSQL reads `statement_timeout = 0` as "no timeout at all", so a time
+/// left under one millisecond is a "do not start", whatever the floor.
 pub fn statement_timeout(
     policy: &StatementPolicy,
     deadline: Deadline,

@@ -1,12 +1,4 @@
 //! Time: an [`Instant`] in microseconds from a clock's origin, and the [`Clock`] trait.
-//!
-//! The core's decisions never read a clock: every one takes `now` as an argument. An adapter
-//! crate (tokio, std, embassy) implements [`Clock`] over its runtime's monotonic clock, and
-//! tests use [`ManualClock`]. The one reader is the optional driver (feature `drive`), which
-//! reads its timer's clock after every wake-up.
-//!
-//! All arithmetic on [`Instant`] saturates: a clock that steps back, a huge budget or an
-//! overflowing sum gives the nearest representable answer, never a panic.
 
 use core::fmt;
 use core::ops::{Add, Sub};
@@ -55,6 +47,14 @@ pub const fn micros_to_duration(micros: u64) -> Duration {
 /// assert_eq!(Instant::ZERO - t, Duration::ZERO);
 /// assert_eq!(Instant::MAX + Duration::from_secs(1), Instant::MAX);
 /// ```
+///
+/// The core's decisions never read a clock: every one takes `now` as an argument. An adapter
+/// crate (tokio, std, embassy) implements [`Clock`] over its runtime's monotonic clock, and
+/// tests use [`ManualClock`]. The one reader is the optional driver (feature `drive`), which
+/// reads its timer's clock after every wake-up.
+///
+/// All arithmetic on [`Instant`] saturates: a clock that steps back, a huge budget or an
+/// overflowing sum gives the nearest representable answer, never a panic.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Instant {

@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::thread;
 
-use deadline_core::breaker::Outcome;
+use deadline_core::BreakerOutcome;
 use deadline_core::{BreakerConfig, BreakerState, CircuitBreaker, Error, Instant, ms};
 
 fn at(millis: u64) -> Instant {
@@ -11,7 +11,7 @@ fn at(millis: u64) -> Instant {
 }
 
 /// Makes one call at `now` with `outcome`; panics if the breaker refuses it.
-fn call(b: &CircuitBreaker, now: Instant, outcome: Outcome) {
+fn call(b: &CircuitBreaker, now: Instant, outcome: BreakerOutcome) {
     let permit = b
         .try_acquire(now)
         .expect("the breaker lets the call through");
@@ -31,7 +31,7 @@ fn consecutive(n: u32) -> BreakerConfig {
 /// Opens `b` (consecutive rule of `n`) at `now`.
 fn trip(b: &CircuitBreaker, n: u32, now: Instant) {
     for _ in 0..n {
-        call(b, now, Outcome::Failure);
+        call(b, now, BreakerOutcome::Failure);
     }
     assert_eq!(b.state(), BreakerState::Open);
 }
@@ -47,21 +47,21 @@ fn the_breaker_is_sync_and_const() {
 #[test]
 fn consecutive_failures_open_it_and_a_success_resets_the_run() {
     let b = CircuitBreaker::new(consecutive(3));
-    call(&b, at(0), Outcome::Failure);
-    call(&b, at(1), Outcome::Failure);
-    call(&b, at(2), Outcome::Success);
-    call(&b, at(3), Outcome::Failure);
-    call(&b, at(4), Outcome::Failure);
+    call(&b, at(0), BreakerOutcome::Failure);
+    call(&b, at(1), BreakerOutcome::Failure);
+    call(&b, at(2), BreakerOutcome::Success);
+    call(&b, at(3), BreakerOutcome::Failure);
+    call(&b, at(4), BreakerOutcome::Failure);
     assert_eq!(b.state(), BreakerState::Closed);
     assert_eq!(b.window_stats().consecutive_failures, 2);
-    call(&b, at(5), Outcome::Failure);
+    call(&b, at(5), BreakerOutcome::Failure);
     assert_eq!(b.state(), BreakerState::Open);
     assert_eq!(b.try_acquire(at(6)), Err(Error::CircuitOpen));
 }
 
 #[test]
 fn a_timeout_opens_it_like_a_failure() {
-    for outcome in [Outcome::Timeout, Outcome::Failure] {
+    for outcome in [BreakerOutcome::Timeout, BreakerOutcome::Failure] {
         let b = CircuitBreaker::new(consecutive(2));
         call(&b, at(0), outcome);
         assert_eq!(b.state(), BreakerState::Closed);
@@ -70,18 +70,18 @@ fn a_timeout_opens_it_like_a_failure() {
     }
     // Mixed, too.
     let b = CircuitBreaker::new(consecutive(2));
-    call(&b, at(0), Outcome::Failure);
-    call(&b, at(1), Outcome::Timeout);
+    call(&b, at(0), BreakerOutcome::Failure);
+    call(&b, at(1), BreakerOutcome::Timeout);
     assert_eq!(b.state(), BreakerState::Open);
 }
 
 #[test]
 fn abandoned_calls_are_not_counted() {
     let b = CircuitBreaker::new(consecutive(2));
-    call(&b, at(0), Outcome::Failure);
-    call(&b, at(1), Outcome::Abandoned);
+    call(&b, at(0), BreakerOutcome::Failure);
+    call(&b, at(1), BreakerOutcome::Abandoned);
     assert_eq!(b.window_stats().calls, 1);
-    call(&b, at(2), Outcome::Failure);
+    call(&b, at(2), BreakerOutcome::Failure);
     assert_eq!(b.state(), BreakerState::Open);
 }
 
@@ -94,9 +94,9 @@ fn the_failure_ratio_opens_it_once_the_window_holds_min_calls() {
     // S F S F ... : never two failures in a row; 50% after ten outcomes.
     for i in 0..9u64 {
         let outcome = if i % 2 == 0 {
-            Outcome::Success
+            BreakerOutcome::Success
         } else {
-            Outcome::Failure
+            BreakerOutcome::Failure
         };
         call(&b, at(i), outcome);
     }
@@ -107,7 +107,7 @@ fn the_failure_ratio_opens_it_once_the_window_holds_min_calls() {
         BreakerState::Closed,
         "nine outcomes are under min_calls"
     );
-    call(&b, at(9), Outcome::Failure);
+    call(&b, at(9), BreakerOutcome::Failure);
     assert_eq!(b.state(), BreakerState::Open);
 }
 
@@ -118,10 +118,10 @@ fn the_ratio_ignores_a_window_under_min_calls() {
         .with_failure_ratio(50, 10, 5);
     let b = CircuitBreaker::new(config);
     for i in 0..4 {
-        call(&b, at(i), Outcome::Failure);
+        call(&b, at(i), BreakerOutcome::Failure);
     }
     assert_eq!(b.state(), BreakerState::Closed);
-    call(&b, at(4), Outcome::Failure);
+    call(&b, at(4), BreakerOutcome::Failure);
     assert_eq!(b.state(), BreakerState::Open);
 }
 
@@ -132,12 +132,12 @@ fn the_window_slides() {
         .with_failure_ratio(75, 4, 4);
     let b = CircuitBreaker::new(config);
     let outcomes = [
-        Outcome::Failure,
-        Outcome::Failure,
-        Outcome::Failure, // 3 of 3: under min_calls
-        Outcome::Success, // 3 of 4, but a success never opens
-        Outcome::Success, // F F S S: the oldest failure has left
-        Outcome::Failure, // F S S F: 50%
+        BreakerOutcome::Failure,
+        BreakerOutcome::Failure,
+        BreakerOutcome::Failure, // 3 of 3: under min_calls
+        BreakerOutcome::Success, // 3 of 4, but a success never opens
+        BreakerOutcome::Success, // F F S S: the oldest failure has left
+        BreakerOutcome::Failure, // F S S F: 50%
     ];
     for (i, outcome) in (0..).zip(outcomes) {
         call(&b, at(i), outcome);
@@ -148,8 +148,8 @@ fn the_window_slides() {
         (stats.calls, stats.failures, stats.consecutive_failures),
         (4, 2, 1)
     );
-    call(&b, at(10), Outcome::Failure); // S S F F: 50%
-    call(&b, at(11), Outcome::Failure); // S F F F: 75%
+    call(&b, at(10), BreakerOutcome::Failure); // S S F F: 50%
+    call(&b, at(11), BreakerOutcome::Failure); // S F F F: 75%
     assert_eq!(b.state(), BreakerState::Open);
 }
 
@@ -187,19 +187,19 @@ fn half_open_admits_only_its_probes_and_closes_when_they_all_succeed() {
     let p2 = b.try_acquire(at(1_001)).expect("second probe");
     assert!(p1.is_probe() && p2.is_probe());
     assert_eq!(b.try_acquire(at(1_002)), Err(Error::CircuitOpen));
-    b.record(p1, Outcome::Success, at(1_010));
+    b.record(p1, BreakerOutcome::Success, at(1_010));
     assert_eq!(
         b.state(),
         BreakerState::HalfOpen,
         "one of two probes is not enough"
     );
     assert_eq!(b.try_acquire(at(1_011)), Err(Error::CircuitOpen));
-    b.record(p2, Outcome::Success, at(1_020));
+    b.record(p2, BreakerOutcome::Success, at(1_020));
     assert_eq!(b.state(), BreakerState::Closed);
     assert_eq!(b.window_stats().calls, 0, "it closes with a fresh window");
     let p = b.try_acquire(at(1_021)).expect("closed");
     assert!(!p.is_probe());
-    b.record(p, Outcome::Failure, at(1_022));
+    b.record(p, BreakerOutcome::Failure, at(1_022));
     assert_eq!(b.state(), BreakerState::Closed, "one failure of two needed");
 }
 
@@ -209,10 +209,10 @@ fn a_failed_probe_reopens_it_for_a_new_cooldown() {
     trip(&b, 1, at(0));
     let p1 = b.try_acquire(at(1_000)).expect("probe");
     let p2 = b.try_acquire(at(1_000)).expect("probe");
-    b.record(p1, Outcome::Timeout, at(1_300));
+    b.record(p1, BreakerOutcome::Timeout, at(1_300));
     assert_eq!(b.state(), BreakerState::Open);
     // The other probe's late success belongs to the finished round: ignored.
-    b.record(p2, Outcome::Success, at(1_301));
+    b.record(p2, BreakerOutcome::Success, at(1_301));
     assert_eq!(b.state(), BreakerState::Open);
     assert_eq!(b.try_acquire(at(2_299)), Err(Error::CircuitOpen));
     assert!(b.try_acquire(at(2_300)).is_ok_and(|p| p.is_probe()));
@@ -225,11 +225,11 @@ fn an_abandoned_probe_frees_its_slot() {
     let p1 = b.try_acquire(at(1_000)).expect("probe");
     let p2 = b.try_acquire(at(1_000)).expect("probe");
     assert_eq!(b.try_acquire(at(1_000)), Err(Error::CircuitOpen));
-    b.record(p1, Outcome::Abandoned, at(1_001));
+    b.record(p1, BreakerOutcome::Abandoned, at(1_001));
     let p3 = b.try_acquire(at(1_002)).expect("the freed slot");
     assert_eq!(b.try_acquire(at(1_002)), Err(Error::CircuitOpen));
-    b.record(p2, Outcome::Success, at(1_003));
-    b.record(p3, Outcome::Success, at(1_004));
+    b.record(p2, BreakerOutcome::Success, at(1_003));
+    b.record(p3, BreakerOutcome::Success, at(1_004));
     assert_eq!(b.state(), BreakerState::Closed);
 }
 
@@ -247,10 +247,10 @@ fn dropped_probes_hold_their_slots_until_the_probe_timeout_only() {
     assert_ne!(p1.generation(), late.generation());
     assert_eq!(b.try_acquire(at(1_501)), Err(Error::CircuitOpen));
     // A result of the old round arrives: ignored.
-    b.record(late, Outcome::Failure, at(1_550));
+    b.record(late, BreakerOutcome::Failure, at(1_550));
     assert_eq!(b.state(), BreakerState::HalfOpen);
-    b.record(p1, Outcome::Success, at(1_600));
-    b.record(p2, Outcome::Success, at(1_600));
+    b.record(p1, BreakerOutcome::Success, at(1_600));
+    b.record(p2, BreakerOutcome::Success, at(1_600));
     assert_eq!(b.state(), BreakerState::Closed);
 }
 
@@ -261,12 +261,12 @@ fn results_of_an_earlier_closed_period_are_ignored() {
     trip(&b, 2, at(1));
     let probes = [b.try_acquire(at(1_001)), b.try_acquire(at(1_001))];
     for p in probes {
-        b.record(p.expect("probe"), Outcome::Success, at(1_002));
+        b.record(p.expect("probe"), BreakerOutcome::Success, at(1_002));
     }
     assert_eq!(b.state(), BreakerState::Closed);
-    call(&b, at(1_003), Outcome::Failure);
+    call(&b, at(1_003), BreakerOutcome::Failure);
     // The slow call of the first closed period fails now: it must not complete a run of two.
-    b.record(slow, Outcome::Failure, at(1_004));
+    b.record(slow, BreakerOutcome::Failure, at(1_004));
     assert_eq!(b.state(), BreakerState::Closed);
     assert_eq!(b.window_stats().calls, 1);
 }
@@ -293,7 +293,7 @@ fn it_works_far_from_the_clock_origin() {
             "base {base}"
         );
         let probe = b.try_acquire(at(base + 1_000)).expect("cooldown over");
-        b.record(probe, Outcome::Success, at(base + 1_001));
+        b.record(probe, BreakerOutcome::Success, at(base + 1_001));
         assert_eq!(b.state(), BreakerState::HalfOpen);
     }
 }
@@ -308,10 +308,10 @@ fn out_of_range_settings_are_clamped() {
     let b = CircuitBreaker::new(config);
     // The window holds MAX_WINDOW outcomes, and the consecutive rule is capped at it.
     for i in 0..u64::from(BreakerConfig::MAX_WINDOW) - 1 {
-        call(&b, at(i), Outcome::Failure);
+        call(&b, at(i), BreakerOutcome::Failure);
     }
     assert_eq!(b.state(), BreakerState::Closed);
-    call(&b, at(100), Outcome::Failure);
+    call(&b, at(100), BreakerOutcome::Failure);
     assert_eq!(b.state(), BreakerState::Open);
     let max = u64::try_from(BreakerConfig::MAX_DURATION.as_millis()).unwrap();
     assert_eq!(b.try_acquire(at(100 + max - 1)), Err(Error::CircuitOpen));
@@ -355,7 +355,7 @@ fn racing_failures_open_it_once() {
             s.spawn(|| {
                 for _ in 0..1_000 {
                     match b.try_acquire(at(10)) {
-                        Ok(p) => b.record(p, Outcome::Failure, at(10)),
+                        Ok(p) => b.record(p, BreakerOutcome::Failure, at(10)),
                         Err(_) => {
                             refused.fetch_add(1, Ordering::Relaxed);
                         }

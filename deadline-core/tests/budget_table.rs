@@ -14,9 +14,9 @@
 
 use std::time::Duration;
 
-use deadline_core::backoff::{Backoff, Jitter};
-use deadline_core::retry::{Call, Outcome, RetryDecision, RetryState};
-use deadline_core::rng::SplitMix64;
+use deadline_core::SplitMix64;
+use deadline_core::{Backoff, Jitter};
+use deadline_core::{Call, Outcome, RetryDecision, RetryState};
 use deadline_core::{Clock, Deadline, Decision, Error, ManualClock, Policy, ms};
 
 const BUDGET: Duration = ms(2_000);

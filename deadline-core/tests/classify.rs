@@ -1,10 +1,10 @@
 //! The classifier is a plain closure: no type annotation on its argument is needed.
 #![cfg(feature = "drive")]
 
-use deadline_core::backoff::Backoff;
+use deadline_core::Backoff;
+use deadline_core::SplitMix64;
 use deadline_core::drive::{CallError, Driver, ManualTimer};
-use deadline_core::retry::{Call, Outcome};
-use deadline_core::rng::SplitMix64;
+use deadline_core::{Call, Outcome};
 use deadline_core::{Deadline, Instant, Limits, Policy, ms};
 
 #[derive(Debug, PartialEq)]

@@ -1,16 +1,16 @@
 //! Per-dependency counters: each event lands in its own field, rates, deltas, concurrency.
 
 use deadline_core::Counters;
-use deadline_core::counters::{CounterSnapshot, Event};
+use deadline_core::{CounterEvent, CounterSnapshot};
 
 #[test]
 fn each_event_counts_in_its_own_field_only() {
-    for (i, event) in Event::ALL.into_iter().enumerate() {
+    for (i, event) in CounterEvent::ALL.into_iter().enumerate() {
         let c = Counters::new();
         let n = u32::try_from(i).unwrap() + 1;
         c.record_n(event, n);
         let s = c.snapshot();
-        for other in Event::ALL {
+        for other in CounterEvent::ALL {
             let expected = if other == event { u64::from(n) } else { 0 };
             assert_eq!(s.get(other), expected, "{event:?} leaked into {other:?}");
             assert_eq!(c.get(other), expected);
@@ -20,7 +20,7 @@ fn each_event_counts_in_its_own_field_only() {
 
 #[test]
 fn event_names_are_unique_snake_case() {
-    let names = Event::ALL.map(Event::name);
+    let names = CounterEvent::ALL.map(CounterEvent::name);
     for (i, a) in names.iter().enumerate() {
         assert!(
             a.chars().all(|ch| ch.is_ascii_lowercase() || ch == '_'),
@@ -54,15 +54,15 @@ fn rates_are_zero_without_calls() {
 #[test]
 fn rates_divide_by_the_right_counter() {
     let c = Counters::new();
-    c.record_n(Event::Call, 200);
-    c.record_n(Event::Success, 180);
-    c.record_n(Event::DeadlineExceeded, 10);
-    c.record_n(Event::Skipped, 4);
-    c.record_n(Event::Retry, 12);
-    c.record_n(Event::Hedge, 8);
-    c.record_n(Event::HedgeWin, 2);
-    c.record_n(Event::Timeout, 22);
-    c.record_n(Event::BreakerRejection, 6);
+    c.record_n(CounterEvent::Call, 200);
+    c.record_n(CounterEvent::Success, 180);
+    c.record_n(CounterEvent::DeadlineExceeded, 10);
+    c.record_n(CounterEvent::Skipped, 4);
+    c.record_n(CounterEvent::Retry, 12);
+    c.record_n(CounterEvent::Hedge, 8);
+    c.record_n(CounterEvent::HedgeWin, 2);
+    c.record_n(CounterEvent::Timeout, 22);
+    c.record_n(CounterEvent::BreakerRejection, 6);
     let s = c.snapshot();
     assert_eq!(s.attempts(), 200 + 12 + 8);
     assert_eq!(s.deadline_exceeded_rate(), 10.0 / 200.0);
@@ -77,11 +77,11 @@ fn rates_divide_by_the_right_counter() {
 #[test]
 fn since_gives_the_interval() {
     let c = Counters::new();
-    c.record_n(Event::Call, 100);
-    c.record_n(Event::DeadlineExceeded, 1);
+    c.record_n(CounterEvent::Call, 100);
+    c.record_n(CounterEvent::DeadlineExceeded, 1);
     let before = c.snapshot();
-    c.record_n(Event::Call, 50);
-    c.record_n(Event::DeadlineExceeded, 5);
+    c.record_n(CounterEvent::Call, 50);
+    c.record_n(CounterEvent::DeadlineExceeded, 5);
     let delta = c.snapshot().since(&before);
     assert_eq!(delta.calls, 50);
     assert_eq!(delta.deadline_exceeded, 5);
@@ -98,11 +98,11 @@ fn counters_can_be_static_and_shared_by_threads() {
         for _ in 0..threads {
             s.spawn(|| {
                 for i in 0..per_thread {
-                    DEP.record(Event::Call);
+                    DEP.record(CounterEvent::Call);
                     if i % 10 == 0 {
-                        DEP.record(Event::DeadlineExceeded);
+                        DEP.record(CounterEvent::DeadlineExceeded);
                     } else {
-                        DEP.record(Event::Success);
+                        DEP.record(CounterEvent::Success);
                     }
                 }
             });

@@ -10,17 +10,17 @@ use std::pin::Pin;
 use std::task::Poll;
 use std::time::Duration;
 
-use deadline_core::backoff::Backoff;
-use deadline_core::breaker::Outcome as BreakerOutcome;
+use deadline_core::Backoff;
+use deadline_core::BreakerOutcome;
+use deadline_core::HedgePolicy;
+use deadline_core::RetryBudget;
+use deadline_core::SplitMix64;
 use deadline_core::drive::{CallError, Called, Driver, ManualTimer};
-use deadline_core::hedge::HedgePolicy;
-use deadline_core::retry::{Call, GiveUp, Outcome};
-use deadline_core::rng::SplitMix64;
-use deadline_core::throttle::RetryBudget;
 use deadline_core::{
     BreakerConfig, BreakerState, CircuitBreaker, Clock, Counters, Deadline, Error, Instant, Limits,
     Policy, Timer, ms,
 };
+use deadline_core::{Call, GiveUp, Outcome};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum DepError {

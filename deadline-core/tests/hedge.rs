@@ -3,12 +3,12 @@
 
 use std::time::Duration;
 
-use deadline_core::backoff::Backoff;
-use deadline_core::hedge::{HedgeDecision, HedgePolicy, HedgeState, NoHedge};
-use deadline_core::retry::{Call, Outcome, RetryState};
-use deadline_core::rng::SplitMix64;
-use deadline_core::throttle::RetryBudget;
+use deadline_core::Backoff;
+use deadline_core::RetryBudget;
+use deadline_core::SplitMix64;
+use deadline_core::{Call, Outcome, RetryState};
 use deadline_core::{Deadline, Instant, Policy, ms};
+use deadline_core::{HedgeDecision, HedgePolicy, HedgeState, NoHedge};
 
 const DELAY: Duration = ms(60);
 

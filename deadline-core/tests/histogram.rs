@@ -3,8 +3,9 @@
 
 use core::time::Duration;
 
-use deadline_core::histogram::SmallHistogram;
-use deadline_core::{Histogram, Quantile, Sample, ms};
+use deadline_core::SmallHistogram;
+use deadline_core::analysis::Sample;
+use deadline_core::{Histogram, Quantile, ms};
 use proptest::prelude::*;
 
 type Default = Histogram;

@@ -3,10 +3,10 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use deadline_core::breaker::{Outcome, Permit};
 use deadline_core::{
     Admission, BreakerConfig, CircuitBreaker, Deadline, Error, Instant, RetryBudget,
 };
+use deadline_core::{BreakerOutcome, Permit};
 use proptest::prelude::*;
 
 /// Sends `arrivals` (instants in microseconds, in the order given) to a dependency that always
@@ -105,12 +105,12 @@ fn step() -> impl Strategy<Value = Step> {
     ]
 }
 
-fn outcome(o: u8) -> Outcome {
+fn outcome(o: u8) -> BreakerOutcome {
     match o {
-        0 => Outcome::Success,
-        1 => Outcome::Failure,
-        2 => Outcome::Timeout,
-        _ => Outcome::Abandoned,
+        0 => BreakerOutcome::Success,
+        1 => BreakerOutcome::Failure,
+        2 => BreakerOutcome::Timeout,
+        _ => BreakerOutcome::Abandoned,
     }
 }
 
@@ -165,7 +165,7 @@ proptest! {
                     let o = outcome(o);
                     let was = b.state();
                     b.record(p, o, Instant::from_millis(now));
-                    if probe && o == Outcome::Abandoned {
+                    if probe && o == BreakerOutcome::Abandoned {
                         if let Some(n) = out.get_mut(&generation) {
                             *n -= 1;
                         }

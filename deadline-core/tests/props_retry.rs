@@ -6,10 +6,10 @@
 
 use std::time::Duration;
 
-use deadline_core::backoff::{Backoff, Jitter, Multiplier};
-use deadline_core::retry::{Call, GiveUp, Outcome, Pushback, RetryDecision, RetryState};
-use deadline_core::rng::SplitMix64;
-use deadline_core::throttle::RetryBudget;
+use deadline_core::RetryBudget;
+use deadline_core::SplitMix64;
+use deadline_core::{Backoff, Jitter, Multiplier};
+use deadline_core::{Call, GiveUp, Outcome, Pushback, RetryDecision, RetryState};
 use deadline_core::{Deadline, Decision, Instant, Policy, ms};
 use proptest::prelude::*;
 

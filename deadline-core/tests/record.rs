@@ -1,11 +1,11 @@
 //! A driven call's result and report, added to a dependency's counters.
 #![cfg(feature = "drive")]
 
-use deadline_core::backoff::Backoff;
+use deadline_core::Backoff;
+use deadline_core::HedgePolicy;
+use deadline_core::SplitMix64;
 use deadline_core::drive::{CallError, Called, Driver, ManualTimer};
-use deadline_core::hedge::HedgePolicy;
-use deadline_core::retry::{Call, GiveUp, Outcome};
-use deadline_core::rng::SplitMix64;
+use deadline_core::{Call, GiveUp, Outcome};
 use deadline_core::{
     Clock, CounterSnapshot, Counters, Deadline, Error, Instant, Limits, Policy, Timer, ms,
 };

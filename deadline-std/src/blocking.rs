@@ -16,9 +16,9 @@
 //! The [`Sleeper`] is injected: [`ThreadSleeper`] sleeps the thread on [`StdClock`], and a
 //! [`ManualClock`] "sleeps" by moving its own clock, so tests run in virtual time.
 
+use deadline_core::Rng;
 use deadline_core::drive::{Action, CallMachine, Called, NoObserver};
-use deadline_core::retry::{Call, Outcome};
-use deadline_core::rng::Rng;
+use deadline_core::{Call, Outcome};
 use deadline_core::{Clock, Instant, Limits, ManualClock};
 
 use crate::clock::StdClock;
@@ -67,8 +67,8 @@ impl Sleeper for ManualClock {
 /// Runs one dependency call under its policy, blocking the thread. See the [module docs](self).
 ///
 /// ```
-/// use deadline_core::backoff::Backoff;
-/// use deadline_core::retry::{Call, Outcome};
+/// use deadline_core::Backoff;
+/// use deadline_core::{Call, Outcome};
 /// use deadline_core::{Clock, Deadline, Instant, ManualClock, Policy, ms};
 /// use deadline_std::Entropy;
 /// use deadline_std::blocking::BlockingDriver;

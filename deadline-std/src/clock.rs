@@ -2,7 +2,7 @@
 
 use std::sync::OnceLock;
 
-use deadline_core::time::duration_to_micros;
+use deadline_core::duration_to_micros;
 use deadline_core::{Clock, Instant};
 
 /// How far before the first use the origin lies, so that std instants taken before the first

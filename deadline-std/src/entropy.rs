@@ -5,7 +5,7 @@ use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use deadline_core::rng::{Rng, SplitMix64};
+use deadline_core::{Rng, SplitMix64};
 
 std::thread_local! {
     /// Each thread's generator, seeded on its first draw.
@@ -23,15 +23,15 @@ static SEEDS: AtomicU64 = AtomicU64::new(0);
 /// storm jitter is meant to prevent. `Entropy` is a unit value: pass it wherever a driver
 /// takes an [`Rng`], and every call draws from its thread's generator, so two calls, two
 /// threads or two processes never share a sequence. Keep the seeded generators
-/// ([`SplitMix64`], [`Sequence`](deadline_core::rng::Sequence)) for tests and simulations,
+/// ([`SplitMix64`], [`Sequence`](deadline_core::Sequence)) for tests and simulations,
 /// where the same draws every run is the point.
 ///
 /// Each thread's generator is a [`SplitMix64`] seeded by [`Entropy::seed`]. Not
 /// cryptographic: jitter only has to spread clients apart.
 ///
 /// ```
-/// use deadline_core::backoff::{Backoff, Jitter};
-/// use deadline_core::retry::{Call, Outcome};
+/// use deadline_core::{Backoff, Jitter};
+/// use deadline_core::{Call, Outcome};
 /// use deadline_core::{Clock, Deadline, Instant, ManualClock, Policy, ms};
 /// use deadline_std::Entropy;
 /// use deadline_std::blocking::BlockingDriver;

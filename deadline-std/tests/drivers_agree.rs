@@ -11,15 +11,15 @@ use std::cell::RefCell;
 use std::future::Future;
 use std::time::Duration;
 
-use deadline_core::backoff::Backoff;
+use deadline_core::Backoff;
+use deadline_core::RetryBudget;
+use deadline_core::SplitMix64;
 use deadline_core::drive::{CallError, Called, Driver, ManualTimer};
-use deadline_core::retry::{Call, GiveUp, Outcome};
-use deadline_core::rng::SplitMix64;
-use deadline_core::throttle::RetryBudget;
 use deadline_core::{
     BreakerConfig, BreakerState, CircuitBreaker, Clock, Deadline, Error, Instant, Limits,
     ManualClock, Policy, Timer, ms,
 };
+use deadline_core::{Call, GiveUp, Outcome};
 use deadline_std::blocking::{BlockingDriver, Sleeper};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,7 +86,7 @@ impl Scenario {
                 let permit = b.try_acquire(Instant::ZERO).unwrap();
                 b.record(
                     permit,
-                    deadline_core::breaker::Outcome::Failure,
+                    deadline_core::BreakerOutcome::Failure,
                     Instant::ZERO,
                 );
             }

@@ -67,7 +67,7 @@ impl Attempts {
     }
 
     fn offset(&self, now: Instant) -> u64 {
-        deadline_core::time::duration_to_micros(now.saturating_duration_since(self.t0))
+        deadline_core::duration_to_micros(now.saturating_duration_since(self.t0))
     }
 
     /// Records the start of an attempt at `clock.now()` with `limits`, and returns its guard:
@@ -87,7 +87,7 @@ impl Attempts {
             .started
             .store(self.offset(clock.now()), Ordering::SeqCst);
         record.timeout.store(
-            deadline_core::time::duration_to_micros(limits.timeout),
+            deadline_core::duration_to_micros(limits.timeout),
             Ordering::SeqCst,
         );
         Guard {

@@ -9,12 +9,12 @@ use core::pin::pin;
 use core::task::Poll;
 use core::time::Duration;
 
-use deadline_core::backoff::Backoff;
+use deadline_core::Backoff;
+use deadline_core::HedgePolicy;
+use deadline_core::RetryBudget;
+use deadline_core::SplitMix64;
 use deadline_core::drive::{CallError, Called, Driver};
-use deadline_core::hedge::HedgePolicy;
-use deadline_core::retry::{Call, GiveUp, Outcome};
-use deadline_core::rng::SplitMix64;
-use deadline_core::throttle::RetryBudget;
+use deadline_core::{Call, GiveUp, Outcome};
 use deadline_core::{Deadline, Error, Limits, Plan, Policy, Timer, ms};
 
 use crate::probe::Attempts;

@@ -3,9 +3,9 @@
 use core::future::Future;
 use core::time::Duration;
 
+use deadline_core::Rng;
 use deadline_core::drive::{Called, Driver};
-use deadline_core::retry::{Call, Outcome};
-use deadline_core::rng::Rng;
+use deadline_core::{Call, Outcome};
 use deadline_core::{Limits, Policy};
 
 use crate::clock::TokioTimer;
@@ -30,7 +30,7 @@ pub fn call(policy: &Policy, reserve: Duration) -> Call<'_> {
 /// is dropped, and dropping the returned future drops every attempt still running.
 ///
 /// ```
-/// use deadline_core::retry::Outcome;
+/// use deadline_core::Outcome;
 /// use deadline_core::{Policy, ms};
 /// use deadline_tokio::{Entropy, call, drive, remaining, scope_timeout};
 ///

@@ -1,22 +1,22 @@
 //! Database statement timeouts from the current deadline.
 
 use deadline_core::Clock;
-use deadline_core::statement::{StatementDecision, StatementPolicy, statement_timeout as decide};
+use deadline_core::{StatementDecision, StatementPolicy, statement_timeout as decide};
 
 use crate::clock::TokioClock;
 use crate::context::current_or_never;
 
 /// The statement timeout for a query starting now, under the current deadline (see
-/// [`deadline_core::statement`]). Outside any [`scope`](crate::scope) the time left is
+/// [`deadline_core::statement_timeout`]). Outside any [`scope`](crate::scope) the time left is
 /// unbounded, so the query gets the policy's cap.
 ///
-/// Run the [`StatementTimeout`](deadline_core::statement::StatementTimeout)'s SQL at the start
+/// Run the [`StatementTimeout`](deadline_core::StatementTimeout)'s SQL at the start
 /// of the query's transaction; on [`StatementDecision::DontStart`], do not run the query and
 /// report [`Shortfall::error`](deadline_core::Shortfall::error).
 ///
 /// ```
 /// use deadline_core::ms;
-/// use deadline_core::statement::{StatementDecision, StatementPolicy};
+/// use deadline_core::{StatementDecision, StatementPolicy};
 /// use deadline_tokio::{scope_timeout, statement_timeout};
 ///
 /// const ORDERS: StatementPolicy = StatementPolicy::new(ms(300), ms(40));

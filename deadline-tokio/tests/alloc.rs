@@ -11,10 +11,10 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use deadline_core::backoff::Backoff;
-use deadline_core::hedge::HedgePolicy;
-use deadline_core::retry::Outcome;
-use deadline_core::rng::SplitMix64;
+use deadline_core::Backoff;
+use deadline_core::HedgePolicy;
+use deadline_core::Outcome;
+use deadline_core::SplitMix64;
 use deadline_core::{Policy, ms};
 use deadline_tokio::{call, drive, scope_timeout};
 

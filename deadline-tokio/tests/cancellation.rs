@@ -1,8 +1,8 @@
 //! Cancellation on tokio: an abandoned request leaves no attempt and no task behind.
 
-use deadline_core::hedge::HedgePolicy;
-use deadline_core::retry::Outcome;
-use deadline_core::rng::SplitMix64;
+use deadline_core::HedgePolicy;
+use deadline_core::Outcome;
+use deadline_core::SplitMix64;
 use deadline_core::{Clock, Policy, ms};
 use deadline_testkit::Attempts;
 use deadline_tokio::{TokioClock, call, drive, remaining, scope_timeout};

@@ -18,9 +18,9 @@ use core::convert::Infallible;
 use core::fmt;
 use core::time::Duration;
 
+use deadline_core::Rng;
 use deadline_core::drive::{CallError, Driver};
-use deadline_core::retry::{Call, Outcome};
-use deadline_core::rng::Rng;
+use deadline_core::{Call, Outcome};
 use deadline_core::{Deadline, Instant, Plan, Policy, Timer, ms};
 
 use crate::sim;

@@ -15,8 +15,8 @@ use core::fmt;
 use core::time::Duration;
 
 use deadline_core::drive::{CallError, Driver};
-use deadline_core::retry::{Call, Outcome};
-use deadline_core::rng::SplitMix64;
+use deadline_core::{Call, Outcome};
+use deadline_core::SplitMix64;
 use deadline_core::{Clock, Deadline, Instant, Plan, Policy, ms};
 use deadline_embassy::{EmbassyTimer, to_embassy};
 

@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use deadline_core::Instant;
-use deadline_core::backoff::{Backoff, Jitter};
-use deadline_core::rng::{Rng, SplitMix64};
+use deadline_core::{Backoff, Jitter};
+use deadline_core::{Rng, SplitMix64};
 
 /// The most database queries one request can cause (3 API attempts × 3 service attempts).
 pub const MAX_QUERIES: usize = 9;

@@ -5,7 +5,7 @@
 //! Each layer calls the next through the core's [`Driver`] on a [`ManualTimer`]: the driver
 //! gives each attempt its timeout from the layer's deadline ([`deadline_core::call_timeout`]),
 //! drops the attempt when that timeout fires, and after a failure asks
-//! [`RetryState::decide`](deadline_core::retry::RetryState::decide) whether and when to retry
+//! [`RetryState::decide`](deadline_core::RetryState::decide) whether and when to retry
 //! (attempt cap, backoff with jitter, "fits before the deadline", floor, retry budget), exactly
 //! as it would in a server. What differs between strategies is the deadline each layer holds,
 //! its policy, and whether the database is told when to stop.
@@ -19,13 +19,13 @@
 use std::cell::RefCell;
 use std::time::Duration;
 
+use deadline_core::RetryBudget;
+use deadline_core::Rng;
 use deadline_core::drive::{Driver, ManualTimer};
-use deadline_core::retry::{Call, Outcome};
-use deadline_core::rng::Rng;
-use deadline_core::statement::{StatementDecision, StatementPolicy, statement_timeout};
-use deadline_core::throttle::RetryBudget;
 use deadline_core::wire::Propagation;
+use deadline_core::{Call, Outcome};
 use deadline_core::{Clock, Deadline, Instant, Limits, Policy, Timer};
+use deadline_core::{StatementDecision, StatementPolicy, statement_timeout};
 
 use super::model::{Db, Model};
 
@@ -123,10 +123,10 @@ impl Setup {
             Strategy::RetryEveryLayer => (
                 Policy::required("service", one_second, none)
                     .idempotent()
-                    .with_attempts(model.attempts, deadline_core::backoff::Backoff::NONE),
+                    .with_attempts(model.attempts, deadline_core::Backoff::NONE),
                 Policy::required("db", model.db_attempt, none)
                     .idempotent()
-                    .with_attempts(model.attempts, deadline_core::backoff::Backoff::NONE),
+                    .with_attempts(model.attempts, deadline_core::Backoff::NONE),
             ),
             Strategy::RetryOneLayer | Strategy::Propagated => (
                 Policy::required("service", one_second, none),

@@ -13,8 +13,10 @@
 
 use core::time::Duration;
 
-use crate::budget::Limits;
-use crate::retry::{Call, GiveUp, Outcome, RetryDecision};
+use crate::call::Call;
+use crate::call_timeout::Limits;
+use crate::outcome::Outcome;
+use crate::retry::{GiveUp, RetryDecision};
 use crate::rng::Rng;
 use crate::time::Instant;
 
@@ -82,10 +84,10 @@ enum Phase {
 /// answers):
 ///
 /// ```
-/// use deadline_core::backoff::Backoff;
+/// use deadline_core::Backoff;
 /// use deadline_core::drive::{Action, CallMachine, NoObserver};
-/// use deadline_core::retry::{Call, Outcome};
-/// use deadline_core::rng::SplitMix64;
+/// use deadline_core::{Call, Outcome};
+/// use deadline_core::SplitMix64;
 /// use deadline_core::{Clock, Deadline, Instant, ManualClock, Policy, ms};
 ///
 /// let b = Policy::required("B", ms(110), ms(30))
@@ -354,9 +356,7 @@ impl<'c, E> CallMachine<'c, E> {
             (Some(Err(error)), _) => Err(error),
             // Finished early (no result yet, or a success without its value): nobody waits
             // any more, or the driver lost the answer; either way there is none.
-            (Some(Ok(())) | None, _) => {
-                Err(CallError::Library(crate::error::Error::DeadlineExceeded))
-            }
+            (Some(Ok(())) | None, _) => Err(CallError::Library(crate::Error::DeadlineExceeded)),
         };
         self.course.end(result, now)
     }
@@ -406,7 +406,7 @@ impl<'c, E> CallMachine<'c, E> {
                 ok: result.is_ok(),
                 deadline: matches!(
                     result,
-                    Err(CallError::Library(crate::error::Error::DeadlineExceeded))
+                    Err(CallError::Library(crate::Error::DeadlineExceeded))
                 ),
             },
         ));

@@ -1,6 +1,6 @@
 //! [`Classify`]: what an attempt's error means for retrying.
 
-use crate::retry::Outcome;
+use crate::outcome::Outcome;
 
 /// Classifies an attempt's error for the retry decision.
 ///
@@ -10,7 +10,7 @@ use crate::retry::Outcome;
 ///
 /// ```
 /// use deadline_core::drive::Classify;
-/// use deadline_core::retry::Outcome;
+/// use deadline_core::Outcome;
 ///
 /// #[derive(Debug)]
 /// enum MyError { ConnectionRefused, Status(u16) }

@@ -7,11 +7,13 @@
 
 use core::time::Duration;
 
-use crate::breaker::{self, CircuitBreaker, Permit};
-use crate::budget::{Decision, Limits};
+use crate::breaker::{BreakerOutcome, CircuitBreaker, Permit};
+use crate::call::Call;
+use crate::call_timeout::{Decision, Limits};
 use crate::error::Error;
 use crate::hedge::{HedgeDecision, HedgeState};
-use crate::retry::{Call, GiveUp, Outcome, Pushback, RetryDecision, RetryState};
+use crate::outcome::{Outcome, Pushback};
+use crate::retry::{GiveUp, RetryDecision, RetryState};
 use crate::rng::Rng;
 use crate::time::Instant;
 
@@ -33,7 +35,7 @@ enum Failure<E> {
 ///
 /// An attempt dropped without being handed back (the driver's future was dropped: nobody
 /// waits for the call any more) reports its breaker permit as
-/// [`Abandoned`](breaker::Outcome::Abandoned), so a half-open breaker's probe slot is freed
+/// [`Abandoned`](BreakerOutcome::Abandoned), so a half-open breaker's probe slot is freed
 /// at once rather than after the breaker's probe timeout.
 #[derive(Debug)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -75,7 +77,7 @@ impl Attempt<'_> {
     }
 
     /// Reports the attempt's result to the breaker (once).
-    fn settle(&mut self, outcome: breaker::Outcome, now: Instant) {
+    fn settle(&mut self, outcome: BreakerOutcome, now: Instant) {
         if let (Some(breaker), Some(permit)) = (self.breaker, self.permit.take()) {
             breaker.record(permit, outcome, now);
         }
@@ -86,7 +88,7 @@ impl Drop for Attempt<'_> {
     fn drop(&mut self) {
         // An abandoned result changes no state that depends on the instant.
         let at = self.started;
-        self.settle(breaker::Outcome::Abandoned, at);
+        self.settle(BreakerOutcome::Abandoned, at);
     }
 }
 
@@ -103,7 +105,7 @@ impl Drop for Attempt<'_> {
 ///    (the driver cut it off at [`Limits::until`]) or [`cancel`](Course::cancel) (it is
 ///    dropped because the call ended otherwise);
 /// 3. when no attempt is left running after a failure, [`retry`](Course::retry); after
-///    sleeping until [`Retry::at`](crate::retry::Retry::at),
+///    sleeping until [`Retry::at`](crate::Retry::at),
 ///    [`restart`](Course::restart) at the instant it really woke;
 /// 4. while an attempt runs, [`hedge`](Course::hedge) when [`next_hedge`](Course::next_hedge)
 ///    is due (an async driver only);
@@ -112,7 +114,7 @@ impl Drop for Attempt<'_> {
 ///
 /// The circuit breaker of the [`Call`] is asked before every attempt, and every attempt's
 /// result is reported to it (an attempt cancelled, or dropped with the driver, as
-/// [`Abandoned`](breaker::Outcome::Abandoned)).
+/// [`Abandoned`](BreakerOutcome::Abandoned)).
 ///
 #[derive(Debug)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -193,7 +195,7 @@ impl<'c, E> Course<'c, E> {
     /// The attempt answered at `now`: it is the call's winner. Reported to the breaker as a
     /// success.
     pub(super) fn succeeded(&mut self, mut attempt: Attempt<'c>, now: Instant) {
-        attempt.settle(breaker::Outcome::Success, now);
+        attempt.settle(BreakerOutcome::Success, now);
         self.report.winner = Some(attempt.number);
         self.report.hedge_won = attempt.hedge;
     }
@@ -208,7 +210,7 @@ impl<'c, E> Course<'c, E> {
     /// set from its limits): it counts as a timeout, exactly as if the driver had cut the
     /// attempt off ([`timed_out`](Course::timed_out)), and the error itself is dropped.
     /// Otherwise it is reported to the breaker as
-    /// [`breaker::Outcome::of_attempt`]`(outcome)`.
+    /// [`BreakerOutcome::of_attempt`]`(outcome)`.
     ///
     /// The latest failure decides the retry and the call's error, except that a fatal error
     /// or a server's "do not retry" stands once seen. A server's word applies to the hedges
@@ -222,12 +224,12 @@ impl<'c, E> Course<'c, E> {
     ) -> bool {
         let failure = if outcome == Outcome::TimedOut && now >= attempt.limits.until {
             self.report.timeouts = self.report.timeouts.saturating_add(1);
-            attempt.settle(breaker::Outcome::Timeout, now);
+            attempt.settle(BreakerOutcome::Timeout, now);
             Failure::TimedOut {
                 after: attempt.limits.timeout,
             }
         } else {
-            attempt.settle(breaker::Outcome::of_attempt(outcome), now);
+            attempt.settle(BreakerOutcome::of_attempt(outcome), now);
             Failure::Error(error)
         };
         self.record_failure(failure, outcome, now);
@@ -238,17 +240,17 @@ impl<'c, E> Course<'c, E> {
     /// Reported to the breaker as a timeout.
     pub(super) fn timed_out(&mut self, mut attempt: Attempt<'c>, now: Instant) {
         self.report.timeouts = self.report.timeouts.saturating_add(1);
-        attempt.settle(breaker::Outcome::Timeout, now);
+        attempt.settle(BreakerOutcome::Timeout, now);
         let after = attempt.limits.timeout;
         self.record_failure(Failure::TimedOut { after }, Outcome::TimedOut, now);
     }
 
     /// The attempt is dropped while still running because the call ended otherwise (another
     /// attempt won, or a fatal error ended it). Counted in [`Report::cancelled`], reported to
-    /// the breaker as [`Abandoned`](breaker::Outcome::Abandoned).
+    /// the breaker as [`Abandoned`](BreakerOutcome::Abandoned).
     pub(super) fn cancel(&mut self, mut attempt: Attempt<'c>, now: Instant) {
         self.report.cancelled = self.report.cancelled.saturating_add(1);
-        attempt.settle(breaker::Outcome::Abandoned, now);
+        attempt.settle(BreakerOutcome::Abandoned, now);
     }
 
     /// Decides, at `now`, whether to retry after the latest failure, once no attempt is
@@ -368,7 +370,7 @@ impl<'c, E> Course<'c, E> {
     /// Hands back a permit whose attempt was not made after all.
     fn release(&self, permit: Option<Permit>, now: Instant) {
         if let (Some(breaker), Some(permit)) = (self.call.breaker, permit) {
-            breaker.record(permit, breaker::Outcome::Abandoned, now);
+            breaker.record(permit, BreakerOutcome::Abandoned, now);
         }
     }
 

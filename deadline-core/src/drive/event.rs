@@ -3,9 +3,10 @@
 
 use core::time::Duration;
 
-use crate::budget::Shortfall;
+use crate::call_timeout::Shortfall;
 use crate::error::Error;
-use crate::retry::{GiveUp, Outcome};
+use crate::outcome::Outcome;
+use crate::retry::GiveUp;
 use crate::time::Instant;
 
 use super::report::CallError;

@@ -18,9 +18,9 @@
 //!    so is it when the call's circuit breaker is open
 //!    ([`Error::CircuitOpen`](crate::Error::CircuitOpen));
 //! 2. runs the attempt, racing it against a sleep until its [`Limits::until`];
-//! 3. sends a hedge when one is due ([`crate::hedge`]), while the first is still running;
+//! 3. sends a hedge when one is due ([`HedgeState`](crate::HedgeState)), while the first is still running;
 //! 4. on a failure (the attempt's error, classified by [`Classify`], or its timeout) with no
-//!    other attempt running, asks [`RetryState::decide`](crate::retry::RetryState::decide),
+//!    other attempt running, asks [`RetryState::decide`](crate::RetryState::decide),
 //!    sleeps the backoff, computes the limits again at the instant it really wakes, and
 //!    starts the retry, or gives up;
 //! 5. returns the first success; every attempt still running is dropped at that moment,
@@ -33,13 +33,13 @@
 //! latest failure. As in gRPC's hedging (gRFC A6), two failures are exceptions: an
 //! [`Outcome::Fatal`] error cancels the other attempts and
 //! ends the call at once, and a server's "do not retry"
-//! ([`Pushback::DontRetry`](crate::retry::Pushback::DontRetry)) stops further hedges and
+//! ([`Pushback::DontRetry`](crate::Pushback::DontRetry)) stops further hedges and
 //! rules out a retry, while the attempts already running may still win.
 //!
-//! The first attempt is an original call and is [deposited](crate::throttle::RetryBudget::deposit)
+//! The first attempt is an original call and is [deposited](crate::RetryBudget::deposit)
 //! in the budget; each retry and each hedge withdraws a token. Retries count against the
-//! policy's [`max_attempts`](crate::retry::RetryPolicy::max_attempts); hedges count against
-//! [`max_hedges`](crate::hedge::HedgePolicy::max_hedges) only. A retry's token is withdrawn
+//! policy's [`max_attempts`](crate::RetryPolicy::max_attempts); hedges count against
+//! [`max_hedges`](crate::HedgePolicy::max_hedges) only. A retry's token is withdrawn
 //! when the retry is decided, before its backoff; if the driver then wakes too late for it,
 //! or the breaker refuses it, the token is not given back (the budget errs towards fewer
 //! retries).
@@ -50,13 +50,13 @@
 //! hedge) asks [`CircuitBreaker::try_acquire`](crate::CircuitBreaker::try_acquire) at the
 //! instant it would start. A refusal before the first attempt ends the call with
 //! [`Error::CircuitOpen`](crate::Error::CircuitOpen), the attempt function never invoked;
-//! before a retry it ends the call ([`GiveUp::CircuitOpen`](crate::retry::GiveUp::CircuitOpen))
+//! before a retry it ends the call ([`GiveUp::CircuitOpen`](crate::GiveUp::CircuitOpen))
 //! with the last attempt's failure; before a hedge it stops the hedges until the next
 //! retry. Each refusal is counted in [`Report::breaker_rejections`].
 //!
 //! Every attempt's result is reported to the breaker: a success, a failure (as
-//! [`breaker::Outcome::of_attempt`](crate::breaker::Outcome::of_attempt) reads the
-//! classification), a timeout, or [`Abandoned`](crate::breaker::Outcome::Abandoned) for an
+//! [`BreakerOutcome::of_attempt`](crate::BreakerOutcome::of_attempt) reads the
+//! classification), a timeout, or [`Abandoned`](crate::BreakerOutcome::Abandoned) for an
 //! attempt cancelled because the call ended otherwise. An attempt still running when the
 //! driver's own future is dropped is reported as abandoned too, at that moment: a half-open
 //! breaker's probe slot is freed at once, not after its probe timeout.
@@ -78,8 +78,8 @@
 //!
 //! ```
 //! use deadline_core::drive::{Driver, ManualTimer};
-//! use deadline_core::retry::{Call, Outcome};
-//! use deadline_core::rng::SplitMix64;
+//! use deadline_core::{Call, Outcome};
+//! use deadline_core::SplitMix64;
 //! use deadline_core::{Clock, Deadline, Instant, Limits, Policy, Timer, ms};
 //!
 //! let timer = ManualTimer::new();
@@ -116,8 +116,9 @@ use core::pin::Pin;
 use core::task::{Context, Poll};
 use core::time::Duration;
 
-use crate::budget::Limits;
-use crate::retry::{Call, Outcome};
+use crate::call::Call;
+use crate::call_timeout::Limits;
+use crate::outcome::Outcome;
 use crate::rng::Rng;
 use crate::timer::Timer;
 

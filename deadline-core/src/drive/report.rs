@@ -3,8 +3,8 @@
 use core::fmt;
 use core::time::Duration;
 
-use crate::budget::Shortfall;
-use crate::counters::{Counters, Event};
+use crate::call_timeout::Shortfall;
+use crate::counters::{CounterEvent, Counters};
 use crate::error::Error;
 use crate::retry::GiveUp;
 use crate::time::Instant;
@@ -41,7 +41,7 @@ impl<T, E> Called<T, E> {
     /// A call that gave up with time to spare (its attempts exhausted, a call that may have
     /// run, a server's "do not retry", the retry budget, the breaker) did not, even when its
     /// last attempt timed out: that is a dependency too slow for its cap, not a deadline too
-    /// short. Neither did a call that was not made (see [`Event::Skipped`]).
+    /// short. Neither did a call that was not made (see [`CounterEvent::Skipped`]).
     #[must_use]
     pub fn is_deadline_exceeded(&self) -> bool {
         if self.result.is_ok() || !self.report.was_called() {
@@ -58,17 +58,17 @@ impl<T, E> Called<T, E> {
         )
     }
 
-    /// Adds this call to a dependency's [`Counters`]: one [`Event::Call`]; a success; each
+    /// Adds this call to a dependency's [`Counters`]: one [`CounterEvent::Call`]; a success; each
     /// attempt timeout, retry, hedge, budget refusal and breaker rejection; a hedge win;
-    /// [`Event::Skipped`] when the call was not made for want of time (optional or
-    /// required); [`Event::DeadlineExceeded`] when a call that was made ended because the
+    /// [`CounterEvent::Skipped`] when the call was not made for want of time (optional or
+    /// required); [`CounterEvent::DeadlineExceeded`] when a call that was made ended because the
     /// deadline ran out ([`is_deadline_exceeded`](Called::is_deadline_exceeded)).
     ///
     /// ```
-    /// use deadline_core::backoff::Backoff;
+    /// use deadline_core::Backoff;
     /// use deadline_core::drive::{Driver, ManualTimer};
-    /// use deadline_core::retry::{Call, Outcome};
-    /// use deadline_core::rng::SplitMix64;
+    /// use deadline_core::{Call, Outcome};
+    /// use deadline_core::SplitMix64;
     /// use deadline_core::{Counters, Deadline, Instant, Limits, Policy, ms};
     ///
     /// // A dependency that never answers.
@@ -102,26 +102,26 @@ impl<T, E> Called<T, E> {
     /// ```
     pub fn record(&self, counters: &Counters) {
         let report = &self.report;
-        counters.record(Event::Call);
-        counters.record_n(Event::Timeout, report.timeouts);
-        counters.record_n(Event::Retry, report.retries);
-        counters.record_n(Event::Hedge, report.hedges);
-        counters.record_n(Event::BudgetRefusal, report.budget_refusals);
-        counters.record_n(Event::BreakerRejection, report.breaker_rejections);
+        counters.record(CounterEvent::Call);
+        counters.record_n(CounterEvent::Timeout, report.timeouts);
+        counters.record_n(CounterEvent::Retry, report.retries);
+        counters.record_n(CounterEvent::Hedge, report.hedges);
+        counters.record_n(CounterEvent::BudgetRefusal, report.budget_refusals);
+        counters.record_n(CounterEvent::BreakerRejection, report.breaker_rejections);
         match &self.result {
             Ok(_) => {
-                counters.record(Event::Success);
+                counters.record(CounterEvent::Success);
                 if report.hedge_won {
-                    counters.record(Event::HedgeWin);
+                    counters.record(CounterEvent::HedgeWin);
                 }
             }
-            Err(CallError::Skipped(_)) => counters.record(Event::Skipped),
+            Err(CallError::Skipped(_)) => counters.record(CounterEvent::Skipped),
             Err(CallError::Library(e)) if e.is_deadline() && !report.was_called() => {
-                counters.record(Event::Skipped);
+                counters.record(CounterEvent::Skipped);
             }
             Err(_) => {
                 if self.is_deadline_exceeded() {
-                    counters.record(Event::DeadlineExceeded);
+                    counters.record(CounterEvent::DeadlineExceeded);
                 }
             }
         }

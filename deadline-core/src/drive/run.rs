@@ -6,8 +6,8 @@ use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll};
 
-use crate::budget::Limits;
-use crate::retry::Outcome;
+use crate::call_timeout::Limits;
+use crate::outcome::Outcome;
 use crate::rng::Rng;
 use crate::time::Instant;
 use crate::timer::Timer;

@@ -1,17 +1,6 @@
 //! tonic's statuses for the layers' errors (feature `tonic`).
 
-use std::sync::OnceLock;
-
-use deadline_core::Error;
-
 use super::client::PropagateError;
-
-/// The status a spent budget reads as, for a tonic client: `DEADLINE_EXCEEDED`. One value for
-/// the process, so that a [`PropagateError`]'s source can point at it.
-pub(super) fn deadline_exceeded() -> &'static tonic::Status {
-    static STATUS: OnceLock<tonic::Status> = OnceLock::new();
-    STATUS.get_or_init(|| tonic::Status::from(Error::DeadlineExceeded))
-}
 
 /// A deadline error is its core error's status (`DEADLINE_EXCEEDED`); the inner service's
 /// error becomes a status as tonic makes one of any error ([`tonic::Status::from_error`]:

@@ -1,0 +1,125 @@
+//! [`Call`]: one dependency call of one request, the context every decision about its
+
+use core::time::Duration;
+
+use crate::breaker::CircuitBreaker;
+use crate::call_timeout::{Decision, call_timeout};
+use crate::deadline::Deadline;
+use crate::policy::Policy;
+use crate::retry_budget::RetryBudget;
+use crate::time::Instant;
+
+/// One dependency call of one request: what every decision about its attempts needs besides
+/// `now`. It is `Copy`; build it once per call.
+///
+/// ```
+/// use deadline_core::Call;
+/// use deadline_core::RetryBudget;
+/// use deadline_core::{Deadline, Instant, Policy, ms};
+///
+/// let a = Policy::required("A", ms(50), ms(10));
+/// let budget = RetryBudget::new(10, 5);
+/// let call = Call::new(&a, Deadline::after(Instant::ZERO, ms(200)), ms(50)).with_budget(&budget);
+/// // call_timeout at now: min(200 - 0 - 50, 50) = 50.
+/// assert_eq!(call.decide(Instant::ZERO).timeout(), Some(ms(50)));
+/// ```
+///
+/// With a circuit breaker ([`Call::with_breaker`]), a driver asks it for leave before every
+/// attempt (the first, each retry and each hedge) and reports every attempt's result to it.
+/// The decisions of this module do not consult it: [`RetryState::decide`](crate::RetryState::decide) answers as if it
+/// were closed, and the driver asks the breaker at the instant the retry starts.
+///
+/// attempts takes: the policy, the request's deadline, the reserve, the retry budget and the
+/// circuit breaker.
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub struct Call<'a> {
+    /// The dependency's policy.
+    pub policy: &'a Policy,
+    /// The request's deadline.
+    pub deadline: Deadline,
+    /// The time the caller needs after this call returns (see [`crate::call_timeout`]).
+    pub reserve: Duration,
+    /// The retry-and-hedge budget that retries and hedges draw from; `None` for no budget.
+    pub budget: Option<&'a RetryBudget>,
+    /// The dependency's circuit breaker, asked before every attempt; `None` for no breaker.
+    pub breaker: Option<&'a CircuitBreaker>,
+}
+
+impl<'a> Call<'a> {
+    /// A call to the dependency of `policy` within `deadline`, leaving `reserve` after it,
+    /// with no retry budget.
+    #[must_use]
+    pub const fn new(policy: &'a Policy, deadline: Deadline, reserve: Duration) -> Self {
+        Call {
+            policy,
+            deadline,
+            reserve,
+            budget: None,
+            breaker: None,
+        }
+    }
+
+    /// The same call, drawing its retries and hedges from `budget`.
+    #[must_use]
+    pub const fn with_budget(mut self, budget: &'a RetryBudget) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
+    /// The same call, with or without a budget.
+    #[must_use]
+    pub const fn with_budget_opt(mut self, budget: Option<&'a RetryBudget>) -> Self {
+        self.budget = budget;
+        self
+    }
+
+    /// The same call, asking `breaker` for leave before every attempt and reporting every
+    /// attempt's result to it (one breaker per dependency, shared by all its calls).
+    #[must_use]
+    pub const fn with_breaker(mut self, breaker: &'a CircuitBreaker) -> Self {
+        self.breaker = Some(breaker);
+        self
+    }
+
+    /// The same call, with or without a circuit breaker.
+    #[must_use]
+    pub const fn with_breaker_opt(mut self, breaker: Option<&'a CircuitBreaker>) -> Self {
+        self.breaker = breaker;
+        self
+    }
+
+    /// The decision for an attempt starting at `now`: [`call_timeout`] with this call's
+    /// policy, deadline and reserve.
+    pub fn decide(&self, now: Instant) -> Decision {
+        call_timeout(self.policy, self.deadline, self.reserve, now)
+    }
+
+    /// Asks the budget for one retry or hedge at `now`; `true` when there is no budget.
+    #[must_use]
+    pub fn withdraw(&self, now: Instant) -> bool {
+        self.budget.is_none_or(|b| b.try_withdraw(now))
+    }
+
+    /// Records one original call in the budget at `now` (nothing when there is no budget).
+    pub fn deposit(&self, now: Instant) {
+        if let Some(b) = self.budget {
+            b.deposit(now);
+        }
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for Call<'_> {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        defmt::write!(
+            f,
+            "Call {{ policy: {}, deadline: {}, reserve: {}us, budget: {}, breaker: {} }}",
+            self.policy,
+            self.deadline,
+            crate::duration_to_micros(self.reserve),
+            self.budget.is_some(),
+            self.breaker.is_some()
+        );
+    }
+}
