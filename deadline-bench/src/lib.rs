@@ -10,11 +10,8 @@ use core::future::{Ready, ready};
 use core::hint::black_box;
 use core::time::Duration;
 
-use deadline_core::HedgePolicy;
-use deadline_core::Outcome;
-use deadline_core::SplitMix64;
 use deadline_core::wire::GrpcTimeout;
-use deadline_core::{Backoff, Jitter};
+use deadline_core::{Backoff, HedgePolicy, Jitter, Outcome, SplitMix64};
 use deadline_core::{
     BreakerConfig, CircuitBreaker, Clock, Deadline, Policy, RetryBudget, call_timeout, ms,
 };

@@ -14,10 +14,8 @@ use std::pin::Pin;
 use std::task::Poll;
 use std::time::Duration;
 
-use deadline_core::Call;
-use deadline_core::SplitMix64;
 use deadline_core::drive::{Called, Driver, Event, EventKind, ManualTimer, Observe};
-use deadline_core::{Clock, Instant, Limits, StepId, Timer};
+use deadline_core::{Clock, Instant, Limits, SplitMix64, StepId, Timer};
 use serde::Serialize;
 
 use crate::output::{fmt_ms, pad, ser_ms, ser_opt_ms};
@@ -186,11 +184,11 @@ impl Replay<'_, '_> {
     /// on: an answer, or an optional call's fallback. What each attempt did is recorded from
     /// the driver's events, not worked out here.
     async fn call(&self, step: StepId) -> bool {
-        let (Some(policy), Some(dep)) = (self.plan.policy(step), self.table.dependencies.get(step))
+        let (Some(call), Some(dep)) = (self.plan.call(step), self.table.dependencies.get(step))
         else {
             return false;
         };
-        let call = Call::new(policy, self.plan.deadline(), self.plan.reserve(step));
+        let policy = call.policy;
         let latencies = self.trace.latencies.get(&dep.name);
         // The trace's latency of attempt `n`, in the order the attempts start (its last for
         // any further attempt; the dependency's p50 without any).

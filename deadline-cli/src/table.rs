@@ -34,11 +34,8 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 use std::time::Duration;
 
-use deadline_core::HedgePolicy;
-use deadline_core::Quantile;
 use deadline_core::analysis::Sample;
-use deadline_core::{Backoff, Jitter};
-use deadline_core::{Necessity, Policy};
+use deadline_core::{Backoff, HedgePolicy, Jitter, Necessity, Policy, Quantile};
 use serde::Deserialize;
 use toml::Spanned;
 

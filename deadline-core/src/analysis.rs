@@ -358,9 +358,7 @@ pub const EXACT_RETRIES: u32 = 4_096;
 ///
 /// ```
 /// use deadline_core::analysis::{worst_case, worst_case_with_backoff};
-/// use deadline_core::{Backoff, Jitter};
-/// use deadline_core::RetryPolicy;
-/// use deadline_core::ms;
+/// use deadline_core::{Backoff, Jitter, RetryPolicy, ms};
 ///
 /// // A 2 s read limit and three tries is 6 s, plus the wait times.
 /// let retry = RetryPolicy::new(3, Backoff::exponential(ms(200), ms(1_000), Jitter::Full));

@@ -127,8 +127,7 @@ fn scale(micros: u64, num: u64, den: u64) -> u64 {
 /// Exponential backoff with jitter. The formulas are in the docs above.
 ///
 /// ```
-/// use deadline_core::{Backoff, Jitter, Multiplier};
-/// use deadline_core::ms;
+/// use deadline_core::{Backoff, Jitter, Multiplier, ms};
 ///
 /// // gRPC's defaults: 1 s, x1.6, at most 120 s, jitter x(0.8..1.2).
 /// let grpc = Backoff::grpc(ms(1_000), ms(120_000));
@@ -161,9 +160,7 @@ fn scale(micros: u64, num: u64, den: u64) -> u64 {
 /// so no input can overflow or panic. Bounds are inclusive; products round down.
 ///
 /// ```
-/// use deadline_core::{Backoff, Jitter};
-/// use deadline_core::ms;
-/// use deadline_core::SplitMix64;
+/// use deadline_core::{Backoff, Jitter, SplitMix64, ms};
 ///
 /// let b = Backoff::exponential(ms(100), ms(1_000), Jitter::Full);
 /// assert_eq!(b.ceiling(0), ms(100));

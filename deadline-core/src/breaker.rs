@@ -223,8 +223,7 @@ pub struct WindowStats {
 /// construction, so it can live in a `static`.
 ///
 /// ```
-/// use deadline_core::{BreakerConfig, BreakerState, CircuitBreaker, Error, Instant, ms};
-/// use deadline_core::BreakerOutcome;
+/// use deadline_core::{BreakerConfig, BreakerOutcome, BreakerState, CircuitBreaker, Error, Instant, ms};
 ///
 /// let config = BreakerConfig::DEFAULT
 ///     .with_consecutive_failures(2)

@@ -13,9 +13,7 @@ use crate::time::Instant;
 /// `now`. It is `Copy`; build it once per call.
 ///
 /// ```
-/// use deadline_core::Call;
-/// use deadline_core::RetryBudget;
-/// use deadline_core::{Deadline, Instant, Policy, ms};
+/// use deadline_core::{Call, Deadline, Instant, Policy, RetryBudget, ms};
 ///
 /// let a = Policy::required("A", ms(50), ms(10));
 /// let budget = RetryBudget::new(10, 5);

@@ -69,6 +69,57 @@ impl Limits {
     pub const fn deadline(&self) -> Deadline {
         Deadline::after(self.until.saturating_sub(self.timeout), self.timeout)
     }
+
+    /// The connect limit for a connection opened at `now`: the policy's connect limit, but
+    /// never more than the time left until [`until`](Limits::until) (zero once it has come).
+    ///
+    /// ```
+    /// use deadline_core::{Deadline, Instant, Policy, call_timeout, ms};
+    ///
+    /// let c = Policy::optional("C", ms(60), ms(25)).with_connect(ms(20));
+    /// let deadline = Deadline::after(Instant::ZERO, ms(200));
+    /// let limits = call_timeout(&c, deadline, ms(20), Instant::from_millis(115)).limits().unwrap();
+    /// assert_eq!(limits.connect_timeout(Instant::from_millis(115)), ms(20));
+    /// // 10 ms before the attempt's end, the connect may take only those 10 ms.
+    /// assert_eq!(limits.connect_timeout(Instant::from_millis(165)), ms(10));
+    /// ```
+    #[must_use]
+    pub const fn connect_timeout(&self, now: Instant) -> Duration {
+        let left = self.read_timeout(now);
+        if self.connect.as_nanos() < left.as_nanos() {
+            self.connect
+        } else {
+            left
+        }
+    }
+
+    /// The read (and write) limit for an I/O operation of the attempt starting at `now`: the
+    /// time left until [`until`](Limits::until), zero once it has come.
+    #[must_use]
+    pub const fn read_timeout(&self, now: Instant) -> Duration {
+        self.deadline().remaining(now)
+    }
+}
+
+/// The timeout a call or a statement gets with `left` before its deadline: the time left less
+/// `reserve`, at most `cap`; or, when that is zero or under `floor`, the shortfall. The one
+/// rule of [`call_timeout`] and [`statement_timeout`](crate::statement_timeout).
+pub(crate) fn within_budget(
+    left: Duration,
+    reserve: Duration,
+    cap: Duration,
+    floor: Duration,
+) -> Result<Duration, Shortfall> {
+    let available = left.saturating_sub(reserve).min(cap);
+    if available.is_zero() || available < floor {
+        Err(Shortfall {
+            left,
+            available,
+            floor,
+        })
+    } else {
+        Ok(available)
+    }
 }
 
 /// Why a call was not made: the time it would have had, and the floor it needed.
@@ -143,19 +194,16 @@ pub fn call_timeout(
     reserve: Duration,
     now: Instant,
 ) -> Decision {
-    let left = deadline.remaining(now);
-    let available = left.saturating_sub(reserve).min(policy.cap);
-    if available.is_zero() || available < policy.floor {
-        let shortfall = Shortfall {
-            left,
-            available,
-            floor: policy.floor,
-        };
-        return match policy.necessity {
-            Necessity::Optional => Decision::Skip(shortfall),
-            Necessity::Required => Decision::Fail(shortfall),
-        };
-    }
+    let available = match within_budget(deadline.remaining(now), reserve, policy.cap, policy.floor)
+    {
+        Ok(available) => available,
+        Err(shortfall) => {
+            return match policy.necessity {
+                Necessity::Optional => Decision::Skip(shortfall),
+                Necessity::Required => Decision::Fail(shortfall),
+            };
+        }
+    };
     Decision::Call(Limits {
         timeout: available,
         connect: policy.connect.min(available),

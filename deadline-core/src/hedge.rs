@@ -41,9 +41,7 @@ use crate::time::Instant;
 /// attempt, and no budget token is spent on it).
 ///
 /// ```
-/// use deadline_core::{HedgeDecision, HedgePolicy, HedgeState};
-/// use deadline_core::Call;
-/// use deadline_core::{Deadline, Instant, Policy, ms};
+/// use deadline_core::{Call, Deadline, HedgeDecision, HedgePolicy, HedgeState, Instant, Policy, ms};
 ///
 /// // B: p95 60 ms; at most one hedge.
 /// let b = Policy::required("B", ms(110), ms(30))

@@ -16,8 +16,7 @@ pub type SmallHistogram = Histogram<384, 4>;
 /// two (see the docs above for the layout, error bound and size).
 ///
 /// ```
-/// use deadline_core::Histogram;
-/// use deadline_core::ms;
+/// use deadline_core::{Histogram, ms};
 ///
 /// static LATENCY: Histogram = Histogram::new();
 ///

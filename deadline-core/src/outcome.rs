@@ -55,8 +55,7 @@ pub enum Pushback {
 /// response as [`Outcome::Failed`].
 ///
 /// ```
-/// use deadline_core::{Pushback, parse_retry_after};
-/// use deadline_core::ms;
+/// use deadline_core::{Pushback, ms, parse_retry_after};
 ///
 /// assert_eq!(parse_retry_after(b"120"), Some(Pushback::After(ms(120_000))));
 /// assert_eq!(parse_retry_after(b" 3 "), Some(Pushback::After(ms(3_000))));
@@ -89,8 +88,7 @@ pub fn parse_retry_after(value: &[u8]) -> Option<Pushback> {
 /// whitespace is ignored; a leading `+` or a leading zero is accepted.
 ///
 /// ```
-/// use deadline_core::{Pushback, parse_grpc_pushback};
-/// use deadline_core::ms;
+/// use deadline_core::{Pushback, ms, parse_grpc_pushback};
 ///
 /// assert_eq!(parse_grpc_pushback(b"250"), Pushback::After(ms(250)));
 /// assert_eq!(parse_grpc_pushback(b"-1"), Pushback::DontRetry);

@@ -4,6 +4,7 @@ use core::time::Duration;
 
 use heapless::Vec;
 
+use crate::call::Call;
 use crate::call_timeout::{Decision, call_timeout};
 use crate::deadline::Deadline;
 use crate::policy::Policy;
@@ -148,6 +149,14 @@ impl<'p, const N: usize> Plan<'p, N> {
             (Some(x), Some(y)) => x.group == y.group,
             _ => false,
         }
+    }
+
+    /// The [`Call`] of `step`, for a driver: its policy, the request's deadline and the
+    /// step's [`reserve`](Plan::reserve); `None` for a step this plan does not have.
+    #[must_use]
+    pub fn call(&self, step: StepId) -> Option<Call<'p>> {
+        self.policy(step)
+            .map(|policy| Call::new(policy, self.deadline, self.reserve(step)))
     }
 
     /// The time a step must leave when it starts: own work plus, for each later group, the

@@ -110,8 +110,7 @@ impl Policy {
     /// and hedged. Policies are not idempotent until they say so.
     ///
     /// ```
-    /// use deadline_core::Backoff;
-    /// use deadline_core::{Policy, ms};
+    /// use deadline_core::{Backoff, Policy, ms};
     ///
     /// static PROFILE: Policy = Policy::required("profile", ms(50), ms(10))
     ///     .with_attempts(2, Backoff::constant(ms(5)))
@@ -170,9 +169,7 @@ impl Policy {
 /// How a dependency's calls are retried.
 ///
 /// ```
-/// use deadline_core::{Backoff, Jitter};
-/// use deadline_core::RetryPolicy;
-/// use deadline_core::ms;
+/// use deadline_core::{Backoff, Jitter, RetryPolicy, ms};
 ///
 /// let r = RetryPolicy::new(3, Backoff::exponential(ms(10), ms(100), Jitter::Full))
 ///     .with_retry_non_idempotent(true);

@@ -42,10 +42,7 @@ use crate::time::Instant;
 /// never more.
 ///
 /// ```
-/// use deadline_core::{Backoff, Jitter};
-/// use deadline_core::{Call, GiveUp, Outcome, RetryDecision, RetryState};
-/// use deadline_core::SplitMix64;
-/// use deadline_core::{Deadline, Instant, Policy, ms};
+/// use deadline_core::{Backoff, Call, Deadline, GiveUp, Instant, Jitter, Outcome, Policy, RetryDecision, RetryState, SplitMix64, ms};
 ///
 /// // The budget table: a retry with 1450 ms left waits 200 ms, then has the rest of the time.
 /// let dep = Policy::required("B", ms(2_000), ms(100))

@@ -31,8 +31,7 @@ const NO_WINDOW: u32 = u32::MAX;
 /// [`RetryBudget`] documentation for the exact bound it enforces.
 ///
 /// ```
-/// use deadline_core::Instant;
-/// use deadline_core::RetryBudget;
+/// use deadline_core::{Instant, RetryBudget};
 ///
 /// // 10% of calls, no floor: ten calls buy exactly one retry.
 /// static BUDGET: RetryBudget = RetryBudget::new(10, 0);
@@ -175,8 +174,7 @@ impl RetryBudget {
     /// returns a fresh, empty budget.
     ///
     /// ```
-    /// use deadline_core::Instant;
-    /// use deadline_core::RetryBudget;
+    /// use deadline_core::{Instant, RetryBudget};
     ///
     /// let budget = RetryBudget::new(50, 0).with_max_balance(2);
     /// let now = Instant::ZERO;

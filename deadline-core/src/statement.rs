@@ -3,7 +3,7 @@
 use core::fmt;
 use core::time::Duration;
 
-use crate::call_timeout::Shortfall;
+use crate::call_timeout::{Shortfall, within_budget};
 use crate::deadline::Deadline;
 use crate::time::Instant;
 
@@ -13,8 +13,7 @@ pub const MAX_STATEMENT_MILLIS: u32 = i32::MAX as u32;
 /// How the statement timeout of a database query is derived from the time left.
 ///
 /// ```
-/// use deadline_core::ms;
-/// use deadline_core::StatementPolicy;
+/// use deadline_core::{StatementPolicy, ms};
 ///
 /// // At most 300 ms per query; under 40 ms left, do not start.
 /// const ORDERS: StatementPolicy = StatementPolicy::new(ms(300), ms(40));
@@ -58,8 +57,7 @@ impl StatementPolicy {
 /// current transaction only:
 ///
 /// ```
-/// use deadline_core::{StatementDecision, StatementPolicy, statement_timeout};
-/// use deadline_core::{Deadline, Instant, ms};
+/// use deadline_core::{Deadline, Instant, StatementDecision, StatementPolicy, ms, statement_timeout};
 ///
 /// let policy = StatementPolicy::new(ms(300), ms(40));
 /// let deadline = Deadline::after(Instant::ZERO, ms(1000));
@@ -127,8 +125,7 @@ impl StatementDecision {
 /// rounded down to whole milliseconds, and `now + timeout <= deadline - reserve`.
 ///
 /// ```
-/// use deadline_core::{StatementDecision, StatementPolicy, statement_timeout};
-/// use deadline_core::{Deadline, Instant, ms};
+/// use deadline_core::{Deadline, Instant, StatementDecision, StatementPolicy, ms, statement_timeout};
 ///
 /// // The propagation model's database: `ms = int(min(0.3, left) * 1000)`, and "don't start" under 40 ms left.
 /// let policy = StatementPolicy::new(ms(300), ms(40));
@@ -158,9 +155,13 @@ pub fn statement_timeout(
     now: Instant,
 ) -> StatementDecision {
     let left = deadline.remaining(now);
-    let available = left.saturating_sub(policy.reserve).min(policy.cap);
+    let available = match within_budget(left, policy.reserve, policy.cap, policy.floor) {
+        Ok(available) => available,
+        Err(shortfall) => return StatementDecision::DontStart(shortfall),
+    };
     let millis = available.as_millis().min(MAX_STATEMENT_MILLIS as u128) as u32;
-    if available < policy.floor || millis == 0 {
+    if millis == 0 {
+        // Under a millisecond: a statement timeout of zero would mean none at all.
         return StatementDecision::DontStart(Shortfall {
             left,
             available,

@@ -687,6 +687,41 @@ impl Propagation {
         }
     }
 
+    /// One hop of a request: the time left for work that must end by `deadline` is written
+    /// into `x-deadline-ms` when it is sent at `sent`, and read back by the next service when it
+    /// arrives there at `arrived`, on that service's clock ([`encode_deadline_ms`] then
+    /// [`decode_deadline_ms`]): what the next service's deadline is.
+    ///
+    /// [`encode_deadline_ms`]: Propagation::encode_deadline_ms
+    /// [`decode_deadline_ms`]: Propagation::decode_deadline_ms
+    ///
+    /// ```
+    /// use deadline_core::wire::{Propagation, WireError};
+    /// use deadline_core::{Deadline, Instant, ms};
+    ///
+    /// let hop = Propagation::new(ms(5), ms(10_000));
+    /// let deadline = Deadline::after(Instant::ZERO, ms(200));
+    /// // Sent at 50 ms with 145 ms to send, it arrives 2 ms later: 145 ms from then.
+    /// let next = hop.hop(deadline, Instant::from_millis(50), Instant::from_millis(52)).unwrap();
+    /// assert_eq!(next.instant(), Instant::from_millis(197));
+    /// // Nothing left to send: the call is not made.
+    /// let spent = hop.hop(deadline, Instant::from_millis(196), Instant::from_millis(198));
+    /// assert_eq!(spent, Err(WireError::Spent));
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`WireError::Spent`] when nothing is left to send: do not make the call.
+    pub fn hop(
+        &self,
+        deadline: Deadline,
+        sent: Instant,
+        arrived: Instant,
+    ) -> Result<Deadline, WireError> {
+        let header = self.encode_deadline_ms(deadline, sent)?;
+        self.decode_deadline_ms(header.as_bytes(), arrived)
+    }
+
     /// The local deadline for a request that arrived at `now` with `budget`:
     /// `now + min(budget, max)`, saturating. A zero budget gives a deadline that has already
     /// passed.

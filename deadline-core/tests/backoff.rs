@@ -3,9 +3,7 @@
 
 use std::time::Duration;
 
-use deadline_core::ms;
-use deadline_core::{Backoff, Jitter, Multiplier};
-use deadline_core::{Rng, Sequence, SplitMix64};
+use deadline_core::{Backoff, Jitter, Multiplier, Rng, Sequence, SplitMix64, ms};
 
 /// The reference exponential ceiling, in u128 microseconds: min(max, base * num^n / den^n).
 fn reference_ceiling(base: Duration, max: Duration, num: u128, den: u128, n: u32) -> Duration {

@@ -3,8 +3,9 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::thread;
 
-use deadline_core::BreakerOutcome;
-use deadline_core::{BreakerConfig, BreakerState, CircuitBreaker, Error, Instant, ms};
+use deadline_core::{
+    BreakerConfig, BreakerOutcome, BreakerState, CircuitBreaker, Error, Instant, ms,
+};
 
 fn at(millis: u64) -> Instant {
     Instant::from_millis(millis)

@@ -14,10 +14,10 @@
 
 use std::time::Duration;
 
-use deadline_core::SplitMix64;
-use deadline_core::{Backoff, Jitter};
-use deadline_core::{Call, Outcome, RetryDecision, RetryState};
-use deadline_core::{Clock, Deadline, Decision, Error, ManualClock, Policy, ms};
+use deadline_core::{
+    Backoff, Call, Clock, Deadline, Decision, Error, Jitter, ManualClock, Outcome, Policy,
+    RetryDecision, RetryState, SplitMix64, ms,
+};
 
 const BUDGET: Duration = ms(2_000);
 const A_USES: Duration = ms(300);

@@ -1,11 +1,8 @@
 //! The classifier is a plain closure: no type annotation on its argument is needed.
 #![cfg(feature = "drive")]
 
-use deadline_core::Backoff;
-use deadline_core::SplitMix64;
 use deadline_core::drive::{CallError, Driver, ManualTimer};
-use deadline_core::{Call, Outcome};
-use deadline_core::{Deadline, Instant, Limits, Policy, ms};
+use deadline_core::{Backoff, Call, Deadline, Instant, Limits, Outcome, Policy, SplitMix64, ms};
 
 #[derive(Debug, PartialEq)]
 enum MyError {

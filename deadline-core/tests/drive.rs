@@ -8,13 +8,11 @@ use std::future::Future;
 use std::rc::Rc;
 use std::time::Duration;
 
-use deadline_core::HedgePolicy;
-use deadline_core::RetryBudget;
 use deadline_core::drive::{CallError, Called, Driver, ManualTimer};
-use deadline_core::{Backoff, Jitter};
-use deadline_core::{Call, GiveUp, Outcome, Pushback};
-use deadline_core::{Clock, Deadline, Error, Instant, Limits, Plan, Policy, Timer, ms};
-use deadline_core::{Sequence, SplitMix64};
+use deadline_core::{
+    Backoff, Call, Clock, Deadline, Error, GiveUp, HedgePolicy, Instant, Jitter, Limits, Outcome,
+    Plan, Policy, Pushback, RetryBudget, Sequence, SplitMix64, Timer, ms,
+};
 use proptest::prelude::*;
 
 /// A simulated dependency: answers `out` after `latency` on the virtual timer.

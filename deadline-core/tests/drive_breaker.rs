@@ -10,12 +10,8 @@ use std::pin::Pin;
 use std::task::Poll;
 use std::time::Duration;
 
-use deadline_core::Backoff;
-use deadline_core::BreakerOutcome;
-use deadline_core::HedgePolicy;
-use deadline_core::RetryBudget;
-use deadline_core::SplitMix64;
 use deadline_core::drive::{CallError, Called, Driver, ManualTimer};
+use deadline_core::{Backoff, BreakerOutcome, HedgePolicy, RetryBudget, SplitMix64};
 use deadline_core::{
     BreakerConfig, BreakerState, CircuitBreaker, Clock, Counters, Deadline, Error, Instant, Limits,
     Policy, Timer, ms,

@@ -3,12 +3,10 @@
 
 use std::time::Duration;
 
-use deadline_core::Backoff;
-use deadline_core::RetryBudget;
-use deadline_core::SplitMix64;
-use deadline_core::{Call, Outcome, RetryState};
-use deadline_core::{Deadline, Instant, Policy, ms};
-use deadline_core::{HedgeDecision, HedgePolicy, HedgeState, NoHedge};
+use deadline_core::{
+    Backoff, Call, Deadline, HedgeDecision, HedgePolicy, HedgeState, Instant, NoHedge, Outcome,
+    Policy, RetryBudget, RetryState, SplitMix64, ms,
+};
 
 const DELAY: Duration = ms(60);
 

@@ -3,9 +3,8 @@
 
 use core::time::Duration;
 
-use deadline_core::SmallHistogram;
 use deadline_core::analysis::Sample;
-use deadline_core::{Histogram, Quantile, ms};
+use deadline_core::{Histogram, Quantile, SmallHistogram, ms};
 use proptest::prelude::*;
 
 type Default = Histogram;

@@ -6,11 +6,10 @@
 
 use std::time::Duration;
 
-use deadline_core::RetryBudget;
-use deadline_core::SplitMix64;
-use deadline_core::{Backoff, Jitter, Multiplier};
-use deadline_core::{Call, GiveUp, Outcome, Pushback, RetryDecision, RetryState};
-use deadline_core::{Deadline, Decision, Instant, Policy, ms};
+use deadline_core::{
+    Backoff, Call, Deadline, Decision, GiveUp, Instant, Jitter, Multiplier, Outcome, Policy,
+    Pushback, RetryBudget, RetryDecision, RetryState, SplitMix64, ms,
+};
 use proptest::prelude::*;
 
 const JITTERS: [Jitter; 5] = [

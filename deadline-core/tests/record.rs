@@ -1,11 +1,8 @@
 //! A driven call's result and report, added to a dependency's counters.
 #![cfg(feature = "drive")]
 
-use deadline_core::Backoff;
-use deadline_core::HedgePolicy;
-use deadline_core::SplitMix64;
 use deadline_core::drive::{CallError, Called, Driver, ManualTimer};
-use deadline_core::{Call, GiveUp, Outcome};
+use deadline_core::{Backoff, Call, GiveUp, HedgePolicy, Outcome, SplitMix64};
 use deadline_core::{
     Clock, CounterSnapshot, Counters, Deadline, Error, Instant, Limits, Policy, Timer, ms,
 };

@@ -3,14 +3,12 @@
 
 use std::time::Duration;
 
-use deadline_core::RetryBudget;
-use deadline_core::{Backoff, Jitter};
+use deadline_core::{Backoff, Jitter, RetryBudget};
 use deadline_core::{
     Call, GiveUp, Outcome, Pushback, RetryDecision, RetryPolicy, RetryState, parse_grpc_pushback,
     parse_retry_after,
 };
-use deadline_core::{Deadline, Instant, Policy, ms};
-use deadline_core::{Sequence, SplitMix64};
+use deadline_core::{Deadline, Instant, Policy, Sequence, SplitMix64, ms};
 
 const WAIT: Duration = ms(20);
 

@@ -5,10 +5,10 @@
 use core::time::Duration;
 
 use deadline_core::analysis::{EXACT_RETRIES, worst_case, worst_case_with_backoff};
-use deadline_core::{Backoff, Jitter};
-use deadline_core::{Call, Outcome, RetryDecision, RetryPolicy, RetryState};
-use deadline_core::{Deadline, Instant, Policy, ms};
-use deadline_core::{Rng, Sequence, SplitMix64};
+use deadline_core::{
+    Backoff, Call, Deadline, Instant, Jitter, Outcome, Policy, RetryDecision, RetryPolicy,
+    RetryState, Rng, Sequence, SplitMix64, ms,
+};
 use proptest::prelude::*;
 use proptest::test_runner::RngSeed;
 

@@ -16,10 +16,8 @@
 //! The [`Sleeper`] is injected: [`ThreadSleeper`] sleeps the thread on [`StdClock`], and a
 //! [`ManualClock`] "sleeps" by moving its own clock, so tests run in virtual time.
 
-use deadline_core::Rng;
 use deadline_core::drive::{Action, CallMachine, Called, NoObserver};
-use deadline_core::{Call, Outcome};
-use deadline_core::{Clock, Instant, Limits, ManualClock};
+use deadline_core::{Call, Clock, Instant, Limits, ManualClock, Outcome, Rng};
 
 use crate::clock::StdClock;
 
@@ -67,9 +65,7 @@ impl Sleeper for ManualClock {
 /// Runs one dependency call under its policy, blocking the thread. See the [module docs](self).
 ///
 /// ```
-/// use deadline_core::Backoff;
-/// use deadline_core::{Call, Outcome};
-/// use deadline_core::{Clock, Deadline, Instant, ManualClock, Policy, ms};
+/// use deadline_core::{Backoff, Call, Clock, Deadline, Instant, ManualClock, Outcome, Policy, ms};
 /// use deadline_std::Entropy;
 /// use deadline_std::blocking::BlockingDriver;
 ///

@@ -2,8 +2,7 @@
 
 use std::sync::OnceLock;
 
-use deadline_core::duration_to_micros;
-use deadline_core::{Clock, Instant};
+use deadline_core::{Clock, Instant, duration_to_micros};
 
 /// How far before the first use the origin lies, so that std instants taken before the first
 /// conversion (a request's arrival time, say) still convert exactly.

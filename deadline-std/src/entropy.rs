@@ -30,9 +30,7 @@ static SEEDS: AtomicU64 = AtomicU64::new(0);
 /// cryptographic: jitter only has to spread clients apart.
 ///
 /// ```
-/// use deadline_core::{Backoff, Jitter};
-/// use deadline_core::{Call, Outcome};
-/// use deadline_core::{Clock, Deadline, Instant, ManualClock, Policy, ms};
+/// use deadline_core::{Backoff, Call, Clock, Deadline, Instant, Jitter, ManualClock, Outcome, Policy, ms};
 /// use deadline_std::Entropy;
 /// use deadline_std::blocking::BlockingDriver;
 ///

@@ -7,8 +7,8 @@
 //! - [`connect`] connects within the attempt's connect limit, or the time left if that is
 //!   shorter, then reads the clock again and arms the socket's read and write limits with what
 //!   is left *after* the connect (a slow connect leaves less time to read).
-//! - [`connect_limit`] is the connect limit [`connect`] uses, for a socket connected some
-//!   other way.
+//! - The limits themselves are the core's: [`Limits::connect_timeout`] (the connect limit
+//!   [`connect`] uses, for a socket connected some other way) and [`Limits::read_timeout`].
 //! - [`apply`] arms a socket connected some other way (or taken from a pool) with the time
 //!   left at `now`.
 //! - [`arm_read`], called before each further read, sets the limits to what is left of the
@@ -70,32 +70,13 @@ pub fn connect<C: Clock + ?Sized>(
     limits: &Limits,
     clock: &C,
 ) -> io::Result<(TcpStream, Duration)> {
-    let limit = connect_limit(limits, clock.now());
+    let limit = limits.connect_timeout(clock.now());
     if limit.is_zero() {
         return Err(no_time_left());
     }
     let stream = TcpStream::connect_timeout(addr, limit)?;
     let armed = apply(&stream, limits, clock.now())?;
     Ok((stream, armed))
-}
-
-/// The limit [`connect`] gives a connect started at `now`: `min(limits.connect, time left
-/// until limits.until)`, zero when no time is left. For a socket connected some other way.
-///
-/// ```
-/// use deadline_core::{Deadline, Instant, Policy, call_timeout, ms};
-/// use deadline_std::net::connect_limit;
-///
-/// let c = Policy::optional("C", ms(60), ms(25)).with_connect(ms(20));
-/// let deadline = Deadline::after(Instant::ZERO, ms(200));
-/// let limits = call_timeout(&c, deadline, ms(20), Instant::from_millis(115)).limits().unwrap();
-/// assert_eq!(connect_limit(&limits, Instant::from_millis(115)), ms(20));
-/// // 10 ms before the attempt's end, the connect may take only those 10 ms.
-/// assert_eq!(connect_limit(&limits, Instant::from_millis(165)), ms(10));
-/// ```
-#[must_use]
-pub fn connect_limit(limits: &Limits, now: Instant) -> Duration {
-    limits.connect.min(limits.deadline().remaining(now))
 }
 
 /// Sets a connected socket's read and write limits to the time left until `limits.until`, as
@@ -122,7 +103,7 @@ pub fn connect_limit(limits: &Limits, now: Instant) -> Duration {
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn apply(stream: &TcpStream, limits: &Limits, now: Instant) -> io::Result<Duration> {
-    arm(stream, limits.deadline(), now)
+    arm(stream, limits.read_timeout(now))
 }
 
 /// Sets the socket's read and write limits to the time left until `until`, as read at `now`:
@@ -147,12 +128,11 @@ pub fn apply(stream: &TcpStream, limits: &Limits, now: Instant) -> io::Result<Du
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn arm_read(stream: &TcpStream, until: Instant, now: Instant) -> io::Result<Duration> {
-    arm(stream, Deadline::at(until), now)
+    arm(stream, Deadline::at(until).remaining(now))
 }
 
-/// Sets the read and write limits to `deadline.remaining(now)`, refusing a zero limit.
-fn arm(stream: &TcpStream, deadline: Deadline, now: Instant) -> io::Result<Duration> {
-    let left = deadline.remaining(now);
+/// Sets the read and write limits to `left`, refusing a zero limit.
+fn arm(stream: &TcpStream, left: Duration) -> io::Result<Duration> {
     if left.is_zero() {
         return Err(no_time_left());
     }

@@ -6,12 +6,11 @@ use std::io;
 use std::net::TcpListener;
 use std::time::Duration;
 
-use deadline_core::Backoff;
-use deadline_core::RetryBudget;
-use deadline_core::SplitMix64;
 use deadline_core::drive::CallError;
-use deadline_core::{Call, GiveUp, Outcome};
-use deadline_core::{Clock, Deadline, Error, Instant, Limits, ManualClock, Plan, Policy, ms};
+use deadline_core::{
+    Backoff, Call, Clock, Deadline, Error, GiveUp, Instant, Limits, ManualClock, Outcome, Plan,
+    Policy, RetryBudget, SplitMix64, ms,
+};
 use deadline_std::blocking::{BlockingDriver, Sleeper};
 use deadline_std::net;
 

@@ -11,10 +11,8 @@ use std::cell::RefCell;
 use std::future::Future;
 use std::time::Duration;
 
-use deadline_core::Backoff;
-use deadline_core::RetryBudget;
-use deadline_core::SplitMix64;
 use deadline_core::drive::{CallError, Called, Driver, ManualTimer};
+use deadline_core::{Backoff, RetryBudget, SplitMix64};
 use deadline_core::{
     BreakerConfig, BreakerState, CircuitBreaker, Clock, Deadline, Error, Instant, Limits,
     ManualClock, Policy, Timer, ms,

@@ -12,7 +12,7 @@ use std::time::Duration;
 use deadline_core::{
     Clock, Deadline, Instant, Limits, ManualClock, Plan, Policy, call_timeout, ms,
 };
-use deadline_std::net::{apply, arm_read, connect, connect_limit};
+use deadline_std::net::{apply, arm_read, connect};
 
 fn listener() -> TcpListener {
     TcpListener::bind("127.0.0.1:0").expect("bind a loopback port")
@@ -121,12 +121,12 @@ fn a_connect_that_used_up_the_attempt_arms_nothing() {
 fn the_connect_limit_never_exceeds_the_time_left() {
     // C's own connect limit (20 ms) while more is left; only what is left near the end.
     let limits = checkout_c_limits();
-    assert_eq!(connect_limit(&limits, Instant::from_millis(115)), ms(20));
-    assert_eq!(connect_limit(&limits, Instant::from_millis(155)), ms(20));
-    assert_eq!(connect_limit(&limits, Instant::from_millis(160)), ms(15));
-    assert_eq!(connect_limit(&limits, limits.until), Duration::ZERO);
+    assert_eq!(limits.connect_timeout(Instant::from_millis(115)), ms(20));
+    assert_eq!(limits.connect_timeout(Instant::from_millis(155)), ms(20));
+    assert_eq!(limits.connect_timeout(Instant::from_millis(160)), ms(15));
+    assert_eq!(limits.connect_timeout(limits.until), Duration::ZERO);
     assert_eq!(
-        connect_limit(&limits, Instant::from_millis(500)),
+        limits.connect_timeout(Instant::from_millis(500)),
         Duration::ZERO
     );
 }

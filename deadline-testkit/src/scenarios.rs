@@ -9,13 +9,11 @@ use core::pin::pin;
 use core::task::Poll;
 use core::time::Duration;
 
-use deadline_core::Backoff;
-use deadline_core::HedgePolicy;
-use deadline_core::RetryBudget;
-use deadline_core::SplitMix64;
 use deadline_core::drive::{CallError, Called, Driver};
-use deadline_core::{Call, GiveUp, Outcome};
-use deadline_core::{Deadline, Error, Limits, Plan, Policy, Timer, ms};
+use deadline_core::{
+    Backoff, Call, Deadline, Error, GiveUp, HedgePolicy, Limits, Outcome, Plan, Policy,
+    RetryBudget, SplitMix64, Timer, ms,
+};
 
 use crate::probe::Attempts;
 use crate::timers::Late;

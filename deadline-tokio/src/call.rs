@@ -3,10 +3,8 @@
 use core::future::Future;
 use core::time::Duration;
 
-use deadline_core::Rng;
 use deadline_core::drive::{Called, Driver};
-use deadline_core::{Call, Outcome};
-use deadline_core::{Limits, Policy};
+use deadline_core::{Call, Limits, Outcome, Policy, Rng};
 
 use crate::clock::TokioTimer;
 use crate::context::{current_or_never, scope};
@@ -30,8 +28,7 @@ pub fn call(policy: &Policy, reserve: Duration) -> Call<'_> {
 /// is dropped, and dropping the returned future drops every attempt still running.
 ///
 /// ```
-/// use deadline_core::Outcome;
-/// use deadline_core::{Policy, ms};
+/// use deadline_core::{Outcome, Policy, ms};
 /// use deadline_tokio::{Entropy, call, drive, remaining, scope_timeout};
 ///
 /// static PRICING: Policy = Policy::required("pricing", ms(110), ms(30));

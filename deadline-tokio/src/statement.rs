@@ -1,7 +1,6 @@
 //! Database statement timeouts from the current deadline.
 
-use deadline_core::Clock;
-use deadline_core::{StatementDecision, StatementPolicy, statement_timeout as decide};
+use deadline_core::{Clock, StatementDecision, StatementPolicy, statement_timeout as decide};
 
 use crate::clock::TokioClock;
 use crate::context::current_or_never;
@@ -15,8 +14,7 @@ use crate::context::current_or_never;
 /// report [`Shortfall::error`](deadline_core::Shortfall::error).
 ///
 /// ```
-/// use deadline_core::ms;
-/// use deadline_core::{StatementDecision, StatementPolicy};
+/// use deadline_core::{StatementDecision, StatementPolicy, ms};
 /// use deadline_tokio::{scope_timeout, statement_timeout};
 ///
 /// const ORDERS: StatementPolicy = StatementPolicy::new(ms(300), ms(40));

@@ -11,11 +11,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use deadline_core::Backoff;
-use deadline_core::HedgePolicy;
-use deadline_core::Outcome;
-use deadline_core::SplitMix64;
-use deadline_core::{Policy, ms};
+use deadline_core::{Backoff, HedgePolicy, Outcome, Policy, SplitMix64, ms};
 use deadline_tokio::{call, drive, scope_timeout};
 
 struct Counting;

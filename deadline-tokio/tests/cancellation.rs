@@ -1,9 +1,6 @@
 //! Cancellation on tokio: an abandoned request leaves no attempt and no task behind.
 
-use deadline_core::HedgePolicy;
-use deadline_core::Outcome;
-use deadline_core::SplitMix64;
-use deadline_core::{Clock, Policy, ms};
+use deadline_core::{Clock, HedgePolicy, Outcome, Policy, SplitMix64, ms};
 use deadline_testkit::Attempts;
 use deadline_tokio::{TokioClock, call, drive, remaining, scope_timeout};
 

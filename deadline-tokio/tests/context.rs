@@ -2,8 +2,10 @@
 
 use std::time::Duration;
 
-use deadline_core::{Clock, Deadline, Decision, Error, Instant, Policy, Timer, ms};
-use deadline_core::{StatementDecision, StatementPolicy};
+use deadline_core::{
+    Clock, Deadline, Decision, Error, Instant, Policy, StatementDecision, StatementPolicy, Timer,
+    ms,
+};
 use deadline_tokio::{
     TokioClock, TokioTimer, current, current_or_never, decide, from_tokio, is_expired, propagate,
     remaining, scope, scope_timeout, statement_timeout, to_tokio, within,

@@ -4,9 +4,7 @@
 //! (100,001 possible microsecond waits); with `Entropy` they all retry at the same instant
 //! with a chance of 100,001^-15.
 
-use deadline_core::Outcome;
-use deadline_core::{Backoff, Jitter};
-use deadline_core::{Policy, ms};
+use deadline_core::{Backoff, Jitter, Outcome, Policy, ms};
 use deadline_tokio::{Entropy, call, drive, scope_timeout};
 use tokio::time::Instant;
 

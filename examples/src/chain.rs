@@ -18,10 +18,8 @@ use core::convert::Infallible;
 use core::fmt;
 use core::time::Duration;
 
-use deadline_core::Rng;
 use deadline_core::drive::{CallError, Driver};
-use deadline_core::{Call, Outcome};
-use deadline_core::{Deadline, Instant, Plan, Policy, Timer, ms};
+use deadline_core::{Deadline, Instant, Outcome, Plan, Policy, Rng, Timer, ms};
 
 use crate::sim;
 
@@ -188,7 +186,9 @@ pub async fn handle<T: Timer + Copy, R: Rng>(
         let Ok(step) = plan.then(policy) else {
             unreachable!("the plan holds three steps")
         };
-        let call = Call::new(policy, deadline, plan.reserve(step));
+        let Some(call) = plan.call(step) else {
+            unreachable!("the step was just planned")
+        };
         let called = Driver::new(call, timer, &mut *rng)
             .run(
                 |_| Outcome::Failed,

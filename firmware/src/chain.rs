@@ -15,9 +15,7 @@ use core::fmt;
 use core::time::Duration;
 
 use deadline_core::drive::{CallError, Driver};
-use deadline_core::{Call, Outcome};
-use deadline_core::SplitMix64;
-use deadline_core::{Clock, Deadline, Instant, Plan, Policy, ms};
+use deadline_core::{Call, Clock, Deadline, Instant, Outcome, Plan, Policy, SplitMix64, ms};
 use deadline_embassy::{EmbassyTimer, to_embassy};
 
 /// A, user profile: p50 10 ms (the floor), capped at 50 ms. Required.

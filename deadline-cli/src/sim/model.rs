@@ -5,9 +5,7 @@
 
 use std::time::Duration;
 
-use deadline_core::Instant;
-use deadline_core::{Backoff, Jitter};
-use deadline_core::{Rng, SplitMix64};
+use deadline_core::{Backoff, Instant, Jitter, Rng, SplitMix64};
 
 /// The most database queries one request can cause (3 API attempts × 3 service attempts).
 pub const MAX_QUERIES: usize = 9;

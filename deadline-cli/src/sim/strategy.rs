@@ -19,13 +19,12 @@
 use std::cell::RefCell;
 use std::time::Duration;
 
-use deadline_core::RetryBudget;
-use deadline_core::Rng;
 use deadline_core::drive::{Driver, ManualTimer};
 use deadline_core::wire::Propagation;
-use deadline_core::{Call, Outcome};
-use deadline_core::{Clock, Deadline, Instant, Limits, Policy, Timer};
-use deadline_core::{StatementDecision, StatementPolicy, statement_timeout};
+use deadline_core::{
+    Call, Clock, Deadline, Instant, Limits, Outcome, Policy, RetryBudget, Rng, StatementDecision,
+    StatementPolicy, Timer, statement_timeout,
+};
 
 use super::model::{Db, Model};
 
@@ -168,12 +167,9 @@ impl Setup {
         let api_deadline = match self.propagation {
             // The client sends the time left in `x-deadline-ms`; the API reads it back on
             // its own clock.
-            Some(p) => match p.encode_deadline_ms(client_deadline, start) {
-                Ok(header) => p
-                    .decode_deadline_ms(header.as_bytes(), api_arrival)
-                    .unwrap_or(Deadline::at(api_arrival)),
-                Err(_) => Deadline::at(api_arrival),
-            },
+            Some(p) => p
+                .hop(client_deadline, start, api_arrival)
+                .unwrap_or(Deadline::at(api_arrival)),
             // Without propagation each layer only has its own fixed timeouts.
             None => Deadline::NEVER,
         };
@@ -211,10 +207,8 @@ impl Setup {
         let hop = self.model.hop;
         let arrival = now + hop;
         let deadline = match self.propagation {
-            Some(p) => match p.encode_deadline_ms(attempt_deadline, now) {
-                Ok(header) => p
-                    .decode_deadline_ms(header.as_bytes(), arrival)
-                    .unwrap_or(Deadline::at(arrival)),
+            Some(p) => match p.hop(attempt_deadline, now, arrival) {
+                Ok(deadline) => deadline,
                 // Nothing left to send: the API does not make the call.
                 Err(_) => return (now, false),
             },

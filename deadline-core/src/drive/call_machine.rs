@@ -84,11 +84,8 @@ enum Phase {
 /// answers):
 ///
 /// ```
-/// use deadline_core::Backoff;
+/// use deadline_core::{Backoff, Call, Clock, Deadline, Instant, ManualClock, Outcome, Policy, SplitMix64, ms};
 /// use deadline_core::drive::{Action, CallMachine, NoObserver};
-/// use deadline_core::{Call, Outcome};
-/// use deadline_core::SplitMix64;
-/// use deadline_core::{Clock, Deadline, Instant, ManualClock, Policy, ms};
 ///
 /// let b = Policy::required("B", ms(110), ms(30))
 ///     .with_attempts(2, Backoff::constant(ms(10)))

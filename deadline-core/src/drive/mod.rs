@@ -78,9 +78,7 @@
 //!
 //! ```
 //! use deadline_core::drive::{Driver, ManualTimer};
-//! use deadline_core::{Call, Outcome};
-//! use deadline_core::SplitMix64;
-//! use deadline_core::{Clock, Deadline, Instant, Limits, Policy, Timer, ms};
+//! use deadline_core::{Call, Clock, Deadline, Instant, Limits, Outcome, Policy, SplitMix64, Timer, ms};
 //!
 //! let timer = ManualTimer::new();
 //! let t = &timer;

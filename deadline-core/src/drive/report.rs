@@ -65,11 +65,8 @@ impl<T, E> Called<T, E> {
     /// deadline ran out ([`is_deadline_exceeded`](Called::is_deadline_exceeded)).
     ///
     /// ```
-    /// use deadline_core::Backoff;
+    /// use deadline_core::{Backoff, Call, Counters, Deadline, Instant, Limits, Outcome, Policy, SplitMix64, ms};
     /// use deadline_core::drive::{Driver, ManualTimer};
-    /// use deadline_core::{Call, Outcome};
-    /// use deadline_core::SplitMix64;
-    /// use deadline_core::{Counters, Deadline, Instant, Limits, Policy, ms};
     ///
     /// // A dependency that never answers.
     /// let hang = |_: Limits| core::future::pending::<Result<(), ()>>();

@@ -16,10 +16,8 @@
 
 use std::time::Duration;
 
-use deadline_core::Outcome;
 use deadline_core::wire::{Propagation, X_DEADLINE_MS};
-use deadline_core::{Clock, Instant, Policy, ms};
-use deadline_core::{StatementDecision, StatementPolicy};
+use deadline_core::{Clock, Instant, Outcome, Policy, StatementDecision, StatementPolicy, ms};
 use deadline_tokio::{
     Entropy, TokioClock, call, current_or_never, drive, propagate, remaining, scope, scope_timeout,
     statement_timeout,
