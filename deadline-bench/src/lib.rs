@@ -10,16 +10,17 @@ use core::future::{Ready, ready};
 use core::hint::black_box;
 use core::time::Duration;
 
+use deadline_core::drive::Driver;
 use deadline_core::wire::GrpcTimeout;
 use deadline_core::{Backoff, HedgePolicy, Jitter, Outcome, SplitMix64};
 use deadline_core::{
     BreakerConfig, CircuitBreaker, Clock, Deadline, Policy, RetryBudget, call_timeout, ms,
 };
-use deadline_tokio::{TokioClock, call, decide, drive, scope_timeout, within};
+use deadline_tokio::{TokioClock, TokioTimer, call, decide, drive, scope, scope_timeout, within};
 use tower::{Service, ServiceExt};
 
 /// The scenarios, by the name the programs take.
-pub const SCENARIOS: [&str; 12] = [
+pub const SCENARIOS: [&str; 13] = [
     "clock_tokio",
     "clock_deadline",
     "call_timeout",
@@ -31,6 +32,7 @@ pub const SCENARIOS: [&str; 12] = [
     "tower_timeout_hedge",
     "deadline_within",
     "deadline_drive",
+    "deadline_drive_only",
     "deadline_drive_armed",
 ];
 
@@ -199,6 +201,21 @@ pub async fn run(name: &str, n: u64) -> Option<u64> {
             })
             .await;
         }
+        "deadline_drive_only" => {
+            scope_timeout(BUDGET, async {
+                for _ in 0..n {
+                    let driver = Driver::deadline_only(call(&PLAIN, ms(0)), TokioTimer);
+                    let called = driver
+                        .run(
+                            |_: &()| Outcome::Failed,
+                            |limits| scope(limits.deadline(), answer()),
+                        )
+                        .await;
+                    sum += called.result.unwrap();
+                }
+            })
+            .await;
+        }
         "deadline_drive_armed" => {
             scope_timeout(BUDGET, async {
                 let mut rng = SplitMix64::new(1);
@@ -239,8 +256,13 @@ pub fn future_sizes() -> Vec<(&'static str, usize)> {
         |_: &()| Outcome::Failed,
         |_| answer(),
     );
+    let only = Driver::deadline_only(call(&PLAIN, ms(0)), TokioTimer).run(
+        |_: &()| Outcome::Failed,
+        |limits| scope(limits.deadline(), answer()),
+    );
     vec![
         ("tokio_timeout", core::mem::size_of_val(&tokio)),
+        ("deadline_drive_only", core::mem::size_of_val(&only)),
         ("deadline_within", core::mem::size_of_val(&within)),
         ("deadline_drive", core::mem::size_of_val(&driven)),
     ]

@@ -15,7 +15,7 @@ use core::fmt;
 use core::time::Duration;
 
 use deadline_core::drive::{CallError, Driver};
-use deadline_core::{Call, Clock, Deadline, Instant, Outcome, Plan, Policy, SplitMix64, ms};
+use deadline_core::{Clock, Deadline, Instant, Outcome, Plan, Policy, ms};
 use deadline_embassy::{EmbassyTimer, to_embassy};
 
 /// A, user profile: p50 10 ms (the floor), capped at 50 ms. Required.
@@ -99,14 +99,17 @@ pub async fn handle(case: &Case, log: &mut dyn FnMut(fmt::Arguments<'_>)) -> u16
     ));
 
     let mut plan: Plan<'_, 3> = Plan::new(deadline, OWN_WORK);
-    let mut rng = SplitMix64::new(0);
     // Slice iterators (two pointers each) keep the request's future small.
     for (policy, &latency) in DEPENDENCIES.iter().zip(&case.latency) {
         let Ok(step) = plan.then(policy) else {
             unreachable!("the plan holds three steps")
         };
-        let call = Call::new(policy, deadline, plan.reserve(step));
-        let called = Driver::new(call, timer, &mut rng)
+        let Some(call) = plan.call(step) else {
+            unreachable!("the step was just planned")
+        };
+        // The checkout example's calls never retry nor hedge: the deadline-only driver
+        // carries none of that code.
+        let called = Driver::deadline_only(call, timer)
             .run(
                 |_: &Infallible| Outcome::Failed,
                 |limits| {

@@ -23,6 +23,7 @@ use crate::time::Instant;
 use super::MAX_IN_FLIGHT;
 use super::course::{Attempt, Course};
 use super::event::{Event, EventKind, Observer};
+use super::mode::{DeadlineOnly, Full, Mode};
 use super::report::{CallError, Called, Report};
 
 /// What a driver does next, as [`CallMachine::poll`] says.
@@ -117,8 +118,8 @@ enum Phase {
 /// assert_eq!(called.report.ended, Instant::from_millis(90)); // 40 + 10 + 40
 /// ```
 #[derive(Debug)]
-pub struct CallMachine<'c, E> {
-    course: Course<'c, E>,
+pub struct CallMachine<'c, E, M: Mode = Full> {
+    course: Course<'c, E, M>,
     phase: Phase,
     /// The attempt running in each slot.
     in_flight: [Option<Attempt<'c>>; MAX_IN_FLIGHT],
@@ -128,10 +129,38 @@ pub struct CallMachine<'c, E> {
     now: Instant,
 }
 
-impl<'c, E> CallMachine<'c, E> {
+impl<'c, E> CallMachine<'c, E, Full> {
     /// The machine of `call`, before its first attempt.
     #[must_use]
     pub const fn new(call: Call<'c>) -> Self {
+        CallMachine {
+            course: Course::new(call),
+            phase: Phase::Start,
+            in_flight: [const { None }; MAX_IN_FLIGHT],
+            result: None,
+            now: Instant::ZERO,
+        }
+    }
+}
+
+impl<'c, E> CallMachine<'c, E, DeadlineOnly> {
+    /// The machine of `call` that makes one attempt, with its timeout from the time left, and
+    /// nothing else (see [`Driver::deadline_only`](super::Driver::deadline_only)).
+    #[must_use]
+    pub const fn deadline_only(call: Call<'c>) -> Self {
+        CallMachine {
+            course: Course::new(call),
+            phase: Phase::Start,
+            in_flight: [const { None }; MAX_IN_FLIGHT],
+            result: None,
+            now: Instant::ZERO,
+        }
+    }
+}
+
+impl<'c, E, M: Mode> CallMachine<'c, E, M> {
+    /// The machine of `call` in mode `M`.
+    pub(super) const fn with_mode(call: Call<'c>) -> Self {
         CallMachine {
             course: Course::new(call),
             phase: Phase::Start,
@@ -230,24 +259,31 @@ impl<'c, E> CallMachine<'c, E> {
             }
 
             match self.phase {
-                Phase::Running if self.running() == 0 => match self.course.retry(rng, now) {
-                    RetryDecision::Retry(retry) => {
-                        observer.on_event(&Event::new(
-                            now,
-                            EventKind::Backoff {
-                                until: retry.at,
-                                wait: retry.wait,
-                            },
-                        ));
-                        self.phase = Phase::Backoff { at: retry.at };
+                Phase::Running if self.running() == 0 && !M::FULL => {
+                    // A deadline-only call makes one attempt: it has been made.
+                    self.give_up(GiveUp::Exhausted, now, observer);
+                    continue;
+                }
+                Phase::Running if M::FULL && self.running() == 0 => {
+                    match self.course.retry(rng, now) {
+                        RetryDecision::Retry(retry) => {
+                            observer.on_event(&Event::new(
+                                now,
+                                EventKind::Backoff {
+                                    until: retry.at,
+                                    wait: retry.wait,
+                                },
+                            ));
+                            self.phase = Phase::Backoff { at: retry.at };
+                        }
+                        RetryDecision::GiveUp(reason) => {
+                            self.give_up(reason, now, observer);
+                            continue;
+                        }
                     }
-                    RetryDecision::GiveUp(reason) => {
-                        self.give_up(reason, now, observer);
-                        continue;
-                    }
-                },
+                }
                 // Computed again at the instant the retry really starts.
-                Phase::Backoff { at } if now >= at => match self.course.restart(now) {
+                Phase::Backoff { at } if M::FULL && now >= at => match self.course.restart(now) {
                     Ok(retry) => {
                         self.phase = Phase::Running;
                         return self.launch(retry, observer);
@@ -257,7 +293,7 @@ impl<'c, E> CallMachine<'c, E> {
                         continue;
                     }
                 },
-                Phase::Running if self.running() < MAX_IN_FLIGHT => {
+                Phase::Running if M::FULL && self.running() < MAX_IN_FLIGHT => {
                     if let Some(hedge) = self.course.hedge(now) {
                         return self.launch(hedge, observer);
                     }
@@ -288,7 +324,7 @@ impl<'c, E> CallMachine<'c, E> {
         }
         if let Some(at) = backoff {
             target = target.min(at);
-        } else if self.running() < MAX_IN_FLIGHT && self.running() > 0 {
+        } else if M::FULL && self.running() < MAX_IN_FLIGHT && self.running() > 0 {
             if let Some(at) = self.course.next_hedge().filter(|&at| at > self.now) {
                 target = target.min(at);
             }

@@ -5,6 +5,7 @@
 //! hedges), whether a retry or a hedge is made, and which error the call ends with are
 //! decided here.
 
+use core::marker::PhantomData;
 use core::time::Duration;
 
 use crate::breaker::{BreakerOutcome, CircuitBreaker, Permit};
@@ -17,6 +18,7 @@ use crate::retry::{GiveUp, RetryDecision, RetryState};
 use crate::rng::Rng;
 use crate::time::Instant;
 
+use super::mode::{Full, Mode};
 use super::report::{CallError, Called, Report};
 
 /// How the latest failed attempt ended: what the call's error is built from.
@@ -118,7 +120,7 @@ impl Drop for Attempt<'_> {
 ///
 #[derive(Debug)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub(super) struct Course<'c, E> {
+pub(super) struct Course<'c, E, M: Mode = Full> {
     call: Call<'c>,
     live_delay: Option<Duration>,
     retry: RetryState,
@@ -129,9 +131,10 @@ pub(super) struct Course<'c, E> {
     /// A fatal error or a server's "do not retry" has been seen: it stands, whatever the
     /// attempts still running do afterwards.
     final_failure: bool,
+    mode: PhantomData<M>,
 }
 
-impl<'c, E> Course<'c, E> {
+impl<'c, E, M: Mode> Course<'c, E, M> {
     /// The course of `call`, before its first attempt.
     #[must_use]
     pub(super) const fn new(call: Call<'c>) -> Self {
@@ -144,6 +147,7 @@ impl<'c, E> Course<'c, E> {
             last: None,
             last_outcome: Outcome::Failed,
             final_failure: false,
+            mode: PhantomData,
         }
     }
 
@@ -186,7 +190,9 @@ impl<'c, E> Course<'c, E> {
             Decision::Fail(s) => return Err(CallError::Library(s.error())),
         };
         let permit = self.admit(now).map_err(CallError::Library)?;
-        self.call.deposit(now);
+        if M::FULL {
+            self.call.deposit(now);
+        }
         self.hedges = HedgeState::new(now);
         self.report.started = Some(now);
         Ok(self.launch(limits, permit, false, now))
@@ -355,6 +361,10 @@ impl<'c, E> Course<'c, E> {
 
     /// Asks the breaker, if any, for leave to start an attempt at `now`.
     fn admit(&mut self, now: Instant) -> Result<Option<Permit>, Error> {
+        if !M::FULL {
+            // A deadline-only call: no breaker is asked (none is linked).
+            return Ok(None);
+        }
         let Some(breaker) = self.call.breaker else {
             return Ok(None);
         };

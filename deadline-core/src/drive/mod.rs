@@ -106,10 +106,12 @@ mod classify;
 mod course;
 mod event;
 mod manual;
+mod mode;
 mod report;
 mod run;
 
 use core::future::Future;
+use core::marker::PhantomData;
 use core::pin::Pin;
 use core::task::{Context, Poll};
 use core::time::Duration;
@@ -117,13 +119,14 @@ use core::time::Duration;
 use crate::call::Call;
 use crate::call_timeout::Limits;
 use crate::outcome::Outcome;
-use crate::rng::Rng;
+use crate::rng::{Rng, SplitMix64};
 use crate::timer::Timer;
 
 pub use call_machine::{Action, CallMachine};
 pub use classify::Classify;
 pub use event::{Event, EventKind, NoObserver, Observe, Observer};
 pub use manual::{ManualSleep, ManualTimer, Stalled};
+pub use mode::{DeadlineOnly, Full, Mode};
 pub use report::{CallError, Called, Report};
 
 /// The most attempts one driven call has running at once: the first (or a retry) and up to
@@ -133,12 +136,19 @@ pub const MAX_IN_FLIGHT: usize = 4;
 /// Runs one dependency call under its policy on a [`Timer`]. See the [module docs](self).
 #[derive(Debug)]
 #[must_use = "a driver does nothing until `run` is awaited"]
-pub struct Driver<'c, Tm, R, O = NoObserver> {
+///
+/// A driver made with [`Driver::new`] runs the policy's retries, hedges, retry budget and
+/// circuit breaker. One made with [`Driver::deadline_only`] makes one attempt with its
+/// timeout from the time left, and nothing else: its code for retries, hedges, the budget
+/// and the breaker is not in the program at all (its [`Mode`] is [`DeadlineOnly`]), which is what a
+/// microcontroller with a call that never retries wants.
+pub struct Driver<'c, Tm, R, O = NoObserver, M: Mode = Full> {
     call: Call<'c>,
     timer: Tm,
     rng: R,
     live_delay: Option<Duration>,
     observer: O,
+    mode: PhantomData<M>,
 }
 
 impl<'c, Tm: Timer, R: Rng> Driver<'c, Tm, R> {
@@ -151,11 +161,47 @@ impl<'c, Tm: Timer, R: Rng> Driver<'c, Tm, R> {
             rng,
             live_delay: None,
             observer: NoObserver,
+            mode: PhantomData,
         }
     }
 }
 
-impl<'c, Tm: Timer, R: Rng, O: Observer> Driver<'c, Tm, R, O> {
+impl<'c, Tm: Timer> Driver<'c, Tm, SplitMix64, NoObserver, DeadlineOnly> {
+    /// A driver for `call` on `timer` that makes one attempt, with its timeout from the time
+    /// left, and nothing else: whatever retries, hedges, retry budget or breaker the call has
+    /// are not used (and their code is not linked). Its report says
+    /// [`GiveUp::Exhausted`](crate::GiveUp::Exhausted) when the attempt fails.
+    ///
+    /// ```
+    /// use deadline_core::drive::{Driver, ManualTimer};
+    /// use deadline_core::{Call, Clock, Deadline, Instant, Policy, Timer, ms};
+    ///
+    /// let timer = ManualTimer::new();
+    /// let t = &timer;
+    /// let b = Policy::required("B", ms(110), ms(30));
+    /// let call = Call::new(&b, Deadline::after(Instant::ZERO, ms(200)), ms(20));
+    /// let called = timer
+    ///     .run(Driver::deadline_only(call, t).run(|_| deadline_core::Outcome::Failed, |limits| async move {
+    ///         t.sleep_until(t.now() + ms(105)).await;
+    ///         Ok::<_, ()>(limits.timeout)
+    ///     }))
+    ///     .unwrap();
+    /// assert_eq!(called.result, Ok(ms(110)));
+    /// ```
+    pub const fn deadline_only(call: Call<'c>, timer: Tm) -> Self {
+        Driver {
+            call,
+            timer,
+            // Never drawn from: a deadline-only call has no backoff.
+            rng: SplitMix64::new(0),
+            live_delay: None,
+            observer: NoObserver,
+            mode: PhantomData,
+        }
+    }
+}
+
+impl<'c, Tm: Timer, R: Rng, O: Observer, M: Mode> Driver<'c, Tm, R, O, M> {
     /// The same driver, hedging after `live` (such as the p95 of a live latency histogram)
     /// instead of the policy's fixed delay, when it is `Some`.
     pub const fn with_hedge_delay(mut self, live: Option<Duration>) -> Self {
@@ -165,13 +211,14 @@ impl<'c, Tm: Timer, R: Rng, O: Observer> Driver<'c, Tm, R, O> {
 
     /// The same driver, telling `observer` of every step of the call ([`Event`]); pass
     /// `&mut observer` to keep it.
-    pub fn with_observer<O2: Observer>(self, observer: O2) -> Driver<'c, Tm, R, O2> {
+    pub fn with_observer<O2: Observer>(self, observer: O2) -> Driver<'c, Tm, R, O2, M> {
         Driver {
             call: self.call,
             timer: self.timer,
             rng: self.rng,
             live_delay: self.live_delay,
             observer,
+            mode: PhantomData,
         }
     }
 
@@ -185,7 +232,11 @@ impl<'c, Tm: Timer, R: Rng, O: Observer> Driver<'c, Tm, R, O> {
     ///
     /// The returned future ([`Drive`]) is written by hand, not an `async fn`: it is built
     /// once, in place, with its attempt slots and its sleep inside it.
-    pub fn run<A, F, T, E, C>(self, classify: C, attempt: A) -> Drive<'c, Tm, R, C, A, O, F, T, E>
+    pub fn run<A, F, T, E, C>(
+        self,
+        classify: C,
+        attempt: A,
+    ) -> Drive<'c, Tm, R, C, A, O, F, T, E, M>
     where
         A: FnMut(Limits) -> F,
         F: Future<Output = Result<T, E>>,
@@ -193,7 +244,7 @@ impl<'c, Tm: Timer, R: Rng, O: Observer> Driver<'c, Tm, R, O> {
     {
         Drive {
             run: run::Run {
-                machine: CallMachine::new(self.call).with_hedge_delay(self.live_delay),
+                machine: CallMachine::with_mode(self.call).with_hedge_delay(self.live_delay),
                 timer: self.timer,
                 rng: self.rng,
                 classify,
@@ -216,8 +267,8 @@ pin_project_lite::pin_project! {
     /// [`MAX_IN_FLIGHT`]) and its one sleep, all inside it. Dropping it drops every attempt
     /// still running, which cancels them.
     #[must_use = "futures do nothing unless polled"]
-    pub struct Drive<'c, Tm: Timer, R, C, A, O, F, T, E> {
-        run: run::Run<'c, Tm, R, C, A, O, T, E>,
+    pub struct Drive<'c, Tm: Timer, R, C, A, O, F, T, E, M: Mode> {
+        run: run::Run<'c, Tm, R, C, A, O, T, E, M>,
         #[pin]
         s0: Option<F>,
         #[pin]
@@ -231,7 +282,7 @@ pin_project_lite::pin_project! {
     }
 }
 
-impl<Tm, R, C, A, O, F, T, E> Future for Drive<'_, Tm, R, C, A, O, F, T, E>
+impl<Tm, R, C, A, O, F, T, E, M: Mode> Future for Drive<'_, Tm, R, C, A, O, F, T, E, M>
 where
     Tm: Timer,
     R: Rng,

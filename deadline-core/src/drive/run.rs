@@ -15,6 +15,7 @@ use crate::timer::Timer;
 use super::MAX_IN_FLIGHT;
 use super::call_machine::{Action, CallMachine};
 use super::event::Observer;
+use super::mode::Mode;
 use super::report::Called;
 
 /// The attempt futures' storage: one pinned `Option` per slot, each a separate local of the
@@ -22,8 +23,8 @@ use super::report::Called;
 pub(super) type Slots<'s, F> = [Pin<&'s mut Option<F>>; MAX_IN_FLIGHT];
 
 /// Everything the loop keeps between polls, apart from the pinned futures.
-pub(super) struct Run<'c, Tm, R, C, A, O, T, E> {
-    pub(super) machine: CallMachine<'c, E>,
+pub(super) struct Run<'c, Tm, R, C, A, O, T, E, M: Mode> {
+    pub(super) machine: CallMachine<'c, E, M>,
     pub(super) timer: Tm,
     pub(super) rng: R,
     pub(super) classify: C,
@@ -35,7 +36,7 @@ pub(super) struct Run<'c, Tm, R, C, A, O, T, E> {
     pub(super) sleep_at: Option<Instant>,
 }
 
-impl<Tm, R, C, A, O, F, T, E> Run<'_, Tm, R, C, A, O, T, E>
+impl<Tm, R, C, A, O, F, T, E, M: Mode> Run<'_, Tm, R, C, A, O, T, E, M>
 where
     Tm: Timer,
     R: Rng,

@@ -1,0 +1,187 @@
+//! The deadline-only driver: one attempt with its timeout from the time left, and nothing
+//! else. It ends every call the way the full driver ends a call whose policy has no retries,
+//! hedges, budget or breaker; with them configured, it still makes one attempt and leaves
+//! the breaker and the budget alone.
+
+use std::time::Duration;
+
+use deadline_core::drive::{CallError, Called, Driver, ManualTimer, Report};
+use deadline_core::{
+    Backoff, BreakerConfig, Call, CircuitBreaker, Clock, Deadline, GiveUp, HedgePolicy, Instant,
+    Outcome, Policy, RetryBudget, SplitMix64, Timer, ms,
+};
+
+/// How the simulated dependency answers: after `latency`, with `answer`.
+#[derive(Clone, Copy)]
+struct Dep {
+    latency: Duration,
+    answer: Result<u32, &'static str>,
+}
+
+fn run_both(
+    policy: &Policy,
+    budget: Duration,
+    reserve: Duration,
+    dep: Dep,
+) -> [Called<u32, &'static str>; 2] {
+    let full = {
+        let timer = ManualTimer::new();
+        let t = &timer;
+        let call = Call::new(policy, Deadline::after(t.now(), budget), reserve);
+        timer
+            .run(Driver::new(call, t, SplitMix64::new(1)).run(
+                |_| Outcome::Failed,
+                |_| async move {
+                    t.sleep_until(t.now() + dep.latency).await;
+                    dep.answer
+                },
+            ))
+            .unwrap()
+    };
+    let only = {
+        let timer = ManualTimer::new();
+        let t = &timer;
+        let call = Call::new(policy, Deadline::after(t.now(), budget), reserve);
+        timer
+            .run(Driver::deadline_only(call, t).run(
+                |_| Outcome::Failed,
+                |_| async move {
+                    t.sleep_until(t.now() + dep.latency).await;
+                    dep.answer
+                },
+            ))
+            .unwrap()
+    };
+    [full, only]
+}
+
+/// The report without why the call gave up (the deadline-only driver always says
+/// `Exhausted`: its one attempt is used).
+fn without_reason(mut report: Report) -> Report {
+    report.gave_up = None;
+    report
+}
+
+#[test]
+fn without_retries_or_hedges_it_ends_every_call_as_the_full_driver_does() {
+    let b = Policy::required("B", ms(110), ms(30));
+    let c = Policy::optional("C", ms(60), ms(25));
+    let cases = [
+        (
+            &b,
+            ms(200),
+            ms(20),
+            Dep {
+                latency: ms(105),
+                answer: Ok(42),
+            },
+        ),
+        (
+            &b,
+            ms(200),
+            ms(20),
+            Dep {
+                latency: ms(500),
+                answer: Ok(42),
+            },
+        ),
+        (
+            &b,
+            ms(200),
+            ms(20),
+            Dep {
+                latency: ms(10),
+                answer: Err("503"),
+            },
+        ),
+        (
+            &b,
+            ms(40),
+            ms(20),
+            Dep {
+                latency: ms(1),
+                answer: Ok(1),
+            },
+        ),
+        (
+            &c,
+            ms(44),
+            ms(20),
+            Dep {
+                latency: ms(1),
+                answer: Ok(1),
+            },
+        ),
+        (
+            &b,
+            ms(0),
+            ms(0),
+            Dep {
+                latency: ms(1),
+                answer: Ok(1),
+            },
+        ),
+    ];
+    for (policy, budget, reserve, dep) in cases {
+        let [full, only] = run_both(policy, budget, reserve, dep);
+        assert_eq!(full.result, only.result, "{}", policy.name);
+        assert_eq!(
+            without_reason(full.report),
+            without_reason(only.report),
+            "{}",
+            policy.name
+        );
+        if only.report.attempts > 0 && only.result.is_err() {
+            assert_eq!(only.report.gave_up, Some(GiveUp::Exhausted));
+        }
+    }
+}
+
+#[test]
+fn with_retries_hedges_a_budget_and_a_breaker_it_makes_one_attempt_and_touches_neither() {
+    static BUDGET: RetryBudget = RetryBudget::new(10, 0);
+    static BREAKER: CircuitBreaker =
+        CircuitBreaker::new(BreakerConfig::DEFAULT.with_consecutive_failures(1));
+    let armed = Policy::required("armed", ms(50), ms(1))
+        .with_attempts(3, Backoff::constant(ms(1)))
+        .with_hedge(HedgePolicy::new(ms(5), 2))
+        .idempotent();
+    // Open the breaker: one failure is enough.
+    let now = Instant::ZERO;
+    let permit = BREAKER.try_acquire(now).unwrap();
+    BREAKER.record(permit, deadline_core::BreakerOutcome::Failure, now);
+    assert!(BREAKER.try_acquire(now).is_err(), "the breaker is open");
+
+    let timer = ManualTimer::new();
+    let t = &timer;
+    let mut started = 0;
+    let call = Call::new(&armed, Deadline::after(t.now(), ms(1_000)), ms(0))
+        .with_budget(&BUDGET)
+        .with_breaker(&BREAKER);
+    let called: Called<(), &str> = timer
+        .run(Driver::deadline_only(call, t).run(
+            |_| Outcome::Failed,
+            |_| {
+                started += 1;
+                async move {
+                    t.sleep_until(t.now() + ms(20)).await;
+                    Err("503")
+                }
+            },
+        ))
+        .unwrap();
+    // One attempt, no hedge after 5 ms, no retry, though the breaker is open.
+    assert_eq!(started, 1);
+    assert_eq!(called.result, Err(CallError::Attempt("503")));
+    assert_eq!(
+        (
+            called.report.attempts,
+            called.report.hedges,
+            called.report.retries
+        ),
+        (1, 0, 0)
+    );
+    assert_eq!(called.report.breaker_rejections, 0);
+    // Nothing was deposited in the budget.
+    assert_eq!(BUDGET.balance_milli(), 0);
+}
