@@ -151,6 +151,20 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
         }
     }
 
+    pub(super) const fn with_hedge_delay_of(call: Call<'c>, live: Option<Duration>) -> Self {
+        Course {
+            call,
+            live_delay: live,
+            retry: RetryState::new(),
+            hedges: HedgeState::new(Instant::ZERO),
+            report: Report::EMPTY,
+            last: None,
+            last_outcome: Outcome::Failed,
+            final_failure: false,
+            mode: PhantomData,
+        }
+    }
+
     /// The same course, hedging after `live` (such as the p95 of a live latency histogram)
     /// instead of the policy's fixed delay, when it is `Some`.
     #[must_use]

@@ -244,7 +244,7 @@ impl<'c, Tm: Timer, R: Rng, O: Observer, M: Mode> Driver<'c, Tm, R, O, M> {
     {
         Drive {
             run: run::Run {
-                machine: CallMachine::with_mode(self.call).with_hedge_delay(self.live_delay),
+                machine: CallMachine::with_mode(self.call, self.live_delay),
                 timer: self.timer,
                 rng: self.rng,
                 classify,
