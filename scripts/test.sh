@@ -17,7 +17,7 @@ tests() { cargo test "$@" 2>&1 | tee -a "$RESULTS"; }
 
 # The library crates, whose features all combine. The examples crate picks one runtime per
 # build (two at once is a compile_error!), so it is checked once per runtime.
-CRATES=(deadline-core deadline-tokio deadline-std deadline-embassy deadline-testkit deadline-cli)
+CRATES=(deadline-core deadline-tokio deadline-std deadline-embassy deadline-testkit deadline-cli deadline-bench)
 # The crates published to crates.io (and so built by docs.rs); the others say `publish = false`.
 PUBLISHED=(deadline-core deadline-tokio deadline-std deadline-embassy)
 RUNTIMES=(tokio async-std smol embassy)
@@ -57,6 +57,7 @@ for t in "${TARGETS[@]}"; do
   cargo build -p deadline-core --target "$t"
   cargo build -p deadline-core --target "$t" --features defmt
   cargo build -p deadline-core --target "$t" --features drive,defmt
+  cargo build -p deadline-core --target "$t" --features drive,analysis,defmt
   cargo build -p deadline-embassy --target "$t"
   cargo build -p deadline-embassy --target "$t" --features defmt
 done
@@ -85,6 +86,7 @@ timeout 120 cargo run -p deadline-examples --bin nested
 step "benches compile and run once"
 cargo bench -p deadline-core -- --test
 cargo bench -p deadline-cli -- --test
+cargo bench -p deadline-bench -- --test
 
 passed=$(grep -Eo '^test result: ok\. [0-9]+ passed' "$RESULTS" | awk '{s += $4} END {print s + 0}')
 failed=$(grep -Eo '^test result: [A-Za-z]+\. [0-9]+ passed; [0-9]+ failed' "$RESULTS" | awk '{s += $6} END {print s + 0}')
