@@ -77,6 +77,8 @@ mod server;
 mod status;
 
 pub use answer::{BodyError, DeadlineBody};
+#[cfg(feature = "reqwest")]
+pub(crate) use client::already_set as client_already_set;
 pub use client::{
     DeadlineHeader, PropagateBody, PropagateError, PropagateFuture, PropagateLayer,
     PropagateService, no_time_left,
