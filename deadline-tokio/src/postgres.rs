@@ -7,7 +7,7 @@
 //! 1. is not started when too little time is left ([`StatementPolicy::floor`]): the result
 //!    is the shortfall's error ([`Error::InsufficientTime`]);
 //! 2. runs in a transaction whose `SET LOCAL statement_timeout` is the time left, capped
-//!    ([`statement_timeout`](crate::statement_timeout)): `SET LOCAL` applies to the
+//!    ([`statement_timeout`]): `SET LOCAL` applies to the
 //!    transaction only, and does nothing outside one;
 //! 3. is cancelled on the server, with the connection's [`CancelToken`], the moment its future
 //!    is dropped before it is done: the caller left, the deadline passed (the future is
@@ -55,7 +55,7 @@ use tokio_postgres::{CancelToken, Client, NoTls, Row};
 
 use crate::clock::to_tokio;
 use crate::context::current_or_never;
-use crate::statement::statement_timeout;
+use crate::statement_timeout;
 
 /// The error of a query run under the deadline.
 #[derive(Debug)]
