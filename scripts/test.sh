@@ -62,6 +62,14 @@ for t in "${TARGETS[@]}"; do
   cargo build -p deadline-embassy --target "$t" --features defmt
 done
 
+step "a throwaway PostgreSQL for the database tests (unless DEADLINE_TEST_DATABASE_URL is set)"
+# deadline-tokio's `postgres` tests and the services chain need a live server; without one
+# they fail, naming DEADLINE_TEST_DATABASE_URL. scripts/postgres.sh starts one.
+if [ -z "${DEADLINE_TEST_DATABASE_URL:-}" ]; then
+  eval "$(bash scripts/postgres.sh start)"
+  trap 'rm -f "$RESULTS"; bash scripts/postgres.sh stop "$DEADLINE_PG_DIR"' EXIT
+fi
+
 step "tests"
 for c in "${CRATES[@]}"; do
   tests -p "$c" --all-features
@@ -82,6 +90,9 @@ for rt in "${RUNTIMES[@]}"; do
 done
 cargo build -p deadline-examples --bin nested
 timeout 120 cargo run -p deadline-examples --bin nested
+
+step "real services on loopback: client -> axum -> tonic -> PostgreSQL"
+bash scripts/services.sh
 
 step "benches compile and run once"
 cargo bench -p deadline-core -- --test

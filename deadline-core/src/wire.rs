@@ -1,4 +1,5 @@
-//! The time left, on the wire: the `grpc-timeout` and `x-deadline-ms` headers.
+//! The time left, on the wire: the `grpc-timeout`, `connect-timeout-ms` and `x-deadline-ms`
+//! headers.
 //!
 //! A deadline crosses machines as the *time left*, never as a timestamp, so clock skew between
 //! machines does not matter: the receiver turns the budget back into a local [`Deadline`]
@@ -10,6 +11,8 @@
 //!   among `H M S m u n`).
 //! - [`DeadlineMs`]: `x-deadline-ms`, whole milliseconds as 1 to 20 ASCII digits, at most
 //!   `u64::MAX` (a larger value is rejected, [`WireError::TooLarge`]).
+//! - [`ConnectTimeout`]: the Connect protocol's `connect-timeout-ms` (connect-go, connect-es,
+//!   connect-rust): 1 to 10 ASCII digits of milliseconds.
 //! - [`Propagation`]: the allowance and the maximum, and the trip from a [`Deadline`] to a
 //!   header value and back.
 //!
@@ -104,6 +107,10 @@ pub const GRPC_TIMEOUT: &str = "grpc-timeout";
 /// The name of the plain-HTTP header that carries the time left in whole milliseconds.
 pub const X_DEADLINE_MS: &str = "x-deadline-ms";
 
+/// The name of the Connect protocol's timeout header: the time left in whole milliseconds,
+/// 1 to 10 digits.
+pub const CONNECT_TIMEOUT_MS: &str = "connect-timeout-ms";
+
 /// Why a header value was not decoded, or why no header value is sent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -120,7 +127,8 @@ pub enum WireError {
     /// any non-ASCII byte).
     InvalidDigit,
     /// Decoding: more digits than the header allows: 8 for `grpc-timeout`, as the gRPC
-    /// protocol specifies; [`DeadlineMs::MAX_DIGITS`] for `x-deadline-ms`.
+    /// protocol specifies; 10 for `connect-timeout-ms`, as the Connect protocol specifies;
+    /// [`DeadlineMs::MAX_DIGITS`] for `x-deadline-ms`.
     TooManyDigits,
     /// Decoding `x-deadline-ms`: the digits fit in [`DeadlineMs::MAX_DIGITS`] but the value is
     /// past `u64::MAX` milliseconds. It is rejected like a longer value, never read as the
@@ -581,6 +589,94 @@ impl DeadlineMs {
 
 header_value_traits!(DeadlineMs);
 
+/// A `connect-timeout-ms` header value: the Connect protocol's time left, 1 to 10 ASCII
+/// digits of whole milliseconds.
+///
+/// The same strictness as [`DeadlineMs`], with the Connect protocol's limit of 10 digits:
+/// no sign, no whitespace, ASCII digits only, leading zeros allowed; 11 digits or more are
+/// [`WireError::TooManyDigits`]. A zero value is accepted and means no time is left.
+/// Encoding rounds down to whole milliseconds, refuses zero ([`WireError::Spent`]) and sends
+/// at most [`ConnectTimeout::MAX_MILLIS`] (about 115 days).
+///
+/// ```
+/// use core::time::Duration;
+/// use deadline_core::wire::{ConnectTimeout, WireError};
+///
+/// let v = ConnectTimeout::from_duration(Duration::from_micros(250_900)).unwrap();
+/// assert_eq!(v.as_str(), "250");
+/// assert_eq!(ConnectTimeout::from_duration(Duration::from_micros(999)), Err(WireError::Spent));
+///
+/// let v: ConnectTimeout = "9999999999".parse().unwrap();
+/// assert_eq!(v.millis(), 9_999_999_999);
+/// assert_eq!(ConnectTimeout::parse(b"10000000000"), Err(WireError::TooManyDigits));
+/// assert_eq!(ConnectTimeout::parse(b"-5"), Err(WireError::Sign));
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ConnectTimeout {
+    millis: u64,
+    bytes: [u8; 10],
+    len: u8,
+}
+
+impl ConnectTimeout {
+    /// The most digits a value has, as the Connect protocol specifies.
+    pub const MAX_DIGITS: usize = 10;
+    /// The largest value: ten nines, in milliseconds.
+    pub const MAX_MILLIS: u64 = 9_999_999_999;
+
+    /// The value to send for `left`, the time left: whole milliseconds, rounded down, at most
+    /// [`MAX_MILLIS`](Self::MAX_MILLIS).
+    ///
+    /// # Errors
+    ///
+    /// [`WireError::Spent`] if less than one millisecond is left: nothing is sent and the call
+    /// is not made.
+    pub fn from_duration(left: Duration) -> Result<ConnectTimeout, WireError> {
+        let millis = u64::try_from(left.as_millis()).unwrap_or(u64::MAX);
+        if millis == 0 {
+            return Err(WireError::Spent);
+        }
+        Ok(ConnectTimeout::new(millis.min(Self::MAX_MILLIS)))
+    }
+
+    /// Decodes a `connect-timeout-ms` header value.
+    ///
+    /// # Errors
+    ///
+    /// [`WireError::Empty`], [`WireError::Whitespace`], [`WireError::Sign`],
+    /// [`WireError::InvalidDigit`] or [`WireError::TooManyDigits`].
+    pub fn parse(value: &[u8]) -> Result<ConnectTimeout, WireError> {
+        check_prefix(value)?;
+        // At most 10 digits: the value is at most MAX_MILLIS.
+        parse_digits(value, Self::MAX_DIGITS).map(|m| ConnectTimeout::new(m.min(Self::MAX_MILLIS)))
+    }
+
+    /// The value with `millis <= MAX_MILLIS` (callers guarantee it).
+    fn new(millis: u64) -> ConnectTimeout {
+        let mut bytes = [0u8; 10];
+        let len = write_decimal(millis, &mut bytes);
+        ConnectTimeout {
+            millis,
+            bytes,
+            len: u8::try_from(len).unwrap_or(0),
+        }
+    }
+
+    /// The time left, in whole milliseconds.
+    #[must_use]
+    pub const fn millis(&self) -> u64 {
+        self.millis
+    }
+
+    /// The time left.
+    #[must_use]
+    pub const fn duration(&self) -> Duration {
+        Duration::from_millis(self.millis)
+    }
+}
+
+header_value_traits!(ConnectTimeout);
+
 /// How the time left crosses a hop: what a client keeps back for the network, and the most a
 /// server believes.
 ///
@@ -769,6 +865,48 @@ impl Propagation {
     ) -> Result<DeadlineMs, WireError> {
         self.outgoing(deadline, now)
             .and_then(DeadlineMs::from_duration)
+    }
+
+    /// The `connect-timeout-ms` value to send at `now` for work that must end by `deadline`:
+    /// [`outgoing`](Propagation::outgoing), in whole milliseconds (rounded down).
+    ///
+    /// ```
+    /// use deadline_core::wire::Propagation;
+    /// use deadline_core::{Deadline, Instant, ms};
+    ///
+    /// let hop = Propagation::new(ms(5), ms(10_000));
+    /// let deadline = Deadline::after(Instant::ZERO, ms(300));
+    /// let sent = hop.encode_connect_timeout(deadline, Instant::from_millis(6)).unwrap();
+    /// assert_eq!(sent.as_str(), "289");
+    /// let local = hop.decode_connect_timeout(sent.as_bytes(), Instant::ZERO).unwrap();
+    /// assert_eq!(local.remaining(Instant::ZERO), ms(289));
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`WireError::Spent`] when less than one millisecond is left to send: do not make the
+    /// call.
+    pub fn encode_connect_timeout(
+        &self,
+        deadline: Deadline,
+        now: Instant,
+    ) -> Result<ConnectTimeout, WireError> {
+        self.outgoing(deadline, now)
+            .and_then(ConnectTimeout::from_duration)
+    }
+
+    /// The local deadline for a request that arrived at `now` with this `connect-timeout-ms`
+    /// value: [`ConnectTimeout::parse`], then [`incoming`](Propagation::incoming).
+    ///
+    /// # Errors
+    ///
+    /// A decoding error from [`ConnectTimeout::parse`].
+    pub fn decode_connect_timeout(
+        &self,
+        value: &[u8],
+        now: Instant,
+    ) -> Result<Deadline, WireError> {
+        ConnectTimeout::parse(value).map(|t| self.incoming(t.duration(), now))
     }
 
     /// The local deadline for a request that arrived at `now` with this `grpc-timeout` value:

@@ -136,6 +136,14 @@ impl<F: Future> Future for Scoped<F> {
     }
 }
 
+/// Runs `f` with `deadline` as the current deadline, or the enclosing one if that is earlier:
+/// one synchronous step of a [`Scoped`] poll, for the layers' bodies.
+#[cfg(feature = "tower")]
+pub(crate) fn in_scope<R>(deadline: Deadline, f: impl FnOnce() -> R) -> R {
+    let deadline = current().map_or(deadline, |outer| outer.min(deadline));
+    CURRENT.sync_scope(deadline, f)
+}
+
 /// The current deadline, or `None` outside any [`scope`].
 #[must_use]
 pub fn current() -> Option<Deadline> {

@@ -17,7 +17,13 @@
 //! - With feature `tower`: `DeadlineLayer`, which sets each incoming request's deadline from
 //!   its `grpc-timeout` or `x-deadline-ms` header (or a default), sheds what cannot be served
 //!   in time and answers 504 when the deadline passes; and `PropagateLayer`, which sends the
-//!   time left on outgoing requests and does not call when it is spent.
+//!   time left on outgoing requests and does not call when it is spent. Both bound response
+//!   bodies (streams) by the deadline too.
+//! - With feature `postgres`: `postgres::query` and `postgres::execute`, a query in a
+//!   transaction with `SET LOCAL statement_timeout` from the time left, cancelled on the
+//!   server the moment its future is dropped; `postgres::checkout` bounds a pool's wait.
+//! - With feature `reqwest`: `reqwest::DeadlineRequest`, which sets a request's timeout and
+//!   deadline header from the time left and refuses to send a spent budget.
 //!
 //! ```
 //! use deadline_core::{Decision, Policy, ms};
@@ -51,6 +57,10 @@ mod clock;
 mod context;
 #[cfg(feature = "tower")]
 pub mod layer;
+#[cfg(feature = "postgres")]
+pub mod postgres;
+#[cfg(feature = "reqwest")]
+pub mod reqwest;
 mod statement;
 
 pub use call::{call, drive};

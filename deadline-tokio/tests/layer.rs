@@ -9,6 +9,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -321,9 +322,10 @@ async fn inner_errors_pass_through_both_layers() {
     let failed = server.oneshot(request(&[("grpc-timeout", "200m")])).await;
     assert_eq!(failed.unwrap_err(), "handler failed");
 
-    let client = PropagateLayer::new(HOP, DeadlineHeader::GrpcTimeout).layer(service_fn(
-        |_req: Request<()>| async { Err::<(), _>("refused") },
-    ));
+    let client = propagating(
+        PropagateLayer::new(HOP, DeadlineHeader::GrpcTimeout),
+        service_fn(|_req: Request<()>| async { Err::<(), _>("refused") }),
+    );
     let failed = scope_timeout(ms(200), client.oneshot(request(&[]))).await;
     assert_eq!(failed, Err(PropagateError::Inner("refused")));
     assert_eq!(failed.unwrap_err().deadline(), None);
@@ -345,6 +347,29 @@ async fn nested_decisions_in_the_handler_inherit_the_request_deadline() {
 }
 
 /// A next service that answers with the headers it was sent, counting its calls.
+/// `layer` around `inner`, a service that answers a bare value: the value travels as the
+/// response's body, and the client reads it back. The layer's errors are the test's.
+fn propagating<S, T>(
+    layer: PropagateLayer,
+    inner: S,
+) -> impl Service<
+    Request<()>,
+    Response = T,
+    Error = PropagateError<S::Error>,
+    Future = impl Future<Output = Result<T, PropagateError<S::Error>>>,
+> + Clone
++ use<S, T>
+where
+    S: Service<Request<()>, Response = T> + Clone,
+{
+    let inner = inner.map_response(Response::new as fn(T) -> Response<T>);
+    layer.layer(inner).map_response(
+        |response: Response<deadline_tokio::layer::PropagateBody<T>>| {
+            response.into_body().into_inner().expect("not cut")
+        },
+    )
+}
+
 fn echo_headers(
     calls: &Calls,
 ) -> impl Service<Request<()>, Response = HeaderMap, Error = Infallible> + Clone + use<> {
@@ -359,7 +384,10 @@ fn echo_headers(
 #[tokio::test(start_paused = true)]
 async fn the_handler_passes_the_time_left_on() {
     let calls = Calls::default();
-    let client = PropagateLayer::new(HOP, DeadlineHeader::Both).layer(echo_headers(&calls));
+    let client = propagating(
+        PropagateLayer::new(HOP, DeadlineHeader::Both),
+        echo_headers(&calls),
+    );
     let server = layer().layer(service_fn(move |_req: Request<()>| {
         let client = client.clone();
         async move {
@@ -387,7 +415,10 @@ async fn each_header_choice_writes_its_header_only_and_replaces_a_longer_value()
         (DeadlineHeader::Both, Some("195000u"), Some("195")),
     ];
     for (header, grpc, millis) in cases {
-        let client = PropagateLayer::new(HOP, header).layer(echo_headers(&Calls::default()));
+        let client = propagating(
+            PropagateLayer::new(HOP, header),
+            echo_headers(&Calls::default()),
+        );
         let old = [("grpc-timeout", "1H"), ("x-deadline-ms", "9000")];
         let sent = scope_timeout(ms(200), client.oneshot(request(&old)))
             .await
@@ -432,7 +463,10 @@ async fn a_shorter_timeout_already_on_the_request_is_kept() {
         ),
     ];
     for (header, old, grpc, millis) in cases {
-        let client = PropagateLayer::new(HOP, header).layer(echo_headers(&Calls::default()));
+        let client = propagating(
+            PropagateLayer::new(HOP, header),
+            echo_headers(&Calls::default()),
+        );
         let sent = scope_timeout(ms(1_000), client.oneshot(request(&old)))
             .await
             .unwrap();
@@ -444,8 +478,10 @@ async fn a_shorter_timeout_already_on_the_request_is_kept() {
         );
     }
     // A value that is not a timeout is replaced; a zero one means nothing is left to send.
-    let client = PropagateLayer::new(HOP, DeadlineHeader::GrpcTimeout)
-        .layer(echo_headers(&Calls::default()));
+    let client = propagating(
+        PropagateLayer::new(HOP, DeadlineHeader::GrpcTimeout),
+        echo_headers(&Calls::default()),
+    );
     let sent = scope_timeout(
         ms(1_000),
         client.clone().oneshot(request(&[("grpc-timeout", "soon")])),
@@ -472,7 +508,7 @@ async fn a_spent_budget_fails_without_calling_the_next_service() {
         DeadlineHeader::DeadlineMs,
         DeadlineHeader::Both,
     ] {
-        let client = PropagateLayer::new(HOP, header).layer(echo_headers(&calls));
+        let client = propagating(PropagateLayer::new(HOP, header), echo_headers(&calls));
         // Exactly the allowance is left: nothing to send.
         let spent = scope_timeout(HOP.allowance, client.oneshot(request(&[]))).await;
         let error = spent.unwrap_err();
@@ -491,14 +527,20 @@ async fn both_headers_are_sent_or_neither() {
     // 0.5 ms to send: enough for grpc-timeout, not for whole milliseconds.
     let left = HOP.allowance + Duration::from_micros(500);
     let calls = Calls::default();
-    let grpc = PropagateLayer::new(HOP, DeadlineHeader::GrpcTimeout).layer(echo_headers(&calls));
+    let grpc = propagating(
+        PropagateLayer::new(HOP, DeadlineHeader::GrpcTimeout),
+        echo_headers(&calls),
+    );
     let sent = scope_timeout(left, grpc.oneshot(request(&[])))
         .await
         .unwrap();
     assert_eq!(sent["grpc-timeout"], "500000n");
     assert_eq!(calls.get(), 1);
 
-    let both = PropagateLayer::new(HOP, DeadlineHeader::Both).layer(echo_headers(&calls));
+    let both = propagating(
+        PropagateLayer::new(HOP, DeadlineHeader::Both),
+        echo_headers(&calls),
+    );
     let spent = scope_timeout(left, both.oneshot(request(&[]))).await;
     assert_eq!(
         spent.unwrap_err(),
@@ -510,17 +552,20 @@ async fn both_headers_are_sent_or_neither() {
 #[tokio::test(start_paused = true)]
 async fn the_call_is_dropped_at_the_deadline() {
     let dropped = Arc::new(Mutex::new(None));
-    let client = PropagateLayer::new(HOP, DeadlineHeader::GrpcTimeout).layer(service_fn({
-        let dropped = dropped.clone();
-        move |_req: Request<()>| {
-            let mut guard = DropGuard::new(&dropped);
-            async move {
-                tokio::time::sleep(ms(500)).await;
-                guard.finish();
-                Ok::<_, Infallible>(())
+    let client = propagating(
+        PropagateLayer::new(HOP, DeadlineHeader::GrpcTimeout),
+        service_fn({
+            let dropped = dropped.clone();
+            move |_req: Request<()>| {
+                let mut guard = DropGuard::new(&dropped);
+                async move {
+                    tokio::time::sleep(ms(500)).await;
+                    guard.finish();
+                    Ok::<_, Infallible>(())
+                }
             }
-        }
-    }));
+        }),
+    );
     let start = TokioClock.now();
     let mut client = client;
     let (cut, dropped_at) = scope_timeout(ms(200), async {
@@ -539,16 +584,19 @@ async fn the_call_is_dropped_at_the_deadline() {
 #[tokio::test(start_paused = true)]
 async fn outside_any_scope_the_request_is_untouched_and_unbounded() {
     let calls = Calls::default();
-    let client = PropagateLayer::new(HOP, DeadlineHeader::Both).layer(service_fn({
-        let calls = calls.clone();
-        move |req: Request<()>| {
-            calls.count();
-            async move {
-                tokio::time::sleep(ms(3_600_000)).await; // slower than any deadline here
-                Ok::<_, Infallible>(req.headers().clone())
+    let client = propagating(
+        PropagateLayer::new(HOP, DeadlineHeader::Both),
+        service_fn({
+            let calls = calls.clone();
+            move |req: Request<()>| {
+                calls.count();
+                async move {
+                    tokio::time::sleep(ms(3_600_000)).await; // slower than any deadline here
+                    Ok::<_, Infallible>(req.headers().clone())
+                }
             }
-        }
-    }));
+        }),
+    );
     let original = request(&[("x-deadline-ms", "7"), ("accept", "text/plain")]);
     let expected = original.headers().clone();
 
@@ -647,7 +695,10 @@ async fn the_layers_allocate_nothing_beyond_what_http_does() {
     assert_eq!(layered, by_hand);
 
     // The client layer costs what writing the header costs.
-    let client = PropagateLayer::new(HOP, DeadlineHeader::GrpcTimeout).layer(handler());
+    let client = propagating(
+        PropagateLayer::new(HOP, DeadlineHeader::GrpcTimeout),
+        handler(),
+    );
     let writes = service_fn(|mut req: Request<()>| {
         let value = HeaderValue::from_bytes(b"195000u").unwrap();
         req.headers_mut().insert("grpc-timeout", value);
@@ -664,12 +715,13 @@ async fn the_layers_allocate_nothing_beyond_what_http_does() {
 async fn a_failure_that_arrives_with_no_time_left_to_send_is_the_deadlines() {
     // The next service fails after `delay`.
     let failing = |delay: Duration| {
-        PropagateLayer::new(HOP, DeadlineHeader::GrpcTimeout).layer(service_fn(
-            move |_req: Request<()>| async move {
+        propagating(
+            PropagateLayer::new(HOP, DeadlineHeader::GrpcTimeout),
+            service_fn(move |_req: Request<()>| async move {
                 tokio::time::sleep(delay).await;
                 Err::<(), _>("cancelled downstream")
-            },
-        ))
+            }),
+        )
     };
     // At 196 ms of 200, 4 ms are left: within the 5 ms allowance, nothing could be sent any
     // more, so the failure is the deadline's (504 / DEADLINE_EXCEEDED), not "cancelled".

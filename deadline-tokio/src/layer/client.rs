@@ -6,12 +6,17 @@ use core::pin::Pin;
 use core::task::{Context, Poll};
 use core::time::Duration;
 
+use bytes::Bytes;
 use deadline_core::wire::{
-    DeadlineMs, GRPC_TIMEOUT, GrpcTimeout, Propagation, WireError, X_DEADLINE_MS,
+    CONNECT_TIMEOUT_MS, ConnectTimeout, DeadlineMs, GRPC_TIMEOUT, GrpcTimeout, Propagation,
+    WireError, X_DEADLINE_MS,
 };
 use deadline_core::{Clock, Deadline, Error, Instant};
-use http::{HeaderMap, HeaderValue, Request};
-use tokio::time::Timeout;
+use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
+use http_body::{Body, Frame, SizeHint};
+use tokio::time::{Sleep, Timeout};
+
+use super::answer::{GRPC_MESSAGE, GRPC_STATUS};
 use tower_layer::Layer;
 use tower_service::Service;
 
@@ -27,10 +32,49 @@ pub enum DeadlineHeader {
     GrpcTimeout,
     /// `x-deadline-ms` ([`Propagation::encode_deadline_ms`]): whole milliseconds.
     DeadlineMs,
-    /// Both headers, for peers that may read either. The request is made only when both
-    /// can be written: under one millisecond left to send, `x-deadline-ms` cannot, and the
-    /// call is not made rather than leave a peer to read no deadline at all.
+    /// Both `grpc-timeout` and `x-deadline-ms`, for peers that may read either. The request
+    /// is made only when both can be written: under one millisecond left to send,
+    /// `x-deadline-ms` cannot, and the call is not made rather than leave a peer to read no
+    /// deadline at all.
     Both,
+    /// `connect-timeout-ms` ([`Propagation::encode_connect_timeout`]): for Connect peers
+    /// (connect-go, connect-es, connect-rust); whole milliseconds, at most 10 digits.
+    ConnectTimeout,
+}
+
+impl DeadlineHeader {
+    /// Sets this header (or these headers) to `left`, the budget to send: all of them, or
+    /// none.
+    pub(crate) fn write(self, headers: &mut HeaderMap, left: Duration) -> Result<(), WireError> {
+        let grpc = match self {
+            DeadlineHeader::GrpcTimeout | DeadlineHeader::Both => {
+                Some(GrpcTimeout::from_duration(left).map(|v| header_value(v.as_bytes()))?)
+            }
+            DeadlineHeader::DeadlineMs | DeadlineHeader::ConnectTimeout => None,
+        };
+        let millis = match self {
+            DeadlineHeader::DeadlineMs | DeadlineHeader::Both => {
+                Some(DeadlineMs::from_duration(left).map(|v| header_value(v.as_bytes()))?)
+            }
+            DeadlineHeader::GrpcTimeout | DeadlineHeader::ConnectTimeout => None,
+        };
+        let connect = match self {
+            DeadlineHeader::ConnectTimeout => {
+                Some(ConnectTimeout::from_duration(left).map(|v| header_value(v.as_bytes()))?)
+            }
+            _ => None,
+        };
+        if let Some(value) = grpc.flatten() {
+            headers.insert(GRPC_TIMEOUT, value);
+        }
+        if let Some(value) = millis.flatten() {
+            headers.insert(X_DEADLINE_MS, value);
+        }
+        if let Some(value) = connect.flatten() {
+            headers.insert(CONNECT_TIMEOUT_MS, value);
+        }
+        Ok(())
+    }
 }
 
 /// A tower layer that writes the time left into each outgoing HTTP request made inside a
@@ -50,6 +94,13 @@ pub enum DeadlineHeader {
 ///   running out at the next hop, or at a client below this layer that times the header it
 ///   sends (tonic's `Channel` fails such a call with `CANCELLED`), and it goes up as
 ///   `DEADLINE_EXCEEDED` / 504, not as the failure it arrived as.
+/// - **A response that is a failure arriving when nothing is left to send**: an HTTP 503 or
+///   504, or a trailers-only gRPC `CANCELLED` (1), `UNAVAILABLE` (14) or `DEADLINE_EXCEEDED`
+///   (4), is reported as [`PropagateError::Deadline`] too; gRPC trailers with `CANCELLED` or
+///   `UNAVAILABLE` at the end of a body are rewritten to `DEADLINE_EXCEEDED`
+///   ([`PropagateBody`]). With time left, every answer is relayed as it came.
+/// - **The response body** is bounded by the same deadline: a body still streaming at the
+///   deadline is dropped and fails with [`PropagateError::Deadline`] ([`PropagateBody`]).
 /// - **When nothing is left to send** ([`WireError::Spent`]), the inner service is not
 ///   called: the result is [`PropagateError::Deadline`]`(`[`Error::DeadlineExceeded`]`)`,
 ///   which maps to 504 and gRPC `DEADLINE_EXCEEDED`.
@@ -68,14 +119,14 @@ pub enum DeadlineHeader {
 /// use deadline_core::{Error, ms};
 /// use deadline_tokio::layer::{DeadlineHeader, PropagateError, PropagateLayer};
 /// use deadline_tokio::scope_timeout;
-/// use http::Request;
+/// use http::{Request, Response};
 /// use tower::{Layer, ServiceExt, service_fn};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
 /// // The next service answers with the `x-deadline-ms` it was sent.
 /// let next = service_fn(|req: Request<()>| async move {
-///     Ok::<_, Infallible>(req.headers().get("x-deadline-ms").cloned())
+///     Ok::<_, Infallible>(Response::new(req.headers().get("x-deadline-ms").cloned()))
 /// });
 /// let client = PropagateLayer::new(Propagation::new(ms(5), ms(10_000)), DeadlineHeader::DeadlineMs)
 ///     .layer(next);
@@ -84,18 +135,18 @@ pub enum DeadlineHeader {
 ///     tokio::time::sleep(ms(50)).await;
 ///     // 150 ms left, 5 ms kept for the network.
 ///     let sent = client.clone().oneshot(Request::new(())).await.unwrap();
-///     assert_eq!(sent.unwrap(), "145");
+///     assert_eq!(sent.into_body().into_inner().unwrap().unwrap(), "145");
 ///
 ///     tokio::time::sleep(ms(146)).await;
 ///     // 4 ms left: nothing to send after the allowance, so no call.
 ///     let spent = client.clone().oneshot(Request::new(())).await;
-///     assert_eq!(spent, Err(PropagateError::Deadline(Error::DeadlineExceeded)));
+///     assert_eq!(spent.unwrap_err(), PropagateError::Deadline(Error::DeadlineExceeded));
 /// })
 /// .await;
 ///
 /// // Outside any scope the request goes as it is.
 /// let sent = client.oneshot(Request::new(())).await.unwrap();
-/// assert_eq!(sent, None);
+/// assert_eq!(sent.into_body().into_inner().unwrap(), None);
 /// # }
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -128,32 +179,14 @@ impl PropagateLayer {
         let left = self
             .propagation
             .outgoing_within(deadline, now, already_set(headers))?;
-        let grpc = match self.header {
-            DeadlineHeader::GrpcTimeout | DeadlineHeader::Both => {
-                Some(GrpcTimeout::from_duration(left).map(|v| header_value(v.as_bytes()))?)
-            }
-            DeadlineHeader::DeadlineMs => None,
-        };
-        let millis = match self.header {
-            DeadlineHeader::DeadlineMs | DeadlineHeader::Both => {
-                Some(DeadlineMs::from_duration(left).map(|v| header_value(v.as_bytes()))?)
-            }
-            DeadlineHeader::GrpcTimeout => None,
-        };
-        if let Some(value) = grpc.flatten() {
-            headers.insert(GRPC_TIMEOUT, value);
-        }
-        if let Some(value) = millis.flatten() {
-            headers.insert(X_DEADLINE_MS, value);
-        }
-        Ok(())
+        self.header.write(headers, left)
     }
 }
 
-/// The shortest timeout a request already carries in its `grpc-timeout` or `x-deadline-ms`
-/// header (set by the caller, such as tonic's `Request::set_timeout`), if any can be read. A
+/// The shortest timeout a request already carries in its `grpc-timeout`,
+/// `connect-timeout-ms` or `x-deadline-ms` header (set by the caller, such as tonic's `Request::set_timeout`), if any can be read. A
 /// value that cannot be decoded is not a timeout: it is replaced.
-fn already_set(headers: &HeaderMap) -> Option<Duration> {
+pub(crate) fn already_set(headers: &HeaderMap) -> Option<Duration> {
     let grpc = headers
         .get(GRPC_TIMEOUT)
         .and_then(|v| GrpcTimeout::parse(v.as_bytes().trim_ascii()).ok())
@@ -162,10 +195,60 @@ fn already_set(headers: &HeaderMap) -> Option<Duration> {
         .get(X_DEADLINE_MS)
         .and_then(|v| DeadlineMs::parse(v.as_bytes().trim_ascii()).ok())
         .map(|t| t.duration());
-    match (grpc, millis) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
+    let connect = headers
+        .get(CONNECT_TIMEOUT_MS)
+        .and_then(|v| ConnectTimeout::parse(v.as_bytes().trim_ascii()).ok())
+        .map(|t| t.duration());
+    [grpc, millis, connect].into_iter().flatten().min()
+}
+
+/// Whether the current deadline leaves nothing to send to the next service, within
+/// `propagation`'s per-hop allowance (`false` outside any [`scope`](crate::scope)).
+///
+/// A downstream failure that arrives now (a `CANCELLED`, `UNAVAILABLE` or
+/// `DEADLINE_EXCEEDED`, an HTTP 503 or 504, a timeout or a reset) is the budget running out,
+/// not the next service's own fault: report it to the caller as
+/// [`Error::DeadlineExceeded`] (504 / `DEADLINE_EXCEEDED`), not as the failure it arrived
+/// as. [`PropagateLayer`] does this itself; this is for calls made without it.
+///
+/// ```
+/// use deadline_core::wire::Propagation;
+/// use deadline_core::ms;
+/// use deadline_tokio::layer::no_time_left;
+/// use deadline_tokio::scope_timeout;
+///
+/// const HOP: Propagation = Propagation::new(ms(5), ms(10_000));
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// scope_timeout(ms(100), async {
+///     assert!(!no_time_left(&HOP));
+///     tokio::time::sleep(ms(96)).await; // 4 ms left, under the 5 ms allowance
+///     assert!(no_time_left(&HOP));
+/// })
+/// .await;
+/// assert!(!no_time_left(&HOP));
+/// # }
+/// ```
+#[must_use]
+pub fn no_time_left(propagation: &Propagation) -> bool {
+    current()
+        .filter(|d| *d != Deadline::NEVER)
+        .is_some_and(|d| propagation.outgoing(d, TokioClock.now()).is_err())
+}
+
+/// Whether a response head reports a failure that, arriving with no time left, is the
+/// deadline's: HTTP 503 or 504, or a trailers-only gRPC status `CANCELLED` (1),
+/// `DEADLINE_EXCEEDED` (4) or `UNAVAILABLE` (14).
+fn failure_of_the_deadline(status: StatusCode, headers: &HeaderMap) -> bool {
+    matches!(
+        status,
+        StatusCode::SERVICE_UNAVAILABLE | StatusCode::GATEWAY_TIMEOUT
+    ) || headers.get(GRPC_STATUS).is_some_and(deadline_grpc_status)
+}
+
+/// `grpc-status` 1, 4 or 14.
+fn deadline_grpc_status(value: &HeaderValue) -> bool {
+    matches!(value.as_bytes(), b"1" | b"4" | b"14")
 }
 
 /// An encoded value as a header value. The codecs write ASCII digits and a unit letter only,
@@ -217,11 +300,11 @@ impl<S> PropagateService<S> {
     }
 }
 
-impl<S, B> Service<Request<B>> for PropagateService<S>
+impl<S, B, ResBody> Service<Request<B>> for PropagateService<S>
 where
-    S: Service<Request<B>>,
+    S: Service<Request<B>, Response = Response<ResBody>>,
 {
-    type Response = S::Response;
+    type Response = Response<PropagateBody<ResBody>>;
     type Error = PropagateError<S::Error>;
     type Future = PropagateFuture<S::Future>;
 
@@ -343,41 +426,218 @@ pin_project_lite::pin_project! {
     }
 }
 
-impl<F, T, E> Future for PropagateFuture<F>
+impl<F, B, E> Future for PropagateFuture<F>
 where
-    F: Future<Output = Result<T, E>>,
+    F: Future<Output = Result<Response<B>, E>>,
 {
-    type Output = Result<T, PropagateError<E>>;
+    type Output = Result<Response<PropagateBody<B>>, PropagateError<E>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut state = self.project().state;
         match state.as_mut().project() {
-            StateProj::Unbounded { call } => call.poll(cx).map_err(PropagateError::Inner),
+            StateProj::Unbounded { call } => call
+                .poll(cx)
+                .map_ok(|response| response.map(PropagateBody::unbounded))
+                .map_err(PropagateError::Inner),
             StateProj::Bounded {
                 call,
                 deadline,
                 propagation,
-            } => match call.poll(cx) {
-                Poll::Pending => Poll::Pending,
-                Poll::Ready(Ok(Ok(response))) => Poll::Ready(Ok(response)),
-                Poll::Ready(Ok(Err(error))) => {
-                    // A failure that comes when nothing is left to send (within the per-hop
-                    // allowance of the deadline) is the deadline's: the next service's own
-                    // timer, or a client's (tonic's `Channel` times the `grpc-timeout` it
-                    // sends and fails with `CANCELLED`), ran out on the budget sent.
-                    if propagation.outgoing(*deadline, TokioClock.now()).is_err() {
+            } => {
+                let (deadline, propagation) = (*deadline, *propagation);
+                // Nothing is left to send (within the per-hop allowance of the deadline).
+                let spent = || propagation.outgoing(deadline, TokioClock.now()).is_err();
+                match call.poll(cx) {
+                    Poll::Pending => Poll::Pending,
+                    Poll::Ready(Ok(Ok(response))) => {
+                        // A failure that arrives with no time left is the deadline's: an HTTP
+                        // 503 or 504, or a trailers-only CANCELLED, UNAVAILABLE or
+                        // DEADLINE_EXCEEDED.
+                        if failure_of_the_deadline(response.status(), response.headers()) && spent()
+                        {
+                            return Poll::Ready(Err(PropagateError::Deadline(
+                                Error::DeadlineExceeded,
+                            )));
+                        }
+                        Poll::Ready(Ok(response
+                            .map(|body| PropagateBody::bounded(body, deadline, propagation))))
+                    }
+                    Poll::Ready(Ok(Err(error))) => {
+                        // A failure that comes when nothing is left to send is the deadline's:
+                        // the next service's own timer, or a client's (tonic's `Channel`
+                        // times the `grpc-timeout` it sends and fails with `CANCELLED`), ran
+                        // out on the budget sent.
+                        if spent() {
+                            Poll::Ready(Err(PropagateError::Deadline(Error::DeadlineExceeded)))
+                        } else {
+                            Poll::Ready(Err(PropagateError::Inner(error)))
+                        }
+                    }
+                    Poll::Ready(Err(_elapsed)) => {
+                        // The deadline came first: drop the call now.
+                        state.set(State::Spent);
                         Poll::Ready(Err(PropagateError::Deadline(Error::DeadlineExceeded)))
-                    } else {
-                        Poll::Ready(Err(PropagateError::Inner(error)))
                     }
                 }
-                Poll::Ready(Err(_elapsed)) => {
-                    // The deadline came first: drop the call now.
-                    state.set(State::Spent);
-                    Poll::Ready(Err(PropagateError::Deadline(Error::DeadlineExceeded)))
-                }
-            },
+            }
             StateProj::Spent => Poll::Ready(Err(PropagateError::Deadline(Error::DeadlineExceeded))),
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The response body of [`PropagateService`]: the next service's body, bounded by the
+    /// deadline the request was sent under.
+    ///
+    /// - **At the deadline** a body still streaming is dropped (which, on a hyper or tonic
+    ///   connection, resets the stream) and fails with
+    ///   [`PropagateError::Deadline`]`(`[`Error::DeadlineExceeded`]`)`.
+    /// - **A failure that arrives with no time left to send** (within the per-hop allowance)
+    ///   is the deadline's: a body error becomes [`PropagateError::Deadline`], and gRPC
+    ///   trailers with `grpc-status` `CANCELLED` (1) or `UNAVAILABLE` (14) are rewritten to
+    ///   `DEADLINE_EXCEEDED` (4), so the caller reads the deadline, not the next hop's timer.
+    /// - Outside any scope, the body passes through (its errors as
+    ///   [`PropagateError::Inner`]).
+    pub struct PropagateBody<B> {
+        #[pin]
+        kind: BodyKind<B>,
+    }
+}
+
+pin_project_lite::pin_project! {
+    #[project = BodyKindProj]
+    enum BodyKind<B> {
+        Unbounded {
+            #[pin]
+            body: B,
+        },
+        Bounded {
+            #[pin]
+            body: B,
+            #[pin]
+            sleep: Sleep,
+            deadline: Deadline,
+            propagation: Propagation,
+        },
+        /// Dropped at the deadline.
+        Cut,
+    }
+}
+
+impl<B> PropagateBody<B> {
+    fn unbounded(body: B) -> Self {
+        PropagateBody {
+            kind: BodyKind::Unbounded { body },
+        }
+    }
+
+    fn bounded(body: B, deadline: Deadline, propagation: Propagation) -> Self {
+        PropagateBody {
+            kind: BodyKind::Bounded {
+                body,
+                sleep: tokio::time::sleep_until(to_tokio(deadline.instant())),
+                deadline,
+                propagation,
+            },
+        }
+    }
+
+    /// The next service's body, no longer bounded; `None` once it was cut at the deadline.
+    pub fn into_inner(self) -> Option<B> {
+        match self.kind {
+            BodyKind::Unbounded { body } | BodyKind::Bounded { body, .. } => Some(body),
+            BodyKind::Cut => None,
+        }
+    }
+}
+
+impl<B> fmt::Debug for PropagateBody<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            BodyKind::Unbounded { .. } => f.write_str("PropagateBody::Unbounded(..)"),
+            BodyKind::Bounded { deadline, .. } => f
+                .debug_struct("PropagateBody::Bounded")
+                .field("deadline", deadline)
+                .finish_non_exhaustive(),
+            BodyKind::Cut => f.write_str("PropagateBody::Cut"),
+        }
+    }
+}
+
+impl<B> Body for PropagateBody<B>
+where
+    B: Body<Data = Bytes>,
+{
+    type Data = Bytes;
+    type Error = PropagateError<B::Error>;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let mut kind = self.project().kind;
+        match kind.as_mut().project() {
+            BodyKindProj::Unbounded { body } => body
+                .poll_frame(cx)
+                .map(|frame| frame.map(|frame| frame.map_err(PropagateError::Inner))),
+            BodyKindProj::Bounded {
+                body,
+                sleep,
+                deadline,
+                propagation,
+            } => {
+                if sleep.poll(cx).is_ready() {
+                    kind.set(BodyKind::Cut);
+                    return Poll::Ready(Some(Err(PropagateError::Deadline(
+                        Error::DeadlineExceeded,
+                    ))));
+                }
+                let (deadline, propagation) = (*deadline, *propagation);
+                let spent = || propagation.outgoing(deadline, TokioClock.now()).is_err();
+                match body.poll_frame(cx) {
+                    Poll::Ready(Some(Ok(frame))) => match frame.into_trailers() {
+                        Ok(mut trailers) => {
+                            let relayed = trailers
+                                .get(GRPC_STATUS)
+                                .is_some_and(|v| matches!(v.as_bytes(), b"1" | b"14"));
+                            if relayed && spent() {
+                                let error = Error::DeadlineExceeded;
+                                trailers.insert(
+                                    GRPC_STATUS,
+                                    HeaderValue::from(u16::from(error.grpc_code().as_u8())),
+                                );
+                                trailers
+                                    .insert(GRPC_MESSAGE, HeaderValue::from_static(error.reason()));
+                            }
+                            Poll::Ready(Some(Ok(Frame::trailers(trailers))))
+                        }
+                        Err(frame) => Poll::Ready(Some(Ok(frame))),
+                    },
+                    Poll::Ready(Some(Err(error))) => Poll::Ready(Some(Err(if spent() {
+                        PropagateError::Deadline(Error::DeadlineExceeded)
+                    } else {
+                        PropagateError::Inner(error)
+                    }))),
+                    other => {
+                        other.map(|frame| frame.map(|frame| frame.map_err(PropagateError::Inner)))
+                    }
+                }
+            }
+            BodyKindProj::Cut => Poll::Ready(None),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.kind {
+            BodyKind::Unbounded { body } | BodyKind::Bounded { body, .. } => body.is_end_stream(),
+            BodyKind::Cut => true,
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.kind {
+            BodyKind::Unbounded { body } | BodyKind::Bounded { body, .. } => body.size_hint(),
+            BodyKind::Cut => SizeHint::default(),
         }
     }
 }

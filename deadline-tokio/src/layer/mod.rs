@@ -9,7 +9,12 @@
 //!   running at the deadline is dropped, and the answer is 504.
 //! - [`PropagateLayer`], on a client: each request made inside a scope carries the time left,
 //!   minus the per-hop allowance, in a header; a request with nothing left to send is not
-//!   made, and the call is dropped at the deadline.
+//!   made, the call and its response body are dropped at the deadline, and a downstream
+//!   failure that arrives with no time left is reported as the deadline's.
+//!
+//! `DeadlineLayer` reads `grpc-timeout`, Connect's `connect-timeout-ms` and `x-deadline-ms`;
+//! `PropagateLayer` writes the one [`DeadlineHeader`] chosen. Both bound the response body
+//! as well as the head: see [`DeadlineBody`] and [`PropagateBody`].
 //!
 //! All of the arithmetic is the core's ([`deadline_core::wire`], [`deadline_core::Admission`],
 //! [`deadline_core::Error::http_status`]): the layers read headers, read the clock and answer.
@@ -42,7 +47,7 @@
 //! // The next service: it answers with the header it was sent.
 //! let next = service_fn(|req: Request<()>| async move {
 //!     let sent = req.headers().get("grpc-timeout").cloned();
-//!     Ok::<_, Infallible>(sent)
+//!     Ok::<_, Infallible>(Response::new(sent))
 //! });
 //! let client = PropagateLayer::new(HOP, DeadlineHeader::GrpcTimeout).layer(next);
 //!
@@ -51,8 +56,9 @@
 //!     let client = client.clone();
 //!     async move {
 //!         tokio::time::sleep(ms(50)).await; // our own work
-//!         let sent = client.oneshot(Request::new(())).await.unwrap();
-//!         Ok::<_, Infallible>(Response::new(sent.unwrap().to_str().unwrap().to_owned()))
+//!         let sent = client.oneshot(Request::new(())).await.unwrap().into_body();
+//!         let sent = sent.into_inner().unwrap().unwrap();
+//!         Ok::<_, Infallible>(Response::new(sent.to_str().unwrap().to_owned()))
 //!     }
 //! }));
 //!
@@ -70,8 +76,11 @@ mod server;
 #[cfg(feature = "tonic")]
 mod status;
 
-pub use answer::DeadlineBody;
+pub use answer::{BodyError, DeadlineBody};
+#[cfg(feature = "reqwest")]
+pub(crate) use client::already_set as client_already_set;
 pub use client::{
-    DeadlineHeader, PropagateError, PropagateFuture, PropagateLayer, PropagateService,
+    DeadlineHeader, PropagateBody, PropagateError, PropagateFuture, PropagateLayer,
+    PropagateService, no_time_left,
 };
 pub use server::{DEFAULT_REPLY_MARGIN, DeadlineFuture, DeadlineLayer, DeadlineService};

@@ -5,7 +5,9 @@ use core::pin::Pin;
 use core::task::{Context, Poll};
 use core::time::Duration;
 
-use deadline_core::wire::{GRPC_TIMEOUT, Propagation, WireError, X_DEADLINE_MS};
+use deadline_core::wire::{
+    CONNECT_TIMEOUT_MS, GRPC_TIMEOUT, Propagation, WireError, X_DEADLINE_MS,
+};
 use deadline_core::{Admission, Clock, Deadline, Error, Instant};
 use http::{HeaderMap, Request, Response};
 use tokio::time::Sleep;
@@ -26,7 +28,8 @@ pub const DEFAULT_REPLY_MARGIN: Duration = Duration::from_millis(5);
 /// For each request, at the moment the layer is called:
 ///
 /// 1. **The deadline.** The time left comes from the `grpc-timeout` header if there is one,
-///    else from `x-deadline-ms`, decoded by the core ([`Propagation::decode_grpc_timeout`],
+///    else from Connect's `connect-timeout-ms`, else from `x-deadline-ms`, decoded by the core
+///    ([`Propagation::decode_grpc_timeout`], [`Propagation::decode_connect_timeout`],
 ///    [`Propagation::decode_deadline_ms`]) into a deadline on this server's clock, clamped to
 ///    [`Propagation::max`]. A request with neither header gets
 ///    [`default_budget`](Self::default_budget), clamped the same way. Only the first value
@@ -35,8 +38,9 @@ pub const DEFAULT_REPLY_MARGIN: Duration = Duration::from_millis(5);
 ///    unit, too many digits, whitespace inside, a byte that is not a digit...) is answered
 ///    with [`Error::MalformedDeadline`] (HTTP 400, gRPC `INVALID_ARGUMENT`), naming the
 ///    header and what is wrong with it, and the inner service is not called. The caller sent
-///    a deadline it means to keep, so the server does not guess one. A malformed
-///    `x-deadline-ms` is not looked at when a `grpc-timeout` is present.
+///    a deadline it means to keep, so the server does not guess one. Only the header that
+///    is read is checked: a malformed `x-deadline-ms` is not looked at when a `grpc-timeout`
+///    or `connect-timeout-ms` is present.
 /// 3. **Admission.** A request whose deadline has already passed is answered with
 ///    [`Error::DeadlineExceeded`]: its caller has stopped waiting. With an [`Admission`]
 ///    ([`with_admission`](Self::with_admission)), a request with less time left than the
@@ -55,6 +59,10 @@ pub const DEFAULT_REPLY_MARGIN: Duration = Duration::from_millis(5);
 ///    work and every call it has in flight, and the answer is [`Error::DeadlineExceeded`]
 ///    (HTTP 504, gRPC `DEADLINE_EXCEEDED`). If the future is polled inside a scope with an
 ///    earlier deadline, that one rules, for the handler and for the answer.
+/// 6. **The response body** is bounded by the same deadline and polled inside the same
+///    scope: a stream still running at the deadline (server-streaming gRPC, server-sent
+///    events, chunked HTTP) is dropped there and ended the way its protocol expects (gRPC:
+///    trailers with `DEADLINE_EXCEEDED`; HTTP: the stream reset). See [`DeadlineBody`].
 ///
 /// # The answers it makes itself
 ///
@@ -70,6 +78,11 @@ pub const DEFAULT_REPLY_MARGIN: Duration = Duration::from_millis(5);
 /// - **Any other request** gets a plain HTTP answer: 504, 503 or 400, with a short
 ///   `text/plain` body naming the reason (`deadline exceeded`, `request shed at admission`,
 ///   `malformed grpc-timeout header: grpc-timeout unit is not one of H M S m u n`).
+/// - **A Connect request** (a `connect-protocol-version` header, or a `content-type` of
+///   `application/connect+...` for streams) gets a Connect answer: for a unary call the
+///   error's HTTP status with Connect's JSON error body (`{"code":"deadline_exceeded",
+///   "message":"deadline exceeded"}`), for a stream HTTP 200 and an end-of-stream message
+///   carrying the same error.
 ///
 /// The response body is a [`DeadlineBody`]: the handler's body, or the layer's answer.
 ///
@@ -209,6 +222,10 @@ impl DeadlineLayer {
             self.propagation
                 .decode_grpc_timeout(value.as_bytes().trim_ascii(), now)
                 .map_err(|error| (GRPC_TIMEOUT, error))
+        } else if let Some(value) = headers.get(CONNECT_TIMEOUT_MS) {
+            self.propagation
+                .decode_connect_timeout(value.as_bytes().trim_ascii(), now)
+                .map_err(|error| (CONNECT_TIMEOUT_MS, error))
         } else if let Some(value) = headers.get(X_DEADLINE_MS) {
             self.propagation
                 .decode_deadline_ms(value.as_bytes().trim_ascii(), now)
@@ -384,7 +401,10 @@ where
                 // The handler first, as `tokio::time::timeout` does: an answer that is ready
                 // is never thrown away for a timer.
                 if let Poll::Ready(answer) = handler.poll(cx) {
-                    return Poll::Ready(answer.map(|response| response.map(DeadlineBody::inner)));
+                    let (deadline, protocol) = (*armed, *protocol);
+                    return Poll::Ready(answer.map(|response| {
+                        response.map(|body| DeadlineBody::inner(body, deadline, protocol))
+                    }));
                 }
                 // An enclosing scope with an earlier deadline than the one armed rules.
                 if let Some(outer) = current().filter(|outer| *outer < *armed) {

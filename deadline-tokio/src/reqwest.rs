@@ -1,0 +1,81 @@
+//! reqwest requests under the current deadline (feature `reqwest`).
+//!
+//! [`DeadlineRequest::deadline`] sets a request's timeout to the time left (reqwest's
+//! timeout covers the whole exchange, the body included) and its deadline header to the
+//! time left less the per-hop allowance, the way [`PropagateLayer`](crate::PropagateLayer)
+//! does; with nothing left to send, it refuses, and the request is never made.
+//!
+//! ```
+//! use deadline_core::wire::Propagation;
+//! use deadline_core::{Error, ms};
+//! use deadline_tokio::layer::DeadlineHeader;
+//! use deadline_tokio::reqwest::DeadlineRequest;
+//! use deadline_tokio::scope_timeout;
+//!
+//! static HOP: Propagation = Propagation::new(ms(5), ms(10_000));
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! let client = reqwest::Client::new();
+//! scope_timeout(ms(200), async {
+//!     let request = client
+//!         .get("http://127.0.0.1:9/prices")
+//!         .deadline(&HOP, DeadlineHeader::DeadlineMs)
+//!         .unwrap()
+//!         .build()
+//!         .unwrap();
+//!     assert_eq!(request.headers()["x-deadline-ms"], "195");
+//!     assert_eq!(request.timeout(), Some(&ms(200)));
+//!
+//!     tokio::time::sleep(ms(196)).await;
+//!     // 4 ms left, 5 ms kept per hop: not sent.
+//!     let spent = client.get("http://127.0.0.1:9/prices").deadline(&HOP, DeadlineHeader::DeadlineMs);
+//!     assert_eq!(spent.unwrap_err(), Error::DeadlineExceeded);
+//! })
+//! .await;
+//! # }
+//! ```
+
+use deadline_core::wire::Propagation;
+use deadline_core::{Clock, Deadline, Error};
+use http::HeaderMap;
+use reqwest::RequestBuilder;
+
+use crate::clock::TokioClock;
+use crate::context::current;
+use crate::layer::DeadlineHeader;
+
+/// The deadline on a reqwest [`RequestBuilder`]: see the [module](self).
+pub trait DeadlineRequest: Sized {
+    /// Inside a [`scope`](crate::scope): sets the request's timeout to the time left, and
+    /// `header` to the time left less `propagation`'s allowance (or to a shorter timeout the
+    /// request already carries in `grpc-timeout`, `connect-timeout-ms` or `x-deadline-ms`).
+    /// Outside any scope, the request is returned unchanged.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::DeadlineExceeded`] when nothing is left to send: do not make the call.
+    fn deadline(self, propagation: &Propagation, header: DeadlineHeader) -> Result<Self, Error>;
+}
+
+impl DeadlineRequest for RequestBuilder {
+    fn deadline(self, propagation: &Propagation, header: DeadlineHeader) -> Result<Self, Error> {
+        let Some(deadline) = current().filter(|d| *d != Deadline::NEVER) else {
+            return Ok(self);
+        };
+        let now = TokioClock.now();
+        // A shorter timeout already on the request is kept. (A request whose body cannot be
+        // cloned, a stream, is not looked into: its headers are replaced.)
+        let already = self
+            .try_clone()
+            .and_then(|builder| builder.build().ok())
+            .and_then(|request| crate::layer::client_already_set(request.headers()));
+        let left = propagation
+            .outgoing_within(deadline, now, already)
+            .map_err(Error::from)?;
+        let mut headers = HeaderMap::new();
+        header.write(&mut headers, left).map_err(Error::from)?;
+        // `headers` replaces values of the same name, where `header` would append.
+        Ok(self.timeout(deadline.remaining(now)).headers(headers))
+    }
+}

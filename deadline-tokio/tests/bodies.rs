@@ -1,0 +1,412 @@
+//! The layers on virtual time: Connect's `connect-timeout-ms`, response bodies bounded by the
+//! deadline (server and client), and downstream failures that arrive with no time left.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use deadline_core::wire::Propagation;
+use deadline_core::{Clock, Error, Instant, ms};
+use deadline_tokio::layer::{
+    BodyError, DeadlineHeader, DeadlineLayer, PropagateError, PropagateLayer,
+};
+use deadline_tokio::{TokioClock, remaining, scope_timeout};
+use http::{HeaderMap, Request, Response, StatusCode};
+use http_body::{Body, Frame};
+use http_body_util::BodyExt;
+use tokio::time::Sleep;
+use tower::{Layer, ServiceExt, service_fn};
+
+const HOP: Propagation = Propagation::new(ms(5), ms(10_000));
+
+fn layer() -> DeadlineLayer {
+    DeadlineLayer::new(HOP, ms(1_000)).with_reply_margin(Duration::ZERO)
+}
+
+fn request(headers: &[(&'static str, &'static str)]) -> Request<()> {
+    let mut builder = Request::builder();
+    for &(name, value) in headers {
+        builder = builder.header(name, value);
+    }
+    builder.body(()).unwrap()
+}
+
+/// What a ticking body saw: the time left in its scope at each poll, when it was dropped.
+#[derive(Clone, Default)]
+struct Watch {
+    dropped: Arc<Mutex<Option<Instant>>>,
+    left: Arc<Mutex<Vec<Option<Duration>>>>,
+}
+
+/// A body that sends a frame every 10 ms, forever (a server-sent event stream, a
+/// server-streaming call), and records what it sees.
+struct Ticker {
+    sleep: Pin<Box<Sleep>>,
+    watch: Watch,
+}
+
+impl Ticker {
+    fn new(watch: &Watch) -> Self {
+        Ticker {
+            sleep: Box::pin(tokio::time::sleep(ms(10))),
+            watch: watch.clone(),
+        }
+    }
+}
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        *self.watch.dropped.lock().unwrap() = Some(TokioClock.now());
+    }
+}
+
+impl Body for Ticker {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.watch.left.lock().unwrap().push(remaining());
+        if self.sleep.as_mut().poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        let next = tokio::time::Instant::now() + ms(10);
+        self.sleep.as_mut().reset(next);
+        Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(b"data: tick\n\n")))))
+    }
+}
+
+/// Reads `body` to its end: the data frames, then the trailers or the error it ended with.
+async fn drain<B: Body<Data = Bytes>>(body: B) -> (usize, Result<Option<HeaderMap>, B::Error>) {
+    let mut body = std::pin::pin!(body);
+    let mut frames = 0;
+    loop {
+        match body.frame().await {
+            None => return (frames, Ok(None)),
+            Some(Err(error)) => return (frames, Err(error)),
+            Some(Ok(frame)) => match frame.into_trailers() {
+                Ok(trailers) => return (frames, Ok(Some(trailers))),
+                Err(_data) => frames += 1,
+            },
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_server_reads_connect_timeout_ms() {
+    let server = layer().layer(service_fn(|_req: Request<()>| async {
+        Ok::<_, Infallible>(Response::new(format!("{:?}", remaining().unwrap())))
+    }));
+    let response = server
+        .clone()
+        .oneshot(request(&[("connect-timeout-ms", "300")]))
+        .await
+        .unwrap();
+    let text = response.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(text, "300ms");
+    // grpc-timeout comes first; connect-timeout-ms before x-deadline-ms.
+    let response = server
+        .clone()
+        .oneshot(request(&[
+            ("connect-timeout-ms", "300"),
+            ("x-deadline-ms", "40"),
+        ]))
+        .await
+        .unwrap();
+    assert_eq!(
+        response.into_body().collect().await.unwrap().to_bytes(),
+        "300ms"
+    );
+    // Eleven digits: malformed, 400, named.
+    let response = server
+        .clone()
+        .oneshot(request(&[("connect-timeout-ms", "10000000000")]))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    let text = response.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(
+        text,
+        "malformed connect-timeout-ms header: header value has too many digits\n"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_connect_request_gets_a_connect_answer() {
+    let server = layer().layer(service_fn(|_req: Request<()>| async {
+        tokio::time::sleep(ms(10_000)).await;
+        Ok::<_, Infallible>(Response::new(String::new()))
+    }));
+    // Unary: the error's HTTP status and Connect's JSON error.
+    let unary = request(&[
+        ("connect-protocol-version", "1"),
+        ("content-type", "application/proto"),
+        ("connect-timeout-ms", "50"),
+    ]);
+    let response = server.clone().oneshot(unary).await.unwrap();
+    assert_eq!(response.status(), StatusCode::GATEWAY_TIMEOUT);
+    assert_eq!(response.headers()["content-type"], "application/json");
+    let text = response.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(
+        text,
+        r#"{"code":"deadline_exceeded","message":"deadline exceeded"}"#
+    );
+    // Streaming: HTTP 200 and an end-of-stream message (flags 0x02, length, JSON).
+    let stream = request(&[
+        ("content-type", "application/connect+proto"),
+        ("connect-timeout-ms", "-1"),
+    ]);
+    let response = server.oneshot(stream).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        response.headers()["content-type"],
+        "application/connect+proto"
+    );
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let json = br#"{"error":{"code":"invalid_argument","message":"malformed connect-timeout-ms header: header value has a sign"}}"#;
+    assert_eq!(bytes[0], 0x02);
+    assert_eq!(
+        &bytes[1..5],
+        &u32::try_from(json.len()).unwrap().to_be_bytes()
+    );
+    assert_eq!(&bytes[5..], json);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_client_writes_connect_timeout_ms() {
+    let next = service_fn(|req: Request<()>| async move {
+        Ok::<_, Infallible>(Response::new(req.headers().clone()))
+    });
+    let client = PropagateLayer::new(HOP, DeadlineHeader::ConnectTimeout).layer(next);
+    let sent = scope_timeout(ms(200), client.clone().oneshot(request(&[])))
+        .await
+        .unwrap()
+        .into_body()
+        .into_inner()
+        .unwrap();
+    assert_eq!(sent["connect-timeout-ms"], "195");
+    assert!(sent.get("grpc-timeout").is_none() && sent.get("x-deadline-ms").is_none());
+    // A shorter timeout already on the request (in any of the three headers) is kept.
+    let sent = scope_timeout(
+        ms(200),
+        client
+            .clone()
+            .oneshot(request(&[("connect-timeout-ms", "40")])),
+    )
+    .await
+    .unwrap()
+    .into_body()
+    .into_inner()
+    .unwrap();
+    assert_eq!(sent["connect-timeout-ms"], "40");
+    // Under one millisecond left to send: no call.
+    let spent = scope_timeout(
+        ms(5) + Duration::from_micros(900),
+        client.oneshot(request(&[])),
+    )
+    .await;
+    assert_eq!(
+        spent.unwrap_err(),
+        PropagateError::Deadline(Error::DeadlineExceeded)
+    );
+}
+
+/// The server bounds a streaming body by the request's deadline, polls it in the request's
+/// scope, drops it at the deadline and ends a gRPC stream with DEADLINE_EXCEEDED trailers.
+#[tokio::test(start_paused = true)]
+async fn a_grpc_stream_is_cut_at_the_deadline_with_deadline_exceeded_trailers() {
+    let watch = Watch::default();
+    let server = layer().layer(service_fn({
+        let watch = watch.clone();
+        move |_req: Request<()>| {
+            let body = Ticker::new(&watch);
+            async move { Ok::<_, Infallible>(Response::new(body)) }
+        }
+    }));
+    let start = TokioClock.now();
+    let request = request(&[
+        ("content-type", "application/grpc"),
+        ("grpc-timeout", "55m"),
+    ]);
+    let response = server.oneshot(request).await.unwrap();
+    let (frames, end) = drain(response.into_body()).await;
+    assert_eq!(frames, 5, "a frame at 10, 20, 30, 40 and 50 ms");
+    let trailers = end.unwrap().expect("trailers");
+    assert_eq!(trailers["grpc-status"], "4");
+    assert_eq!(trailers["grpc-message"], "deadline exceeded");
+    assert_eq!(*watch.dropped.lock().unwrap(), Some(start + ms(55)));
+    // Every poll of the body ran in the request's scope.
+    let left = watch.left.lock().unwrap();
+    assert!(!left.is_empty());
+    assert!(
+        left.iter().all(|l| l.is_some_and(|l| l <= ms(55))),
+        "{left:?}"
+    );
+}
+
+/// A plain HTTP stream (server-sent events, chunked) ends with an error at the deadline,
+/// which hyper turns into a reset stream or a closed connection.
+#[tokio::test(start_paused = true)]
+async fn an_http_stream_is_cut_at_the_deadline_with_an_error() {
+    let watch = Watch::default();
+    let server = layer().layer(service_fn({
+        let watch = watch.clone();
+        move |_req: Request<()>| {
+            let body = Ticker::new(&watch);
+            async move { Ok::<_, Infallible>(Response::new(body)) }
+        }
+    }));
+    let start = TokioClock.now();
+    let response = server
+        .oneshot(request(&[("x-deadline-ms", "35")]))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let (frames, end) = drain(response.into_body()).await;
+    assert_eq!(frames, 3);
+    assert_eq!(
+        end.unwrap_err(),
+        BodyError::Deadline(Error::DeadlineExceeded)
+    );
+    assert_eq!(*watch.dropped.lock().unwrap(), Some(start + ms(35)));
+}
+
+/// The client layer bounds the response body as well as the head.
+#[tokio::test(start_paused = true)]
+async fn the_client_layer_cuts_the_body_at_the_deadline() {
+    let watch = Watch::default();
+    let next = service_fn({
+        let watch = watch.clone();
+        move |_req: Request<()>| {
+            let body = Ticker::new(&watch);
+            async move { Ok::<_, Infallible>(Response::new(body)) }
+        }
+    });
+    let client = PropagateLayer::new(HOP, DeadlineHeader::DeadlineMs).layer(next);
+    let start = TokioClock.now();
+    let (frames, end) = scope_timeout(ms(45), async {
+        let response = client.oneshot(request(&[])).await.unwrap();
+        drain(response.into_body()).await
+    })
+    .await;
+    assert_eq!(frames, 4);
+    assert_eq!(
+        end.unwrap_err(),
+        PropagateError::Deadline(Error::DeadlineExceeded)
+    );
+    assert_eq!(*watch.dropped.lock().unwrap(), Some(start + ms(45)));
+}
+
+/// An answer that is a failure (HTTP 503/504, gRPC CANCELLED/UNAVAILABLE) arriving with no
+/// time left to send is the deadline's; with time left it is relayed as it came.
+#[tokio::test(start_paused = true)]
+async fn a_downstream_failure_answer_with_no_time_left_is_the_deadlines() {
+    let answering = |delay: Duration, status: u16, grpc: Option<&'static str>| {
+        PropagateLayer::new(HOP, DeadlineHeader::GrpcTimeout).layer(service_fn(
+            move |_req: Request<()>| async move {
+                tokio::time::sleep(delay).await;
+                let mut response = Response::new(String::new());
+                *response.status_mut() = StatusCode::from_u16(status).unwrap();
+                if let Some(code) = grpc {
+                    response
+                        .headers_mut()
+                        .insert("grpc-status", code.parse().unwrap());
+                }
+                Ok::<_, Infallible>(response)
+            },
+        ))
+    };
+    for (status, grpc) in [
+        (503, None),
+        (504, None),
+        (200, Some("1")),
+        (200, Some("14")),
+    ] {
+        // At 196 ms of 200, 4 ms are left: within the 5 ms allowance.
+        let late = scope_timeout(
+            ms(200),
+            answering(ms(196), status, grpc).oneshot(request(&[])),
+        )
+        .await;
+        assert_eq!(
+            late.unwrap_err(),
+            PropagateError::Deadline(Error::DeadlineExceeded),
+            "{status} {grpc:?}"
+        );
+        // At 100 ms it is the next service's own answer.
+        let early = scope_timeout(
+            ms(200),
+            answering(ms(100), status, grpc).oneshot(request(&[])),
+        )
+        .await
+        .unwrap();
+        assert_eq!(early.status().as_u16(), status);
+        assert_eq!(
+            early
+                .headers()
+                .get("grpc-status")
+                .map(|v| v.to_str().unwrap()),
+            grpc
+        );
+    }
+}
+
+/// gRPC trailers with CANCELLED or UNAVAILABLE at the end of a body, with no time left, are
+/// rewritten to DEADLINE_EXCEEDED; with time left, relayed.
+#[tokio::test(start_paused = true)]
+async fn grpc_trailers_with_no_time_left_are_rewritten_to_deadline_exceeded() {
+    let trailing = |delay: Duration, code: &'static str| {
+        PropagateLayer::new(HOP, DeadlineHeader::GrpcTimeout).layer(service_fn(
+            move |_req: Request<()>| async move {
+                let mut trailers = HeaderMap::new();
+                trailers.insert("grpc-status", code.parse().unwrap());
+                let body = Delayed {
+                    sleep: Box::pin(tokio::time::sleep(delay)),
+                    trailers: Some(trailers),
+                };
+                Ok::<_, Infallible>(Response::new(body))
+            },
+        ))
+    };
+    for code in ["1", "14"] {
+        let late = scope_timeout(ms(200), async {
+            let response = trailing(ms(196), code).oneshot(request(&[])).await.unwrap();
+            drain(response.into_body()).await
+        })
+        .await;
+        let trailers = late.1.unwrap().unwrap();
+        assert_eq!(trailers["grpc-status"], "4", "{code}");
+        let early = scope_timeout(ms(200), async {
+            let response = trailing(ms(100), code).oneshot(request(&[])).await.unwrap();
+            drain(response.into_body()).await
+        })
+        .await;
+        assert_eq!(early.1.unwrap().unwrap()["grpc-status"], code);
+    }
+}
+
+/// A stream of one trailers frame, after a delay.
+struct Delayed {
+    sleep: Pin<Box<Sleep>>,
+    trailers: Option<HeaderMap>,
+}
+
+impl Body for Delayed {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        if self.sleep.as_mut().poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        Poll::Ready(self.trailers.take().map(|t| Ok(Frame::trailers(t))))
+    }
+}

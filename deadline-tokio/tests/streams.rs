@@ -1,0 +1,259 @@
+//! Streams over real sockets: a server-streaming tonic call and an axum server-sent-events
+//! response, both behind `DeadlineLayer`, are cut at the deadline with the right status, and
+//! the handler's stream is dropped.
+//!
+//! Real sockets run on real time: the tests assert outcomes (statuses, errors, that the
+//! stream was dropped), not durations. Every wait is bounded.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::response::sse::{Event, Sse};
+use deadline_core::ms;
+use deadline_core::wire::Propagation;
+use deadline_tokio::layer::DeadlineLayer;
+use http::uri::PathAndQuery;
+use http_body_util::BodyExt;
+use tonic::codegen::tokio_stream::Stream;
+use tonic::transport::Server;
+use tonic::transport::server::TcpIncoming;
+use tonic::{Code, Status};
+
+const HOP: Propagation = Propagation::new(ms(5), ms(10_000));
+/// The bound on any one wait of these tests.
+const BOUND: Duration = Duration::from_secs(20);
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct Work {
+    #[prost(uint64, tag = "1")]
+    sleep_ms: u64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct Reply {
+    #[prost(uint64, tag = "1")]
+    left_us: u64,
+}
+
+/// Whether a stream was dropped, and how many items it sent.
+#[derive(Clone, Default)]
+struct Watch {
+    dropped: Arc<AtomicBool>,
+    sent: Arc<AtomicUsize>,
+}
+
+impl Watch {
+    /// Waits (bounded: 5 s, in 5 ms steps) until the stream is dropped.
+    async fn dropped(&self) -> bool {
+        for _ in 0..1_000 {
+            if self.dropped.load(Ordering::SeqCst) {
+                return true;
+            }
+            tokio::time::sleep(ms(5)).await;
+        }
+        false
+    }
+}
+
+/// A stream that yields an item every 10 ms, forever, and records its drop.
+struct Ticker<T> {
+    sleep: Pin<Box<tokio::time::Sleep>>,
+    watch: Watch,
+    item: fn() -> T,
+}
+
+impl<T> Ticker<T> {
+    fn new(watch: &Watch, item: fn() -> T) -> Self {
+        Ticker {
+            sleep: Box::pin(tokio::time::sleep(ms(10))),
+            watch: watch.clone(),
+            item,
+        }
+    }
+}
+
+impl<T> Drop for Ticker<T> {
+    fn drop(&mut self) {
+        self.watch.dropped.store(true, Ordering::SeqCst);
+    }
+}
+
+impl<T> Stream for Ticker<T> {
+    type Item = T;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<T>> {
+        if self.sleep.as_mut().poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        let next = tokio::time::Instant::now() + ms(10);
+        self.sleep.as_mut().reset(next);
+        self.watch.sent.fetch_add(1, Ordering::SeqCst);
+        Poll::Ready(Some((self.item)()))
+    }
+}
+
+impl<T> Unpin for Ticker<T> {}
+
+/// `test.Ticks/Watch`: a server-streaming method that ticks forever.
+#[derive(Clone)]
+struct Ticks(Watch);
+
+impl tonic::server::NamedService for Ticks {
+    const NAME: &'static str = "test.Ticks";
+}
+
+struct Method(Watch);
+
+impl tonic::server::ServerStreamingService<Work> for Method {
+    type Response = Reply;
+    type ResponseStream = Ticker<Result<Reply, Status>>;
+    type Future =
+        Pin<Box<dyn Future<Output = Result<tonic::Response<Self::ResponseStream>, Status>> + Send>>;
+
+    fn call(&mut self, _request: tonic::Request<Work>) -> Self::Future {
+        let stream = Ticker::new(&self.0, || Ok(Reply { left_us: 1 }));
+        Box::pin(async move { Ok(tonic::Response::new(stream)) })
+    }
+}
+
+impl tower::Service<http::Request<tonic::body::Body>> for Ticks {
+    type Response = http::Response<tonic::body::Body>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
+        let method = Method(self.0.clone());
+        Box::pin(async move {
+            let codec = tonic_prost::ProstCodec::<Reply, Work>::default();
+            Ok(tonic::server::Grpc::new(codec)
+                .server_streaming(method, request)
+                .await)
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_streaming_call_is_cut_at_the_deadline_with_deadline_exceeded() {
+    let watch = Watch::default();
+    let incoming = TcpIncoming::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = incoming.local_addr().unwrap();
+    let server = tokio::spawn(
+        Server::builder()
+            .layer(DeadlineLayer::new(HOP, ms(10_000)))
+            .add_service(Ticks(watch.clone()))
+            .serve_with_incoming(incoming),
+    );
+    // A client with no timer of its own: what it reads is what the server sent.
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .http2_only(true)
+        .build_http();
+    let mut grpc =
+        tonic::client::Grpc::with_origin(client, format!("http://{addr}").parse().unwrap());
+    let call = async {
+        grpc.ready().await.unwrap();
+        let mut request = tonic::Request::new(Work { sleep_ms: 0 });
+        request.set_timeout(ms(200));
+        let codec = tonic_prost::ProstCodec::<Work, Reply>::default();
+        let path = PathAndQuery::from_static("/test.Ticks/Watch");
+        let mut stream = grpc
+            .server_streaming(request, path, codec)
+            .await
+            .unwrap()
+            .into_inner();
+        let mut received = 0usize;
+        loop {
+            match stream.message().await {
+                Ok(Some(_)) => received += 1,
+                Ok(None) => return (received, Status::ok("the stream ended")),
+                Err(status) => return (received, status),
+            }
+        }
+    };
+    let (received, status) = tokio::time::timeout(BOUND, call).await.expect("bounded");
+    assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
+    assert!(received > 0, "some messages came before the deadline");
+    assert!(watch.dropped().await, "the handler's stream was dropped");
+    server.abort();
+}
+
+fn event() -> Result<Event, Infallible> {
+    Ok(Event::default().data("tick"))
+}
+
+/// An axum server whose `/events` streams server-sent events forever.
+async fn sse_server(watch: &Watch) -> (SocketAddr, tokio::task::JoinHandle<()>) {
+    let watch = watch.clone();
+    let app = axum::Router::new()
+        .route(
+            "/events",
+            axum::routing::get(move || {
+                let watch = watch.clone();
+                async move { Sse::new(Ticker::new(&watch, event)) }
+            }),
+        )
+        .layer(DeadlineLayer::new(HOP, ms(10_000)));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        axum::serve(listener, app).await.unwrap();
+    });
+    (addr, task)
+}
+
+/// Reads a response body to its end: the data received, and whether it ended in an error
+/// (a reset HTTP/2 stream, an HTTP/1.1 chunked body cut short).
+async fn read_events(http2: bool, addr: SocketAddr) -> (String, bool) {
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .http2_only(http2)
+        .build_http::<http_body_util::Empty<bytes::Bytes>>();
+    let request = http::Request::get(format!("http://{addr}/events"))
+        .header("x-deadline-ms", "200")
+        .body(http_body_util::Empty::new())
+        .unwrap();
+    let read = async {
+        let response = client.request(request).await.unwrap();
+        assert_eq!(response.status(), 200);
+        let mut body = response.into_body();
+        let mut text = String::new();
+        loop {
+            match body.frame().await {
+                None => return (text, false),
+                Some(Err(_)) => return (text, true),
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        text.push_str(&String::from_utf8_lossy(&data));
+                    }
+                }
+            }
+        }
+    };
+    tokio::time::timeout(BOUND, read).await.expect("bounded")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_sse_response_is_cut_at_the_deadline_over_http1_and_http2() {
+    for http2 in [false, true] {
+        let watch = Watch::default();
+        let (addr, server) = sse_server(&watch).await;
+        let (text, failed) = read_events(http2, addr).await;
+        assert!(text.contains("data: tick"), "events came first: {text:?}");
+        assert!(
+            failed,
+            "http2 = {http2}: the body ends in an error (reset, cut short), not complete"
+        );
+        assert!(
+            watch.dropped().await,
+            "http2 = {http2}: the stream was dropped"
+        );
+        server.abort();
+    }
+}
