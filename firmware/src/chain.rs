@@ -14,9 +14,9 @@ use core::convert::Infallible;
 use core::fmt;
 use core::time::Duration;
 
+use deadline_core::SplitMix64;
 use deadline_core::drive::{CallError, Driver};
 use deadline_core::{Call, Outcome};
-use deadline_core::SplitMix64;
 use deadline_core::{Clock, Deadline, Instant, Plan, Policy, ms};
 use deadline_embassy::{EmbassyTimer, to_embassy};
 
