@@ -34,7 +34,8 @@ for bin in "${BINS[@]}"; do
   # The "with Rust core inlined" column of the deadline-core row.
   core=$(echo "$report" | awk '$1 == "deadline-core" && $3 == "B" { print $5; exit }')
   own=$(echo "$report" | awk '$1 == "deadline-core" && $3 == "B" { print $2; exit }')
-  builtins=$(readelf -s --wide -C "$elf" | awk '$4 == "FUNC" { print $8 }' | grep -E "$BUILTINS" | sort -u | tr '\n' ' ' || true)
+  builtins=$(readelf -s --wide -C "$elf" | awk '$4 == "FUNC" { print $8 }' | grep -E "$BUILTINS" \
+    | sed 's/.*:://' | sort -u | tr '\n' ' ' || true)
   echo
   echo "== $bin ($TARGET, release: opt-level \"s\", LTO)"
   printf '  .text %d B; deadline-core %d B with Rust core inlined (%d B its own lines)\n' "$text" "$core" "$own"
