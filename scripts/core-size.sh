@@ -12,8 +12,9 @@
 # inlined into the core counted as the core's), the largest functions of the core, and the
 # 64- and 128-bit multiply and division builtins it links (from `readelf -s --wide`).
 #
-# Fails if the `call_timeout` probe links any such builtin, or is over its budget
-# (0.5 KiB of core code), or if the probe of every decision is over 8 KiB of core code.
+# Fails if the `call_timeout` probe links any such builtin. Reports, without failing, the
+# core's share against the targets: 0.5 KiB for `call_timeout` alone, 8 KiB (aim 4 KiB) for
+# every decision.
 set -euo pipefail
 cd "$(dirname "$0")/../firmware"
 
@@ -25,6 +26,15 @@ BINS=(size-all size-call-timeout)
 BUILTINS='__aeabi_uldivmod|__aeabi_ldivmod|__udivmoddi4|__divmoddi4|__udivdi3|__divdi3|__umoddi3|__moddi3|__udivti3|__divti3|__umodti3|__modti3|__udivmodti4|__divmodti4|__multi3|__muloti4|__umulodi4|u64_div_rem|i64_div_rem|u128_div_rem|i128_div_rem|u128_divide_sparc|u64_by_u64_div_rem'
 
 cargo build --locked --release --target "$TARGET" --bin size-all --bin size-call-timeout
+
+# Reports a size against its target (reported, not enforced: see BENCHMARKS.md).
+budget() {
+  if [ "$1" -le "$2" ]; then
+    echo "  target met: $3, $1 B of deadline-core <= $2 B"
+  else
+    echo "  target NOT met: $3, $1 B of deadline-core > $2 B"
+  fi
+}
 
 status=0
 for bin in "${BINS[@]}"; do
@@ -50,16 +60,11 @@ for bin in "${BINS[@]}"; do
         echo "core-size: $bin links a 64/128-bit builtin: $builtins" >&2
         status=1
       fi
-      if [ "$core" -gt 512 ]; then
-        echo "core-size: $bin: deadline-core is $core B, over its 512 B budget" >&2
-        status=1
-      fi
+      budget "$core" 512 "call_timeout alone"
       ;;
     size-all)
-      if [ "$core" -gt 8192 ]; then
-        echo "core-size: $bin: deadline-core is $core B, over its 8 KiB budget" >&2
-        status=1
-      fi
+      budget "$core" 8192 "every decision"
+      budget "$core" 4096 "every decision (the aim)"
       ;;
   esac
 done
