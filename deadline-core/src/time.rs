@@ -36,14 +36,10 @@ pub const fn micros_to_duration(micros: u64) -> Duration {
     // `secs × 10^6 <= micros`, so the product does not wrap, and the remainder is below
     // 10^6: it fits a u32, and its low 32 bits are all of it.
     let rest = (micros as u32).wrapping_sub((secs as u32).wrapping_mul(MICROS_PER_SEC as u32));
-    // The remainder is below 10^6, so this clamp changes nothing; it lets the compiler see
-    // that the nanoseconds are under 10^9, and drop `Duration::new`'s carry and its panic.
-    let rest = if rest < MICROS_PER_SEC as u32 {
-        rest
-    } else {
-        999_999
-    };
-    // At most 999 999 000: no wrap.
+    // At most 999 999 000: no wrap, and `Duration::new` never carries into the seconds.
+    // (Clamping `rest` to make that visible to the compiler was measured: it drops the dead
+    // carry, about 26 bytes, but then the function is inlined at every call site, and a
+    // binary linking every decision grows by about 480 bytes on thumbv7em.)
     Duration::new(secs, rest.wrapping_mul(1_000))
 }
 

@@ -20,6 +20,16 @@ use deadline_core::{
     statement_timeout,
 };
 
+static BACKOFF: Backoff =
+    Backoff::exponential(ms(10), ms(1_000), Jitter::Full).with_multiplier(8, 5);
+static POLICY: Policy = Policy::required("A", ms(50), ms(10))
+    .with_connect(ms(5))
+    .with_retry(RetryPolicy::new(3, BACKOFF))
+    .with_hedge(HedgePolicy::new(ms(20), 1));
+static OPTIONAL: Policy = Policy::optional("C", ms(60), ms(25));
+static STATEMENT: StatementPolicy = StatementPolicy::new(ms(300), ms(40)).with_reserve(ms(5));
+static ADMISSION: Admission = Admission::new(ms(5)).with_max_queue_delay(ms(50));
+static PROPAGATION: Propagation = Propagation::new(ms(5), ms(10_000));
 static BUDGET: RetryBudget = RetryBudget::new(10, 10);
 static BREAKER: CircuitBreaker = CircuitBreaker::new(BreakerConfig::DEFAULT);
 
@@ -42,31 +52,29 @@ fn main() -> ! {
         Jitter::Decorrelated,
         Jitter::Grpc,
     ];
-    let backoff = Backoff::exponential(d(10), d(1_000), black_box(Jitter::Full))
-        .with_multiplier(black_box(8), black_box(5));
-    let policy = Policy::required("A", d(50), d(10))
-        .with_connect(d(5))
-        .with_retry(RetryPolicy::new(black_box(3), backoff))
-        .with_hedge(HedgePolicy::new(d(20), black_box(1)));
-    let optional = Policy::optional("C", d(60), d(25));
-    let statement = StatementPolicy::new(d(300), d(40)).with_reserve(d(5));
-    let admission = Admission::new(d(5)).with_max_queue_delay(d(50));
-    let propagation = Propagation::new(d(5), d(10_000));
+    // The configuration is static, as at a real call site; the optimiser sees it only through
+    // `black_box`, so none of it is folded into the code.
+    let policy: &Policy = black_box(&POLICY);
+    let optional: &Policy = black_box(&OPTIONAL);
+    let statement: &StatementPolicy = black_box(&STATEMENT);
+    let admission: &Admission = black_box(&ADMISSION);
+    let propagation: &Propagation = black_box(&PROPAGATION);
+    let backoff: Backoff = *black_box(&BACKOFF);
     let mut rng = SplitMix64::new(black_box(7));
     loop {
         let now = at(10);
         let deadline = black_box(Deadline::after(at(0), d(200)));
 
         // The call timeout, and the plan's reserve and decision.
-        keep(call_timeout(black_box(&optional), deadline, d(20), now));
+        keep(call_timeout(optional, deadline, d(20), now));
         let mut plan: Plan<'_, 4> = Plan::new(deadline, d(20));
-        if let (Ok(a), Ok(c)) = (plan.then(&policy), plan.then(&optional)) {
+        if let (Ok(a), Ok(c)) = (plan.then(policy), plan.then(optional)) {
             keep(plan.decide(black_box(a), now));
             keep(plan.decide(black_box(c), at(156)));
         }
 
         // Retry and hedge, through the call context with its budget and breaker.
-        let call = Call::new(&policy, deadline, d(20))
+        let call = Call::new(policy, deadline, d(20))
             .with_budget(black_box(&BUDGET))
             .with_breaker(black_box(&BREAKER));
         let mut retry = RetryState::new();
@@ -90,7 +98,7 @@ fn main() -> ! {
         keep(BREAKER.state());
         keep(admission.admit(deadline, now));
         keep(admission.admit_queued(deadline, at(1), now));
-        keep(statement_timeout(&statement, deadline, now));
+        keep(statement_timeout(statement, deadline, now));
 
         // The header codecs, both ways.
         keep(GrpcTimeout::from_duration(d(195)));
