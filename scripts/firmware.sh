@@ -7,7 +7,8 @@
 # binaries, runs each on its QEMU board (micro:bit, MPS2-AN385, MPS2-AN386) under `timeout`,
 # and fails unless the firmware says its trace matched the worked example (exit status 0)
 # and the trace holds the example's figures. Then prints each binary's flash, static RAM and
-# the libraries' share of it.
+# the libraries' share of it, and the code size of the core's decisions
+# (scripts/core-size.sh, which fails if `call_timeout` links a 64/128-bit division builtin).
 #
 # Installs nothing but the three rustup targets: qemu-system-arm must be on the PATH
 # (Debian and Ubuntu: apt-get install qemu-system-arm).
@@ -76,6 +77,9 @@ step "sizes"
 for t in "${TARGETS[@]}"; do
   bash ../scripts/firmware-size.sh "$TARGET_DIR/$t/release/deadline-firmware"
 done
+
+step "code size of deadline-core's decisions (thumbv7em-none-eabihf)"
+bash ../scripts/core-size.sh
 
 echo
 echo "the firmware ran on every target and its trace matched the worked example"

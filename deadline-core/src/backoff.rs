@@ -3,7 +3,7 @@
 use core::time::Duration;
 
 use crate::rng::Rng;
-use crate::time::{duration_to_micros, micros_to_duration};
+use crate::time::{duration_to_micros, micros_to_duration, mul_wide};
 
 /// How the backoff before a retry is randomised. The formulas are in the the [`Backoff`] docs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -83,8 +83,8 @@ impl Multiplier {
     fn pow_q32(self, n: u32) -> u64 {
         const ONE_Q32: u64 = 1 << 32;
         let den = u64::from(self.den.max(1));
-        let mut base = (u64::from(self.num) << 32)
-            .checked_div(den)
+        // `(num << 32) / den`: the high half is zero and `den >= 1`, so it always fits.
+        let mut base = div_wide(0, u64::from(self.num) << 32, den)
             .unwrap_or(ONE_Q32)
             .max(ONE_Q32);
         let mut acc = ONE_Q32;
@@ -102,10 +102,14 @@ impl Multiplier {
     }
 }
 
-/// `a × b` for two 32.32 fixed-point numbers, saturating at `u64::MAX`.
+/// `a × b` for two 32.32 fixed-point numbers, saturating at `u64::MAX`: the product's bits
+/// 32 to 95, in u64 halves (no `u128`).
 fn mul_q32(a: u64, b: u64) -> u64 {
-    let product = u128::from(a).saturating_mul(u128::from(b)) >> 32;
-    u64::try_from(product).unwrap_or(u64::MAX)
+    let (high, low) = mul_wide(a, b);
+    if high >> 32 != 0 {
+        return u64::MAX;
+    }
+    (high << 32) | (low >> 32)
 }
 
 /// The greatest common divisor, for reducing a ratio.
@@ -117,11 +121,58 @@ const fn gcd(mut a: u32, mut b: u32) -> u32 {
     a
 }
 
-/// `micros × num / den`, saturating, rounding down.
+/// `micros × num / den`, saturating, rounding down (a zero `den` reads as 1).
+///
+/// In u64 arithmetic: a 64 × 64 → 128-bit product in halves, then, unless `den <= 1` (every
+/// integer multiplier, 2 among them), [`div_wide`].
 fn scale(micros: u64, num: u64, den: u64) -> u64 {
-    let product = u128::from(micros).saturating_mul(u128::from(num));
-    let quotient = product.checked_div(u128::from(den)).unwrap_or(product);
-    u64::try_from(quotient).unwrap_or(u64::MAX)
+    let (high, low) = mul_wide(micros, num);
+    if den <= 1 {
+        return if high == 0 { low } else { u64::MAX };
+    }
+    div_wide(high, low, den).unwrap_or(u64::MAX)
+}
+
+/// `(high × 2^64 + low) / den`, rounded down, or `None` when the quotient does not fit a u64
+/// (`high >= den`, so also when `den` is zero).
+///
+/// Shift-and-subtract, one quotient bit per step, 64 steps: a few hundred cycles, with no
+/// 64- or 128-bit division builtin (Cortex-M divides 32 bits at most). Only an exponential
+/// backoff whose multiplier is not a whole number comes here, once per retry.
+fn div_wide(high: u64, low: u64, den: u64) -> Option<u64> {
+    if high >= den {
+        return None;
+    }
+    // Invariant: `rem < den`.
+    let mut rem = high;
+    let mut low = low;
+    let mut quotient = 0u64;
+    for _ in 0..64 {
+        // The 65-bit value `2 × rem + next bit` is below `2 × den`: one subtraction of `den`
+        // brings it under `den`. Its top bit is `carry`; when set, the value is at least
+        // 2^64 > den, and the wrapping subtraction gives its true difference (below den).
+        let carry = rem >> 63;
+        rem = (rem << 1) | (low >> 63);
+        low <<= 1;
+        quotient <<= 1;
+        if carry != 0 || rem >= den {
+            rem = rem.wrapping_sub(den);
+            quotient |= 1;
+        }
+    }
+    Some(quotient)
+}
+
+/// `(t × 4 / 5, t × 6 / 5)`, rounded down, the second saturating: gRPC's jitter range.
+///
+/// As `t - ceil(t / 5)` and `t + floor(t / 5)`, with `t / 5` a multiply-high by
+/// `ceil(2^66 / 5)` (exact for every u64, the compilers' own form): no division.
+fn grpc_range(t: u64) -> (u64, u64) {
+    let fifth = mul_wide(t, 0xCCCC_CCCC_CCCC_CCCD).0 >> 2;
+    // `5 × fifth <= t`: neither operation wraps.
+    let rest = t.wrapping_sub(fifth.wrapping_mul(5));
+    let ceil_fifth = fifth.saturating_add(u64::from(rest != 0));
+    (t.saturating_sub(ceil_fifth), t.saturating_add(fifth))
 }
 
 /// Exponential backoff with jitter. The formulas are in the docs above.
@@ -259,8 +310,7 @@ impl Backoff {
             if pow == u64::MAX && base > 0 {
                 max
             } else {
-                let product = u128::from(base).saturating_mul(u128::from(pow)) >> 32;
-                u64::try_from(product).unwrap_or(u64::MAX)
+                mul_q32(base, pow)
             }
         };
         micros_to_duration(t.min(max))
@@ -291,10 +341,7 @@ impl Backoff {
                 // min(max, uniform(base, hi)) lies in [min(base, max), min(hi, max)].
                 (base.min(max), hi.min(max))
             }
-            Jitter::Grpc => {
-                let t = duration_to_micros(self.ceiling(n));
-                (scale(t, 4, 5), scale(t, 6, 5))
-            }
+            Jitter::Grpc => grpc_range(duration_to_micros(self.ceiling(n))),
         }
     }
 

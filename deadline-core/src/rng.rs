@@ -2,7 +2,7 @@
 
 use core::time::Duration;
 
-use crate::time::{duration_to_micros, micros_to_duration};
+use crate::time::{duration_to_micros, micros_to_duration, mul_wide};
 
 /// A source of uniformly distributed random bits.
 ///
@@ -61,12 +61,10 @@ pub trait Rng {
             // The whole u64 range: every draw is already uniform over it.
             return draw;
         };
-        let scaled = u128::from(draw)
-            .saturating_mul(u128::from(span))
-            .checked_shr(64)
-            .unwrap_or(0);
-        // `scaled < span`, so it fits a u64 and `lo + scaled <= hi`.
-        let offset = u64::try_from(scaled).unwrap_or(gap).min(gap);
+        // `draw × span >> 64`: the high half of the 128-bit product, in u64 halves.
+        let (scaled, _) = mul_wide(draw, span);
+        // `scaled < span`, so `lo + scaled <= hi`.
+        let offset = scaled.min(gap);
         lo.saturating_add(offset)
     }
 

@@ -159,7 +159,12 @@ pub fn statement_timeout(
         Ok(available) => available,
         Err(shortfall) => return StatementDecision::DontStart(shortfall),
     };
-    let millis = available.as_millis().min(MAX_STATEMENT_MILLIS as u128) as u32;
+    // Whole milliseconds in u64 (no 128-bit `as_millis`); past u64 it is clamped all the same.
+    let millis = available
+        .as_secs()
+        .saturating_mul(1_000)
+        .saturating_add(u64::from(available.subsec_millis()))
+        .min(MAX_STATEMENT_MILLIS as u64) as u32;
     if millis == 0 {
         // Under a millisecond: a statement timeout of zero would mean none at all.
         return StatementDecision::DontStart(Shortfall {

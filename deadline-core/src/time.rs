@@ -24,10 +24,58 @@ pub const fn duration_to_micros(d: Duration) -> u64 {
     }
 }
 
-/// Converts whole microseconds to a [`Duration`].
+/// Converts whole microseconds to a [`Duration`]: the same as [`Duration::from_micros`].
+///
+/// Without a 64-bit division: `Duration::from_micros` divides a `u64` by 1 000 000, which on
+/// a 32-bit microcontroller is a call into the 64-bit division builtin (about 0.9 KiB of
+/// code, and slow); here the quotient is a multiply-high by the divisor's reciprocal, the
+/// form compilers use on 64-bit targets, in 32 × 32 → 64-bit products.
 #[must_use]
 pub const fn micros_to_duration(micros: u64) -> Duration {
-    Duration::from_micros(micros)
+    let secs = div_1_000_000(micros);
+    // `secs × 10^6 <= micros`, so the product does not wrap, and the remainder is below
+    // 10^6: it fits a u32, and its low 32 bits are all of it.
+    let rest = (micros as u32).wrapping_sub((secs as u32).wrapping_mul(MICROS_PER_SEC as u32));
+    // At most 999 999 000: no wrap, and `Duration::new` never carries into the seconds.
+    // (Clamping `rest` to make that visible to the compiler was measured: it drops the dead
+    // carry, about 26 bytes, but then the function is inlined at every call site, and a
+    // binary linking every decision grows by about 480 bytes on thumbv7em.)
+    Duration::new(secs, rest.wrapping_mul(1_000))
+}
+
+/// The full 128-bit product `a × b`, as its `(high, low)` halves, from four
+/// 32 × 32 → 64-bit products: no `u128` and no builtin (one `UMULL` each on Armv7-M).
+pub(crate) const fn mul_wide(a: u64, b: u64) -> (u64, u64) {
+    const LOW: u64 = 0xFFFF_FFFF;
+    let (a1, a0) = (a >> 32, a & LOW);
+    let (b1, b0) = (b >> 32, b & LOW);
+    // Each factor is below 2^32, so each product is at most (2^32 - 1)^2 < 2^64: none wraps.
+    let low = a0.wrapping_mul(b0);
+    let mid1 = a1.wrapping_mul(b0);
+    let mid2 = a0.wrapping_mul(b1);
+    let high = a1.wrapping_mul(b1);
+    // Three terms below 2^32 each: the sum is below 2^34, no wrap.
+    let mid = (low >> 32)
+        .wrapping_add(mid1 & LOW)
+        .wrapping_add(mid2 & LOW);
+    // The sum is the product's high half, which is below 2^64: no wrap.
+    let high = high
+        .wrapping_add(mid1 >> 32)
+        .wrapping_add(mid2 >> 32)
+        .wrapping_add(mid >> 32);
+    (high, (mid << 32) | (low & LOW))
+}
+
+/// `x / 1 000 000`, exactly, for every `x`: `(x × m) >> (64 + 18)` with
+/// `m = ceil(2^82 / 10^6)`, the multiplier compilers use for this division on 64-bit targets.
+const fn div_1_000_000(x: u64) -> u64 {
+    mul_wide(x, 0x431B_DE82_D7B6_34DB).0 >> 18
+}
+
+/// `x / 1 000`, exactly, for every `x`: `((x >> 3) × m) >> (64 + 4)` with
+/// `m = ceil(2^68 / 125)` (`10^3 = 2^3 × 125`).
+const fn div_1_000(x: u64) -> u64 {
+    mul_wide(x >> 3, 0x20C4_9BA5_E353_F7CF).0 >> 4
 }
 
 /// A point in monotonic time: whole microseconds since the origin of the clock that made it.
@@ -98,7 +146,8 @@ impl Instant {
     /// Whole milliseconds since the origin, rounded down.
     #[must_use]
     pub const fn as_millis(self) -> u64 {
-        self.micros / MICROS_PER_MILLI
+        // `self.micros / 1 000`, as a multiply: no 64-bit division builtin.
+        div_1_000(self.micros)
     }
 
     /// The time since the origin, as a [`Duration`].
@@ -110,11 +159,14 @@ impl Instant {
     /// `self + d`, or `None` if that is past [`Instant::MAX`].
     #[must_use]
     pub const fn checked_add(self, d: Duration) -> Option<Instant> {
-        let d = d.as_micros();
-        if d > u64::MAX as u128 {
+        // Whole microseconds in u64 (no 128-bit `as_micros`): past `u64::MAX` is `None`.
+        let Some(whole) = d.as_secs().checked_mul(MICROS_PER_SEC) else {
             return None;
-        }
-        match self.micros.checked_add(d as u64) {
+        };
+        let Some(d) = whole.checked_add(d.subsec_micros() as u64) else {
+            return None;
+        };
+        match self.micros.checked_add(d) {
             Some(micros) => Some(Instant { micros }),
             None => None,
         }
@@ -123,11 +175,14 @@ impl Instant {
     /// `self - d`, or `None` if that is before the origin.
     #[must_use]
     pub const fn checked_sub(self, d: Duration) -> Option<Instant> {
-        let d = d.as_micros();
-        if d > u64::MAX as u128 {
+        // Whole microseconds in u64 (no 128-bit `as_micros`): past `u64::MAX` is `None`.
+        let Some(whole) = d.as_secs().checked_mul(MICROS_PER_SEC) else {
             return None;
-        }
-        match self.micros.checked_sub(d as u64) {
+        };
+        let Some(d) = whole.checked_add(d.subsec_micros() as u64) else {
+            return None;
+        };
+        match self.micros.checked_sub(d) {
             Some(micros) => Some(Instant { micros }),
             None => None,
         }
