@@ -82,10 +82,18 @@ impl Admission {
     ///
     /// # Errors
     ///
-    /// [`Error::Shed`] otherwise: answer at once, without calling the inner service.
+    /// Answer at once, without calling the inner service:
+    ///
+    /// - [`Error::DeadlineExceeded`] when the deadline has already passed: the caller has
+    ///   stopped waiting, and no other replica can do better (HTTP 504, gRPC
+    ///   `DEADLINE_EXCEEDED`);
+    /// - [`Error::Shed`] when some time is left but less than [`need`](Self::need): another
+    ///   replica, or a later try, may serve it (HTTP 503, gRPC `UNAVAILABLE`).
     pub const fn admit(&self, deadline: Deadline, now: Instant) -> Result<Duration, Error> {
         let left = deadline.remaining(now);
-        if deadline.is_expired(now) || left.as_nanos() < self.need.as_nanos() {
+        if deadline.is_expired(now) {
+            Err(Error::DeadlineExceeded)
+        } else if left.as_nanos() < self.need.as_nanos() {
             Err(Error::Shed)
         } else {
             Ok(left)

@@ -722,6 +722,51 @@ pub struct Propagation {
     pub max: Duration,
 }
 
+/// The deadline headers of an incoming request, as the bytes of each one's first value (see
+/// [`Propagation::incoming_deadline`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Incoming<'a> {
+    /// `grpc-timeout`.
+    pub grpc_timeout: Option<&'a [u8]>,
+    /// `connect-timeout-ms`.
+    pub connect_timeout_ms: Option<&'a [u8]>,
+    /// `x-deadline-ms`.
+    pub x_deadline_ms: Option<&'a [u8]>,
+}
+
+impl Incoming<'_> {
+    /// No deadline header at all.
+    pub const NONE: Incoming<'static> = Incoming {
+        grpc_timeout: None,
+        connect_timeout_ms: None,
+        x_deadline_ms: None,
+    };
+}
+
+/// Which deadline headers an outgoing request carries (see [`Propagation::encode_headers`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct HeaderSet {
+    /// `grpc-timeout`, for gRPC peers.
+    pub grpc_timeout: bool,
+    /// `x-deadline-ms`, whole milliseconds.
+    pub x_deadline_ms: bool,
+    /// `connect-timeout-ms`, for Connect peers.
+    pub connect_timeout_ms: bool,
+}
+
+/// The values of an outgoing request's deadline headers (see
+/// [`Propagation::encode_headers`]): one for each header of the [`HeaderSet`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Outgoing {
+    /// `grpc-timeout`'s value, if it is sent.
+    pub grpc_timeout: Option<GrpcTimeout>,
+    /// `x-deadline-ms`'s value, if it is sent.
+    pub x_deadline_ms: Option<DeadlineMs>,
+    /// `connect-timeout-ms`'s value, if it is sent.
+    pub connect_timeout_ms: Option<ConnectTimeout>,
+}
+
 impl Propagation {
     /// Keeps back `allowance` when sending; clamps incoming budgets to `max`.
     #[must_use]
@@ -907,6 +952,96 @@ impl Propagation {
         now: Instant,
     ) -> Result<Deadline, WireError> {
         ConnectTimeout::parse(value).map(|t| self.incoming(t.duration(), now))
+    }
+
+    /// The deadline of a request that arrived at `now` with these deadline headers: the one
+    /// rule every server layer follows.
+    ///
+    /// `grpc-timeout` is read if the request has one, else `connect-timeout-ms`, else
+    /// `x-deadline-ms`; the other headers are not looked at (a malformed `x-deadline-ms` beside
+    /// a good `grpc-timeout` is no error). The whitespace around a value is removed first, as
+    /// HTTP allows it there. A request with none of them gets `default_budget`. Every budget
+    /// is clamped to [`max`](Propagation::max).
+    ///
+    /// ```
+    /// use deadline_core::wire::{Incoming, Propagation, WireError};
+    /// use deadline_core::{Instant, ms};
+    ///
+    /// let server = Propagation::new(ms(5), ms(10_000));
+    /// let now = Instant::ZERO;
+    /// let both = Incoming { grpc_timeout: Some(b" 200m"), x_deadline_ms: Some(b"-1"), ..Incoming::NONE };
+    /// assert_eq!(server.incoming_deadline(both, ms(1_000), now).unwrap().remaining(now), ms(200));
+    /// let none = server.incoming_deadline(Incoming::NONE, ms(1_000), now).unwrap();
+    /// assert_eq!(none.remaining(now), ms(1_000));
+    /// let bad = Incoming { x_deadline_ms: Some(b"50ms"), ..Incoming::NONE };
+    /// assert_eq!(
+    ///     server.incoming_deadline(bad, ms(1_000), now),
+    ///     Err(("x-deadline-ms", WireError::InvalidDigit))
+    /// );
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The header that was read and could not be decoded, with why: answer
+    /// [`Error::MalformedDeadline`] (HTTP 400, gRPC `INVALID_ARGUMENT`), naming it.
+    pub fn incoming_deadline(
+        &self,
+        headers: Incoming<'_>,
+        default_budget: Duration,
+        now: Instant,
+    ) -> Result<Deadline, (&'static str, WireError)> {
+        if let Some(value) = headers.grpc_timeout {
+            self.decode_grpc_timeout(value.trim_ascii(), now)
+                .map_err(|error| (GRPC_TIMEOUT, error))
+        } else if let Some(value) = headers.connect_timeout_ms {
+            self.decode_connect_timeout(value.trim_ascii(), now)
+                .map_err(|error| (CONNECT_TIMEOUT_MS, error))
+        } else if let Some(value) = headers.x_deadline_ms {
+            self.decode_deadline_ms(value.trim_ascii(), now)
+                .map_err(|error| (X_DEADLINE_MS, error))
+        } else {
+            Ok(self.incoming(default_budget, now))
+        }
+    }
+
+    /// The values of the headers in `set`, for `left` to send: all of them, or none. Under
+    /// a millisecond, `x-deadline-ms` and `connect-timeout-ms` cannot carry the time left, and
+    /// then nothing is sent (rather than leave a peer that reads one of them with no deadline
+    /// at all).
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use deadline_core::wire::{HeaderSet, Propagation, WireError};
+    /// use deadline_core::ms;
+    ///
+    /// let hop = Propagation::new(ms(5), ms(10_000));
+    /// let both = HeaderSet { grpc_timeout: true, x_deadline_ms: true, connect_timeout_ms: false };
+    /// let out = hop.encode_headers(ms(145), both).unwrap();
+    /// assert_eq!(out.grpc_timeout.unwrap().as_str(), "145000u");
+    /// assert_eq!(out.x_deadline_ms.unwrap().as_str(), "145");
+    /// assert!(out.connect_timeout_ms.is_none());
+    /// // Half a millisecond: grpc-timeout could say it, x-deadline-ms cannot; neither is sent.
+    /// assert_eq!(hop.encode_headers(Duration::from_micros(500), both), Err(WireError::Spent));
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`WireError::Spent`] when one of them cannot carry `left`: do not make the call.
+    pub fn encode_headers(&self, left: Duration, set: HeaderSet) -> Result<Outgoing, WireError> {
+        Ok(Outgoing {
+            grpc_timeout: set
+                .grpc_timeout
+                .then(|| GrpcTimeout::from_duration(left))
+                .transpose()?,
+            x_deadline_ms: set
+                .x_deadline_ms
+                .then(|| DeadlineMs::from_duration(left))
+                .transpose()?,
+            connect_timeout_ms: set
+                .connect_timeout_ms
+                .then(|| ConnectTimeout::from_duration(left))
+                .transpose()?,
+        })
     }
 
     /// The local deadline for a request that arrived at `now` with this `grpc-timeout` value:

@@ -24,15 +24,21 @@ fn admitted_exactly_when_the_time_left_covers_the_need() {
 }
 
 #[test]
-fn an_expired_request_is_shed_even_when_nothing_is_needed() {
-    let admission = Admission::DEFAULT;
+fn an_expired_request_is_deadline_exceeded_even_when_nothing_is_needed() {
+    // Refused whatever the rule, and as the deadline's (504), not as load (503): its caller
+    // has stopped waiting, and no other replica can do better.
+    for admission in [Admission::DEFAULT, Admission::new(ms(20))] {
+        let deadline = Deadline::after(Instant::from_millis(10), ms(5));
+        let expired = Err(Error::DeadlineExceeded);
+        assert_eq!(admission.admit(deadline, Instant::from_millis(15)), expired);
+        assert_eq!(admission.admit(deadline, Instant::MAX), expired);
+    }
     let deadline = Deadline::after(Instant::from_millis(10), ms(5));
-    assert!(admission.admit(deadline, Instant::from_millis(14)).is_ok());
-    assert_eq!(
-        admission.admit(deadline, Instant::from_millis(15)),
-        Err(Error::Shed)
+    assert!(
+        Admission::DEFAULT
+            .admit(deadline, Instant::from_millis(14))
+            .is_ok()
     );
-    assert_eq!(admission.admit(deadline, Instant::MAX), Err(Error::Shed));
 }
 
 #[test]

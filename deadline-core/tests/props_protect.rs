@@ -211,7 +211,9 @@ proptest! {
             }
             Err(e) => {
                 prop_assert!(!fits);
-                prop_assert_eq!(e, Error::Shed);
+                // Expired: the deadline's; some time left but too little: shed.
+                let why = if left == 0 { Error::DeadlineExceeded } else { Error::Shed };
+                prop_assert_eq!(e, why);
             }
         }
         let waited = now.saturating_sub(enqueued);

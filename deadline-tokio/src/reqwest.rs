@@ -74,7 +74,9 @@ impl DeadlineRequest for RequestBuilder {
             .outgoing_within(deadline, now, already)
             .map_err(Error::from)?;
         let mut headers = HeaderMap::new();
-        header.write(&mut headers, left).map_err(Error::from)?;
+        header
+            .write(&mut headers, propagation, left)
+            .map_err(Error::from)?;
         // `headers` replaces values of the same name, where `header` would append.
         Ok(self.timeout(deadline.remaining(now)).headers(headers))
     }

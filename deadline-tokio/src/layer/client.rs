@@ -8,8 +8,8 @@ use core::time::Duration;
 
 use bytes::Bytes;
 use deadline_core::wire::{
-    CONNECT_TIMEOUT_MS, ConnectTimeout, DeadlineMs, GRPC_TIMEOUT, GrpcTimeout, Propagation,
-    WireError, X_DEADLINE_MS,
+    CONNECT_TIMEOUT_MS, ConnectTimeout, DeadlineMs, GRPC_TIMEOUT, GrpcTimeout, HeaderSet,
+    Propagation, WireError, X_DEADLINE_MS,
 };
 use deadline_core::{Clock, Deadline, Error, Instant};
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
@@ -45,32 +45,28 @@ pub enum DeadlineHeader {
 impl DeadlineHeader {
     /// Sets this header (or these headers) to `left`, the budget to send: all of them, or
     /// none.
-    pub(crate) fn write(self, headers: &mut HeaderMap, left: Duration) -> Result<(), WireError> {
-        let grpc = match self {
-            DeadlineHeader::GrpcTimeout | DeadlineHeader::Both => {
-                Some(GrpcTimeout::from_duration(left).map(|v| header_value(v.as_bytes()))?)
-            }
-            DeadlineHeader::DeadlineMs | DeadlineHeader::ConnectTimeout => None,
+    pub(crate) fn write(
+        self,
+        headers: &mut HeaderMap,
+        propagation: &Propagation,
+        left: Duration,
+    ) -> Result<(), WireError> {
+        let set = HeaderSet {
+            grpc_timeout: matches!(self, DeadlineHeader::GrpcTimeout | DeadlineHeader::Both),
+            x_deadline_ms: matches!(self, DeadlineHeader::DeadlineMs | DeadlineHeader::Both),
+            connect_timeout_ms: matches!(self, DeadlineHeader::ConnectTimeout),
         };
-        let millis = match self {
-            DeadlineHeader::DeadlineMs | DeadlineHeader::Both => {
-                Some(DeadlineMs::from_duration(left).map(|v| header_value(v.as_bytes()))?)
-            }
-            DeadlineHeader::GrpcTimeout | DeadlineHeader::ConnectTimeout => None,
-        };
-        let connect = match self {
-            DeadlineHeader::ConnectTimeout => {
-                Some(ConnectTimeout::from_duration(left).map(|v| header_value(v.as_bytes()))?)
-            }
-            _ => None,
-        };
-        if let Some(value) = grpc.flatten() {
+        let out = propagation.encode_headers(left, set)?;
+        if let Some(value) = out.grpc_timeout.and_then(|v| header_value(v.as_bytes())) {
             headers.insert(GRPC_TIMEOUT, value);
         }
-        if let Some(value) = millis.flatten() {
+        if let Some(value) = out.x_deadline_ms.and_then(|v| header_value(v.as_bytes())) {
             headers.insert(X_DEADLINE_MS, value);
         }
-        if let Some(value) = connect.flatten() {
+        if let Some(value) = out
+            .connect_timeout_ms
+            .and_then(|v| header_value(v.as_bytes()))
+        {
             headers.insert(CONNECT_TIMEOUT_MS, value);
         }
         Ok(())
@@ -179,7 +175,7 @@ impl PropagateLayer {
         let left = self
             .propagation
             .outgoing_within(deadline, now, already_set(headers))?;
-        self.header.write(headers, left)
+        self.header.write(headers, &self.propagation, left)
     }
 }
 

@@ -6,10 +6,10 @@ use core::task::{Context, Poll};
 use core::time::Duration;
 
 use deadline_core::wire::{
-    CONNECT_TIMEOUT_MS, GRPC_TIMEOUT, Propagation, WireError, X_DEADLINE_MS,
+    CONNECT_TIMEOUT_MS, GRPC_TIMEOUT, Incoming, Propagation, WireError, X_DEADLINE_MS,
 };
 use deadline_core::{Admission, Clock, Deadline, Error, Instant};
-use http::{HeaderMap, Request, Response};
+use http::{HeaderMap, HeaderValue, Request, Response};
 use tokio::time::Sleep;
 use tower_layer::Layer;
 use tower_service::Service;
@@ -218,33 +218,23 @@ impl DeadlineLayer {
         headers: &HeaderMap,
         now: Instant,
     ) -> Result<Deadline, (&'static str, WireError)> {
-        if let Some(value) = headers.get(GRPC_TIMEOUT) {
-            self.propagation
-                .decode_grpc_timeout(value.as_bytes().trim_ascii(), now)
-                .map_err(|error| (GRPC_TIMEOUT, error))
-        } else if let Some(value) = headers.get(CONNECT_TIMEOUT_MS) {
-            self.propagation
-                .decode_connect_timeout(value.as_bytes().trim_ascii(), now)
-                .map_err(|error| (CONNECT_TIMEOUT_MS, error))
-        } else if let Some(value) = headers.get(X_DEADLINE_MS) {
-            self.propagation
-                .decode_deadline_ms(value.as_bytes().trim_ascii(), now)
-                .map_err(|error| (X_DEADLINE_MS, error))
-        } else {
-            Ok(self.propagation.incoming(self.default_budget, now))
-        }
+        let incoming = Incoming {
+            grpc_timeout: headers.get(GRPC_TIMEOUT).map(HeaderValue::as_bytes),
+            connect_timeout_ms: headers.get(CONNECT_TIMEOUT_MS).map(HeaderValue::as_bytes),
+            x_deadline_ms: headers.get(X_DEADLINE_MS).map(HeaderValue::as_bytes),
+        };
+        self.propagation
+            .incoming_deadline(incoming, self.default_budget, now)
     }
 
     /// Whether a request whose handler must be done by `deadline` is served, starting at
     /// `now`.
     fn admit(&self, deadline: Deadline, now: Instant) -> Result<(), Error> {
-        if deadline.is_expired(now) {
-            return Err(Error::DeadlineExceeded);
-        }
-        match self.admission {
-            Some(admission) => admission.admit(deadline, now).map(drop),
-            None => Ok(()),
-        }
+        // Without a rule of its own, a request is refused only when its deadline has passed.
+        self.admission
+            .unwrap_or(Admission::DEFAULT)
+            .admit(deadline, now)
+            .map(drop)
     }
 }
 
