@@ -60,6 +60,8 @@ extern crate alloc;
 // 0: time, the deadline, errors, randomness, outcomes, quantiles.
 mod deadline;
 mod error;
+#[cfg(feature = "test-util")]
+mod manual_clock;
 mod outcome;
 mod quantile;
 mod rng;
@@ -104,6 +106,8 @@ pub use deadline::Deadline;
 pub use error::{Error, GrpcCode};
 pub use hedge::{HedgeDecision, HedgeState, NoHedge};
 pub use histogram::{Bucket, Histogram, SmallHistogram};
+#[cfg(feature = "test-util")]
+pub use manual_clock::ManualClock;
 pub use outcome::{Outcome, Pushback, parse_grpc_pushback, parse_retry_after};
 pub use plan::{Plan, PlanFull, StepId};
 pub use policy::{HedgePolicy, Necessity, Policy, RetryPolicy};
@@ -114,5 +118,5 @@ pub use rng::{Rng, Sequence, SplitMix64};
 pub use statement::{
     MAX_STATEMENT_MILLIS, StatementDecision, StatementPolicy, StatementTimeout, statement_timeout,
 };
-pub use time::{Clock, Instant, ManualClock, duration_to_micros, micros_to_duration, ms};
+pub use time::{Clock, Instant, duration_to_micros, micros_to_duration, ms};
 pub use timer::Timer;

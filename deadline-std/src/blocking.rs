@@ -14,10 +14,13 @@
 //! hedge needs a second attempt running alongside the first.
 //!
 //! The [`Sleeper`] is injected: [`ThreadSleeper`] sleeps the thread on [`StdClock`], and a
-//! [`ManualClock`] "sleeps" by moving its own clock, so tests run in virtual time.
+//! `ManualClock` (feature `test-util`) "sleeps" by moving its own clock, so tests run in virtual
+//! time.
 
+#[cfg(feature = "test-util")]
+use deadline_core::ManualClock;
 use deadline_core::drive::{Action, CallMachine, Called, NoObserver};
-use deadline_core::{Call, Clock, Instant, Limits, ManualClock, Outcome, Rng};
+use deadline_core::{Call, Clock, Instant, Limits, Outcome, Rng};
 
 use crate::clock::StdClock;
 
@@ -55,7 +58,8 @@ impl Sleeper for ThreadSleeper {
     }
 }
 
-/// Virtual time: sleeping moves the clock to `at` at once.
+/// Virtual time: sleeping moves the clock to `at` at once (feature `test-util`).
+#[cfg(feature = "test-util")]
 impl Sleeper for ManualClock {
     fn sleep_until(&self, at: Instant) {
         self.set(at);

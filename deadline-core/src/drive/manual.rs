@@ -8,7 +8,8 @@ use core::time::Duration;
 
 use portable_atomic::{AtomicU64, Ordering};
 
-use crate::time::{Clock, Instant, ManualClock};
+use crate::manual_clock::ManualClock;
+use crate::time::{Clock, Instant};
 use crate::timer::Timer;
 
 /// A [`Timer`] on virtual time: its sleeps complete when its [`ManualClock`] reaches them,

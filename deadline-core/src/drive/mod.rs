@@ -105,6 +105,7 @@ mod call_machine;
 mod classify;
 mod course;
 mod event;
+#[cfg(feature = "test-util")]
 mod manual;
 mod mode;
 mod report;
@@ -125,6 +126,7 @@ use crate::timer::Timer;
 pub use call_machine::{Action, CallMachine};
 pub use classify::Classify;
 pub use event::{Event, EventKind, NoObserver, Observe, Observer};
+#[cfg(feature = "test-util")]
 pub use manual::{ManualSleep, ManualTimer, Stalled};
 pub use mode::{DeadlineOnly, Full, Mode};
 pub use report::{CallError, Called, Report};
