@@ -535,11 +535,7 @@ impl DeadlineMs {
     /// [`WireError::Spent`] if less than one millisecond is left: nothing is sent and the call
     /// is not made.
     pub fn from_duration(left: Duration) -> Result<DeadlineMs, WireError> {
-        let millis = u64::try_from(left.as_millis()).unwrap_or(u64::MAX);
-        if millis == 0 {
-            return Err(WireError::Spent);
-        }
-        Ok(DeadlineMs::new(millis))
+        millis_to_send(left).map(DeadlineMs::new)
     }
 
     /// Decodes an `x-deadline-ms` header value.
@@ -565,13 +561,8 @@ impl DeadlineMs {
     }
 
     fn new(millis: u64) -> DeadlineMs {
-        let mut bytes = [0u8; 20];
-        let len = write_decimal(millis, &mut bytes);
-        DeadlineMs {
-            millis,
-            bytes,
-            len: u8::try_from(len).unwrap_or(0),
-        }
+        let (bytes, len) = decimal(millis);
+        DeadlineMs { millis, bytes, len }
     }
 
     /// The time left, in whole milliseconds.
@@ -632,11 +623,7 @@ impl ConnectTimeout {
     /// [`WireError::Spent`] if less than one millisecond is left: nothing is sent and the call
     /// is not made.
     pub fn from_duration(left: Duration) -> Result<ConnectTimeout, WireError> {
-        let millis = u64::try_from(left.as_millis()).unwrap_or(u64::MAX);
-        if millis == 0 {
-            return Err(WireError::Spent);
-        }
-        Ok(ConnectTimeout::new(millis.min(Self::MAX_MILLIS)))
+        millis_to_send(left).map(|millis| ConnectTimeout::new(millis.min(Self::MAX_MILLIS)))
     }
 
     /// Decodes a `connect-timeout-ms` header value.
@@ -653,13 +640,8 @@ impl ConnectTimeout {
 
     /// The value with `millis <= MAX_MILLIS` (callers guarantee it).
     fn new(millis: u64) -> ConnectTimeout {
-        let mut bytes = [0u8; 10];
-        let len = write_decimal(millis, &mut bytes);
-        ConnectTimeout {
-            millis,
-            bytes,
-            len: u8::try_from(len).unwrap_or(0),
-        }
+        let (bytes, len) = decimal(millis);
+        ConnectTimeout { millis, bytes, len }
     }
 
     /// The time left, in whole milliseconds.
@@ -1095,6 +1077,29 @@ fn parse_digits(digits: &[u8], max_digits: usize) -> Result<u64, WireError> {
                 .checked_add(u64::from(d.saturating_sub(b'0')))
         })
         .ok_or(WireError::TooLarge)
+}
+
+/// The whole milliseconds to send for `left` (rounded down, saturating at `u64::MAX`), in
+/// `u64` arithmetic; or [`WireError::Spent`] under one millisecond: the millisecond headers'
+/// one rule for sending.
+fn millis_to_send(left: Duration) -> Result<u64, WireError> {
+    let millis = left
+        .as_secs()
+        .saturating_mul(1_000)
+        .saturating_add(u64::from(left.subsec_millis()));
+    if millis == 0 {
+        Err(WireError::Spent)
+    } else {
+        Ok(millis)
+    }
+}
+
+/// `value` in decimal at the front of an `N`-byte buffer, with its length (`N` is at least
+/// the value's digits: 20 hold any `u64`).
+fn decimal<const N: usize>(value: u64) -> ([u8; N], u8) {
+    let mut bytes = [0u8; N];
+    let len = write_decimal(value, &mut bytes);
+    (bytes, u8::try_from(len).unwrap_or(0))
 }
 
 /// Writes `value` in decimal at the front of `out` and returns the number of bytes written
