@@ -30,6 +30,9 @@ rustup target add "${TARGETS[@]}"
 step "format"
 cargo fmt --all -- --check
 
+step "deadline-core reads top down: no module uses one above it"
+bash scripts/layers.sh
+
 step "clippy: -D warnings, all targets, all features"
 for c in "${CRATES[@]}"; do
   cargo clippy -p "$c" --all-targets --all-features -- -D warnings

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# deadline-core reads top down: each module uses only the modules listed before it, so no
+# module cycle can form. The order is the layering of deadline-core/src/lib.rs. Doc comments
+# are not read (a doc link is not a dependency). Exits non-zero, naming the file and the
+# module, when a module reaches up.
+#
+#   bash scripts/layers.sh
+set -euo pipefail
+cd "$(dirname "$0")/../deadline-core/src"
+
+# From the bottom up. drive/ is one module at the top, with its own order inside.
+ORDER=(time timer deadline error rng outcome quantile manual_clock backoff policy wire
+  call_timeout admit breaker retry_budget statement call plan hedge retry counters histogram
+  analysis tonic_status drive)
+DRIVE=(mode report event classify course call_machine run manual mod)
+
+index() { # index NAME LIST...
+  local name=$1 i=0
+  shift
+  for m in "$@"; do
+    if [ "$m" = "$name" ]; then echo "$i"; return; fi
+    i=$((i + 1))
+  done
+  echo "-1"
+}
+
+# The modules a file names in code (not in comments): `crate::x::` or `super::x::`.
+deps() { # deps FILE PREFIX
+  grep -vE '^\s*//' "$1" | grep -oE "(^|[^a-z_:])$2::[a-z_]+::" | sed -E "s/.*$2::([a-z_]+)::/\1/" | sort -u
+}
+
+bad=0
+for f in *.rs drive/*.rs; do
+  case "$f" in
+    lib.rs) continue ;;
+    drive/*) me=drive ;;
+    *) me=${f%.rs} ;;
+  esac
+  mine=$(index "$me" "${ORDER[@]}")
+  if [ "$mine" -lt 0 ]; then
+    echo "layers: $f is not in the order; add it to scripts/layers.sh" >&2
+    bad=1
+    continue
+  fi
+  for d in $(deps "$f" crate); do
+    [ "$d" = "$me" ] && continue
+    theirs=$(index "$d" "${ORDER[@]}")
+    if [ "$theirs" -lt 0 ] || [ "$theirs" -ge "$mine" ]; then
+      echo "layers: $f uses crate::$d, which is not below it" >&2
+      bad=1
+    fi
+  done
+  if [ "$me" = drive ]; then
+    inner=$(basename "$f" .rs)
+    mine_inner=$(index "$inner" "${DRIVE[@]}")
+    for d in $(deps "$f" super); do
+      theirs=$(index "$d" "${DRIVE[@]}")
+      if [ "$theirs" -lt 0 ] || [ "$theirs" -ge "$mine_inner" ]; then
+        echo "layers: $f uses super::$d, which is not below it in drive/" >&2
+        bad=1
+      fi
+    done
+  fi
+done
+if [ "$bad" -ne 0 ]; then
+  exit 1
+fi
+echo "layers: deadline-core's modules use only the modules below them (${#ORDER[@]} modules, drive/ in ${#DRIVE[@]})"
