@@ -46,7 +46,7 @@
 use core::fmt;
 use core::time::Duration;
 
-use portable_atomic::{AtomicU32, Ordering};
+use crate::sync::{AtomicU32, Ordering};
 
 use crate::analysis::Quantile;
 use crate::policy::Policy;

@@ -54,6 +54,9 @@
 
 #[cfg(feature = "tonic")]
 extern crate alloc;
+// The loom model checker (`--cfg loom`, for `tests/loom.rs`) needs std.
+#[cfg(loom)]
+extern crate std;
 
 pub mod admit;
 pub mod analysis;
@@ -72,6 +75,7 @@ pub mod policy;
 pub mod retry;
 pub mod rng;
 pub mod statement;
+mod sync;
 pub mod throttle;
 pub mod time;
 pub mod timer;

@@ -60,7 +60,7 @@
 //! counted against the old window, so the floor can be withheld (never over-granted) until the
 //! clock reaches a second that reads as later. Deposits are unaffected.
 
-use portable_atomic::{AtomicU32, Ordering};
+use crate::sync::{AtomicU32, Ordering};
 
 use crate::time::Instant;
 
