@@ -38,7 +38,10 @@ pub fn check_table(data: &[u8], base_dir: &Path) {
             let mut names = HashSet::new();
             let most = Duration::from_secs_f64(sample::MAX_MS / 1000.0);
             for dependency in &parsed.dependencies {
-                assert!(names.insert(dependency.name.as_str()), "duplicate name accepted");
+                assert!(
+                    names.insert(dependency.name.as_str()),
+                    "duplicate name accepted"
+                );
                 assert!(dependency.p50 <= most && dependency.p999 <= most);
                 let _ = dependency.policy();
                 let _ = dependency.floor();

@@ -18,11 +18,11 @@ use std::convert::Infallible;
 use std::rc::Rc;
 use std::time::Duration;
 
+use deadline_core::Clock;
 use deadline_core::wire::{DeadlineMs, GrpcTimeout, Propagation};
 use deadline_core::{Admission, Deadline, Error, Instant};
 use deadline_tokio::TokioClock;
 use deadline_tokio::layer::DeadlineLayer;
-use deadline_core::Clock;
 use http::{HeaderValue, Request, Response};
 use tower::{Layer, ServiceExt, service_fn};
 
@@ -93,8 +93,12 @@ async fn serve(data: &[u8]) {
     if grpc {
         request = request.header("content-type", "application/grpc");
     }
-    let grpc_header = HeaderValue::from_bytes(grpc_value).ok().filter(|_| send_grpc_timeout);
-    let ms_header = HeaderValue::from_bytes(ms_value).ok().filter(|_| send_deadline_ms);
+    let grpc_header = HeaderValue::from_bytes(grpc_value)
+        .ok()
+        .filter(|_| send_grpc_timeout);
+    let ms_header = HeaderValue::from_bytes(ms_value)
+        .ok()
+        .filter(|_| send_deadline_ms);
     if let Some(value) = &grpc_header {
         request = request.header("grpc-timeout", value.clone());
         if second_grpc_timeout {
@@ -136,7 +140,10 @@ async fn serve(data: &[u8]) {
     }));
 
     let start = TokioClock.now();
-    let response = service.oneshot(request).await.expect("the service never fails");
+    let response = service
+        .oneshot(request)
+        .await
+        .expect("the service never fails");
     let elapsed = TokioClock.now().saturating_duration_since(start);
     let seen = *seen.borrow();
 
@@ -152,7 +159,10 @@ async fn serve(data: &[u8]) {
     let answered = |error: Error| {
         if grpc {
             assert_eq!(status, 200);
-            assert_eq!(grpc_status.as_deref(), Some(error.grpc_code().as_u8().to_string().as_str()));
+            assert_eq!(
+                grpc_status.as_deref(),
+                Some(error.grpc_code().as_u8().to_string().as_str())
+            );
         } else {
             assert_eq!(status, error.http_status());
             assert!(grpc_status.is_none());
@@ -189,11 +199,17 @@ async fn serve(data: &[u8]) {
     let deadline = seen.deadline.expect("the handler finds its deadline");
     assert_eq!(deadline.remaining(seen.at), window);
     assert!(deadline.remaining(seen.at) <= MAX);
-    assert!(elapsed <= window + TIMER_SLACK, "answered {elapsed:?} into a {window:?} window");
+    assert!(
+        elapsed <= window + TIMER_SLACK,
+        "answered {elapsed:?} into a {window:?} window"
+    );
     assert!(elapsed <= MAX + TIMER_SLACK);
     if work + TIMER_SLACK < window {
         assert_eq!(status, 200);
-        assert!(grpc_status.is_none(), "the handler's own answer passes through");
+        assert!(
+            grpc_status.is_none(),
+            "the handler's own answer passes through"
+        );
         assert_eq!(elapsed, work);
     } else if work > window + TIMER_SLACK {
         answered(Error::DeadlineExceeded);

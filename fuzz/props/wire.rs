@@ -80,13 +80,18 @@ pub fn check_grpc_timeout(data: &[u8]) {
             assert_eq!(GrpcUnit::from_byte(*last), Some(timeout.unit()));
             assert!(all_digits(digits) && digits.len() <= GrpcTimeout::MAX_DIGITS);
             assert_eq!(u128::from(timeout.value()), number(digits));
-            assert_eq!(timeout.duration(), timeout.unit().times(u64::from(timeout.value())));
+            assert_eq!(
+                timeout.duration(),
+                timeout.unit().times(u64::from(timeout.value()))
+            );
             let text = timeout.as_bytes();
             let (unit, value) = text.split_last().expect("the text has a unit");
             assert!(all_digits(value) && *unit == timeout.unit().as_byte());
             assert_eq!(GrpcTimeout::parse(text), Ok(timeout));
             for now in NOWS {
-                let local = SERVER.decode_grpc_timeout(data, now).expect("accepted above");
+                let local = SERVER
+                    .decode_grpc_timeout(data, now)
+                    .expect("accepted above");
                 assert!(local.remaining(now) <= SERVER_MAX);
                 assert!(local.remaining(now) <= timeout.duration());
             }
@@ -152,7 +157,9 @@ pub fn check_deadline_ms(data: &[u8]) {
             assert!(all_digits(value.as_bytes()));
             assert_eq!(DeadlineMs::parse(value.as_bytes()), Ok(value));
             for now in NOWS {
-                let local = SERVER.decode_deadline_ms(data, now).expect("accepted above");
+                let local = SERVER
+                    .decode_deadline_ms(data, now)
+                    .expect("accepted above");
                 assert!(local.remaining(now) <= SERVER_MAX);
                 assert!(local.remaining(now) <= value.duration());
             }
@@ -237,7 +244,9 @@ pub fn check_pushback(data: &[u8]) {
     }
 
     let secs = u64_at(data, 0);
-    let pad = " \t".get(..usize::from(data.first().copied().unwrap_or(0) % 3)).unwrap_or("");
+    let pad = " \t"
+        .get(..usize::from(data.first().copied().unwrap_or(0) % 3))
+        .unwrap_or("");
     let text = format!("{pad}{secs}{pad}");
     assert_eq!(
         parse_retry_after(text.as_bytes()),
