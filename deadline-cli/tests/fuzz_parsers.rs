@@ -119,8 +119,16 @@ fn sample() -> impl Strategy<Value = String> {
     .prop_map(|lines| lines.join("\n"))
 }
 
+/// `default` cases, or `PROPTEST_CASES` when set (miri runs few).
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(512))]
+    #![proptest_config(ProptestConfig::with_cases(cases(512)))]
 
     #[test]
     fn table_shaped(text in table()) {

@@ -33,8 +33,16 @@ fn bytes() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![proptest::collection::vec(any::<u8>(), 0..40), shaped()]
 }
 
+/// `default` cases, or `PROPTEST_CASES` when set (miri runs few).
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(4_096))]
+    #![proptest_config(ProptestConfig::with_cases(cases(4_096)))]
 
     #[test]
     fn grpc_timeout(data in bytes()) {

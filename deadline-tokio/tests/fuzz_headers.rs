@@ -37,8 +37,16 @@ fn request() -> impl Strategy<Value = Vec<u8>> {
     )
 }
 
+/// `default` cases, or `PROPTEST_CASES` when set (miri runs few).
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(2_048))]
+    #![proptest_config(ProptestConfig::with_cases(cases(2_048)))]
 
     #[test]
     fn shaped_requests(data in request()) {
