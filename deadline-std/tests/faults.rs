@@ -346,5 +346,5 @@ fn blocking_hung_socket_leaves_no_socket_open() {
         accepted,
         "a socket was left open"
     );
-    assert!(attempts >= 1 && attempts <= 3);
+    assert!((1..=3).contains(&attempts));
 }

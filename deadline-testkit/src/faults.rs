@@ -2,7 +2,7 @@
 //! errors every time, a clock that steps back, a timer that fires late or never, and a hedge
 //! whose loser never finishes. Each is an `async fn` generic over the [`Timer`], asserting as
 //! it goes, for an adapter's tests to run on its runtime in virtual time
-//! ([`for_each_fault!`] lists them).
+//! ([`for_each_fault!`](crate::for_each_fault) lists them).
 //!
 //! What every fault asserts:
 //!
