@@ -25,14 +25,14 @@ use loom::thread;
 /// deadline-core's atomics are made on first use, and loom (rightly) requires an object
 /// shared between threads to be made before them.
 fn explore(name: &str, model: impl Fn() + Sync + Send + 'static) {
-    static RUNS: AtomicUsize = AtomicUsize::new(0);
-    let before = RUNS.load(Ordering::Relaxed);
-    let model = std::sync::Arc::new(model);
+    // Counted per model (tests run in parallel, so no shared counter).
+    let runs = std::sync::Arc::new(AtomicUsize::new(0));
+    let counter = std::sync::Arc::clone(&runs);
     loom::model(move || {
-        RUNS.fetch_add(1, Ordering::Relaxed);
+        counter.fetch_add(1, Ordering::Relaxed);
         model();
     });
-    let explored = RUNS.load(Ordering::Relaxed) - before;
+    let explored = runs.load(Ordering::Relaxed);
     println!("loom: {name}: {explored} interleavings explored");
     assert!(explored > 1, "{name}: loom explored a single interleaving");
 }
