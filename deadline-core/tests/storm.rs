@@ -55,7 +55,10 @@ fn budget_bound(requests: u64, budget: &RetryBudget, span: Duration) -> u64 {
 /// 10,000 requests against a dependency that always fails, each allowed 3 attempts, through
 /// the driver with the default retry budget (10%, a floor of 10 per second).
 #[test]
-#[cfg_attr(miri, ignore = "a 30,000-call simulation: the driver's own tests cover it under miri")]
+#[cfg_attr(
+    miri,
+    ignore = "a 30,000-call simulation: the driver's own tests cover it under miri"
+)]
 fn one_layer_calls_per_request_stay_within_the_budget() {
     let timer = ManualTimer::new();
     let budget = RetryBudget::default();
@@ -220,7 +223,10 @@ fn run_chain(mode: Mode) -> (u64, u64, Duration, RetryBudget) {
 }
 
 #[test]
-#[cfg_attr(miri, ignore = "a 230,000-call simulation: the driver's own tests cover it under miri")]
+#[cfg_attr(
+    miri,
+    ignore = "a 230,000-call simulation: the driver's own tests cover it under miri"
+)]
 fn three_layers_amplification_with_and_without_the_library() {
     let mut per_request = Vec::new();
     for mode in [Mode::Loops, Mode::DriverNoBudget, Mode::DriverWithBudget] {
