@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../deadline-core/src"
 
 # From the bottom up. drive/ is one module at the top, with its own order inside.
-ORDER=(time timer deadline error rng outcome quantile manual_clock backoff policy wire
+ORDER=(sync time timer deadline error rng outcome quantile manual_clock backoff policy wire
   call_timeout admit breaker retry_budget statement call plan hedge retry counters histogram
   analysis tonic_status drive)
 DRIVE=(mode report event classify course call_machine run manual mod)

@@ -40,12 +40,19 @@ done
 for rt in "${RUNTIMES[@]}"; do
   cargo clippy -p deadline-examples --all-targets --no-default-features --features "$rt" -- -D warnings
 done
+# The reliability crates; and deadline-core under `--cfg loom` (loom's atomics), in a target
+# directory of its own so that the two builds do not replace each other.
+cargo clippy -p deadline-loom --all-targets --all-features -- -D warnings
+cargo clippy -p deadline-load --all-targets --all-features -- -D warnings
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo clippy -p deadline-loom --all-targets -- -D warnings
 
 step "rustdoc: -D warnings"
 for c in "${CRATES[@]}"; do
   RUSTDOCFLAGS="-D warnings" cargo doc -p "$c" --no-deps --all-features
 done
 RUSTDOCFLAGS="-D warnings" cargo doc -p deadline-examples --no-deps
+RUSTDOCFLAGS="-D warnings" cargo doc -p deadline-loom --no-deps
+RUSTDOCFLAGS="-D warnings" cargo doc -p deadline-load --no-deps
 
 step "rustdoc as docs.rs builds it: nightly, --cfg docsrs, every published crate"
 # docs.rs builds on nightly with `--cfg docsrs`, which turns on `feature(doc_cfg)` in each
@@ -78,6 +85,22 @@ for c in "${CRATES[@]}"; do
   tests -p "$c" --all-features
 done
 tests -p deadline-examples
+# loom: every interleaving of the retry budget, breaker, histogram and counter models, within
+# the preemption bound (each model prints how many it explored).
+RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 CARGO_TARGET_DIR=target/loom \
+  tests -p deadline-loom --test loom --release -- --nocapture
+# miri over deadline-core's tests: the one step on nightly, which rustup installs here. The
+# library's own tests and the test binaries that take under a minute each under miri; the
+# long property suites (the histogram's, the analysis', the budget's and the protections',
+# 5 to 27 minutes each under miri) run under miri by hand, with the same command without the
+# `--test` list (BENCHMARKS.md, "miri").
+rustup toolchain install nightly --profile minimal --component miri,rust-src
+MIRI_TESTS=(admit backoff breaker budget_table checkout classify counters deadline_only drive
+  drive_breaker fuzz_wire hedge hostile_pushback lab_preset props_retry record retry statement
+  step_back)
+PROPTEST_CASES=8 MIRIFLAGS="-Zmiri-disable-isolation" \
+  cargo +nightly miri test -p deadline-core --all-features --lib \
+  $(printf -- '--test %s ' "${MIRI_TESTS[@]}") 2>&1 | tee -a "$RESULTS"
 
 step "the checkout example's chain on every runtime (virtual time, then real timers)"
 # Each program is built first, then run under `timeout`: a timer that never fires fails the
@@ -93,6 +116,11 @@ for rt in "${RUNTIMES[@]}"; do
 done
 cargo build -p deadline-examples --bin nested
 timeout 120 cargo run -p deadline-examples --bin nested
+# Overload on loopback, the short run: twice the capacity for 3 s, with and without
+# DeadlineLayer and admission; it exits non-zero unless every 200 met its deadline and the
+# excess was shed with the library, and the queue and the latency grew without it.
+cargo build -p deadline-load --release
+timeout 300 cargo run -p deadline-load --release -- --seconds 3 --check
 
 step "real services on loopback: client -> axum -> tonic -> PostgreSQL"
 bash scripts/services.sh

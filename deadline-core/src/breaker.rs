@@ -2,7 +2,7 @@
 
 use core::time::Duration;
 
-use portable_atomic::{AtomicU32, Ordering};
+use crate::sync::{AtomicU32, Ordering};
 
 use crate::error::Error;
 use crate::time::{Instant, duration_to_micros};
@@ -370,7 +370,16 @@ impl CircuitBreaker {
                 }
                 OPEN => {
                     if self.pending(g, now, t.cooldown_us, t.cooldown_ms) {
-                        return Err(Error::CircuitOpen);
+                        // `pending` may have read the deadline of a later generation (another
+                        // thread half-opened the breaker since `s` was read): look again
+                        // before refusing.
+                        match self.state.load(Ordering::Acquire) {
+                            again if again != s => {
+                                s = again;
+                                continue;
+                            }
+                            _ => return Err(Error::CircuitOpen),
+                        }
                     }
                     pack_state(HALF_OPEN, next_generation(g), 1, 0)
                 }
@@ -386,7 +395,14 @@ impl CircuitBreaker {
                             successes_of(s),
                         )
                     } else {
-                        return Err(Error::CircuitOpen);
+                        // All slots taken, as of `s`: refuse only if that is still the state.
+                        match self.state.load(Ordering::Acquire) {
+                            again if again != s => {
+                                s = again;
+                                continue;
+                            }
+                            _ => return Err(Error::CircuitOpen),
+                        }
                     }
                 }
             };

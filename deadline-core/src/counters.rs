@@ -3,10 +3,10 @@
 use core::fmt;
 
 #[cfg(not(target_has_atomic = "64"))]
-use portable_atomic::AtomicU32 as Cell;
+use crate::sync::AtomicU32 as Cell;
 #[cfg(target_has_atomic = "64")]
-use portable_atomic::AtomicU64 as Cell;
-use portable_atomic::Ordering;
+use crate::sync::AtomicU64 as Cell;
+use crate::sync::Ordering;
 
 /// All ones in the counters' own width.
 #[cfg(target_has_atomic = "64")]

@@ -3,7 +3,7 @@
 use core::fmt;
 use core::time::Duration;
 
-use portable_atomic::{AtomicU32, Ordering};
+use crate::sync::{AtomicU32, Ordering};
 
 use crate::policy::Policy;
 use crate::quantile::Quantile;

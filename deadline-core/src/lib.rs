@@ -54,6 +54,9 @@
 
 #[cfg(feature = "tonic")]
 extern crate alloc;
+// The loom model checker (`--cfg loom`, for `tests/loom.rs`) needs std.
+#[cfg(loom)]
+extern crate std;
 
 // The modules, from the bottom layer up; each uses only the layers below it.
 //
@@ -65,6 +68,7 @@ mod manual_clock;
 mod outcome;
 mod quantile;
 mod rng;
+mod sync;
 mod time;
 mod timer;
 // 1: configuration as plain data; the header codecs.

@@ -1,6 +1,6 @@
 //! The retry-and-hedge budget: a token bucket fed by a percentage of the original calls, plus a
 
-use portable_atomic::{AtomicU32, Ordering};
+use crate::sync::{AtomicU32, Ordering};
 
 use crate::time::Instant;
 

@@ -1,0 +1,557 @@
+//! `overload`: a real HTTP/2 server on loopback with a fixed capacity, offered twice that
+//! capacity by an open-loop client, once with `DeadlineLayer` and admission and once
+//! without. It prints what it measured: throughput, the latency percentiles of the answers,
+//! the shed count, the answers that came after their deadline, and the server's queue.
+//!
+//! ```text
+//! cargo run -p deadline-load --release -- [--seconds 30] [--check]
+//! ```
+//!
+//! - **The server** serves [`WORKERS`] requests at once, each taking [`WORK`] (a semaphore
+//!   and a sleep): a capacity of `WORKERS / WORK` requests per second. The rest wait for a
+//!   permit, in a queue whose length a monitor samples every second.
+//! - **The client** sends requests at twice the capacity, on a fixed schedule whatever the
+//!   answers (open loop), each with a 100 ms deadline, over one HTTP/2 connection: it sends
+//!   `x-deadline-ms: 95`, keeping 5 ms for the trip as `Propagation` does, and counts an
+//!   answer as late when it arrives more than 100 ms after it was sent. It
+//!   stops sending after `--seconds`, then waits at most [`DRAIN`] for the answers still
+//!   outstanding and counts the rest as unanswered. Every loop is bounded in count and time.
+//! - **With the library**, the server reads each request's deadline with `DeadlineLayer`,
+//!   which refuses (503) a request with less time left than the work needs (`Admission`); a
+//!   request waits for a worker at most `Admission::max_queue_delay` ([`MAX_QUEUE_DELAY`]) and
+//!   never past the point where its work would no longer fit, then is shed (503) by the
+//!   core's `Admission::admit_queued`; and the layer answers 504 for a handler still running
+//!   at its deadline.
+//! - **Without it**, the same handler waits for a worker however long it takes.
+//!
+//! With `--check` (the short run CI makes), it exits non-zero unless the outcome is the
+//! expected one: with the library every 200 came within its deadline, requests were shed,
+//! and the latency of the 200s stayed under the deadline in every window; without it, the
+//! queue and the latency grew and answers came late. Speed itself is never asserted.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use deadline_core::wire::Propagation;
+use deadline_core::{Admission, Clock, Deadline, Error, ms};
+use deadline_tokio::TokioClock;
+use deadline_tokio::layer::DeadlineLayer;
+use http::{Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+use tower::{Layer, service_fn};
+
+/// Requests the server works on at once.
+const WORKERS: usize = 4;
+/// How long each request's work takes.
+const WORK: Duration = ms(10);
+/// Requests per second the server can serve: `WORKERS / WORK`.
+const CAPACITY: u64 = 400;
+/// Requests per second offered: twice the capacity.
+const OFFERED: u64 = 2 * CAPACITY;
+/// Each request's deadline, sent in `x-deadline-ms`.
+const DEADLINE: Duration = ms(100);
+/// What the client keeps back of its deadline for the trip (the per-hop allowance): it
+/// sends `x-deadline-ms: 95` for its 100 ms.
+const ALLOWANCE: Duration = ms(5);
+/// With the library: the longest a request waits for a worker before it is shed.
+const MAX_QUEUE_DELAY: Duration = ms(20);
+/// After the last request is sent, how long the client waits for the answers still out.
+const DRAIN: Duration = Duration::from_secs(10);
+/// The windows the run's latency is reported in, to show whether it grows.
+const WINDOWS: usize = 6;
+
+/// How the server is built.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// `DeadlineLayer` with admission, and a queue wait bounded by the core's admission.
+    Library,
+    /// The same handler with no deadline and no admission.
+    Plain,
+}
+
+/// What became of one request, as the client saw it.
+#[derive(Clone, Copy, Debug)]
+struct Sample {
+    /// When it was sent, from the start of the run.
+    sent: Duration,
+    /// From sending to the end of the answer's body.
+    latency: Duration,
+    /// The HTTP status, or `None` for a transport error.
+    status: Option<StatusCode>,
+}
+
+/// The response body both servers answer with.
+type Body = Full<Bytes>;
+
+fn text(status: StatusCode, body: &'static str) -> Response<Body> {
+    let mut response = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
+    *response.status_mut() = status;
+    response
+}
+
+/// The handler with the library: waits for a worker no longer than admission allows, then
+/// works.
+async fn handler_with_library(
+    workers: Arc<Semaphore>,
+    waiting: Arc<AtomicUsize>,
+    admission: Admission,
+    request: Request<Incoming>,
+) -> Result<Response<Body>, Infallible> {
+    let shed = || {
+        let status = StatusCode::from_u16(Error::Shed.http_status())
+            .unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+        text(status, "request shed at admission\n")
+    };
+    let Some(deadline) = request.extensions().get::<Deadline>().copied() else {
+        return Ok(text(StatusCode::INTERNAL_SERVER_ERROR, "no deadline\n"));
+    };
+    let enqueued = TokioClock.now();
+    // Wait no longer than the queue delay admission allows, and never so long that the
+    // work no longer fits before the deadline.
+    let fits = deadline.remaining(enqueued).saturating_sub(admission.need);
+    let wait = admission.max_queue_delay.map_or(fits, |max| max.min(fits));
+    waiting.fetch_add(1, Ordering::Relaxed);
+    let permit = tokio::time::timeout(wait, workers.acquire()).await;
+    waiting.fetch_sub(1, Ordering::Relaxed);
+    let Ok(Ok(_permit)) = permit else {
+        return Ok(shed());
+    };
+    if admission
+        .admit_queued(deadline, enqueued, TokioClock.now())
+        .is_err()
+    {
+        return Ok(shed());
+    }
+    tokio::time::sleep(WORK).await;
+    Ok(text(StatusCode::OK, "ok\n"))
+}
+
+/// The handler without the library: waits for a worker however long it takes.
+async fn handler_plain(
+    workers: Arc<Semaphore>,
+    waiting: Arc<AtomicUsize>,
+) -> Result<Response<Body>, Infallible> {
+    waiting.fetch_add(1, Ordering::Relaxed);
+    let permit = workers.acquire().await;
+    waiting.fetch_sub(1, Ordering::Relaxed);
+    let Ok(_permit) = permit else {
+        return Ok(text(StatusCode::INTERNAL_SERVER_ERROR, "closed\n"));
+    };
+    tokio::time::sleep(WORK).await;
+    Ok(text(StatusCode::OK, "ok\n"))
+}
+
+/// Serves HTTP/2 on `listener` until the task is aborted.
+async fn serve(mode: Mode, listener: TcpListener, waiting: Arc<AtomicUsize>) {
+    let workers = Arc::new(Semaphore::new(WORKERS));
+    let admission = Admission::new(WORK).with_max_queue_delay(MAX_QUEUE_DELAY);
+    let layer = DeadlineLayer::new(Propagation::new(ms(0), ms(10_000)), ms(1_000))
+        .with_admission(admission);
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let (workers, waiting) = (Arc::clone(&workers), Arc::clone(&waiting));
+        let mut http2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+        http2.max_concurrent_streams(1_000_000);
+        let io = TokioIo::new(stream);
+        match mode {
+            Mode::Library => {
+                let service = layer.layer(service_fn(move |request| {
+                    handler_with_library(
+                        Arc::clone(&workers),
+                        Arc::clone(&waiting),
+                        admission,
+                        request,
+                    )
+                }));
+                tokio::spawn(http2.serve_connection(io, TowerToHyperService::new(service)));
+            }
+            Mode::Plain => {
+                let service = service_fn(move |_: Request<Incoming>| {
+                    handler_plain(Arc::clone(&workers), Arc::clone(&waiting))
+                });
+                tokio::spawn(http2.serve_connection(io, TowerToHyperService::new(service)));
+            }
+        }
+    }
+}
+
+/// One run: the server in `mode`, offered twice its capacity for `seconds`.
+async fn run(mode: Mode, seconds: u64) -> Report {
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind loopback");
+    let address: SocketAddr = listener.local_addr().expect("local address");
+    let waiting = Arc::new(AtomicUsize::new(0));
+    let server = tokio::spawn(serve(mode, listener, Arc::clone(&waiting)));
+
+    // The queue, sampled once a second (bounded: the run's seconds plus the drain).
+    let queue = Arc::new(Mutex::new(Vec::new()));
+    let monitor = {
+        let (queue, waiting) = (Arc::clone(&queue), Arc::clone(&waiting));
+        tokio::spawn(async move {
+            for _ in 0..seconds + DRAIN.as_secs() {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let len = waiting.load(Ordering::Relaxed);
+                queue.lock().unwrap_or_else(|e| e.into_inner()).push(len);
+            }
+        })
+    };
+
+    let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new())
+        .http2_only(true)
+        .http2_max_concurrent_reset_streams(1_000_000)
+        .build_http();
+    let uri: http::Uri = format!("http://{address}/").parse().expect("a valid URI");
+    let total = OFFERED * seconds;
+    let period = Duration::from_secs(1) / u32::try_from(OFFERED).unwrap_or(1);
+    let start = Instant::now();
+    let mut tasks = Vec::with_capacity(usize::try_from(total).unwrap_or(0));
+    for i in 0..total {
+        let at = start + period * u32::try_from(i).unwrap_or(u32::MAX);
+        tokio::time::sleep_until(at).await;
+        let (client, uri) = (client.clone(), uri.clone());
+        tasks.push(tokio::spawn(async move {
+            let sent = Instant::now();
+            // The client's deadline, less the allowance, as the core encodes it.
+            let now = TokioClock.now();
+            let budget = Propagation::new(ALLOWANCE, DEADLINE)
+                .encode_deadline_ms(Deadline::after(now, DEADLINE), now)
+                .expect("100 ms is not spent");
+            let request = Request::builder()
+                .uri(uri)
+                .header("x-deadline-ms", budget.as_bytes())
+                .body(Full::new(Bytes::new()))
+                .expect("a valid request");
+            let status = match client.request(request).await {
+                Ok(response) => {
+                    let status = response.status();
+                    match response.into_body().collect().await {
+                        Ok(_) => Some(status),
+                        Err(_) => None,
+                    }
+                }
+                Err(_) => None,
+            };
+            Sample {
+                sent: sent.duration_since(start),
+                latency: sent.elapsed(),
+                status,
+            }
+        }));
+    }
+    let offered_for = start.elapsed();
+
+    // Collect the answers, waiting at most DRAIN past the last send.
+    let drain_until = Instant::now() + DRAIN;
+    let mut samples = Vec::with_capacity(tasks.len());
+    let mut unanswered = 0u64;
+    for task in tasks {
+        let abort = task.abort_handle();
+        match tokio::time::timeout_at(drain_until, task).await {
+            Ok(Ok(sample)) => samples.push(sample),
+            Ok(Err(_)) | Err(_) => {
+                abort.abort();
+                unanswered += 1;
+            }
+        }
+    }
+    // Until the last answer (or the end of the drain, if some never came).
+    let elapsed = if unanswered > 0 {
+        start.elapsed()
+    } else {
+        samples
+            .iter()
+            .map(|s| s.sent + s.latency)
+            .max()
+            .unwrap_or_default()
+    };
+    monitor.abort();
+    server.abort();
+    let queue = queue.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    Report::new(
+        mode,
+        seconds,
+        total,
+        offered_for,
+        elapsed,
+        samples,
+        unanswered,
+        queue,
+    )
+}
+
+/// The `p`-th percentile (0 to 100) of sorted `values`, nearest rank.
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = (p / 100.0 * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// What one run measured.
+#[derive(Debug)]
+struct Report {
+    mode: Mode,
+    seconds: u64,
+    sent: u64,
+    offered_for: Duration,
+    elapsed: Duration,
+    ok: Vec<Duration>,
+    ok_late: u64,
+    shed: Vec<Duration>,
+    timed_out: u64,
+    other: u64,
+    errors: u64,
+    unanswered: u64,
+    /// The p50 and p99 of the 200s sent in each window of the run, and how many.
+    windows: Vec<(Duration, Duration, usize)>,
+    queue: Vec<usize>,
+}
+
+impl Report {
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        mode: Mode,
+        seconds: u64,
+        sent: u64,
+        offered_for: Duration,
+        elapsed: Duration,
+        samples: Vec<Sample>,
+        unanswered: u64,
+        queue: Vec<usize>,
+    ) -> Report {
+        let mut ok = Vec::new();
+        let mut shed = Vec::new();
+        let (mut ok_late, mut timed_out, mut other, mut errors) = (0, 0, 0, 0);
+        let window = Duration::from_secs(seconds) / u32::try_from(WINDOWS).unwrap_or(1);
+        let mut per_window: Vec<Vec<Duration>> = vec![Vec::new(); WINDOWS];
+        for s in &samples {
+            match s.status {
+                Some(StatusCode::OK) => {
+                    ok.push(s.latency);
+                    if s.latency > DEADLINE {
+                        ok_late += 1;
+                    }
+                    let w = (s.sent.as_nanos() / window.as_nanos().max(1)) as usize;
+                    per_window[w.min(WINDOWS - 1)].push(s.latency);
+                }
+                Some(StatusCode::SERVICE_UNAVAILABLE) => shed.push(s.latency),
+                Some(StatusCode::GATEWAY_TIMEOUT) => timed_out += 1,
+                Some(_) => other += 1,
+                None => errors += 1,
+            }
+        }
+        ok.sort_unstable();
+        shed.sort_unstable();
+        let windows = per_window
+            .into_iter()
+            .map(|mut w| {
+                w.sort_unstable();
+                (percentile(&w, 50.0), percentile(&w, 99.0), w.len())
+            })
+            .collect();
+        Report {
+            mode,
+            seconds,
+            sent,
+            offered_for,
+            elapsed,
+            ok,
+            ok_late,
+            shed,
+            timed_out,
+            other,
+            errors,
+            unanswered,
+            windows,
+            queue,
+        }
+    }
+
+    fn print(&self) {
+        let ms = |d: Duration| format!("{:.1} ms", d.as_secs_f64() * 1e3);
+        let label = match self.mode {
+            Mode::Library => "with DeadlineLayer + Admission",
+            Mode::Plain => "without the library",
+        };
+        println!("== {label}");
+        println!(
+            "offered: {} requests in {:.2} s ({} per second, twice the capacity of {} per second), deadline {}",
+            self.sent,
+            self.offered_for.as_secs_f64(),
+            OFFERED,
+            CAPACITY,
+            ms(DEADLINE)
+        );
+        let in_time = self.ok.len() as u64 - self.ok_late;
+        println!(
+            "answered 200: {} ({} within their deadline, {} after it)",
+            self.ok.len(),
+            in_time,
+            self.ok_late
+        );
+        println!(
+            "  throughput: {:.1} answers 200 per second, from the first request to the last \
+             answer ({:.2} s); within their deadline: {:.1} per second",
+            self.ok.len() as f64 / self.elapsed.as_secs_f64(),
+            self.elapsed.as_secs_f64(),
+            in_time as f64 / self.elapsed.as_secs_f64()
+        );
+        println!(
+            "  latency of the 200s: p50 {}, p99 {}, p99.9 {}, max {}",
+            ms(percentile(&self.ok, 50.0)),
+            ms(percentile(&self.ok, 99.0)),
+            ms(percentile(&self.ok, 99.9)),
+            ms(self.ok.last().copied().unwrap_or_default())
+        );
+        println!(
+            "shed (503): {}; latency p50 {}, p99 {}, p99.9 {}",
+            self.shed.len(),
+            ms(percentile(&self.shed, 50.0)),
+            ms(percentile(&self.shed, 99.0)),
+            ms(percentile(&self.shed, 99.9))
+        );
+        println!(
+            "504: {}; other status: {}; transport errors: {}; unanswered after a {} s drain: {}",
+            self.timed_out,
+            self.other,
+            self.errors,
+            DRAIN.as_secs(),
+            self.unanswered
+        );
+        let windows: Vec<String> = self
+            .windows
+            .iter()
+            .map(|(p50, p99, n)| format!("{}/{} ({n})", ms(*p50), ms(*p99)))
+            .collect();
+        println!(
+            "200s by when they were sent, p50/p99 (count), {} windows: {}",
+            WINDOWS,
+            windows.join(", ")
+        );
+        println!(
+            "server queue, sampled each second: {:?} (max {})",
+            self.queue,
+            self.queue.iter().max().copied().unwrap_or(0)
+        );
+        println!();
+    }
+}
+
+/// The qualitative outcome `--check` asks for; the reasons it is not met.
+fn check(with: &Report, without: &Report) -> Vec<String> {
+    let mut failed = Vec::new();
+    if with.ok.is_empty() {
+        failed.push("with the library, nothing was answered 200".to_owned());
+    }
+    if with.ok_late > 0 {
+        failed.push(format!(
+            "with the library, {} answers 200 came after their deadline",
+            with.ok_late
+        ));
+    }
+    if with.shed.is_empty() {
+        failed.push("with the library, nothing was shed at twice the capacity".to_owned());
+    }
+    if percentile(&with.shed, 99.0) >= DEADLINE {
+        failed.push("with the library, shedding took as long as the deadline".to_owned());
+    }
+    if let Some((_, p99, _)) = with
+        .windows
+        .iter()
+        .find(|(_, p99, n)| *n > 0 && *p99 > DEADLINE)
+    {
+        failed.push(format!(
+            "with the library, a window's p99 ({p99:?}) passed the deadline"
+        ));
+    }
+    let first = without.windows.first().map_or(Duration::ZERO, |w| w.0);
+    let last = without
+        .windows
+        .iter()
+        .rev()
+        .find(|w| w.2 > 0)
+        .map_or(Duration::ZERO, |w| w.0);
+    if last <= first * 2 {
+        failed.push(format!(
+            "without the library, the latency did not grow ({first:?} to {last:?})"
+        ));
+    }
+    let grew = without
+        .queue
+        .windows(2)
+        .take(without.seconds as usize)
+        .any(|w| w[1] > w[0]);
+    if !grew {
+        failed.push(format!(
+            "without the library, the queue did not grow: {:?}",
+            without.queue
+        ));
+    }
+    if without.ok_late == 0 && without.unanswered == 0 {
+        failed.push("without the library, every answer came in time".to_owned());
+    }
+    failed
+}
+
+fn main() {
+    let mut seconds = 30u64;
+    let mut check_outcome = false;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--seconds" => {
+                seconds = args
+                    .next()
+                    .and_then(|s| s.parse().ok())
+                    .filter(|s| (1..=600).contains(s))
+                    .unwrap_or_else(|| usage());
+            }
+            "--check" => check_outcome = true,
+            _ => usage(),
+        }
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let (with, without) = runtime.block_on(async {
+        let with = run(Mode::Library, seconds).await;
+        with.print();
+        let without = run(Mode::Plain, seconds).await;
+        without.print();
+        (with, without)
+    });
+    if check_outcome {
+        let failed = check(&with, &without);
+        for reason in &failed {
+            eprintln!("check failed: {reason}");
+        }
+        if !failed.is_empty() {
+            std::process::exit(1);
+        }
+        println!(
+            "check passed: with the library every 200 met its deadline and the excess was shed; without it the queue and the latency grew"
+        );
+    }
+}
+
+fn usage() -> ! {
+    eprintln!("usage: overload [--seconds N (1 to 600, default 30)] [--check]");
+    std::process::exit(2);
+}

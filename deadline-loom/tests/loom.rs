@@ -1,0 +1,235 @@
+//! Model checks of deadline-core's shared-state types under loom: every interleaving of a few threads
+//! (within loom's preemption bound, `LOOM_MAX_PREEMPTIONS`) over the real code, whose
+//! atomics are loom's when built with `--cfg loom`:
+//!
+//! ```text
+//! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test -p deadline-loom --test loom --release
+//! ```
+//!
+//! Each model prints how many interleavings it explored.
+#![cfg(loom)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use deadline_core::{
+    BreakerConfig, BreakerState, CircuitBreaker, Counters, Histogram, Instant, RetryBudget, ms,
+};
+use deadline_core::{BreakerOutcome, CounterEvent};
+use loom::sync::Arc;
+use loom::thread;
+
+/// Runs `model` under loom and prints how many interleavings it took.
+///
+/// Each model makes its value and reads it once before spawning threads: under loom,
+/// deadline-core's atomics are made on first use, and loom (rightly) requires an object
+/// shared between threads to be made before them.
+fn explore(name: &str, model: impl Fn() + Sync + Send + 'static) {
+    // Counted per model (tests run in parallel, so no shared counter).
+    let runs = std::sync::Arc::new(AtomicUsize::new(0));
+    let counter = std::sync::Arc::clone(&runs);
+    loom::model(move || {
+        counter.fetch_add(1, Ordering::Relaxed);
+        model();
+    });
+    let explored = runs.load(Ordering::Relaxed);
+    println!("loom: {name}: {explored} interleavings explored");
+    assert!(explored > 1, "{name}: loom explored a single interleaving");
+}
+
+const T0: Instant = Instant::from_secs(10);
+
+/// Deposits and withdrawals racing: a withdrawal is granted only against whole tokens
+/// deposited, and the balance is exactly what was deposited less what was granted (nothing
+/// lost, nothing minted, never below zero).
+#[test]
+fn retry_budget_is_never_overdrawn_and_conserves_tokens() {
+    explore("retry budget: deposits and grants", || {
+        // 50%: two deposits buy one retry. No floor: only deposits pay.
+        let budget = Arc::new(RetryBudget::new(50, 0));
+        let _ = budget.available(T0);
+        let depositor = {
+            let budget = Arc::clone(&budget);
+            thread::spawn(move || {
+                budget.deposit(T0);
+                budget.deposit(T0);
+                u32::from(budget.try_withdraw(T0))
+            })
+        };
+        let withdrawer = {
+            let budget = Arc::clone(&budget);
+            thread::spawn(move || {
+                u32::from(budget.try_withdraw(T0)) + u32::from(budget.try_withdraw(T0))
+            })
+        };
+        let granted = depositor.join().unwrap() + withdrawer.join().unwrap();
+        assert!(
+            granted <= 1,
+            "{granted} retries granted on two 50% deposits"
+        );
+        assert_eq!(budget.balance_milli(), 2 * 500 - granted * 1_000);
+    });
+}
+
+/// Three threads racing for the floor of one grant per second: exactly one gets it in that
+/// second, whatever the order; a reading from an earlier second (a clock stepping back)
+/// mints nothing new.
+#[test]
+fn retry_budget_floor_grants_at_most_its_count_per_second() {
+    explore("retry budget: the floor per second", || {
+        let budget = Arc::new(RetryBudget::new(0, 1));
+        let _ = budget.available(T0);
+        let racers: Vec<_> = [T0, T0, Instant::from_secs(9)]
+            .into_iter()
+            .map(|now| {
+                let budget = Arc::clone(&budget);
+                thread::spawn(move || u32::from(budget.try_withdraw(now)))
+            })
+            .collect();
+        let granted: u32 = racers.into_iter().map(|t| t.join().unwrap()).sum();
+        // The step-back reading may open the earlier second first, and then T0's second
+        // grants its own one: at most one per distinct second, never more.
+        assert!((1..=2).contains(&granted), "{granted} floor grants");
+        assert_eq!(budget.floor_left(T0), 0);
+    });
+}
+
+/// One failure in a row opens; the cooldown is 1 s; half-open lets 2 probes through.
+fn breaker() -> CircuitBreaker {
+    CircuitBreaker::new(
+        BreakerConfig::DEFAULT
+            .with_consecutive_failures(1)
+            .with_failure_ratio(0, 20, 10)
+            .with_cooldown(ms(1_000))
+            .with_probes(2)
+            .with_probe_timeout(ms(500)),
+    )
+}
+
+/// An open breaker, its cooldown over at `after`.
+fn opened() -> (CircuitBreaker, Instant) {
+    let b = breaker();
+    let permit = b
+        .try_acquire(T0)
+        .expect("a closed breaker lets the call through");
+    b.record(permit, Outcome::Failure, T0);
+    assert_eq!(b.state(), BreakerState::Open);
+    let _ = b.window_stats();
+    (b, Instant::from_millis(T0.as_millis() + 1_000))
+}
+
+/// Three threads racing for probes of a half-open breaker: at most two get a permit.
+#[test]
+fn breaker_half_open_admits_at_most_its_probes() {
+    explore("breaker: probes of one half-open round", || {
+        let (b, after) = opened();
+        let b = Arc::new(b);
+        let racers: Vec<_> = (0..3)
+            .map(|_| {
+                let b = Arc::clone(&b);
+                thread::spawn(move || b.try_acquire(after).ok())
+            })
+            .collect();
+        let permits: Vec<_> = racers
+            .into_iter()
+            .filter_map(|t| t.join().unwrap())
+            .collect();
+        assert!(permits.len() <= 2, "{} probes let through", permits.len());
+        assert!(
+            !permits.is_empty(),
+            "a half-open breaker let no probe through"
+        );
+        assert!(permits.iter().all(|p| p.is_probe()));
+        assert_eq!(b.state(), BreakerState::HalfOpen);
+    });
+}
+
+/// Two probes that both succeed, racing: both are let through and the breaker always ends
+/// closed. One that fails and one that succeeds, racing: it always ends open. No transition
+/// is lost, and no caller is refused a free probe slot because it read the state just before
+/// another half-opened the breaker.
+#[test]
+fn breaker_loses_no_transition() {
+    for (name, second, expected) in [
+        (
+            "breaker: two probes succeed",
+            Outcome::Success,
+            BreakerState::Closed,
+        ),
+        (
+            "breaker: one probe fails",
+            Outcome::Failure,
+            BreakerState::Open,
+        ),
+    ] {
+        explore(name, move || {
+            let (b, after) = opened();
+            let b = Arc::new(b);
+            let probes: Vec<_> = [Outcome::Success, second]
+                .into_iter()
+                .map(|outcome| {
+                    let b = Arc::clone(&b);
+                    thread::spawn(move || {
+                        let permit = b.try_acquire(after);
+                        let seen = permit.as_ref().map(|p| (p.generation(), p.is_probe())).ok();
+                        if let Ok(permit) = permit {
+                            b.record(permit, outcome, after);
+                        }
+                        seen.is_some()
+                    })
+                })
+                .collect();
+            let got: Vec<_> = probes.into_iter().map(|p| p.join().unwrap()).collect();
+            assert_eq!(b.state(), expected, "permits granted: {got:?}");
+            if expected == BreakerState::Closed {
+                // Two callers, two probe slots: neither is refused.
+                assert_eq!(got, [true, true]);
+            }
+        });
+    }
+}
+
+/// Two threads recording latencies into one histogram: no update is lost.
+#[test]
+fn histogram_loses_no_update() {
+    explore("histogram: concurrent records", || {
+        // A small layout (32 buckets), so that reading every bucket stays cheap for loom.
+        let h: Arc<Histogram<32, 2>> = Arc::new(Histogram::new());
+        let _ = h.count();
+        let writers: Vec<_> = [ms(3), ms(3), ms(40)]
+            .into_iter()
+            .map(|latency| {
+                let h = Arc::clone(&h);
+                thread::spawn(move || h.record(latency))
+            })
+            .collect();
+        h.record_n(ms(3), 2);
+        for w in writers {
+            w.join().unwrap();
+        }
+        assert_eq!(h.count(), 5);
+    });
+}
+
+/// Two threads counting events: no increment is lost.
+#[test]
+fn counters_lose_no_update() {
+    explore("counters: concurrent increments", || {
+        let c = Arc::new(Counters::new());
+        let _ = c.snapshot();
+        let writers: Vec<_> = (0..2)
+            .map(|_| {
+                let c = Arc::clone(&c);
+                thread::spawn(move || {
+                    c.record(Event::Call);
+                    c.record_n(Event::Retry, 2);
+                })
+            })
+            .collect();
+        c.record(Event::Call);
+        for w in writers {
+            w.join().unwrap();
+        }
+        assert_eq!(c.get(Event::Call), 3);
+        assert_eq!(c.get(Event::Retry), 4);
+    });
+}
