@@ -111,7 +111,7 @@ fn opened() -> (CircuitBreaker, Instant) {
     let permit = b
         .try_acquire(T0)
         .expect("a closed breaker lets the call through");
-    b.record(permit, Outcome::Failure, T0);
+    b.record(permit, BreakerOutcome::Failure, T0);
     assert_eq!(b.state(), BreakerState::Open);
     let _ = b.window_stats();
     (b, Instant::from_millis(T0.as_millis() + 1_000))
@@ -152,19 +152,19 @@ fn breaker_loses_no_transition() {
     for (name, second, expected) in [
         (
             "breaker: two probes succeed",
-            Outcome::Success,
+            BreakerOutcome::Success,
             BreakerState::Closed,
         ),
         (
             "breaker: one probe fails",
-            Outcome::Failure,
+            BreakerOutcome::Failure,
             BreakerState::Open,
         ),
     ] {
         explore(name, move || {
             let (b, after) = opened();
             let b = Arc::new(b);
-            let probes: Vec<_> = [Outcome::Success, second]
+            let probes: Vec<_> = [BreakerOutcome::Success, second]
                 .into_iter()
                 .map(|outcome| {
                     let b = Arc::clone(&b);
@@ -193,7 +193,7 @@ fn breaker_loses_no_transition() {
 fn histogram_loses_no_update() {
     explore("histogram: concurrent records", || {
         // A small layout (32 buckets), so that reading every bucket stays cheap for loom.
-        let h: Arc<Histogram<32, 2>> = Arc::new(Histogram::new());
+        let h: Arc<Histogram<32, 2>> = Arc::new(Histogram::with_layout());
         let _ = h.count();
         let writers: Vec<_> = [ms(3), ms(3), ms(40)]
             .into_iter()
@@ -220,16 +220,16 @@ fn counters_lose_no_update() {
             .map(|_| {
                 let c = Arc::clone(&c);
                 thread::spawn(move || {
-                    c.record(Event::Call);
-                    c.record_n(Event::Retry, 2);
+                    c.record(CounterEvent::Call);
+                    c.record_n(CounterEvent::Retry, 2);
                 })
             })
             .collect();
-        c.record(Event::Call);
+        c.record(CounterEvent::Call);
         for w in writers {
             w.join().unwrap();
         }
-        assert_eq!(c.get(Event::Call), 3);
-        assert_eq!(c.get(Event::Retry), 4);
+        assert_eq!(c.get(CounterEvent::Call), 3);
+        assert_eq!(c.get(CounterEvent::Retry), 4);
     });
 }
