@@ -66,10 +66,13 @@ tests -p deadline-examples
 # the preemption bound (each model prints how many it explored).
 RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 CARGO_TARGET_DIR=target/loom \
   tests -p deadline-loom --test loom --release -- --nocapture
-# miri over deadline-core's tests: the one step on nightly, which rustup installs here.
+# miri over deadline-core's tests: the one step on nightly, which rustup installs here. The
+# retry budget's out-of-range test drains 4.3 million tokens one by one: hours under miri (the
+# filter also skips the breaker's test of the same name, which the stable run covers).
 rustup toolchain install nightly --profile minimal --component miri,rust-src
 PROPTEST_CASES=8 MIRIFLAGS="-Zmiri-disable-isolation" \
-  cargo +nightly miri test -p deadline-core --all-features 2>&1 | tee -a "$RESULTS"
+  cargo +nightly miri test -p deadline-core --all-features -- \
+  --skip out_of_range_settings_are_clamped 2>&1 | tee -a "$RESULTS"
 
 step "seed 000's chain on every runtime (real timers)"
 # Each program is built first, then run under `timeout`: a timer that never fires fails the
