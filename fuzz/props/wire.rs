@@ -140,9 +140,10 @@ pub fn check_grpc_timeout(data: &[u8]) {
 
 /// `x-deadline-ms`, decoding `data` and encoding a duration made from it.
 ///
-/// - Decoding never panics; a value is accepted exactly when it is 1 to 20 ASCII digits, and
-///   stands for the number they spell, saturated at `u64::MAX` milliseconds. Its text
-///   re-decodes to the same value and holds only digits.
+/// - Decoding never panics; a value is accepted exactly when it is 1 to 20 ASCII digits that
+///   spell at most `u64::MAX` milliseconds, and stands for that number (a larger one is
+///   rejected, never read as the largest). Its text re-decodes to the same value and holds
+///   only digits.
 /// - A rejected value is a malformed deadline (400), never `Spent`.
 /// - A decoded local deadline is never more than the value or the server's maximum.
 /// - Encoding rounds down to whole milliseconds (less by under 1 ms), refusing only less
@@ -151,8 +152,7 @@ pub fn check_deadline_ms(data: &[u8]) {
     match DeadlineMs::parse(data) {
         Ok(value) => {
             assert!(all_digits(data) && data.len() <= DeadlineMs::MAX_DIGITS);
-            let spelled = number(data).min(u128::from(u64::MAX));
-            assert_eq!(u128::from(value.millis()), spelled);
+            assert_eq!(u128::from(value.millis()), number(data));
             assert!(all_digits(value.as_bytes()));
             assert_eq!(DeadlineMs::parse(value.as_bytes()), Ok(value));
             for now in NOWS {
@@ -166,10 +166,13 @@ pub fn check_deadline_ms(data: &[u8]) {
         Err(error) => {
             assert_ne!(error, WireError::Spent);
             assert_eq!(Error::from(error), Error::MalformedDeadline);
-            assert!(
-                !(all_digits(data) && data.len() <= DeadlineMs::MAX_DIGITS),
-                "a well-formed value was rejected: {error:?}"
-            );
+            let fits = all_digits(data)
+                && data.len() <= DeadlineMs::MAX_DIGITS
+                && number(data) <= u128::from(u64::MAX);
+            assert!(!fits, "a well-formed value was rejected: {error:?}");
+            if error == WireError::TooLarge {
+                assert!(number(data) > u128::from(u64::MAX));
+            }
         }
     }
 
