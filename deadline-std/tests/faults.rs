@@ -58,8 +58,9 @@ macro_rules! on_async_std_and_smol {
 deadline_testkit::for_each_fault!(on_async_std_and_smol);
 
 /// Up to 3 attempts of at most 50 ms, 5 ms apart; 200 ms per request.
-const FLAKY: Policy =
-    Policy::required("flaky", ms(50), ms(5)).with_attempts(3, Backoff::constant(ms(5)));
+const FLAKY: Policy = Policy::required("flaky", ms(50), ms(5))
+    .with_attempts(3, Backoff::constant(ms(5)))
+    .idempotent();
 const BUDGET: Duration = ms(200);
 
 /// A socket read that timed out: the attempt's own limit.
@@ -197,8 +198,9 @@ impl Sleeper for LateSleeper<'_> {
 #[test]
 fn blocking_sleeper_wakes_late() {
     const LATE: Duration = ms(30);
-    let slow: Policy =
-        Policy::required("slow", ms(50), ms(5)).with_attempts(5, Backoff::constant(ms(60)));
+    let slow: Policy = Policy::required("slow", ms(50), ms(5))
+        .with_attempts(5, Backoff::constant(ms(60)))
+        .idempotent();
     let clock = ManualClock::new();
     let late = LateSleeper {
         clock: &clock,
@@ -273,8 +275,9 @@ fn blocking_dependency_panics() {
 /// connection. Real time, so nothing is timed: every wait is bounded.
 #[test]
 fn blocking_hung_socket_leaves_no_socket_open() {
-    let quick: Policy =
-        Policy::required("socket", ms(30), ms(1)).with_attempts(3, Backoff::constant(ms(2)));
+    let quick: Policy = Policy::required("socket", ms(30), ms(1))
+        .with_attempts(3, Backoff::constant(ms(2)))
+        .idempotent();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let address = listener.local_addr().unwrap();
     let closed = Arc::new(AtomicUsize::new(0));

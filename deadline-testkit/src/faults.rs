@@ -38,8 +38,9 @@ pub const SLACK: Duration = ms(1);
 const BUDGET: Duration = ms(200);
 
 /// Up to 3 attempts of at most 50 ms each, 5 ms apart.
-const FLAKY: Policy =
-    Policy::required("flaky", ms(50), ms(5)).with_attempts(3, Backoff::constant(ms(5)));
+const FLAKY: Policy = Policy::required("flaky", ms(50), ms(5))
+    .with_attempts(3, Backoff::constant(ms(5)))
+    .idempotent();
 
 /// An attempt that never answers (a dependency that hangs forever), recorded in `probe`.
 fn hang<C: Clock>(
@@ -294,7 +295,9 @@ pub async fn timer_never_fires<T: Timer + Copy>(timer: T) {
 /// hedge wins, and never completes.
 pub async fn hedge_loser_never_finishes<T: Timer + Copy>(timer: T) {
     let t0 = timer.now();
-    let policy = Policy::required("hedged", ms(150), ms(5)).with_hedge(HedgePolicy::new(ms(60), 1));
+    let policy = Policy::required("hedged", ms(150), ms(5))
+        .with_hedge(HedgePolicy::new(ms(60), 1))
+        .idempotent();
     let deadline = Deadline::after(t0, BUDGET);
     let probe = Attempts::new(t0);
     let called = Driver::new(

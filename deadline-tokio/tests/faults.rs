@@ -34,7 +34,8 @@ deadline_testkit::for_each_fault!(on_tokio);
 /// Hedged after 20 ms; up to 3 attempts of at most 50 ms.
 static FLAKY: Policy = Policy::required("flaky", ms(50), ms(5))
     .with_attempts(3, Backoff::constant(ms(5)))
-    .with_hedge(HedgePolicy::new(ms(20), 1));
+    .with_hedge(HedgePolicy::new(ms(20), 1))
+    .idempotent();
 
 fn failed(_: &&'static str) -> Outcome {
     Outcome::Failed
@@ -211,8 +212,9 @@ async fn a_hanging_or_panicking_handler_behind_the_layer() {
 /// accepted. Real time (sockets), so nothing here is timed: each wait is bounded instead.
 #[tokio::test]
 async fn a_hung_socket_dependency_leaves_no_socket_open() {
-    static SOCKETS: Policy =
-        Policy::required("socket", ms(40), ms(1)).with_attempts(3, Backoff::constant(ms(5)));
+    static SOCKETS: Policy = Policy::required("socket", ms(40), ms(1))
+        .with_attempts(3, Backoff::constant(ms(5)))
+        .idempotent();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let closed = Arc::new(AtomicUsize::new(0));
