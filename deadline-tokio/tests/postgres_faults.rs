@@ -3,10 +3,10 @@
 //! when to stop. With the statement timeout computed from the time left
 //! ([`statement_timeout`]), it stops by itself.
 //!
-//! These tests need a PostgreSQL server, so they are ignored by default:
-//! `scripts/postgres-faults.sh` starts a throwaway one on loopback and runs them (the
-//! connection string comes in `DEADLINE_PG`). Real time and a real server: nothing is
-//! timed; each wait on the server is a bounded poll.
+//! These tests need a PostgreSQL server, named by `DEADLINE_TEST_DATABASE_URL`, as the other
+//! database tests do: `scripts/test.sh` starts a throwaway one on loopback
+//! (`scripts/postgres.sh`). Without it they fail, naming the variable. Real time and a real
+//! server: nothing is timed; each wait on the server is a bounded poll.
 
 use deadline_core::{StatementDecision, StatementPolicy, ms};
 use deadline_tokio::{scope_timeout, statement_timeout};
@@ -16,7 +16,9 @@ use tokio_postgres::{Client, NoTls};
 const QUERIES: StatementPolicy = StatementPolicy::new(ms(5_000), ms(20));
 
 async fn connect() -> Client {
-    let config = std::env::var("DEADLINE_PG").expect("DEADLINE_PG: run scripts/postgres-faults.sh");
+    let config = std::env::var("DEADLINE_TEST_DATABASE_URL").expect(
+        "DEADLINE_TEST_DATABASE_URL: start a server with `eval \"$(bash scripts/postgres.sh start)\"`",
+    );
     let (client, connection) = tokio_postgres::connect(&config, NoTls)
         .await
         .expect("connect to the test server");
@@ -53,7 +55,6 @@ async fn gone(observer: &Client, tag: &str, polls: u32) -> bool {
 /// Without a statement timeout, dropping the query's future at the deadline leaves the
 /// query running on the server: the problem.
 #[tokio::test]
-#[ignore = "needs PostgreSQL: scripts/postgres-faults.sh"]
 async fn a_dropped_query_without_a_statement_timeout_is_left_behind() {
     let observer = connect().await;
     let client = connect().await;
@@ -86,7 +87,6 @@ async fn a_dropped_query_without_a_statement_timeout_is_left_behind() {
 /// most the statement timeout later), and a query that finishes gets its error,
 /// `query_canceled` (57014).
 #[tokio::test]
-#[ignore = "needs PostgreSQL: scripts/postgres-faults.sh"]
 async fn the_statement_timeout_from_the_time_left_leaves_nothing_behind() {
     let observer = connect().await;
     let mut client = connect().await;
