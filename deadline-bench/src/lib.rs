@@ -41,12 +41,15 @@ const BUDGET: Duration = Duration::from_secs(3_600);
 /// Each call's timeout.
 const TIMEOUT: Duration = Duration::from_secs(10);
 
-static PLAIN: Policy = Policy::required("plain", TIMEOUT, ms(1));
-static ARMED: Policy = Policy::required("armed", TIMEOUT, ms(1))
-    .with_attempts(3, Backoff::exponential(ms(10), ms(100), Jitter::Full))
-    .with_hedge(HedgePolicy::new(ms(50), 1))
+static PLAIN: Policy = Policy::required("plain").cap(TIMEOUT).floor(ms(1));
+static ARMED: Policy = Policy::required("armed")
+    .cap(TIMEOUT)
+    .floor(ms(1))
+    .attempts(3)
+    .backoff(Backoff::exponential(ms(10), ms(100), Jitter::Full))
+    .hedge(HedgePolicy::new(ms(50), 1))
     .idempotent();
-static BUDGET_10: RetryBudget = RetryBudget::new(10, 10);
+static BUDGET_10: RetryBudget = RetryBudget::percent(10).min_per_sec(10);
 static BREAKER: CircuitBreaker = CircuitBreaker::new(BreakerConfig::DEFAULT);
 
 /// The dependency: answers at once.

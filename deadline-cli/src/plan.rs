@@ -5,7 +5,7 @@
 //! [`deadline_core::call_timeout`]); every worst case from
 //! [`analysis::worst_case_with_backoff`]; the whole request's typical, worst and least
 //! lengths from [`Plan::critical_path`]; every in-flight count from [`analysis::in_flight`];
-//! every cap from [`Policy::from_latency`] or the table; every replayed attempt from the
+//! every cap from the latency table (p99.9 plus the margin) or stated; every replayed attempt from the
 //! core's driver ([`crate::replay`]). This module only arranges the core's answers into a
 //! table.
 
@@ -135,7 +135,7 @@ pub struct WholeRow {
 /// Never for a checked table (it holds at most [`MAX_DEPENDENCIES`] steps).
 pub fn build_plan<'p>(
     table: &Table,
-    policies: &'p [Policy],
+    policies: &'p [Policy<'p>],
     deadline: Deadline,
 ) -> Result<TablePlan<'p>, InputError> {
     let mut plan = TablePlan::new(deadline, table.own_work);

@@ -163,33 +163,37 @@ impl Dependency {
         }
     }
 
-    /// The core policy for this dependency. The name is leaked: a policy names its dependency
-    /// with a `&'static str`, and a command runs once.
+    /// The core policy for this dependency; its name is borrowed from this row.
     #[must_use]
-    pub fn policy(&self) -> Policy {
-        let name: &'static str = Box::leak(self.name.clone().into_boxed_str());
+    pub fn policy(&self) -> Policy<'_> {
+        let name = self.name.as_str();
         let mut policy = match self.cap {
-            CapSource::Margin(margin) => Policy::from_latency(name, self.p50, self.p999, margin),
-            CapSource::Stated(cap) => Policy::required(name, cap, self.p50),
+            CapSource::Margin(margin) => Policy::required(name)
+                .floor(self.p50)
+                .cap(self.p999.saturating_add(margin)),
+            CapSource::Stated(cap) => Policy::required(name).cap(cap).floor(self.p50),
         };
         if let Some(floor) = self.floor {
             policy.floor = floor;
         }
         if !self.required {
-            policy = policy.with_necessity(Necessity::Optional);
+            policy = policy.necessity(Necessity::Optional);
         }
         if let Some(connect) = self.connect {
-            policy = policy.with_connect(connect);
+            policy = policy.connect(connect);
         }
         policy = policy.with_idempotent(self.idempotent);
         if self.retries > 0 {
-            policy = policy.with_attempts(
-                self.retries.saturating_add(1),
-                Backoff::exponential(self.backoff, self.backoff_max, Jitter::Full),
-            );
+            policy = policy
+                .attempts(self.retries.saturating_add(1))
+                .backoff(Backoff::exponential(
+                    self.backoff,
+                    self.backoff_max,
+                    Jitter::Full,
+                ));
         }
         if let Some(delay) = self.hedge_delay() {
-            policy = policy.with_hedge(HedgePolicy::new(delay, 1));
+            policy = policy.hedge(HedgePolicy::new(delay, 1));
         }
         policy
     }

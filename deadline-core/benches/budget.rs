@@ -23,7 +23,9 @@ const GROUP: &str = "budget";
 /// A budget of ours with a percent ratio, no floor, and no cap on savings, so that it can be
 /// compared with tower's, whose deposits only expire after their TTL.
 fn ours(percent: u32) -> RetryBudget {
-    RetryBudget::new(percent, 0).with_max_balance(u32::MAX)
+    RetryBudget::percent(percent)
+        .min_per_sec(0)
+        .with_max_balance(u32::MAX)
 }
 
 /// tower's budget with the same ratio, no floor, and the longest TTL (nothing expires here).

@@ -29,9 +29,9 @@ fn now() -> Instant {
 }
 
 fn bench(c: &mut Criterion) {
-    let a = Policy::required("A", ms(50), ms(10));
-    let b = Policy::required("B", ms(110), ms(30));
-    let cc = Policy::optional("C", ms(60), ms(25));
+    let a = Policy::required("A").cap(ms(50)).floor(ms(10));
+    let b = Policy::required("B").cap(ms(110)).floor(ms(30));
+    let cc = Policy::optional("C").cap(ms(60)).floor(ms(25));
     let deadline = Deadline::after(now(), ms(200));
     let mut plan: Plan<'_, 4> = Plan::new(deadline, ms(20));
     let first = plan.then(&a).unwrap();

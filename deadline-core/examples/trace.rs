@@ -8,9 +8,9 @@ use core::time::Duration;
 
 use deadline_core::{Clock, Deadline, Decision, ManualClock, Plan, Policy, ms};
 
-const A: Policy = Policy::required("A", ms(50), ms(10));
-const B: Policy = Policy::required("B", ms(110), ms(30));
-const C: Policy = Policy::optional("C", ms(60), ms(25));
+const A: Policy = Policy::required("A").cap(ms(50)).floor(ms(10));
+const B: Policy = Policy::required("B").cap(ms(110)).floor(ms(30));
+const C: Policy = Policy::optional("C").cap(ms(60)).floor(ms(25));
 
 fn trace(title: &str, latencies: [Duration; 3]) {
     println!("{title}");

@@ -15,8 +15,8 @@ use crate::time::Instant;
 /// ```
 /// use deadline_core::{Call, Deadline, Instant, Policy, RetryBudget, ms};
 ///
-/// let a = Policy::required("A", ms(50), ms(10));
-/// let budget = RetryBudget::new(10, 5);
+/// let a = Policy::required("A").cap(ms(50)).floor(ms(10));
+/// let budget = RetryBudget::percent(10).min_per_sec(5);
 /// let call = Call::new(&a, Deadline::after(Instant::ZERO, ms(200)), ms(50)).with_budget(&budget);
 /// // call_timeout at now: min(200 - 0 - 50, 50) = 50.
 /// assert_eq!(call.decide(Instant::ZERO).timeout(), Some(ms(50)));
@@ -33,7 +33,7 @@ use crate::time::Instant;
 #[non_exhaustive]
 pub struct Call<'a> {
     /// The dependency's policy.
-    pub policy: &'a Policy,
+    pub policy: &'a Policy<'a>,
     /// The request's deadline.
     pub deadline: Deadline,
     /// The time the caller needs after this call returns (see [`crate::call_timeout`]).
@@ -48,7 +48,7 @@ impl<'a> Call<'a> {
     /// A call to the dependency of `policy` within `deadline`, leaving `reserve` after it,
     /// with no retry budget.
     #[must_use]
-    pub const fn new(policy: &'a Policy, deadline: Deadline, reserve: Duration) -> Self {
+    pub const fn new(policy: &'a Policy<'a>, deadline: Deadline, reserve: Duration) -> Self {
         Call {
             policy,
             deadline,

@@ -76,7 +76,7 @@ impl Limits {
     /// ```
     /// use deadline_core::{Deadline, Instant, Policy, call_timeout, ms};
     ///
-    /// let c = Policy::optional("C", ms(60), ms(25)).with_connect(ms(20));
+    /// let c = Policy::optional("C").cap(ms(60)).floor(ms(25)).connect(ms(20));
     /// let deadline = Deadline::after(Instant::ZERO, ms(200));
     /// let limits = call_timeout(&c, deadline, ms(20), Instant::from_millis(115)).limits().unwrap();
     /// assert_eq!(limits.connect_timeout(Instant::from_millis(115)), ms(20));
@@ -143,7 +143,7 @@ impl Shortfall {
     /// ```
     /// use deadline_core::{Deadline, Decision, Error, Instant, Policy, call_timeout, ms};
     ///
-    /// let b = Policy::required("B", ms(110), ms(30));
+    /// let b = Policy::required("B").cap(ms(110)).floor(ms(30));
     /// let deadline = Deadline::after(Instant::ZERO, ms(200));
     /// // 180 ms left, all of it reserved for later work: not enough time, but not past it.
     /// let Decision::Fail(s) = call_timeout(&b, deadline, ms(180), Instant::from_millis(20)) else {
@@ -182,7 +182,7 @@ impl Shortfall {
 /// ```
 /// use deadline_core::{Deadline, Decision, Instant, Policy, call_timeout, ms};
 ///
-/// let c = Policy::optional("C", ms(60), ms(25));
+/// let c = Policy::optional("C").cap(ms(60)).floor(ms(25));
 /// let deadline = Deadline::after(Instant::ZERO, ms(200));
 /// // The checkout example's slow case: C starts at 156 ms; 200 - 156 - 20 = 24 ms is under its 25 ms floor.
 /// let d = call_timeout(&c, deadline, ms(20), Instant::from_millis(156));

@@ -44,8 +44,8 @@ use crate::time::Instant;
 /// use deadline_core::{Call, Deadline, HedgeDecision, HedgePolicy, HedgeState, Instant, Policy, ms};
 ///
 /// // B: p95 60 ms; at most one hedge.
-/// let b = Policy::required("B", ms(110), ms(30))
-///     .with_hedge(HedgePolicy::new(ms(60), 1))
+/// let b = Policy::required("B").cap(ms(110)).floor(ms(30))
+///     .hedge(HedgePolicy::new(ms(60), 1))
 ///     .idempotent();
 /// let call = Call::new(&b, Deadline::after(Instant::ZERO, ms(200)), ms(20));
 /// let mut hedges = HedgeState::new(Instant::from_millis(10)); // first attempt at 10 ms

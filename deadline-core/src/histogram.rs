@@ -305,7 +305,7 @@ impl<const N: usize, const SUB_BITS: u32> Histogram<N, SUB_BITS> {
     }
 
     /// A required dependency's [`Policy`] from the recorded latencies:
-    /// `cap = p99.9 + margin`, `floor = p50` (through [`Policy::from_latency`]). `None` when
+    /// `cap = p99.9 + margin`, `floor = p50` . `None` when
     /// empty.
     ///
     /// - **Cap from the p99.9.** The cap is the longest we wait even with time to spare, and it
@@ -317,15 +317,14 @@ impl<const N: usize, const SUB_BITS: u32> Histogram<N, SUB_BITS> {
     ///
     /// Both come from upper bucket bounds, so both err high: the cap keeps the false-timeout
     /// rate at or under 0.1% of what was recorded, and the floor skips slightly more eagerly.
-    /// Adjust necessity, retries and hedging with the `Policy::with_*` methods.
+    /// Adjust necessity, retries and hedging with the policy's setters.
     #[must_use]
-    pub fn policy(&self, name: &'static str, margin: Duration) -> Option<Policy> {
-        Some(Policy::from_latency(
-            name,
-            self.p50()?,
-            self.p999()?,
-            margin,
-        ))
+    pub fn policy<'n>(&self, name: &'n str, margin: Duration) -> Option<Policy<'n>> {
+        Some(
+            Policy::required(name)
+                .floor(self.p50()?)
+                .cap(self.p999()?.saturating_add(margin)),
+        )
     }
 
     /// The bucket of a latency in whole microseconds.

@@ -18,9 +18,9 @@
 //! ```
 //! use deadline_core::{Deadline, Decision, Instant, Plan, Policy, ms};
 //!
-//! let a = Policy::required("A", ms(50), ms(10));
-//! let b = Policy::required("B", ms(110), ms(30));
-//! let c = Policy::optional("C", ms(60), ms(25));
+//! let a = Policy::required("A").cap(ms(50)).floor(ms(10));
+//! let b = Policy::required("B").cap(ms(110)).floor(ms(30));
+//! let c = Policy::optional("C").cap(ms(60)).floor(ms(25));
 //!
 //! let deadline = Deadline::after(Instant::ZERO, ms(200));
 //! let mut plan: Plan<'_, 4> = Plan::new(deadline, ms(20));

@@ -29,7 +29,7 @@ impl core::error::Error for PlanFull {}
 #[derive(Clone, Copy, Debug)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 struct Step<'p> {
-    policy: &'p Policy,
+    policy: &'p Policy<'p>,
     /// Steps with the same group run side by side and share the wall clock.
     group: usize,
 }
@@ -53,7 +53,7 @@ struct Step<'p> {
 /// use deadline_core::{Deadline, Instant, Plan, Policy, ms};
 ///
 /// // Three parallel dependencies can each have close to the whole budget.
-/// let [x, y, z] = ["X", "Y", "Z"].map(|n| Policy::required(n, ms(900), ms(100)));
+/// let [x, y, z] = ["X", "Y", "Z"].map(|n| Policy::required(n).cap(ms(900)).floor(ms(100)));
 /// let mut plan: Plan<'_, 3> = Plan::new(Deadline::after(Instant::ZERO, ms(1000)), ms(50));
 /// let sx = plan.then(&x).unwrap();
 /// let sy = plan.alongside(&y).unwrap();
@@ -87,7 +87,7 @@ impl<'p, const N: usize> Plan<'p, N> {
     /// # Errors
     ///
     /// [`PlanFull`] when the plan already holds `N` steps.
-    pub fn then(&mut self, policy: &'p Policy) -> Result<StepId, PlanFull> {
+    pub fn then(&mut self, policy: &'p Policy<'p>) -> Result<StepId, PlanFull> {
         let group = match self.steps.last() {
             Some(last) => last.group.saturating_add(1),
             None => 0,
@@ -101,7 +101,7 @@ impl<'p, const N: usize> Plan<'p, N> {
     /// # Errors
     ///
     /// [`PlanFull`] when the plan already holds `N` steps.
-    pub fn alongside(&mut self, policy: &'p Policy) -> Result<StepId, PlanFull> {
+    pub fn alongside(&mut self, policy: &'p Policy<'p>) -> Result<StepId, PlanFull> {
         let group = self.steps.last().map_or(0, |last| last.group);
         self.push(Step { policy, group })
     }
@@ -138,7 +138,7 @@ impl<'p, const N: usize> Plan<'p, N> {
 
     /// The policy of a step, or `None` for an index past the end.
     #[must_use]
-    pub fn policy(&self, step: StepId) -> Option<&'p Policy> {
+    pub fn policy(&self, step: StepId) -> Option<&'p Policy<'p>> {
         self.steps.get(step).map(|s| s.policy)
     }
 
@@ -188,10 +188,10 @@ impl<'p, const N: usize> Plan<'p, N> {
     /// use deadline_core::{Deadline, Instant, Plan, Policy, ms};
     ///
     /// // A, then B and C side by side, then D.
-    /// let a = Policy::required("A", ms(50), ms(10));
-    /// let b = Policy::required("B", ms(110), ms(30));
-    /// let c = Policy::optional("C", ms(60), ms(25));
-    /// let d = Policy::required("D", ms(40), ms(5));
+    /// let a = Policy::required("A").cap(ms(50)).floor(ms(10));
+    /// let b = Policy::required("B").cap(ms(110)).floor(ms(30));
+    /// let c = Policy::optional("C").cap(ms(60)).floor(ms(25));
+    /// let d = Policy::required("D").cap(ms(40)).floor(ms(5));
     /// let mut plan: Plan<'_, 4> = Plan::new(Deadline::after(Instant::ZERO, ms(300)), ms(20));
     /// let sa = plan.then(&a).unwrap();
     /// let sb = plan.then(&b).unwrap();

@@ -1,9 +1,10 @@
 //! [`Policy`]: how one dependency is called: cap, floor, required or optional, idempotent,
-//! connect limit, retries and hedging.
+//! connect limit, retries and hedging, each set by name.
 
 use core::time::Duration;
 
 use crate::backoff::Backoff;
+use crate::quantile::Quantile;
 
 /// Whether the request can do without a dependency's answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -19,31 +20,50 @@ pub enum Necessity {
 
 /// How one dependency is called.
 ///
-/// Build one with [`Policy::required`] or [`Policy::optional`] (both `const`, so a table of
-/// policies can be a `static`), then adjust it with the `with_*` methods. Document where each
-/// number comes from: `cap` from the p99.9 plus a margin, `floor` from the
-/// p50 ([`Policy::from_latency`] does this arithmetic).
+/// Start from [`Policy::required`] or [`Policy::optional`] with the dependency's name, then
+/// set each number by name; every setting is a `const fn`, so a policy can be a `static`.
+/// Document where each number comes from: `cap` from the p99.9 plus a margin, `floor` from
+/// the p50.
+///
+/// ```
+/// use deadline_core::{Backoff, Jitter, Policy, ms};
+///
+/// // Pricing: p50 30 ms, p99.9 90 ms; cap = p99.9 + 20 ms margin.
+/// static PRICING: Policy = Policy::required("pricing")
+///     .cap(ms(110))
+///     .floor(ms(30))
+///     .connect(ms(5))
+///     .retries(2)
+///     .backoff(Backoff::exponential(ms(10), ms(40), Jitter::Full))
+///     .hedge_after(ms(60))
+///     .idempotent();
+/// assert_eq!(PRICING.cap, ms(110));
+/// assert_eq!(PRICING.retry.attempts(), 3);
+/// assert_eq!(PRICING.hedge.map(|h| h.max_hedges), Some(1));
+/// ```
+///
+/// The name is borrowed, not `'static`: a policy built from configuration borrows its name
+/// from the configuration it was read from.
 ///
 /// ```
 /// use deadline_core::{Policy, ms};
 ///
-/// // B: p50 30 ms, p99.9 90 ms; cap = p99.9 + 20 ms margin.
-/// static B: Policy = Policy::from_latency("B", ms(30), ms(90), ms(20)).with_connect(ms(5));
-/// assert_eq!(B.cap, ms(110));
-/// assert_eq!(B.floor, ms(30));
-/// assert_eq!(B.connect, ms(5));
+/// let config = String::from("inventory");
+/// let policy = Policy::optional(&config).cap(ms(60)).floor(ms(25));
+/// assert_eq!(policy.name, "inventory");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
-pub struct Policy {
+pub struct Policy<'n> {
     /// A name for traces, metrics and errors.
-    pub name: &'static str,
+    pub name: &'n str,
     /// The longest we wait for one attempt, even when more time is left. Pick it from an
     /// acceptable rate of false timeouts: p99.9 plus a margin for a rate of 0.1%.
+    /// [`Duration::MAX`] (the default) means no cap: an attempt gets all the time left.
     pub cap: Duration,
     /// The shortest timeout worth calling with (for example the p50). Under it the call is not
-    /// made: an optional call is skipped, a required one fails at once.
+    /// made: an optional call is skipped, a required one fails at once. Zero by default.
     pub floor: Duration,
     /// Required, or optional with a fallback.
     pub necessity: Necessity,
@@ -63,15 +83,16 @@ pub struct Policy {
     pub hedge: Option<HedgePolicy>,
 }
 
-impl Policy {
-    /// A required dependency: not idempotent (see [`Policy::idempotent`]), no retries, no
-    /// hedging, no separate connect limit.
+impl<'n> Policy<'n> {
+    /// A required dependency named `name`: the request fails without it. No cap (an attempt
+    /// gets all the time left) and no floor until they are set; not idempotent (see
+    /// [`Policy::idempotent`]), no retries, no hedging, no separate connect limit.
     #[must_use]
-    pub const fn required(name: &'static str, cap: Duration, floor: Duration) -> Self {
+    pub const fn required(name: &'n str) -> Self {
         Policy {
             name,
-            cap,
-            floor,
+            cap: Duration::MAX,
+            floor: Duration::ZERO,
             necessity: Necessity::Required,
             idempotent: false,
             connect: Duration::MAX,
@@ -80,27 +101,30 @@ impl Policy {
         }
     }
 
-    /// An optional dependency (it has a fallback): not idempotent, no retries, no hedging.
+    /// An optional dependency named `name` (the request has a fallback); otherwise as
+    /// [`Policy::required`].
     #[must_use]
-    pub const fn optional(name: &'static str, cap: Duration, floor: Duration) -> Self {
-        Policy::required(name, cap, floor).with_necessity(Necessity::Optional)
+    pub const fn optional(name: &'n str) -> Self {
+        Policy::required(name).necessity(Necessity::Optional)
     }
 
-    /// A required dependency sized from measured latency: `cap = p999 + margin` (saturating),
-    /// `floor = p50`.
+    /// The same policy with the longest wait for one attempt set to `cap`.
     #[must_use]
-    pub const fn from_latency(
-        name: &'static str,
-        p50: Duration,
-        p999: Duration,
-        margin: Duration,
-    ) -> Self {
-        Policy::required(name, p999.saturating_add(margin), p50)
+    pub const fn cap(mut self, cap: Duration) -> Self {
+        self.cap = cap;
+        self
+    }
+
+    /// The same policy with the shortest timeout worth calling with set to `floor`.
+    #[must_use]
+    pub const fn floor(mut self, floor: Duration) -> Self {
+        self.floor = floor;
+        self
     }
 
     /// The same policy with another necessity.
     #[must_use]
-    pub const fn with_necessity(mut self, necessity: Necessity) -> Self {
+    pub const fn necessity(mut self, necessity: Necessity) -> Self {
         self.necessity = necessity;
         self
     }
@@ -112,18 +136,20 @@ impl Policy {
     /// ```
     /// use deadline_core::{Backoff, Policy, ms};
     ///
-    /// static PROFILE: Policy = Policy::required("profile", ms(50), ms(10))
-    ///     .with_attempts(2, Backoff::constant(ms(5)))
+    /// static PROFILE: Policy = Policy::required("profile")
+    ///     .cap(ms(50))
+    ///     .retries(1)
+    ///     .backoff(Backoff::constant(ms(5)))
     ///     .idempotent();
     /// assert!(PROFILE.idempotent);
-    /// assert!(!Policy::required("checkout", ms(50), ms(10)).idempotent);
+    /// assert!(!Policy::required("checkout").idempotent);
     /// ```
     #[must_use]
     pub const fn idempotent(self) -> Self {
         self.with_idempotent(true)
     }
 
-    /// The same policy, marked idempotent or not.
+    /// The same policy, marked idempotent or not (for a flag read from configuration).
     #[must_use]
     pub const fn with_idempotent(mut self, idempotent: bool) -> Self {
         self.idempotent = idempotent;
@@ -132,30 +158,85 @@ impl Policy {
 
     /// The same policy with a connect limit apart from the read limit.
     #[must_use]
-    pub const fn with_connect(mut self, connect: Duration) -> Self {
+    pub const fn connect(mut self, connect: Duration) -> Self {
         self.connect = connect;
         self
     }
 
-    /// The same policy with retries.
+    /// The same policy with these retries.
     #[must_use]
-    pub const fn with_retry(mut self, retry: RetryPolicy) -> Self {
+    pub const fn retry(mut self, retry: RetryPolicy) -> Self {
         self.retry = retry;
         self
     }
 
     /// The same policy with `attempts` attempts in all (the first plus `attempts - 1`
-    /// retries) and the given backoff between them.
+    /// retries); 0 is read as 1.
     #[must_use]
-    pub const fn with_attempts(mut self, attempts: u32, backoff: Backoff) -> Self {
-        self.retry = RetryPolicy::new(attempts, backoff);
+    pub const fn attempts(mut self, attempts: u32) -> Self {
+        self.retry.max_attempts = attempts;
         self
     }
 
-    /// The same policy with hedged requests.
+    /// The same policy with up to `retries` retries after the first attempt.
     #[must_use]
-    pub const fn with_hedge(mut self, hedge: HedgePolicy) -> Self {
+    pub const fn retries(self, retries: u32) -> Self {
+        self.attempts(retries.saturating_add(1))
+    }
+
+    /// The same policy with `backoff` as the wait before each retry.
+    #[must_use]
+    pub const fn backoff(mut self, backoff: Backoff) -> Self {
+        self.retry.backoff = backoff;
+        self
+    }
+
+    /// The same policy with hedged requests as `hedge` says.
+    #[must_use]
+    pub const fn hedge(mut self, hedge: HedgePolicy) -> Self {
         self.hedge = Some(hedge);
+        self
+    }
+
+    /// The same policy, sending one hedged copy after `delay` (or as many as
+    /// [`Policy::hedges`] says) while the first attempt still runs.
+    #[must_use]
+    pub const fn hedge_after(mut self, delay: Duration) -> Self {
+        self.hedge = Some(match self.hedge {
+            Some(h) => HedgePolicy { delay, ..h },
+            None => HedgePolicy::new(delay, 1),
+        });
+        self
+    }
+
+    /// The same policy, hedging after the `quantile` of the dependency's live latency
+    /// histogram (a [`Dependency`](crate::Dependency) keeps one), or after `fallback` while
+    /// the histogram holds too few samples to tell.
+    ///
+    /// ```
+    /// use deadline_core::{Policy, Quantile, ms};
+    ///
+    /// let p = Policy::required("pricing").hedge_at(Quantile::P95, ms(40)).idempotent();
+    /// assert_eq!(p.hedge.and_then(|h| h.live), Some(Quantile::P95));
+    /// ```
+    #[must_use]
+    pub const fn hedge_at(self, quantile: Quantile, fallback: Duration) -> Self {
+        let mut p = self.hedge_after(fallback);
+        if let Some(h) = &mut p.hedge {
+            h.live = Some(quantile);
+        }
+        p
+    }
+
+    /// The same policy with up to `hedges` hedged copies per call (after the delay of
+    /// [`Policy::hedge_after`], or the policy's current one); 0 turns hedging off.
+    #[must_use]
+    pub const fn hedges(mut self, hedges: u32) -> Self {
+        self.hedge = match (self.hedge, hedges) {
+            (_, 0) => None,
+            (Some(h), n) => Some(HedgePolicy { max_hedges: n, ..h }),
+            (None, n) => Some(HedgePolicy::new(self.cap, n)),
+        };
         self
     }
 
@@ -236,13 +317,29 @@ pub struct HedgePolicy {
     pub delay: Duration,
     /// The most copies sent per call besides its attempts (0: no hedging).
     pub max_hedges: u32,
+    /// Hedge after this quantile of the dependency's live latency histogram instead of
+    /// `delay`, once it holds enough samples ([`Dependency`](crate::Dependency) reads it at
+    /// the start of each call); `None` for the fixed delay.
+    pub live: Option<Quantile>,
 }
 
 impl HedgePolicy {
     /// Send up to `max_hedges` copies, the first after `delay`.
     #[must_use]
     pub const fn new(delay: Duration, max_hedges: u32) -> Self {
-        HedgePolicy { delay, max_hedges }
+        HedgePolicy {
+            delay,
+            max_hedges,
+            live: None,
+        }
+    }
+
+    /// The same policy, hedging after `quantile` of the live latency histogram when there
+    /// is one with enough samples (see [`HedgePolicy::live`]).
+    #[must_use]
+    pub const fn live(mut self, quantile: Quantile) -> Self {
+        self.live = Some(quantile);
+        self
     }
 
     /// The delay to use: `live` if there is one (such as a p95 read from a live histogram),

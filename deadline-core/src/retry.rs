@@ -45,8 +45,8 @@ use crate::time::Instant;
 /// use deadline_core::{Backoff, Call, Deadline, GiveUp, Instant, Jitter, Outcome, Policy, RetryDecision, RetryState, SplitMix64, ms};
 ///
 /// // The budget table: a retry with 1450 ms left waits 200 ms, then has the rest of the time.
-/// let dep = Policy::required("B", ms(2_000), ms(100))
-///     .with_attempts(2, Backoff::exponential(ms(200), ms(1_000), Jitter::None))
+/// let dep = Policy::required("B").cap(ms(2_000)).floor(ms(100))
+///     .attempts(2).backoff(Backoff::exponential(ms(200), ms(1_000), Jitter::None))
 ///     .idempotent();
 /// let deadline = Deadline::after(Instant::ZERO, ms(2_000));
 /// let call = Call::new(&dep, deadline, ms(0));

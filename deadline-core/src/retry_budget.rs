@@ -34,7 +34,7 @@ const NO_WINDOW: u32 = u32::MAX;
 /// use deadline_core::{Instant, RetryBudget};
 ///
 /// // 10% of calls, no floor: ten calls buy exactly one retry.
-/// static BUDGET: RetryBudget = RetryBudget::new(10, 0);
+/// static BUDGET: RetryBudget = RetryBudget::percent(10).min_per_sec(0);
 /// let now = Instant::from_millis(5);
 /// for _ in 0..10 {
 ///     BUDGET.deposit(now);
@@ -43,7 +43,7 @@ const NO_WINDOW: u32 = u32::MAX;
 /// assert!(!BUDGET.try_withdraw(now));
 ///
 /// // With a floor of 2 per second, a client with no traffic still gets 2 retries a second.
-/// let quiet = RetryBudget::new(10, 2);
+/// let quiet = RetryBudget::percent(10).min_per_sec(2);
 /// let t = Instant::from_secs(7);
 /// assert!(quiet.try_withdraw(t) && quiet.try_withdraw(t));
 /// assert!(!quiet.try_withdraw(t));
@@ -139,30 +139,53 @@ impl RetryBudget {
     /// The largest cap on banked tokens; larger values are clamped to it.
     pub const MAX_BALANCE: u32 = u32::MAX / MILLI_PER_TOKEN;
 
-    /// A budget that allows `percent` extra calls per 100 original calls, plus `floor_per_sec`
-    /// extra calls per second whatever the traffic, with at most
+    /// A budget that allows `percent` extra calls per 100 original calls, plus
+    /// [`DEFAULT_FLOOR_PER_SEC`](Self::DEFAULT_FLOOR_PER_SEC) extra calls per second whatever
+    /// the traffic (see [`min_per_sec`](Self::min_per_sec)), with at most
     /// [`DEFAULT_MAX_BALANCE`](Self::DEFAULT_MAX_BALANCE) tokens banked.
     ///
-    /// `percent` may exceed 100 (200 means two extra calls per call). `floor_per_sec` is
-    /// clamped to [`MAX_FLOOR_PER_SEC`](Self::MAX_FLOOR_PER_SEC). The balance starts empty.
+    /// `percent` may exceed 100 (200 means two extra calls per call). The balance starts
+    /// empty.
+    ///
+    /// ```
+    /// use deadline_core::RetryBudget;
+    ///
+    /// static BUDGET: RetryBudget = RetryBudget::percent(10).min_per_sec(5);
+    /// assert_eq!(BUDGET.ratio_per_mille(), 100);
+    /// assert_eq!(BUDGET.floor_per_sec(), 5);
+    /// ```
     #[must_use]
-    pub const fn new(percent: u32, floor_per_sec: u32) -> Self {
-        Self::per_mille(percent.saturating_mul(10), floor_per_sec)
+    pub const fn percent(percent: u32) -> Self {
+        Self::per_mille(percent.saturating_mul(10))
     }
 
-    /// A budget that allows `per_mille` extra calls per 1000 original calls (25 is 2.5%),
-    /// plus `floor_per_sec` extra calls per second. Otherwise as [`new`](Self::new).
+    /// A budget that allows `per_mille` extra calls per 1000 original calls (25 is 2.5%).
+    /// Otherwise as [`percent`](Self::percent).
     #[must_use]
-    pub const fn per_mille(per_mille: u32, floor_per_sec: u32) -> Self {
+    pub const fn per_mille(per_mille: u32) -> Self {
+        RetryBudget {
+            deposit_milli: per_mille,
+            floor_per_sec: Self::DEFAULT_FLOOR_PER_SEC,
+            max_milli: Self::DEFAULT_MAX_BALANCE.saturating_mul(MILLI_PER_TOKEN),
+            balance: AtomicU32::new(0),
+            floor: AtomicU32::new(NO_WINDOW),
+        }
+    }
+
+    /// The same budget allowing `floor_per_sec` extra calls per second whatever the traffic
+    /// (0 for none), clamped to [`MAX_FLOOR_PER_SEC`](Self::MAX_FLOOR_PER_SEC). Call it
+    /// before the budget is shared: it returns a fresh, empty budget.
+    #[must_use]
+    pub const fn min_per_sec(self, floor_per_sec: u32) -> Self {
         let floor_per_sec = if floor_per_sec > Self::MAX_FLOOR_PER_SEC {
             Self::MAX_FLOOR_PER_SEC
         } else {
             floor_per_sec
         };
         RetryBudget {
-            deposit_milli: per_mille,
+            deposit_milli: self.deposit_milli,
             floor_per_sec,
-            max_milli: Self::DEFAULT_MAX_BALANCE.saturating_mul(MILLI_PER_TOKEN),
+            max_milli: self.max_milli,
             balance: AtomicU32::new(0),
             floor: AtomicU32::new(NO_WINDOW),
         }
@@ -176,7 +199,7 @@ impl RetryBudget {
     /// ```
     /// use deadline_core::{Instant, RetryBudget};
     ///
-    /// let budget = RetryBudget::new(50, 0).with_max_balance(2);
+    /// let budget = RetryBudget::percent(50).min_per_sec(0).with_max_balance(2);
     /// let now = Instant::ZERO;
     /// for _ in 0..100 {
     ///     budget.deposit(now);
@@ -300,7 +323,7 @@ impl Default for RetryBudget {
     /// [`DEFAULT_PERCENT`](Self::DEFAULT_PERCENT) with a floor of
     /// [`DEFAULT_FLOOR_PER_SEC`](Self::DEFAULT_FLOOR_PER_SEC).
     fn default() -> Self {
-        Self::new(Self::DEFAULT_PERCENT, Self::DEFAULT_FLOOR_PER_SEC)
+        Self::percent(Self::DEFAULT_PERCENT)
     }
 }
 

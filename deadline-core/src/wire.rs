@@ -26,13 +26,13 @@
 //! use deadline_core::{Deadline, Instant, ms};
 //!
 //! // Client: 200 ms left at 0 ms; keep 5 ms of it for the network.
-//! let client = Propagation::new(ms(5), ms(30_000));
+//! let client = Propagation::DEFAULT.allowance(ms(5)).max(ms(30_000));
 //! let deadline = Deadline::after(Instant::ZERO, ms(200));
 //! let header = client.encode_grpc_timeout(deadline, Instant::ZERO).unwrap();
 //! assert_eq!((GRPC_TIMEOUT, header.as_str()), ("grpc-timeout", "195000u"));
 //!
 //! // Server, on its own clock (which reads 7 s): the local deadline is 195 ms away.
-//! let server = Propagation::new(ms(5), ms(10_000));
+//! let server = Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000));
 //! let arrival = Instant::from_secs(7);
 //! let local = server.decode_grpc_timeout(header.as_bytes(), arrival).unwrap();
 //! assert_eq!(local.remaining(arrival), ms(195));
@@ -675,10 +675,10 @@ header_value_traits!(ConnectTimeout);
 /// use deadline_core::wire::{Propagation, WireError};
 /// use deadline_core::{Deadline, Instant, Policy, call_timeout, ms};
 ///
-/// static HOP: Propagation = Propagation::new(ms(2), ms(5_000));
+/// static HOP: Propagation = Propagation::DEFAULT.allowance(ms(2)).max(ms(5_000));
 ///
 /// // The budget table: B starts with 1700 ms left and its cap is 500 ms.
-/// let b = Policy::required("B", ms(500), ms(100));
+/// let b = Policy::required("B").cap(ms(500)).floor(ms(100));
 /// let deadline = Deadline::after(Instant::ZERO, ms(2_000));
 /// let now = Instant::from_millis(300);
 /// let limits = call_timeout(&b, deadline, ms(0), now).limits().unwrap();
@@ -750,10 +750,26 @@ pub struct Outgoing {
 }
 
 impl Propagation {
-    /// Keeps back `allowance` when sending; clamps incoming budgets to `max`.
+    /// Keeps back 5 ms per hop when sending; clamps incoming budgets to 30 s. Adjust with
+    /// [`allowance`](Self::allowance) and [`max`](Self::max).
+    pub const DEFAULT: Propagation = Propagation {
+        allowance: Duration::from_millis(5),
+        max: Duration::from_secs(30),
+    };
+
+    /// The same propagation, keeping back `allowance` when sending: the network's share of
+    /// one hop.
     #[must_use]
-    pub const fn new(allowance: Duration, max: Duration) -> Self {
-        Propagation { allowance, max }
+    pub const fn allowance(mut self, allowance: Duration) -> Self {
+        self.allowance = allowance;
+        self
+    }
+
+    /// The same propagation, clamping incoming budgets to `max`.
+    #[must_use]
+    pub const fn max(mut self, max: Duration) -> Self {
+        self.max = max;
+        self
     }
 
     /// The budget to send at `now` for work that must end by `deadline`: the time left minus
@@ -781,7 +797,7 @@ impl Propagation {
     /// use deadline_core::wire::{Propagation, WireError};
     /// use deadline_core::{Deadline, Instant, ms};
     ///
-    /// let hop = Propagation::new(ms(5), ms(10_000));
+    /// let hop = Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000));
     /// let now = Instant::ZERO;
     /// let deadline = Deadline::after(now, ms(1_000));
     /// // The request asks for 50 ms: 50 ms is sent, not 995.
@@ -822,7 +838,7 @@ impl Propagation {
     /// use deadline_core::wire::{Propagation, WireError};
     /// use deadline_core::{Deadline, Instant, ms};
     ///
-    /// let hop = Propagation::new(ms(5), ms(10_000));
+    /// let hop = Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000));
     /// let deadline = Deadline::after(Instant::ZERO, ms(200));
     /// // Sent at 50 ms with 145 ms to send, it arrives 2 ms later: 145 ms from then.
     /// let next = hop.hop(deadline, Instant::from_millis(50), Instant::from_millis(52)).unwrap();
@@ -853,7 +869,7 @@ impl Propagation {
     /// use deadline_core::wire::Propagation;
     /// use deadline_core::{Instant, ms};
     ///
-    /// let server = Propagation::new(ms(0), ms(1_000));
+    /// let server = Propagation::DEFAULT.allowance(ms(0)).max(ms(1_000));
     /// let now = Instant::from_millis(40);
     /// assert_eq!(server.incoming(ms(250), now).instant(), Instant::from_millis(290));
     /// assert_eq!(server.incoming(ms(9_000), now).instant(), Instant::from_millis(1_040));
@@ -901,7 +917,7 @@ impl Propagation {
     /// use deadline_core::wire::Propagation;
     /// use deadline_core::{Deadline, Instant, ms};
     ///
-    /// let hop = Propagation::new(ms(5), ms(10_000));
+    /// let hop = Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000));
     /// let deadline = Deadline::after(Instant::ZERO, ms(300));
     /// let sent = hop.encode_connect_timeout(deadline, Instant::from_millis(6)).unwrap();
     /// assert_eq!(sent.as_str(), "289");
@@ -949,7 +965,7 @@ impl Propagation {
     /// use deadline_core::wire::{Incoming, Propagation, WireError};
     /// use deadline_core::{Instant, ms};
     ///
-    /// let server = Propagation::new(ms(5), ms(10_000));
+    /// let server = Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000));
     /// let now = Instant::ZERO;
     /// let both = Incoming { grpc_timeout: Some(b" 200m"), x_deadline_ms: Some(b"-1"), ..Incoming::NONE };
     /// assert_eq!(server.incoming_deadline(both, ms(1_000), now).unwrap().remaining(now), ms(200));
@@ -996,7 +1012,7 @@ impl Propagation {
     /// use deadline_core::wire::{HeaderSet, Propagation, WireError};
     /// use deadline_core::ms;
     ///
-    /// let hop = Propagation::new(ms(5), ms(10_000));
+    /// let hop = Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000));
     /// let both = HeaderSet { grpc_timeout: true, x_deadline_ms: true, connect_timeout_ms: false };
     /// let out = hop.encode_headers(ms(145), both).unwrap();
     /// assert_eq!(out.grpc_timeout.unwrap().as_str(), "145000u");

@@ -26,18 +26,18 @@ const RETRY_WAIT: Duration = ms(200);
 const RETRY_USES: Duration = ms(400);
 
 /// The read limit is the time left: no cap below the budget.
-fn policies() -> [Policy; 3] {
+fn policies() -> [Policy<'static>; 3] {
     let no_cap = Duration::MAX;
     [
-        Policy::required("A", no_cap, ms(100)),
+        Policy::required("A").cap(no_cap).floor(ms(100)),
         // B is retried once, after exactly 200 ms (no jitter).
-        Policy::required("B", no_cap, ms(100))
+        Policy::required("B")
+            .cap(no_cap)
+            .floor(ms(100))
             .idempotent()
-            .with_attempts(
-                2,
-                Backoff::exponential(RETRY_WAIT, RETRY_WAIT, Jitter::None),
-            ),
-        Policy::required("C", no_cap, ms(1_000)),
+            .attempts(2)
+            .backoff(Backoff::exponential(RETRY_WAIT, RETRY_WAIT, Jitter::None)),
+        Policy::required("C").cap(no_cap).floor(ms(1_000)),
     ]
 }
 

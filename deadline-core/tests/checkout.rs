@@ -7,9 +7,9 @@ use deadline_core::{Clock, Deadline, Decision, Instant, ManualClock, Plan, Polic
 
 // The example's table: caps from p99.9 plus some extra time (C's below its p99.9, because it has
 // a fallback), floors at the p50.
-const A: Policy = Policy::required("A", ms(50), ms(10));
-const B: Policy = Policy::required("B", ms(110), ms(30));
-const C: Policy = Policy::optional("C", ms(60), ms(25));
+const A: Policy = Policy::required("A").cap(ms(50)).floor(ms(10));
+const B: Policy = Policy::required("B").cap(ms(110)).floor(ms(30));
+const C: Policy = Policy::optional("C").cap(ms(60)).floor(ms(25));
 const BUDGET: Duration = ms(200);
 const OWN_WORK: Duration = ms(20);
 
@@ -125,9 +125,9 @@ fn a_required_call_under_its_floor_fails_instead_of_skipping() {
 fn parallel_steps_share_the_wall_clock() {
     // Parallel dependencies share the wall clock, so each is sized from the same
     // time left, and later steps reserve the largest floor among them once.
-    let x = Policy::required("X", ms(300), ms(100));
-    let y = Policy::required("Y", ms(300), ms(40));
-    let z = Policy::required("Z", ms(300), ms(60));
+    let x = Policy::required("X").cap(ms(300)).floor(ms(100));
+    let y = Policy::required("Y").cap(ms(300)).floor(ms(40));
+    let z = Policy::required("Z").cap(ms(300)).floor(ms(60));
     let deadline = Deadline::after(Instant::ZERO, ms(1000));
     let mut plan: Plan<'_, 4> = Plan::new(deadline, ms(50));
     let first = plan.then(&z).unwrap();

@@ -13,7 +13,7 @@ enum MyError {
 #[test]
 fn an_unannotated_closure_classifies() {
     let timer = ManualTimer::new();
-    let dep = Policy::required("D", ms(100), ms(10));
+    let dep = Policy::required("D").cap(ms(100)).floor(ms(10));
     let call = Call::new(&dep, Deadline::after(Instant::ZERO, ms(500)), ms(0));
     let called = timer
         .run(Driver::new(call, &timer, SplitMix64::new(1)).run(
@@ -27,7 +27,11 @@ fn an_unannotated_closure_classifies() {
 #[test]
 fn an_unannotated_closure_that_reads_the_error_classifies() {
     let timer = ManualTimer::new();
-    let dep = Policy::required("D", ms(100), ms(10)).with_attempts(2, Backoff::constant(ms(5)));
+    let dep = Policy::required("D")
+        .cap(ms(100))
+        .floor(ms(10))
+        .attempts(2)
+        .backoff(Backoff::constant(ms(5)));
     let call = Call::new(&dep, Deadline::after(Instant::ZERO, ms(500)), ms(0));
     let called = timer
         .run(Driver::new(call, &timer, SplitMix64::new(1)).run(

@@ -64,8 +64,8 @@ fn without_reason(mut report: Report) -> Report {
 
 #[test]
 fn without_retries_or_hedges_it_ends_every_call_as_the_full_driver_does() {
-    let b = Policy::required("B", ms(110), ms(30));
-    let c = Policy::optional("C", ms(60), ms(25));
+    let b = Policy::required("B").cap(ms(110)).floor(ms(30));
+    let c = Policy::optional("C").cap(ms(60)).floor(ms(25));
     let cases = [
         (
             &b,
@@ -139,12 +139,15 @@ fn without_retries_or_hedges_it_ends_every_call_as_the_full_driver_does() {
 
 #[test]
 fn with_retries_hedges_a_budget_and_a_breaker_it_makes_one_attempt_and_touches_neither() {
-    static BUDGET: RetryBudget = RetryBudget::new(10, 0);
+    static BUDGET: RetryBudget = RetryBudget::percent(10).min_per_sec(0);
     static BREAKER: CircuitBreaker =
         CircuitBreaker::new(BreakerConfig::DEFAULT.with_consecutive_failures(1));
-    let armed = Policy::required("armed", ms(50), ms(1))
-        .with_attempts(3, Backoff::constant(ms(1)))
-        .with_hedge(HedgePolicy::new(ms(5), 2))
+    let armed = Policy::required("armed")
+        .cap(ms(50))
+        .floor(ms(1))
+        .attempts(3)
+        .backoff(Backoff::constant(ms(1)))
+        .hedge(HedgePolicy::new(ms(5), 2))
         .idempotent();
     // Open the breaker: one failure is enough.
     let now = Instant::ZERO;

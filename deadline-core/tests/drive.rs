@@ -70,9 +70,9 @@ type ChainRun = (
 /// with the given latency; our own work (20 ms) after them. Returns the instant the response
 /// goes out, what each call saw, and C's result.
 fn checkout_chain(latency_a: Duration, latency_b: Duration, latency_c: Duration) -> ChainRun {
-    let a = Policy::required("A", ms(50), ms(10));
-    let b = Policy::required("B", ms(110), ms(30));
-    let c = Policy::optional("C", ms(60), ms(25));
+    let a = Policy::required("A").cap(ms(50)).floor(ms(10));
+    let b = Policy::required("B").cap(ms(110)).floor(ms(30));
+    let c = Policy::optional("C").cap(ms(60)).floor(ms(25));
     let own_work = ms(20);
 
     let timer = ManualTimer::new();
@@ -160,12 +160,15 @@ fn retry_within_the_budget() {
     let timer = ManualTimer::new();
     let t = &timer;
     let backoff = ms(15);
-    let b = Policy::required("B", ms(110), ms(30))
+    let b = Policy::required("B")
+        .cap(ms(110))
+        .floor(ms(30))
         .idempotent()
-        .with_attempts(3, Backoff::constant(backoff));
+        .attempts(3)
+        .backoff(Backoff::constant(backoff));
     let deadline = Deadline::after(t.now(), ms(200));
     // 100%: each original call banks one retry. Ten earlier calls have deposited.
-    let budget = RetryBudget::new(100, 0);
+    let budget = RetryBudget::percent(100).min_per_sec(0);
     for _ in 0..10 {
         budget.deposit(t.now());
     }
@@ -216,10 +219,13 @@ fn retry_within_the_budget() {
 fn retry_refused_by_the_budget_is_not_made() {
     let timer = ManualTimer::new();
     let t = &timer;
-    let b = Policy::required("B", ms(110), ms(30))
+    let b = Policy::required("B")
+        .cap(ms(110))
+        .floor(ms(30))
         .idempotent()
-        .with_attempts(3, Backoff::constant(ms(15)));
-    let budget = RetryBudget::new(0, 0);
+        .attempts(3)
+        .backoff(Backoff::constant(ms(15)));
+    let budget = RetryBudget::percent(0).min_per_sec(0);
     let call = Call::new(&b, Deadline::after(t.now(), ms(200)), ms(20)).with_budget(&budget);
     let calls = Cell::new(0u32);
     let called: Called<(), DepError> = timer
@@ -243,9 +249,11 @@ fn hedge_wins_and_its_loser_is_cancelled() {
     let timer = ManualTimer::new();
     let t = &timer;
     let delay = ms(60);
-    let b = Policy::required("B", ms(150), ms(30))
+    let b = Policy::required("B")
+        .cap(ms(150))
+        .floor(ms(30))
         .idempotent()
-        .with_hedge(HedgePolicy::new(delay, 1));
+        .hedge(HedgePolicy::new(delay, 1));
     let deadline = Deadline::after(t.now(), ms(200));
     let call = Call::new(&b, deadline, ms(20));
     let (slow, fast) = (ms(140), ms(10));
@@ -300,10 +308,13 @@ fn hedge_wins_and_its_loser_is_cancelled() {
 fn hedged_failures(first: DepError, hedge: DepError) -> (Called<(), DepError>, u32, bool) {
     let timer = ManualTimer::new();
     let t = &timer;
-    let b = Policy::required("B", ms(150), ms(10))
+    let b = Policy::required("B")
+        .cap(ms(150))
+        .floor(ms(10))
         .idempotent()
-        .with_attempts(3, Backoff::constant(ms(5)))
-        .with_hedge(HedgePolicy::new(ms(30), 2));
+        .attempts(3)
+        .backoff(Backoff::constant(ms(5)))
+        .hedge(HedgePolicy::new(ms(30), 2));
     let call = Call::new(&b, Deadline::after(t.now(), ms(300)), ms(0));
     let calls = Cell::new(0u32);
     let hedge_dropped = Rc::new(Cell::new(false));
@@ -368,9 +379,11 @@ fn dont_retry_stops_hedges_and_retries_but_lets_running_copies_finish() {
 fn hedge_uses_the_live_delay_when_given() {
     let timer = ManualTimer::new();
     let t = &timer;
-    let b = Policy::required("B", ms(150), ms(30))
+    let b = Policy::required("B")
+        .cap(ms(150))
+        .floor(ms(30))
         .idempotent()
-        .with_hedge(HedgePolicy::new(ms(60), 1));
+        .hedge(HedgePolicy::new(ms(60), 1));
     let call = Call::new(&b, Deadline::after(t.now(), ms(200)), ms(0));
     let live = ms(25);
     let starts = RefCell::new(Vec::new());
@@ -397,10 +410,13 @@ fn hedge_uses_the_live_delay_when_given() {
 fn not_idempotent_call_is_not_hedged_nor_retried_after_a_timeout() {
     let timer = ManualTimer::new();
     let t = &timer;
-    let pay = Policy::required("pay", ms(50), ms(10))
+    let pay = Policy::required("pay")
+        .cap(ms(50))
+        .floor(ms(10))
         .with_idempotent(false)
-        .with_attempts(3, Backoff::constant(ms(5)))
-        .with_hedge(HedgePolicy::new(ms(10), 2));
+        .attempts(3)
+        .backoff(Backoff::constant(ms(5)))
+        .hedge(HedgePolicy::new(ms(10), 2));
     let call = Call::new(&pay, Deadline::after(t.now(), ms(200)), ms(0));
     let dropped = Rc::new(Cell::new(false));
     let calls = Cell::new(0);
@@ -430,9 +446,12 @@ fn not_idempotent_call_is_not_hedged_nor_retried_after_a_timeout() {
 fn not_idempotent_call_is_retried_when_refused() {
     let timer = ManualTimer::new();
     let t = &timer;
-    let pay = Policy::required("pay", ms(50), ms(10))
+    let pay = Policy::required("pay")
+        .cap(ms(50))
+        .floor(ms(10))
         .with_idempotent(false)
-        .with_attempts(2, Backoff::constant(ms(5)));
+        .attempts(2)
+        .backoff(Backoff::constant(ms(5)));
     let call = Call::new(&pay, Deadline::after(t.now(), ms(200)), ms(0));
     let calls = Cell::new(0);
     let called = timer
@@ -454,9 +473,12 @@ fn not_idempotent_call_is_retried_when_refused() {
 fn server_pushback_lengthens_the_backoff() {
     let timer = ManualTimer::new();
     let t = &timer;
-    let b = Policy::required("B", ms(100), ms(10))
+    let b = Policy::required("B")
+        .cap(ms(100))
+        .floor(ms(10))
         .idempotent()
-        .with_attempts(2, Backoff::constant(ms(5)));
+        .attempts(2)
+        .backoff(Backoff::constant(ms(5)));
     let call = Call::new(&b, Deadline::after(t.now(), ms(500)), ms(0));
     let pushback = ms(120);
     let starts = RefCell::new(Vec::new());
@@ -481,9 +503,12 @@ fn server_pushback_lengthens_the_backoff() {
 fn timed_out_attempt_is_dropped_and_retried() {
     let timer = ManualTimer::new();
     let t = &timer;
-    let b = Policy::required("B", ms(40), ms(10))
+    let b = Policy::required("B")
+        .cap(ms(40))
+        .floor(ms(10))
         .idempotent()
-        .with_attempts(2, Backoff::constant(ms(5)));
+        .attempts(2)
+        .backoff(Backoff::constant(ms(5)));
     let deadline = Deadline::after(t.now(), ms(200));
     let call = Call::new(&b, deadline, ms(0));
     let dropped = Rc::new(Cell::new(false));
@@ -522,9 +547,12 @@ fn deadline_reached_in_the_middle_of_a_backoff() {
     let timer = ManualTimer::new().with_lateness(late);
     let t = &timer;
     let deadline = Deadline::after(t.now(), ms(100));
-    let b = Policy::required("B", ms(100), ms(5))
+    let b = Policy::required("B")
+        .cap(ms(100))
+        .floor(ms(5))
         .idempotent()
-        .with_attempts(3, Backoff::constant(ms(20)));
+        .attempts(3)
+        .backoff(Backoff::constant(ms(20)));
     let call = Call::new(&b, deadline, ms(0));
     let starts = RefCell::new(Vec::new());
     let called: Called<(), DepError> = timer
@@ -549,9 +577,12 @@ fn backoff_that_would_end_after_the_deadline_gives_up_at_once() {
     let timer = ManualTimer::new();
     let t = &timer;
     let deadline = Deadline::after(t.now(), ms(100));
-    let b = Policy::required("B", ms(100), ms(5))
+    let b = Policy::required("B")
+        .cap(ms(100))
+        .floor(ms(5))
         .idempotent()
-        .with_attempts(3, Backoff::constant(ms(70)));
+        .attempts(3)
+        .backoff(Backoff::constant(ms(70)));
     let call = Call::new(&b, deadline, ms(0));
     let calls = Cell::new(0);
     let failed_at = ms(40);
@@ -581,7 +612,7 @@ fn required_call_under_its_floor_fails_uncalled() {
     let timer = ManualTimer::starting_at(Instant::from_millis(1_150));
     let t = &timer;
     let deadline = Deadline::after(Instant::ZERO, ms(2_000));
-    let c = Policy::required("C", ms(2_000), ms(1_000));
+    let c = Policy::required("C").cap(ms(2_000)).floor(ms(1_000));
     let call = Call::new(&c, deadline, ms(0));
     let invoked = Cell::new(false);
     let called: Called<(), DepError> = timer
@@ -608,10 +639,12 @@ fn driver_future_is_send_when_its_parts_are() {
     fn assert_send<T: Send>(_: &T) {}
     let timer = ManualTimer::new();
     let t = &timer;
-    let b = Policy::required("B", ms(100), ms(5))
+    let b = Policy::required("B")
+        .cap(ms(100))
+        .floor(ms(5))
         .idempotent()
-        .with_hedge(HedgePolicy::new(ms(10), 2));
-    let budget = RetryBudget::new(10, 1);
+        .hedge(HedgePolicy::new(ms(10), 2));
+    let budget = RetryBudget::percent(10).min_per_sec(1);
     let call = Call::new(&b, Deadline::after(t.now(), ms(100)), ms(0)).with_budget(&budget);
     let mut rng = SplitMix64::new(0);
     let fut =
@@ -624,9 +657,11 @@ fn driver_future_is_send_when_its_parts_are() {
 fn dropping_the_driver_cancels_its_attempts() {
     let timer = ManualTimer::new();
     let t = &timer;
-    let b = Policy::required("B", ms(100), ms(5))
+    let b = Policy::required("B")
+        .cap(ms(100))
+        .floor(ms(5))
         .idempotent()
-        .with_hedge(HedgePolicy::new(ms(10), 1));
+        .hedge(HedgePolicy::new(ms(10), 1));
     let call = Call::new(&b, Deadline::after(t.now(), ms(100)), ms(0));
     let dropped = [Rc::new(Cell::new(false)), Rc::new(Cell::new(false))];
     let n = Cell::new(0usize);
@@ -666,9 +701,12 @@ fn jitter_comes_from_the_injected_rng() {
     let timer = ManualTimer::new();
     let t = &timer;
     let base = ms(8);
-    let b = Policy::required("B", ms(100), ms(5))
+    let b = Policy::required("B")
+        .cap(ms(100))
+        .floor(ms(5))
         .idempotent()
-        .with_attempts(3, Backoff::exponential(base, ms(1_000), Jitter::Full));
+        .attempts(3)
+        .backoff(Backoff::exponential(base, ms(1_000), Jitter::Full));
     let call = Call::new(&b, Deadline::after(t.now(), ms(1_000)), ms(0));
     let starts = RefCell::new(Vec::new());
     let draws = [0, 0, u32::MAX, u32::MAX];
@@ -716,11 +754,11 @@ proptest! {
         seed in any::<u64>(),
     ) {
         let jitter = [Jitter::None, Jitter::Full, Jitter::Equal, Jitter::Decorrelated, Jitter::Grpc][jitter];
-        let mut policy = Policy::required("X", ms(cap_ms), ms(floor_ms))
+        let mut policy = Policy::required("X").cap(ms(cap_ms)).floor(ms(floor_ms))
             .with_idempotent(idempotent)
-            .with_attempts(attempts, Backoff::exponential(ms(base_ms), ms(base_ms * 8), jitter));
+            .attempts(attempts).backoff(Backoff::exponential(ms(base_ms), ms(base_ms * 8), jitter));
         if let Some((delay, max)) = hedge {
-            policy = policy.with_hedge(HedgePolicy::new(ms(delay), max));
+            policy = policy.hedge(HedgePolicy::new(ms(delay), max));
         }
         let steps: Vec<Step> = steps
             .into_iter()

@@ -86,8 +86,8 @@ fn an_open_breaker_fails_the_call_at_once_and_uncalled() {
     let t = &timer;
     let breaker = CircuitBreaker::new(config(2, 1));
     trip(&breaker, 2, Instant::from_millis(50));
-    let budget = RetryBudget::new(10, 0);
-    let b = Policy::required("B", ms(110), ms(30));
+    let budget = RetryBudget::percent(10).min_per_sec(0);
+    let b = Policy::required("B").cap(ms(110)).floor(ms(30));
     let call = Call::new(&b, Deadline::after(t.now(), ms(200)), ms(20))
         .with_budget(&budget)
         .with_breaker(&breaker);
@@ -121,7 +121,7 @@ fn timeouts_open_the_breaker_and_the_next_call_is_not_made() {
     let timer = ManualTimer::new();
     let t = &timer;
     let breaker = CircuitBreaker::new(config(3, 1));
-    let b = Policy::required("B", ms(50), ms(10));
+    let b = Policy::required("B").cap(ms(50)).floor(ms(10));
     let invoked = Cell::new(0);
     let mut results = Vec::new();
     for _ in 0..4 {
@@ -151,9 +151,12 @@ fn a_retry_the_breaker_refuses_is_not_made() {
     let timer = ManualTimer::new();
     let t = &timer;
     let breaker = CircuitBreaker::new(config(2, 1));
-    let b = Policy::required("B", ms(50), ms(10))
+    let b = Policy::required("B")
+        .cap(ms(50))
+        .floor(ms(10))
         .idempotent()
-        .with_attempts(5, Backoff::constant(ms(10)));
+        .attempts(5)
+        .backoff(Backoff::constant(ms(10)));
     let call = Call::new(&b, Deadline::after(t.now(), ms(1_000)), ms(0)).with_breaker(&breaker);
     let invoked = Cell::new(0);
     let called: Called<(), DepError> = timer
@@ -183,7 +186,7 @@ fn a_half_open_breaker_admits_only_its_probes_across_concurrent_calls() {
     let breaker = CircuitBreaker::new(config(1, 2));
     trip(&breaker, 1, Instant::ZERO);
     timer.advance(ms(1_001)); // the cooldown is over
-    let b = Policy::required("B", ms(100), ms(10));
+    let b = Policy::required("B").cap(ms(100)).floor(ms(10));
     let invoked = Cell::new(0);
     let calls: Vec<_> = (0..5)
         .map(|i| {
@@ -221,9 +224,11 @@ fn a_hedge_the_breaker_refuses_is_not_sent() {
     let breaker = CircuitBreaker::new(config(1, 1));
     trip(&breaker, 1, Instant::ZERO);
     timer.advance(ms(1_001));
-    let b = Policy::required("B", ms(150), ms(10))
+    let b = Policy::required("B")
+        .cap(ms(150))
+        .floor(ms(10))
         .idempotent()
-        .with_hedge(HedgePolicy::new(ms(20), 3));
+        .hedge(HedgePolicy::new(ms(20), 3));
     let call = Call::new(&b, Deadline::after(t.now(), ms(300)), ms(0)).with_breaker(&breaker);
     let invoked = Cell::new(0);
     let called = timer
@@ -250,9 +255,11 @@ fn a_cancelled_loser_hands_its_probe_slot_back() {
     let breaker = CircuitBreaker::new(config(1, 2));
     trip(&breaker, 1, Instant::ZERO);
     timer.advance(ms(1_001));
-    let b = Policy::required("B", ms(150), ms(10))
+    let b = Policy::required("B")
+        .cap(ms(150))
+        .floor(ms(10))
         .idempotent()
-        .with_hedge(HedgePolicy::new(ms(20), 1));
+        .hedge(HedgePolicy::new(ms(20), 1));
     let call = Call::new(&b, Deadline::after(t.now(), ms(300)), ms(0)).with_breaker(&breaker);
     let n = Cell::new(0);
     let called = timer
@@ -281,7 +288,7 @@ fn dropping_the_driver_hands_its_probe_slot_back_at_once() {
     let breaker = CircuitBreaker::new(config(1, 1));
     trip(&breaker, 1, Instant::ZERO);
     timer.advance(ms(1_001));
-    let b = Policy::required("B", ms(150), ms(10));
+    let b = Policy::required("B").cap(ms(150)).floor(ms(10));
     let call = Call::new(&b, Deadline::after(t.now(), ms(300)), ms(0)).with_breaker(&breaker);
     let mut driven = Box::pin(
         Driver::new(call, t, SplitMix64::new(6))
@@ -307,7 +314,7 @@ fn what_each_result_tells_the_breaker() {
     let timer = ManualTimer::new();
     let t = &timer;
     let breaker = CircuitBreaker::new(config(1, 1));
-    let b = Policy::required("B", ms(100), ms(10));
+    let b = Policy::required("B").cap(ms(100)).floor(ms(10));
     let run = |error: DepError| {
         let call = Call::new(&b, Deadline::after(t.now(), ms(200)), ms(0)).with_breaker(&breaker);
         timer

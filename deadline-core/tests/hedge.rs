@@ -10,10 +10,12 @@ use deadline_core::{
 
 const DELAY: Duration = ms(60);
 
-fn dep(max_hedges: u32) -> Policy {
-    Policy::required("B", ms(400), ms(30))
+fn dep(max_hedges: u32) -> Policy<'static> {
+    Policy::required("B")
+        .cap(ms(400))
+        .floor(ms(30))
         .idempotent()
-        .with_hedge(HedgePolicy::new(DELAY, max_hedges))
+        .hedge(HedgePolicy::new(DELAY, max_hedges))
 }
 
 fn deadline() -> Deadline {
@@ -68,7 +70,7 @@ fn a_live_delay_replaces_the_fixed_one() {
 
 #[test]
 fn only_idempotent_calls_with_a_policy_are_hedged() {
-    let none = Policy::required("B", ms(400), ms(30));
+    let none = Policy::required("B").cap(ms(400)).floor(ms(30));
     let call = Call::new(&none, deadline(), ms(0));
     let mut h = HedgeState::new(Instant::ZERO);
     assert_eq!(h.next_at(&call, None), None);
@@ -79,7 +81,7 @@ fn only_idempotent_calls_with_a_policy_are_hedged() {
 
     // Even with retries of non-idempotent calls allowed, a copy is never sent.
     let pay = dep(2).with_idempotent(false);
-    let pay = pay.with_retry(pay.retry.with_retry_non_idempotent(true));
+    let pay = pay.retry(pay.retry.with_retry_non_idempotent(true));
     let call = Call::new(&pay, deadline(), ms(0));
     assert_eq!(
         h.decide(&call, None, ms_at(500)),
@@ -113,9 +115,10 @@ fn no_hedge_under_the_floor_and_none_after() {
 #[test]
 fn hedges_draw_from_the_same_budget_as_retries() {
     let p = dep(3)
-        .with_attempts(3, Backoff::constant(ms(5)))
+        .attempts(3)
+        .backoff(Backoff::constant(ms(5)))
         .idempotent();
-    let budget = RetryBudget::new(100, 0);
+    let budget = RetryBudget::percent(100).min_per_sec(0);
     budget.deposit(Instant::ZERO); // one token for retries and hedges together
     let call = Call::new(&p, deadline(), ms(0)).with_budget(&budget);
     let mut h = HedgeState::new(Instant::ZERO);

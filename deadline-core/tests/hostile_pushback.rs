@@ -11,8 +11,11 @@ use deadline_core::{
     parse_grpc_pushback, parse_retry_after,
 };
 
-const B: Policy = Policy::required("B", ms(100), ms(5))
-    .with_attempts(3, Backoff::constant(ms(5)))
+const B: Policy = Policy::required("B")
+    .cap(ms(100))
+    .floor(ms(5))
+    .attempts(3)
+    .backoff(Backoff::constant(ms(5)))
     .idempotent();
 
 /// One call whose first attempt fails after 10 ms with `pushback`; returns the attempts

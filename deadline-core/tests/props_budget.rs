@@ -59,7 +59,7 @@ fn clock_step() -> impl Strategy<Value = i128> {
     ]
 }
 
-fn policy() -> impl Strategy<Value = Policy> {
+fn policy() -> impl Strategy<Value = Policy<'static>> {
     (
         duration(),
         duration(),
@@ -72,15 +72,17 @@ fn policy() -> impl Strategy<Value = Policy> {
             } else {
                 Necessity::Optional
             };
-            Policy::required("dep", cap, floor)
-                .with_necessity(necessity)
-                .with_connect(connect)
+            Policy::required("dep")
+                .cap(cap)
+                .floor(floor)
+                .necessity(necessity)
+                .connect(connect)
         })
 }
 
 /// A chain of steps: each is a policy and whether it runs alongside the step before it.
 /// Sometimes longer than the plan's capacity, to reach `PlanFull`.
-fn chain() -> impl Strategy<Value = Vec<(Policy, bool)>> {
+fn chain() -> impl Strategy<Value = Vec<(Policy<'static>, bool)>> {
     proptest::collection::vec((policy(), any::<bool>()), 0..CAPACITY + 3)
 }
 
@@ -173,7 +175,7 @@ fn check_decision(
 
 /// The groups of a chain, computed apart from `Plan`: a step added with `alongside` joins the
 /// group of the step before it (or group 0 if it is first); any other step starts a new one.
-fn oracle_groups(chain: &[(Policy, bool)]) -> Vec<usize> {
+fn oracle_groups(chain: &[(Policy<'static>, bool)]) -> Vec<usize> {
     let mut groups: Vec<usize> = Vec::with_capacity(chain.len());
     for &(_, alongside) in chain {
         let group = match (groups.last(), alongside) {
@@ -188,7 +190,7 @@ fn oracle_groups(chain: &[(Policy, bool)]) -> Vec<usize> {
 
 /// `Plan::reserve`, computed apart: own work plus, for each later group, the largest floor of
 /// its required steps (optional steps reserve nothing). Saturates like `Duration`.
-fn oracle_reserve(chain: &[(Policy, bool)], own_work: Duration, step: usize) -> u128 {
+fn oracle_reserve(chain: &[(Policy<'static>, bool)], own_work: Duration, step: usize) -> u128 {
     let groups = oracle_groups(chain);
     let mut floors: BTreeMap<usize, u128> = BTreeMap::new();
     for (i, (policy, _)) in chain.iter().enumerate() {
@@ -203,7 +205,11 @@ fn oracle_reserve(chain: &[(Policy, bool)], own_work: Duration, step: usize) -> 
 
 /// `Plan::critical_path`, computed apart: for each group from the one holding `from`, the
 /// largest `f` among its steps, summed. Saturates like `Duration`.
-fn oracle_path(chain: &[(Policy, bool)], from: usize, f: impl Fn(usize, &Policy) -> u128) -> u128 {
+fn oracle_path(
+    chain: &[(Policy<'static>, bool)],
+    from: usize,
+    f: impl Fn(usize, &Policy) -> u128,
+) -> u128 {
     let groups = oracle_groups(chain);
     let Some(&first) = groups.get(from) else {
         return 0;
@@ -229,7 +235,7 @@ fn length(id: usize, policy: &Policy) -> Duration {
 
 /// Builds a plan from a chain; returns the plan and how many steps it took.
 fn build<'p>(
-    chain: &'p [(Policy, bool)],
+    chain: &'p [(Policy<'static>, bool)],
     deadline: Deadline,
     own_work: Duration,
 ) -> Result<(Plan<'p, CAPACITY>, usize), TestCaseError> {

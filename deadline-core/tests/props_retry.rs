@@ -82,7 +82,7 @@ fn simulate(
     trace
 }
 
-fn policy_strategy() -> impl Strategy<Value = Policy> {
+fn policy_strategy() -> impl Strategy<Value = Policy<'static>> {
     (
         1u64..1_000,
         0u64..400,
@@ -94,13 +94,17 @@ fn policy_strategy() -> impl Strategy<Value = Policy> {
     )
         .prop_map(
             |(cap, floor, attempts, base, jitter, idempotent, retry_any)| {
-                let p = Policy::required("X", ms(cap), ms(floor))
+                let p = Policy::required("X")
+                    .cap(ms(cap))
+                    .floor(ms(floor))
                     .with_idempotent(idempotent)
-                    .with_attempts(
-                        attempts,
-                        Backoff::exponential(ms(base), ms(base * 10), JITTERS[jitter]),
-                    );
-                p.with_retry(p.retry.with_retry_non_idempotent(retry_any))
+                    .attempts(attempts)
+                    .backoff(Backoff::exponential(
+                        ms(base),
+                        ms(base * 10),
+                        JITTERS[jitter],
+                    ));
+                p.retry(p.retry.with_retry_non_idempotent(retry_any))
             },
         )
 }
@@ -211,9 +215,9 @@ proptest! {
         gap_ms in 0u64..50,
         attempts in 1u32..6,
     ) {
-        let policy = Policy::required("X", ms(100), ms(1)).idempotent()
-            .with_attempts(attempts, Backoff::constant(ms(1)));
-        let budget = RetryBudget::new(percent, floor_per_sec);
+        let policy = Policy::required("X").cap(ms(100)).floor(ms(1)).idempotent()
+            .attempts(attempts).backoff(Backoff::constant(ms(1)));
+        let budget = RetryBudget::percent(percent).min_per_sec(floor_per_sec);
         let mut rng = SplitMix64::new(7);
         let mut calls = 0u64;
         let mut last = Instant::ZERO;

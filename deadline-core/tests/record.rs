@@ -14,7 +14,7 @@ fn failed(_: &()) -> Outcome {
 #[test]
 fn an_optional_call_under_its_floor_counts_as_skipped() {
     let timer = ManualTimer::new();
-    let c = Policy::optional("C", ms(60), ms(25));
+    let c = Policy::optional("C").cap(ms(60)).floor(ms(25));
     // 44 ms left, 20 ms reserved: 24 ms < 25 ms.
     let call = Call::new(&c, Deadline::after(Instant::ZERO, ms(44)), ms(20));
     let called = timer
@@ -34,9 +34,11 @@ fn an_optional_call_under_its_floor_counts_as_skipped() {
 fn a_hedge_that_wins_counts_as_hedge_and_hedge_win() {
     let timer = ManualTimer::new();
     let t = &timer;
-    let b = Policy::required("B", ms(150), ms(30))
+    let b = Policy::required("B")
+        .cap(ms(150))
+        .floor(ms(30))
         .idempotent()
-        .with_hedge(HedgePolicy::new(ms(40), 1));
+        .hedge(HedgePolicy::new(ms(40), 1));
     let call = Call::new(&b, Deadline::after(Instant::ZERO, ms(200)), ms(0));
     let mut sent = 0;
     let called = timer
@@ -95,9 +97,12 @@ fn timeouts_with_time_left_are_not_deadline_exceeded() {
     // Two attempts of 100 ms with 500 ms left: both time out, and the call gives up at
     // 210 ms with its attempts exhausted. The dependency is too slow for its cap; the
     // deadline had time to spare.
-    let b = Policy::required("B", ms(100), ms(10))
+    let b = Policy::required("B")
+        .cap(ms(100))
+        .floor(ms(10))
         .idempotent()
-        .with_attempts(2, Backoff::constant(ms(10)));
+        .attempts(2)
+        .backoff(Backoff::constant(ms(10)));
     let (called, s) = failing(&b, 500, None);
     assert_eq!(
         called.result,
@@ -110,7 +115,10 @@ fn timeouts_with_time_left_are_not_deadline_exceeded() {
 
     // The same with a call that is not idempotent: no retry after a timeout that may have
     // run, and still no deadline exceeded.
-    let pay = Policy::required("pay", ms(100), ms(10)).with_idempotent(false);
+    let pay = Policy::required("pay")
+        .cap(ms(100))
+        .floor(ms(10))
+        .with_idempotent(false);
     let (called, s) = failing(&pay, 500, None);
     assert_eq!(called.report.gave_up, Some(GiveUp::MayHaveRun));
     assert_eq!((s.timeouts, s.deadline_exceeded), (1, 0));
@@ -119,9 +127,12 @@ fn timeouts_with_time_left_are_not_deadline_exceeded() {
 #[test]
 fn a_timeout_that_runs_into_the_deadline_is_deadline_exceeded() {
     // 80 ms left and a 100 ms cap: the attempt's timeout is the time left.
-    let b = Policy::required("B", ms(100), ms(10))
+    let b = Policy::required("B")
+        .cap(ms(100))
+        .floor(ms(10))
         .idempotent()
-        .with_attempts(2, Backoff::constant(ms(10)));
+        .attempts(2)
+        .backoff(Backoff::constant(ms(10)));
     let (called, s) = failing(&b, 80, None);
     assert_eq!(
         called.result,
@@ -134,9 +145,12 @@ fn a_timeout_that_runs_into_the_deadline_is_deadline_exceeded() {
 fn no_time_left_for_a_retry_is_deadline_exceeded() {
     // The attempt fails at 40 ms of 100; the 70 ms backoff would end past the deadline. The
     // call ends on the attempt's own error, but it ended for want of time.
-    let b = Policy::required("B", ms(100), ms(5))
+    let b = Policy::required("B")
+        .cap(ms(100))
+        .floor(ms(5))
         .idempotent()
-        .with_attempts(3, Backoff::constant(ms(70)));
+        .attempts(3)
+        .backoff(Backoff::constant(ms(70)));
     let (called, s) = failing(&b, 100, Some(40));
     assert_eq!(called.result, Err(CallError::Attempt(())));
     assert!(matches!(
@@ -147,9 +161,12 @@ fn no_time_left_for_a_retry_is_deadline_exceeded() {
 
     // With a short enough backoff the retry fits; once the attempts are used up, the call
     // ends with time left and the deadline is not to blame.
-    let b = Policy::required("B", ms(100), ms(5))
+    let b = Policy::required("B")
+        .cap(ms(100))
+        .floor(ms(5))
         .idempotent()
-        .with_attempts(2, Backoff::constant(ms(5)));
+        .attempts(2)
+        .backoff(Backoff::constant(ms(5)));
     let (called, s) = failing(&b, 100, Some(40));
     assert_eq!(called.report.gave_up, Some(GiveUp::Exhausted));
     assert_eq!((s.retries, s.deadline_exceeded), (1, 0));
@@ -159,7 +176,7 @@ fn no_time_left_for_a_retry_is_deadline_exceeded() {
 fn a_required_call_with_time_left_but_all_of_it_reserved_is_insufficient_time() {
     // 180 ms left, 180 ms reserved: time is left, so the deadline is not exceeded; the call
     // just cannot have any of it.
-    let b = Policy::required("B", ms(110), ms(30));
+    let b = Policy::required("B").cap(ms(110)).floor(ms(30));
     let deadline = Deadline::after(Instant::ZERO, ms(200));
     let now = Instant::from_millis(20);
     let call = Call::new(&b, deadline, ms(180));

@@ -12,10 +12,13 @@ use deadline_core::{Deadline, Instant, Policy, Sequence, SplitMix64, ms};
 
 const WAIT: Duration = ms(20);
 
-fn dep() -> Policy {
-    Policy::required("B", ms(300), ms(50))
+fn dep() -> Policy<'static> {
+    Policy::required("B")
+        .cap(ms(300))
+        .floor(ms(50))
         .idempotent()
-        .with_attempts(3, Backoff::constant(WAIT))
+        .attempts(3)
+        .backoff(Backoff::constant(WAIT))
 }
 
 fn deadline() -> Deadline {
@@ -80,9 +83,12 @@ fn attempts_stop_at_the_cap() {
 
 #[test]
 fn zero_attempts_reads_as_one() {
-    let p = Policy::required("B", ms(300), ms(50))
+    let p = Policy::required("B")
+        .cap(ms(300))
+        .floor(ms(50))
         .idempotent()
-        .with_attempts(0, Backoff::constant(WAIT));
+        .attempts(0)
+        .backoff(Backoff::constant(WAIT));
     assert_eq!(p.retry.attempts(), 1);
     assert_eq!(
         decide(&p, Instant::ZERO, Outcome::Failed),
@@ -107,11 +113,19 @@ fn fatal_and_dont_retry_are_never_retried() {
 #[test]
 fn a_policy_is_not_idempotent_unless_it_opts_in() {
     // A POST with retries added: retried only when it was refused before it was sent.
-    let post =
-        Policy::required("checkout", ms(300), ms(50)).with_attempts(3, Backoff::constant(WAIT));
+    let post = Policy::required("checkout")
+        .cap(ms(300))
+        .floor(ms(50))
+        .attempts(3)
+        .backoff(Backoff::constant(WAIT));
     assert!(!post.idempotent);
-    assert!(!Policy::optional("C", ms(60), ms(25)).idempotent);
-    assert!(!Policy::from_latency("B", ms(30), ms(90), ms(20)).idempotent);
+    assert!(!Policy::optional("C").cap(ms(60)).floor(ms(25)).idempotent);
+    assert!(
+        !Policy::required("B")
+            .floor(ms(30))
+            .cap(ms(90).saturating_add(ms(20)))
+            .idempotent
+    );
     let now = Instant::ZERO;
     assert_eq!(
         decide(&post, now, Outcome::TimedOut),
@@ -119,8 +133,11 @@ fn a_policy_is_not_idempotent_unless_it_opts_in() {
     );
     assert!(decide(&post, now, Outcome::Refused).retry().is_some());
     // Opting in, in the chain.
-    let get = Policy::required("profile", ms(300), ms(50))
-        .with_attempts(3, Backoff::constant(WAIT))
+    let get = Policy::required("profile")
+        .cap(ms(300))
+        .floor(ms(50))
+        .attempts(3)
+        .backoff(Backoff::constant(WAIT))
         .idempotent();
     assert!(get.idempotent);
     assert!(decide(&get, now, Outcome::TimedOut).retry().is_some());
@@ -140,7 +157,7 @@ fn not_idempotent_is_retried_only_when_it_cannot_have_run() {
         assert!(decide(&p, now, outcome).retry().is_some(), "{outcome:?}");
     }
     // Unless the policy says it may be.
-    let allowed = p.with_retry(p.retry.with_retry_non_idempotent(true));
+    let allowed = p.retry(p.retry.with_retry_non_idempotent(true));
     assert!(decide(&allowed, now, Outcome::TimedOut).retry().is_some());
     // Idempotent calls are retried after a timeout.
     assert!(decide(&dep(), now, Outcome::TimedOut).retry().is_some());
@@ -212,7 +229,7 @@ fn pushback_lengthens_but_never_shortens_the_wait() {
 #[test]
 fn the_budget_is_drawn_only_for_a_retry_that_is_made() {
     let p = dep();
-    let budget = RetryBudget::new(100, 0);
+    let budget = RetryBudget::percent(100).min_per_sec(0);
     budget.deposit(Instant::ZERO); // exactly one token
     let call = Call::new(&p, deadline(), ms(100)).with_budget(&budget);
     let mut rng = SplitMix64::new(1);
@@ -255,12 +272,12 @@ fn the_budget_is_drawn_only_for_a_retry_that_is_made() {
 #[test]
 fn decorrelated_jitter_remembers_the_previous_wait() {
     let base = ms(10);
-    let p = Policy::required("B", ms(300), ms(1))
+    let p = Policy::required("B")
+        .cap(ms(300))
+        .floor(ms(1))
         .idempotent()
-        .with_attempts(
-            5,
-            Backoff::exponential(base, ms(10_000), Jitter::Decorrelated),
-        );
+        .attempts(5)
+        .backoff(Backoff::exponential(base, ms(10_000), Jitter::Decorrelated));
     let call = Call::new(&p, Deadline::after(Instant::ZERO, ms(100_000)), ms(0));
     let mut state = RetryState::new();
     let mut rng = Sequence::new(&[u32::MAX]);

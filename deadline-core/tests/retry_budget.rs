@@ -50,7 +50,7 @@ fn race(threads: u64, ops: u64, step: impl Fn(u64, u64) -> (u64, u64) + Sync) ->
 
 #[test]
 fn ten_deposits_at_ten_percent_buy_exactly_one_retry() {
-    let budget = RetryBudget::new(10, 0);
+    let budget = RetryBudget::percent(10).min_per_sec(0);
     let now = Instant::from_millis(1);
     for _ in 0..9 {
         budget.deposit(now);
@@ -67,7 +67,9 @@ fn whole_percentages_are_exact() {
     // 60% is the case of tower's issue 857 (its `TpsBudget` grants more than configured): a truncated reciprocal there grants 10 of 10.
     for percent in [1u32, 3, 7, 10, 33, 60, 99, 100, 150, 250] {
         for deposits in [0u64, 1, 9, 10, 11, 99, 100, 101, 997] {
-            let budget = RetryBudget::new(percent, 0).with_max_balance(RetryBudget::MAX_BALANCE);
+            let budget = RetryBudget::percent(percent)
+                .min_per_sec(0)
+                .with_max_balance(RetryBudget::MAX_BALANCE);
             let now = Instant::ZERO;
             for _ in 0..deposits {
                 budget.deposit(now);
@@ -83,7 +85,9 @@ fn whole_percentages_are_exact() {
 
 #[test]
 fn per_mille_ratios_are_exact() {
-    let budget = RetryBudget::per_mille(25, 0).with_max_balance(RetryBudget::MAX_BALANCE);
+    let budget = RetryBudget::per_mille(25)
+        .min_per_sec(0)
+        .with_max_balance(RetryBudget::MAX_BALANCE);
     let now = Instant::ZERO;
     for _ in 0..39 {
         budget.deposit(now);
@@ -114,7 +118,7 @@ fn the_default_is_ten_percent_with_a_floor() {
 
 #[test]
 fn a_refusal_changes_nothing() {
-    let budget = RetryBudget::new(10, 0);
+    let budget = RetryBudget::percent(10).min_per_sec(0);
     let now = Instant::ZERO;
     for _ in 0..7 {
         budget.deposit(now);
@@ -131,7 +135,7 @@ fn a_refusal_changes_nothing() {
 #[test]
 fn the_floor_is_per_second_and_cannot_be_saved() {
     let floor = 3;
-    let budget = RetryBudget::new(10, floor);
+    let budget = RetryBudget::percent(10).min_per_sec(floor);
     let s5 = Instant::from_secs(5);
     assert_eq!(budget.floor_left(s5), floor);
     assert_eq!(drain(&budget, s5), u64::from(floor));
@@ -145,7 +149,7 @@ fn the_floor_is_per_second_and_cannot_be_saved() {
 
 #[test]
 fn deposits_are_spent_before_the_floor() {
-    let budget = RetryBudget::new(50, 2);
+    let budget = RetryBudget::percent(50).min_per_sec(2);
     let now = Instant::from_secs(1);
     for _ in 0..4 {
         budget.deposit(now);
@@ -159,7 +163,9 @@ fn deposits_are_spent_before_the_floor() {
 #[test]
 fn the_balance_is_capped() {
     let cap = 3;
-    let budget = RetryBudget::new(100, 0).with_max_balance(cap);
+    let budget = RetryBudget::percent(100)
+        .min_per_sec(0)
+        .with_max_balance(cap);
     assert_eq!(budget.max_balance(), cap);
     let now = Instant::ZERO;
     for _ in 0..50 {
@@ -168,7 +174,7 @@ fn the_balance_is_capped() {
     assert_eq!(budget.balance(), cap);
     assert_eq!(drain(&budget, now), u64::from(cap));
     // A cap of zero leaves the floor alone.
-    let floor_only = RetryBudget::new(100, 1).with_max_balance(0);
+    let floor_only = RetryBudget::percent(100).min_per_sec(1).with_max_balance(0);
     for _ in 0..50 {
         floor_only.deposit(now);
     }
@@ -177,7 +183,9 @@ fn the_balance_is_capped() {
 
 #[test]
 fn out_of_range_settings_are_clamped() {
-    let budget = RetryBudget::new(u32::MAX, u32::MAX).with_max_balance(u32::MAX);
+    let budget = RetryBudget::percent(u32::MAX)
+        .min_per_sec(u32::MAX)
+        .with_max_balance(u32::MAX);
     assert_eq!(budget.floor_per_sec(), RetryBudget::MAX_FLOOR_PER_SEC);
     assert_eq!(budget.max_balance(), RetryBudget::MAX_BALANCE);
     let now = Instant::MAX;
@@ -192,7 +200,7 @@ fn out_of_range_settings_are_clamped() {
 #[test]
 fn a_clock_stepping_back_mints_nothing() {
     let floor = 4;
-    let budget = RetryBudget::new(0, floor);
+    let budget = RetryBudget::percent(0).min_per_sec(floor);
     let later = Instant::from_secs(1_000_000);
     assert_eq!(drain(&budget, later), u64::from(floor));
     // Readings from earlier seconds, one second to a week back, and the origin: all counted
@@ -222,7 +230,7 @@ fn the_first_window_may_be_anywhere() {
         40 * 86_400,
         u64::MAX / 1_000_000,
     ] {
-        let budget = RetryBudget::new(0, 2);
+        let budget = RetryBudget::percent(0).min_per_sec(2);
         assert_eq!(
             drain(&budget, Instant::from_secs(secs)),
             2,
@@ -241,7 +249,9 @@ fn racing_threads_never_overdraw_and_lose_nothing() {
     const OPS: u64 = 50_000;
     let floor = 7;
     for percent in [10, 100, 130] {
-        let budget = RetryBudget::new(percent, floor).with_max_balance(RetryBudget::MAX_BALANCE);
+        let budget = RetryBudget::percent(percent)
+            .min_per_sec(floor)
+            .with_max_balance(RetryBudget::MAX_BALANCE);
         let now = Instant::from_millis(42_250);
         let (deposits, granted) = race(THREADS, OPS, |t, i| {
             budget.deposit(now);
@@ -270,7 +280,9 @@ fn racing_threads_across_windows_stay_within_the_bound() {
     const OPS: u64 = 20_000;
     let percent = 5;
     let floor = 3;
-    let budget = RetryBudget::new(percent, floor).with_max_balance(RetryBudget::MAX_BALANCE);
+    let budget = RetryBudget::percent(percent)
+        .min_per_sec(floor)
+        .with_max_balance(RetryBudget::MAX_BALANCE);
     let instant = |t: u64, i: u64| Instant::from_micros(1_000_000 + i * 997 + t * 250_013);
     let (deposits, granted) = race(THREADS, OPS, |t, i| {
         let now = instant(t, i);

@@ -42,7 +42,7 @@ fn the_reported_case_a_clock_600_ms_before_arrival() {
     let before = Instant::from_millis(9_400);
     assert_eq!(deadline.remaining(before), ms(750));
     assert!(!deadline.is_expired(before));
-    let policy = Policy::required("pricing", ms(5_000), ms(10));
+    let policy = Policy::required("pricing").cap(ms(5_000)).floor(ms(10));
     let armed = call_timeout(&policy, deadline, ms(30), before).timeout();
     assert_eq!(armed, Some(ms(720)));
     // Time that really passes still counts.
@@ -119,7 +119,7 @@ proptest! {
         cap in duration(),
     ) {
         let deadline = Deadline::after(arrival, budget);
-        let policy = Policy::required("dependency", cap, Duration::ZERO);
+        let policy = Policy::required("dependency").cap(cap).floor(Duration::ZERO);
         if let Decision::Call(limits) = call_timeout(&policy, deadline, reserve, now) {
             prop_assert!(limits.timeout <= budget);
             prop_assert!(limits.timeout <= budget.saturating_sub(reserve));

@@ -25,8 +25,11 @@ const SPACING: Duration = ms(1);
 const BUDGET: Duration = ms(500);
 /// Three attempts: two retries, 2 ms apart.
 const ATTEMPTS: u32 = 3;
-const DEP: Policy = Policy::required("dep", ms(100), ms(1))
-    .with_attempts(ATTEMPTS, Backoff::constant(ms(2)))
+const DEP: Policy = Policy::required("dep")
+    .cap(ms(100))
+    .floor(ms(1))
+    .attempts(ATTEMPTS)
+    .backoff(Backoff::constant(ms(2)))
     .idempotent();
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -100,7 +100,7 @@ fn grpc_timeout_rejects_values_outside_the_grammar() {
         if let Ok(text) = core::str::from_utf8(value) {
             assert_eq!(text.parse::<GrpcTimeout>(), Err(expected), "{text:?}");
         }
-        let server = Propagation::new(ms(0), ms(1_000));
+        let server = Propagation::DEFAULT.allowance(ms(0)).max(ms(1_000));
         assert_eq!(
             server.decode_grpc_timeout(value, Instant::ZERO),
             Err(expected)
@@ -155,14 +155,16 @@ fn grpc_timeout_hostile_largest_value_decodes_without_overflow() {
     assert_eq!(t.duration().as_nanos(), expected_nanos);
 
     // Clamped by the server's maximum, whatever the clock reads.
-    let server = Propagation::new(ms(0), Duration::from_secs(30));
+    let server = Propagation::DEFAULT
+        .allowance(ms(0))
+        .max(Duration::from_secs(30));
     for now in [Instant::ZERO, Instant::from_secs(1), Instant::MAX] {
         let local = server.decode_grpc_timeout(b"99999999H", now).unwrap();
         assert!(local.remaining(now) <= server.max);
         assert!(local.instant() >= now);
     }
     // With no maximum at all, the deadline saturates at the end of time instead of wrapping.
-    let open = Propagation::new(ms(0), Duration::MAX);
+    let open = Propagation::DEFAULT.allowance(ms(0)).max(Duration::MAX);
     let near_end = Instant::from_micros(u64::MAX - 5);
     let local = open.decode_grpc_timeout(b"99999999H", near_end).unwrap();
     assert_eq!(local, Deadline::NEVER);
@@ -229,7 +231,7 @@ fn deadline_ms_decodes_digits_only_and_rejects_overflow() {
     ];
     for &(value, expected) in rejected {
         assert_eq!(DeadlineMs::parse(value), Err(expected), "{value:?}");
-        let server = Propagation::new(ms(0), ms(1_000));
+        let server = Propagation::DEFAULT.allowance(ms(0)).max(ms(1_000));
         assert_eq!(
             server.decode_deadline_ms(value, Instant::ZERO),
             Err(expected)
@@ -275,7 +277,7 @@ fn deadline_ms_encodes_whole_milliseconds_rounded_down_never_zero() {
 
 #[test]
 fn propagation_subtracts_the_allowance_before_sending() {
-    let hop = Propagation::new(ms(5), ms(10_000));
+    let hop = Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000));
     let deadline = Deadline::after(Instant::ZERO, ms(200));
     for now_ms in [0u64, 100, 194] {
         let now = Instant::from_millis(now_ms);
@@ -307,7 +309,7 @@ fn propagation_subtracts_the_allowance_before_sending() {
 
 #[test]
 fn propagation_clamps_incoming_budgets_to_the_maximum() {
-    let server = Propagation::new(ms(0), ms(1_000));
+    let server = Propagation::DEFAULT.allowance(ms(0)).max(ms(1_000));
     let now = Instant::from_millis(40);
     for (budget, expected) in [
         (ms(0), ms(0)),
@@ -330,12 +332,12 @@ fn propagation_clamps_incoming_budgets_to_the_maximum() {
 fn a_call_timeout_travels_to_the_callee_shortened_by_the_allowance() {
     // The checkout example: B gets 110 ms at 10 ms; the callee, on another clock, gets 110 ms minus the
     // network's share.
-    let b = Policy::required("B", ms(110), ms(30));
+    let b = Policy::required("B").cap(ms(110)).floor(ms(30));
     let request = Deadline::after(Instant::ZERO, ms(200));
     let start = Instant::from_millis(10);
     let limits = call_timeout(&b, request, ms(20), start).limits().unwrap();
 
-    let hop = Propagation::new(ms(3), ms(60_000));
+    let hop = Propagation::DEFAULT.allowance(ms(3)).max(ms(60_000));
     let header = hop.encode_grpc_timeout(limits.deadline(), start).unwrap();
     let callee_now = Instant::from_secs(1_000);
     let callee = hop
@@ -353,7 +355,7 @@ proptest! {
     ) {
         let decoded = GrpcTimeout::parse(&bytes);
         prop_assert_eq!(decoded.ok().map(|t| t.duration().as_nanos()), grammar(&bytes));
-        let _ = Propagation::new(ms(1), Duration::MAX).decode_grpc_timeout(&bytes, Instant::MAX);
+        let _ = Propagation::DEFAULT.allowance(ms(1)).max(Duration::MAX).decode_grpc_timeout(&bytes, Instant::MAX);
     }
 
     #[test]
@@ -384,7 +386,7 @@ proptest! {
         if well_formed && !fits {
             prop_assert_eq!(decoded, Err(WireError::TooLarge));
         }
-        let _ = Propagation::new(ms(1), Duration::MAX).decode_deadline_ms(&bytes, Instant::MAX);
+        let _ = Propagation::DEFAULT.allowance(ms(1)).max(Duration::MAX).decode_deadline_ms(&bytes, Instant::MAX);
     }
 
     #[test]
@@ -405,7 +407,7 @@ proptest! {
         let text = value.to_string();
         prop_assume!(text.len() <= DeadlineMs::MAX_DIGITS);
         prop_assert_eq!(DeadlineMs::parse(text.as_bytes()), Err(WireError::TooLarge));
-        let server = Propagation::new(ms(0), Duration::MAX);
+        let server = Propagation::DEFAULT.allowance(ms(0)).max(Duration::MAX);
         prop_assert_eq!(server.decode_deadline_ms(text.as_bytes(), Instant::ZERO), Err(WireError::TooLarge));
     }
 
@@ -468,7 +470,7 @@ proptest! {
         max_us in prop_oneof![Just(u64::MAX), 0u64..10_000_000],
         receiver_now_us in any::<u64>(),
     ) {
-        let hop = Propagation::new(Duration::from_micros(allowance_us), Duration::from_micros(max_us));
+        let hop = Propagation::DEFAULT.allowance(Duration::from_micros(allowance_us)).max(Duration::from_micros(max_us));
         let deadline = Deadline::at(Instant::from_micros(deadline_us));
         let now = Instant::from_micros(now_us);
         let limit = deadline.remaining(now).saturating_sub(hop.allowance);

@@ -15,9 +15,11 @@ use proptest::test_runner::RngSeed;
 /// Runs a call whose every attempt times out under `retry`, with the core's retry decisions
 /// and no deadline, and returns how long it took from the first attempt's start.
 fn all_attempts_time_out<R: Rng>(t: Duration, retry: RetryPolicy, rng: &mut R) -> Duration {
-    let policy = Policy::required("X", t, Duration::ZERO)
+    let policy = Policy::required("X")
+        .cap(t)
+        .floor(Duration::ZERO)
         .idempotent()
-        .with_retry(retry);
+        .retry(retry);
     let call = Call::new(&policy, Deadline::NEVER, Duration::ZERO);
     let mut state = RetryState::new();
     let mut now = Instant::ZERO;

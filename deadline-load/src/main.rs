@@ -156,8 +156,11 @@ async fn handler_plain(
 async fn serve(mode: Mode, listener: TcpListener, waiting: Arc<AtomicUsize>) {
     let workers = Arc::new(Semaphore::new(WORKERS));
     let admission = Admission::new(WORK).with_max_queue_delay(MAX_QUEUE_DELAY);
-    let layer = DeadlineLayer::new(Propagation::new(ms(0), ms(10_000)), ms(1_000))
-        .with_admission(admission);
+    let layer = DeadlineLayer::new(
+        Propagation::DEFAULT.allowance(ms(0)).max(ms(10_000)),
+        ms(1_000),
+    )
+    .with_admission(admission);
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             continue;
@@ -227,7 +230,9 @@ async fn run(mode: Mode, seconds: u64) -> Report {
             let sent = Instant::now();
             // The client's deadline, less the allowance, as the core encodes it.
             let now = TokioClock.now();
-            let budget = Propagation::new(ALLOWANCE, DEADLINE)
+            let budget = Propagation::DEFAULT
+                .allowance(ALLOWANCE)
+                .max(DEADLINE)
                 .encode_deadline_ms(Deadline::after(now, DEADLINE), now)
                 .expect("100 ms is not spent");
             let request = Request::builder()

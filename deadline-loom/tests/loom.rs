@@ -45,7 +45,7 @@ const T0: Instant = Instant::from_secs(10);
 fn retry_budget_is_never_overdrawn_and_conserves_tokens() {
     explore("retry budget: deposits and grants", || {
         // 50%: two deposits buy one retry. No floor: only deposits pay.
-        let budget = Arc::new(RetryBudget::new(50, 0));
+        let budget = Arc::new(RetryBudget::percent(50).min_per_sec(0));
         let _ = budget.available(T0);
         let depositor = {
             let budget = Arc::clone(&budget);
@@ -76,7 +76,7 @@ fn retry_budget_is_never_overdrawn_and_conserves_tokens() {
 #[test]
 fn retry_budget_floor_grants_at_most_its_count_per_second() {
     explore("retry budget: the floor per second", || {
-        let budget = Arc::new(RetryBudget::new(0, 1));
+        let budget = Arc::new(RetryBudget::percent(0).min_per_sec(1));
         let _ = budget.available(T0);
         let racers: Vec<_> = [T0, T0, Instant::from_secs(9)]
             .into_iter()

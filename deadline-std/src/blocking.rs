@@ -74,8 +74,8 @@ impl Sleeper for ManualClock {
 /// use deadline_std::blocking::BlockingDriver;
 ///
 /// // B: up to 3 attempts, 10 ms between them; 200 ms left, 20 ms kept for our own work.
-/// let b = Policy::required("B", ms(110), ms(30))
-///     .with_attempts(3, Backoff::constant(ms(10)))
+/// let b = Policy::required("B").cap(ms(110)).floor(ms(30))
+///     .attempts(3).backoff(Backoff::constant(ms(10)))
 ///     .idempotent();
 /// let clock = ManualClock::new(); // virtual time: the sleeps move it
 /// let call = Call::new(&b, Deadline::after(clock.now(), ms(200)), ms(20));

@@ -56,7 +56,7 @@ fn no_time_left() -> io::Error {
 /// let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
 /// // The checkout example's C, decided at 115 ms: 60 ms until 175 ms, of which 20 ms to connect.
 /// let clock = ManualClock::starting_at(Instant::from_millis(115));
-/// let c = Policy::optional("C", ms(60), ms(25)).with_connect(ms(20));
+/// let c = Policy::optional("C").cap(ms(60)).floor(ms(25)).connect(ms(20));
 /// let deadline = Deadline::after(Instant::ZERO, ms(200));
 /// let limits = call_timeout(&c, deadline, ms(20), Instant::from_millis(115)).limits().unwrap();
 /// let (stream, armed) = connect(&listener.local_addr()?, &limits, &clock)?;
@@ -94,7 +94,7 @@ pub fn connect<C: Clock + ?Sized>(
 ///
 /// let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
 /// let pooled = std::net::TcpStream::connect(listener.local_addr()?)?;
-/// let c = Policy::optional("C", ms(60), ms(25));
+/// let c = Policy::optional("C").cap(ms(60)).floor(ms(25));
 /// let deadline = Deadline::after(Instant::ZERO, ms(200));
 /// let limits = call_timeout(&c, deadline, ms(20), Instant::from_millis(115)).limits().unwrap();
 /// // Taken from the pool 5 ms after the decision: 55 ms are left.

@@ -41,9 +41,9 @@ type ChainRun = (
 /// The checkout example's chain with blocking calls.
 fn chain(latencies: [Duration; 3]) -> ChainRun {
     let policies = [
-        Policy::required("A", ms(50), ms(10)),
-        Policy::required("B", ms(110), ms(30)),
-        Policy::optional("C", ms(60), ms(25)),
+        Policy::required("A").cap(ms(50)).floor(ms(10)),
+        Policy::required("B").cap(ms(110)).floor(ms(30)),
+        Policy::optional("C").cap(ms(60)).floor(ms(25)),
     ];
     let clock = ManualClock::new();
     let deadline = Deadline::after(clock.now(), ms(200));
@@ -94,11 +94,14 @@ fn checkout_slow_case_blocking_skips_c_uncalled() {
 fn a_retry_sleeps_its_backoff_and_gets_the_time_left() {
     // B's first attempt hits its socket's read limit (110 ms); 10 ms later the retry gets
     // min(200 - 120 - 20, 110) = 60 ms, and answers in 30.
-    let b = Policy::required("B", ms(110), ms(30))
+    let b = Policy::required("B")
+        .cap(ms(110))
+        .floor(ms(30))
         .idempotent()
-        .with_attempts(3, Backoff::constant(ms(10)));
+        .attempts(3)
+        .backoff(Backoff::constant(ms(10)));
     let clock = ManualClock::new();
-    let budget = RetryBudget::new(10, 5);
+    let budget = RetryBudget::percent(10).min_per_sec(5);
     let call = Call::new(&b, Deadline::after(clock.now(), ms(200)), ms(20)).with_budget(&budget);
     let starts = Starts::default();
     let called = BlockingDriver::new(call, &clock, SplitMix64::new(1)).run(classify, |limits| {
@@ -128,9 +131,12 @@ fn a_retry_sleeps_its_backoff_and_gets_the_time_left() {
 
 #[test]
 fn a_backoff_past_the_deadline_is_not_slept() {
-    let b = Policy::required("B", ms(100), ms(5))
+    let b = Policy::required("B")
+        .cap(ms(100))
+        .floor(ms(5))
         .idempotent()
-        .with_attempts(3, Backoff::constant(ms(70)));
+        .attempts(3)
+        .backoff(Backoff::constant(ms(70)));
     let clock = ManualClock::new();
     let call = Call::new(&b, Deadline::after(clock.now(), ms(100)), Duration::ZERO);
     let mut calls = 0;
@@ -173,9 +179,12 @@ impl Sleeper for Oversleeper<'_> {
 fn the_deadline_reached_in_the_middle_of_a_backoff_starts_nothing() {
     // The 20 ms backoff after the failure at 70 ms was to end at 90, before the 100 ms
     // deadline; the thread wakes 30 ms late, at 120, and the driver starts nothing.
-    let b = Policy::required("B", ms(100), ms(5))
+    let b = Policy::required("B")
+        .cap(ms(100))
+        .floor(ms(5))
         .idempotent()
-        .with_attempts(3, Backoff::constant(ms(20)));
+        .attempts(3)
+        .backoff(Backoff::constant(ms(20)));
     let clock = ManualClock::new();
     let deadline = Deadline::after(clock.now(), ms(100));
     let call = Call::new(&b, deadline, Duration::ZERO);
@@ -197,11 +206,14 @@ fn the_deadline_reached_in_the_middle_of_a_backoff_starts_nothing() {
 
 #[test]
 fn a_retry_the_budget_refuses_is_not_made() {
-    let b = Policy::required("B", ms(110), ms(30))
+    let b = Policy::required("B")
+        .cap(ms(110))
+        .floor(ms(30))
         .idempotent()
-        .with_attempts(3, Backoff::constant(ms(10)));
+        .attempts(3)
+        .backoff(Backoff::constant(ms(10)));
     let clock = ManualClock::new();
-    let empty = RetryBudget::new(0, 0);
+    let empty = RetryBudget::percent(0).min_per_sec(0);
     let call = Call::new(&b, Deadline::after(clock.now(), ms(200)), ms(20)).with_budget(&empty);
     let called = BlockingDriver::new(call, &clock, SplitMix64::new(4)).run(classify, |_| {
         clock.advance(ms(20));
@@ -216,7 +228,7 @@ fn a_retry_the_budget_refuses_is_not_made() {
 
 #[test]
 fn a_required_call_under_its_floor_fails_uncalled() {
-    let b = Policy::required("B", ms(110), ms(30));
+    let b = Policy::required("B").cap(ms(110)).floor(ms(30));
     let clock = ManualClock::starting_at(Instant::from_millis(160));
     let call = Call::new(&b, Deadline::after(Instant::ZERO, ms(200)), ms(20));
     let called = BlockingDriver::new(call, &clock, SplitMix64::new(5))
@@ -239,7 +251,10 @@ fn each_attempt_hands_its_limits_to_its_socket() {
     // call's 60 ms timeout (read back from the socket, without waiting).
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
-    let c = Policy::optional("C", ms(60), ms(25)).with_connect(ms(20));
+    let c = Policy::optional("C")
+        .cap(ms(60))
+        .floor(ms(25))
+        .connect(ms(20));
     let clock = ManualClock::starting_at(Instant::from_millis(115));
     let call = Call::new(&c, Deadline::after(Instant::ZERO, ms(200)), ms(20));
     let called = BlockingDriver::new(call, &clock, SplitMix64::new(6)).run(
@@ -261,7 +276,7 @@ fn each_attempt_hands_its_limits_to_its_socket() {
 #[test]
 fn an_unannotated_classifier_closure_compiles() {
     let clock = ManualClock::new();
-    let dep = Policy::required("D", ms(100), ms(10));
+    let dep = Policy::required("D").cap(ms(100)).floor(ms(10));
     let call = Call::new(&dep, Deadline::after(clock.now(), ms(200)), ms(0));
     let called = BlockingDriver::new(call, &clock, SplitMix64::new(1)).run(
         |e| match e {

@@ -52,7 +52,7 @@ enum Step {
 /// One scenario: the policy, the time left, the attempts' behaviour (the last one repeats),
 /// how late every wake-up is, and the state of the shared budget and breaker.
 struct Scenario {
-    policy: Policy,
+    policy: Policy<'static>,
     budget: u64,
     steps: &'static [Step],
     late: u64,
@@ -61,7 +61,7 @@ struct Scenario {
 }
 
 impl Scenario {
-    fn new(policy: Policy, budget: u64, steps: &'static [Step]) -> Self {
+    fn new(policy: Policy<'static>, budget: u64, steps: &'static [Step]) -> Self {
         Scenario {
             policy,
             budget,
@@ -94,9 +94,9 @@ impl Scenario {
 
     fn retry_budget(&self) -> RetryBudget {
         if self.empty_budget {
-            RetryBudget::new(0, 0)
+            RetryBudget::percent(0).min_per_sec(0)
         } else {
-            RetryBudget::new(100, 10)
+            RetryBudget::percent(100).min_per_sec(10)
         }
     }
 }
@@ -210,7 +210,10 @@ const FAIL: &[Step] = &[Step::Fail(DepError::Unavailable, 40)];
 
 #[test]
 fn a_timeout_with_no_retry_ends_in_timeout_on_both() {
-    let pay = Policy::required("pay", ms(50), ms(10)).with_idempotent(false);
+    let pay = Policy::required("pay")
+        .cap(ms(50))
+        .floor(ms(10))
+        .with_idempotent(false);
     let called = agree(&Scenario::new(pay, 200, HANG));
     assert_eq!(
         called.result,
@@ -222,9 +225,12 @@ fn a_timeout_with_no_retry_ends_in_timeout_on_both() {
 
 #[test]
 fn timeouts_until_the_attempts_run_out() {
-    let b = Policy::required("B", ms(50), ms(10))
+    let b = Policy::required("B")
+        .cap(ms(50))
+        .floor(ms(10))
         .idempotent()
-        .with_attempts(3, Backoff::constant(ms(5)));
+        .attempts(3)
+        .backoff(Backoff::constant(ms(5)));
     let called = agree(&Scenario::new(b, 500, HANG));
     assert_eq!(
         called.result,
@@ -236,7 +242,7 @@ fn timeouts_until_the_attempts_run_out() {
 
 #[test]
 fn a_timeout_into_the_deadline_is_deadline_exceeded_on_both() {
-    let b = Policy::required("B", ms(100), ms(10));
+    let b = Policy::required("B").cap(ms(100)).floor(ms(10));
     let called = agree(&Scenario::new(b, 60, HANG));
     assert_eq!(
         called.result,
@@ -248,9 +254,12 @@ fn a_timeout_into_the_deadline_is_deadline_exceeded_on_both() {
 #[test]
 fn a_failure_then_an_answer() {
     const STEPS: &[Step] = &[Step::Fail(DepError::Unavailable, 20), Step::Answer(30)];
-    let b = Policy::required("B", ms(110), ms(30))
+    let b = Policy::required("B")
+        .cap(ms(110))
+        .floor(ms(30))
         .idempotent()
-        .with_attempts(3, Backoff::constant(ms(10)));
+        .attempts(3)
+        .backoff(Backoff::constant(ms(10)));
     let called = agree(&Scenario::new(b, 200, STEPS));
     assert_eq!(called.result, Ok(1));
     assert_eq!(called.report.ended, Instant::from_millis(60));
@@ -258,9 +267,12 @@ fn a_failure_then_an_answer() {
 
 #[test]
 fn failures_until_the_attempts_run_out() {
-    let b = Policy::required("B", ms(110), ms(30))
+    let b = Policy::required("B")
+        .cap(ms(110))
+        .floor(ms(30))
         .idempotent()
-        .with_attempts(2, Backoff::constant(ms(10)));
+        .attempts(2)
+        .backoff(Backoff::constant(ms(10)));
     let called = agree(&Scenario::new(b, 500, FAIL));
     assert_eq!(
         called.result,
@@ -272,9 +284,12 @@ fn failures_until_the_attempts_run_out() {
 #[test]
 fn a_fatal_error_is_not_retried() {
     const STEPS: &[Step] = &[Step::Fail(DepError::BadRequest, 5)];
-    let b = Policy::required("B", ms(110), ms(30))
+    let b = Policy::required("B")
+        .cap(ms(110))
+        .floor(ms(30))
         .idempotent()
-        .with_attempts(3, Backoff::constant(ms(10)));
+        .attempts(3)
+        .backoff(Backoff::constant(ms(10)));
     let called = agree(&Scenario::new(b, 500, STEPS));
     assert_eq!(called.result, Err(CallError::Attempt(DepError::BadRequest)));
     assert_eq!(called.report.gave_up, Some(GiveUp::NotRetryable));
@@ -282,9 +297,12 @@ fn a_fatal_error_is_not_retried() {
 
 #[test]
 fn a_backoff_past_the_deadline() {
-    let b = Policy::required("B", ms(100), ms(5))
+    let b = Policy::required("B")
+        .cap(ms(100))
+        .floor(ms(5))
         .idempotent()
-        .with_attempts(3, Backoff::constant(ms(70)));
+        .attempts(3)
+        .backoff(Backoff::constant(ms(70)));
     let called = agree(&Scenario::new(b, 100, FAIL));
     assert_eq!(
         called.result,
@@ -298,9 +316,12 @@ fn a_backoff_past_the_deadline() {
 
 #[test]
 fn a_late_wake_after_the_deadline() {
-    let b = Policy::required("B", ms(100), ms(5))
+    let b = Policy::required("B")
+        .cap(ms(100))
+        .floor(ms(5))
         .idempotent()
-        .with_attempts(3, Backoff::constant(ms(20)));
+        .attempts(3)
+        .backoff(Backoff::constant(ms(20)));
     let mut s = Scenario::new(b, 100, FAIL);
     s.late = 30;
     let called = agree(&s);
@@ -314,9 +335,12 @@ fn a_late_wake_after_the_deadline() {
 
 #[test]
 fn a_retry_the_budget_refuses() {
-    let b = Policy::required("B", ms(110), ms(30))
+    let b = Policy::required("B")
+        .cap(ms(110))
+        .floor(ms(30))
         .idempotent()
-        .with_attempts(3, Backoff::constant(ms(10)));
+        .attempts(3)
+        .backoff(Backoff::constant(ms(10)));
     let mut s = Scenario::new(b, 200, FAIL);
     s.empty_budget = true;
     let called = agree(&s);
@@ -326,7 +350,7 @@ fn a_retry_the_budget_refuses() {
 
 #[test]
 fn an_open_breaker_on_both() {
-    let b = Policy::required("B", ms(110), ms(30));
+    let b = Policy::required("B").cap(ms(110)).floor(ms(30));
     let mut s = Scenario::new(b, 200, FAIL);
     s.breaker = Some((BreakerConfig::DEFAULT.with_consecutive_failures(1), true));
     let called = agree(&s);
@@ -339,9 +363,12 @@ fn an_open_breaker_on_both() {
 
 #[test]
 fn timeouts_that_open_the_breaker_stop_the_retries_on_both() {
-    let b = Policy::required("B", ms(50), ms(10))
+    let b = Policy::required("B")
+        .cap(ms(50))
+        .floor(ms(10))
         .idempotent()
-        .with_attempts(5, Backoff::constant(ms(5)));
+        .attempts(5)
+        .backoff(Backoff::constant(ms(5)));
     let mut s = Scenario::new(b, 1_000, HANG);
     s.breaker = Some((BreakerConfig::DEFAULT.with_consecutive_failures(2), false));
     let called = agree(&s);

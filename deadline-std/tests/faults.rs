@@ -58,8 +58,11 @@ macro_rules! on_async_std_and_smol {
 deadline_testkit::for_each_fault!(on_async_std_and_smol);
 
 /// Up to 3 attempts of at most 50 ms, 5 ms apart; 200 ms per request.
-const FLAKY: Policy = Policy::required("flaky", ms(50), ms(5))
-    .with_attempts(3, Backoff::constant(ms(5)))
+const FLAKY: Policy = Policy::required("flaky")
+    .cap(ms(50))
+    .floor(ms(5))
+    .attempts(3)
+    .backoff(Backoff::constant(ms(5)))
     .idempotent();
 const BUDGET: Duration = ms(200);
 
@@ -103,7 +106,10 @@ fn blocking_dependency_hangs_forever() {
 
 #[test]
 fn blocking_dependency_errors_every_time() {
-    for (budget, expected) in [(None, 3), (Some(RetryBudget::new(10, 0)), 1)] {
+    for (budget, expected) in [
+        (None, 3),
+        (Some(RetryBudget::percent(10).min_per_sec(0)), 1),
+    ] {
         let clock = ManualClock::new();
         let deadline = Deadline::after(clock.now(), BUDGET);
         let calls = AtomicU32::new(0);
@@ -198,8 +204,11 @@ impl Sleeper for LateSleeper<'_> {
 #[test]
 fn blocking_sleeper_wakes_late() {
     const LATE: Duration = ms(30);
-    let slow: Policy = Policy::required("slow", ms(50), ms(5))
-        .with_attempts(5, Backoff::constant(ms(60)))
+    let slow: Policy = Policy::required("slow")
+        .cap(ms(50))
+        .floor(ms(5))
+        .attempts(5)
+        .backoff(Backoff::constant(ms(60)))
         .idempotent();
     let clock = ManualClock::new();
     let late = LateSleeper {
@@ -243,7 +252,7 @@ fn blocking_dependency_panics() {
             .with_probes(1)
             .with_probe_timeout(ms(300)),
     );
-    let once = Policy::required("once", ms(50), ms(5));
+    let once = Policy::required("once").cap(ms(50)).floor(ms(5));
     let clock = ManualClock::new();
     let run = |attempt: &mut dyn FnMut() -> io::Result<()>| {
         let deadline = Deadline::after(clock.now(), BUDGET);
@@ -275,8 +284,11 @@ fn blocking_dependency_panics() {
 /// connection. Real time, so nothing is timed: every wait is bounded.
 #[test]
 fn blocking_hung_socket_leaves_no_socket_open() {
-    let quick: Policy = Policy::required("socket", ms(30), ms(1))
-        .with_attempts(3, Backoff::constant(ms(2)))
+    let quick: Policy = Policy::required("socket")
+        .cap(ms(30))
+        .floor(ms(1))
+        .attempts(3)
+        .backoff(Backoff::constant(ms(2)))
         .idempotent();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let address = listener.local_addr().unwrap();

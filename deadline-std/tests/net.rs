@@ -38,7 +38,10 @@ fn assert_reads_back(stream: &TcpStream, want: Duration) {
 
 /// The checkout example's C, decided at 115 ms of a 200 ms request: 60 ms until 175 ms, 20 ms to connect.
 fn checkout_c_limits() -> Limits {
-    let c = Policy::optional("C", ms(60), ms(25)).with_connect(ms(20));
+    let c = Policy::optional("C")
+        .cap(ms(60))
+        .floor(ms(25))
+        .connect(ms(20));
     let deadline = Deadline::after(Instant::ZERO, ms(200));
     call_timeout(&c, deadline, ms(20), Instant::from_millis(115))
         .limits()
@@ -161,7 +164,7 @@ fn a_pooled_socket_used_later_gets_only_the_time_left() {
 #[test]
 fn each_read_gets_only_what_is_left_of_the_attempt() {
     // A plan's step decided at 0 ms: B gets 120 ms.
-    let b = Policy::required("B", ms(120), ms(30));
+    let b = Policy::required("B").cap(ms(120)).floor(ms(30));
     let mut plan: Plan<'_, 1> = Plan::new(Deadline::after(Instant::ZERO, ms(200)), ms(20));
     let step = plan.then(&b).unwrap();
     let clock = ManualClock::new();
@@ -187,7 +190,10 @@ fn each_read_gets_only_what_is_left_of_the_attempt() {
 
 #[test]
 fn a_zero_connect_limit_fails_at_once_instead_of_waiting_forever() {
-    let a = Policy::required("A", ms(50), ms(10)).with_connect(ms(0));
+    let a = Policy::required("A")
+        .cap(ms(50))
+        .floor(ms(10))
+        .connect(ms(0));
     let deadline = Deadline::after(Instant::ZERO, ms(200));
     let limits = call_timeout(&a, deadline, ms(20), Instant::ZERO)
         .limits()

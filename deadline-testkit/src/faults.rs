@@ -38,8 +38,11 @@ pub const SLACK: Duration = ms(1);
 const BUDGET: Duration = ms(200);
 
 /// Up to 3 attempts of at most 50 ms each, 5 ms apart.
-const FLAKY: Policy = Policy::required("flaky", ms(50), ms(5))
-    .with_attempts(3, Backoff::constant(ms(5)))
+const FLAKY: Policy = Policy::required("flaky")
+    .cap(ms(50))
+    .floor(ms(5))
+    .attempts(3)
+    .backoff(Backoff::constant(ms(5)))
     .idempotent();
 
 /// An attempt that never answers (a dependency that hangs forever), recorded in `probe`.
@@ -100,7 +103,10 @@ pub async fn dependency_hangs_forever<T: Timer + Copy>(timer: T) {
 /// attempts and no more; with an empty budget (one original call deposits a tenth of a
 /// token, no floor) it makes one. Either way it ends long before the deadline.
 pub async fn dependency_errors_every_time<T: Timer + Copy>(timer: T) {
-    for (budget, expected) in [(None, 3), (Some(RetryBudget::new(10, 0)), 1)] {
+    for (budget, expected) in [
+        (None, 3),
+        (Some(RetryBudget::percent(10).min_per_sec(0)), 1),
+    ] {
         let t0 = timer.now();
         let deadline = Deadline::after(t0, BUDGET);
         let probe = Attempts::new(t0);
@@ -295,8 +301,10 @@ pub async fn timer_never_fires<T: Timer + Copy>(timer: T) {
 /// hedge wins, and never completes.
 pub async fn hedge_loser_never_finishes<T: Timer + Copy>(timer: T) {
     let t0 = timer.now();
-    let policy = Policy::required("hedged", ms(150), ms(5))
-        .with_hedge(HedgePolicy::new(ms(60), 1))
+    let policy = Policy::required("hedged")
+        .cap(ms(150))
+        .floor(ms(5))
+        .hedge(HedgePolicy::new(ms(60), 1))
         .idempotent();
     let deadline = Deadline::after(t0, BUDGET);
     let probe = Attempts::new(t0);

@@ -67,9 +67,9 @@ pub async fn race<A: Future, B: Future>(a: A, b: B) -> Either<A::Output, B::Outp
 }
 
 /// The checkout example's dependencies: A and B required, C optional.
-const A: Policy = Policy::required("A", ms(50), ms(10));
-const B: Policy = Policy::required("B", ms(110), ms(30));
-const C: Policy = Policy::optional("C", ms(60), ms(25));
+const A: Policy = Policy::required("A").cap(ms(50)).floor(ms(10));
+const B: Policy = Policy::required("B").cap(ms(110)).floor(ms(30));
+const C: Policy = Policy::optional("C").cap(ms(60)).floor(ms(25));
 /// The checkout example's budget and own work.
 const BUDGET: Duration = ms(200);
 const OWN_WORK: Duration = ms(20);
@@ -157,8 +157,11 @@ pub async fn checkout_slow_case<T: Timer + Copy>(timer: T) {
 /// again from the time left, min(200 - 120 - 20, 110) = 60 ms, and answers at 150.
 pub async fn retry_within_the_budget<T: Timer + Copy>(timer: T) {
     let t0 = timer.now();
-    let b = B.with_attempts(3, Backoff::constant(ms(10))).idempotent();
-    let budget = RetryBudget::new(10, 5);
+    let b = B
+        .attempts(3)
+        .backoff(Backoff::constant(ms(10)))
+        .idempotent();
+    let budget = RetryBudget::percent(10).min_per_sec(5);
     let call = Call::new(&b, Deadline::after(t0, BUDGET), OWN_WORK).with_budget(&budget);
     let probe = Attempts::new(t0);
     let called = Driver::new(call, timer, SplitMix64::new(1))
@@ -192,9 +195,11 @@ pub async fn retry_within_the_budget<T: Timer + Copy>(timer: T) {
 /// and at 70 ms the first attempt's future is dropped before it could finish.
 pub async fn hedge_wins_and_its_loser_is_cancelled<T: Timer + Copy>(timer: T) {
     let t0 = timer.now();
-    let b = Policy::required("B", ms(150), ms(30))
+    let b = Policy::required("B")
+        .cap(ms(150))
+        .floor(ms(30))
         .idempotent()
-        .with_hedge(HedgePolicy::new(ms(60), 1));
+        .hedge(HedgePolicy::new(ms(60), 1));
     let call = Call::new(&b, Deadline::after(t0, BUDGET), OWN_WORK);
     let probe = Attempts::new(t0);
     let called = Driver::new(call, timer, SplitMix64::new(2))
@@ -224,9 +229,12 @@ pub async fn hedge_wins_and_its_loser_is_cancelled<T: Timer + Copy>(timer: T) {
 /// 70 ms backoff would end at 110 ms, past the 100 ms deadline, so the call gives up at 40 ms.
 pub async fn backoff_past_the_deadline_gives_up_at_once<T: Timer + Copy>(timer: T) {
     let t0 = timer.now();
-    let b = Policy::required("B", ms(100), ms(5))
+    let b = Policy::required("B")
+        .cap(ms(100))
+        .floor(ms(5))
         .idempotent()
-        .with_attempts(3, Backoff::constant(ms(70)));
+        .attempts(3)
+        .backoff(Backoff::constant(ms(70)));
     let call = Call::new(&b, Deadline::after(t0, ms(100)), Duration::ZERO);
     let probe = Attempts::new(t0);
     let called = Driver::new(call, timer, SplitMix64::new(3))
@@ -252,9 +260,12 @@ pub async fn backoff_past_the_deadline_gives_up_at_once<T: Timer + Copy>(timer: 
 pub async fn deadline_reached_in_the_middle_of_a_backoff<T: Timer + Copy>(timer: T) {
     let late = Late::new(timer, ms(30));
     let t0 = timer.now();
-    let b = Policy::required("B", ms(100), ms(5))
+    let b = Policy::required("B")
+        .cap(ms(100))
+        .floor(ms(5))
         .idempotent()
-        .with_attempts(3, Backoff::constant(ms(20)));
+        .attempts(3)
+        .backoff(Backoff::constant(ms(20)));
     let deadline = Deadline::after(t0, ms(100));
     let call = Call::new(&b, deadline, Duration::ZERO);
     let probe = Attempts::new(t0);
@@ -279,9 +290,11 @@ pub async fn deadline_reached_in_the_middle_of_a_backoff<T: Timer + Copy>(timer:
 /// neither finishes, and nothing of the request lives on.
 pub async fn abandoned_request_cancels_its_attempts<T: Timer + Copy>(timer: T) {
     let t0 = timer.now();
-    let b = Policy::required("B", ms(150), ms(30))
+    let b = Policy::required("B")
+        .cap(ms(150))
+        .floor(ms(30))
         .idempotent()
-        .with_hedge(HedgePolicy::new(ms(20), 1));
+        .hedge(HedgePolicy::new(ms(20), 1));
     let call = Call::new(&b, Deadline::after(t0, BUDGET), OWN_WORK);
     let probe = Attempts::new(t0);
     let request = Driver::new(call, timer, SplitMix64::new(5)).run(classify, |limits| {

@@ -33,7 +33,7 @@ use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Channel, Server};
 
 /// 5 ms kept back per hop; callers believed up to 10 s.
-const HOP: Propagation = Propagation::new(ms(5), ms(10_000));
+const HOP: Propagation = Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000));
 /// At most 2 s per query; under 10 ms left, do not start.
 const QUERY: StatementPolicy = StatementPolicy::new(ms(2_000), ms(10));
 

@@ -12,7 +12,7 @@ use crate::context::{current_or_never, scope};
 /// A [`Call`] to `policy`'s dependency under the current deadline (see [`crate::scope`]),
 /// keeping `reserve` for the work after it. Outside any scope the deadline never comes, so
 /// the call gets the policy's cap.
-pub fn call(policy: &Policy, reserve: Duration) -> Call<'_> {
+pub fn call<'p>(policy: &'p Policy<'p>, reserve: Duration) -> Call<'p> {
     Call::new(policy, current_or_never(), reserve)
 }
 
@@ -31,7 +31,7 @@ pub fn call(policy: &Policy, reserve: Duration) -> Call<'_> {
 /// use deadline_core::{Outcome, Policy, ms};
 /// use deadline_tokio::{Entropy, call, drive, remaining, scope_timeout};
 ///
-/// static PRICING: Policy = Policy::required("pricing", ms(110), ms(30));
+/// static PRICING: Policy = Policy::required("pricing").cap(ms(110)).floor(ms(30));
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {

@@ -178,7 +178,7 @@ pub fn is_expired() -> bool {
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
-/// let c = Policy::optional("C", ms(60), ms(25));
+/// let c = Policy::optional("C").cap(ms(60)).floor(ms(25));
 /// scope_timeout(ms(200), async {
 ///     tokio::time::sleep(ms(156)).await;
 ///     // 200 - 156 - 20 = 24 ms, under C's 25 ms floor.
@@ -203,7 +203,7 @@ pub fn decide(policy: &Policy, reserve: Duration) -> Decision {
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
-/// let b = Policy::required("B", ms(110), ms(30));
+/// let b = Policy::required("B").cap(ms(110)).floor(ms(30));
 /// scope_timeout(ms(200), async {
 ///     let limits = decide(&b, ms(20)).limits().unwrap();
 ///     // Inside, the deadline is the call's: 110 ms, not the request's 200.

@@ -29,7 +29,7 @@
 //! use deadline_core::{Decision, Policy, ms};
 //! use deadline_tokio::{decide, scope_timeout, within};
 //!
-//! static PRICING: Policy = Policy::required("pricing", ms(110), ms(30));
+//! static PRICING: Policy = Policy::required("pricing").cap(ms(110)).floor(ms(30));
 //!
 //! async fn price() -> u32 {
 //!     tokio::time::sleep(ms(105)).await; // the dependency's latency

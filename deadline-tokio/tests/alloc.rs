@@ -81,17 +81,22 @@ where
     COUNT.with(Cell::get)
 }
 
-static PLAIN: Policy = Policy::required("B", ms(110), ms(30));
-static HEDGED: Policy = Policy::required("B", ms(150), ms(30))
+static PLAIN: Policy = Policy::required("B").cap(ms(110)).floor(ms(30));
+static HEDGED: Policy = Policy::required("B")
+    .cap(ms(150))
+    .floor(ms(30))
     .idempotent()
-    .with_hedge(HedgePolicy::new(ms(20), 1));
-static RETRIED: Policy = Policy::required("B", ms(40), ms(10))
+    .hedge(HedgePolicy::new(ms(20), 1));
+static RETRIED: Policy = Policy::required("B")
+    .cap(ms(40))
+    .floor(ms(10))
     .idempotent()
-    .with_attempts(2, Backoff::constant(ms(10)));
+    .attempts(2)
+    .backoff(Backoff::constant(ms(10)));
 
 /// One request: a deadline scope and one driven call whose attempts take `latency` each
 /// (`slow` for the first attempt).
-async fn request(policy: &'static Policy, first: u64, then: u64) {
+async fn request(policy: &'static Policy<'static>, first: u64, then: u64) {
     scope_timeout(ms(200), async {
         let mut n = 0;
         let called = drive(

@@ -4,9 +4,11 @@ use deadline_core::{Clock, HedgePolicy, Outcome, Policy, SplitMix64, ms};
 use deadline_testkit::Attempts;
 use deadline_tokio::{TokioClock, call, drive, remaining, scope_timeout};
 
-static B: Policy = Policy::required("B", ms(150), ms(30))
+static B: Policy = Policy::required("B")
+    .cap(ms(150))
+    .floor(ms(30))
     .idempotent()
-    .with_hedge(HedgePolicy::new(ms(20), 1));
+    .hedge(HedgePolicy::new(ms(20), 1));
 
 /// One request: a hedged call to B whose attempts each take 100 ms, recorded in `probe`.
 async fn request(probe: &Attempts) {

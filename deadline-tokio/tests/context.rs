@@ -119,9 +119,9 @@ async fn spawned_tasks_see_the_deadline_only_when_propagated() {
 
 #[tokio::test(start_paused = true)]
 async fn checkout_timeouts_come_from_the_task_local_deadline() {
-    let a = Policy::required("A", ms(50), ms(10));
-    let b = Policy::required("B", ms(110), ms(30));
-    let c = Policy::optional("C", ms(60), ms(25));
+    let a = Policy::required("A").cap(ms(50)).floor(ms(10));
+    let b = Policy::required("B").cap(ms(110)).floor(ms(30));
+    let c = Policy::optional("C").cap(ms(60)).floor(ms(25));
     let t0 = TokioClock.now();
     scope_timeout(ms(200), async {
         // A's reserve: own work 20 + B's floor 30.
@@ -156,7 +156,7 @@ impl Drop for DropFlag<'_> {
 async fn within_runs_the_call_under_its_own_deadline_and_drops_it_at_the_timeout() {
     use std::sync::atomic::{AtomicBool, Ordering};
 
-    let b = Policy::required("B", ms(110), ms(30));
+    let b = Policy::required("B").cap(ms(110)).floor(ms(30));
     let dropped = AtomicBool::new(false);
     let t0 = TokioClock.now();
     scope_timeout(ms(200), async {

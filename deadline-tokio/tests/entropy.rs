@@ -8,8 +8,11 @@ use deadline_core::{Backoff, Jitter, Outcome, Policy, ms};
 use deadline_tokio::{Entropy, call, drive, scope_timeout};
 use tokio::time::Instant;
 
-static B: Policy = Policy::required("B", ms(300), ms(10))
-    .with_attempts(2, Backoff::exponential(ms(100), ms(100), Jitter::Full))
+static B: Policy = Policy::required("B")
+    .cap(ms(300))
+    .floor(ms(10))
+    .attempts(2)
+    .backoff(Backoff::exponential(ms(100), ms(100), Jitter::Full))
     .idempotent();
 
 #[tokio::test(start_paused = true)]

@@ -32,9 +32,12 @@ macro_rules! on_tokio {
 deadline_testkit::for_each_fault!(on_tokio);
 
 /// Hedged after 20 ms; up to 3 attempts of at most 50 ms.
-static FLAKY: Policy = Policy::required("flaky", ms(50), ms(5))
-    .with_attempts(3, Backoff::constant(ms(5)))
-    .with_hedge(HedgePolicy::new(ms(20), 1))
+static FLAKY: Policy = Policy::required("flaky")
+    .cap(ms(50))
+    .floor(ms(5))
+    .attempts(3)
+    .backoff(Backoff::constant(ms(5)))
+    .hedge(HedgePolicy::new(ms(20), 1))
     .idempotent();
 
 fn failed(_: &&'static str) -> Outcome {
@@ -156,8 +159,11 @@ impl Drop for DropCount {
 #[tokio::test(start_paused = true)]
 async fn a_hanging_or_panicking_handler_behind_the_layer() {
     static DROPPED: AtomicUsize = AtomicUsize::new(0);
-    let layer = DeadlineLayer::new(Propagation::new(ms(5), ms(10_000)), ms(1_000))
-        .with_reply_margin(Duration::ZERO);
+    let layer = DeadlineLayer::new(
+        Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000)),
+        ms(1_000),
+    )
+    .with_reply_margin(Duration::ZERO);
     let hanging = layer.layer(service_fn(|_req: Request<String>| {
         let guard = DropCount(&DROPPED);
         async move {
@@ -212,8 +218,11 @@ async fn a_hanging_or_panicking_handler_behind_the_layer() {
 /// accepted. Real time (sockets), so nothing here is timed: each wait is bounded instead.
 #[tokio::test]
 async fn a_hung_socket_dependency_leaves_no_socket_open() {
-    static SOCKETS: Policy = Policy::required("socket", ms(40), ms(1))
-        .with_attempts(3, Backoff::constant(ms(5)))
+    static SOCKETS: Policy = Policy::required("socket")
+        .cap(ms(40))
+        .floor(ms(1))
+        .attempts(3)
+        .backoff(Backoff::constant(ms(5)))
         .idempotent();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();

@@ -32,7 +32,7 @@ use tonic::transport::{Channel, Server};
 use tonic::{Code, Status};
 
 /// 5 ms kept back per hop; callers believed up to 10 s.
-const HOP: Propagation = Propagation::new(ms(5), ms(10_000));
+const HOP: Propagation = Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000));
 /// Longer than any deadline here: a handler that sleeps this long is always cut off.
 const FOREVER: Duration = Duration::from_secs(10);
 /// The bound on any one call of these tests, so that a hang fails instead of stalling.
@@ -259,7 +259,10 @@ async fn a_hundred_calls_from_a_channel_behind_propagate_layer_are_deadline_exce
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_servers_own_deadline_is_deadline_exceeded_when_it_decides() {
     // Clamped: the caller asks for 10 s, the server believes 100 ms at most.
-    let clamped = DeadlineLayer::new(Propagation::new(ms(5), ms(100)), ms(1_000));
+    let clamped = DeadlineLayer::new(
+        Propagation::DEFAULT.allowance(ms(5)).max(ms(100)),
+        ms(1_000),
+    );
     let (addr, server) = serve(clamped, Slow::sleeper()).await;
     let result = call(channel(addr).await, work(FOREVER, Some(ms(10_000)))).await;
     assert_eq!(codes(&[result]), [Code::DeadlineExceeded]);

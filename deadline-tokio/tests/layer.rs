@@ -25,7 +25,7 @@ use http_body_util::BodyExt;
 use tower::{Layer, Service, ServiceExt, service_fn};
 
 /// 5 ms kept back per hop; callers believed up to 10 s.
-const HOP: Propagation = Propagation::new(ms(5), ms(10_000));
+const HOP: Propagation = Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000));
 /// A request with no deadline header gets 1 s.
 const DEFAULT_BUDGET: Duration = ms(1_000);
 
@@ -333,7 +333,7 @@ async fn inner_errors_pass_through_both_layers() {
 
 #[tokio::test(start_paused = true)]
 async fn nested_decisions_in_the_handler_inherit_the_request_deadline() {
-    static B: Policy = Policy::required("B", ms(110), ms(30));
+    static B: Policy = Policy::required("B").cap(ms(110)).floor(ms(30));
     let server = layer().layer(service_fn(|_req: Request<()>| async {
         tokio::time::sleep(ms(40)).await;
         // 100 - 40 - 20 = 40 ms, under B's 110 ms cap.

@@ -13,7 +13,7 @@ use tower::{Layer, Service, ServiceExt, service_fn};
 
 #[tokio::test(start_paused = true)]
 async fn a_longer_scope_built_outside_a_shorter_one_sees_the_shorter() {
-    static SLOW: Policy = Policy::required("slow helper", ms(3_000), ms(10));
+    static SLOW: Policy = Policy::required("slow helper").cap(ms(3_000)).floor(ms(10));
     // A helper future built before the request's scope, asking for 5 s.
     let helper = scope_timeout(ms(5_000), async {
         (remaining(), decide(&SLOW, ms(0)).timeout())
@@ -88,18 +88,21 @@ async fn futures_poll_once<F: std::future::Future + Unpin>(fut: F) -> Option<F::
 #[tokio::test(start_paused = true)]
 async fn a_server_future_made_outside_a_scope_gives_its_handler_the_shorter_deadline() {
     let seen = Arc::new(Mutex::new(None));
-    let server = deadline_tokio::DeadlineLayer::new(Propagation::new(ms(5), ms(10_000)), ms(50))
-        .with_reply_margin(Duration::ZERO)
-        .layer(service_fn({
+    let server = deadline_tokio::DeadlineLayer::new(
+        Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000)),
+        ms(50),
+    )
+    .with_reply_margin(Duration::ZERO)
+    .layer(service_fn({
+        let seen = seen.clone();
+        move |_req: Request<()>| {
             let seen = seen.clone();
-            move |_req: Request<()>| {
-                let seen = seen.clone();
-                async move {
-                    *seen.lock().unwrap() = remaining();
-                    Ok::<_, Infallible>(Response::new(String::new()))
-                }
+            async move {
+                *seen.lock().unwrap() = remaining();
+                Ok::<_, Infallible>(Response::new(String::new()))
             }
-        }));
+        }
+    }));
     // The future is made (and the request's 50 ms default read) outside any scope...
     let mut server = server;
     let answer = server.ready().await.unwrap().call(Request::new(()));

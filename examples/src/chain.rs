@@ -24,12 +24,12 @@ use deadline_core::{Deadline, Instant, Outcome, Plan, Policy, Rng, Timer, ms};
 use crate::sim;
 
 /// A, user profile: p50 10 ms (the floor), p99.9 40 ms, capped at 50 ms. Required.
-pub static A: Policy = Policy::required("A", ms(50), ms(10));
+pub static A: Policy = Policy::required("A").cap(ms(50)).floor(ms(10));
 /// B, pricing: p50 30 ms, p99.9 90 ms, capped at 110 ms. Required.
-pub static B: Policy = Policy::required("B", ms(110), ms(30));
+pub static B: Policy = Policy::required("B").cap(ms(110)).floor(ms(30));
 /// C, recommendations: p50 25 ms, p99.9 120 ms, capped at 60 ms (less than its p99.9: it has
 /// a fallback, so a page that loads sooner is worth more false timeouts). Optional.
-pub static C: Policy = Policy::optional("C", ms(60), ms(25));
+pub static C: Policy = Policy::optional("C").cap(ms(60)).floor(ms(25));
 /// How long the client waits for the response.
 pub const BUDGET: Duration = ms(200);
 /// Our own work after the calls: merging, serializing, the trip back.

@@ -121,7 +121,10 @@ async fn serve(data: &[u8]) {
     }
     .map(|budget| budget.min(MAX));
 
-    let mut layer = DeadlineLayer::new(Propagation::new(Duration::ZERO, MAX), DEFAULT_BUDGET);
+    let mut layer = DeadlineLayer::new(
+        Propagation::DEFAULT.allowance(Duration::ZERO).max(MAX),
+        DEFAULT_BUDGET,
+    );
     if shed {
         layer = layer.with_admission(Admission::new(NEED));
     }

@@ -75,7 +75,7 @@ impl Strategy {
 /// whether it has a retry budget.
 #[derive(Clone, Copy, Debug)]
 struct Layer {
-    policy: Policy,
+    policy: Policy<'static>,
     budget: bool,
 }
 
@@ -116,22 +116,31 @@ impl Setup {
         let none = Duration::ZERO;
         let (api, service) = match strategy {
             Strategy::OneTry => (
-                Policy::required("service", one_second, none),
-                Policy::required("db", one_second, none),
+                Policy::required("service").cap(one_second).floor(none),
+                Policy::required("db").cap(one_second).floor(none),
             ),
             Strategy::RetryEveryLayer => (
-                Policy::required("service", one_second, none)
+                Policy::required("service")
+                    .cap(one_second)
+                    .floor(none)
                     .idempotent()
-                    .with_attempts(model.attempts, deadline_core::Backoff::NONE),
-                Policy::required("db", model.db_attempt, none)
+                    .attempts(model.attempts)
+                    .backoff(deadline_core::Backoff::NONE),
+                Policy::required("db")
+                    .cap(model.db_attempt)
+                    .floor(none)
                     .idempotent()
-                    .with_attempts(model.attempts, deadline_core::Backoff::NONE),
+                    .attempts(model.attempts)
+                    .backoff(deadline_core::Backoff::NONE),
             ),
             Strategy::RetryOneLayer | Strategy::Propagated => (
-                Policy::required("service", one_second, none),
-                Policy::required("db", model.db_attempt, model.db_floor)
+                Policy::required("service").cap(one_second).floor(none),
+                Policy::required("db")
+                    .cap(model.db_attempt)
+                    .floor(model.db_floor)
                     .idempotent()
-                    .with_attempts(model.attempts, model.backoff),
+                    .attempts(model.attempts)
+                    .backoff(model.backoff),
             ),
         };
         let propagated = strategy == Strategy::Propagated;
@@ -147,8 +156,13 @@ impl Setup {
                 budget: strategy.has_budget(),
             },
             statement: propagated.then(|| StatementPolicy::new(model.db_attempt, model.db_floor)),
-            propagation: propagated.then(|| Propagation::new(model.allowance, one_second)),
-            budget: RetryBudget::new(model.budget_percent, model.budget_floor_per_sec),
+            propagation: propagated.then(|| {
+                Propagation::DEFAULT
+                    .allowance(model.allowance)
+                    .max(one_second)
+            }),
+            budget: RetryBudget::percent(model.budget_percent)
+                .min_per_sec(model.budget_floor_per_sec),
         }
     }
 

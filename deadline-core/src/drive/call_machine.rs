@@ -88,8 +88,8 @@ enum Phase {
 /// use deadline_core::{Backoff, Call, Clock, Deadline, Instant, ManualClock, Outcome, Policy, SplitMix64, ms};
 /// use deadline_core::drive::{Action, CallMachine, NoObserver};
 ///
-/// let b = Policy::required("B", ms(110), ms(30))
-///     .with_attempts(2, Backoff::constant(ms(10)))
+/// let b = Policy::required("B").cap(ms(110)).floor(ms(30))
+///     .attempts(2).backoff(Backoff::constant(ms(10)))
 ///     .idempotent();
 /// let clock = ManualClock::new();
 /// let call = Call::new(&b, Deadline::after(clock.now(), ms(200)), ms(20));

@@ -82,7 +82,7 @@
 //!
 //! let timer = ManualTimer::new();
 //! let t = &timer;
-//! let b = Policy::required("B", ms(110), ms(30));
+//! let b = Policy::required("B").cap(ms(110)).floor(ms(30));
 //! let deadline = Deadline::after(Instant::ZERO, ms(200));
 //! let call = Call::new(&b, deadline, ms(20));
 //!
@@ -180,7 +180,7 @@ impl<'c, Tm: Timer> Driver<'c, Tm, SplitMix64, NoObserver, DeadlineOnly> {
     ///
     /// let timer = ManualTimer::new();
     /// let t = &timer;
-    /// let b = Policy::required("B", ms(110), ms(30));
+    /// let b = Policy::required("B").cap(ms(110)).floor(ms(30));
     /// let call = Call::new(&b, Deadline::after(Instant::ZERO, ms(200)), ms(20));
     /// let called = timer
     ///     .run(Driver::deadline_only(call, t).run(|_| deadline_core::Outcome::Failed, |limits| async move {

@@ -75,7 +75,7 @@ impl<T, E> Called<T, E> {
     /// // Called with 50 ms left and a 100 ms cap: its timeout is the time left, and the
     /// // deadline passes with it.
     /// let timer = ManualTimer::new();
-    /// let dep = Policy::required("D", ms(100), ms(10));
+    /// let dep = Policy::required("D").cap(ms(100)).floor(ms(10));
     /// let call = Call::new(&dep, Deadline::after(Instant::ZERO, ms(50)), ms(0));
     /// let called = timer
     ///     .run(Driver::new(call, &timer, SplitMix64::new(1)).run(|_| Outcome::Failed, hang))
@@ -87,7 +87,7 @@ impl<T, E> Called<T, E> {
     /// // Called with 500 ms left and a 100 ms cap, two attempts: both time out, and the call
     /// // gives up with 290 ms to spare. Two timeouts, but the deadline was not exceeded.
     /// let timer = ManualTimer::new();
-    /// let dep = dep.with_attempts(2, Backoff::constant(ms(10))).idempotent();
+    /// let dep = dep.attempts(2).backoff(Backoff::constant(ms(10))).idempotent();
     /// let call = Call::new(&dep, Deadline::after(Instant::ZERO, ms(500)), ms(0));
     /// let called = timer
     ///     .run(Driver::new(call, &timer, SplitMix64::new(1)).run(|_| Outcome::Failed, hang))

@@ -124,7 +124,7 @@ impl DeadlineHeader {
 /// let next = service_fn(|req: Request<()>| async move {
 ///     Ok::<_, Infallible>(Response::new(req.headers().get("x-deadline-ms").cloned()))
 /// });
-/// let client = PropagateLayer::new(Propagation::new(ms(5), ms(10_000)), DeadlineHeader::DeadlineMs)
+/// let client = PropagateLayer::new(Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000)), DeadlineHeader::DeadlineMs)
 ///     .layer(next);
 ///
 /// scope_timeout(ms(200), async {
@@ -213,7 +213,7 @@ pub(crate) fn already_set(headers: &HeaderMap) -> Option<Duration> {
 /// use deadline_tokio::layer::no_time_left;
 /// use deadline_tokio::scope_timeout;
 ///
-/// const HOP: Propagation = Propagation::new(ms(5), ms(10_000));
+/// const HOP: Propagation = Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000));
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
 /// scope_timeout(ms(100), async {

@@ -40,7 +40,7 @@
 //! use tower::{Layer, ServiceExt, service_fn};
 //!
 //! // Kept back per hop: 5 ms. The most a caller is believed: 10 s.
-//! static HOP: Propagation = Propagation::new(ms(5), ms(10_000));
+//! static HOP: Propagation = Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000));
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() {

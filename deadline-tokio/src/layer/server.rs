@@ -120,7 +120,7 @@ pub const DEFAULT_REPLY_MARGIN: Duration = Duration::from_millis(5);
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
 /// // Callers are believed up to 10 s; silent ones get 1 s; the handler needs 20 ms at least.
-/// let layer = DeadlineLayer::new(Propagation::new(ms(5), ms(10_000)), ms(1_000))
+/// let layer = DeadlineLayer::new(Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000)), ms(1_000))
 ///     .with_admission(Admission::new(ms(20)));
 /// let server = layer.layer(service_fn(|_req: Request<String>| async {
 ///     tokio::time::sleep(ms(30)).await;

@@ -24,10 +24,10 @@ use deadline_tokio::{
 };
 
 /// Pricing: p50 30 ms, p99.9 90 ms, capped at 110 ms.
-static PRICING: Policy = Policy::required("pricing", ms(110), ms(30));
+static PRICING: Policy = Policy::required("pricing").cap(ms(110)).floor(ms(30));
 /// The hop to the pricing service: 5 ms kept for the network; the service accepts at most
 /// 10 s from a caller.
-static HOP: Propagation = Propagation::new(ms(5), ms(10_000));
+static HOP: Propagation = Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000));
 /// Its database: at most 300 ms per query, none started with under 40 ms left.
 static ORDERS: StatementPolicy = StatementPolicy::new(ms(300), ms(40));
 

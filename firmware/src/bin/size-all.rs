@@ -22,15 +22,17 @@ use deadline_core::{
 
 static BACKOFF: Backoff =
     Backoff::exponential(ms(10), ms(1_000), Jitter::Full).with_multiplier(8, 5);
-static POLICY: Policy = Policy::required("A", ms(50), ms(10))
-    .with_connect(ms(5))
-    .with_retry(RetryPolicy::new(3, BACKOFF))
-    .with_hedge(HedgePolicy::new(ms(20), 1));
-static OPTIONAL: Policy = Policy::optional("C", ms(60), ms(25));
+static POLICY: Policy = Policy::required("A")
+    .cap(ms(50))
+    .floor(ms(10))
+    .connect(ms(5))
+    .retry(RetryPolicy::new(3, BACKOFF))
+    .hedge(HedgePolicy::new(ms(20), 1));
+static OPTIONAL: Policy = Policy::optional("C").cap(ms(60)).floor(ms(25));
 static STATEMENT: StatementPolicy = StatementPolicy::new(ms(300), ms(40)).with_reserve(ms(5));
 static ADMISSION: Admission = Admission::new(ms(5)).with_max_queue_delay(ms(50));
-static PROPAGATION: Propagation = Propagation::new(ms(5), ms(10_000));
-static BUDGET: RetryBudget = RetryBudget::new(10, 10);
+static PROPAGATION: Propagation = Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000));
+static BUDGET: RetryBudget = RetryBudget::percent(10).min_per_sec(10);
 static BREAKER: CircuitBreaker = CircuitBreaker::new(BreakerConfig::DEFAULT);
 
 /// A duration the optimiser cannot see through.

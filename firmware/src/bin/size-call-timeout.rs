@@ -12,7 +12,7 @@ use deadline_core::{Deadline, Instant, Policy, call_timeout, ms};
 
 /// The dependency's policy: static, as at a real call site, and seen by the optimiser only
 /// through `black_box`.
-static POLICY: Policy = Policy::optional("C", ms(60), ms(25));
+static POLICY: Policy = Policy::optional("C").cap(ms(60)).floor(ms(25));
 
 #[entry]
 fn main() -> ! {
