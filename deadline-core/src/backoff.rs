@@ -245,6 +245,16 @@ impl Backoff {
         multiplier: Multiplier::TWO,
     };
 
+    /// The backoff of a policy that sets none ([`Policy::retries`](crate::Policy::retries)
+    /// alone): exponential from 10 ms up to 100 ms, doubling, with full jitter (a wait drawn
+    /// uniformly under each ceiling, so that callers that failed together do not retry
+    /// together).
+    pub const DEFAULT: Backoff = Backoff::exponential(
+        Duration::from_millis(10),
+        Duration::from_millis(100),
+        Jitter::Full,
+    );
+
     /// Exponential backoff from `base` up to `max`, doubling, with `jitter`.
     #[must_use]
     pub const fn exponential(base: Duration, max: Duration, jitter: Jitter) -> Self {

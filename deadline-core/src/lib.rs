@@ -54,6 +54,8 @@
 
 #[cfg(feature = "tonic")]
 extern crate alloc;
+#[cfg(feature = "std")]
+extern crate std;
 // The loom model checker (`--cfg loom`, for `tests/loom.rs`) needs std.
 #[cfg(loom)]
 extern crate std;
@@ -90,6 +92,9 @@ mod retry;
 // 5 and 6: the call machine and the async driver.
 #[cfg(feature = "drive")]
 pub mod drive;
+// 7: a dependency as one static, and its one-line call.
+#[cfg(feature = "drive")]
+mod dependency;
 // Beside: what is recorded, and what is worked out offline.
 #[cfg(feature = "analysis")]
 pub mod analysis;
@@ -97,6 +102,8 @@ mod counters;
 mod histogram;
 #[cfg(feature = "tonic")]
 mod tonic_status;
+#[cfg(feature = "tracing")]
+mod trace;
 
 pub use admit::Admission;
 pub use backoff::{Backoff, Jitter, Multiplier};
@@ -107,6 +114,8 @@ pub use call::Call;
 pub use call_timeout::{Decision, Limits, Shortfall, call_timeout};
 pub use counters::{CounterEvent, CounterSnapshot, Counters};
 pub use deadline::Deadline;
+#[cfg(feature = "drive")]
+pub use dependency::{Dependency, Recorder, Run, RunFuture, Steps, WithReport, WithReportFuture};
 pub use error::{Error, GrpcCode};
 pub use hedge::{HedgeDecision, HedgeState, NoHedge};
 pub use histogram::{Bucket, Histogram, SmallHistogram};

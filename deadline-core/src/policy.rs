@@ -86,7 +86,8 @@ pub struct Policy<'n> {
 impl<'n> Policy<'n> {
     /// A required dependency named `name`: the request fails without it. No cap (an attempt
     /// gets all the time left) and no floor until they are set; not idempotent (see
-    /// [`Policy::idempotent`]), no retries, no hedging, no separate connect limit.
+    /// [`Policy::idempotent`]), no retries (and [`Backoff::DEFAULT`] between them once
+    /// [`retries`](Policy::retries) allows some), no hedging, no separate connect limit.
     #[must_use]
     pub const fn required(name: &'n str) -> Self {
         Policy {
@@ -96,7 +97,7 @@ impl<'n> Policy<'n> {
             necessity: Necessity::Required,
             idempotent: false,
             connect: Duration::MAX,
-            retry: RetryPolicy::NONE,
+            retry: RetryPolicy::new(1, Backoff::DEFAULT),
             hedge: None,
         }
     }
@@ -226,6 +227,15 @@ impl<'n> Policy<'n> {
             h.live = Some(quantile);
         }
         p
+    }
+
+    /// The same policy, hedging after the p95 of the dependency's live latency histogram
+    /// (a copy for about one call in twenty, sent only for the calls already slower than 95%
+    /// of their peers), or after `fallback` while the histogram holds too few samples:
+    /// [`hedge_at`](Policy::hedge_at) with [`Quantile::P95`].
+    #[must_use]
+    pub const fn hedge_at_p95(self, fallback: Duration) -> Self {
+        self.hedge_at(Quantile::P95, fallback)
     }
 
     /// The same policy with up to `hedges` hedged copies per call (after the delay of

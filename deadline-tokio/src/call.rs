@@ -7,7 +7,7 @@ use deadline_core::drive::{Called, Driver};
 use deadline_core::{Call, Limits, Outcome, Policy, Rng};
 
 use crate::clock::TokioTimer;
-use crate::context::{current_or_never, scope};
+use crate::context::{Tokio, current_or_never, scope};
 
 /// A [`Call`] to `policy`'s dependency under the current deadline (see [`crate::scope`]),
 /// keeping `reserve` for the work after it. Outside any scope the deadline never comes, so
@@ -61,6 +61,11 @@ where
     C: FnMut(&E) -> Outcome,
 {
     Driver::new(call, TokioTimer, rng).run(classify, move |limits: Limits| {
-        scope(limits.deadline(), attempt(limits))
+        // The attempt function itself runs inside the attempt's scope, as its future does.
+        let deadline = limits.deadline();
+        scope(
+            deadline,
+            deadline_core::drive::enter::<Tokio, _>(deadline, || attempt(limits)),
+        )
     })
 }

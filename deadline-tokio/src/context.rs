@@ -15,10 +15,12 @@ use core::pin::Pin;
 use core::task::{Context, Poll};
 use core::time::Duration;
 
+use deadline_core::drive::Runtime;
 use deadline_core::{Clock, Deadline, Decision, Error, Limits, Policy, call_timeout};
+use deadline_std::Entropy;
 use tokio::time::Timeout;
 
-use crate::clock::{TokioClock, to_tokio};
+use crate::clock::{TokioClock, TokioTimer, to_tokio};
 
 tokio::task_local! {
     static CURRENT: Deadline;
@@ -56,7 +58,7 @@ tokio::task_local! {
 /// # }
 /// ```
 pub fn scope<F: Future>(deadline: Deadline, fut: F) -> Scoped<F> {
-    Scoped { deadline, fut }
+    deadline_core::drive::scope::<Tokio, F>(deadline, fut)
 }
 
 /// Runs `fut` with a current deadline `timeout` from now, or the enclosing one if that is
@@ -101,53 +103,56 @@ pub fn propagate<F: Future>(fut: F) -> Scoped<F> {
     scope(current_or_never(), fut)
 }
 
-pin_project_lite::pin_project! {
-    /// A future running with a current deadline: what [`scope`], [`scope_timeout`] and
-    /// [`propagate`] return.
-    ///
-    /// Each poll reads the enclosing deadline, takes the earlier of it and its own, and polls
-    /// the inner future with that as the current deadline. No allocation: it holds the inner
-    /// future and one [`Deadline`].
-    #[must_use = "futures do nothing unless polled"]
-    pub struct Scoped<F> {
-        deadline: Deadline,
-        #[pin]
-        fut: F,
-    }
-}
-
-impl<F> Scoped<F> {
-    /// The scope's own deadline (the one it was made with, before any enclosing deadline is
-    /// taken into account).
-    #[must_use]
-    pub fn deadline(&self) -> Deadline {
-        self.deadline
-    }
-}
-
-impl<F: Future> Future for Scoped<F> {
-    type Output = F::Output;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        let this = self.project();
-        let deadline = current().map_or(*this.deadline, |outer| outer.min(*this.deadline));
-        let fut = this.fut;
-        CURRENT.sync_scope(deadline, || fut.poll(cx))
-    }
-}
+/// A future running with a current deadline: what [`scope`], [`scope_timeout`] and
+/// [`propagate`] return (the core's [`Scoped`](deadline_core::drive::Scoped) on [`Tokio`]).
+///
+/// Each poll reads the enclosing deadline, takes the earlier of it and its own, and polls
+/// the inner future with that as the current deadline. No allocation: it holds the inner
+/// future and one [`Deadline`].
+pub type Scoped<F> = deadline_core::drive::Scoped<Tokio, F>;
 
 /// Runs `f` with `deadline` as the current deadline, or the enclosing one if that is earlier:
 /// one synchronous step of a [`Scoped`] poll, for the layers' bodies.
 #[cfg(feature = "tower")]
 pub(crate) fn in_scope<R>(deadline: Deadline, f: impl FnOnce() -> R) -> R {
-    let deadline = current().map_or(deadline, |outer| outer.min(deadline));
-    CURRENT.sync_scope(deadline, f)
+    deadline_core::drive::enter::<Tokio, R>(deadline, f)
+}
+
+/// tokio as the core's [`Runtime`]: [`TokioTimer`], the default random source [`Entropy`],
+/// and the current deadline in a task-local ([`scope`]). Name it to build a
+/// [`Dependency`](crate::Dependency) for tokio, or use that alias.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Tokio;
+
+impl Runtime for Tokio {
+    type Timer = TokioTimer;
+    type Rng = Entropy;
+
+    #[inline]
+    fn timer() -> TokioTimer {
+        TokioTimer
+    }
+
+    #[inline]
+    fn rng() -> Entropy {
+        Entropy
+    }
+
+    #[inline]
+    fn current() -> Option<Deadline> {
+        CURRENT.try_with(|d| *d).ok()
+    }
+
+    #[inline]
+    fn enter<R>(deadline: Deadline, f: impl FnOnce() -> R) -> R {
+        CURRENT.sync_scope(deadline, f)
+    }
 }
 
 /// The current deadline, or `None` outside any [`scope`].
 #[must_use]
 pub fn current() -> Option<Deadline> {
-    CURRENT.try_with(|d| *d).ok()
+    Tokio::current()
 }
 
 /// The current deadline, or [`Deadline::NEVER`] outside any [`scope`].

@@ -66,9 +66,19 @@ mod statement;
 pub use call::{call, drive};
 pub use clock::{TokioClock, TokioTimer, checked_to_tokio, from_tokio, to_tokio};
 pub use context::{
-    Scoped, Within, current, current_or_never, decide, is_expired, propagate, remaining, scope,
-    scope_timeout, within,
+    Scoped, Tokio, Within, current, current_or_never, decide, is_expired, propagate, remaining,
+    scope, scope_timeout, within,
 };
+
+/// A dependency called on tokio: the core's [`Dependency`](deadline_core::Dependency) with
+/// [`Tokio`] as its runtime, named by a `&'static str`. One `static` per dependency; one line
+/// per call. (A dependency whose name is borrowed from configuration is a
+/// `deadline_core::Dependency<'n, Tokio>`.)
+pub type Dependency = deadline_core::Dependency<'static, Tokio>;
+
+/// A request's calls in order on tokio (the core's [`Steps`](deadline_core::Steps)), so that
+/// each call's reserve is computed for it: a `static` beside the dependencies.
+pub type Steps<const N: usize> = deadline_core::Steps<'static, 'static, Tokio, N>;
 pub use deadline_std::Entropy;
 #[cfg(feature = "tower")]
 pub use layer::{DeadlineLayer, PropagateLayer};

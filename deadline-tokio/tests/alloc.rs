@@ -12,7 +12,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
 use deadline_core::{Backoff, HedgePolicy, Outcome, Policy, SplitMix64, ms};
-use deadline_tokio::{call, drive, scope_timeout};
+use deadline_tokio::{Dependency, call, drive, scope_timeout};
 
 struct Counting;
 
@@ -132,6 +132,70 @@ async fn no_allocation_per_call_on_the_tokio_path() {
         (0, 0, 0),
         "allocations over {CALLS} calls (plain, hedged, retried)"
     );
+}
+
+/// The same three kinds of call, each a `Dependency` with its budget, counters and live
+/// histogram, called in one line with the default classifier and random source.
+static PLAIN_DEP: Dependency = Dependency::new(PLAIN);
+static HEDGED_DEP: Dependency = Dependency::new(HEDGED);
+static RETRIED_DEP: Dependency = Dependency::new(RETRIED);
+static LIVE_DEP: Dependency = Dependency::new(
+    Policy::required("B")
+        .cap(ms(150))
+        .floor(ms(30))
+        .idempotent()
+        .hedge_at_p95(ms(20)),
+);
+
+/// One request calling `dep` in one line; attempts take `first`, then `then` milliseconds.
+async fn one_line(dep: &'static Dependency, first: u64, then: u64) {
+    // The default retry budget (10%, and 10 a second) refuses some retries and hedges of
+    // these back-to-back calls: refused or not, a call allocates nothing.
+    scope_timeout(ms(200), async {
+        let mut n = 0;
+        let answer = dep
+            .run(|_| {
+                let latency = if n == 0 { first } else { then };
+                n += 1;
+                async move {
+                    tokio::time::sleep(ms(latency)).await;
+                    Ok::<_, ()>(())
+                }
+            })
+            .reserve(ms(20))
+            .await;
+        std::hint::black_box(answer).ok();
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_allocation_per_one_line_call() {
+    let plain = allocations_per_calls(|| one_line(&PLAIN_DEP, 30, 30)).await;
+    let hedged = allocations_per_calls(|| one_line(&HEDGED_DEP, 140, 10)).await;
+    let retried = allocations_per_calls(|| one_line(&RETRIED_DEP, 1_000, 5)).await;
+    // The hedge delay read from the live histogram at each call's start.
+    let live = allocations_per_calls(|| one_line(&LIVE_DEP, 140, 10)).await;
+    assert_eq!(
+        (plain, hedged, retried, live),
+        (0, 0, 0, 0),
+        "allocations over {CALLS} calls (plain, hedged, retried, live hedge)"
+    );
+    // The calls were recorded: the counters and the histogram saw every one.
+    let calls = WARM_UP + CALLS;
+    assert_eq!(PLAIN_DEP.counters().snapshot().calls, calls);
+    assert_eq!(PLAIN_DEP.counters().snapshot().successes, calls);
+    let hedged = HEDGED_DEP.counters().snapshot();
+    // Every call hedged, or was refused at least once (a refused hedge is asked for again
+    // after another delay).
+    assert!(hedged.hedges > 0 && hedged.hedges < calls, "{hedged:?}");
+    assert!(
+        hedged.budget_refusals >= calls - hedged.hedges,
+        "{hedged:?}"
+    );
+    let retried = RETRIED_DEP.counters().snapshot();
+    assert_eq!(retried.retries + retried.budget_refusals, calls);
+    assert!(LIVE_DEP.live_hedge_delay().is_some());
 }
 
 #[tokio::test(start_paused = true)]

@@ -179,6 +179,15 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
         self
     }
 
+    /// Before the first poll: the call's deadline becomes the earlier of its own and
+    /// `deadline` (the one current when the call starts), and it hedges after `live` when
+    /// that is `Some`. Nothing changes once the call has started.
+    pub(crate) fn settle(&mut self, deadline: crate::deadline::Deadline, live: Option<Duration>) {
+        if self.phase == Phase::Start {
+            self.course.settle(deadline, live);
+        }
+    }
+
     /// The call this machine runs.
     #[must_use]
     pub const fn call(&self) -> &Call<'c> {

@@ -32,3 +32,16 @@ impl<E, F: FnMut(&E) -> Outcome> Classify<E> for F {
         self(error)
     }
 }
+
+/// The default classifier: every error is a failure ([`Outcome::Failed`]), retried as the
+/// policy allows (a call that is not idempotent is not retried after one).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct AnyErrorFails;
+
+impl<E> Classify<E> for AnyErrorFails {
+    #[inline]
+    fn classify(&mut self, _error: &E) -> Outcome {
+        Outcome::Failed
+    }
+}

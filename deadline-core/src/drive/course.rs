@@ -173,6 +173,15 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
         self
     }
 
+    /// Narrows the call's deadline to `deadline` and sets the live hedge delay, before the
+    /// first attempt.
+    pub(super) fn settle(&mut self, deadline: crate::deadline::Deadline, live: Option<Duration>) {
+        self.call.deadline = self.call.deadline.min(deadline);
+        if live.is_some() {
+            self.live_delay = live;
+        }
+    }
+
     /// The call this course runs.
     #[must_use]
     pub(super) const fn call(&self) -> &Call<'c> {

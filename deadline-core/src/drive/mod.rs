@@ -101,15 +101,22 @@
 //! assert_eq!(called.report.ended, Instant::from_millis(105));
 //! ```
 
+mod attempt;
 mod call_machine;
 mod classify;
 mod course;
 mod event;
 #[cfg(feature = "test-util")]
 mod manual;
+#[cfg(feature = "test-util")]
+mod manual_runtime;
 mod mode;
 mod report;
 mod run;
+mod runtime;
+mod scoped;
+#[cfg(feature = "std")]
+mod thread_deadline;
 
 use core::future::Future;
 use core::marker::PhantomData;
@@ -123,13 +130,20 @@ use crate::outcome::Outcome;
 use crate::rng::{Rng, SplitMix64};
 use crate::timer::Timer;
 
+pub use attempt::{Attempt, InScope};
 pub use call_machine::{Action, CallMachine};
-pub use classify::Classify;
+pub use classify::{AnyErrorFails, Classify};
 pub use event::{Event, EventKind, NoObserver, Observe, Observer};
 #[cfg(feature = "test-util")]
 pub use manual::{ManualSleep, ManualTimer, Stalled};
+#[cfg(feature = "test-util")]
+pub use manual_runtime::ManualRuntime;
 pub use mode::{DeadlineOnly, Full, Mode};
 pub use report::{CallError, Called, Report};
+pub use runtime::Runtime;
+pub use scoped::{Scoped, enter, scope};
+#[cfg(feature = "std")]
+pub use thread_deadline::ThreadDeadline;
 
 /// The most attempts one driven call has running at once: the first (or a retry) and up to
 /// three hedges. Hedges beyond it wait for a slot to free up.
@@ -244,23 +258,14 @@ impl<'c, Tm: Timer, R: Rng, O: Observer, M: Mode> Driver<'c, Tm, R, O, M> {
         F: Future<Output = Result<T, E>>,
         C: FnMut(&E) -> Outcome,
     {
-        Drive {
-            run: run::Run {
-                machine: CallMachine::with_mode(self.call, self.live_delay),
-                timer: self.timer,
-                rng: self.rng,
-                classify,
-                attempt,
-                observer: self.observer,
-                value: None,
-                sleep_at: None,
-            },
-            s0: None,
-            s1: None,
-            s2: None,
-            s3: None,
-            sleep: None,
-        }
+        Drive::new(
+            CallMachine::with_mode(self.call, self.live_delay),
+            self.timer,
+            self.rng,
+            classify,
+            attempt,
+            self.observer,
+        )
     }
 }
 
@@ -284,12 +289,47 @@ pin_project_lite::pin_project! {
     }
 }
 
+impl<'c, Tm: Timer, R, C, A, O, F, T, E, M: Mode> Drive<'c, Tm, R, C, A, O, F, T, E, M> {
+    /// The future of `machine`'s call, before its first poll.
+    pub(crate) const fn new(
+        machine: CallMachine<'c, E, M>,
+        timer: Tm,
+        rng: R,
+        classify: C,
+        attempt: A,
+        observer: O,
+    ) -> Self {
+        Drive {
+            run: run::Run {
+                machine,
+                timer,
+                rng,
+                classify,
+                attempt,
+                observer,
+                value: None,
+                sleep_at: None,
+            },
+            s0: None,
+            s1: None,
+            s2: None,
+            s3: None,
+            sleep: None,
+        }
+    }
+
+    /// The call's machine (to settle its deadline and hedge delay before the first poll).
+    pub(crate) fn machine_mut(self: Pin<&mut Self>) -> &mut CallMachine<'c, E, M> {
+        &mut self.project().run.machine
+    }
+}
+
 impl<Tm, R, C, A, O, F, T, E, M: Mode> Future for Drive<'_, Tm, R, C, A, O, F, T, E, M>
 where
     Tm: Timer,
     R: Rng,
-    C: FnMut(&E) -> Outcome,
-    A: FnMut(Limits) -> F,
+    C: Classify<E>,
+    A: Attempt<Future = F>,
     F: Future<Output = Result<T, E>>,
     O: Observer,
 {

@@ -6,14 +6,14 @@ use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll};
 
-use crate::call_timeout::Limits;
-use crate::outcome::Outcome;
 use crate::rng::Rng;
 use crate::time::Instant;
 use crate::timer::Timer;
 
 use super::MAX_IN_FLIGHT;
+use super::attempt::Attempt;
 use super::call_machine::{Action, CallMachine};
+use super::classify::Classify;
 use super::event::Observer;
 use super::mode::Mode;
 use super::report::Called;
@@ -40,8 +40,8 @@ impl<Tm, R, C, A, O, F, T, E, M: Mode> Run<'_, Tm, R, C, A, O, T, E, M>
 where
     Tm: Timer,
     R: Rng,
-    C: FnMut(&E) -> Outcome,
-    A: FnMut(Limits) -> F,
+    C: Classify<E>,
+    A: Attempt<Future = F>,
     F: Future<Output = Result<T, E>>,
     O: Observer,
 {
@@ -61,7 +61,7 @@ where
             match self.machine.poll(now, &mut self.rng, &mut self.observer) {
                 Action::Start { slot, limits } => {
                     if let Some(fut) = slots.get_mut(slot) {
-                        fut.set(Some((self.attempt)(limits)));
+                        fut.set(Some(self.attempt.start(limits)));
                     }
                     // The attempt first: if it answers at once, no timer is armed.
                     self.poll_attempts(cx, slots, Some(slot), now);
@@ -126,7 +126,7 @@ where
                 }
                 Poll::Ready(Err(error)) => {
                     fut.set(None);
-                    let outcome = (self.classify)(&error);
+                    let outcome = self.classify.classify(&error);
                     self.machine
                         .failed(slot, error, outcome, now, &mut self.observer);
                 }

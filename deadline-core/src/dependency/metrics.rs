@@ -1,0 +1,51 @@
+//! A dependency's calls on the `metrics` facade (feature `metrics`).
+//!
+//! Per dependency (label `dependency`), one counter per [`CounterEvent`], named
+//! `deadline_<event>_total`: `deadline_calls_total`, `deadline_successes_total`,
+//! `deadline_timeouts_total` (attempts), `deadline_deadline_exceeded_total`,
+//! `deadline_skipped_total`, `deadline_retries_total`, `deadline_hedges_total`,
+//! `deadline_hedge_wins_total`, `deadline_budget_refusals_total`,
+//! `deadline_breaker_rejections_total`; and the histogram `deadline_call_seconds` of each
+//! call made, from its first attempt's start to its end. The deadline-exceeded rate of a
+//! dependency is `deadline_deadline_exceeded_total / deadline_calls_total`.
+
+use crate::counters::{CounterEvent, Counters};
+use crate::drive::Called;
+
+/// The metric name of a counter event.
+const fn metric(event: CounterEvent) -> &'static str {
+    match event {
+        CounterEvent::Call => "deadline_calls_total",
+        CounterEvent::Success => "deadline_successes_total",
+        CounterEvent::Timeout => "deadline_timeouts_total",
+        CounterEvent::DeadlineExceeded => "deadline_deadline_exceeded_total",
+        CounterEvent::Skipped => "deadline_skipped_total",
+        CounterEvent::Retry => "deadline_retries_total",
+        CounterEvent::Hedge => "deadline_hedges_total",
+        CounterEvent::HedgeWin => "deadline_hedge_wins_total",
+        CounterEvent::BudgetRefusal => "deadline_budget_refusals_total",
+        CounterEvent::BreakerRejection => "deadline_breaker_rejections_total",
+    }
+}
+
+/// The histogram of call durations, in seconds.
+pub(crate) const CALL_SECONDS: &str = "deadline_call_seconds";
+
+/// Sends one call of dependency `name` to the installed `metrics` recorder: the same counts
+/// that [`Called::record`] adds to the dependency's [`Counters`].
+pub(crate) fn publish<T, E>(name: &str, called: &Called<T, E>) {
+    let this_call = Counters::new();
+    called.record(&this_call);
+    let snapshot = this_call.snapshot();
+    for event in CounterEvent::ALL {
+        let n = snapshot.get(event);
+        if n > 0 {
+            metrics::counter!(metric(event), "dependency" => std::string::String::from(name))
+                .increment(n);
+        }
+    }
+    if called.report.was_called() {
+        metrics::histogram!(CALL_SECONDS, "dependency" => std::string::String::from(name))
+            .record(called.report.elapsed().as_secs_f64());
+    }
+}

@@ -1,0 +1,185 @@
+//! [`Dependency`]: everything shared about one downstream dependency, as one `static`: its
+//! policy, its retry-and-hedge budget, its circuit breaker, its counters and its live
+//! latency histogram; and its one-line call ([`Dependency::run`]).
+
+#[cfg(feature = "metrics")]
+mod metrics;
+mod record;
+mod run;
+mod steps;
+
+use core::marker::PhantomData;
+use core::time::Duration;
+
+use crate::breaker::{BreakerConfig, CircuitBreaker};
+use crate::call::Call;
+use crate::call_timeout::Limits;
+use crate::counters::Counters;
+use crate::deadline::Deadline;
+use crate::drive::{AnyErrorFails, Runtime};
+use crate::histogram::Histogram;
+use crate::policy::Policy;
+use crate::retry_budget::RetryBudget;
+
+pub use record::Recorder;
+pub use run::{Run, RunFuture, WithReport, WithReportFuture};
+pub use steps::Steps;
+
+/// One downstream dependency, shared by every request that calls it: its [`Policy`], its
+/// retry-and-hedge [`RetryBudget`], its [`CircuitBreaker`] (if it has one), its
+/// [`Counters`] and its live latency [`Histogram`]. Every setting is a `const fn`, so a
+/// dependency is one `static`; a call to it is one line ([`Dependency::run`]), and records
+/// itself.
+///
+/// The runtime `Rt` is fixed with the type: each adapter crate names its own
+/// (`deadline_tokio::Dependency`, `deadline_std::Dependency`, ...), so application code
+/// written against one of those names runs unchanged on another.
+///
+/// ```
+/// use deadline_core::drive::ManualRuntime;
+/// use deadline_core::{Dependency, Policy, RetryBudget, ms};
+///
+/// static PRICING: Dependency<ManualRuntime> = Dependency::new(
+///     Policy::required("pricing").cap(ms(110)).floor(ms(30)).retries(2).hedge_at_p95(ms(60)).idempotent(),
+/// )
+/// .budget(RetryBudget::percent(10));
+///
+/// assert_eq!(PRICING.policy().name, "pricing");
+/// assert_eq!(PRICING.counters().snapshot().calls, 0);
+/// ```
+#[derive(Debug)]
+pub struct Dependency<'n, Rt> {
+    policy: Policy<'n>,
+    budget: Option<RetryBudget>,
+    breaker: Option<CircuitBreaker>,
+    counters: Counters,
+    latency: Histogram,
+    runtime: PhantomData<fn() -> Rt>,
+}
+
+impl<'n, Rt> Dependency<'n, Rt> {
+    /// The fewest latencies the histogram holds before a live hedge delay
+    /// ([`Policy::hedge_at`]) is read from it; until then the policy's fallback delay is
+    /// used.
+    pub const MIN_LIVE_SAMPLES: u64 = 20;
+
+    /// The dependency called as `policy` says, with the default retry budget
+    /// ([`RetryBudget::default`]: 10% extra calls, 10 per second whatever the traffic), no
+    /// circuit breaker, and empty counters and histogram.
+    #[must_use]
+    pub const fn new(policy: Policy<'n>) -> Self {
+        Dependency {
+            policy,
+            budget: Some(RetryBudget::percent(RetryBudget::DEFAULT_PERCENT)),
+            breaker: None,
+            counters: Counters::new(),
+            latency: Histogram::new(),
+            runtime: PhantomData,
+        }
+    }
+
+    /// The same dependency drawing its retries and hedges from `budget`.
+    #[must_use]
+    pub const fn budget(mut self, budget: RetryBudget) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
+    /// The same dependency with no retry budget: its retries and hedges are limited by its
+    /// policy alone.
+    #[must_use]
+    pub const fn no_budget(mut self) -> Self {
+        self.budget = None;
+        self
+    }
+
+    /// The same dependency behind a circuit breaker configured as `config`, asked before
+    /// every attempt.
+    #[must_use]
+    pub const fn breaker(mut self, config: BreakerConfig) -> Self {
+        self.breaker = Some(CircuitBreaker::new(config));
+        self
+    }
+
+    /// How it is called.
+    #[must_use]
+    pub const fn policy(&self) -> &Policy<'n> {
+        &self.policy
+    }
+
+    /// Its name (the policy's).
+    #[must_use]
+    pub const fn name(&self) -> &'n str {
+        self.policy.name
+    }
+
+    /// Its retry-and-hedge budget, if it has one.
+    #[must_use]
+    pub const fn retry_budget(&self) -> Option<&RetryBudget> {
+        self.budget.as_ref()
+    }
+
+    /// Its circuit breaker, if it has one.
+    #[must_use]
+    pub const fn circuit_breaker(&self) -> Option<&CircuitBreaker> {
+        self.breaker.as_ref()
+    }
+
+    /// Its counters: every call made through [`run`](Self::run) is recorded in them.
+    #[must_use]
+    pub const fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// Its latency histogram: each attempt that answers is recorded with its own latency, and
+    /// each that times out with its timeout (it took at least that long).
+    #[must_use]
+    pub const fn latency(&self) -> &Histogram {
+        &self.latency
+    }
+
+    /// The hedge delay read from the live histogram, when the policy hedges at a quantile of
+    /// it ([`Policy::hedge_at`]) and it holds at least
+    /// [`MIN_LIVE_SAMPLES`](Self::MIN_LIVE_SAMPLES) latencies; `None` otherwise (the policy's
+    /// fixed delay applies).
+    #[must_use]
+    pub fn live_hedge_delay(&self) -> Option<Duration> {
+        let quantile = self.policy.hedge?.live?;
+        if self.latency.count() < Self::MIN_LIVE_SAMPLES {
+            return None;
+        }
+        self.latency.quantile(quantile)
+    }
+
+    /// The [`Call`] of this dependency within `deadline`, keeping `reserve` after it, with its
+    /// budget and breaker: for a driver of your own.
+    #[must_use]
+    pub const fn call(&self, deadline: Deadline, reserve: Duration) -> Call<'_> {
+        Call::new(&self.policy, deadline, reserve)
+            .with_budget_opt(self.budget.as_ref())
+            .with_breaker_opt(self.breaker.as_ref())
+    }
+}
+
+impl<'n, Rt: Runtime> Dependency<'n, Rt> {
+    /// One call to the dependency, run as its policy says, under the runtime's current
+    /// deadline: `attempt` is invoked once per attempt (the first, each retry, each hedge)
+    /// with that attempt's limits, inside the attempt's own scope, so the function itself
+    /// and every call it makes see the attempt's deadline.
+    ///
+    /// Adjust the call before awaiting it: [`reserve`](Run::reserve) (the time kept for the
+    /// work after it), [`in_plan`](Run::in_plan) (the reserve from a request's plan),
+    /// [`classify`](Run::classify) (by default every `Err` is a failure worth retrying, as
+    /// the policy allows), [`rng`](Run::rng) (by default the runtime's, seeded from
+    /// entropy), [`deadline`](Run::deadline), [`report`](Run::report).
+    ///
+    /// Awaited, it gives `Result<T, CallError<E>>`, and records the call in the
+    /// dependency's counters and histogram.
+    pub fn run<A, F>(&self, attempt: A) -> Run<'_, 'n, Rt, A, AnyErrorFails, Rt::Rng>
+    where
+        A: FnMut(Limits) -> F,
+        F: core::future::Future,
+    {
+        Run::new(self, attempt, AnyErrorFails, Rt::rng())
+    }
+}

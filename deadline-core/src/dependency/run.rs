@@ -1,0 +1,269 @@
+//! [`Run`]: one call to a [`Dependency`], adjusted by name and awaited in one line.
+
+use core::future::{Future, IntoFuture};
+use core::pin::Pin;
+use core::task::{Context, Poll};
+use core::time::Duration;
+
+use crate::call_timeout::Limits;
+use crate::deadline::Deadline;
+use crate::drive::{
+    CallError, CallMachine, Called, Classify, Drive, Full, InScope, Runtime, Scoped,
+};
+use crate::outcome::Outcome;
+use crate::rng::Rng;
+
+use super::Dependency;
+use super::record::Recorder;
+use super::steps::Steps;
+
+/// One call to a [`Dependency`], not yet started: what [`Dependency::run`] returns. Adjust
+/// it by name, then `.await` it for `Result<T, CallError<E>>`.
+#[must_use = "a call does nothing until it is awaited"]
+#[derive(Debug)]
+pub struct Run<'d, 'n, Rt, A, C, R> {
+    dep: &'d Dependency<'n, Rt>,
+    attempt: A,
+    reserve: Duration,
+    deadline: Option<Deadline>,
+    classify: C,
+    rng: R,
+}
+
+impl<'d, 'n, Rt, A, C, R> Run<'d, 'n, Rt, A, C, R> {
+    pub(super) const fn new(dep: &'d Dependency<'n, Rt>, attempt: A, classify: C, rng: R) -> Self {
+        Run {
+            dep,
+            attempt,
+            reserve: Duration::ZERO,
+            deadline: None,
+            classify,
+            rng,
+        }
+    }
+
+    /// Keeps `reserve` after the call, for the work that follows it (the request's own work
+    /// and the floors of the required calls still to come): each attempt's timeout is
+    /// `min(left - reserve, cap)`. Zero unless set.
+    pub const fn reserve(mut self, reserve: Duration) -> Self {
+        self.reserve = reserve;
+        self
+    }
+
+    /// Keeps the reserve that `steps` computes for this dependency ([`Steps::reserve_for`]).
+    pub fn in_plan<const N: usize>(mut self, steps: &Steps<'_, '_, Rt, N>) -> Self {
+        self.reserve = steps.reserve_for(self.dep);
+        self
+    }
+
+    /// Runs the call within `deadline` (or the current one, if that is earlier), rather than
+    /// the current deadline alone: for code with no scope around it.
+    pub const fn deadline(mut self, deadline: Deadline) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// Draws the backoff's jitter from `rng` rather than the runtime's default source (a
+    /// seeded generator, in a test or a simulation).
+    pub fn rng<R2: Rng>(self, rng: R2) -> Run<'d, 'n, Rt, A, C, R2> {
+        Run {
+            dep: self.dep,
+            attempt: self.attempt,
+            reserve: self.reserve,
+            deadline: self.deadline,
+            classify: self.classify,
+            rng,
+        }
+    }
+
+    /// Classifies each attempt's error with `classify` ([`Outcome`]): what may be retried,
+    /// what ends the call. By default every error is [`Outcome::Failed`]. The closure needs no
+    /// annotation:
+    /// `.classify(|e| if e.is_timeout() { Outcome::TimedOut } else { Outcome::Fatal })`.
+    pub fn classify<C2, F, T, E>(self, classify: C2) -> Run<'d, 'n, Rt, A, C2, R>
+    where
+        A: FnMut(Limits) -> F,
+        F: Future<Output = Result<T, E>>,
+        C2: FnMut(&E) -> Outcome,
+    {
+        Run {
+            dep: self.dep,
+            attempt: self.attempt,
+            reserve: self.reserve,
+            deadline: self.deadline,
+            classify,
+            rng: self.rng,
+        }
+    }
+
+    /// The same call, giving its whole [`Called`] (the result and the [`Report`](crate::drive::Report):
+    /// attempts, retries, hedges, timeouts) when awaited.
+    pub const fn report(self) -> WithReport<Self> {
+        WithReport(self)
+    }
+}
+
+impl<'d, 'n, Rt, A, C, R, F, T, E> IntoFuture for Run<'d, 'n, Rt, A, C, R>
+where
+    Rt: Runtime,
+    A: FnMut(Limits) -> F,
+    F: Future<Output = Result<T, E>>,
+    C: Classify<E>,
+    R: Rng,
+{
+    type Output = Result<T, CallError<E>>;
+    type IntoFuture = RunFuture<'d, 'n, Rt, A, C, R, F, T, E>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        RunFuture {
+            calling: Calling::new(self),
+        }
+    }
+}
+
+/// A [`Run`] that gives its whole [`Called`]: see [`Run::report`].
+#[must_use = "a call does nothing until it is awaited"]
+#[derive(Debug)]
+pub struct WithReport<Run>(Run);
+
+impl<'d, 'n, Rt, A, C, R, F, T, E> IntoFuture for WithReport<Run<'d, 'n, Rt, A, C, R>>
+where
+    Rt: Runtime,
+    A: FnMut(Limits) -> F,
+    F: Future<Output = Result<T, E>>,
+    C: Classify<E>,
+    R: Rng,
+{
+    type Output = Called<T, E>;
+    type IntoFuture = WithReportFuture<'d, 'n, Rt, A, C, R, F, T, E>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        WithReportFuture {
+            calling: Calling::new(self.0),
+        }
+    }
+}
+
+/// The driver's future of one call, as a [`Run`] sets it up.
+type DriveOf<'d, Rt, A, C, R, F, T, E> = Drive<
+    'd,
+    <Rt as Runtime>::Timer,
+    R,
+    C,
+    InScope<Rt, A>,
+    Recorder<'d>,
+    Scoped<Rt, F>,
+    T,
+    E,
+    Full,
+>;
+
+pin_project_lite::pin_project! {
+    /// The call in progress: the driver's future, and the dependency it records into.
+    struct Calling<'d, 'n, Rt: Runtime, A, C, R, F, T, E> {
+        #[pin]
+        drive: DriveOf<'d, Rt, A, C, R, F, T, E>,
+        dep: &'d Dependency<'n, Rt>,
+        deadline: Option<Deadline>,
+        settled: bool,
+    }
+}
+
+impl<'d, 'n, Rt, A, C, R, F, T, E> Calling<'d, 'n, Rt, A, C, R, F, T, E>
+where
+    Rt: Runtime,
+    A: FnMut(Limits) -> F,
+    F: Future<Output = Result<T, E>>,
+    C: Classify<E>,
+    R: Rng,
+{
+    fn new(run: Run<'d, 'n, Rt, A, C, R>) -> Self {
+        let dep = run.dep;
+        // The deadline is settled at the first poll, inside whatever scope runs it.
+        let call = dep.call(Deadline::NEVER, run.reserve);
+        Calling {
+            drive: Drive::new(
+                CallMachine::new(call),
+                Rt::timer(),
+                run.rng,
+                run.classify,
+                InScope::new(run.attempt),
+                Recorder::new(dep.name(), dep.latency()),
+            ),
+            dep,
+            deadline: run.deadline,
+            settled: false,
+        }
+    }
+
+    fn poll_called(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Called<T, E>> {
+        let mut this = self.project();
+        if !*this.settled {
+            *this.settled = true;
+            let current = Rt::current().unwrap_or(Deadline::NEVER);
+            let deadline = this.deadline.map_or(current, |d| d.min(current));
+            let live = this.dep.live_hedge_delay();
+            this.drive.as_mut().machine_mut().settle(deadline, live);
+        }
+        let called = core::task::ready!(this.drive.poll(cx));
+        called.record(this.dep.counters());
+        #[cfg(feature = "metrics")]
+        super::metrics::publish(this.dep.name(), &called);
+        Poll::Ready(called)
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of an awaited [`Run`]: `Result<T, CallError<E>>`. No allocation: the
+    /// attempts in flight, the sleep and the call's state are all inside it. Dropping it
+    /// drops every attempt still running, which cancels them.
+    #[must_use = "futures do nothing unless polled"]
+    pub struct RunFuture<'d, 'n, Rt: Runtime, A, C, R, F, T, E> {
+        #[pin]
+        calling: Calling<'d, 'n, Rt, A, C, R, F, T, E>,
+    }
+}
+
+impl<Rt, A, C, R, F, T, E> Future for RunFuture<'_, '_, Rt, A, C, R, F, T, E>
+where
+    Rt: Runtime,
+    A: FnMut(Limits) -> F,
+    F: Future<Output = Result<T, E>>,
+    C: Classify<E>,
+    R: Rng,
+{
+    type Output = Result<T, CallError<E>>;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.project()
+            .calling
+            .poll_called(cx)
+            .map(|called| called.result)
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of an awaited [`WithReport`]: the whole [`Called`].
+    #[must_use = "futures do nothing unless polled"]
+    pub struct WithReportFuture<'d, 'n, Rt: Runtime, A, C, R, F, T, E> {
+        #[pin]
+        calling: Calling<'d, 'n, Rt, A, C, R, F, T, E>,
+    }
+}
+
+impl<Rt, A, C, R, F, T, E> Future for WithReportFuture<'_, '_, Rt, A, C, R, F, T, E>
+where
+    Rt: Runtime,
+    A: FnMut(Limits) -> F,
+    F: Future<Output = Result<T, E>>,
+    C: Classify<E>,
+    R: Rng,
+{
+    type Output = Called<T, E>;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Called<T, E>> {
+        self.project().calling.poll_called(cx)
+    }
+}

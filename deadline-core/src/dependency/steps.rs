@@ -1,0 +1,74 @@
+//! [`Steps`]: a request's calls in order, so that each call's reserve (the time kept for
+//! what comes after it) is computed for it.
+
+use core::time::Duration;
+
+use super::Dependency;
+
+/// The dependencies one request calls, in order, and the request's own work after them:
+/// enough to compute each call's reserve, the own work plus the floors of the required
+/// dependencies still to come (the formula of [`crate::call_timeout`]). A `const`, so a
+/// handler's plan is a `static` beside its dependencies; its deadline is the current one.
+///
+/// ```
+/// use deadline_core::drive::ManualRuntime;
+/// use deadline_core::{Dependency, Policy, Steps, ms};
+///
+/// static A: Dependency<ManualRuntime> = Dependency::new(Policy::required("A").cap(ms(50)).floor(ms(10)));
+/// static B: Dependency<ManualRuntime> = Dependency::new(Policy::required("B").cap(ms(110)).floor(ms(30)));
+/// static C: Dependency<ManualRuntime> = Dependency::new(Policy::optional("C").cap(ms(60)).floor(ms(25)));
+/// static CHECKOUT: Steps<ManualRuntime, 3> = Steps::new([&A, &B, &C]).own_work(ms(20));
+///
+/// assert_eq!(CHECKOUT.reserve_for(&A), ms(50)); // 20 + B's floor (C is optional)
+/// assert_eq!(CHECKOUT.reserve_for(&B), ms(20));
+/// assert_eq!(CHECKOUT.reserve_for(&C), ms(20));
+/// ```
+#[derive(Debug)]
+pub struct Steps<'a, 'n, Rt, const N: usize> {
+    deps: [&'a Dependency<'n, Rt>; N],
+    own_work: Duration,
+}
+
+impl<'a, 'n, Rt, const N: usize> Steps<'a, 'n, Rt, N> {
+    /// The request calls `deps`, in this order, with no work of its own after them (see
+    /// [`own_work`](Self::own_work)).
+    #[must_use]
+    pub const fn new(deps: [&'a Dependency<'n, Rt>; N]) -> Self {
+        Steps {
+            deps,
+            own_work: Duration::ZERO,
+        }
+    }
+
+    /// The same plan, keeping `own_work` after the last call (merging, serializing, the trip
+    /// back).
+    #[must_use]
+    pub const fn own_work(mut self, own_work: Duration) -> Self {
+        self.own_work = own_work;
+        self
+    }
+
+    /// The reserve of a call to `dep`: the own work plus the floors of the required
+    /// dependencies after it. A dependency the plan does not hold reserves for every required
+    /// one (the cautious reading).
+    #[must_use]
+    pub fn reserve_for<'m>(&self, dep: &Dependency<'m, Rt>) -> Duration {
+        let me = core::ptr::from_ref(dep).cast::<()>();
+        let after = self
+            .deps
+            .iter()
+            .position(|d| core::ptr::eq(core::ptr::from_ref(*d).cast::<()>(), me))
+            .map_or(0, |i| i.saturating_add(1));
+        self.deps
+            .iter()
+            .skip(after)
+            .filter(|d| d.policy().is_required())
+            .fold(self.own_work, |sum, d| sum.saturating_add(d.policy().floor))
+    }
+
+    /// The dependencies, in order.
+    #[must_use]
+    pub const fn dependencies(&self) -> &[&'a Dependency<'n, Rt>; N] {
+        &self.deps
+    }
+}

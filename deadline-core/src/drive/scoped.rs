@@ -1,0 +1,63 @@
+//! [`Scoped`]: a future polled under a current deadline, on any [`Runtime`].
+
+use core::future::Future;
+use core::marker::PhantomData;
+use core::pin::Pin;
+use core::task::{Context, Poll};
+
+use crate::deadline::Deadline;
+
+use super::runtime::Runtime;
+
+pin_project_lite::pin_project! {
+    /// A future running with a current deadline ([`scope`]).
+    ///
+    /// Each poll reads the enclosing deadline ([`Runtime::current`]), takes the earlier of it
+    /// and its own, and polls the inner future with that as the current deadline: a nested
+    /// scope can shorten the deadline, never extend it, whatever the order in which the
+    /// futures were built. No allocation: it holds the inner future and one [`Deadline`].
+    #[must_use = "futures do nothing unless polled"]
+    pub struct Scoped<Rt, F> {
+        deadline: Deadline,
+        #[pin]
+        fut: F,
+        runtime: PhantomData<fn() -> Rt>,
+    }
+}
+
+/// Runs `fut` with `deadline` as `Rt`'s current deadline, or with the enclosing one if that
+/// is earlier when it runs.
+pub const fn scope<Rt: Runtime, F: Future>(deadline: Deadline, fut: F) -> Scoped<Rt, F> {
+    Scoped {
+        deadline,
+        fut,
+        runtime: PhantomData,
+    }
+}
+
+/// Runs `f` with `deadline` as `Rt`'s current deadline, or with the enclosing one if that is
+/// earlier: the synchronous step of one [`Scoped`] poll.
+pub fn enter<Rt: Runtime, R>(deadline: Deadline, f: impl FnOnce() -> R) -> R {
+    let deadline = Rt::current().map_or(deadline, |outer| outer.min(deadline));
+    Rt::enter(deadline, f)
+}
+
+impl<Rt, F> Scoped<Rt, F> {
+    /// The scope's own deadline (the one it was made with, before any enclosing deadline is
+    /// taken into account).
+    #[must_use]
+    pub const fn deadline(&self) -> Deadline {
+        self.deadline
+    }
+}
+
+impl<Rt: Runtime, F: Future> Future for Scoped<Rt, F> {
+    type Output = F::Output;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        let fut = this.fut;
+        enter::<Rt, _>(*this.deadline, || fut.poll(cx))
+    }
+}

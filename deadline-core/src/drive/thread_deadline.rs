@@ -1,0 +1,40 @@
+//! [`ThreadDeadline`]: the current deadline in a thread-local (feature `std`), for runtimes
+//! on std threads.
+
+use core::cell::Cell;
+
+use crate::deadline::Deadline;
+
+std::thread_local! {
+    static CURRENT: Cell<Option<Deadline>> = const { Cell::new(None) };
+}
+
+/// The current deadline kept in a thread-local, set only while a scoped future is polled (or
+/// a scoped closure runs): the [`Runtime::current`](super::Runtime::current) and
+/// [`Runtime::enter`](super::Runtime::enter) of a runtime on std threads (async-std, smol,
+/// plain threads). Because it is set around each poll and put back after it, the deadline
+/// follows its future across the threads of a work-stealing executor.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ThreadDeadline;
+
+impl ThreadDeadline {
+    /// The deadline set on this thread, if any.
+    #[must_use]
+    pub fn current() -> Option<Deadline> {
+        CURRENT.with(Cell::get)
+    }
+
+    /// Runs `f` with `deadline` set on this thread, and puts back what was there when `f`
+    /// returns or unwinds.
+    pub fn enter<R>(deadline: Deadline, f: impl FnOnce() -> R) -> R {
+        /// Puts the earlier value back, on return and on unwind.
+        struct Restore(Option<Deadline>);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                CURRENT.with(|c| c.set(self.0));
+            }
+        }
+        let _restore = Restore(CURRENT.with(|c| c.replace(Some(deadline))));
+        f()
+    }
+}

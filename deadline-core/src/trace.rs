@@ -1,0 +1,93 @@
+//! Every step of a dependency's call as a `tracing` event (feature `tracing`).
+//!
+//! Levels, as a service owner would pick them: the steps of a call that goes well at
+//! `DEBUG` (attempt started, answered) and `TRACE` (a loser cancelled); a retry, a backoff, a
+//! hedge, an attempt's failure or timeout at `DEBUG`; an optional call skipped at `INFO`; a
+//! call not made, a call that gives up, a call that ends without an answer at `WARN`. Every
+//! event names the dependency (`dependency`) and the attempt (`attempt`) where there is one.
+
+use tracing::{Level, debug, event, info, trace, warn};
+
+use crate::drive::{Event, EventKind};
+
+/// Emits `event` of dependency `name`.
+pub(crate) fn emit(name: &str, event: &Event) {
+    let at_us = event.at.as_micros();
+    match event.kind {
+        EventKind::Started {
+            attempt,
+            hedge,
+            timeout,
+        } => {
+            if hedge {
+                debug!(dependency = name, attempt, ?timeout, at_us, "hedge sent");
+            } else if attempt == 0 {
+                debug!(dependency = name, attempt, ?timeout, at_us, "call started");
+            } else {
+                debug!(dependency = name, attempt, ?timeout, at_us, "retry started");
+            }
+        }
+        EventKind::Succeeded { attempt } => {
+            debug!(dependency = name, attempt, at_us, "attempt answered");
+        }
+        EventKind::Failed { attempt, outcome } => {
+            debug!(
+                dependency = name,
+                attempt,
+                ?outcome,
+                at_us,
+                "attempt failed"
+            );
+        }
+        EventKind::TimedOut { attempt, after } => {
+            debug!(
+                dependency = name,
+                attempt,
+                ?after,
+                at_us,
+                "attempt timed out"
+            );
+        }
+        EventKind::Cancelled { attempt } => {
+            trace!(dependency = name, attempt, at_us, "attempt cancelled");
+        }
+        EventKind::Backoff { until, wait } => {
+            let until_us = until.as_micros();
+            debug!(
+                dependency = name,
+                ?wait,
+                until_us,
+                at_us,
+                "retry after backoff"
+            );
+        }
+        EventKind::Skipped { shortfall } => {
+            let (available, floor) = (shortfall.available, shortfall.floor);
+            info!(
+                dependency = name,
+                ?available,
+                ?floor,
+                at_us,
+                "optional call skipped: too little time left"
+            );
+        }
+        EventKind::NotCalled { error } => {
+            warn!(dependency = name, %error, at_us, "call not made");
+        }
+        EventKind::GaveUp { reason } => {
+            warn!(dependency = name, ?reason, at_us, "gave up");
+        }
+        EventKind::Ended { ok, deadline } => {
+            if ok {
+                event!(Level::DEBUG, dependency = name, at_us, "call answered");
+            } else {
+                warn!(
+                    dependency = name,
+                    deadline_exceeded = deadline,
+                    at_us,
+                    "call failed"
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,286 @@
+//! The one-line call to a `Dependency` on tokio: its defaults, its scope, its recording.
+//! Paused time throughout: every figure is exact.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use deadline_core::drive::CallError;
+use deadline_core::{Backoff, Error, Jitter, Outcome, Policy, ms};
+use deadline_tokio::{Dependency, Steps, remaining, scope_timeout};
+use tokio::time::Instant;
+
+/// An error of the dependency's own, matched on by the classifier.
+#[derive(Debug, PartialEq, Eq)]
+enum Upstream {
+    Busy,
+    BadRequest,
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_call_is_one_line_and_question_mark_works() {
+    static PRICING: Dependency =
+        Dependency::new(Policy::required("pricing").cap(ms(110)).floor(ms(30)));
+
+    async fn handler() -> Result<u32, CallError<Upstream>> {
+        let price = PRICING
+            .run(|_| async {
+                tokio::time::sleep(ms(30)).await;
+                Ok(42)
+            })
+            .reserve(ms(20))
+            .await?;
+        Ok(price + 1)
+    }
+    assert_eq!(scope_timeout(ms(200), handler()).await, Ok(43));
+    let counts = PRICING.counters().snapshot();
+    assert_eq!((counts.calls, counts.successes), (1, 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_attempt_function_runs_inside_the_attempts_scope() {
+    static B: Dependency = Dependency::new(Policy::required("B").cap(ms(110)).floor(ms(30)));
+    let seen = scope_timeout(ms(200), async {
+        B.run(|limits| {
+            // Synchronous code in the attempt function: the attempt's deadline, not the
+            // request's 200 ms.
+            let before = remaining();
+            async move { Ok::<_, ()>((before, remaining(), limits.timeout)) }
+        })
+        .reserve(ms(20))
+        .await
+    })
+    .await;
+    assert_eq!(seen, Ok((Some(ms(110)), Some(ms(110)), ms(110))));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_default_classifier_retries_every_error_of_an_idempotent_call() {
+    static FLAKY: Dependency = Dependency::new(
+        Policy::required("flaky")
+            .cap(ms(50))
+            .retries(2)
+            .backoff(Backoff::constant(ms(5)))
+            .idempotent(),
+    );
+    let tries = Mutex::new(0);
+    let answer = scope_timeout(ms(500), async {
+        FLAKY
+            .run(|_| {
+                let mut n = tries.lock().unwrap();
+                *n += 1;
+                let n = *n;
+                async move { if n < 3 { Err(Upstream::Busy) } else { Ok(n) } }
+            })
+            .await
+    })
+    .await;
+    assert_eq!(answer, Ok(3));
+    assert_eq!(FLAKY.counters().snapshot().retries, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unannotated_classifier_closure_compiles_and_decides() {
+    static PICKY: Dependency = Dependency::new(
+        Policy::required("picky")
+            .cap(ms(50))
+            .retries(2)
+            .backoff(Backoff::constant(ms(5)))
+            .idempotent(),
+    );
+    let tries = Mutex::new(0);
+    let answer = scope_timeout(ms(500), async {
+        PICKY
+            .run(|_| {
+                *tries.lock().unwrap() += 1;
+                async { Err::<(), _>(Upstream::BadRequest) }
+            })
+            // No annotation on `e`: its type comes from the attempt's error.
+            .classify(|e| match e {
+                Upstream::Busy => Outcome::Failed,
+                Upstream::BadRequest => Outcome::Fatal,
+            })
+            .await
+    })
+    .await;
+    assert_eq!(answer, Err(CallError::Attempt(Upstream::BadRequest)));
+    assert_eq!(*tries.lock().unwrap(), 1, "a fatal error is not retried");
+}
+
+/// The backoff a call waited before its one retry, measured between the first attempt's
+/// failure and the retry's start.
+async fn backoff_of_one_call(dep: &'static Dependency) -> Duration {
+    let failed_at = Mutex::new(None);
+    let waited = Mutex::new(None);
+    scope_timeout(ms(1_000), async {
+        dep.run(|_| {
+            let now = Instant::now();
+            let mut failed = failed_at.lock().unwrap();
+            match *failed {
+                None => *failed = Some(now),
+                Some(at) => *waited.lock().unwrap() = Some(now - at),
+            }
+            let first = waited.lock().unwrap().is_none();
+            async move { if first { Err(()) } else { Ok(()) } }
+        })
+        .await
+        .unwrap();
+    })
+    .await;
+    waited.into_inner().unwrap().expect("the call was retried")
+}
+
+#[tokio::test(start_paused = true)]
+async fn two_calls_with_the_default_random_source_draw_different_jitter() {
+    // Full jitter under a 400 ms ceiling, drawn to the microsecond: two equal draws from a
+    // generator seeded from entropy would be a one-in-400,000 coincidence.
+    static JITTERED: Dependency = Dependency::new(
+        Policy::required("jittered")
+            .cap(ms(100))
+            .retries(1)
+            .backoff(Backoff::exponential(ms(400), ms(400), Jitter::Full))
+            .idempotent(),
+    );
+    let first = backoff_of_one_call(&JITTERED).await;
+    let second = backoff_of_one_call(&JITTERED).await;
+    assert!(
+        first <= ms(400) && second <= ms(400),
+        "{first:?} {second:?}"
+    );
+    assert_ne!(
+        first, second,
+        "the default source drew the same jitter twice"
+    );
+}
+
+/// When the hedge of one call went out, after the first attempt started (the first attempt
+/// never answers; the hedge answers at once).
+async fn hedge_sent_after(dep: &'static Dependency) -> Duration {
+    let started = Mutex::new(Vec::new());
+    scope_timeout(ms(1_000), async {
+        dep.run(|_| {
+            let mut started = started.lock().unwrap();
+            started.push(Instant::now());
+            let first = started.len() == 1;
+            async move {
+                if first {
+                    std::future::pending::<()>().await;
+                }
+                Ok::<_, ()>(())
+            }
+        })
+        .await
+        .unwrap();
+    })
+    .await;
+    let started = started.into_inner().unwrap();
+    started[1] - started[0]
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_hedge_delay_follows_a_histogram_that_shifts() {
+    static LIVE: Dependency = Dependency::new(
+        Policy::required("live")
+            .cap(ms(500))
+            .hedge_at_p95(ms(40))
+            .idempotent(),
+    );
+    // Too few samples: the fallback.
+    assert_eq!(hedge_sent_after(&LIVE).await, ms(40));
+    // The dependency answers in about 10 ms: the hedge goes out at the histogram's p95.
+    for _ in 0..200 {
+        LIVE.latency().record(ms(10));
+    }
+    let p95 = LIVE.live_hedge_delay().unwrap();
+    assert!(p95 >= ms(10) && p95 < ms(11), "{p95:?}");
+    assert_at_tick(hedge_sent_after(&LIVE).await, p95);
+    // It slows down to about 80 ms: the p95 follows, and so does the hedge.
+    for _ in 0..4_000 {
+        LIVE.latency().record(ms(80));
+    }
+    let p95 = LIVE.live_hedge_delay().unwrap();
+    assert!(p95 >= ms(80) && p95 < ms(83), "{p95:?}");
+    assert_at_tick(hedge_sent_after(&LIVE).await, p95);
+}
+
+/// `sent` is `due`, on tokio's timer: its sleeps end on whole milliseconds, the first at or
+/// after the instant asked for.
+fn assert_at_tick(sent: Duration, due: Duration) {
+    let tick = Duration::from_millis(u64::try_from(due.as_micros().div_ceil(1_000)).unwrap());
+    assert!(
+        sent == due || sent == tick,
+        "hedge sent after {sent:?}, due after {due:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_plan_computes_each_reserve() {
+    static A: Dependency = Dependency::new(Policy::required("A").cap(ms(50)).floor(ms(10)));
+    static B: Dependency = Dependency::new(Policy::required("B").cap(ms(110)).floor(ms(30)));
+    static C: Dependency = Dependency::new(Policy::optional("C").cap(ms(60)).floor(ms(25)));
+    static CHECKOUT: Steps<3> = Steps::new([&A, &B, &C]).own_work(ms(20));
+
+    /// A dependency that answers after `latency` with the timeout it was given.
+    async fn answer(latency: u64, timeout: Duration) -> Result<Duration, ()> {
+        tokio::time::sleep(ms(latency)).await;
+        Ok(timeout)
+    }
+
+    // The checkout example's slow case: A 48 ms, B 108 ms, so C has 24 ms < 25 ms.
+    let (a, b, c) = scope_timeout(ms(200), async {
+        let a = A.run(|l| answer(48, l.timeout)).in_plan(&CHECKOUT).await;
+        let b = B.run(|l| answer(108, l.timeout)).in_plan(&CHECKOUT).await;
+        let c = C.run(|l| answer(25, l.timeout)).in_plan(&CHECKOUT).await;
+        (a, b, c)
+    })
+    .await;
+    assert_eq!(a, Ok(ms(50)));
+    assert_eq!(b, Ok(ms(110)));
+    assert!(matches!(c, Err(CallError::Skipped(s)) if s.available == ms(24)));
+    assert_eq!(C.counters().snapshot().skipped, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_spent_request_does_not_call() {
+    static D: Dependency = Dependency::new(Policy::required("D").cap(ms(50)).floor(ms(10)));
+    let called = Mutex::new(false);
+    let answer = scope_timeout(ms(5), async {
+        D.run(|_| {
+            *called.lock().unwrap() = true;
+            async { Ok::<_, ()>(()) }
+        })
+        .await
+    })
+    .await;
+    assert!(
+        matches!(
+            answer,
+            Err(CallError::Library(Error::InsufficientTime { .. }))
+        ),
+        "{answer:?}"
+    );
+    assert!(!*called.lock().unwrap());
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_report_is_there_when_asked_for() {
+    static R: Dependency = Dependency::new(
+        Policy::required("R")
+            .cap(ms(20))
+            .retries(1)
+            .backoff(Backoff::constant(ms(5)))
+            .idempotent(),
+    );
+    let called = scope_timeout(ms(200), async {
+        R.run(|_| std::future::pending::<Result<(), ()>>())
+            .report()
+            .await
+    })
+    .await;
+    assert_eq!(
+        called.result,
+        Err(CallError::Library(Error::Timeout { after: ms(20) }))
+    );
+    assert_eq!((called.report.attempts, called.report.timeouts), (2, 2));
+    // Both timeouts went to the histogram, at their timeouts.
+    assert_eq!(R.latency().count(), 2);
+}
