@@ -114,6 +114,11 @@ for rt in "${RUNTIMES[@]}"; do
   timeout 120 cargo run -p deadline-examples --bin chain --no-default-features --features "$rt"
   timeout 120 cargo run -p deadline-examples --bin chain --no-default-features --features "$rt" -- --real-time
 done
+# The checkout handler on the one-line call site: one application module, compiled against
+# every runtime (tokio on paused time; async-std, smol, plain threads and embassy on their
+# own timers), each page checked.
+cargo build -p deadline-examples --bin checkout --features async-std,smol,embassy
+timeout 120 cargo run -p deadline-examples --bin checkout --features async-std,smol,embassy
 cargo build -p deadline-examples --bin nested
 timeout 120 cargo run -p deadline-examples --bin nested
 # Overload on loopback, the short run: twice the capacity for 3 s, with and without

@@ -100,6 +100,8 @@ mod dependency;
 pub mod analysis;
 mod counters;
 mod histogram;
+#[cfg(feature = "http")]
+mod http_status;
 #[cfg(feature = "tonic")]
 mod tonic_status;
 #[cfg(feature = "tracing")]

@@ -22,3 +22,30 @@ impl From<Error> for tonic::Status {
         tonic::Status::new(code, error.to_string())
     }
 }
+
+/// The status a tonic handler answers with when a call to a dependency fails (`?` on a
+/// [`Dependency::run`](crate::Dependency::run) whose attempts return `tonic::Status`): the
+/// dependency's own status for its own failure, passed through; `DEADLINE_EXCEEDED` for a
+/// dependency skipped for want of time; the library error's status otherwise
+/// (`DEADLINE_EXCEEDED` for a deadline or a timeout, never `UNAVAILABLE`).
+///
+/// ```
+/// use deadline_core::Error;
+/// use deadline_core::drive::CallError;
+///
+/// let spent = CallError::<tonic::Status>::Library(Error::Timeout { after: deadline_core::ms(50) });
+/// assert_eq!(tonic::Status::from(spent).code(), tonic::Code::DeadlineExceeded);
+/// let own = CallError::Attempt(tonic::Status::not_found("no such price"));
+/// assert_eq!(tonic::Status::from(own).code(), tonic::Code::NotFound);
+/// ```
+#[cfg(feature = "drive")]
+impl<E: Into<tonic::Status>> From<crate::drive::CallError<E>> for tonic::Status {
+    fn from(error: crate::drive::CallError<E>) -> Self {
+        use crate::drive::CallError;
+        match error {
+            CallError::Attempt(e) => e.into(),
+            CallError::Library(e) => e.into(),
+            CallError::Skipped(s) => tonic::Status::deadline_exceeded(s.error().to_string()),
+        }
+    }
+}

@@ -11,6 +11,10 @@
 //! - [`net`]: an attempt's connect and read limits handed to `std::net` sockets.
 //! - [`AsyncIoTimer`] (feature `async-io`): the core's [`Timer`](deadline_core::Timer) on
 //!   `async-io`, which async-std and smol both run on.
+//! - [`AsyncIo`] and [`Blocking`]: the core's [`Runtime`](deadline_core::drive::Runtime) on
+//!   async-std and smol, and on plain threads, for a
+//!   [`Dependency`](deadline_core::Dependency)'s one-line call; the current deadline lives
+//!   in a thread-local set around each poll of a scoped future.
 //!
 //! # Testing on async-std and smol
 //!
@@ -33,8 +37,12 @@ pub mod blocking;
 mod clock;
 mod entropy;
 pub mod net;
+mod runtime;
 
 #[cfg(feature = "async-io")]
 pub use async_timer::{AsyncIoSleep, AsyncIoTimer};
 pub use clock::{StdClock, checked_to_std, from_std, to_std};
 pub use entropy::Entropy;
+#[cfg(feature = "async-io")]
+pub use runtime::AsyncIo;
+pub use runtime::{Blocking, ThreadSleep, ThreadTimer};

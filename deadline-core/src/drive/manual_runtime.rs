@@ -24,13 +24,13 @@ std::thread_local! {
 /// seeded from a per-thread count, so a test gives the same answer every run.
 ///
 /// ```
-/// use deadline_core::drive::ManualRuntime;
-/// use deadline_core::{Dependency, Policy, Timer, ms};
+/// use deadline_core::drive::{ManualRuntime, scope_timeout};
+/// use deadline_core::{Clock, Dependency, Policy, Timer, ms};
 ///
 /// static PRICING: Dependency<ManualRuntime> =
 ///     Dependency::new(Policy::required("pricing").cap(ms(110)).floor(ms(30)));
 ///
-/// let price = ManualRuntime::block_on(ManualRuntime::scope_timeout(ms(200), async {
+/// let price = ManualRuntime::block_on(scope_timeout::<ManualRuntime, _>(ms(200), async {
 ///     PRICING
 ///         .run(|limits| async move {
 ///             assert_eq!(limits.timeout, ms(110)); // min(200 - 20, 110)
@@ -67,15 +67,6 @@ impl ManualRuntime {
     /// [`Stalled`] when the future waits on something that is not a sleep of the clock.
     pub fn block_on<F: Future>(future: F) -> Result<F::Output, Stalled> {
         Self::timer().run(future)
-    }
-
-    /// Runs `fut` with a current deadline `timeout` from now (or the enclosing one, if that
-    /// is earlier).
-    pub fn scope_timeout<F: Future>(
-        timeout: core::time::Duration,
-        fut: F,
-    ) -> super::Scoped<ManualRuntime, F> {
-        super::scope(Deadline::after(Self::now(), timeout), fut)
     }
 }
 

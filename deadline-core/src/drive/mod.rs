@@ -141,7 +141,7 @@ pub use manual_runtime::ManualRuntime;
 pub use mode::{DeadlineOnly, Full, Mode};
 pub use report::{CallError, Called, Report};
 pub use runtime::Runtime;
-pub use scoped::{Scoped, enter, scope};
+pub use scoped::{Scoped, enter, propagate, remaining, scope, scope_timeout};
 #[cfg(feature = "std")]
 pub use thread_deadline::ThreadDeadline;
 

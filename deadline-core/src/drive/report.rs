@@ -176,6 +176,19 @@ impl<E> CallError<E> {
     pub const fn is_skipped(&self) -> bool {
         matches!(self, CallError::Skipped(_))
     }
+
+    /// The HTTP status a server answers with when this call fails its request: the
+    /// library's error's ([`Error::http_status`]: 504 for a deadline or a timeout, 503 for an
+    /// open breaker), 504 for a dependency skipped for want of time, and 502 (Bad Gateway)
+    /// for the dependency's own failure.
+    #[must_use]
+    pub const fn http_status(&self) -> u16 {
+        match self {
+            CallError::Skipped(_) => 504,
+            CallError::Attempt(_) => 502,
+            CallError::Library(e) => e.http_status(),
+        }
+    }
 }
 
 impl<E: fmt::Display> fmt::Display for CallError<E> {

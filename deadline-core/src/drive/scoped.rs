@@ -5,7 +5,10 @@ use core::marker::PhantomData;
 use core::pin::Pin;
 use core::task::{Context, Poll};
 
+use core::time::Duration;
+
 use crate::deadline::Deadline;
+use crate::time::Clock;
 
 use super::runtime::Runtime;
 
@@ -40,6 +43,25 @@ pub const fn scope<Rt: Runtime, F: Future>(deadline: Deadline, fut: F) -> Scoped
 pub fn enter<Rt: Runtime, R>(deadline: Deadline, f: impl FnOnce() -> R) -> R {
     let deadline = Rt::current().map_or(deadline, |outer| outer.min(deadline));
     Rt::enter(deadline, f)
+}
+
+/// Runs `fut` with a current deadline `timeout` from now on `Rt`'s clock (or the enclosing
+/// one, if that is earlier when it runs).
+pub fn scope_timeout<Rt: Runtime, F: Future>(timeout: Duration, fut: F) -> Scoped<Rt, F> {
+    scope(Deadline::after(Rt::timer().now(), timeout), fut)
+}
+
+/// Runs `fut` with the deadline current *now*, where this is called (or [`Deadline::NEVER`]
+/// outside any scope): for a future about to be spawned, which would not see it otherwise.
+pub fn propagate<Rt: Runtime, F: Future>(fut: F) -> Scoped<Rt, F> {
+    scope(Rt::current().unwrap_or(Deadline::NEVER), fut)
+}
+
+/// The time left until `Rt`'s current deadline (zero once it has passed), or `None` outside
+/// any scope.
+#[must_use]
+pub fn remaining<Rt: Runtime>() -> Option<Duration> {
+    Rt::current().map(|d| d.remaining(Rt::timer().now()))
 }
 
 impl<Rt, F> Scoped<Rt, F> {

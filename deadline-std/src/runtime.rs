@@ -1,0 +1,138 @@
+//! The runtimes on std: [`AsyncIo`] (async-std, smol, anything on `async-io`) and
+//! [`Blocking`] (plain threads), each with the current deadline in a thread-local.
+
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{Context, Poll};
+
+use deadline_core::drive::{Runtime, ThreadDeadline};
+use deadline_core::{Clock, Deadline, Instant, Timer};
+
+use crate::clock::StdClock;
+use crate::entropy::Entropy;
+
+/// async-std and smol (and any executor whose timers run on `async-io`) as the core's
+/// [`Runtime`]: [`AsyncIoTimer`](crate::AsyncIoTimer), [`Entropy`], and the current deadline
+/// in a thread-local set around each poll of a scoped future ([`ThreadDeadline`]), so it
+/// follows the future across the executor's threads (feature `async-io`).
+#[cfg(feature = "async-io")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct AsyncIo;
+
+#[cfg(feature = "async-io")]
+impl Runtime for AsyncIo {
+    type Timer = crate::AsyncIoTimer;
+    type Rng = Entropy;
+
+    fn timer() -> crate::AsyncIoTimer {
+        crate::AsyncIoTimer
+    }
+
+    fn rng() -> Entropy {
+        Entropy
+    }
+
+    fn current() -> Option<Deadline> {
+        ThreadDeadline::current()
+    }
+
+    fn enter<R>(deadline: Deadline, f: impl FnOnce() -> R) -> R {
+        ThreadDeadline::enter(deadline, f)
+    }
+}
+
+/// Plain threads as the core's [`Runtime`]: the same async application code, run to its end
+/// on the calling thread by [`Blocking::block_on`], with sleeps that block the thread
+/// ([`ThreadTimer`]), [`Entropy`], and the current deadline in a thread-local.
+///
+/// An attempt whose body blocks (a `std::net` socket with the attempt's limits, see
+/// [`crate::net`]) answers at its first poll, so there are no hedges (a hedge needs a second
+/// attempt running beside a pending one) and an attempt is never cut off from outside: it
+/// enforces its own limits. Retries, backoffs, the budget and the breaker work as on any
+/// runtime.
+///
+/// ```
+/// use deadline_core::{Dependency, Policy, ms};
+/// use deadline_std::Blocking;
+///
+/// static PRICING: Dependency<Blocking> =
+///     Dependency::new(Policy::required("pricing").cap(ms(110)).floor(ms(30)));
+///
+/// let price = Blocking::block_on(deadline_core::drive::scope_timeout::<Blocking, _>(ms(200), async {
+///     PRICING
+///         .run(|limits| async move {
+///             assert_eq!(limits.timeout, ms(110)); // min(200 - 20, 110), give or take the clock
+///             Ok::<_, std::io::Error>(42) // a blocking call within `limits`
+///         })
+///         .reserve(ms(20))
+///         .await
+/// }));
+/// assert_eq!(price.unwrap(), 42);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Blocking;
+
+impl Blocking {
+    /// Runs `future` to its end on this thread, parking it while the future waits.
+    pub fn block_on<F: Future>(future: F) -> F::Output {
+        futures_executor::block_on(future)
+    }
+}
+
+impl Runtime for Blocking {
+    type Timer = ThreadTimer;
+    type Rng = Entropy;
+
+    fn timer() -> ThreadTimer {
+        ThreadTimer
+    }
+
+    fn rng() -> Entropy {
+        Entropy
+    }
+
+    fn current() -> Option<Deadline> {
+        ThreadDeadline::current()
+    }
+
+    fn enter<R>(deadline: Deadline, f: impl FnOnce() -> R) -> R {
+        ThreadDeadline::enter(deadline, f)
+    }
+}
+
+/// A [`Timer`] whose sleep blocks the thread when polled, on [`StdClock`]: the timer of the
+/// [`Blocking`] runtime. Polled on an async executor it would block that executor's thread;
+/// it is for [`Blocking::block_on`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ThreadTimer;
+
+impl Clock for ThreadTimer {
+    fn now(&self) -> Instant {
+        StdClock.now()
+    }
+}
+
+impl Timer for ThreadTimer {
+    type Sleep = ThreadSleep;
+
+    fn sleep_until(&self, at: Instant) -> ThreadSleep {
+        ThreadSleep { at }
+    }
+}
+
+/// The sleep of [`ThreadTimer`]: its first poll blocks the thread until the clock reads its
+/// instant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[must_use = "futures do nothing unless polled"]
+pub struct ThreadSleep {
+    at: Instant,
+}
+
+impl Future for ThreadSleep {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
+        crate::blocking::Sleeper::sleep_until(&crate::blocking::ThreadSleeper, self.at);
+        Poll::Ready(())
+    }
+}
