@@ -16,11 +16,13 @@ use deadline_core::{Backoff, HedgePolicy, Jitter, Outcome, SplitMix64};
 use deadline_core::{
     BreakerConfig, CircuitBreaker, Clock, Deadline, Policy, RetryBudget, call_timeout, ms,
 };
-use deadline_tokio::{TokioClock, TokioTimer, call, decide, drive, scope, scope_timeout, within};
+use deadline_tokio::{
+    Dependency, TokioClock, TokioTimer, call, decide, drive, scope, scope_timeout, within,
+};
 use tower::{Service, ServiceExt};
 
 /// The scenarios, by the name the programs take.
-pub const SCENARIOS: [&str; 13] = [
+pub const SCENARIOS: [&str; 15] = [
     "clock_tokio",
     "clock_deadline",
     "call_timeout",
@@ -34,6 +36,8 @@ pub const SCENARIOS: [&str; 13] = [
     "deadline_drive",
     "deadline_drive_only",
     "deadline_drive_armed",
+    "dependency_run",
+    "dependency_run_armed",
 ];
 
 /// The request's budget in every scenario: far more than any call here takes.
@@ -51,6 +55,21 @@ static ARMED: Policy = Policy::required("armed")
     .idempotent();
 static BUDGET_10: RetryBudget = RetryBudget::percent(10).min_per_sec(10);
 static BREAKER: CircuitBreaker = CircuitBreaker::new(BreakerConfig::DEFAULT);
+/// The plain policy as a dependency: its default retry budget, counters and live histogram,
+/// called in one line.
+static PLAIN_DEP: Dependency = Dependency::new(PLAIN);
+/// The armed policy as a dependency, with its budget and a breaker, hedging at the live p95.
+static ARMED_DEP: Dependency = Dependency::new(
+    Policy::required("armed")
+        .cap(TIMEOUT)
+        .floor(ms(1))
+        .attempts(3)
+        .backoff(Backoff::exponential(ms(10), ms(100), Jitter::Full))
+        .hedge_at_p95(ms(50))
+        .idempotent(),
+)
+.budget(RetryBudget::percent(10).min_per_sec(10))
+.breaker(BreakerConfig::DEFAULT);
 
 /// The dependency: answers at once.
 fn answer() -> Ready<Result<u64, ()>> {
@@ -232,6 +251,22 @@ pub async fn run(name: &str, n: u64) -> Option<u64> {
             })
             .await;
         }
+        "dependency_run" => {
+            scope_timeout(BUDGET, async {
+                for _ in 0..n {
+                    sum += PLAIN_DEP.run(|_| answer()).await.unwrap();
+                }
+            })
+            .await;
+        }
+        "dependency_run_armed" => {
+            scope_timeout(BUDGET, async {
+                for _ in 0..n {
+                    sum += ARMED_DEP.run(|_| answer()).await.unwrap();
+                }
+            })
+            .await;
+        }
         _ => return None,
     }
     Some(sum)
@@ -263,8 +298,10 @@ pub fn future_sizes() -> Vec<(&'static str, usize)> {
         |_: &()| Outcome::Failed,
         |limits| scope(limits.deadline(), answer()),
     );
+    let run = core::future::IntoFuture::into_future(PLAIN_DEP.run(|_| answer()));
     vec![
         ("tokio_timeout", core::mem::size_of_val(&tokio)),
+        ("dependency_run", core::mem::size_of_val(&run)),
         ("deadline_drive_only", core::mem::size_of_val(&only)),
         ("deadline_within", core::mem::size_of_val(&within)),
         ("deadline_drive", core::mem::size_of_val(&driven)),

@@ -187,7 +187,10 @@ impl Counters {
     /// Counts `n` of `event` at once.
     pub fn record_n(&self, event: CounterEvent, n: u32) {
         // Wrapping, like any exported counter; `CounterSnapshot::since` undoes the wrap.
-        self.cell(event).fetch_add(narrow(n), Ordering::Relaxed);
+        // Nothing to add is not an atomic write (a call adds zero to most counters).
+        if n != 0 {
+            self.cell(event).fetch_add(narrow(n), Ordering::Relaxed);
+        }
     }
 
     /// The current value of one counter.

@@ -27,8 +27,8 @@ pub(crate) fn emit(name: &str, event: &Event) {
                 debug!(dependency = name, attempt, ?timeout, at_us, "retry started");
             }
         }
-        EventKind::Succeeded { attempt } => {
-            debug!(dependency = name, attempt, at_us, "attempt answered");
+        EventKind::Succeeded { attempt, took } => {
+            debug!(dependency = name, attempt, ?took, at_us, "attempt answered");
         }
         EventKind::Failed { attempt, outcome } => {
             debug!(

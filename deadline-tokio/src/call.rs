@@ -7,7 +7,7 @@ use deadline_core::drive::{Called, Driver};
 use deadline_core::{Call, Limits, Outcome, Policy, Rng};
 
 use crate::clock::TokioTimer;
-use crate::context::{Tokio, current_or_never, scope};
+use crate::context::{Tokio, current_or_never};
 
 /// A [`Call`] to `policy`'s dependency under the current deadline (see [`crate::scope`]),
 /// keeping `reserve` for the work after it. Outside any scope the deadline never comes, so
@@ -52,7 +52,7 @@ pub fn drive<'c, R, A, F, T, E, C>(
     call: Call<'c>,
     rng: R,
     classify: C,
-    mut attempt: A,
+    attempt: A,
 ) -> impl Future<Output = Called<T, E>> + use<'c, R, A, F, T, E, C>
 where
     R: Rng,
@@ -60,12 +60,6 @@ where
     F: Future<Output = Result<T, E>>,
     C: FnMut(&E) -> Outcome,
 {
-    Driver::new(call, TokioTimer, rng).run(classify, move |limits: Limits| {
-        // The attempt function itself runs inside the attempt's scope, as its future does.
-        let deadline = limits.deadline();
-        scope(
-            deadline,
-            deadline_core::drive::enter::<Tokio, _>(deadline, || attempt(limits)),
-        )
-    })
+    // The attempt function itself runs inside the attempt's scope, as its future does.
+    Driver::new(call, TokioTimer, rng).run_scoped::<Tokio, _, _, _, _, _>(classify, attempt)
 }

@@ -188,14 +188,14 @@ async fn the_hedge_delay_follows_a_histogram_that_shifts() {
     assert_eq!(hedge_sent_after(&LIVE).await, ms(40));
     // The dependency answers in about 10 ms: the hedge goes out at the histogram's p95.
     for _ in 0..200 {
-        LIVE.latency().record(ms(10));
+        LIVE.record_latency(ms(10));
     }
     let p95 = LIVE.live_hedge_delay().unwrap();
     assert!(p95 >= ms(10) && p95 < ms(11), "{p95:?}");
     assert_at_tick(hedge_sent_after(&LIVE).await, p95);
     // It slows down to about 80 ms: the p95 follows, and so does the hedge.
     for _ in 0..4_000 {
-        LIVE.latency().record(ms(80));
+        LIVE.record_latency(ms(80));
     }
     let p95 = LIVE.live_hedge_delay().unwrap();
     assert!(p95 >= ms(80) && p95 < ms(83), "{p95:?}");

@@ -2,6 +2,7 @@
 //! policy, its retry-and-hedge budget, its circuit breaker, its counters and its live
 //! latency histogram; and its one-line call ([`Dependency::run`]).
 
+mod latency;
 #[cfg(feature = "metrics")]
 mod metrics;
 mod record;
@@ -18,6 +19,8 @@ use crate::counters::Counters;
 use crate::deadline::Deadline;
 use crate::drive::{AnyErrorFails, Runtime};
 use crate::histogram::Histogram;
+use latency::LiveLatency;
+
 use crate::policy::Policy;
 use crate::retry_budget::RetryBudget;
 
@@ -53,7 +56,7 @@ pub struct Dependency<'n, Rt> {
     budget: Option<RetryBudget>,
     breaker: Option<CircuitBreaker>,
     counters: Counters,
-    latency: Histogram,
+    latency: LiveLatency,
     runtime: PhantomData<fn() -> Rt>,
 }
 
@@ -61,7 +64,10 @@ impl<'n, Rt> Dependency<'n, Rt> {
     /// The fewest latencies the histogram holds before a live hedge delay
     /// ([`Policy::hedge_at`]) is read from it; until then the policy's fallback delay is
     /// used.
-    pub const MIN_LIVE_SAMPLES: u64 = 20;
+    pub const MIN_LIVE_SAMPLES: u32 = LiveLatency::MIN_SAMPLES;
+    /// The live hedge delay is read from the histogram again after this many more
+    /// latencies (reading it walks the histogram; a call reads the value kept).
+    pub const LIVE_REFRESH: u32 = LiveLatency::REFRESH;
 
     /// The dependency called as `policy` says, with the default retry budget
     /// ([`RetryBudget::default`]: 10% extra calls, 10 per second whatever the traffic), no
@@ -73,7 +79,7 @@ impl<'n, Rt> Dependency<'n, Rt> {
             budget: Some(RetryBudget::percent(RetryBudget::DEFAULT_PERCENT)),
             breaker: None,
             counters: Counters::new(),
-            latency: Histogram::new(),
+            latency: LiveLatency::new(),
             runtime: PhantomData,
         }
     }
@@ -131,24 +137,46 @@ impl<'n, Rt> Dependency<'n, Rt> {
         &self.counters
     }
 
-    /// Its latency histogram: each attempt that answers is recorded with its own latency, and
-    /// each that times out with its timeout (it took at least that long).
+    /// Its latency histogram, to read: each attempt that answers is recorded with its own
+    /// latency, and each that times out with its timeout (it took at least that long).
+    /// Record into it with [`record_latency`](Self::record_latency), which keeps the live
+    /// hedge delay up to date.
     #[must_use]
     pub const fn latency(&self) -> &Histogram {
-        &self.latency
+        self.latency.histogram()
+    }
+
+    /// Records one attempt's latency (as each call does): into the histogram, and into the
+    /// live hedge delay when it is due to be read again.
+    pub fn record_latency(&self, latency: Duration) {
+        self.latency.record(latency, self.live_quantile());
     }
 
     /// The hedge delay read from the live histogram, when the policy hedges at a quantile of
-    /// it ([`Policy::hedge_at`]) and it holds at least
-    /// [`MIN_LIVE_SAMPLES`](Self::MIN_LIVE_SAMPLES) latencies; `None` otherwise (the policy's
-    /// fixed delay applies).
+    /// it ([`Policy::hedge_at`]) and at least [`MIN_LIVE_SAMPLES`](Self::MIN_LIVE_SAMPLES)
+    /// latencies were recorded; `None` otherwise (the policy's fixed delay applies). It is
+    /// the value read when the latest [`LIVE_REFRESH`](Self::LIVE_REFRESH) latencies began.
     #[must_use]
+    #[inline]
     pub fn live_hedge_delay(&self) -> Option<Duration> {
-        let quantile = self.policy.hedge?.live?;
-        if self.latency.count() < Self::MIN_LIVE_SAMPLES {
-            return None;
+        self.live_quantile()?;
+        self.latency.delay()
+    }
+
+    /// The quantile of the live hedge delay, if the policy asks for one.
+    #[inline]
+    const fn live_quantile(&self) -> Option<crate::quantile::Quantile> {
+        match self.policy.hedge {
+            Some(h) => h.live,
+            None => None,
         }
-        self.latency.quantile(quantile)
+    }
+
+    /// Its recorder, for a driver of your own ([`Recorder`]): it records each attempt's
+    /// latency as [`record_latency`](Self::record_latency) does.
+    #[must_use]
+    pub const fn recorder(&self) -> Recorder<'_> {
+        Recorder::new(self.policy.name, &self.latency, self.live_quantile())
     }
 
     /// The [`Call`] of this dependency within `deadline`, keeping `reserve` after it, with its

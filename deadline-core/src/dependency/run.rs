@@ -188,7 +188,7 @@ where
                 run.rng,
                 run.classify,
                 InScope::new(run.attempt),
-                Recorder::new(dep.name(), dep.latency()),
+                dep.recorder(),
             ),
             dep,
             deadline: run.deadline,

@@ -2,6 +2,8 @@
 
 use core::future::Future;
 use core::marker::PhantomData;
+use core::pin::Pin;
+use core::task::{Context, Poll};
 
 use crate::call_timeout::Limits;
 
@@ -16,6 +18,18 @@ pub trait Attempt {
 
     /// Starts an attempt under `limits`.
     fn start(&mut self, limits: Limits) -> Self::Future;
+
+    /// Starts an attempt under `limits` in `slot`, and polls it once: what a driver does
+    /// with a new attempt (it answers at once, or it is pending and its timer is armed).
+    fn start_in(
+        &mut self,
+        limits: Limits,
+        mut slot: Pin<&mut Option<Self::Future>>,
+        cx: &mut Context<'_>,
+    ) -> Poll<<Self::Future as Future>::Output> {
+        slot.set(Some(self.start(limits)));
+        slot.as_pin_mut().map_or(Poll::Pending, |f| f.poll(cx))
+    }
 }
 
 impl<A: FnMut(Limits) -> F, F: Future> Attempt for A {
@@ -54,5 +68,23 @@ impl<Rt: Runtime, A: FnMut(Limits) -> F, F: Future> Attempt for InScope<Rt, A> {
         let deadline = limits.deadline();
         let attempt = &mut self.attempt;
         scope(deadline, enter::<Rt, _>(deadline, || attempt(limits)))
+    }
+
+    /// The attempt function and the first poll of its future in one scope (one entry into
+    /// the runtime's current deadline, not two).
+    #[inline]
+    fn start_in(
+        &mut self,
+        limits: Limits,
+        mut slot: Pin<&mut Option<Scoped<Rt, F>>>,
+        cx: &mut Context<'_>,
+    ) -> Poll<F::Output> {
+        let deadline = limits.deadline();
+        let attempt = &mut self.attempt;
+        enter::<Rt, _>(deadline, || {
+            slot.set(Some(scope(deadline, attempt(limits))));
+            slot.as_pin_mut()
+                .map_or(Poll::Pending, |scoped| scoped.poll_entered(cx))
+        })
     }
 }

@@ -353,8 +353,15 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
             return;
         };
         let number = winner.number();
+        let took = now.saturating_duration_since(winner.started());
         self.course.succeeded(winner, now);
-        observer.on_event(&Event::new(now, EventKind::Succeeded { attempt: number }));
+        observer.on_event(&Event::new(
+            now,
+            EventKind::Succeeded {
+                attempt: number,
+                took,
+            },
+        ));
         self.end(Ok(()), now, observer);
     }
 

@@ -48,6 +48,8 @@ pub enum EventKind {
     Succeeded {
         /// The attempt's number.
         attempt: u32,
+        /// Its latency: from its start to its answer.
+        took: Duration,
     },
     /// An attempt failed with its own error, classified as `outcome`.
     Failed {

@@ -269,6 +269,32 @@ impl<'c, Tm: Timer, R: Rng, O: Observer, M: Mode> Driver<'c, Tm, R, O, M> {
     }
 }
 
+impl<'c, Tm: Timer, R: Rng, O: Observer, M: Mode> Driver<'c, Tm, R, O, M> {
+    /// Runs the call as [`run`](Self::run) does, each attempt inside its own scope on `Rt`
+    /// ([`InScope`]): the attempt function itself and every poll of its future see the
+    /// attempt's deadline as `Rt`'s current one, so calls made inside it inherit it.
+    pub fn run_scoped<Rt, A, F, T, E, C>(
+        self,
+        classify: C,
+        attempt: A,
+    ) -> Drive<'c, Tm, R, C, InScope<Rt, A>, O, Scoped<Rt, F>, T, E, M>
+    where
+        Rt: Runtime,
+        A: FnMut(Limits) -> F,
+        F: Future<Output = Result<T, E>>,
+        C: FnMut(&E) -> Outcome,
+    {
+        Drive::new(
+            CallMachine::with_mode(self.call, self.live_delay),
+            self.timer,
+            self.rng,
+            classify,
+            InScope::new(attempt),
+            self.observer,
+        )
+    }
+}
+
 pin_project_lite::pin_project! {
     /// The future of [`Driver::run`]: the call's machine, its attempts in flight (up to
     /// [`MAX_IN_FLIGHT`]) and its one sleep, all inside it. Dropping it drops every attempt

@@ -56,15 +56,15 @@ where
         sleep: &mut Pin<&mut Option<Tm::Sleep>>,
     ) -> Poll<Called<T, E>> {
         let mut now = self.timer.now();
-        self.poll_attempts(cx, slots, None, now);
+        self.poll_attempts(cx, slots, now);
         loop {
             match self.machine.poll(now, &mut self.rng, &mut self.observer) {
                 Action::Start { slot, limits } => {
-                    if let Some(fut) = slots.get_mut(slot) {
-                        fut.set(Some(self.attempt.start(limits)));
-                    }
                     // The attempt first: if it answers at once, no timer is armed.
-                    self.poll_attempts(cx, slots, Some(slot), now);
+                    if let Some(fut) = slots.get_mut(slot) {
+                        let polled = self.attempt.start_in(limits, fut.as_mut(), cx);
+                        self.ended(slot, fut, polled, now);
+                    }
                 }
                 Action::Cancel { slot } => {
                     if let Some(fut) = slots.get_mut(slot) {
@@ -94,42 +94,50 @@ where
                     // The clock, not the wake-up, says what is due: read it again, and give
                     // the attempts their chance before their timeouts are looked at.
                     now = self.timer.now();
-                    self.poll_attempts(cx, slots, None, now);
+                    self.poll_attempts(cx, slots, now);
                 }
             }
         }
     }
 
-    /// Polls the attempt in `only`, or every attempt in flight, and tells the machine of
+    /// Polls every attempt in flight, and tells the machine of
     /// each that ended.
-    fn poll_attempts(
-        &mut self,
-        cx: &mut Context<'_>,
-        slots: &mut Slots<'_, F>,
-        only: Option<usize>,
-        now: Instant,
-    ) {
+    fn poll_attempts(&mut self, cx: &mut Context<'_>, slots: &mut Slots<'_, F>, now: Instant) {
         for (slot, fut) in slots.iter_mut().enumerate() {
-            if only.is_some_and(|only| only != slot) {
-                continue;
-            }
             let Some(running) = fut.as_mut().as_pin_mut() else {
                 continue;
             };
-            match running.poll(cx) {
-                Poll::Pending => {}
-                Poll::Ready(Ok(value)) => {
-                    fut.set(None);
-                    self.value = Some(value);
-                    self.machine.succeeded(slot, now, &mut self.observer);
-                    return;
-                }
-                Poll::Ready(Err(error)) => {
-                    fut.set(None);
-                    let outcome = self.classify.classify(&error);
-                    self.machine
-                        .failed(slot, error, outcome, now, &mut self.observer);
-                }
+            let polled = running.poll(cx);
+            if self.ended(slot, fut, polled, now) {
+                return;
+            }
+        }
+    }
+
+    /// Tells the machine how the attempt in `slot` did at its latest poll, and empties the
+    /// slot if it ended. `true` when it answered: the call's winner.
+    #[inline]
+    fn ended(
+        &mut self,
+        slot: usize,
+        fut: &mut Pin<&mut Option<F>>,
+        polled: Poll<Result<T, E>>,
+        now: Instant,
+    ) -> bool {
+        match polled {
+            Poll::Pending => false,
+            Poll::Ready(Ok(value)) => {
+                fut.set(None);
+                self.value = Some(value);
+                self.machine.succeeded(slot, now, &mut self.observer);
+                true
+            }
+            Poll::Ready(Err(error)) => {
+                fut.set(None);
+                let outcome = self.classify.classify(&error);
+                self.machine
+                    .failed(slot, error, outcome, now, &mut self.observer);
+                false
             }
         }
     }

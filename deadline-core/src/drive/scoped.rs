@@ -73,6 +73,15 @@ impl<Rt, F> Scoped<Rt, F> {
     }
 }
 
+impl<Rt: Runtime, F: Future> Scoped<Rt, F> {
+    /// Polls the inner future as it is, inside a scope already entered with this one's
+    /// deadline (or an earlier one).
+    #[inline]
+    pub(crate) fn poll_entered(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        self.project().fut.poll(cx)
+    }
+}
+
 impl<Rt: Runtime, F: Future> Future for Scoped<Rt, F> {
     type Output = F::Output;
 
