@@ -3,10 +3,11 @@
 //! Levels, as a service owner would pick them: the steps of a call that goes well at
 //! `DEBUG` (attempt started, answered) and `TRACE` (a loser cancelled); a retry, a backoff, a
 //! hedge, an attempt's failure or timeout at `DEBUG`; an optional call skipped at `INFO`; a
-//! call not made, a call that gives up, a call that ends without an answer at `WARN`. Every
+//! call not made and a call that gives up at `WARN` (its end, without an answer, is then at
+//! `DEBUG`: the reason was said). Every
 //! event names the dependency (`dependency`) and the attempt (`attempt`) where there is one.
 
-use tracing::{Level, debug, event, info, trace, warn};
+use tracing::{debug, info, trace, warn};
 
 use crate::drive::{Event, EventKind};
 
@@ -79,13 +80,14 @@ pub(crate) fn emit(name: &str, event: &Event) {
         }
         EventKind::Ended { ok, deadline } => {
             if ok {
-                event!(Level::DEBUG, dependency = name, at_us, "call answered");
+                debug!(dependency = name, at_us, "call answered");
             } else {
-                warn!(
+                // Why was said at its own level (gave up, not made, skipped).
+                debug!(
                     dependency = name,
                     deadline_exceeded = deadline,
                     at_us,
-                    "call failed"
+                    "call ended without an answer"
                 );
             }
         }
