@@ -24,11 +24,14 @@ static SCRIPTED: Dependency<ManualRuntime> = Dependency::new(
 static SPENT: Dependency<ManualRuntime> =
     Dependency::new(Policy::optional("spent").cap(ms(60)).floor(ms(25)));
 
-/// Runs the scripted call and the skipped one on this thread's virtual clock.
-fn scripted_calls() -> (
+/// What the scripted call and the skipped one gave.
+type Ends = (
     Result<u32, CallError<&'static str>>,
     Result<(), CallError<()>>,
-) {
+);
+
+/// Runs the scripted call and the skipped one on this thread's virtual clock.
+fn scripted_calls() -> Ends {
     let mut n = 0;
     let scripted = ManualRuntime::block_on(scope_timeout::<ManualRuntime, _>(ms(500), async {
         SCRIPTED
@@ -207,14 +210,15 @@ fn counters_metrics_and_tracing_see_every_step() {
     );
 }
 
-/// The recorder's snapshot as a vector.
-fn snapshot_vec(
-    snapshotter: &metrics_util::debugging::Snapshotter,
-) -> Vec<(
+/// One entry of the recorder's snapshot.
+type Entry = (
     metrics_util::CompositeKey,
     Option<metrics::Unit>,
     Option<metrics::SharedString>,
     DebugValue,
-)> {
+);
+
+/// The recorder's snapshot as a vector.
+fn snapshot_vec(snapshotter: &metrics_util::debugging::Snapshotter) -> Vec<Entry> {
     snapshotter.snapshot().into_vec()
 }

@@ -269,6 +269,11 @@ impl<'c, Tm: Timer, R: Rng, O: Observer, M: Mode> Driver<'c, Tm, R, O, M> {
     }
 }
 
+/// The future of [`Driver::run_scoped`]: a [`Drive`] whose attempts run in their own scopes
+/// on `Rt`.
+pub type ScopedDrive<'c, Tm, R, C, A, O, Rt, F, T, E, M> =
+    Drive<'c, Tm, R, C, InScope<Rt, A>, O, Scoped<Rt, F>, T, E, M>;
+
 impl<'c, Tm: Timer, R: Rng, O: Observer, M: Mode> Driver<'c, Tm, R, O, M> {
     /// Runs the call as [`run`](Self::run) does, each attempt inside its own scope on `Rt`
     /// ([`InScope`]): the attempt function itself and every poll of its future see the
@@ -277,7 +282,7 @@ impl<'c, Tm: Timer, R: Rng, O: Observer, M: Mode> Driver<'c, Tm, R, O, M> {
         self,
         classify: C,
         attempt: A,
-    ) -> Drive<'c, Tm, R, C, InScope<Rt, A>, O, Scoped<Rt, F>, T, E, M>
+    ) -> ScopedDrive<'c, Tm, R, C, A, O, Rt, F, T, E, M>
     where
         Rt: Runtime,
         A: FnMut(Limits) -> F,
