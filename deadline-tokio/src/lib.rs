@@ -85,7 +85,7 @@ pub use layer::{DeadlineLayer, PropagateLayer};
 pub use statement::statement_timeout;
 
 /// The workspace README's Rust examples (the core's and this crate's), run as doctests.
-/// They need the `tower` feature, which CI turns on (`--all-features`).
-#[cfg(all(doctest, feature = "tower"))]
+/// They need the `tonic` and `reqwest` features, which CI turns on (`--all-features`).
+#[cfg(all(doctest, feature = "tonic", feature = "reqwest"))]
 #[doc = include_str!("../../README.md")]
 struct ReadmeDoctests;

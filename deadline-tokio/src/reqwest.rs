@@ -56,6 +56,18 @@ pub trait DeadlineRequest: Sized {
     ///
     /// [`Error::DeadlineExceeded`] when nothing is left to send: do not make the call.
     fn deadline(self, propagation: &Propagation, header: DeadlineHeader) -> Result<Self, Error>;
+
+    /// [`deadline`](Self::deadline) with the defaults: 5 ms kept per hop
+    /// ([`Propagation::DEFAULT`]) and the time left in `x-deadline-ms`. Inside a
+    /// [`Dependency::run`](deadline_core::Dependency::run) attempt, the time left is the
+    /// attempt's.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::DeadlineExceeded`] when nothing is left to send: do not make the call.
+    fn time_left(self) -> Result<Self, Error> {
+        self.deadline(&Propagation::DEFAULT, DeadlineHeader::DeadlineMs)
+    }
 }
 
 impl DeadlineRequest for RequestBuilder {
