@@ -50,7 +50,11 @@ static ARMED: Policy = Policy::required("armed")
     .cap(TIMEOUT)
     .floor(ms(1))
     .attempts(3)
-    .backoff(Backoff::exponential(ms(10), ms(100), Jitter::Full))
+    .backoff(
+        Backoff::exponential(ms(10))
+            .max(ms(100))
+            .jitter(Jitter::Full),
+    )
     .hedge(HedgePolicy::new(ms(50), 1))
     .idempotent();
 static BUDGET_10: RetryBudget = RetryBudget::percent(10).min_per_sec(10);
@@ -64,7 +68,11 @@ static ARMED_DEP: Dependency = Dependency::new(
         .cap(TIMEOUT)
         .floor(ms(1))
         .attempts(3)
-        .backoff(Backoff::exponential(ms(10), ms(100), Jitter::Full))
+        .backoff(
+            Backoff::exponential(ms(10))
+                .max(ms(100))
+                .jitter(Jitter::Full),
+        )
         .hedge_at_p95(ms(50))
         .idempotent(),
 )

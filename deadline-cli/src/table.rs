@@ -184,13 +184,11 @@ impl Dependency {
         }
         policy = policy.with_idempotent(self.idempotent);
         if self.retries > 0 {
-            policy = policy
-                .attempts(self.retries.saturating_add(1))
-                .backoff(Backoff::exponential(
-                    self.backoff,
-                    self.backoff_max,
-                    Jitter::Full,
-                ));
+            policy = policy.attempts(self.retries.saturating_add(1)).backoff(
+                Backoff::exponential(self.backoff)
+                    .max(self.backoff_max)
+                    .jitter(Jitter::Full),
+            );
         }
         if let Some(delay) = self.hedge_delay() {
             policy = policy.hedge(HedgePolicy::new(delay, 1));

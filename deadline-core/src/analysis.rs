@@ -361,7 +361,7 @@ pub const EXACT_RETRIES: u32 = 4_096;
 /// use deadline_core::{Backoff, Jitter, RetryPolicy, ms};
 ///
 /// // A 2 s read limit and three tries is 6 s, plus the wait times.
-/// let retry = RetryPolicy::new(3, Backoff::exponential(ms(200), ms(1_000), Jitter::Full));
+/// let retry = RetryPolicy::new(3, Backoff::exponential(ms(200)).max(ms(1_000)).jitter(Jitter::Full));
 /// assert_eq!(worst_case(ms(2_000), 2), ms(6_000));
 /// // Full jitter waits at most 200 ms before the first retry and 400 ms before the second.
 /// assert_eq!(worst_case_with_backoff(ms(2_000), &retry), ms(6_000 + 200 + 400));

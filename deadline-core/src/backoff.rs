@@ -181,7 +181,7 @@ fn grpc_range(t: u64) -> (u64, u64) {
 /// use deadline_core::{Backoff, Jitter, Multiplier, ms};
 ///
 /// // gRPC's defaults: 1 s, x1.6, at most 120 s, jitter x(0.8..1.2).
-/// let grpc = Backoff::grpc(ms(1_000), ms(120_000));
+/// let grpc = Backoff::grpc(ms(1_000)).max(ms(120_000));
 /// assert_eq!(grpc.multiplier, Multiplier::GRPC);
 /// assert_eq!(grpc.ceiling(2), ms(2_560));
 /// assert_eq!(grpc.bounds(2, ms(0)), (ms(2_048), ms(3_072)));
@@ -213,7 +213,7 @@ fn grpc_range(t: u64) -> (u64, u64) {
 /// ```
 /// use deadline_core::{Backoff, Jitter, SplitMix64, ms};
 ///
-/// let b = Backoff::exponential(ms(100), ms(1_000), Jitter::Full);
+/// let b = Backoff::exponential(ms(100)).max(ms(1_000)).jitter(Jitter::Full);
 /// assert_eq!(b.ceiling(0), ms(100));
 /// assert_eq!(b.ceiling(3), ms(800));
 /// assert_eq!(b.ceiling(4), ms(1_000)); // 1600 capped at max
@@ -249,21 +249,26 @@ impl Backoff {
     /// alone): exponential from 10 ms up to 100 ms, doubling, with full jitter (a wait drawn
     /// uniformly under each ceiling, so that callers that failed together do not retry
     /// together).
-    pub const DEFAULT: Backoff = Backoff::exponential(
-        Duration::from_millis(10),
-        Duration::from_millis(100),
-        Jitter::Full,
-    );
+    pub const DEFAULT: Backoff =
+        Backoff::exponential(Duration::from_millis(10)).max(Duration::from_millis(100));
 
-    /// Exponential backoff from `base` up to `max`, doubling, with `jitter`.
+    /// Exponential backoff from `base`, doubling, with full jitter and no ceiling until
+    /// [`max`](Self::max) sets one (the deadline bounds it all the same).
     #[must_use]
-    pub const fn exponential(base: Duration, max: Duration, jitter: Jitter) -> Self {
+    pub const fn exponential(base: Duration) -> Self {
         Backoff {
             base,
-            max,
-            jitter,
+            max: Duration::MAX,
+            jitter: Jitter::Full,
             multiplier: Multiplier::TWO,
         }
+    }
+
+    /// The same backoff, never longer than `max` before jitter.
+    #[must_use]
+    pub const fn max(mut self, max: Duration) -> Self {
+        self.max = max;
+        self
     }
 
     /// The same wait before every retry, with no jitter.
@@ -277,13 +282,13 @@ impl Backoff {
         }
     }
 
-    /// gRPC's form: from `initial` up to `max`, times 1.6 per retry, with a factor uniform in
-    /// `[0.8, 1.2]`.
+    /// gRPC's form: from `initial`, times 1.6 per retry, with a factor uniform in
+    /// `[0.8, 1.2]`; set its `max_backoff` with [`max`](Self::max).
     #[must_use]
-    pub const fn grpc(initial: Duration, max: Duration) -> Self {
+    pub const fn grpc(initial: Duration) -> Self {
         Backoff {
             base: initial,
-            max,
+            max: Duration::MAX,
             jitter: Jitter::Grpc,
             multiplier: Multiplier::GRPC,
         }
@@ -298,7 +303,7 @@ impl Backoff {
 
     /// The same backoff with another jitter.
     #[must_use]
-    pub const fn with_jitter(mut self, jitter: Jitter) -> Self {
+    pub const fn jitter(mut self, jitter: Jitter) -> Self {
         self.jitter = jitter;
         self
     }

@@ -73,12 +73,26 @@ impl BreakerConfig {
         self
     }
 
-    /// The same configuration, opening at `percent` failures among the last `window`
-    /// outcomes, once there are `min_calls` of them (`percent` 0: never on this rule).
+    /// The same configuration, opening at `percent` failures among the last
+    /// [`window`](Self::window) outcomes, once there are [`min_calls`](Self::min_calls) of them
+    /// (`percent` 0: never on this rule).
     #[must_use]
-    pub const fn with_failure_ratio(mut self, percent: u32, window: u32, min_calls: u32) -> Self {
+    pub const fn failure_percent(mut self, percent: u32) -> Self {
         self.failure_percent = percent;
+        self
+    }
+
+    /// The same configuration, judging the failure ratio over the last `window` outcomes.
+    #[must_use]
+    pub const fn window(mut self, window: u32) -> Self {
         self.window = window;
+        self
+    }
+
+    /// The same configuration, judging the failure ratio only once there are `min_calls`
+    /// outcomes in the window.
+    #[must_use]
+    pub const fn min_calls(mut self, min_calls: u32) -> Self {
         self.min_calls = min_calls;
         self
     }

@@ -34,7 +34,7 @@ pub enum Necessity {
 ///     .floor(ms(30))
 ///     .connect(ms(5))
 ///     .retries(2)
-///     .backoff(Backoff::exponential(ms(10), ms(40), Jitter::Full))
+///     .backoff(Backoff::exponential(ms(10)).max(ms(40)).jitter(Jitter::Full))
 ///     .hedge_after(ms(60))
 ///     .idempotent();
 /// assert_eq!(PRICING.cap, ms(110));
@@ -262,7 +262,7 @@ impl<'n> Policy<'n> {
 /// ```
 /// use deadline_core::{Backoff, Jitter, RetryPolicy, ms};
 ///
-/// let r = RetryPolicy::new(3, Backoff::exponential(ms(10), ms(100), Jitter::Full))
+/// let r = RetryPolicy::new(3, Backoff::exponential(ms(10)).max(ms(100)).jitter(Jitter::Full))
 ///     .with_retry_non_idempotent(true);
 /// assert_eq!(r.attempts(), 3);
 /// assert!(r.retry_non_idempotent);

@@ -46,7 +46,7 @@ use crate::time::Instant;
 ///
 /// // The budget table: a retry with 1450 ms left waits 200 ms, then has the rest of the time.
 /// let dep = Policy::required("B").cap(ms(2_000)).floor(ms(100))
-///     .attempts(2).backoff(Backoff::exponential(ms(200), ms(1_000), Jitter::None))
+///     .attempts(2).backoff(Backoff::exponential(ms(200)).max(ms(1_000)).jitter(Jitter::None))
 ///     .idempotent();
 /// let deadline = Deadline::after(Instant::ZERO, ms(2_000));
 /// let call = Call::new(&dep, deadline, ms(0));

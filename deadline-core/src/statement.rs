@@ -16,7 +16,7 @@ pub const MAX_STATEMENT_MILLIS: u32 = i32::MAX as u32;
 /// use deadline_core::{StatementPolicy, ms};
 ///
 /// // At most 300 ms per query; under 40 ms left, do not start.
-/// const ORDERS: StatementPolicy = StatementPolicy::new(ms(300), ms(40));
+/// const ORDERS: StatementPolicy = StatementPolicy::capped(ms(300)).floor(ms(40));
 /// assert_eq!(ORDERS.cap, ms(300));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -33,19 +33,26 @@ pub struct StatementPolicy {
 }
 
 impl StatementPolicy {
-    /// A policy with this cap and floor, and no reserve.
+    /// A query run for at most `cap`, with no floor and no reserve until they are set.
     #[must_use]
-    pub const fn new(cap: Duration, floor: Duration) -> Self {
+    pub const fn capped(cap: Duration) -> Self {
         StatementPolicy {
             cap,
-            floor,
+            floor: Duration::ZERO,
             reserve: Duration::ZERO,
         }
     }
 
+    /// The same policy, not starting a query with less than `floor` left.
+    #[must_use]
+    pub const fn floor(mut self, floor: Duration) -> Self {
+        self.floor = floor;
+        self
+    }
+
     /// The same policy with time reserved for after the query.
     #[must_use]
-    pub const fn with_reserve(mut self, reserve: Duration) -> Self {
+    pub const fn reserve(mut self, reserve: Duration) -> Self {
         self.reserve = reserve;
         self
     }
@@ -59,7 +66,7 @@ impl StatementPolicy {
 /// ```
 /// use deadline_core::{Deadline, Instant, StatementDecision, StatementPolicy, ms, statement_timeout};
 ///
-/// let policy = StatementPolicy::new(ms(300), ms(40));
+/// let policy = StatementPolicy::capped(ms(300)).floor(ms(40));
 /// let deadline = Deadline::after(Instant::ZERO, ms(1000));
 /// let StatementDecision::Set(t) = statement_timeout(&policy, deadline, Instant::from_millis(800))
 /// else {
@@ -128,7 +135,7 @@ impl StatementDecision {
 /// use deadline_core::{Deadline, Instant, StatementDecision, StatementPolicy, ms, statement_timeout};
 ///
 /// // The propagation model's database: `ms = int(min(0.3, left) * 1000)`, and "don't start" under 40 ms left.
-/// let policy = StatementPolicy::new(ms(300), ms(40));
+/// let policy = StatementPolicy::capped(ms(300)).floor(ms(40));
 /// let deadline = Deadline::after(Instant::ZERO, ms(1000));
 /// let at = |t| statement_timeout(&policy, deadline, Instant::from_millis(t));
 /// assert_eq!(at(0).timeout().map(|t| t.millis()), Some(300));

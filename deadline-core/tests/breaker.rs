@@ -23,7 +23,9 @@ fn call(b: &CircuitBreaker, now: Instant, outcome: BreakerOutcome) {
 fn consecutive(n: u32) -> BreakerConfig {
     BreakerConfig::DEFAULT
         .with_consecutive_failures(n)
-        .with_failure_ratio(0, 20, 10)
+        .failure_percent(0)
+        .window(20)
+        .min_calls(10)
         .with_cooldown(ms(1_000))
         .with_probes(2)
         .with_probe_timeout(ms(500))
@@ -90,7 +92,9 @@ fn abandoned_calls_are_not_counted() {
 fn the_failure_ratio_opens_it_once_the_window_holds_min_calls() {
     let config = BreakerConfig::DEFAULT
         .with_consecutive_failures(0)
-        .with_failure_ratio(50, 10, 10);
+        .failure_percent(50)
+        .window(10)
+        .min_calls(10);
     let b = CircuitBreaker::new(config);
     // S F S F ... : never two failures in a row; 50% after ten outcomes.
     for i in 0..9u64 {
@@ -116,7 +120,9 @@ fn the_failure_ratio_opens_it_once_the_window_holds_min_calls() {
 fn the_ratio_ignores_a_window_under_min_calls() {
     let config = BreakerConfig::DEFAULT
         .with_consecutive_failures(0)
-        .with_failure_ratio(50, 10, 5);
+        .failure_percent(50)
+        .window(10)
+        .min_calls(5);
     let b = CircuitBreaker::new(config);
     for i in 0..4 {
         call(&b, at(i), BreakerOutcome::Failure);
@@ -130,7 +136,9 @@ fn the_ratio_ignores_a_window_under_min_calls() {
 fn the_window_slides() {
     let config = BreakerConfig::DEFAULT
         .with_consecutive_failures(0)
-        .with_failure_ratio(75, 4, 4);
+        .failure_percent(75)
+        .window(4)
+        .min_calls(4);
     let b = CircuitBreaker::new(config);
     let outcomes = [
         BreakerOutcome::Failure,
@@ -303,7 +311,9 @@ fn it_works_far_from_the_clock_origin() {
 fn out_of_range_settings_are_clamped() {
     let config = BreakerConfig::DEFAULT
         .with_consecutive_failures(1_000)
-        .with_failure_ratio(0, 1_000, 0)
+        .failure_percent(0)
+        .window(1_000)
+        .min_calls(0)
         .with_probes(0)
         .with_cooldown(std::time::Duration::MAX);
     let b = CircuitBreaker::new(config);

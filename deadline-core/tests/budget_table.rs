@@ -36,7 +36,11 @@ fn policies() -> [Policy<'static>; 3] {
             .floor(ms(100))
             .idempotent()
             .attempts(2)
-            .backoff(Backoff::exponential(RETRY_WAIT, RETRY_WAIT, Jitter::None)),
+            .backoff(
+                Backoff::exponential(RETRY_WAIT)
+                    .max(RETRY_WAIT)
+                    .jitter(Jitter::None),
+            ),
         Policy::required("C").cap(no_cap).floor(ms(1_000)),
     ]
 }

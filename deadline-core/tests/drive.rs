@@ -706,7 +706,11 @@ fn jitter_comes_from_the_injected_rng() {
         .floor(ms(5))
         .idempotent()
         .attempts(3)
-        .backoff(Backoff::exponential(base, ms(1_000), Jitter::Full));
+        .backoff(
+            Backoff::exponential(base)
+                .max(ms(1_000))
+                .jitter(Jitter::Full),
+        );
     let call = Call::new(&b, Deadline::after(t.now(), ms(1_000)), ms(0));
     let starts = RefCell::new(Vec::new());
     let draws = [0, 0, u32::MAX, u32::MAX];
@@ -756,7 +760,7 @@ proptest! {
         let jitter = [Jitter::None, Jitter::Full, Jitter::Equal, Jitter::Decorrelated, Jitter::Grpc][jitter];
         let mut policy = Policy::required("X").cap(ms(cap_ms)).floor(ms(floor_ms))
             .with_idempotent(idempotent)
-            .attempts(attempts).backoff(Backoff::exponential(ms(base_ms), ms(base_ms * 8), jitter));
+            .attempts(attempts).backoff(Backoff::exponential(ms(base_ms)).max(ms(base_ms * 8)).jitter(jitter));
         if let Some((delay, max)) = hedge {
             policy = policy.hedge(HedgePolicy::new(ms(delay), max));
         }

@@ -44,7 +44,9 @@ fn sim<'t, T: 't>(t: &'t ManualTimer, latency: Duration, out: T) -> impl Future<
 fn config(n: u32, probes: u32) -> BreakerConfig {
     BreakerConfig::DEFAULT
         .with_consecutive_failures(n)
-        .with_failure_ratio(0, 20, 10)
+        .failure_percent(0)
+        .window(20)
+        .min_calls(10)
         .with_cooldown(ms(1_000))
         .with_probes(probes)
         .with_probe_timeout(ms(500))

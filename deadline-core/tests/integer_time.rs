@@ -227,7 +227,10 @@ fn backoff() -> impl Strategy<Value = Backoff> {
         0..5usize,
     )
         .prop_map(|(base, max, num, den, j)| {
-            Backoff::exponential(base, max, JITTERS[j]).with_multiplier(num, den)
+            Backoff::exponential(base)
+                .max(max)
+                .jitter(JITTERS[j])
+                .with_multiplier(num, den)
         })
 }
 
@@ -276,7 +279,7 @@ proptest! {
         draw in draw(),
     ) {
         for jitter in JITTERS {
-            let b = b.with_jitter(jitter);
+            let b = b.jitter(jitter);
             let (lo, hi) = old_bounds(&b, n, previous);
             prop_assert_eq!(
                 b.bounds(n, previous),
@@ -299,7 +302,7 @@ proptest! {
         budget in duration(),
         now in micros(),
     ) {
-        let policy = StatementPolicy::new(cap, Duration::ZERO).with_reserve(reserve);
+        let policy = StatementPolicy::capped(cap).floor(Duration::ZERO).reserve(reserve);
         let deadline = Deadline::after(Instant::ZERO, budget);
         let now = Instant::from_micros(now);
         let available = deadline.remaining(now).saturating_sub(reserve).min(cap);
@@ -319,7 +322,9 @@ proptest! {
 #[test]
 fn grpc_range_at_the_edges() {
     for t in (0..2_000u64).chain(u64::MAX - 2_000..=u64::MAX) {
-        let b = Backoff::grpc(Duration::from_micros(t), Duration::MAX).with_multiplier(1, 1);
+        let b = Backoff::grpc(Duration::from_micros(t))
+            .max(Duration::MAX)
+            .with_multiplier(1, 1);
         let expect = (old_scale(t, 4, 5), old_scale(t, 6, 5));
         let (lo, hi) = b.bounds(0, Duration::ZERO);
         assert_eq!(

@@ -99,11 +99,11 @@ fn policy_strategy() -> impl Strategy<Value = Policy<'static>> {
                     .floor(ms(floor))
                     .with_idempotent(idempotent)
                     .attempts(attempts)
-                    .backoff(Backoff::exponential(
-                        ms(base),
-                        ms(base * 10),
-                        JITTERS[jitter],
-                    ));
+                    .backoff(
+                        Backoff::exponential(ms(base))
+                            .max(ms(base * 10))
+                            .jitter(JITTERS[jitter]),
+                    );
                 p.retry(p.retry.with_retry_non_idempotent(retry_any))
             },
         )
@@ -174,11 +174,7 @@ proptest! {
         // 2 (AWS), 1.6 (gRPC), 1.5, 1: all exact for n <= 21 (see `Backoff::ceiling`).
         let (num, den) = [(2, 1), (8, 5), (3, 2), (1, 1)][ratio];
         let jitter = JITTERS[jitter];
-        let mut b = Backoff::exponential(
-            Duration::from_micros(base_us),
-            Duration::from_micros(max_us),
-            jitter,
-        );
+        let mut b = Backoff::exponential(Duration::from_micros(base_us)).max(Duration::from_micros(max_us)).jitter(jitter);
         b.multiplier = Multiplier::new(num, den);
         let d = b.delay(n, Duration::from_micros(previous_us), &mut SplitMix64::new(seed));
         let d = d.as_micros();

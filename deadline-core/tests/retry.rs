@@ -277,7 +277,11 @@ fn decorrelated_jitter_remembers_the_previous_wait() {
         .floor(ms(1))
         .idempotent()
         .attempts(5)
-        .backoff(Backoff::exponential(base, ms(10_000), Jitter::Decorrelated));
+        .backoff(
+            Backoff::exponential(base)
+                .max(ms(10_000))
+                .jitter(Jitter::Decorrelated),
+        );
     let call = Call::new(&p, Deadline::after(Instant::ZERO, ms(100_000)), ms(0));
     let mut state = RetryState::new();
     let mut rng = Sequence::new(&[u32::MAX]);

@@ -9,7 +9,7 @@ use deadline_core::{
 use proptest::prelude::*;
 
 /// The propagation model's `get_order`: at most 300 ms per query, and "don't start" under 40 ms left.
-const DATABASE: StatementPolicy = StatementPolicy::new(ms(300), ms(40));
+const DATABASE: StatementPolicy = StatementPolicy::capped(ms(300)).floor(ms(40));
 
 fn millis(d: StatementDecision) -> Option<u32> {
     d.timeout().map(|t| t.millis())
@@ -55,7 +55,7 @@ fn rounds_down_so_the_database_never_outlives_the_caller() {
 #[test]
 fn never_zero_because_zero_means_no_timeout() {
     // No floor at all, and 0.5 ms left: PostgreSQL would read 0 as "wait forever".
-    let policy = StatementPolicy::new(ms(300), Duration::ZERO);
+    let policy = StatementPolicy::capped(ms(300)).floor(Duration::ZERO);
     let deadline = Deadline::after(Instant::ZERO, Duration::from_micros(500));
     let d = statement_timeout(&policy, deadline, Instant::ZERO);
     assert!(matches!(d, StatementDecision::DontStart(s) if s.error() != Error::DeadlineExceeded));
@@ -66,7 +66,7 @@ fn never_zero_because_zero_means_no_timeout() {
 
 #[test]
 fn the_reserve_comes_off_the_time_left() {
-    let policy = DATABASE.with_reserve(ms(15));
+    let policy = DATABASE.reserve(ms(15));
     let deadline = Deadline::after(Instant::ZERO, ms(100));
     // 100 - 15 = 85 ms.
     assert_eq!(
@@ -82,7 +82,7 @@ fn the_reserve_comes_off_the_time_left() {
 
 #[test]
 fn a_deadline_that_never_comes_gets_the_cap() {
-    let huge = StatementPolicy::new(Duration::MAX, ms(1));
+    let huge = StatementPolicy::capped(Duration::MAX).floor(ms(1));
     let d = statement_timeout(&huge, Deadline::NEVER, Instant::ZERO);
     assert_eq!(millis(d), Some(MAX_STATEMENT_MILLIS));
     let d = statement_timeout(&DATABASE, Deadline::NEVER, Instant::MAX);
@@ -98,8 +98,8 @@ proptest! {
         floor in 0u64..10_000_000,
         reserve in 0u64..10_000_000,
     ) {
-        let policy = StatementPolicy::new(Duration::from_micros(cap), Duration::from_micros(floor))
-            .with_reserve(Duration::from_micros(reserve));
+        let policy = StatementPolicy::capped(Duration::from_micros(cap)).floor(Duration::from_micros(floor))
+            .reserve(Duration::from_micros(reserve));
         let deadline = Deadline::at(Instant::from_micros(deadline));
         let now = Instant::from_micros(now);
         let left = deadline.remaining(now).saturating_sub(policy.reserve);

@@ -40,7 +40,9 @@ fn longest_draws() -> Sequence<'static> {
 #[test]
 fn three_tries_of_2_s_are_6_s_plus_the_wait_times() {
     // The budget table's retry waits 200 ms; exponential without jitter doubles it for the next one.
-    let backoff = Backoff::exponential(ms(200), ms(1_000), Jitter::None);
+    let backoff = Backoff::exponential(ms(200))
+        .max(ms(1_000))
+        .jitter(Jitter::None);
     let retry = RetryPolicy::new(3, backoff);
     let without_waits = worst_case(ms(2_000), 2);
     assert_eq!(without_waits, ms(6_000));
@@ -58,7 +60,10 @@ fn three_tries_of_2_s_are_6_s_plus_the_wait_times() {
 #[test]
 fn full_jitter_counts_the_top_of_each_range() {
     // One retry after a jittered backoff from 5 ms: the wait may be the whole 5 ms.
-    let retry = RetryPolicy::new(2, Backoff::exponential(ms(5), ms(40), Jitter::Full));
+    let retry = RetryPolicy::new(
+        2,
+        Backoff::exponential(ms(5)).max(ms(40)).jitter(Jitter::Full),
+    );
     assert_eq!(worst_case_with_backoff(ms(80), &retry), ms(160 + 5));
     // Drawn low, the same call takes less: the worst case is an upper bound.
     let low = all_attempts_time_out(ms(80), retry, &mut Sequence::new(&[0]));
@@ -81,7 +86,9 @@ fn no_backoff_is_the_plain_worst_case() {
 #[test]
 fn decorrelated_jitter_grows_threefold_from_its_largest_previous_wait() {
     let (base, max) = (ms(10), ms(1_000));
-    let backoff = Backoff::exponential(base, max, Jitter::Decorrelated);
+    let backoff = Backoff::exponential(base)
+        .max(max)
+        .jitter(Jitter::Decorrelated);
     for attempts in 1..=9u32 {
         let retry = RetryPolicy::new(attempts, backoff);
         // The oracle: the largest wait before retry n is min(max, base × 3^(n+1)).
@@ -106,7 +113,9 @@ fn decorrelated_jitter_grows_threefold_from_its_largest_previous_wait() {
 
 #[test]
 fn huge_inputs_saturate() {
-    let long = Backoff::exponential(Duration::MAX, Duration::MAX, Jitter::Full);
+    let long = Backoff::exponential(Duration::MAX)
+        .max(Duration::MAX)
+        .jitter(Jitter::Full);
     let retry = RetryPolicy::new(u32::MAX, long);
     assert_eq!(
         worst_case_with_backoff(Duration::MAX, &retry),
@@ -119,7 +128,7 @@ fn huge_inputs_saturate() {
         Duration::MAX
     );
     // gRPC's jitter may exceed its max by 20%: still no overflow.
-    let grpc = RetryPolicy::new(u32::MAX, Backoff::grpc(Duration::MAX, Duration::MAX));
+    let grpc = RetryPolicy::new(u32::MAX, Backoff::grpc(Duration::MAX).max(Duration::MAX));
     assert_eq!(worst_case_with_backoff(ms(1), &grpc), Duration::MAX);
 }
 
@@ -131,7 +140,9 @@ fn the_most_attempts_are_summed_exactly_when_the_wait_settles() {
     let expected = ms(10).as_nanos() * (retries + 1) + ms(5).as_nanos() * retries;
     assert_eq!(worst_case_with_backoff(ms(10), &retry).as_nanos(), expected);
     // Doubling reaches its max after a few retries; from then on every wait is the max.
-    let backoff = Backoff::exponential(ms(1), ms(64), Jitter::Equal);
+    let backoff = Backoff::exponential(ms(1))
+        .max(ms(64))
+        .jitter(Jitter::Equal);
     let retry = RetryPolicy::new(u32::MAX, backoff);
     let growing: u128 = (0..6).map(|n| ms(1 << n).as_nanos()).sum();
     let expected = ms(10).as_nanos() * (retries + 1) + growing + ms(64).as_nanos() * (retries - 6);
@@ -144,8 +155,10 @@ fn a_backoff_still_growing_past_the_exact_retries_is_bounded_by_its_max() {
     // sum works out one by one. The answer lies between every wait at the base and every
     // wait at the max.
     let (base, max) = (ms(1), ms(1_000));
-    let backoff =
-        Backoff::exponential(base, max, Jitter::None).with_multiplier(1_000_001, 1_000_000);
+    let backoff = Backoff::exponential(base)
+        .max(max)
+        .jitter(Jitter::None)
+        .with_multiplier(1_000_001, 1_000_000);
     let attempts = EXACT_RETRIES * 4;
     let retry = RetryPolicy::new(attempts, backoff);
     let retries = attempts - 1;
@@ -183,12 +196,10 @@ fn backoff() -> impl Strategy<Value = Backoff> {
     )
         .prop_map(|(base, max, jitter, num, den)| {
             let (num, den) = if num < den { (den, den) } else { (num, den) };
-            Backoff::exponential(
-                Duration::from_micros(base),
-                Duration::from_micros(max),
-                jitter,
-            )
-            .with_multiplier(num.min(den * 4), den)
+            Backoff::exponential(Duration::from_micros(base))
+                .max(Duration::from_micros(max))
+                .jitter(jitter)
+                .with_multiplier(num.min(den * 4), den)
         })
 }
 
@@ -229,7 +240,7 @@ proptest! {
         attempts in prop_oneof![0u32..100, Just(u32::MAX)],
         t in prop_oneof![any::<u64>().prop_map(Duration::from_nanos), Just(Duration::MAX)],
     ) {
-        let backoff = Backoff::exponential(base, max, jitter).with_multiplier(num, den);
+        let backoff = Backoff::exponential(base).max(max).jitter(jitter).with_multiplier(num, den);
         let retry = RetryPolicy::new(attempts, backoff);
         let worst = worst_case_with_backoff(t, &retry);
         prop_assert!(worst >= worst_case(t, retry.attempts() - 1));

@@ -98,7 +98,9 @@ fn breaker() -> CircuitBreaker {
     CircuitBreaker::new(
         BreakerConfig::DEFAULT
             .with_consecutive_failures(1)
-            .with_failure_ratio(0, 20, 10)
+            .failure_percent(0)
+            .window(20)
+            .min_calls(10)
             .with_cooldown(ms(1_000))
             .with_probes(2)
             .with_probe_timeout(ms(500)),

@@ -36,7 +36,7 @@ static SEEDS: AtomicU64 = AtomicU64::new(0);
 ///
 /// // Two attempts, with a fully jittered backoff (somewhere in 0 to 10 ms) between them.
 /// let b = Policy::required("B").cap(ms(110)).floor(ms(30))
-///     .attempts(2).backoff(Backoff::exponential(ms(10), ms(80), Jitter::Full))
+///     .attempts(2).backoff(Backoff::exponential(ms(10)).max(ms(80)).jitter(Jitter::Full))
 ///     .idempotent();
 /// let clock = ManualClock::new(); // virtual time, for the example: the sleep moves it
 /// let call = Call::new(&b, Deadline::after(clock.now(), ms(500)), ms(20));

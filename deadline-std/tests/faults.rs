@@ -247,7 +247,9 @@ fn blocking_dependency_panics() {
     let breaker = CircuitBreaker::new(
         BreakerConfig::DEFAULT
             .with_consecutive_failures(1)
-            .with_failure_ratio(0, 20, 10)
+            .failure_percent(0)
+            .window(20)
+            .min_calls(10)
             .with_cooldown(ms(100))
             .with_probes(1)
             .with_probe_timeout(ms(300)),

@@ -35,7 +35,7 @@ use tonic::transport::{Channel, Server};
 /// 5 ms kept back per hop; callers believed up to 10 s.
 const HOP: Propagation = Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000));
 /// At most 2 s per query; under 10 ms left, do not start.
-const QUERY: StatementPolicy = StatementPolicy::new(ms(2_000), ms(10));
+const QUERY: StatementPolicy = StatementPolicy::capped(ms(2_000)).floor(ms(10));
 
 #[derive(Clone, PartialEq, prost::Message)]
 struct Lookup {

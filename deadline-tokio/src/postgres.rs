@@ -27,7 +27,7 @@
 //! use deadline_tokio::scope_timeout;
 //!
 //! // At most 300 ms per query; under 20 ms left, do not start.
-//! const ORDERS: StatementPolicy = StatementPolicy::new(ms(300), ms(20));
+//! const ORDERS: StatementPolicy = StatementPolicy::capped(ms(300)).floor(ms(20));
 //!
 //! # async fn run(client: &mut tokio_postgres::Client) -> Result<(), PgError> {
 //! let rows = scope_timeout(ms(250), async {

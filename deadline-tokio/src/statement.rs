@@ -17,7 +17,7 @@ use crate::context::current_or_never;
 /// use deadline_core::{StatementDecision, StatementPolicy, ms};
 /// use deadline_tokio::{scope_timeout, statement_timeout};
 ///
-/// const ORDERS: StatementPolicy = StatementPolicy::new(ms(300), ms(40));
+/// const ORDERS: StatementPolicy = StatementPolicy::capped(ms(300)).floor(ms(40));
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {

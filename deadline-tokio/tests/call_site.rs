@@ -137,7 +137,11 @@ async fn two_calls_with_the_default_random_source_draw_different_jitter() {
         Policy::required("jittered")
             .cap(ms(100))
             .retries(1)
-            .backoff(Backoff::exponential(ms(400), ms(400), Jitter::Full))
+            .backoff(
+                Backoff::exponential(ms(400))
+                    .max(ms(400))
+                    .jitter(Jitter::Full),
+            )
             .idempotent(),
     );
     let first = backoff_of_one_call(&JITTERED).await;

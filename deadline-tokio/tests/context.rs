@@ -181,7 +181,7 @@ async fn within_runs_the_call_under_its_own_deadline_and_drops_it_at_the_timeout
 
 #[tokio::test(start_paused = true)]
 async fn statement_timeout_follows_the_current_deadline() {
-    const ORDERS: StatementPolicy = StatementPolicy::new(ms(300), ms(40));
+    const ORDERS: StatementPolicy = StatementPolicy::capped(ms(300)).floor(ms(40));
     // Outside any scope: the cap.
     let outside = statement_timeout(&ORDERS).timeout().map(|t| t.millis());
     assert_eq!(outside, Some(300));

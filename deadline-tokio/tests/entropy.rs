@@ -12,7 +12,11 @@ static B: Policy = Policy::required("B")
     .cap(ms(300))
     .floor(ms(10))
     .attempts(2)
-    .backoff(Backoff::exponential(ms(100), ms(100), Jitter::Full))
+    .backoff(
+        Backoff::exponential(ms(100))
+            .max(ms(100))
+            .jitter(Jitter::Full),
+    )
     .idempotent();
 
 #[tokio::test(start_paused = true)]

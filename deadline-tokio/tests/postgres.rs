@@ -25,7 +25,7 @@ const SLACK: Duration = ms(80);
 /// Queries that are not cut off run this long (`pg_sleep`), far beyond any deadline here.
 const STALL_SECS: f64 = 5.0;
 /// At most 10 s per query, under 1 ms do not start.
-const POLICY: StatementPolicy = StatementPolicy::new(ms(10_000), ms(1));
+const POLICY: StatementPolicy = StatementPolicy::capped(ms(10_000)).floor(ms(1));
 
 fn database_url() -> String {
     std::env::var("DEADLINE_TEST_DATABASE_URL").unwrap_or_else(|_| {
@@ -120,7 +120,7 @@ async fn a_query_runs_and_the_connection_stays_usable() {
 async fn sqlstate_57014_is_the_librarys_timeout() {
     let mut client = connect().await;
     // A cap of 50 ms: the statement timeout fires in the server, long before the deadline.
-    let short = StatementPolicy::new(ms(50), ms(1));
+    let short = StatementPolicy::capped(ms(50)).floor(ms(1));
     let tag = tag("timeout");
     let result = scope_timeout(
         ms(5_000),
@@ -139,7 +139,7 @@ async fn sqlstate_57014_is_the_librarys_timeout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_query_is_not_started_with_too_little_time_left() {
     let mut client = connect().await;
-    let policy = StatementPolicy::new(ms(10_000), ms(40));
+    let policy = StatementPolicy::capped(ms(10_000)).floor(ms(40));
     let result = scope_timeout(
         ms(20),
         postgres::query(&mut client, &policy, "SELECT 1", &[]),

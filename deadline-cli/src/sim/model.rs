@@ -49,11 +49,9 @@ impl Model {
         db_attempt: Duration::from_millis(300),
         db_floor: Duration::from_millis(40),
         attempts: 3,
-        backoff: Backoff::exponential(
-            Duration::from_millis(25),
-            Duration::from_millis(100),
-            Jitter::Full,
-        ),
+        backoff: Backoff::exponential(Duration::from_millis(25))
+            .max(Duration::from_millis(100))
+            .jitter(Jitter::Full),
         budget_percent: 10,
         budget_floor_per_sec: 10,
     };

@@ -155,7 +155,8 @@ impl Setup {
                 policy: service,
                 budget: strategy.has_budget(),
             },
-            statement: propagated.then(|| StatementPolicy::new(model.db_attempt, model.db_floor)),
+            statement: propagated
+                .then(|| StatementPolicy::capped(model.db_attempt).floor(model.db_floor)),
             propagation: propagated.then(|| {
                 Propagation::DEFAULT
                     .allowance(model.allowance)

@@ -29,7 +29,7 @@ static PRICING: Policy = Policy::required("pricing").cap(ms(110)).floor(ms(30));
 /// 10 s from a caller.
 static HOP: Propagation = Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000));
 /// Its database: at most 300 ms per query, none started with under 40 ms left.
-static ORDERS: StatementPolicy = StatementPolicy::new(ms(300), ms(40));
+static ORDERS: StatementPolicy = StatementPolicy::capped(ms(300)).floor(ms(40));
 
 /// `d` in milliseconds, rounded to the nearest.
 fn millis(d: Duration) -> u128 {

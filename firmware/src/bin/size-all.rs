@@ -21,7 +21,7 @@ use deadline_core::{
 };
 
 static BACKOFF: Backoff =
-    Backoff::exponential(ms(10), ms(1_000), Jitter::Full).with_multiplier(8, 5);
+    Backoff::exponential(ms(10)).max(ms(1_000)).jitter(Jitter::Full).with_multiplier(8, 5);
 static POLICY: Policy = Policy::required("A")
     .cap(ms(50))
     .floor(ms(10))
@@ -29,7 +29,7 @@ static POLICY: Policy = Policy::required("A")
     .retry(RetryPolicy::new(3, BACKOFF))
     .hedge(HedgePolicy::new(ms(20), 1));
 static OPTIONAL: Policy = Policy::optional("C").cap(ms(60)).floor(ms(25));
-static STATEMENT: StatementPolicy = StatementPolicy::new(ms(300), ms(40)).with_reserve(ms(5));
+static STATEMENT: StatementPolicy = StatementPolicy::capped(ms(300)).floor(ms(40)).reserve(ms(5));
 static ADMISSION: Admission = Admission::new(ms(5)).with_max_queue_delay(ms(50));
 static PROPAGATION: Propagation = Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000));
 static BUDGET: RetryBudget = RetryBudget::percent(10).min_per_sec(10);
@@ -86,7 +86,7 @@ fn main() -> ! {
 
         // Every backoff jitter, drawn.
         for jitter in jitters {
-            let b = black_box(backoff.with_jitter(jitter));
+            let b = black_box(backoff.jitter(jitter));
             keep(b.delay(black_box(3), d(40), &mut rng));
             keep(b.bounds(black_box(3), d(40)));
         }
