@@ -16,7 +16,7 @@ use core::task::{Context, Poll};
 use core::time::Duration;
 
 use deadline_core::drive::Runtime;
-use deadline_core::{Clock, Deadline, Decision, Error, Limits, Policy, call_timeout};
+use deadline_core::{Clock, Deadline, Decision, Error, Limits, Policy};
 use deadline_std::Entropy;
 use tokio::time::Timeout;
 
@@ -193,7 +193,7 @@ pub fn is_expired() -> bool {
 /// # }
 /// ```
 pub fn decide(policy: &Policy, reserve: Duration) -> Decision {
-    call_timeout(policy, current_or_never(), reserve, TokioClock.now())
+    deadline_core::drive::decide::<Tokio>(policy, reserve)
 }
 
 /// A nested call under `limits`: `fut` runs with the call's deadline as the current deadline

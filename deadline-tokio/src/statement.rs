@@ -1,9 +1,8 @@
 //! Database statement timeouts from the current deadline.
 
-use deadline_core::{Clock, StatementDecision, StatementPolicy, statement_timeout as decide};
+use deadline_core::{StatementDecision, StatementPolicy};
 
-use crate::clock::TokioClock;
-use crate::context::current_or_never;
+use crate::context::Tokio;
 
 /// The statement timeout for a query starting now, under the current deadline (see
 /// [`deadline_core::statement_timeout`]). Outside any [`scope`](crate::scope) the time left is
@@ -34,5 +33,5 @@ use crate::context::current_or_never;
 /// # }
 /// ```
 pub fn statement_timeout(policy: &StatementPolicy) -> StatementDecision {
-    decide(policy, current_or_never(), TokioClock.now())
+    deadline_core::drive::statement_timeout::<Tokio>(policy)
 }

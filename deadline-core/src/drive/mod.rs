@@ -141,7 +141,9 @@ pub use manual_runtime::ManualRuntime;
 pub use mode::{DeadlineOnly, Full, Mode};
 pub use report::{CallError, Called, Report};
 pub use runtime::Runtime;
-pub use scoped::{Scoped, enter, propagate, remaining, scope, scope_timeout};
+pub use scoped::{
+    Scoped, decide, enter, propagate, remaining, scope, scope_timeout, statement_timeout,
+};
 #[cfg(feature = "std")]
 pub use thread_deadline::ThreadDeadline;
 

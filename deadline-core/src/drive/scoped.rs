@@ -7,7 +7,10 @@ use core::task::{Context, Poll};
 
 use core::time::Duration;
 
+use crate::call_timeout::{Decision, call_timeout};
 use crate::deadline::Deadline;
+use crate::policy::Policy;
+use crate::statement::{StatementDecision, StatementPolicy};
 use crate::time::Clock;
 
 use super::runtime::Runtime;
@@ -62,6 +65,23 @@ pub fn propagate<Rt: Runtime, F: Future>(fut: F) -> Scoped<Rt, F> {
 #[must_use]
 pub fn remaining<Rt: Runtime>() -> Option<Duration> {
     Rt::current().map(|d| d.remaining(Rt::timer().now()))
+}
+
+/// The decision for a call to `policy`'s dependency starting now under `Rt`'s current
+/// deadline, keeping `reserve` for the work after it ([`call_timeout`]); outside any scope the
+/// deadline never comes.
+#[must_use]
+pub fn decide<Rt: Runtime>(policy: &Policy<'_>, reserve: Duration) -> Decision {
+    let deadline = Rt::current().unwrap_or(Deadline::NEVER);
+    call_timeout(policy, deadline, reserve, Rt::timer().now())
+}
+
+/// The database statement timeout for a query starting now under `Rt`'s current deadline
+/// ([`crate::statement_timeout`]).
+#[must_use]
+pub fn statement_timeout<Rt: Runtime>(policy: &StatementPolicy) -> StatementDecision {
+    let deadline = Rt::current().unwrap_or(Deadline::NEVER);
+    crate::statement::statement_timeout(policy, deadline, Rt::timer().now())
 }
 
 impl<Rt, F> Scoped<Rt, F> {
