@@ -70,7 +70,6 @@ pub fn remaining<Rt: Runtime>() -> Option<Duration> {
 /// The decision for a call to `policy`'s dependency starting now under `Rt`'s current
 /// deadline, keeping `reserve` for the work after it ([`call_timeout`]); outside any scope the
 /// deadline never comes.
-#[must_use]
 pub fn decide<Rt: Runtime>(policy: &Policy<'_>, reserve: Duration) -> Decision {
     let deadline = Rt::current().unwrap_or(Deadline::NEVER);
     call_timeout(policy, deadline, reserve, Rt::timer().now())
@@ -78,7 +77,6 @@ pub fn decide<Rt: Runtime>(policy: &Policy<'_>, reserve: Duration) -> Decision {
 
 /// The database statement timeout for a query starting now under `Rt`'s current deadline
 /// ([`crate::statement_timeout`]).
-#[must_use]
 pub fn statement_timeout<Rt: Runtime>(policy: &StatementPolicy) -> StatementDecision {
     let deadline = Rt::current().unwrap_or(Deadline::NEVER);
     crate::statement::statement_timeout(policy, deadline, Rt::timer().now())
