@@ -22,7 +22,7 @@ pub fn call<'p>(policy: &'p Policy<'p>, reserve: Duration) -> Call<'p> {
 /// `rng` draws the backoff's jitter: pass [`Entropy`](crate::Entropy) (seeded from the
 /// operating system, so calls do not retry in step), and a seeded generator only in tests.
 ///
-/// Each attempt runs in a [`scope`] with the attempt's own deadline ([`Limits::deadline`]),
+/// Each attempt runs in a [`scope`](crate::scope) with the attempt's own deadline ([`Limits::deadline`]),
 /// so calls made inside it inherit the shorter deadline. Everything lives in the returned
 /// future (no allocation, no spawned task): an attempt that loses a hedge race or times out
 /// is dropped, and dropping the returned future drops every attempt still running.

@@ -175,7 +175,7 @@ pub fn is_expired() -> bool {
 }
 
 /// The decision for a call to `policy`'s dependency starting now, under the current deadline,
-/// keeping `reserve` for the work after it: see [`call_timeout`].
+/// keeping `reserve` for the work after it: see [`call_timeout`](deadline_core::call_timeout).
 ///
 /// ```
 /// use deadline_core::{Decision, Policy, ms};
