@@ -71,12 +71,14 @@
 //! [`Deadline`]: deadline_core::Deadline
 
 mod answer;
+mod classify;
 mod client;
 mod server;
 #[cfg(feature = "tonic")]
 mod status;
 
 pub use answer::{BodyError, DeadlineBody};
+pub use classify::classify_response;
 #[cfg(feature = "reqwest")]
 pub(crate) use client::already_set as client_already_set;
 pub use client::{
