@@ -1,4 +1,5 @@
-//! What an HTTP or gRPC response means for retrying: [`classify_response`].
+//! What an HTTP or gRPC response means for retrying: [`classify_response`], the rules
+//! [`DependencyLayer`](super::DependencyLayer) applies to every answer of the next service.
 
 use deadline_core::{Outcome, parse_grpc_pushback, parse_retry_after};
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
