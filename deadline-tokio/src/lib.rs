@@ -18,7 +18,9 @@
 //!   its `grpc-timeout` or `x-deadline-ms` header (or a default), sheds what cannot be served
 //!   in time and answers 504 when the deadline passes; and `PropagateLayer`, which sends the
 //!   time left on outgoing requests and does not call when it is spent. Both bound response
-//!   bodies (streams) by the deadline too.
+//!   bodies (streams) by the deadline too. `DependencyLayer` makes each request a client
+//!   sends one call to a [`Dependency`]: its retries, hedges, retry budget and breaker, with
+//!   each attempt's time left in its header and responses classified by status.
 //! - With feature `postgres`: `postgres::query` and `postgres::execute`, a query in a
 //!   transaction with `SET LOCAL statement_timeout` from the time left, cancelled on the
 //!   server the moment its future is dropped; `postgres::checkout` bounds a pool's wait.

@@ -17,7 +17,7 @@ use crate::call::Call;
 use crate::call_timeout::Limits;
 use crate::counters::Counters;
 use crate::deadline::Deadline;
-use crate::drive::{AnyErrorFails, Runtime};
+use crate::drive::{AnyErrorFails, Attempt, Runtime};
 use crate::histogram::Histogram;
 use latency::LiveLatency;
 
@@ -208,6 +208,39 @@ impl<'n, Rt: Runtime> Dependency<'n, Rt> {
         A: FnMut(Limits) -> F,
         F: core::future::Future,
     {
+        Run::new(self, attempt, AnyErrorFails, Rt::rng())
+    }
+
+    /// [`run`](Self::run) with an attempt that is any [`Attempt`], not only a closure: a type
+    /// of your own that starts each attempt, for code that must name the call's future
+    /// ([`RunFuture`]) in a type, such as a tower service's `Future`, which a closure's type
+    /// cannot appear in. Everything else is as for [`run`](Self::run).
+    ///
+    /// ```
+    /// use deadline_core::drive::{Attempt, ManualRuntime};
+    /// use deadline_core::{Dependency, Limits, Policy, ms};
+    ///
+    /// static PRICING: Dependency<ManualRuntime> =
+    ///     Dependency::new(Policy::required("pricing").cap(ms(110)).floor(ms(30)));
+    ///
+    /// /// Answers with its attempt's timeout.
+    /// struct Timeout;
+    ///
+    /// impl Attempt for Timeout {
+    ///     type Future = core::future::Ready<Result<core::time::Duration, ()>>;
+    ///
+    ///     fn start(&mut self, limits: Limits) -> Self::Future {
+    ///         core::future::ready(Ok(limits.timeout))
+    ///     }
+    /// }
+    ///
+    /// let call = ManualRuntime::block_on(async { PRICING.run_attempt(Timeout).await });
+    /// assert_eq!(call, Ok(Ok(ms(110))));
+    /// ```
+    pub fn run_attempt<A: Attempt>(
+        &self,
+        attempt: A,
+    ) -> Run<'_, 'n, Rt, A, AnyErrorFails, Rt::Rng> {
         Run::new(self, attempt, AnyErrorFails, Rt::rng())
     }
 }

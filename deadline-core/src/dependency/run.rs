@@ -5,10 +5,9 @@ use core::pin::Pin;
 use core::task::{Context, Poll};
 use core::time::Duration;
 
-use crate::call_timeout::Limits;
 use crate::deadline::Deadline;
 use crate::drive::{
-    CallError, CallMachine, Called, Classify, Drive, Full, InScope, Runtime, Scoped,
+    Attempt, CallError, CallMachine, Called, Classify, Drive, Full, InScope, Runtime, Scoped,
 };
 use crate::outcome::Outcome;
 use crate::rng::Rng;
@@ -82,7 +81,7 @@ impl<'d, 'n, Rt, A, C, R> Run<'d, 'n, Rt, A, C, R> {
     /// `.classify(|e| if e.is_timeout() { Outcome::TimedOut } else { Outcome::Fatal })`.
     pub fn classify<C2, F, T, E>(self, classify: C2) -> Run<'d, 'n, Rt, A, C2, R>
     where
-        A: FnMut(Limits) -> F,
+        A: Attempt<Future = F>,
         F: Future<Output = Result<T, E>>,
         C2: FnMut(&E) -> Outcome,
     {
@@ -106,7 +105,7 @@ impl<'d, 'n, Rt, A, C, R> Run<'d, 'n, Rt, A, C, R> {
 impl<'d, 'n, Rt, A, C, R, F, T, E> IntoFuture for Run<'d, 'n, Rt, A, C, R>
 where
     Rt: Runtime,
-    A: FnMut(Limits) -> F,
+    A: Attempt<Future = F>,
     F: Future<Output = Result<T, E>>,
     C: Classify<E>,
     R: Rng,
@@ -129,7 +128,7 @@ pub struct WithReport<Run>(Run);
 impl<'d, 'n, Rt, A, C, R, F, T, E> IntoFuture for WithReport<Run<'d, 'n, Rt, A, C, R>>
 where
     Rt: Runtime,
-    A: FnMut(Limits) -> F,
+    A: Attempt<Future = F>,
     F: Future<Output = Result<T, E>>,
     C: Classify<E>,
     R: Rng,
@@ -172,7 +171,7 @@ pin_project_lite::pin_project! {
 impl<'d, 'n, Rt, A, C, R, F, T, E> Calling<'d, 'n, Rt, A, C, R, F, T, E>
 where
     Rt: Runtime,
-    A: FnMut(Limits) -> F,
+    A: Attempt<Future = F>,
     F: Future<Output = Result<T, E>>,
     C: Classify<E>,
     R: Rng,
@@ -227,7 +226,7 @@ pin_project_lite::pin_project! {
 impl<Rt, A, C, R, F, T, E> Future for RunFuture<'_, '_, Rt, A, C, R, F, T, E>
 where
     Rt: Runtime,
-    A: FnMut(Limits) -> F,
+    A: Attempt<Future = F>,
     F: Future<Output = Result<T, E>>,
     C: Classify<E>,
     R: Rng,
@@ -255,7 +254,7 @@ pin_project_lite::pin_project! {
 impl<Rt, A, C, R, F, T, E> Future for WithReportFuture<'_, '_, Rt, A, C, R, F, T, E>
 where
     Rt: Runtime,
-    A: FnMut(Limits) -> F,
+    A: Attempt<Future = F>,
     F: Future<Output = Result<T, E>>,
     C: Classify<E>,
     R: Rng,

@@ -11,7 +11,9 @@ use super::runtime::Runtime;
 use super::scoped::{Scoped, enter, scope};
 
 /// Starts one attempt of a driven call with its limits: any `FnMut(Limits) -> impl Future`,
-/// or an [`InScope`] attempt.
+/// an [`InScope`] attempt, or a type of your own (one a library can name in a future type of
+/// its own, which a closure cannot be: see
+/// [`Dependency::run_attempt`](crate::Dependency::run_attempt)).
 pub trait Attempt {
     /// The attempt's future.
     type Future: Future;
@@ -41,9 +43,9 @@ impl<A: FnMut(Limits) -> F, F: Future> Attempt for A {
     }
 }
 
-/// An attempt function run inside the attempt's own scope on `Rt`: the function itself (its
-/// synchronous part) and every poll of the future it returns see the attempt's deadline,
-/// [`Limits::deadline`], as the current one.
+/// An attempt function (or any [`Attempt`]) run inside the attempt's own scope on `Rt`: the
+/// function itself (its synchronous part) and every poll of the future it returns see the
+/// attempt's deadline, [`Limits::deadline`], as the current one.
 #[derive(Clone, Copy, Debug)]
 pub struct InScope<Rt, A> {
     attempt: A,
@@ -60,14 +62,14 @@ impl<Rt, A> InScope<Rt, A> {
     }
 }
 
-impl<Rt: Runtime, A: FnMut(Limits) -> F, F: Future> Attempt for InScope<Rt, A> {
-    type Future = Scoped<Rt, F>;
+impl<Rt: Runtime, A: Attempt> Attempt for InScope<Rt, A> {
+    type Future = Scoped<Rt, A::Future>;
 
     #[inline]
-    fn start(&mut self, limits: Limits) -> Scoped<Rt, F> {
+    fn start(&mut self, limits: Limits) -> Scoped<Rt, A::Future> {
         let deadline = limits.deadline();
         let attempt = &mut self.attempt;
-        scope(deadline, enter::<Rt, _>(deadline, || attempt(limits)))
+        scope(deadline, enter::<Rt, _>(deadline, || attempt.start(limits)))
     }
 
     /// The attempt function and the first poll of its future in one scope (one entry into

@@ -384,7 +384,7 @@ impl<E: core::error::Error + 'static> core::error::Error for PropagateError<E> {
     fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
         match self {
             #[cfg(feature = "tonic")]
-            PropagateError::Deadline(_) => Some(deadline_exceeded()),
+            PropagateError::Deadline(error) => Some(super::status::status_of(*error)),
             #[cfg(not(feature = "tonic"))]
             PropagateError::Deadline(error) => Some(error),
             PropagateError::Inner(error) => Some(error),
@@ -636,12 +636,4 @@ where
             BodyKind::Cut => SizeHint::default(),
         }
     }
-}
-
-#[cfg(feature = "tonic")]
-/// The status a spent budget reads as, for a tonic client: `DEADLINE_EXCEEDED`. One value for
-/// the process, so that a [`PropagateError`]'s source can point at it.
-fn deadline_exceeded() -> &'static tonic::Status {
-    static STATUS: std::sync::OnceLock<tonic::Status> = std::sync::OnceLock::new();
-    STATUS.get_or_init(|| tonic::Status::from(Error::DeadlineExceeded))
 }

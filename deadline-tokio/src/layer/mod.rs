@@ -11,6 +11,15 @@
 //!   minus the per-hop allowance, in a header; a request with nothing left to send is not
 //!   made, the call and its response body are dropped at the deadline, and a downstream
 //!   failure that arrives with no time left is reported as the deadline's.
+//! - [`DependencyLayer`], on a client: each request is one call to a
+//!   [`Dependency`](crate::Dependency), with the retries, hedges, retry budget and circuit
+//!   breaker of its policy; each attempt sends a copy of the request through
+//!   [`PropagateService`], with the attempt's own time left in its header. Responses are
+//!   classified by status ([`classify_response`]: a 503 or gRPC `UNAVAILABLE` is retried, a
+//!   429's `Retry-After` and gRPC's `grpc-retry-pushback-ms` are honoured, a 400 is returned
+//!   at once), and when the call gives up after an answer, the caller gets that answer.
+//!   Requests with a body that is not `Clone` (tonic's) are read into memory once and sent
+//!   again ([`DependencyLayer::buffered`], [`ReplayBody`]).
 //!
 //! `DeadlineLayer` reads `grpc-timeout`, Connect's `connect-timeout-ms` and `x-deadline-ms`;
 //! `PropagateLayer` writes the one [`DeadlineHeader`] chosen. Both bound the response body
@@ -71,16 +80,25 @@
 //! [`Deadline`]: deadline_core::Deadline
 
 mod answer;
+mod classify;
 mod client;
+mod dependency;
+mod replay;
 mod server;
 #[cfg(feature = "tonic")]
 mod status;
 
 pub use answer::{BodyError, DeadlineBody};
+pub use classify::classify_response;
 #[cfg(feature = "reqwest")]
 pub(crate) use client::already_set as client_already_set;
 pub use client::{
     DeadlineHeader, PropagateBody, PropagateError, PropagateFuture, PropagateLayer,
     PropagateService, no_time_left,
 };
+pub use dependency::{
+    Buffered, BufferedFuture, Cloned, DependencyError, DependencyFuture, DependencyLayer,
+    DependencyService,
+};
+pub use replay::ReplayBody;
 pub use server::{DEFAULT_REPLY_MARGIN, DeadlineFuture, DeadlineLayer, DeadlineService};

@@ -1,0 +1,865 @@
+//! [`DependencyLayer`]: each request sent through a client as one call to a
+//! [`Dependency`], with its retries, hedges, retry budget and breaker, and the time left of
+//! each attempt in its deadline header.
+
+use core::fmt;
+use core::future::{Future, IntoFuture};
+use core::marker::PhantomData;
+use core::pin::Pin;
+use core::task::{Context, Poll, ready};
+use core::time::Duration;
+
+use deadline_core::drive::{AnyErrorFails, Attempt, CallError, Classify};
+use deadline_core::wire::Propagation;
+use deadline_core::{Error, Limits, Outcome, RunFuture};
+use http::request::Parts;
+use http::{Request, Response};
+use http_body::Body;
+use tower_layer::Layer;
+use tower_service::Service;
+
+use super::classify::classify_response;
+use super::client::{DeadlineHeader, PropagateBody, PropagateError, PropagateFuture};
+use super::client::{PropagateLayer, PropagateService};
+use super::replay::{Collected, ReplayBody, TooLarge};
+use crate::{Dependency, Entropy, Tokio};
+
+/// A tower layer for a client: each request is one call to a [`Dependency`], made as the
+/// dependency's policy says, with each attempt's time left in the request's deadline header.
+///
+/// For each request, [`Dependency::run`] (here
+/// [`run_attempt`](deadline_core::Dependency::run_attempt)) runs the call under the current
+/// deadline (the request's [`scope`](crate::scope), if there is one), keeping the
+/// [`reserve`](Self::reserve) after it:
+///
+/// - **Attempts.** Each attempt (the first, each retry, each hedge) sends its own copy of the
+///   request through the inner service, wrapped in [`PropagateService`]: the copy carries the
+///   attempt's own time left (its timeout, `min(left - reserve, cap)`, as it runs down) less
+///   the per-hop allowance, in the [`DeadlineHeader`] chosen, and is not sent when nothing
+///   is left of it. Every attempt is bounded by its timeout; a hedge that loses, and every
+///   attempt still running when the call ends, is dropped (which, on a hyper or tonic
+///   connection, resets its stream). The response body of the attempt that answers is
+///   bounded by that attempt's deadline, as [`PropagateLayer`] bounds it.
+/// - **Retries, hedges, budget, breaker**: all the dependency's, as for any call to it: its
+///   policy's retries and hedges, its retry budget, its circuit breaker, and every call
+///   recorded in its counters and latency histogram.
+/// - **Responses** are classified by [`classify_response`]: a 2xx or 3xx (a gRPC status 0)
+///   is the answer; a 500, 502, 503, 504, 408 or 429 (gRPC `UNAVAILABLE` or
+///   `RESOURCE_EXHAUSTED`) is an attempt that failed, retried as the policy allows, after
+///   the server's `Retry-After` or `grpc-retry-pushback-ms` if it sent one; any other 4xx
+///   (gRPC status) ends the call at once. **A response is never lost**: when the call gives
+///   up after an attempt that answered, the caller gets that (last) response, as `Ok`, as
+///   it came, exactly as it would without the layer.
+/// - **The inner service's errors** (a connection refused, reset, ...) are
+///   [`Outcome::Failed`] unless [`classify_error`](Self::classify_error) says otherwise,
+///   and retried as the policy allows (not for a call that is not idempotent, unless the
+///   outcome is [`Outcome::Refused`]: the request never left). When the call ends on one, it
+///   is [`DependencyError::Call`]`(`[`CallError::Attempt`]`(e))`.
+/// - **The call's own ends**: no time for it, the breaker open, the last attempt timed out,
+///   the deadline passed: [`DependencyError::Call`] with the [`CallError`]. As
+///   [`PropagateLayer`] reads them, a 503 or 504 (a gRPC `UNAVAILABLE`, `DEADLINE_EXCEEDED`
+///   or `CANCELLED`) that arrives when nothing is left of the attempt's time to send is the
+///   attempt's deadline running out at the next hop: a timeout of the attempt, not a
+///   response.
+///
+/// **Requests are sent more than once**, so each attempt needs its own copy. With the
+/// layer as made by [`new`](Self::new), the service takes `http::Request<B>` with
+/// `B: Clone` (`String`, `Bytes`-backed bodies such as `http_body_util::Full<Bytes>` or
+/// `Empty`, hyper-util's legacy `Client` with either): each attempt sends a clone. A body
+/// that is not `Clone`, such as tonic's `tonic::body::Body` (a tonic `Channel`, or
+/// `tonic::client::Grpc` over any client), needs [`buffered`](Self::buffered): the body is
+/// read into memory once, before the first attempt, up to a limit, and each attempt sends
+/// it again ([`ReplayBody`]). That suits unary and server-streaming gRPC calls, whose
+/// request is one message; a client-streaming call would be read whole before it is sent,
+/// so send those without this layer.
+///
+/// The gRPC status of a response is read from its head only: a trailers-only response,
+/// which is how a gRPC server answers a failure before any message, such as tonic's answer
+/// to a handler's `Err(Status)`. A status that comes in the trailers, after a streamed
+/// body, cannot be read without reading the body, which the layer leaves to the caller:
+/// such a response is the answer.
+///
+/// The deadline is read from the task when the future is first polled, so put this layer
+/// where it is polled from the request's task: not behind a `Buffer`, whose worker runs in
+/// a task of its own (a `Buffer` *below* it, such as the one inside tonic's `Channel`, is
+/// fine). The layer's future is written by hand, not boxed: the call's state, its attempts
+/// in flight and its one sleep are all inside it; besides what the inner service does, each
+/// attempt costs a clone of the inner service and of the request.
+///
+/// ```
+/// use std::convert::Infallible;
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicU32, Ordering};
+///
+/// use deadline_core::{Backoff, Policy, ms};
+/// use deadline_tokio::layer::{DeadlineHeader, DependencyLayer};
+/// use deadline_tokio::{Dependency, scope_timeout};
+/// use http::{Request, Response, StatusCode};
+/// use tower::{Layer, ServiceExt, service_fn};
+///
+/// static PRICING: Dependency = Dependency::new(
+///     Policy::required("pricing")
+///         .cap(ms(100))
+///         .floor(ms(10))
+///         .retries(2)
+///         .backoff(Backoff::constant(ms(10)))
+///         .idempotent(),
+/// );
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// // The dependency fails its first request with a 503, then answers with the deadline it
+/// // was sent.
+/// let calls = Arc::new(AtomicU32::new(0));
+/// let pricing = service_fn(move |req: Request<String>| {
+///     let n = calls.fetch_add(1, Ordering::SeqCst);
+///     async move {
+///         let sent = req.headers()["x-deadline-ms"].to_str().unwrap().to_owned();
+///         let status = if n == 0 { StatusCode::SERVICE_UNAVAILABLE } else { StatusCode::OK };
+///         Ok::<_, Infallible>(Response::builder().status(status).body(sent).unwrap())
+///     }
+/// });
+/// let client = DependencyLayer::new(&PRICING, DeadlineHeader::DeadlineMs).layer(pricing);
+///
+/// let response = scope_timeout(ms(1_000), client.oneshot(Request::new("price?".to_owned())))
+///     .await
+///     .unwrap();
+/// assert_eq!(response.status(), StatusCode::OK);
+/// // The retry's own timeout, 100 ms (the cap), less the 5 ms kept for the network.
+/// let body = response.into_body().into_inner().unwrap();
+/// assert_eq!(body, "95");
+/// assert_eq!(PRICING.counters().snapshot().retries, 1);
+/// # }
+/// ```
+#[derive(Clone, Copy)]
+pub struct DependencyLayer<C = AnyErrorFails, M = Cloned> {
+    dependency: &'static Dependency,
+    propagate: PropagateLayer,
+    reserve: Duration,
+    classify: C,
+    mode: M,
+}
+
+/// How each attempt gets its copy of the request: a clone of it ([`DependencyLayer::new`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Cloned;
+
+/// How each attempt gets its copy of the request: the body is read into memory before the
+/// first attempt, up to a limit, and sent again by each ([`DependencyLayer::buffered`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Buffered {
+    limit: usize,
+}
+
+impl Buffered {
+    /// The most bytes of a request body kept.
+    #[must_use]
+    pub const fn limit(&self) -> usize {
+        self.limit
+    }
+}
+
+impl DependencyLayer {
+    /// Each request one call to `dependency`, each attempt's time left written into
+    /// `header`, less [`Propagation::DEFAULT`]'s allowance (5 ms); no reserve; every error
+    /// of the inner service [`Outcome::Failed`]; each attempt sends a clone of the request.
+    #[must_use]
+    pub const fn new(dependency: &'static Dependency, header: DeadlineHeader) -> Self {
+        DependencyLayer {
+            dependency,
+            propagate: PropagateLayer::new(Propagation::DEFAULT, header),
+            reserve: Duration::ZERO,
+            classify: AnyErrorFails,
+            mode: Cloned,
+        }
+    }
+}
+
+impl<C, M> DependencyLayer<C, M> {
+    /// The same layer, keeping back `propagation`'s allowance from the time left it sends.
+    #[must_use]
+    pub const fn propagation(mut self, propagation: Propagation) -> Self {
+        self.propagate.propagation = propagation;
+        self
+    }
+
+    /// The same layer, keeping `reserve` after each call for the work that follows it
+    /// ([`Run::reserve`](deadline_core::Run::reserve)): each attempt's timeout is
+    /// `min(left - reserve, cap)`.
+    #[must_use]
+    pub const fn reserve(mut self, reserve: Duration) -> Self {
+        self.reserve = reserve;
+        self
+    }
+
+    /// The same layer, classifying the inner service's errors with `classify`, any
+    /// `FnMut(&E) -> Outcome + Clone` (annotate the argument's type:
+    /// `|e: &hyper_util::client::legacy::Error| if e.is_connect() { Outcome::Refused } else
+    /// { Outcome::Failed }`). Each attempt uses a clone of it.
+    #[must_use]
+    pub fn classify_error<C2>(self, classify: C2) -> DependencyLayer<C2, M> {
+        DependencyLayer {
+            dependency: self.dependency,
+            propagate: self.propagate,
+            reserve: self.reserve,
+            classify,
+            mode: self.mode,
+        }
+    }
+
+    /// The same layer, reading each request's body into memory (at most `limit` bytes)
+    /// before the first attempt, and sending it again with each ([`ReplayBody`]): for a
+    /// body that is not `Clone`, such as `tonic::body::Body`. The body type must be
+    /// `From<ReplayBody>`, as tonic's is (feature `tonic`). A longer body fails the request
+    /// with [`DependencyError::BodyTooLarge`], unsent; one that fails to be read, with
+    /// [`DependencyError::Body`].
+    #[must_use]
+    pub fn buffered(self, limit: usize) -> DependencyLayer<C, Buffered> {
+        DependencyLayer {
+            dependency: self.dependency,
+            propagate: self.propagate,
+            reserve: self.reserve,
+            classify: self.classify,
+            mode: Buffered { limit },
+        }
+    }
+
+    /// The dependency called.
+    #[must_use]
+    pub const fn dependency(&self) -> &'static Dependency {
+        self.dependency
+    }
+}
+
+impl<C, M: fmt::Debug> fmt::Debug for DependencyLayer<C, M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DependencyLayer")
+            .field("dependency", &self.dependency.name())
+            .field("propagate", &self.propagate)
+            .field("reserve", &self.reserve)
+            .field("mode", &self.mode)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, C: Clone, M: Clone> Layer<S> for DependencyLayer<C, M> {
+    type Service = DependencyService<S, C, M>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        DependencyService {
+            inner: self.propagate.layer(inner),
+            dependency: self.dependency,
+            reserve: self.reserve,
+            classify: self.classify.clone(),
+            mode: self.mode.clone(),
+        }
+    }
+}
+
+/// The service made by [`DependencyLayer`]: see there.
+#[derive(Clone)]
+pub struct DependencyService<S, C = AnyErrorFails, M = Cloned> {
+    inner: PropagateService<S>,
+    dependency: &'static Dependency,
+    reserve: Duration,
+    classify: C,
+    mode: M,
+}
+
+impl<S, C, M> DependencyService<S, C, M> {
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        self.inner.get_ref()
+    }
+
+    /// The inner service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        self.inner.get_mut()
+    }
+
+    /// The inner service, unwrapped.
+    pub fn into_inner(self) -> S {
+        self.inner.into_inner()
+    }
+
+    /// The dependency called.
+    #[must_use]
+    pub const fn dependency(&self) -> &'static Dependency {
+        self.dependency
+    }
+
+    /// Takes the inner service the caller polled ready, for the first attempt, and leaves a
+    /// clone of it for the next request.
+    fn take_ready(&mut self) -> PropagateService<S>
+    where
+        S: Clone,
+    {
+        let clone = self.inner.clone();
+        core::mem::replace(&mut self.inner, clone)
+    }
+}
+
+impl<S: fmt::Debug, C, M: fmt::Debug> fmt::Debug for DependencyService<S, C, M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DependencyService")
+            .field("inner", &self.inner)
+            .field("dependency", &self.dependency.name())
+            .field("reserve", &self.reserve)
+            .field("mode", &self.mode)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, B, ResBody, C> Service<Request<B>> for DependencyService<S, C, Cloned>
+where
+    S: Service<Request<B>, Response = Response<ResBody>> + Clone,
+    B: Clone,
+    C: Classify<S::Error> + Clone,
+{
+    type Response = Response<PropagateBody<ResBody>>;
+    type Error = DependencyError<S::Error>;
+    type Future = DependencyFuture<S, B, ResBody, C>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(DependencyError::of_inner)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        let attempts = Attempts {
+            service: self.take_ready(),
+            first: true,
+            request,
+            into_body: core::convert::identity,
+            classify: self.classify.clone(),
+            response: PhantomData,
+        };
+        DependencyFuture {
+            calling: Calling {
+                run: start(self.dependency, self.reserve, attempts),
+            },
+        }
+    }
+}
+
+impl<S, B, ResBody, C> Service<Request<B>> for DependencyService<S, C, Buffered>
+where
+    S: Service<Request<B>, Response = Response<ResBody>> + Clone,
+    B: Body + From<ReplayBody>,
+    B::Error: Into<Box<dyn core::error::Error + Send + Sync>>,
+    C: Classify<S::Error> + Clone,
+{
+    type Response = Response<PropagateBody<ResBody>>;
+    type Error = DependencyError<S::Error>;
+    type Future = BufferedFuture<S, B, ResBody, C>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(DependencyError::of_inner)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        let (head, body) = request.into_parts();
+        BufferedFuture {
+            state: BufferedState::Reading {
+                body,
+                read: Collected::default(),
+                limit: self.mode.limit,
+                next: Some(Next {
+                    head,
+                    service: self.take_ready(),
+                    dependency: self.dependency,
+                    reserve: self.reserve,
+                    classify: self.classify.clone(),
+                }),
+            },
+        }
+    }
+}
+
+/// Why a request sent through a [`DependencyService`] has no response.
+///
+/// A response of the dependency is never an error: whatever its status, when the call ends
+/// with one it is the service's `Ok`.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum DependencyError<E> {
+    /// The call to the dependency ended without a response:
+    ///
+    /// - [`CallError::Attempt`]: the last attempt failed with the inner service's own error
+    ///   (a connection refused or reset, ...), and no retry followed;
+    /// - [`CallError::Library`]: the library's error: [`Error::DeadlineExceeded`] (the
+    ///   deadline passed, or nothing was left to send), [`Error::Timeout`] (the last
+    ///   attempt's timeout fired), [`Error::CircuitOpen`] (the breaker refused the call),
+    ///   [`Error::InsufficientTime`] (a required dependency with too little time for it);
+    /// - [`CallError::Skipped`]: an optional dependency with too little time for it was not
+    ///   called.
+    Call(CallError<E>),
+    /// The request's body could not be read to be kept for the attempts
+    /// ([`DependencyLayer::buffered`]): the body's own error. Nothing was sent.
+    Body(Box<dyn core::error::Error + Send + Sync>),
+    /// The request's body is longer than the limit of what is kept for the attempts
+    /// ([`DependencyLayer::buffered`]). Nothing was sent.
+    BodyTooLarge {
+        /// The limit, in bytes.
+        limit: usize,
+    },
+}
+
+impl<E> DependencyError<E> {
+    /// The call's error, if that is what this is.
+    #[must_use]
+    pub const fn call_error(&self) -> Option<&CallError<E>> {
+        match self {
+            DependencyError::Call(error) => Some(error),
+            DependencyError::Body(_) | DependencyError::BodyTooLarge { .. } => None,
+        }
+    }
+
+    /// The library's error the call ended on, if it did.
+    #[must_use]
+    pub const fn library(&self) -> Option<Error> {
+        match self {
+            DependencyError::Call(error) => error.library(),
+            DependencyError::Body(_) | DependencyError::BodyTooLarge { .. } => None,
+        }
+    }
+
+    /// The inner service's error the last attempt failed with, if it did.
+    #[must_use]
+    pub fn into_inner(self) -> Option<E> {
+        match self {
+            DependencyError::Call(CallError::Attempt(error)) => Some(error),
+            _ => None,
+        }
+    }
+
+    /// An error of the inner service's readiness.
+    fn of_inner(error: PropagateError<E>) -> Self {
+        match error {
+            PropagateError::Inner(error) => DependencyError::Call(CallError::Attempt(error)),
+            PropagateError::Deadline(error) => DependencyError::Call(CallError::Library(error)),
+        }
+    }
+}
+
+impl<E> From<CallError<E>> for DependencyError<E> {
+    fn from(error: CallError<E>) -> Self {
+        DependencyError::Call(error)
+    }
+}
+
+impl<E: fmt::Display> fmt::Display for DependencyError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DependencyError::Call(error) => error.fmt(f),
+            DependencyError::Body(error) => {
+                write!(f, "the request body could not be read: {error}")
+            }
+            DependencyError::BodyTooLarge { limit } => write!(
+                f,
+                "the request body is longer than the {limit} bytes kept to send it again"
+            ),
+        }
+    }
+}
+
+/// The error's source: the inner service's error, or the body's; for the library's error,
+/// the core [`Error`], or with feature `tonic` a `tonic::Status` with its gRPC code
+/// (`DEADLINE_EXCEEDED`, `UNAVAILABLE`), which a tonic client finds when it turns a service
+/// error into a status (without it, tonic would report `UNKNOWN`).
+impl<E: core::error::Error + 'static> core::error::Error for DependencyError<E> {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match self {
+            DependencyError::Call(CallError::Attempt(error)) => Some(error),
+            #[cfg(feature = "tonic")]
+            DependencyError::Call(CallError::Library(error)) => {
+                Some(super::status::status_of(*error))
+            }
+            #[cfg(feature = "tonic")]
+            DependencyError::Call(CallError::Skipped(shortfall)) => {
+                Some(super::status::status_of(shortfall.error()))
+            }
+            #[cfg(not(feature = "tonic"))]
+            DependencyError::Call(CallError::Library(error)) => Some(error),
+            DependencyError::Body(error) => Some(&**error),
+            _ => None,
+        }
+    }
+}
+
+/// How one attempt failed: its outcome for the retry decision, and what it failed with.
+#[derive(Debug)]
+struct Failure<R, E> {
+    outcome: Outcome,
+    what: Failed<R, E>,
+}
+
+/// What an attempt failed with.
+#[derive(Debug)]
+enum Failed<R, E> {
+    /// A response classified as a failure: the caller gets it if the call gives up.
+    Response(R),
+    /// The inner service's error.
+    Inner(E),
+    /// The attempt's deadline: nothing was left to send, or it passed.
+    Deadline(Error),
+}
+
+impl<R, E> Failure<R, E> {
+    /// A failure of the inner service (or of the attempt's deadline), classified.
+    fn of(error: PropagateError<E>, classify: &mut impl Classify<E>) -> Self {
+        match error {
+            PropagateError::Inner(error) => Failure {
+                outcome: classify.classify(&error),
+                what: Failed::Inner(error),
+            },
+            PropagateError::Deadline(error) => Failure {
+                outcome: Outcome::TimedOut,
+                what: Failed::Deadline(error),
+            },
+        }
+    }
+}
+
+/// The classifier the driver is given: each attempt's future has classified its own
+/// failure already.
+type OutcomeOf<R, E> = fn(&Failure<R, E>) -> Outcome;
+
+fn outcome_of<R, E>(failure: &Failure<R, E>) -> Outcome {
+    failure.outcome
+}
+
+/// What starts each attempt of one request: a copy of the request through a ready clone of
+/// the inner service.
+struct Attempts<S, B, R, C, T> {
+    /// The inner service; ready for the first attempt (the caller polled it).
+    service: PropagateService<S>,
+    /// Whether the first attempt is still to start.
+    first: bool,
+    /// The request each attempt sends a copy of.
+    request: Request<T>,
+    /// Its body as the inner service takes it.
+    into_body: fn(T) -> B,
+    classify: C,
+    /// The inner service's response body.
+    response: PhantomData<fn() -> R>,
+}
+
+impl<S, B, R, C, T> Attempt for Attempts<S, B, R, C, T>
+where
+    S: Service<Request<B>, Response = Response<R>> + Clone,
+    T: Clone,
+    C: Classify<S::Error> + Clone,
+{
+    type Future = AttemptFuture<S, B, C>;
+
+    fn start(&mut self, _limits: Limits) -> AttemptFuture<S, B, C> {
+        // Started inside the attempt's scope: `PropagateService` sends its time left.
+        let request = self.request.clone().map(self.into_body);
+        let classify = self.classify.clone();
+        let state = if core::mem::take(&mut self.first) {
+            let clone = self.service.clone();
+            let mut ready = core::mem::replace(&mut self.service, clone);
+            AttemptState::Calling {
+                call: ready.call(request),
+            }
+        } else {
+            AttemptState::Waiting {
+                service: self.service.clone(),
+                request: Some(request),
+            }
+        };
+        AttemptFuture { state, classify }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// One attempt: a clone of the inner service polled ready, then called.
+    struct AttemptFuture<S, B, C>
+    where
+        S: Service<Request<B>>,
+    {
+        #[pin]
+        state: AttemptState<S, B>,
+        classify: C,
+    }
+}
+
+pin_project_lite::pin_project! {
+    #[project = AttemptStateProj]
+    enum AttemptState<S, B>
+    where
+        S: Service<Request<B>>,
+    {
+        /// Waiting for the service to be ready.
+        Waiting {
+            service: PropagateService<S>,
+            request: Option<Request<B>>,
+        },
+        /// The request sent.
+        Calling {
+            #[pin]
+            call: PropagateFuture<S::Future>,
+        },
+    }
+}
+
+impl<S, B, ResBody, C> Future for AttemptFuture<S, B, C>
+where
+    S: Service<Request<B>, Response = Response<ResBody>>,
+    C: Classify<S::Error>,
+{
+    type Output = Result<
+        Response<PropagateBody<ResBody>>,
+        Failure<Response<PropagateBody<ResBody>>, S::Error>,
+    >;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        loop {
+            match this.state.as_mut().project() {
+                AttemptStateProj::Waiting { service, request } => {
+                    if let Err(error) = ready!(service.poll_ready(cx)) {
+                        return Poll::Ready(Err(Failure::of(error, this.classify)));
+                    }
+                    // The request is there until it is sent, and the state changes then.
+                    let Some(request) = request.take() else {
+                        return Poll::Ready(Err(Failure::of(
+                            PropagateError::Deadline(Error::DeadlineExceeded),
+                            this.classify,
+                        )));
+                    };
+                    let call = service.call(request);
+                    this.state.set(AttemptState::Calling { call });
+                }
+                AttemptStateProj::Calling { call } => {
+                    return Poll::Ready(match ready!(call.poll(cx)) {
+                        Ok(response) => {
+                            match classify_response(response.status(), response.headers()) {
+                                None => Ok(response),
+                                Some(outcome) => Err(Failure {
+                                    outcome,
+                                    what: Failed::Response(response),
+                                }),
+                            }
+                        }
+                        Err(error) => Err(Failure::of(error, this.classify)),
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// The call's future, as the dependency runs it.
+type RunOf<S, B, R, C, T> = RunFuture<
+    'static,
+    'static,
+    Tokio,
+    Attempts<S, B, R, C, T>,
+    OutcomeOf<Response<PropagateBody<R>>, <S as Service<Request<B>>>::Error>,
+    Entropy,
+    AttemptFuture<S, B, C>,
+    Response<PropagateBody<R>>,
+    Failure<Response<PropagateBody<R>>, <S as Service<Request<B>>>::Error>,
+>;
+
+/// The call of one request to `dependency`, keeping `reserve` after it.
+fn start<S, B, R, C, T>(
+    dependency: &'static Dependency,
+    reserve: Duration,
+    attempts: Attempts<S, B, R, C, T>,
+) -> RunOf<S, B, R, C, T>
+where
+    S: Service<Request<B>, Response = Response<R>> + Clone,
+    T: Clone,
+    C: Classify<S::Error> + Clone,
+{
+    let classify: OutcomeOf<Response<PropagateBody<R>>, S::Error> = outcome_of;
+    dependency
+        .run_attempt(attempts)
+        .reserve(reserve)
+        .classify(classify)
+        .into_future()
+}
+
+pin_project_lite::pin_project! {
+    /// The call in progress.
+    struct Calling<S, B, R, C, T>
+    where
+        S: Service<Request<B>>,
+    {
+        #[pin]
+        run: RunOf<S, B, R, C, T>,
+    }
+}
+
+impl<S, B, R, C, T> Future for Calling<S, B, R, C, T>
+where
+    S: Service<Request<B>, Response = Response<R>> + Clone,
+    T: Clone,
+    C: Classify<S::Error> + Clone,
+{
+    type Output = Result<Response<PropagateBody<R>>, DependencyError<S::Error>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Poll::Ready(match ready!(self.project().run.poll(cx)) {
+            Ok(response) => Ok(response),
+            Err(CallError::Attempt(failure)) => match failure.what {
+                // The call gave up after an answer: the caller gets it, as it came.
+                Failed::Response(response) => Ok(response),
+                Failed::Inner(error) => Err(DependencyError::Call(CallError::Attempt(error))),
+                Failed::Deadline(error) => Err(DependencyError::Call(CallError::Library(error))),
+            },
+            Err(CallError::Library(error)) => Err(DependencyError::Call(CallError::Library(error))),
+            Err(CallError::Skipped(shortfall)) => {
+                Err(DependencyError::Call(CallError::Skipped(shortfall)))
+            }
+            // A kind of call error this crate does not know of yet: no answer came, and the
+            // deadline's error is the nearest.
+            Err(_) => Err(DependencyError::Call(CallError::Library(
+                Error::DeadlineExceeded,
+            ))),
+        })
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The response future of a [`DependencyService`] that clones each request
+    /// ([`DependencyLayer::new`]): the call to the dependency, with its attempts in flight
+    /// and its one sleep inside it, no allocation of its own. Dropping it drops every
+    /// attempt still running.
+    #[must_use = "futures do nothing unless polled"]
+    pub struct DependencyFuture<S, B, R, C>
+    where
+        S: Service<Request<B>>,
+    {
+        #[pin]
+        calling: Calling<S, B, R, C, B>,
+    }
+}
+
+impl<S, B, R, C> Future for DependencyFuture<S, B, R, C>
+where
+    S: Service<Request<B>, Response = Response<R>> + Clone,
+    B: Clone,
+    C: Classify<S::Error> + Clone,
+{
+    type Output = Result<Response<PropagateBody<R>>, DependencyError<S::Error>>;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.project().calling.poll(cx)
+    }
+}
+
+/// What a buffered request's call starts with, once its body is read.
+struct Next<S, C> {
+    head: Parts,
+    service: PropagateService<S>,
+    dependency: &'static Dependency,
+    reserve: Duration,
+    classify: C,
+}
+
+pin_project_lite::pin_project! {
+    /// The response future of a [`DependencyService`] that buffers each request's body
+    /// ([`DependencyLayer::buffered`]): the body read into memory, then the call to the
+    /// dependency, as [`DependencyFuture`]. The bytes read are the one allocation of its
+    /// own; dropping it drops every attempt still running.
+    #[must_use = "futures do nothing unless polled"]
+    pub struct BufferedFuture<S, B, R, C>
+    where
+        S: Service<Request<B>>,
+    {
+        #[pin]
+        state: BufferedState<S, B, R, C>,
+    }
+}
+
+pin_project_lite::pin_project! {
+    #[project = BufferedProj]
+    enum BufferedState<S, B, R, C>
+    where
+        S: Service<Request<B>>,
+    {
+        /// Reading the body.
+        Reading {
+            #[pin]
+            body: B,
+            read: Collected,
+            limit: usize,
+            next: Option<Next<S, C>>,
+        },
+        /// The call in progress.
+        Calling {
+            #[pin]
+            calling: Calling<S, B, R, C, ReplayBody>,
+        },
+        /// The body could not be read: the request was not sent.
+        Failed,
+    }
+}
+
+impl<S, B, R, C> Future for BufferedFuture<S, B, R, C>
+where
+    S: Service<Request<B>, Response = Response<R>> + Clone,
+    B: Body + From<ReplayBody>,
+    B::Error: Into<Box<dyn core::error::Error + Send + Sync>>,
+    C: Classify<S::Error> + Clone,
+{
+    type Output = Result<Response<PropagateBody<R>>, DependencyError<S::Error>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut state = self.project().state;
+        loop {
+            match state.as_mut().project() {
+                BufferedProj::Reading {
+                    mut body,
+                    read,
+                    limit,
+                    next,
+                } => {
+                    let error = match ready!(body.as_mut().poll_frame(cx)) {
+                        Some(Ok(frame)) => match read.push(frame, *limit) {
+                            Ok(()) => continue,
+                            Err(TooLarge) => DependencyError::BodyTooLarge { limit: *limit },
+                        },
+                        Some(Err(error)) => DependencyError::Body(error.into()),
+                        None => match next.take() {
+                            Some(next) => {
+                                let body = core::mem::take(read).finish();
+                                let attempts = Attempts {
+                                    service: next.service,
+                                    first: true,
+                                    request: Request::from_parts(next.head, body),
+                                    into_body: B::from,
+                                    classify: next.classify,
+                                    response: PhantomData,
+                                };
+                                let run = start(next.dependency, next.reserve, attempts);
+                                state.set(BufferedState::Calling {
+                                    calling: Calling { run },
+                                });
+                                continue;
+                            }
+                            // Polled again after it failed to start: the same as a spent
+                            // deadline (nothing is sent).
+                            None => {
+                                DependencyError::Call(CallError::Library(Error::DeadlineExceeded))
+                            }
+                        },
+                    };
+                    state.set(BufferedState::Failed);
+                    return Poll::Ready(Err(error));
+                }
+                BufferedProj::Calling { calling } => return calling.poll(cx),
+                // Polled again after it failed: nothing was sent, and nothing will be.
+                BufferedProj::Failed => {
+                    return Poll::Ready(Err(DependencyError::Call(CallError::Library(
+                        Error::DeadlineExceeded,
+                    ))));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,1072 @@
+//! `DependencyLayer`: each request a client sends is one call to a `Dependency`, with its
+//! retries, hedges, budget and breaker, each attempt's time left in its header, and
+//! responses classified by status.
+//!
+//! Scripted services (`tower::service_fn`) run in paused time, so every figure is exact. The
+//! real servers (hyper, tonic) on loopback run on real time: nothing there is timed, and
+//! every call has a bound of its own.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use deadline_core::drive::CallError;
+use deadline_core::wire::Propagation;
+use deadline_core::{Backoff, BreakerConfig, Error, Outcome, Policy, RetryBudget, ms};
+use deadline_tokio::layer::{DeadlineHeader, DeadlineLayer, DependencyError, DependencyLayer};
+use deadline_tokio::{Dependency, remaining, scope_timeout};
+use http::{HeaderValue, Request, Response, StatusCode};
+use http_body_util::BodyExt;
+use tokio::time::Instant;
+use tower::{Layer, Service, ServiceExt, service_fn};
+
+/// The bound on any one call over a real socket, so that a hang fails instead of stalling.
+const BOUND: Duration = Duration::from_secs(20);
+
+/// What the scripted service saw of one request.
+#[derive(Clone, Debug)]
+struct Seen {
+    at: Instant,
+    x_deadline_ms: Option<String>,
+    grpc_timeout: Option<String>,
+    body: String,
+}
+
+type Log = Arc<Mutex<Vec<Seen>>>;
+
+fn header(headers: &http::HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get(name)
+        .map(|v| v.to_str().unwrap_or("?").to_owned())
+}
+
+/// A service that answers its `n`th request (from 0) with `answer(n)`, at once, and logs
+/// every request it sees.
+fn scripted<F>(
+    answer: F,
+) -> (
+    impl Service<Request<String>, Response = Response<String>, Error = Infallible> + Clone,
+    Log,
+)
+where
+    F: Fn(usize) -> Response<String> + Send + Sync + 'static,
+{
+    let log: Log = Arc::default();
+    let answer = Arc::new(answer);
+    let service = service_fn({
+        let log = log.clone();
+        move |req: Request<String>| {
+            let mut log = log.lock().unwrap();
+            let n = log.len();
+            log.push(Seen {
+                at: Instant::now(),
+                x_deadline_ms: header(req.headers(), "x-deadline-ms"),
+                grpc_timeout: header(req.headers(), "grpc-timeout"),
+                body: req.body().clone(),
+            });
+            let response = answer(n);
+            async move { Ok::<_, Infallible>(response) }
+        }
+    });
+    (service, log)
+}
+
+fn status(code: u16) -> Response<String> {
+    Response::builder()
+        .status(code)
+        .body(format!("{code}"))
+        .unwrap()
+}
+
+fn with_header(code: u16, name: &'static str, value: &'static [u8]) -> Response<String> {
+    let mut response = status(code);
+    response
+        .headers_mut()
+        .insert(name, HeaderValue::from_bytes(value).unwrap());
+    response
+}
+
+/// A trailers-only gRPC response with `grpc-status: code`, and `extra` headers.
+fn grpc(code: &'static str, extra: &[(&'static str, &'static [u8])]) -> Response<String> {
+    let mut response = Response::builder()
+        .status(200)
+        .header("content-type", "application/grpc")
+        .header("grpc-status", code)
+        .body(format!("grpc {code}"))
+        .unwrap();
+    for (name, value) in extra {
+        response
+            .headers_mut()
+            .insert(*name, HeaderValue::from_bytes(value).unwrap());
+    }
+    response
+}
+
+fn seen(log: &Log) -> Vec<Seen> {
+    log.lock().unwrap().clone()
+}
+
+/// The body of a response through the layer.
+async fn text<B>(response: Response<B>) -> String
+where
+    B: http_body::Body,
+    B::Error: std::fmt::Debug,
+{
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    String::from_utf8(bytes.to_vec()).unwrap()
+}
+
+/// A policy that retries twice, 10 ms apart.
+const fn twice(name: &'static str) -> Policy<'static> {
+    Policy::required(name)
+        .cap(ms(100))
+        .floor(ms(1))
+        .retries(2)
+        .backoff(Backoff::constant(ms(10)))
+}
+
+// 1. 503, 503, 200.
+
+#[tokio::test(start_paused = true)]
+async fn an_idempotent_call_is_retried_past_two_503s_and_the_caller_gets_the_200() {
+    static FLAKY: Dependency = Dependency::new(twice("flaky").idempotent());
+    let (next, log) = scripted(|n| status(if n < 2 { 503 } else { 200 }));
+    let client = DependencyLayer::new(&FLAKY, DeadlineHeader::DeadlineMs).layer(next);
+
+    let response = scope_timeout(ms(1_000), client.oneshot(Request::new("q".into())))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(text(response).await, "200");
+    let seen = seen(&log);
+    assert_eq!(seen.len(), 3);
+    // Every attempt sent the request, body included.
+    assert!(seen.iter().all(|s| s.body == "q"));
+    let counts = FLAKY.counters().snapshot();
+    assert_eq!((counts.calls, counts.retries, counts.successes), (1, 2, 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_that_is_not_idempotent_returns_the_first_503_as_its_response() {
+    static ONCE: Dependency = Dependency::new(twice("not idempotent"));
+    let (next, log) = scripted(|n| status(if n < 2 { 503 } else { 200 }));
+    let client = DependencyLayer::new(&ONCE, DeadlineHeader::DeadlineMs).layer(next);
+
+    let response = scope_timeout(ms(1_000), client.oneshot(Request::new("q".into())))
+        .await
+        .unwrap();
+    // The server may have acted on it: not repeated, and the 503 is the caller's answer.
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(text(response).await, "503");
+    assert_eq!(seen(&log).len(), 1);
+    let counts = ONCE.counters().snapshot();
+    assert_eq!((counts.calls, counts.retries, counts.successes), (1, 0, 0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn when_the_retries_run_out_the_last_response_is_returned() {
+    static DOWN: Dependency = Dependency::new(twice("down").idempotent());
+    // Three 503s, each with its own body: the caller gets the third.
+    let (next, log) = scripted(|n| {
+        Response::builder()
+            .status(503)
+            .body(format!("503 #{n}"))
+            .unwrap()
+    });
+    let client = DependencyLayer::new(&DOWN, DeadlineHeader::DeadlineMs).layer(next);
+    let response = scope_timeout(ms(1_000), client.oneshot(Request::new(String::new())))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(text(response).await, "503 #2");
+    assert_eq!(seen(&log).len(), 3);
+    assert_eq!(DOWN.counters().snapshot().retries, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_retry_budget_is_the_dependencys() {
+    // A budget that refuses every retry.
+    static BROKE: Dependency =
+        Dependency::new(twice("broke").idempotent()).budget(RetryBudget::percent(0).min_per_sec(0));
+    let (next, log) = scripted(|n| status(if n < 2 { 503 } else { 200 }));
+    let client = DependencyLayer::new(&BROKE, DeadlineHeader::DeadlineMs).layer(next);
+    let response = scope_timeout(ms(1_000), client.oneshot(Request::new(String::new())))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(seen(&log).len(), 1);
+    let counts = BROKE.counters().snapshot();
+    assert_eq!((counts.retries, counts.budget_refusals), (0, 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_breaker_opens_on_5xx_but_not_on_4xx() {
+    static BREAKS: Dependency =
+        Dependency::new(Policy::required("breaks").cap(ms(100)).floor(ms(1)))
+            .breaker(BreakerConfig::DEFAULT.with_consecutive_failures(2));
+    let (next, log) = scripted(|_| status(503));
+    let client = DependencyLayer::new(&BREAKS, DeadlineHeader::DeadlineMs).layer(next);
+    for _ in 0..2 {
+        let response = client
+            .clone()
+            .oneshot(Request::new(String::new()))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    }
+    // Two failures in a row: the breaker is open, and the dependency is not called.
+    let refused = client
+        .oneshot(Request::new(String::new()))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.library(), Some(Error::CircuitOpen));
+    assert!(matches!(
+        refused,
+        DependencyError::Call(CallError::Library(Error::CircuitOpen))
+    ));
+    assert_eq!(seen(&log).len(), 2);
+    assert_eq!(BREAKS.counters().snapshot().breaker_rejections, 1);
+
+    // A 400 is the caller's mistake, not the dependency's failure.
+    static PICKY: Dependency = Dependency::new(Policy::required("picky").cap(ms(100)).floor(ms(1)))
+        .breaker(BreakerConfig::DEFAULT.with_consecutive_failures(2));
+    let (next, log) = scripted(|_| status(400));
+    let client = DependencyLayer::new(&PICKY, DeadlineHeader::DeadlineMs).layer(next);
+    for _ in 0..5 {
+        let response = client
+            .clone()
+            .oneshot(Request::new(String::new()))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    }
+    assert_eq!(seen(&log).len(), 5);
+}
+
+// 2. 429 with Retry-After.
+
+#[tokio::test(start_paused = true)]
+async fn a_429s_retry_after_is_honoured() {
+    // Not idempotent: a 429 is a request the server did not act on, so it is retried
+    // anyway, after the server's second rather than the 10 ms backoff.
+    static SLOW_DOWN: Dependency = Dependency::new(twice("slow down"));
+    let (next, log) = scripted(|n| {
+        if n == 0 {
+            with_header(429, "retry-after", b"1")
+        } else {
+            status(200)
+        }
+    });
+    let client = DependencyLayer::new(&SLOW_DOWN, DeadlineHeader::DeadlineMs).layer(next);
+    let response = scope_timeout(ms(5_000), client.oneshot(Request::new(String::new())))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let seen = seen(&log);
+    assert_eq!(seen.len(), 2);
+    let waited = seen[1].at - seen[0].at;
+    assert!(
+        waited >= Duration::from_secs(1),
+        "the retry came {waited:?} after the 429"
+    );
+    assert!(waited < ms(1_100), "{waited:?}");
+    assert_eq!(SLOW_DOWN.counters().snapshot().retries, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_429_that_asks_for_longer_than_the_deadline_is_returned_at_once() {
+    static SLOW_DOWN: Dependency = Dependency::new(twice("slow down, short deadline"));
+    let (next, log) = scripted(|n| {
+        if n == 0 {
+            with_header(429, "retry-after", b"1")
+        } else {
+            status(200)
+        }
+    });
+    let client = DependencyLayer::new(&SLOW_DOWN, DeadlineHeader::DeadlineMs).layer(next);
+    let start = Instant::now();
+    let response = scope_timeout(ms(500), client.oneshot(Request::new(String::new())))
+        .await
+        .unwrap();
+    // The retry could only start after the deadline: none is made, and the caller gets the
+    // 429 (with its Retry-After) now, not at the deadline.
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(response.headers()["retry-after"], "1");
+    assert_eq!(Instant::now() - start, Duration::ZERO);
+    assert_eq!(seen(&log).len(), 1);
+    assert_eq!(SLOW_DOWN.counters().snapshot().retries, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_503_with_retry_after_is_pushback_and_garbage_is_a_plain_failure() {
+    static BUSY: Dependency = Dependency::new(twice("busy").idempotent());
+    let (next, log) = scripted(|n| match n {
+        0 => with_header(503, "retry-after", b"2"),
+        // Not a number: no pushback, the 10 ms backoff. Never a panic.
+        1 => with_header(503, "retry-after", b"\xff soon"),
+        _ => status(200),
+    });
+    let client = DependencyLayer::new(&BUSY, DeadlineHeader::DeadlineMs).layer(next);
+    let response = scope_timeout(ms(5_000), client.oneshot(Request::new(String::new())))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let seen = seen(&log);
+    assert_eq!(seen.len(), 3);
+    assert!(seen[1].at - seen[0].at >= Duration::from_secs(2));
+    assert_eq!(seen[2].at - seen[1].at, ms(10));
+}
+
+// 3. 400.
+
+#[tokio::test(start_paused = true)]
+async fn a_400_is_returned_at_once_and_not_retried() {
+    static STRICT: Dependency = Dependency::new(twice("strict").idempotent());
+    let (next, log) = scripted(|_| status(400));
+    let client = DependencyLayer::new(&STRICT, DeadlineHeader::DeadlineMs).layer(next);
+    let start = Instant::now();
+    let response = scope_timeout(ms(1_000), client.oneshot(Request::new(String::new())))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(text(response).await, "400");
+    assert_eq!(Instant::now() - start, Duration::ZERO);
+    assert_eq!(seen(&log).len(), 1);
+    assert_eq!(STRICT.counters().snapshot().retries, 0);
+}
+
+// 4. gRPC trailers-only statuses.
+
+#[tokio::test(start_paused = true)]
+async fn grpc_unavailable_is_retried() {
+    static GRPC: Dependency = Dependency::new(twice("grpc unavailable").idempotent());
+    let (next, log) = scripted(|n| grpc(if n == 0 { "14" } else { "0" }, &[]));
+    let client = DependencyLayer::new(&GRPC, DeadlineHeader::GrpcTimeout).layer(next);
+    let response = scope_timeout(ms(1_000), client.oneshot(Request::new(String::new())))
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["grpc-status"], "0");
+    assert_eq!(seen(&log).len(), 2);
+    assert_eq!(GRPC.counters().snapshot().retries, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn grpc_resource_exhausted_waits_for_the_servers_pushback() {
+    static GRPC: Dependency = Dependency::new(twice("grpc pushback").idempotent());
+    let (next, log) = scripted(|n| {
+        if n == 0 {
+            grpc("8", &[("grpc-retry-pushback-ms", b"300")])
+        } else {
+            grpc("0", &[])
+        }
+    });
+    let client = DependencyLayer::new(&GRPC, DeadlineHeader::GrpcTimeout).layer(next);
+    let response = scope_timeout(ms(1_000), client.oneshot(Request::new(String::new())))
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["grpc-status"], "0");
+    let seen = seen(&log);
+    assert_eq!(seen.len(), 2);
+    assert!(seen[1].at - seen[0].at >= ms(300));
+}
+
+#[tokio::test(start_paused = true)]
+async fn grpc_invalid_argument_is_returned_and_not_retried() {
+    static GRPC: Dependency = Dependency::new(twice("grpc invalid").idempotent());
+    let (next, log) = scripted(|n| grpc(if n == 0 { "3" } else { "0" }, &[]));
+    let client = DependencyLayer::new(&GRPC, DeadlineHeader::GrpcTimeout).layer(next);
+    let response = scope_timeout(ms(1_000), client.oneshot(Request::new(String::new())))
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["grpc-status"], "3");
+    assert_eq!(seen(&log).len(), 1);
+    assert_eq!(GRPC.counters().snapshot().retries, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_negative_or_unreadable_grpc_pushback_stops_the_retries() {
+    static GRPC: Dependency = Dependency::new(twice("grpc do not retry").idempotent());
+    for pushback in [&b"-1"[..], b"-250", b"soon", b"\xff\xfe", b"99999999999"] {
+        let (next, log) = scripted(move |n| {
+            if n == 0 {
+                let mut response = grpc("14", &[]);
+                response.headers_mut().insert(
+                    "grpc-retry-pushback-ms",
+                    HeaderValue::from_bytes(pushback).unwrap(),
+                );
+                response
+            } else {
+                grpc("0", &[])
+            }
+        });
+        let client = DependencyLayer::new(&GRPC, DeadlineHeader::GrpcTimeout).layer(next);
+        let response = scope_timeout(ms(1_000), client.oneshot(Request::new(String::new())))
+            .await
+            .unwrap();
+        assert_eq!(response.headers()["grpc-status"], "14", "{pushback:?}");
+        assert_eq!(seen(&log).len(), 1, "{pushback:?}");
+    }
+    assert_eq!(GRPC.counters().snapshot().retries, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_garbage_grpc_status_is_final_and_nothing_panics() {
+    static GRPC: Dependency = Dependency::new(twice("grpc garbage").idempotent());
+    for garbage in [
+        &b"abc"[..],
+        b"",
+        b"\xff",
+        b"-14",
+        b"14 14",
+        b"99999999999999999999",
+    ] {
+        let (next, log) = scripted(move |_| {
+            let mut response = grpc("0", &[]);
+            response
+                .headers_mut()
+                .insert("grpc-status", HeaderValue::from_bytes(garbage).unwrap());
+            response
+        });
+        let client = DependencyLayer::new(&GRPC, DeadlineHeader::GrpcTimeout).layer(next);
+        let response = client.oneshot(Request::new(String::new())).await.unwrap();
+        assert_eq!(response.headers()["grpc-status"].as_bytes(), garbage);
+        assert_eq!(seen(&log).len(), 1, "{garbage:?}");
+    }
+}
+
+// 5. Each attempt's own deadline header; hedges.
+
+#[tokio::test(start_paused = true)]
+async fn each_attempt_carries_its_own_time_left() {
+    static TIMED: Dependency = Dependency::new(twice("timed").idempotent());
+    // The first attempt fails after 60 ms; the retry answers at once.
+    let log: Log = Arc::default();
+    let next = service_fn({
+        let log = log.clone();
+        move |req: Request<String>| {
+            let n = {
+                let mut log = log.lock().unwrap();
+                log.push(Seen {
+                    at: Instant::now(),
+                    x_deadline_ms: header(req.headers(), "x-deadline-ms"),
+                    grpc_timeout: header(req.headers(), "grpc-timeout"),
+                    body: String::new(),
+                });
+                log.len()
+            };
+            async move {
+                if n == 1 {
+                    tokio::time::sleep(ms(60)).await;
+                    return Ok::<_, Infallible>(status(503));
+                }
+                Ok(status(200))
+            }
+        }
+    });
+    let both = DependencyLayer::new(&TIMED, DeadlineHeader::Both).layer(next);
+    let response = scope_timeout(ms(150), both.oneshot(Request::new(String::new())))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let seen = seen(&log);
+    assert_eq!(seen.len(), 2);
+    // First attempt at 0 ms: min(150, cap 100) = 100 ms, less 5 ms for the network.
+    assert_eq!(seen[0].x_deadline_ms.as_deref(), Some("95"));
+    assert_eq!(seen[0].grpc_timeout.as_deref(), Some("95000000n"));
+    // The retry at 70 ms (60 ms, then the 10 ms backoff): 80 ms left, less 5.
+    assert_eq!(seen[1].at - seen[0].at, ms(70));
+    assert_eq!(seen[1].x_deadline_ms.as_deref(), Some("75"));
+    assert_eq!(seen[1].grpc_timeout.as_deref(), Some("75000000n"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn outside_any_scope_each_attempt_still_carries_the_cap() {
+    static CAPPED: Dependency =
+        Dependency::new(Policy::required("capped").cap(ms(250)).floor(ms(1)));
+    let (next, log) = scripted(|_| status(200));
+    let client = DependencyLayer::new(&CAPPED, DeadlineHeader::DeadlineMs)
+        .propagation(Propagation::DEFAULT.allowance(ms(10)))
+        .layer(next);
+    client.oneshot(Request::new(String::new())).await.unwrap();
+    assert_eq!(seen(&log)[0].x_deadline_ms.as_deref(), Some("240"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_hedge_answers_and_the_hung_first_attempt_is_dropped() {
+    static HEDGED: Dependency = Dependency::new(
+        Policy::required("hedged")
+            .cap(ms(100))
+            .floor(ms(1))
+            .hedge_after(ms(30))
+            .idempotent(),
+    );
+    /// Set when the attempt's future is dropped.
+    struct Dropped(Arc<AtomicBool>);
+    impl Drop for Dropped {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    let dropped = Arc::new(AtomicBool::new(false));
+    let log: Log = Arc::default();
+    let next = service_fn({
+        let (log, dropped) = (log.clone(), dropped.clone());
+        move |req: Request<String>| {
+            let n = {
+                let mut log = log.lock().unwrap();
+                log.push(Seen {
+                    at: Instant::now(),
+                    x_deadline_ms: header(req.headers(), "x-deadline-ms"),
+                    grpc_timeout: None,
+                    body: String::new(),
+                });
+                log.len()
+            };
+            let guard = Dropped(dropped.clone());
+            async move {
+                if n == 1 {
+                    // The first attempt hangs.
+                    let _guard = guard;
+                    std::future::pending::<()>().await;
+                }
+                Ok::<_, Infallible>(status(200))
+            }
+        }
+    });
+    let client = DependencyLayer::new(&HEDGED, DeadlineHeader::DeadlineMs).layer(next);
+    let start = Instant::now();
+    let response = scope_timeout(ms(120), client.oneshot(Request::new(String::new())))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    // The hedge answered at once, 30 ms in.
+    assert_eq!(Instant::now() - start, ms(30));
+    assert!(
+        dropped.load(Ordering::SeqCst),
+        "the losing attempt was dropped"
+    );
+    let seen = seen(&log);
+    assert_eq!(seen.len(), 2);
+    // The first: min(120, 100) - 5. The hedge, at 30 ms: min(90, 100) - 5.
+    assert_eq!(seen[0].x_deadline_ms.as_deref(), Some("95"));
+    assert_eq!(seen[1].x_deadline_ms.as_deref(), Some("85"));
+    let counts = HEDGED.counters().snapshot();
+    assert_eq!((counts.hedges, counts.hedge_wins), (1, 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hung_dependency_times_out_with_the_librarys_error() {
+    static HUNG: Dependency = Dependency::new(twice("hung").idempotent());
+    let calls = Arc::new(AtomicUsize::new(0));
+    let next = service_fn({
+        let calls = calls.clone();
+        move |_req: Request<String>| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            async { std::future::pending::<Result<Response<String>, Infallible>>().await }
+        }
+    });
+    let client = DependencyLayer::new(&HUNG, DeadlineHeader::DeadlineMs).layer(next);
+    let start = Instant::now();
+    let error = scope_timeout(ms(10_000), client.oneshot(Request::new(String::new())))
+        .await
+        .unwrap_err();
+    // Three attempts, each cut off at its 100 ms cap, 10 ms apart.
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    assert_eq!(error.library(), Some(Error::Timeout { after: ms(100) }));
+    assert_eq!(Instant::now() - start, ms(320));
+    let counts = HUNG.counters().snapshot();
+    assert_eq!((counts.retries, counts.timeouts), (2, 3));
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_no_time_for_the_call_the_dependency_is_not_called() {
+    static FLOORED: Dependency =
+        Dependency::new(Policy::required("floored").cap(ms(100)).floor(ms(30)));
+    let (next, log) = scripted(|_| status(200));
+    let client = DependencyLayer::new(&FLOORED, DeadlineHeader::DeadlineMs)
+        .reserve(ms(10))
+        .layer(next);
+    // 35 ms left, 10 kept after the call: 25 ms, under the 30 ms floor.
+    let error = scope_timeout(ms(35), client.oneshot(Request::new(String::new())))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error.library(), Some(Error::InsufficientTime { .. })),
+        "{error:?}"
+    );
+    assert!(seen(&log).is_empty());
+}
+
+// Inner service errors and their classifier.
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Transport {
+    Refused,
+    Reset,
+}
+
+impl std::fmt::Display for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{self:?}")
+    }
+}
+
+impl std::error::Error for Transport {}
+
+fn failing(
+    error: Transport,
+) -> (
+    impl Service<Request<String>, Response = Response<String>, Error = Transport> + Clone,
+    Arc<AtomicUsize>,
+) {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let service = service_fn({
+        let calls = calls.clone();
+        move |_req: Request<String>| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            let error = error.clone();
+            async move { Err::<Response<String>, _>(error) }
+        }
+    });
+    (service, calls)
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_inner_error_is_a_failure_unless_classified_otherwise() {
+    // Not idempotent: a failure that may have reached the server is not repeated.
+    static ONCE: Dependency = Dependency::new(twice("errors"));
+    let (next, calls) = failing(Transport::Refused);
+    let client = DependencyLayer::new(&ONCE, DeadlineHeader::DeadlineMs).layer(next);
+    let error = scope_timeout(ms(1_000), client.oneshot(Request::new(String::new())))
+        .await
+        .unwrap_err();
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    assert!(matches!(
+        error,
+        DependencyError::Call(CallError::Attempt(Transport::Refused))
+    ));
+
+    // A connection refused never reached the server: retried even so.
+    let (next, calls) = failing(Transport::Refused);
+    let client = DependencyLayer::new(&ONCE, DeadlineHeader::DeadlineMs)
+        .classify_error(|e: &Transport| match e {
+            Transport::Refused => Outcome::Refused,
+            Transport::Reset => Outcome::Fatal,
+        })
+        .layer(next);
+    let error = scope_timeout(
+        ms(1_000),
+        client.clone().oneshot(Request::new(String::new())),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    assert_eq!(error.into_inner(), Some(Transport::Refused));
+
+    let (next, calls) = failing(Transport::Reset);
+    let client = DependencyLayer::new(&ONCE, DeadlineHeader::DeadlineMs)
+        .classify_error(|e: &Transport| match e {
+            Transport::Refused => Outcome::Refused,
+            Transport::Reset => Outcome::Fatal,
+        })
+        .layer(next);
+    let error = scope_timeout(ms(1_000), client.oneshot(Request::new(String::new())))
+        .await
+        .unwrap_err();
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    assert_eq!(error.to_string(), "the last attempt failed: Reset");
+    assert!(std::error::Error::source(&error).is_some());
+}
+
+// Buffered bodies (not `Clone`).
+
+#[tokio::test(start_paused = true)]
+async fn a_body_that_is_not_clone_is_buffered_and_sent_by_each_attempt() {
+    static BUFFERED: Dependency = Dependency::new(twice("buffered").idempotent());
+    let bodies: Arc<Mutex<Vec<Bytes>>> = Arc::default();
+    let next = service_fn({
+        let bodies = bodies.clone();
+        move |req: Request<tonic::body::Body>| {
+            let bodies = bodies.clone();
+            async move {
+                let body = req.into_body().collect().await.unwrap().to_bytes();
+                let n = {
+                    let mut bodies = bodies.lock().unwrap();
+                    bodies.push(body);
+                    bodies.len()
+                };
+                Ok::<_, Infallible>(status(if n == 1 { 503 } else { 200 }))
+            }
+        }
+    });
+    let client = DependencyLayer::new(&BUFFERED, DeadlineHeader::GrpcTimeout)
+        .buffered(1_024)
+        .layer(next);
+    let request = Request::new(tonic::body::Body::new(String::from("the message")));
+    let response = scope_timeout(ms(1_000), client.clone().oneshot(request))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        *bodies.lock().unwrap(),
+        [Bytes::from("the message"), Bytes::from("the message")]
+    );
+
+    // Longer than the limit: not sent at all.
+    let request = Request::new(tonic::body::Body::new("x".repeat(1_025)));
+    let error = client.oneshot(request).await.unwrap_err();
+    assert!(matches!(
+        error,
+        DependencyError::BodyTooLarge { limit: 1_024 }
+    ));
+    assert_eq!(bodies.lock().unwrap().len(), 2);
+    assert_eq!(
+        tonic::Status::from(error).code(),
+        tonic::Code::ResourceExhausted
+    );
+}
+
+#[test]
+fn the_futures_are_send() {
+    fn send<T: Send>(_: &T) {}
+    static ANY: Dependency = Dependency::new(Policy::required("any"));
+    let client: hyper_util::client::legacy::Client<_, String> =
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build_http();
+    let mut http = DependencyLayer::new(&ANY, DeadlineHeader::DeadlineMs).layer(client);
+    send(&http.call(Request::new(String::new())));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let _entered = runtime.enter();
+    let channel = tonic::transport::Channel::from_static("http://127.0.0.1:1").connect_lazy();
+    let mut grpc = DependencyLayer::new(&ANY, DeadlineHeader::GrpcTimeout)
+        .buffered(1_024)
+        .layer(channel);
+    send(&grpc.call(Request::new(tonic::body::Body::empty())));
+}
+
+// 6. A real hyper server, through hyper-util's legacy client.
+
+#[tokio::test]
+async fn a_real_hyper_server_answering_503_then_200() {
+    static HYPER: Dependency = Dependency::new(
+        Policy::required("hyper")
+            .cap(ms(5_000))
+            .floor(ms(1))
+            .retries(2)
+            .backoff(Backoff::constant(ms(5)))
+            .idempotent(),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let deadlines: Arc<Mutex<Vec<Option<String>>>> = Arc::default();
+    let server = tokio::spawn({
+        let deadlines = deadlines.clone();
+        async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let deadlines = deadlines.clone();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |req: Request<_>| {
+                        let n = {
+                            let mut deadlines = deadlines.lock().unwrap();
+                            deadlines.push(header(req.headers(), "x-deadline-ms"));
+                            deadlines.len()
+                        };
+                        async move {
+                            let code = if n == 1 { 503 } else { 200 };
+                            Ok::<_, Infallible>(
+                                Response::builder()
+                                    .status(code)
+                                    .body(http_body_util::Full::new(Bytes::from(format!(
+                                        "answer {n}"
+                                    ))))
+                                    .unwrap(),
+                            )
+                        }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        }
+    });
+
+    let client: hyper_util::client::legacy::Client<_, String> =
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build_http();
+    let client = DependencyLayer::new(&HYPER, DeadlineHeader::DeadlineMs).layer(client);
+    let request = Request::get(format!("http://{addr}/price"))
+        .body(String::new())
+        .unwrap();
+    let response = tokio::time::timeout(BOUND, client.oneshot(request))
+        .await
+        .expect("the call ended within its bound")
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(text(response).await, "answer 2");
+    let deadlines = deadlines.lock().unwrap().clone();
+    assert_eq!(deadlines.len(), 2);
+    // Each attempt carried its own time left: at most the 5 s cap less 5 ms.
+    for sent in &deadlines {
+        let sent: u64 = sent.as_deref().expect("a deadline header").parse().unwrap();
+        assert!(sent > 0 && sent <= 4_995, "{sent}");
+    }
+    assert_eq!(HYPER.counters().snapshot().retries, 1);
+    server.abort();
+}
+
+#[tokio::test]
+async fn a_refused_connection_is_retried_when_classified_as_refused() {
+    // Not idempotent: only a request that never left may be sent again.
+    static REFUSED: Dependency = Dependency::new(
+        Policy::required("refused")
+            .cap(ms(5_000))
+            .floor(ms(1))
+            .retries(2)
+            .backoff(Backoff::constant(ms(1))),
+    );
+    // A port with nothing listening on it.
+    let addr: SocketAddr = {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        listener.local_addr().unwrap()
+    };
+    let client: hyper_util::client::legacy::Client<_, String> =
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build_http();
+    let request = || {
+        Request::get(format!("http://{addr}/"))
+            .body(String::new())
+            .unwrap()
+    };
+
+    // By default a transport error is a failure: the call is not repeated.
+    let plain = DependencyLayer::new(&REFUSED, DeadlineHeader::DeadlineMs).layer(client.clone());
+    let error = tokio::time::timeout(BOUND, plain.oneshot(request()))
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert!(error.into_inner().expect("the client's error").is_connect());
+    assert_eq!(REFUSED.counters().snapshot().retries, 0);
+
+    let refused = DependencyLayer::new(&REFUSED, DeadlineHeader::DeadlineMs)
+        .classify_error(|e: &hyper_util::client::legacy::Error| {
+            if e.is_connect() {
+                Outcome::Refused
+            } else {
+                Outcome::Failed
+            }
+        })
+        .layer(client);
+    let error = tokio::time::timeout(BOUND, refused.oneshot(request()))
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert!(error.into_inner().expect("the client's error").is_connect());
+    assert_eq!(REFUSED.counters().snapshot().retries, 2);
+}
+
+// 7. A real tonic server, through a tonic `Channel`.
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct Ask {
+    #[prost(string, tag = "1")]
+    item: String,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct Price {
+    /// What the server read of its deadline, in microseconds (0 for none).
+    #[prost(uint64, tag = "1")]
+    left_us: u64,
+    #[prost(string, tag = "2")]
+    item: String,
+}
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+type Handler = Arc<dyn Fn(usize, Ask) -> Result<Price, tonic::Status> + Send + Sync>;
+
+/// `test.Pricing/Price`, written by hand as tonic's generated code would be: its `n`th call
+/// (from 0) is answered by the handler.
+#[derive(Clone)]
+struct Pricing {
+    calls: Arc<AtomicUsize>,
+    handler: Handler,
+}
+
+impl tonic::server::NamedService for Pricing {
+    const NAME: &'static str = "test.Pricing";
+}
+
+struct Method(Pricing);
+
+impl tonic::server::UnaryService<Ask> for Method {
+    type Response = Price;
+    type Future = BoxFuture<Result<tonic::Response<Price>, tonic::Status>>;
+
+    fn call(&mut self, request: tonic::Request<Ask>) -> Self::Future {
+        let n = self.0.calls.fetch_add(1, Ordering::SeqCst);
+        let answer = (self.0.handler)(n, request.into_inner());
+        Box::pin(async move { answer.map(tonic::Response::new) })
+    }
+}
+
+impl tower::Service<Request<tonic::body::Body>> for Pricing {
+    type Response = Response<tonic::body::Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<Result<Self::Response, Infallible>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<tonic::body::Body>) -> Self::Future {
+        let method = Method(self.clone());
+        Box::pin(async move {
+            let codec = tonic_prost::ProstCodec::<Price, Ask>::default();
+            Ok(tonic::server::Grpc::new(codec).unary(method, request).await)
+        })
+    }
+}
+
+/// Serves `pricing` behind `DeadlineLayer` on a loopback port.
+async fn serve(pricing: Pricing) -> (SocketAddr, tokio::task::JoinHandle<()>) {
+    let incoming =
+        tonic::transport::server::TcpIncoming::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = incoming.local_addr().unwrap();
+    let server = tonic::transport::Server::builder()
+        .layer(DeadlineLayer::new(Propagation::DEFAULT, ms(30_000)))
+        .add_service(pricing)
+        .serve_with_incoming(incoming);
+    (addr, tokio::spawn(async move { server.await.unwrap() }))
+}
+
+/// Calls `Price` through `service`.
+async fn price<T>(service: T, item: &str) -> Result<Price, tonic::Status>
+where
+    T: tonic::client::GrpcService<tonic::body::Body>,
+    T::ResponseBody: http_body::Body<Data = Bytes> + Send + 'static,
+    <T::ResponseBody as http_body::Body>::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    T::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let mut grpc = tonic::client::Grpc::new(service);
+    let call = async {
+        grpc.ready()
+            .await
+            .map_err(|e| tonic::Status::from_error(e.into()))?;
+        let codec = tonic_prost::ProstCodec::<Ask, Price>::default();
+        let path = http::uri::PathAndQuery::from_static("/test.Pricing/Price");
+        let ask = tonic::Request::new(Ask { item: item.into() });
+        grpc.unary(ask, path, codec)
+            .await
+            .map(tonic::Response::into_inner)
+    };
+    tokio::time::timeout(BOUND, call)
+        .await
+        .expect("the call ended within its bound")
+}
+
+fn left_us() -> u64 {
+    remaining().map_or(0, |left| {
+        u64::try_from(left.as_micros()).unwrap_or(u64::MAX)
+    })
+}
+
+#[tokio::test]
+async fn a_real_tonic_server_unavailable_once_then_ok() {
+    static PRICES: Dependency = Dependency::new(
+        Policy::required("prices")
+            .cap(ms(5_000))
+            .floor(ms(1))
+            .retries(2)
+            .backoff(Backoff::constant(ms(5)))
+            .idempotent(),
+    );
+    let calls = Arc::new(AtomicUsize::new(0));
+    let (addr, server) = serve(Pricing {
+        calls: calls.clone(),
+        handler: Arc::new(|n, ask| {
+            if n == 0 {
+                Err(tonic::Status::unavailable("warming up"))
+            } else {
+                Ok(Price {
+                    left_us: left_us(),
+                    item: ask.item,
+                })
+            }
+        }),
+    })
+    .await;
+    let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let client = DependencyLayer::new(&PRICES, DeadlineHeader::GrpcTimeout)
+        .buffered(64 * 1_024)
+        .layer(channel);
+
+    let reply = price(client.clone(), "tea").await.unwrap();
+    assert_eq!(reply.item, "tea", "the retry sent the same message");
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    // The server read the retry's own deadline from its grpc-timeout: at most 5 s less 5 ms.
+    assert!(
+        reply.left_us > 0 && reply.left_us <= 4_995_000,
+        "{}",
+        reply.left_us
+    );
+    assert_eq!(PRICES.counters().snapshot().retries, 1);
+    server.abort();
+}
+
+#[tokio::test]
+async fn a_real_tonic_servers_invalid_argument_is_not_retried_and_a_spent_budget_is_deadline_exceeded()
+ {
+    static STRICT_PRICES: Dependency = Dependency::new(
+        Policy::required("strict prices")
+            .cap(ms(5_000))
+            .floor(ms(10))
+            .retries(2)
+            .backoff(Backoff::constant(ms(5)))
+            .idempotent(),
+    );
+    let calls = Arc::new(AtomicUsize::new(0));
+    let (addr, server) = serve(Pricing {
+        calls: calls.clone(),
+        handler: Arc::new(|_, _| Err(tonic::Status::invalid_argument("no such item"))),
+    })
+    .await;
+    let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let client = DependencyLayer::new(&STRICT_PRICES, DeadlineHeader::GrpcTimeout)
+        .buffered(64 * 1_024)
+        .layer(channel);
+
+    let status = price(client.clone(), "gold").await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::InvalidArgument);
+    assert_eq!(status.message(), "no such item");
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+
+    // 5 ms left, under the 10 ms floor: not called, and tonic reads the layer's error as
+    // DEADLINE_EXCEEDED (not UNKNOWN).
+    let status = scope_timeout(ms(5), price(client, "gold"))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::DeadlineExceeded, "{status:?}");
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    server.abort();
+}
