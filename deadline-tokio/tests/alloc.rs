@@ -176,11 +176,17 @@ async fn no_allocation_per_one_line_call() {
     let retried = allocations_per_calls(|| one_line(&RETRIED_DEP, 1_000, 5)).await;
     // The hedge delay read from the live histogram at each call's start.
     let live = allocations_per_calls(|| one_line(&LIVE_DEP, 140, 10)).await;
-    assert_eq!(
-        (plain, hedged, retried, live),
-        (0, 0, 0, 0),
-        "allocations over {CALLS} calls (plain, hedged, retried, live hedge)"
-    );
+    if Dependency::PUBLISHES_METRICS {
+        // deadline-core's `metrics` feature is on (a build that unifies it in): each call
+        // sends its labels to the facade, which allocates.
+        assert!(plain >= CALLS, "{plain} allocations over {CALLS} calls");
+    } else {
+        assert_eq!(
+            (plain, hedged, retried, live),
+            (0, 0, 0, 0),
+            "allocations over {CALLS} calls (plain, hedged, retried, live hedge)"
+        );
+    }
     // The calls were recorded: the counters and the histogram saw every one.
     let calls = WARM_UP + CALLS;
     assert_eq!(PLAIN_DEP.counters().snapshot().calls, calls);

@@ -61,6 +61,10 @@ pub struct Dependency<'n, Rt> {
 }
 
 impl<'n, Rt> Dependency<'n, Rt> {
+    /// Whether each call is also sent to the `metrics` facade (feature `metrics`). Such a
+    /// call allocates the labels it sends; without the feature a call allocates nothing.
+    pub const PUBLISHES_METRICS: bool = cfg!(feature = "metrics");
+
     /// The fewest latencies the histogram holds before a live hedge delay
     /// ([`Policy::hedge_at`]) is read from it; until then the policy's fallback delay is
     /// used.

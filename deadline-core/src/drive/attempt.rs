@@ -78,13 +78,13 @@ impl<Rt: Runtime, A: Attempt> Attempt for InScope<Rt, A> {
     fn start_in(
         &mut self,
         limits: Limits,
-        mut slot: Pin<&mut Option<Scoped<Rt, F>>>,
+        mut slot: Pin<&mut Option<Scoped<Rt, A::Future>>>,
         cx: &mut Context<'_>,
-    ) -> Poll<F::Output> {
+    ) -> Poll<<A::Future as Future>::Output> {
         let deadline = limits.deadline();
         let attempt = &mut self.attempt;
         enter::<Rt, _>(deadline, || {
-            slot.set(Some(scope(deadline, attempt(limits))));
+            slot.set(Some(scope(deadline, attempt.start(limits))));
             slot.as_pin_mut()
                 .map_or(Poll::Pending, |scoped| scoped.poll_entered(cx))
         })
