@@ -8,11 +8,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/../deadline-core/src"
 
-# From the bottom up. drive/ is one module at the top, with its own order inside.
+# From the bottom up. drive/ and dependency/ are one module each near the top, with their
+# own order inside.
 ORDER=(sync time timer deadline error rng outcome quantile manual_clock backoff policy wire
   call_timeout admit breaker retry_budget statement call plan hedge retry counters histogram
-  analysis tonic_status drive)
-DRIVE=(mode report event classify course call_machine run manual mod)
+  analysis drive trace dependency tonic_status http_status)
+DRIVE=(mode report event classify runtime thread_deadline scoped attempt course call_machine
+  run manual manual_runtime mod)
+DEPENDENCY=(latency record steps metrics run mod)
 
 index() { # index NAME LIST...
   local name=$1 i=0
@@ -30,10 +33,11 @@ deps() { # deps FILE PREFIX
 }
 
 bad=0
-for f in *.rs drive/*.rs; do
+for f in *.rs drive/*.rs dependency/*.rs; do
   case "$f" in
     lib.rs) continue ;;
     drive/*) me=drive ;;
+    dependency/*) me=dependency ;;
     *) me=${f%.rs} ;;
   esac
   mine=$(index "$me" "${ORDER[@]}")
@@ -50,13 +54,18 @@ for f in *.rs drive/*.rs; do
       bad=1
     fi
   done
-  if [ "$me" = drive ]; then
+  if [ "$me" = drive ] || [ "$me" = dependency ]; then
+    if [ "$me" = drive ]; then inner_order=("${DRIVE[@]}"); else inner_order=("${DEPENDENCY[@]}"); fi
     inner=$(basename "$f" .rs)
-    mine_inner=$(index "$inner" "${DRIVE[@]}")
+    mine_inner=$(index "$inner" "${inner_order[@]}")
+    if [ "$mine_inner" -lt 0 ]; then
+      echo "layers: $f is not in $me/'s order; add it to scripts/layers.sh" >&2
+      bad=1
+    fi
     for d in $(deps "$f" super); do
-      theirs=$(index "$d" "${DRIVE[@]}")
+      theirs=$(index "$d" "${inner_order[@]}")
       if [ "$theirs" -lt 0 ] || [ "$theirs" -ge "$mine_inner" ]; then
-        echo "layers: $f uses super::$d, which is not below it in drive/" >&2
+        echo "layers: $f uses super::$d, which is not below it in $me/" >&2
         bad=1
       fi
     done
@@ -65,4 +74,4 @@ done
 if [ "$bad" -ne 0 ]; then
   exit 1
 fi
-echo "layers: deadline-core's modules use only the modules below them (${#ORDER[@]} modules, drive/ in ${#DRIVE[@]})"
+echo "layers: deadline-core's modules use only the modules below them (${#ORDER[@]} modules, drive/ in ${#DRIVE[@]}, dependency/ in ${#DEPENDENCY[@]})"
