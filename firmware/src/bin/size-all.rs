@@ -20,8 +20,10 @@ use deadline_core::{
     statement_timeout,
 };
 
-static BACKOFF: Backoff =
-    Backoff::exponential(ms(10)).max(ms(1_000)).jitter(Jitter::Full).with_multiplier(8, 5);
+static BACKOFF: Backoff = Backoff::exponential(ms(10))
+    .max(ms(1_000))
+    .jitter(Jitter::Full)
+    .with_multiplier(8, 5);
 static POLICY: Policy = Policy::required("A")
     .cap(ms(50))
     .floor(ms(10))
@@ -29,7 +31,9 @@ static POLICY: Policy = Policy::required("A")
     .retry(RetryPolicy::new(3, BACKOFF))
     .hedge(HedgePolicy::new(ms(20), 1));
 static OPTIONAL: Policy = Policy::optional("C").cap(ms(60)).floor(ms(25));
-static STATEMENT: StatementPolicy = StatementPolicy::capped(ms(300)).floor(ms(40)).reserve(ms(5));
+static STATEMENT: StatementPolicy = StatementPolicy::capped(ms(300))
+    .floor(ms(40))
+    .reserve(ms(5));
 static ADMISSION: Admission = Admission::new(ms(5)).with_max_queue_delay(ms(50));
 static PROPAGATION: Propagation = Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000));
 static BUDGET: RetryBudget = RetryBudget::percent(10).min_per_sec(10);
