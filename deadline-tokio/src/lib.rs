@@ -3,6 +3,11 @@
 //! [`deadline_core`] makes every decision; this crate gives it tokio's time and a place to keep
 //! the current deadline:
 //!
+//! - [`Dependency`]: one `static` per dependency (its policy, retry budget, breaker, counters
+//!   and live latency histogram), called in one line: `PRICING.run(|limits| ..).await?`,
+//!   under the current deadline, each attempt in its own scope; [`Steps`] computes each
+//!   call's reserve for a request that calls several in turn. [`Tokio`] is the runtime they
+//!   run on.
 //! - [`TokioClock`] and [`TokioTimer`]: the core's [`Clock`](deadline_core::Clock) and
 //!   [`Timer`](deadline_core::Timer) on [`tokio::time`], so paused test time drives them.
 //! - [`scope`], [`current`], [`remaining`]: the request's deadline as a task-local, inherited
