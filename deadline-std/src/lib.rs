@@ -45,4 +45,4 @@ pub use clock::{StdClock, checked_to_std, from_std, to_std};
 pub use entropy::Entropy;
 #[cfg(feature = "async-io")]
 pub use runtime::AsyncIo;
-pub use runtime::{Blocking, ThreadSleep, ThreadTimer};
+pub use runtime::{Blocking, OnThreads, ThreadSleep, ThreadTimer};

@@ -2,6 +2,7 @@
 //! [`Blocking`] (plain threads), each with the current deadline in a thread-local.
 
 use core::future::Future;
+use core::marker::PhantomData;
 use core::pin::Pin;
 use core::task::{Context, Poll};
 
@@ -11,21 +12,21 @@ use deadline_core::{Clock, Deadline, Instant, Timer};
 use crate::clock::StdClock;
 use crate::entropy::Entropy;
 
-/// async-std and smol (and any executor whose timers run on `async-io`) as the core's
-/// [`Runtime`]: [`AsyncIoTimer`](crate::AsyncIoTimer), [`Entropy`], and the current deadline
-/// in a thread-local set around each poll of a scoped future ([`ThreadDeadline`]), so it
-/// follows the future across the executor's threads (feature `async-io`).
-#[cfg(feature = "async-io")]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct AsyncIo;
+/// A runtime on std threads whose timer is `T`: the current deadline in a thread-local set
+/// around each poll of a scoped future ([`ThreadDeadline`]), so it follows the future across
+/// an executor's threads, and [`Entropy`] for jitter. [`AsyncIo`] and [`Blocking`] are its
+/// two forms.
+#[derive(Debug)]
+pub struct OnThreads<T> {
+    timer: PhantomData<fn() -> T>,
+}
 
-#[cfg(feature = "async-io")]
-impl Runtime for AsyncIo {
-    type Timer = crate::AsyncIoTimer;
+impl<T: Timer + Default + 'static> Runtime for OnThreads<T> {
+    type Timer = T;
     type Rng = Entropy;
 
-    fn timer() -> crate::AsyncIoTimer {
-        crate::AsyncIoTimer
+    fn timer() -> T {
+        T::default()
     }
 
     fn rng() -> Entropy {
@@ -40,6 +41,12 @@ impl Runtime for AsyncIo {
         ThreadDeadline::enter(deadline, f)
     }
 }
+
+/// async-std and smol (and any executor whose timers run on `async-io`) as the core's
+/// [`Runtime`]: [`AsyncIoTimer`](crate::AsyncIoTimer), [`Entropy`], and the current deadline
+/// in a thread-local (feature `async-io`).
+#[cfg(feature = "async-io")]
+pub type AsyncIo = OnThreads<crate::AsyncIoTimer>;
 
 /// Plain threads as the core's [`Runtime`]: the same async application code, run to its end
 /// on the calling thread by [`Blocking::block_on`], with sleeps that block the thread
@@ -61,7 +68,7 @@ impl Runtime for AsyncIo {
 /// let price = Blocking::block_on(deadline_core::drive::scope_timeout::<Blocking, _>(ms(200), async {
 ///     PRICING
 ///         .run(|limits| async move {
-///             assert_eq!(limits.timeout, ms(110)); // min(200 - 20, 110), give or take the clock
+///             assert_eq!(limits.timeout, ms(110)); // min(200 - 20, 110)
 ///             Ok::<_, std::io::Error>(42) // a blocking call within `limits`
 ///         })
 ///         .reserve(ms(20))
@@ -69,34 +76,12 @@ impl Runtime for AsyncIo {
 /// }));
 /// assert_eq!(price.unwrap(), 42);
 /// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct Blocking;
+pub type Blocking = OnThreads<ThreadTimer>;
 
-impl Blocking {
+impl OnThreads<ThreadTimer> {
     /// Runs `future` to its end on this thread, parking it while the future waits.
     pub fn block_on<F: Future>(future: F) -> F::Output {
         futures_executor::block_on(future)
-    }
-}
-
-impl Runtime for Blocking {
-    type Timer = ThreadTimer;
-    type Rng = Entropy;
-
-    fn timer() -> ThreadTimer {
-        ThreadTimer
-    }
-
-    fn rng() -> Entropy {
-        Entropy
-    }
-
-    fn current() -> Option<Deadline> {
-        ThreadDeadline::current()
-    }
-
-    fn enter<R>(deadline: Deadline, f: impl FnOnce() -> R) -> R {
-        ThreadDeadline::enter(deadline, f)
     }
 }
 

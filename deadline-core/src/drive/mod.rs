@@ -260,6 +260,15 @@ impl<'c, Tm: Timer, R: Rng, O: Observer, M: Mode> Driver<'c, Tm, R, O, M> {
         F: Future<Output = Result<T, E>>,
         C: FnMut(&E) -> Outcome,
     {
+        self.into_drive(classify, attempt)
+    }
+
+    /// The call's future, with `attempt` starting each attempt.
+    fn into_drive<A, F, T, E, C>(
+        self,
+        classify: C,
+        attempt: A,
+    ) -> Drive<'c, Tm, R, C, A, O, F, T, E, M> {
         Drive::new(
             CallMachine::with_mode(self.call, self.live_delay),
             self.timer,
@@ -291,14 +300,7 @@ impl<'c, Tm: Timer, R: Rng, O: Observer, M: Mode> Driver<'c, Tm, R, O, M> {
         F: Future<Output = Result<T, E>>,
         C: FnMut(&E) -> Outcome,
     {
-        Drive::new(
-            CallMachine::with_mode(self.call, self.live_delay),
-            self.timer,
-            self.rng,
-            classify,
-            InScope::new(attempt),
-            self.observer,
-        )
+        self.into_drive(classify, InScope::new(attempt))
     }
 }
 
