@@ -171,6 +171,28 @@ impl<const N: usize, const SUB_BITS: u32> Histogram<N, SUB_BITS> {
         }
     }
 
+    /// Halves every bucket's count (rounding down): the recorded latencies weigh half as
+    /// much as those recorded after, so a histogram halved at a steady pace follows what the
+    /// dependency does now. Bucket by bucket, like [`reset`](Self::reset).
+    ///
+    /// ```
+    /// use deadline_core::{Histogram, ms};
+    ///
+    /// let h: Histogram = Histogram::new();
+    /// h.record_n(ms(10), 100);
+    /// h.halve();
+    /// h.record_n(ms(80), 100);
+    /// assert_eq!(h.count(), 150);
+    /// assert!(h.p50().unwrap() >= ms(80)); // the newer latencies are now the majority
+    /// ```
+    pub fn halve(&self) {
+        for bucket in &self.buckets {
+            let _ = bucket.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
+                (c != 0).then_some(c >> 1)
+            });
+        }
+    }
+
     /// How many latencies are recorded.
     #[must_use]
     pub fn count(&self) -> u64 {

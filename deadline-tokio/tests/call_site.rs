@@ -204,6 +204,15 @@ async fn the_hedge_delay_follows_a_histogram_that_shifts() {
     let p95 = LIVE.live_hedge_delay().unwrap();
     assert!(p95 >= ms(80) && p95 < ms(83), "{p95:?}");
     assert_at_tick(hedge_sent_after(&LIVE).await, p95);
+    // It recovers to about 10 ms. The histogram is halved every 4 096 latencies, so the 4 000
+    // slow ones fade: after 24 576 fast ones the p95 is back near 10 ms (kept forever, the
+    // slow ones would still be 14% of the sample, and the p95 would stay at 80 ms).
+    for _ in 0..24_576 {
+        LIVE.record_latency(ms(10));
+    }
+    let p95 = LIVE.live_hedge_delay().unwrap();
+    assert!(p95 >= ms(10) && p95 < ms(11), "{p95:?}");
+    assert_at_tick(hedge_sent_after(&LIVE).await, p95);
 }
 
 /// `sent` is `due`, on tokio's timer: its sleeps end on whole milliseconds, the first at or

@@ -16,7 +16,8 @@ const NONE: u64 = u64::MAX;
 /// Reading a quantile walks the histogram's buckets, far too slow for every call; so the
 /// delay is read again after every [`REFRESH`](Self::REFRESH) latencies recorded (and as
 /// soon as there are [`MIN_SAMPLES`](Self::MIN_SAMPLES)), and each call reads the value
-/// kept, one atomic load.
+/// kept, one atomic load. Every [`HALF_LIFE`](Self::HALF_LIFE) latencies the histogram is
+/// halved, so older latencies fade and the delay follows what the dependency does now.
 #[derive(Debug)]
 pub(crate) struct LiveLatency {
     histogram: Histogram,
@@ -31,6 +32,8 @@ impl LiveLatency {
     pub(crate) const MIN_SAMPLES: u32 = 20;
     /// The delay is read again after this many more latencies.
     pub(crate) const REFRESH: u32 = 64;
+    /// The histogram is halved after this many more latencies.
+    pub(crate) const HALF_LIFE: u32 = 4_096;
 
     pub(crate) const fn new() -> Self {
         LiveLatency {
@@ -44,16 +47,20 @@ impl LiveLatency {
         &self.histogram
     }
 
-    /// Records one latency; reads the `live` quantile again when it is due.
+    /// Records one latency; halves the histogram and reads the `live` quantile again when
+    /// they are due.
     pub(crate) fn record(&self, latency: Duration, live: Option<Quantile>) {
         self.histogram.record(latency);
-        let Some(quantile) = live else {
-            return;
-        };
         let n = self
             .recorded
             .fetch_add(1, Ordering::Relaxed)
             .wrapping_add(1);
+        if n % Self::HALF_LIFE == 0 {
+            self.histogram.halve();
+        }
+        let Some(quantile) = live else {
+            return;
+        };
         if n == Self::MIN_SAMPLES || (n > Self::MIN_SAMPLES && n % Self::REFRESH == 0) {
             self.refresh(quantile);
         }

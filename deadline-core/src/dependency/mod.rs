@@ -72,6 +72,8 @@ impl<'n, Rt> Dependency<'n, Rt> {
     /// The live hedge delay is read from the histogram again after this many more
     /// latencies (reading it walks the histogram; a call reads the value kept).
     pub const LIVE_REFRESH: u32 = LiveLatency::REFRESH;
+    /// The latency histogram is halved every this many latencies recorded.
+    pub const LATENCY_HALF_LIFE: u32 = LiveLatency::HALF_LIFE;
 
     /// The dependency called as `policy` says, with the default retry budget
     /// ([`RetryBudget::default`]: 10% extra calls, 10 per second whatever the traffic), no
@@ -142,7 +144,9 @@ impl<'n, Rt> Dependency<'n, Rt> {
     }
 
     /// Its latency histogram, to read: each attempt that answers is recorded with its own
-    /// latency, and each that times out with its timeout (it took at least that long).
+    /// latency, and each that times out with its timeout (it took at least that long); it is
+    /// halved every [`LATENCY_HALF_LIFE`](Self::LATENCY_HALF_LIFE) latencies, so that it
+    /// follows what the dependency does now.
     /// Record into it with [`record_latency`](Self::record_latency), which keeps the live
     /// hedge delay up to date.
     #[must_use]
