@@ -104,14 +104,15 @@ impl Limits {
 /// The timeout a call or a statement gets with `left` before its deadline: the time left less
 /// `reserve`, at most `cap`; or, when that is zero or under `floor`, the shortfall. The one
 /// rule of [`call_timeout`] and [`statement_timeout`](crate::statement_timeout).
+#[inline]
 pub(crate) fn within_budget(
     left: Duration,
     reserve: Duration,
     cap: Duration,
     floor: Duration,
 ) -> Result<Duration, Shortfall> {
-    let available = left.saturating_sub(reserve).min(cap);
-    if available.is_zero() || available < floor {
+    let available = shortest(saturating_sub(left, reserve), cap);
+    if zero_or_under(available, floor) {
         Err(Shortfall {
             left,
             available,
@@ -119,6 +120,81 @@ pub(crate) fn within_budget(
         })
     } else {
         Ok(available)
+    }
+}
+
+/// `a - b`, or zero if `b` is longer: `Duration::saturating_sub`, written so that the compiler
+/// sees the nanoseconds stay below a second (no carry into the seconds, no panic path).
+#[inline]
+const fn saturating_sub(a: Duration, b: Duration) -> Duration {
+    const NANOS_PER_SEC: u32 = 1_000_000_000;
+    let (secs, nanos) = if a.subsec_nanos() >= b.subsec_nanos() {
+        (
+            a.as_secs().checked_sub(b.as_secs()),
+            a.subsec_nanos().wrapping_sub(b.subsec_nanos()),
+        )
+    } else {
+        // Borrow a second: both nanoseconds are below 10^9, so the sum is below 2 × 10^9.
+        let secs = match a.as_secs().checked_sub(b.as_secs()) {
+            Some(secs) => secs.checked_sub(1),
+            None => None,
+        };
+        (
+            secs,
+            a.subsec_nanos()
+                .wrapping_add(NANOS_PER_SEC)
+                .wrapping_sub(b.subsec_nanos()),
+        )
+    };
+    match secs {
+        // Below 10^9 either way; the clamp only shows it to the compiler.
+        Some(secs) => Duration::new(
+            secs,
+            if nanos < NANOS_PER_SEC {
+                nanos
+            } else {
+                NANOS_PER_SEC - 1
+            },
+        ),
+        None => Duration::ZERO,
+    }
+}
+
+/// `now + timeout`, for a timeout a call was given at `now`: no more than the time left, which is
+/// whole microseconds from `now` (or a later start) to the deadline, so the sum is at most the
+/// deadline, and neither it nor the timeout's microseconds can pass `u64::MAX` (no saturation
+/// to check; `Instant::saturating_add` gives the same).
+#[inline]
+const fn until(now: Instant, timeout: Duration) -> Instant {
+    let micros = timeout
+        .as_secs()
+        .wrapping_mul(1_000_000)
+        .wrapping_add(timeout.subsec_micros() as u64);
+    Instant::from_micros(now.as_micros().wrapping_add(micros))
+}
+
+/// `d.is_zero() || d < floor`, seconds first: a `d` of more whole seconds than the floor is
+/// neither (it is at least a second).
+#[inline]
+const fn zero_or_under(d: Duration, floor: Duration) -> bool {
+    if d.as_secs() > floor.as_secs() {
+        false
+    } else if d.as_secs() < floor.as_secs() {
+        true
+    } else {
+        d.subsec_nanos() < floor.subsec_nanos() || (d.as_secs() == 0 && d.subsec_nanos() == 0)
+    }
+}
+
+/// The shorter of `a` and `b` (`b` when they are equal).
+#[inline]
+const fn shortest(a: Duration, b: Duration) -> Duration {
+    if a.as_secs() > b.as_secs() {
+        b
+    } else if a.as_secs() < b.as_secs() || a.subsec_nanos() < b.subsec_nanos() {
+        a
+    } else {
+        b
     }
 }
 
@@ -188,25 +264,25 @@ impl Shortfall {
 /// let d = call_timeout(&c, deadline, ms(20), Instant::from_millis(156));
 /// assert!(matches!(d, Decision::Skip(s) if s.available == ms(24)));
 /// ```
+// Inlined into callers in other crates on 64-bit hosts, where a call costs more than the
+// decision; on 32-bit microcontrollers (built with LTO, sized for flash) the compiler decides,
+// and keeps one copy for the core's several callers.
+#[cfg_attr(target_pointer_width = "64", inline)]
 pub fn call_timeout(
     policy: &Policy,
     deadline: Deadline,
     reserve: Duration,
     now: Instant,
 ) -> Decision {
-    let available = match within_budget(deadline.remaining(now), reserve, policy.cap, policy.floor)
-    {
-        Ok(available) => available,
-        Err(shortfall) => {
-            return match policy.necessity {
-                Necessity::Optional => Decision::Skip(shortfall),
-                Necessity::Required => Decision::Fail(shortfall),
-            };
-        }
-    };
-    Decision::Call(Limits {
-        timeout: available,
-        connect: policy.connect.min(available),
-        until: now.saturating_add(available),
-    })
+    match within_budget(deadline.remaining(now), reserve, policy.cap, policy.floor) {
+        Ok(available) => Decision::Call(Limits {
+            timeout: available,
+            connect: shortest(policy.connect, available),
+            until: until(now, available),
+        }),
+        Err(shortfall) => match policy.necessity {
+            Necessity::Optional => Decision::Skip(shortfall),
+            Necessity::Required => Decision::Fail(shortfall),
+        },
+    }
 }

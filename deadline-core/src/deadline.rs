@@ -115,6 +115,7 @@ impl Deadline {
     /// deadline's start (a clock that stepped back) counts as the start: the time left is
     /// never more than the budget given to [`Deadline::after`].
     #[must_use]
+    #[inline]
     pub const fn remaining(self, now: Instant) -> Duration {
         self.at.saturating_duration_since(self.effective(now))
     }
