@@ -5,7 +5,7 @@ use core::time::Duration;
 use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::policy::{Necessity, Policy};
-use crate::time::Instant;
+use crate::time::{Instant, duration_min, duration_saturating_sub};
 
 /// What to do about one call, decided at the instant it would start.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,12 +85,7 @@ impl Limits {
     /// ```
     #[must_use]
     pub const fn connect_timeout(&self, now: Instant) -> Duration {
-        let left = self.read_timeout(now);
-        if self.connect.as_nanos() < left.as_nanos() {
-            self.connect
-        } else {
-            left
-        }
+        duration_min(self.connect, self.read_timeout(now))
     }
 
     /// The read (and write) limit for an I/O operation of the attempt starting at `now`: the
@@ -111,7 +106,7 @@ pub(crate) fn within_budget(
     cap: Duration,
     floor: Duration,
 ) -> Result<Duration, Shortfall> {
-    let available = shortest(saturating_sub(left, reserve), cap);
+    let available = duration_min(duration_saturating_sub(left, reserve), cap);
     if zero_or_under(available, floor) {
         Err(Shortfall {
             left,
@@ -120,43 +115,6 @@ pub(crate) fn within_budget(
         })
     } else {
         Ok(available)
-    }
-}
-
-/// `a - b`, or zero if `b` is longer: `Duration::saturating_sub`, written so that the compiler
-/// sees the nanoseconds stay below a second (no carry into the seconds, no panic path).
-#[inline]
-const fn saturating_sub(a: Duration, b: Duration) -> Duration {
-    const NANOS_PER_SEC: u32 = 1_000_000_000;
-    let (secs, nanos) = if a.subsec_nanos() >= b.subsec_nanos() {
-        (
-            a.as_secs().checked_sub(b.as_secs()),
-            a.subsec_nanos().wrapping_sub(b.subsec_nanos()),
-        )
-    } else {
-        // Borrow a second: both nanoseconds are below 10^9, so the sum is below 2 × 10^9.
-        let secs = match a.as_secs().checked_sub(b.as_secs()) {
-            Some(secs) => secs.checked_sub(1),
-            None => None,
-        };
-        (
-            secs,
-            a.subsec_nanos()
-                .wrapping_add(NANOS_PER_SEC)
-                .wrapping_sub(b.subsec_nanos()),
-        )
-    };
-    match secs {
-        // Below 10^9 either way; the clamp only shows it to the compiler.
-        Some(secs) => Duration::new(
-            secs,
-            if nanos < NANOS_PER_SEC {
-                nanos
-            } else {
-                NANOS_PER_SEC - 1
-            },
-        ),
-        None => Duration::ZERO,
     }
 }
 
@@ -183,18 +141,6 @@ const fn zero_or_under(d: Duration, floor: Duration) -> bool {
         true
     } else {
         d.subsec_nanos() < floor.subsec_nanos() || (d.as_secs() == 0 && d.subsec_nanos() == 0)
-    }
-}
-
-/// The shorter of `a` and `b` (`b` when they are equal).
-#[inline]
-const fn shortest(a: Duration, b: Duration) -> Duration {
-    if a.as_secs() > b.as_secs() {
-        b
-    } else if a.as_secs() < b.as_secs() || a.subsec_nanos() < b.subsec_nanos() {
-        a
-    } else {
-        b
     }
 }
 
@@ -277,7 +223,7 @@ pub fn call_timeout(
     match within_budget(deadline.remaining(now), reserve, policy.cap, policy.floor) {
         Ok(available) => Decision::Call(Limits {
             timeout: available,
-            connect: shortest(policy.connect, available),
+            connect: duration_min(policy.connect, available),
             until: until(now, available),
         }),
         Err(shortfall) => match policy.necessity {

@@ -14,6 +14,10 @@ const MICROS_PER_SEC: u64 = 1_000_000;
 /// In `u64` arithmetic only (no 128-bit multiply or division), so it is cheap on every
 /// target, microcontrollers included.
 #[must_use]
+// One copy on 32-bit targets, where the 64-bit multiply and its overflow check are a few
+// dozen bytes that every decision would otherwise repeat; inlined on 64-bit ones.
+#[cfg_attr(target_pointer_width = "64", inline)]
+#[cfg_attr(not(target_pointer_width = "64"), inline(never))]
 pub const fn duration_to_micros(d: Duration) -> u64 {
     // `subsec_micros` is below 1 000 000: the sum saturates only with the product.
     match d.as_secs().checked_mul(MICROS_PER_SEC) {
@@ -65,6 +69,55 @@ const fn micros_to_duration_halves(micros: u64) -> Duration {
     )
 }
 
+/// `a - b`, or zero if `b` is longer: `Duration::saturating_sub`, written so that the compiler
+/// sees the nanoseconds stay below a second (no carry into the seconds, no panic path).
+#[inline]
+pub(crate) const fn duration_saturating_sub(a: Duration, b: Duration) -> Duration {
+    const NANOS_PER_SEC: u32 = 1_000_000_000;
+    let (secs, nanos) = if a.subsec_nanos() >= b.subsec_nanos() {
+        (
+            a.as_secs().checked_sub(b.as_secs()),
+            a.subsec_nanos().wrapping_sub(b.subsec_nanos()),
+        )
+    } else {
+        // Borrow a second: both nanoseconds are below 10^9, so the sum is below 2 × 10^9.
+        let secs = match a.as_secs().checked_sub(b.as_secs()) {
+            Some(secs) => secs.checked_sub(1),
+            None => None,
+        };
+        (
+            secs,
+            a.subsec_nanos()
+                .wrapping_add(NANOS_PER_SEC)
+                .wrapping_sub(b.subsec_nanos()),
+        )
+    };
+    match secs {
+        // Below 10^9 either way; the clamp only shows it to the compiler.
+        Some(secs) => Duration::new(
+            secs,
+            if nanos < NANOS_PER_SEC {
+                nanos
+            } else {
+                NANOS_PER_SEC - 1
+            },
+        ),
+        None => Duration::ZERO,
+    }
+}
+
+/// The shorter of `a` and `b` (`b` when they are equal): `Duration::min`, seconds first.
+#[inline]
+pub(crate) const fn duration_min(a: Duration, b: Duration) -> Duration {
+    if a.as_secs() > b.as_secs() {
+        b
+    } else if a.as_secs() < b.as_secs() || a.subsec_nanos() < b.subsec_nanos() {
+        a
+    } else {
+        b
+    }
+}
+
 /// The full 128-bit product `a × b`, as its `(high, low)` halves. On a 64-bit target that is
 /// one multiply instruction.
 #[cfg(target_pointer_width = "64")]
@@ -82,8 +135,10 @@ pub(crate) const fn mul_wide(a: u64, b: u64) -> (u64, u64) {
 }
 
 /// [`mul_wide`] from four 32 × 32 → 64-bit products, for targets without a 64-bit multiply
-/// (compiled on every target so that host tests check it).
+/// (compiled on every target so that host tests check it). One copy: inlined, its four
+/// products and carries would be repeated at every caller.
 #[cfg_attr(target_pointer_width = "64", allow(dead_code))]
+#[inline(never)]
 const fn mul_wide_halves(a: u64, b: u64) -> (u64, u64) {
     const LOW: u64 = 0xFFFF_FFFF;
     let (a1, a0) = (a >> 32, a & LOW);
@@ -227,6 +282,9 @@ impl Instant {
 
     /// `self + d`, saturating at [`Instant::MAX`].
     #[must_use]
+    // Inlined on 64-bit targets; one copy on 32-bit ones (see `duration_to_micros`).
+    #[cfg_attr(target_pointer_width = "64", inline)]
+    #[cfg_attr(not(target_pointer_width = "64"), inline(never))]
     pub const fn saturating_add(self, d: Duration) -> Instant {
         Instant {
             micros: self.micros.saturating_add(duration_to_micros(d)),

@@ -44,7 +44,7 @@ use core::time::Duration;
 
 use crate::deadline::Deadline;
 use crate::error::Error;
-use crate::time::Instant;
+use crate::time::{Instant, duration_min, duration_saturating_sub};
 
 /// What both header values share: their text (`as_bytes`, `as_str`), parsing from text,
 /// encoding from a [`Duration`], and printing as the header text (`Display`, `Debug`, `defmt`).
@@ -779,7 +779,7 @@ impl Propagation {
     ///
     /// [`WireError::Spent`] when that is zero: do not make the call.
     pub fn outgoing(&self, deadline: Deadline, now: Instant) -> Result<Duration, WireError> {
-        let left = deadline.remaining(now).saturating_sub(self.allowance);
+        let left = duration_saturating_sub(deadline.remaining(now), self.allowance);
         if left.is_zero() {
             Err(WireError::Spent)
         } else {
@@ -821,7 +821,7 @@ impl Propagation {
         let left = self.outgoing(deadline, now)?;
         match already {
             Some(already) if already.is_zero() => Err(WireError::Spent),
-            Some(already) => Ok(left.min(already)),
+            Some(already) => Ok(duration_min(left, already)),
             None => Ok(left),
         }
     }
@@ -876,7 +876,7 @@ impl Propagation {
     /// ```
     #[must_use]
     pub fn incoming(&self, budget: Duration, now: Instant) -> Deadline {
-        Deadline::after(now, budget.min(self.max))
+        Deadline::after(now, duration_min(budget, self.max))
     }
 
     /// The `grpc-timeout` value to send at `now` for work that must end by `deadline`:
