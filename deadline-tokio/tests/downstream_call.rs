@@ -62,7 +62,12 @@ async fn retries_and_propagation_in_one_expression() {
         // The call site: one expression.
         PRICING
             .run(|_| async {
-                let response = client.get(&url).time_left()?.send().await?.error_for_status()?;
+                let response = client
+                    .get(&url)
+                    .time_left()?
+                    .send()
+                    .await?
+                    .error_for_status()?;
                 Ok::<_, BoxError>(response.text().await?)
             })
             .reserve(ms(20))
