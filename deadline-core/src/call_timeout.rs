@@ -220,7 +220,7 @@ pub fn call_timeout(
     reserve: Duration,
     now: Instant,
 ) -> Decision {
-    match within_budget(deadline.remaining(now), reserve, policy.cap, policy.floor) {
+    match within_budget(deadline.left(now), reserve, policy.cap, policy.floor) {
         Ok(available) => Decision::Call(Limits {
             timeout: available,
             connect: duration_min(policy.connect, available),
