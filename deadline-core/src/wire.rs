@@ -428,9 +428,19 @@ impl GrpcTimeout {
     /// assert_eq!(GrpcTimeout::parse(b"15s"), Err(WireError::UnknownUnit));
     /// ```
     pub fn parse(value: &[u8]) -> Result<GrpcTimeout, WireError> {
+        // The one-pass reading of a well-formed value, on 64-bit targets. On 32-bit ones the
+        // careful reading below is the only one, in less code: it gives the same value (a
+        // well-formed value re-encodes to its own text, less any leading zeros).
+        #[cfg(target_pointer_width = "64")]
         if let Some(timeout) = Self::parse_well_formed(value) {
             return Ok(timeout);
         }
+        Self::parse_carefully(value)
+    }
+
+    /// [`parse`](GrpcTimeout::parse) one check at a time, in the order that names what is
+    /// wrong best.
+    fn parse_carefully(value: &[u8]) -> Result<GrpcTimeout, WireError> {
         check_prefix(value)?;
         let Some((&last, digits)) = value.split_last() else {
             return Err(WireError::Empty);
@@ -449,13 +459,15 @@ impl GrpcTimeout {
     /// The value, if it is well formed: 1 to 8 ASCII digits and a unit, read in one pass.
     /// `None` for anything else, which [`parse`](GrpcTimeout::parse) then reads carefully, to
     /// say what is wrong.
+    #[cfg_attr(not(target_pointer_width = "64"), allow(dead_code))]
     fn parse_well_formed(value: &[u8]) -> Option<GrpcTimeout> {
         let (&last, digits) = value.split_last()?;
         if digits.is_empty() || digits.len() > Self::MAX_DIGITS {
             return None;
         }
         let unit = GrpcUnit::from_byte(last)?;
-        let (count, bytes) = read_digits(value, digits.len())?;
+        let bytes = nine_bytes(value);
+        let count = eight_digits_swar(&bytes, digits.len())?;
         // Without leading zeros the value is already in its canonical form: keep its bytes.
         if digits.first() != Some(&b'0') || digits.len() == 1 {
             return Some(GrpcTimeout {
@@ -470,7 +482,8 @@ impl GrpcTimeout {
 
     /// The value with `value <= MAX_VALUE` (callers guarantee it) in `unit`.
     fn new(value: u32, unit: GrpcUnit) -> GrpcTimeout {
-        let (mut bytes, n) = grpc_digits(value);
+        let mut bytes = [0u8; 9];
+        let n = grpc_digits(value, &mut bytes);
         // `n` is 1 to 8: the unit goes right after the digits.
         if let Some(slot) = bytes.get_mut(n) {
             *slot = unit.as_byte();
@@ -570,8 +583,13 @@ impl DeadlineMs {
     }
 
     fn new(millis: u64) -> DeadlineMs {
-        let (bytes, len) = decimal(millis);
-        DeadlineMs { millis, bytes, len }
+        let mut bytes = [0u8; 20];
+        let len = write_decimal(millis, &mut bytes);
+        DeadlineMs {
+            millis,
+            bytes,
+            len: u8::try_from(len).unwrap_or(0),
+        }
     }
 
     /// The time left, in whole milliseconds.
@@ -649,8 +667,13 @@ impl ConnectTimeout {
 
     /// The value with `millis <= MAX_MILLIS` (callers guarantee it).
     fn new(millis: u64) -> ConnectTimeout {
-        let (bytes, len) = decimal(millis);
-        ConnectTimeout { millis, bytes, len }
+        let mut bytes = [0u8; 10];
+        let len = write_decimal(millis, &mut bytes);
+        ConnectTimeout {
+            millis,
+            bytes,
+            len: u8::try_from(len).unwrap_or(0),
+        }
     }
 
     /// The time left, in whole milliseconds.
@@ -1073,60 +1096,22 @@ impl Propagation {
     }
 }
 
-/// `value` (2 to 9 bytes: callers check) copied to the front of nine zero bytes, and the
-/// number its first `n` bytes (1 to 8) write in ASCII digits; `None` if one of them is not a
-/// digit. On 64-bit targets, where a `u64` is one register, in fixed-size copies
-/// ([`nine_bytes`]) and eight digits at once ([`eight_digits_swar`]); on 32-bit ones, where
-/// each `u64` multiply and shift takes several instructions, [`read_digits_loop`], a byte at a
-/// time, in less code.
-fn read_digits(value: &[u8], n: usize) -> Option<(u32, [u8; 9])> {
-    #[cfg(target_pointer_width = "64")]
-    {
-        let bytes = nine_bytes(value);
-        Some((eight_digits_swar(&bytes, n)?, bytes))
-    }
-    #[cfg(not(target_pointer_width = "64"))]
-    {
-        read_digits_loop(value, n)
-    }
-}
-
-/// [`read_digits`] a byte at a time (compiled on every target so that host tests check it
-/// against [`eight_digits_swar`]).
-#[cfg_attr(target_pointer_width = "64", allow(dead_code))]
-fn read_digits_loop(value: &[u8], n: usize) -> Option<(u32, [u8; 9])> {
-    let mut bytes = [0u8; 9];
-    let mut count = 0u32;
-    for (i, (slot, &byte)) in bytes.iter_mut().zip(value).enumerate() {
-        *slot = byte;
-        if i < n {
-            let digit = byte.wrapping_sub(b'0');
-            if digit > 9 {
-                return None;
-            }
-            // At most 8 digits: the count stays at most 99 999 999, far below u32::MAX.
-            count = count.wrapping_mul(10).wrapping_add(u32::from(digit));
-        }
-    }
-    Some((count, bytes))
-}
-
-/// `value` (at most 99 999 999) in ASCII digits at the front of nine zero bytes, and how many
-/// digits that is (1 to 8, no leading zeros; zero is one digit): eight at once on 64-bit
+/// Writes `value` (at most 99 999 999) in ASCII digits at the front of `bytes` and returns how
+/// many digits that is (1 to 8, no leading zeros; zero is one digit): eight at once on 64-bit
 /// targets ([`eight_ascii_digits_swar`]); on 32-bit ones, where that takes more code, the
 /// digit loop the other headers share ([`write_decimal`], in `u32` for such a value).
-fn grpc_digits(value: u32) -> ([u8; 9], usize) {
+fn grpc_digits(value: u32, bytes: &mut [u8; 9]) -> usize {
     #[cfg(target_pointer_width = "64")]
     {
         let (ascii, n) = eight_ascii_digits_swar(value);
-        let [b0, b1, b2, b3, b4, b5, b6, b7] = ascii.to_le_bytes();
-        ([b0, b1, b2, b3, b4, b5, b6, b7, 0], n)
+        if let Some(head) = bytes.first_chunk_mut::<8>() {
+            *head = ascii.to_le_bytes();
+        }
+        n
     }
     #[cfg(not(target_pointer_width = "64"))]
     {
-        let mut bytes = [0u8; 9];
-        let n = write_decimal(u64::from(value), &mut bytes);
-        (bytes, n)
+        write_decimal(u64::from(value), bytes)
     }
 }
 
@@ -1177,6 +1162,7 @@ fn eight_ascii_digits_swar(value: u32) -> (u64, usize) {
 /// In two copies of one fixed size (8, 4 or 2 bytes) that overlap in the middle, one from
 /// each end of `value`: each is a single load and store, where a copy of `value.len()` bytes
 /// would call `memcpy` (and zeroing the rest, `memset`).
+#[cfg_attr(not(target_pointer_width = "64"), allow(dead_code))]
 fn nine_bytes(value: &[u8]) -> [u8; 9] {
     /// The first `W` and the last `W` bytes of `value` into `bytes`.
     fn ends<const W: usize>(bytes: &mut [u8; 9], value: &[u8]) {
@@ -1283,14 +1269,6 @@ fn millis_to_send(left: Duration) -> Result<u64, WireError> {
     }
 }
 
-/// `value` in decimal at the front of an `N`-byte buffer, with its length (`N` is at least
-/// the value's digits: 20 hold any `u64`).
-fn decimal<const N: usize>(value: u64) -> ([u8; N], u8) {
-    let mut bytes = [0u8; N];
-    let len = write_decimal(value, &mut bytes);
-    (bytes, u8::try_from(len).unwrap_or(0))
-}
-
 /// Writes `value` in decimal at the front of `out` and returns the number of bytes written
 /// (never more than `out.len()`; the callers' buffers always fit the value).
 ///
@@ -1332,7 +1310,7 @@ fn write_decimal(value: u64, out: &mut [u8]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::{
-        eight_ascii_digits_swar, eight_digits_swar, hours, nine_bytes, read_digits_loop,
+        GrpcTimeout, GrpcUnit, eight_ascii_digits_swar, eight_digits_swar, hours, nine_bytes,
         write_decimal,
     };
 
@@ -1349,8 +1327,8 @@ mod tests {
             .chain([99_999_998, 99_999_999])
     }
 
-    /// Both ways of writing eight digits agree with `format!`, and both ways of reading them
-    /// back agree with each other and give the value.
+    /// Both ways of writing eight digits agree with `format!`, and reading them back gives the
+    /// value.
     #[test]
     fn the_digit_writers_and_readers_agree() {
         for value in values() {
@@ -1368,32 +1346,59 @@ mod tests {
                 nine[..8].copy_from_slice(&bytes);
                 nine[n] = b'm';
                 assert_eq!(eight_digits_swar(&nine, n), Some(value), "{value}");
-                assert_eq!(
-                    read_digits_loop(&nine[..=n], n),
-                    Some((value, nine)),
-                    "{value}"
-                );
+                assert_eq!(nine_bytes(&nine[..=n]), nine, "{value}");
             }
         }
     }
 
-    /// Both readers refuse every byte that is not a digit, at every position of every length,
-    /// and ignore what follows the digits.
+    /// The eight-digit reader refuses every byte that is not a digit, at every position of
+    /// every length, reads the rest as a fold does, and ignores what follows the digits.
     #[test]
-    fn the_digit_readers_refuse_the_same_bytes() {
+    fn the_digit_reader_refuses_what_is_not_a_digit() {
         for n in 1..=8 {
             for position in 0..n {
                 for byte in 0..=255u8 {
                     let mut nine = [b'7'; 9];
                     nine[position] = byte;
                     nine[n] = b'S';
-                    let swar = eight_digits_swar(&nine, n);
-                    let looped = read_digits_loop(&nine[..=n], n).map(|(count, _)| count);
-                    assert_eq!(swar, looped, "{n} {position} {byte}");
+                    let digits = &nine[..n];
+                    let folded = digits
+                        .iter()
+                        .all(u8::is_ascii_digit)
+                        .then(|| digits.iter().fold(0, |v, &d| v * 10 + u32::from(d - b'0')));
+                    assert_eq!(eight_digits_swar(&nine, n), folded, "{n} {position} {byte}");
                     assert_eq!(
-                        swar.is_some(),
+                        folded.is_some(),
                         byte.is_ascii_digit(),
                         "{n} {position} {byte}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// The one-pass reading of a well-formed `grpc-timeout` value and the careful one (the
+    /// only one on 32-bit targets) give the same value, leading zeros or not.
+    #[test]
+    fn both_grpc_readings_agree() {
+        for value in values() {
+            for unit in GrpcUnit::ALL {
+                for zeros in 0..8 {
+                    let digits = std::format!("{value}");
+                    if digits.len() + zeros > 8 {
+                        break;
+                    }
+                    let text = std::format!(
+                        "{}{digits}{}",
+                        "0".repeat(zeros),
+                        char::from(unit.as_byte())
+                    );
+                    let fast = GrpcTimeout::parse_well_formed(text.as_bytes());
+                    assert!(fast.is_some(), "{text}");
+                    assert_eq!(
+                        fast,
+                        GrpcTimeout::parse_carefully(text.as_bytes()).ok(),
+                        "{text}"
                     );
                 }
             }
