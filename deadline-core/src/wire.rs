@@ -466,14 +466,15 @@ impl GrpcTimeout {
             return None;
         }
         let unit = GrpcUnit::from_byte(last)?;
-        let bytes = nine_bytes(value);
-        let count = eight_digits_swar(&bytes, digits.len())?;
+        let (head, ninth) = load_nine(value);
+        let count = eight_digits_swar(head, digits.len())?;
         // Without leading zeros the value is already in its canonical form: keep its bytes.
         if digits.first() != Some(&b'0') || digits.len() == 1 {
+            let [b0, b1, b2, b3, b4, b5, b6, b7] = head.to_le_bytes();
             return Some(GrpcTimeout {
                 value: count,
                 unit,
-                bytes,
+                bytes: [b0, b1, b2, b3, b4, b5, b6, b7, ninth],
                 len: u8::try_from(value.len()).unwrap_or(0),
             });
         }
@@ -1157,35 +1158,43 @@ fn eight_ascii_digits_swar(value: u32) -> (u64, usize) {
     (ascii, 8usize.wrapping_sub(zeros))
 }
 
-/// `value`, 2 to 9 bytes long (callers check), at the front of nine zero bytes.
+/// `value` (2 to 9 bytes: callers check) as its first eight bytes, zero-padded, in a `u64`
+/// (the first byte the lowest), and its ninth byte (or zero).
 ///
-/// In two copies of one fixed size (8, 4 or 2 bytes) that overlap in the middle, one from
-/// each end of `value`: each is a single load and store, where a copy of `value.len()` bytes
-/// would call `memcpy` (and zeroing the rest, `memset`).
+/// In two loads of one fixed size (8, 4 or 2 bytes) that overlap in the middle, one from each
+/// end of `value`, joined in a register: no `memcpy` call for a copy of `value.len()` bytes,
+/// and no load of bytes just stored (a store the processor cannot forward to the load).
 #[cfg_attr(not(target_pointer_width = "64"), allow(dead_code))]
-fn nine_bytes(value: &[u8]) -> [u8; 9] {
-    /// The first `W` and the last `W` bytes of `value` into `bytes`.
-    fn ends<const W: usize>(bytes: &mut [u8; 9], value: &[u8]) {
-        let n = value.len();
-        let tail = n.saturating_sub(W);
-        if let (Some(to), Some(from)) = (bytes.get_mut(..W), value.first_chunk::<W>()) {
-            to.copy_from_slice(from);
+fn load_nine(value: &[u8]) -> (u64, u8) {
+    let n = value.len();
+    // The bytes of the last chunk go to the top of the first `n` (the overlap is the same
+    // bytes twice, so or-ing them changes nothing); `n - W` is below 8.
+    let shift = |w: usize| (n.saturating_sub(w).wrapping_mul(8) & 63) as u32;
+    let head = match (
+        value.first_chunk::<8>(),
+        value.first_chunk::<4>(),
+        value.first_chunk::<2>(),
+    ) {
+        (Some(first), _, _) => u64::from_le_bytes(*first),
+        (None, Some(first), _) => {
+            let last = value
+                .last_chunk::<4>()
+                .map_or(0, |l| u32::from_le_bytes(*l));
+            u64::from(u32::from_le_bytes(*first)) | (u64::from(last) << shift(4))
         }
-        if let (Some(to), Some(from)) = (bytes.get_mut(tail..n), value.last_chunk::<W>()) {
-            to.copy_from_slice(from);
+        (None, None, Some(first)) => {
+            let last = value
+                .last_chunk::<2>()
+                .map_or(0, |l| u16::from_le_bytes(*l));
+            u64::from(u16::from_le_bytes(*first)) | (u64::from(last) << shift(2))
         }
-    }
-    let mut bytes = [0u8; 9];
-    match value.len() {
-        8..=9 => ends::<8>(&mut bytes, value),
-        4..=7 => ends::<4>(&mut bytes, value),
-        _ => ends::<2>(&mut bytes, value),
-    }
-    bytes
+        (None, None, None) => value.first().map_or(0, |&b| u64::from(b)),
+    };
+    (head, value.get(8).copied().unwrap_or(0))
 }
 
-/// The number that the first `n` bytes of `bytes` (1 to 8 of them) write in ASCII digits, or
-/// `None` if one of them is not a digit.
+/// The number that the first `n` bytes of `ascii` (1 to 8 of them, the first the lowest) write
+/// in ASCII digits, or `None` if one of them is not a digit.
 ///
 /// All eight at once, in one `u64` (the first byte the lowest): `^ 0x30` turns a digit into
 /// its value in its own byte (any other byte into something above 9), shifting the `n` bytes
@@ -1193,10 +1202,8 @@ fn nine_bytes(value: &[u8]) -> [u8; 9] {
 /// byte above 9 in any lane, and three multiply-and-add steps join neighbouring lanes: pairs
 /// of digits, then fours, then all eight.
 #[cfg_attr(not(target_pointer_width = "64"), allow(dead_code))]
-fn eight_digits_swar(bytes: &[u8; 9], n: usize) -> Option<u32> {
+fn eight_digits_swar(ascii: u64, n: usize) -> Option<u32> {
     const LANES: u64 = 0x0101_0101_0101_0101;
-    let [b0, b1, b2, b3, b4, b5, b6, b7, _] = *bytes;
-    let ascii = u64::from_le_bytes([b0, b1, b2, b3, b4, b5, b6, b7]);
     // `n` is 1 to 8 (callers guarantee it): a shift of 0 to 56 bits.
     let shift = 8usize.wrapping_sub(n).wrapping_mul(8) & 63;
     let d = (ascii ^ LANES.wrapping_mul(b'0' as u64)) << shift;
@@ -1310,7 +1317,7 @@ fn write_decimal(value: u64, out: &mut [u8]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::{
-        GrpcTimeout, GrpcUnit, eight_ascii_digits_swar, eight_digits_swar, hours, nine_bytes,
+        GrpcTimeout, GrpcUnit, eight_ascii_digits_swar, eight_digits_swar, hours, load_nine,
         write_decimal,
     };
 
@@ -1345,8 +1352,9 @@ mod tests {
                 let mut nine = [0u8; 9];
                 nine[..8].copy_from_slice(&bytes);
                 nine[n] = b'm';
-                assert_eq!(eight_digits_swar(&nine, n), Some(value), "{value}");
-                assert_eq!(nine_bytes(&nine[..=n]), nine, "{value}");
+                let head = u64::from_le_bytes(nine[..8].try_into().unwrap());
+                assert_eq!(eight_digits_swar(head, n), Some(value), "{value}");
+                assert_eq!(load_nine(&nine[..=n]), (head, nine[8]), "{value}");
             }
         }
     }
@@ -1366,7 +1374,8 @@ mod tests {
                         .iter()
                         .all(u8::is_ascii_digit)
                         .then(|| digits.iter().fold(0, |v, &d| v * 10 + u32::from(d - b'0')));
-                    assert_eq!(eight_digits_swar(&nine, n), folded, "{n} {position} {byte}");
+                    let head = u64::from_le_bytes(nine[..8].try_into().unwrap());
+                    assert_eq!(eight_digits_swar(head, n), folded, "{n} {position} {byte}");
                     assert_eq!(
                         folded.is_some(),
                         byte.is_ascii_digit(),
@@ -1423,14 +1432,15 @@ mod tests {
         }
     }
 
-    /// `nine_bytes` copies every length from 2 to 9 and leaves zeros after.
+    /// `load_nine` reads every length from 2 to 9, with zeros after.
     #[test]
-    fn nine_bytes_copies_every_length() {
+    fn load_nine_reads_every_length() {
         let source = *b"123456789";
         for len in 2..=9 {
-            let bytes = nine_bytes(&source[..len]);
-            assert_eq!(&bytes[..len], &source[..len]);
-            assert!(bytes[len..].iter().all(|&b| b == 0), "{len}");
+            let mut nine = [0u8; 9];
+            nine[..len].copy_from_slice(&source[..len]);
+            let head = u64::from_le_bytes(nine[..8].try_into().unwrap());
+            assert_eq!(load_nine(&source[..len]), (head, nine[8]), "{len}");
         }
     }
 
