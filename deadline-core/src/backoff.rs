@@ -72,9 +72,23 @@ impl Multiplier {
     }
 
     /// `self^n` as an exact fraction `(num^n, den^n)`, if both fit a `u64`.
+    ///
+    /// One multiply per factor, in one loop: a multiplier is 1 or has `num > den >= 1`
+    /// ([`Multiplier::new`]), so `den^n <= num^n` fits whenever `num^n` does, and with
+    /// `num >= 2` the loop ends by the 64th factor (a product past `u64::MAX`). Smaller than
+    /// two `checked_pow`s, each a square-and-multiply loop with two overflow checks a step.
     fn pow_exact(self, n: u32) -> Option<(u64, u64)> {
-        let p = u64::from(self.num).checked_pow(n)?;
-        let q = u64::from(self.den.max(1)).checked_pow(n)?;
+        let (num, den) = (u64::from(self.num), u64::from(self.den.max(1)));
+        if num <= den {
+            // The multiplier 1 (the only one with `num <= den`): every power is 1.
+            return Some((1, 1));
+        }
+        let (mut p, mut q) = (1u64, 1u64);
+        for _ in 0..n {
+            p = p.checked_mul(num)?;
+            // `den < num`, so `q <= p`: no wrap.
+            q = q.wrapping_mul(den);
+        }
         Some((p, q))
     }
 
@@ -316,6 +330,11 @@ impl Backoff {
     /// 32.32 fixed point, and `max` once `multiplier^n` passes about 4.3e9.
     #[must_use]
     pub fn ceiling(&self, n: u32) -> Duration {
+        micros_to_duration(self.ceiling_micros(n))
+    }
+
+    /// [`ceiling`](Backoff::ceiling) in whole microseconds, as the jitters use it.
+    fn ceiling_micros(&self, n: u32) -> u64 {
         let base = duration_to_micros(self.base);
         let max = duration_to_micros(self.max);
         let t = if let Some((p, q)) = self.multiplier.pow_exact(n) {
@@ -328,7 +347,7 @@ impl Backoff {
                 mul_q32(base, pow)
             }
         };
-        micros_to_duration(t.min(max))
+        t.min(max)
     }
 
     /// The inclusive range the wait before retry `n` is drawn from, given the previous wait
@@ -341,22 +360,18 @@ impl Backoff {
     }
 
     fn bounds_micros(&self, n: u32, previous: Duration) -> (u64, u64) {
+        if let Jitter::Decorrelated = self.jitter {
+            let (base, hi, max) = self.decorrelated(previous);
+            // min(max, uniform(base, hi)) lies in [min(base, max), min(hi, max)].
+            return (base.min(max), hi.min(max));
+        }
+        // Every other jitter spreads the ceiling, read once.
+        let t = self.ceiling_micros(n);
         match self.jitter {
-            Jitter::None => {
-                let t = duration_to_micros(self.ceiling(n));
-                (t, t)
-            }
-            Jitter::Full => (0, duration_to_micros(self.ceiling(n))),
-            Jitter::Equal => {
-                let t = duration_to_micros(self.ceiling(n));
-                (t / 2, t)
-            }
-            Jitter::Decorrelated => {
-                let (base, hi, max) = self.decorrelated(previous);
-                // min(max, uniform(base, hi)) lies in [min(base, max), min(hi, max)].
-                (base.min(max), hi.min(max))
-            }
-            Jitter::Grpc => grpc_range(duration_to_micros(self.ceiling(n))),
+            Jitter::Full => (0, t),
+            Jitter::Equal => (t / 2, t),
+            Jitter::Grpc => grpc_range(t),
+            Jitter::None | Jitter::Decorrelated => (t, t),
         }
     }
 

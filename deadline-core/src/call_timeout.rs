@@ -5,7 +5,7 @@ use core::time::Duration;
 use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::policy::{Necessity, Policy};
-use crate::time::Instant;
+use crate::time::{Instant, duration_min, duration_saturating_sub};
 
 /// What to do about one call, decided at the instant it would start.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,12 +85,7 @@ impl Limits {
     /// ```
     #[must_use]
     pub const fn connect_timeout(&self, now: Instant) -> Duration {
-        let left = self.read_timeout(now);
-        if self.connect.as_nanos() < left.as_nanos() {
-            self.connect
-        } else {
-            left
-        }
+        duration_min(self.connect, self.read_timeout(now))
     }
 
     /// The read (and write) limit for an I/O operation of the attempt starting at `now`: the
@@ -104,14 +99,15 @@ impl Limits {
 /// The timeout a call or a statement gets with `left` before its deadline: the time left less
 /// `reserve`, at most `cap`; or, when that is zero or under `floor`, the shortfall. The one
 /// rule of [`call_timeout`] and [`statement_timeout`](crate::statement_timeout).
+#[inline]
 pub(crate) fn within_budget(
     left: Duration,
     reserve: Duration,
     cap: Duration,
     floor: Duration,
 ) -> Result<Duration, Shortfall> {
-    let available = left.saturating_sub(reserve).min(cap);
-    if available.is_zero() || available < floor {
+    let available = duration_min(duration_saturating_sub(left, reserve), cap);
+    if zero_or_under(available, floor) {
         Err(Shortfall {
             left,
             available,
@@ -119,6 +115,32 @@ pub(crate) fn within_budget(
         })
     } else {
         Ok(available)
+    }
+}
+
+/// `now + timeout`, for a timeout a call was given at `now`: no more than the time left, which is
+/// whole microseconds from `now` (or a later start) to the deadline, so the sum is at most the
+/// deadline, and neither it nor the timeout's microseconds can pass `u64::MAX` (no saturation
+/// to check; `Instant::saturating_add` gives the same).
+#[inline]
+const fn until(now: Instant, timeout: Duration) -> Instant {
+    let micros = timeout
+        .as_secs()
+        .wrapping_mul(1_000_000)
+        .wrapping_add(timeout.subsec_micros() as u64);
+    Instant::from_micros(now.as_micros().wrapping_add(micros))
+}
+
+/// `d.is_zero() || d < floor`, seconds first: a `d` of more whole seconds than the floor is
+/// neither (it is at least a second).
+#[inline]
+const fn zero_or_under(d: Duration, floor: Duration) -> bool {
+    if d.as_secs() > floor.as_secs() {
+        false
+    } else if d.as_secs() < floor.as_secs() {
+        true
+    } else {
+        d.subsec_nanos() < floor.subsec_nanos() || (d.as_secs() == 0 && d.subsec_nanos() == 0)
     }
 }
 
@@ -188,25 +210,25 @@ impl Shortfall {
 /// let d = call_timeout(&c, deadline, ms(20), Instant::from_millis(156));
 /// assert!(matches!(d, Decision::Skip(s) if s.available == ms(24)));
 /// ```
+// Inlined into callers in other crates on 64-bit hosts, where a call costs more than the
+// decision; on 32-bit microcontrollers (built with LTO, sized for flash) the compiler decides,
+// and keeps one copy for the core's several callers.
+#[cfg_attr(target_pointer_width = "64", inline)]
 pub fn call_timeout(
     policy: &Policy,
     deadline: Deadline,
     reserve: Duration,
     now: Instant,
 ) -> Decision {
-    let available = match within_budget(deadline.remaining(now), reserve, policy.cap, policy.floor)
-    {
-        Ok(available) => available,
-        Err(shortfall) => {
-            return match policy.necessity {
-                Necessity::Optional => Decision::Skip(shortfall),
-                Necessity::Required => Decision::Fail(shortfall),
-            };
-        }
-    };
-    Decision::Call(Limits {
-        timeout: available,
-        connect: policy.connect.min(available),
-        until: now.saturating_add(available),
-    })
+    match within_budget(deadline.left(now), reserve, policy.cap, policy.floor) {
+        Ok(available) => Decision::Call(Limits {
+            timeout: available,
+            connect: duration_min(policy.connect, available),
+            until: until(now, available),
+        }),
+        Err(shortfall) => match policy.necessity {
+            Necessity::Optional => Decision::Skip(shortfall),
+            Necessity::Required => Decision::Fail(shortfall),
+        },
+    }
 }

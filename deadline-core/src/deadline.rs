@@ -115,7 +115,17 @@ impl Deadline {
     /// deadline's start (a clock that stepped back) counts as the start: the time left is
     /// never more than the budget given to [`Deadline::after`].
     #[must_use]
+    // Inlined on 64-bit targets; one copy on 32-bit ones, where most decisions read it
+    // (`call_timeout` inlines its own, `left`).
+    #[cfg_attr(target_pointer_width = "64", inline)]
+    #[cfg_attr(not(target_pointer_width = "64"), inline(never))]
     pub const fn remaining(self, now: Instant) -> Duration {
+        self.left(now)
+    }
+
+    /// [`remaining`](Deadline::remaining), always inlined.
+    #[inline(always)]
+    pub(crate) const fn left(self, now: Instant) -> Duration {
         self.at.saturating_duration_since(self.effective(now))
     }
 

@@ -14,6 +14,10 @@ const MICROS_PER_SEC: u64 = 1_000_000;
 /// In `u64` arithmetic only (no 128-bit multiply or division), so it is cheap on every
 /// target, microcontrollers included.
 #[must_use]
+// One copy on 32-bit targets, where the 64-bit multiply and its overflow check are a few
+// dozen bytes that every decision would otherwise repeat; inlined on 64-bit ones.
+#[cfg_attr(target_pointer_width = "64", inline)]
+#[cfg_attr(not(target_pointer_width = "64"), inline(never))]
 pub const fn duration_to_micros(d: Duration) -> u64 {
     // `subsec_micros` is below 1 000 000: the sum saturates only with the product.
     match d.as_secs().checked_mul(MICROS_PER_SEC) {
@@ -27,18 +31,91 @@ pub const fn duration_to_micros(d: Duration) -> u64 {
 /// Without a 64-bit division: `Duration::from_micros` divides a `u64` by 1 000 000, which on
 /// a 32-bit microcontroller is a call into the 64-bit division builtin (about 0.9 KiB of
 /// code, and slow); here the quotient is a multiply-high by the divisor's reciprocal, the
-/// form compilers use on 64-bit targets, in 32 × 32 → 64-bit products.
+/// form compilers use on 64-bit targets, in 32 × 32 → 64-bit products. On a 64-bit target it
+/// is `Duration::from_micros`, whose division the compiler makes that multiply-high itself.
 #[must_use]
+#[inline]
 pub const fn micros_to_duration(micros: u64) -> Duration {
-    let secs = div_1_000_000(micros);
+    #[cfg(target_pointer_width = "64")]
+    {
+        Duration::from_micros(micros)
+    }
+    #[cfg(not(target_pointer_width = "64"))]
+    {
+        micros_to_duration_halves(micros)
+    }
+}
+
+/// [`micros_to_duration`] in 32 × 32 → 64-bit products, for targets without a 64-bit
+/// multiply (compiled on every target so that host tests check it). One copy: inlined, its
+/// four multiplies would be repeated at every call site.
+#[cfg_attr(target_pointer_width = "64", allow(dead_code))]
+#[inline(never)]
+const fn micros_to_duration_halves(micros: u64) -> Duration {
+    let secs = mul_wide_halves(micros, DIV_1_000_000).0 >> 18;
     // `secs × 10^6 <= micros`, so the product does not wrap, and the remainder is below
     // 10^6: it fits a u32, and its low 32 bits are all of it.
     let rest = (micros as u32).wrapping_sub((secs as u32).wrapping_mul(MICROS_PER_SEC as u32));
-    // At most 999 999 000: no wrap, and `Duration::new` never carries into the seconds.
-    // (Clamping `rest` to make that visible to the compiler was measured: it drops the dead
-    // carry, about 26 bytes, but then the function is inlined at every call site, and a
-    // binary linking every decision grows by about 480 bytes on thumbv7em.)
-    Duration::new(secs, rest.wrapping_mul(1_000))
+    // At most 999 999 000, below 10^9: `Duration::new` never carries into the seconds. The
+    // clamp never changes it; it shows the compiler so, which drops the carry and its panic.
+    let nanos = rest.wrapping_mul(1_000);
+    Duration::new(
+        secs,
+        if nanos < 1_000_000_000 {
+            nanos
+        } else {
+            999_999_999
+        },
+    )
+}
+
+/// `a - b`, or zero if `b` is longer: `Duration::saturating_sub`, written so that the compiler
+/// sees the nanoseconds stay below a second (no carry into the seconds, no panic path).
+#[inline]
+pub(crate) const fn duration_saturating_sub(a: Duration, b: Duration) -> Duration {
+    const NANOS_PER_SEC: u32 = 1_000_000_000;
+    let (secs, nanos) = if a.subsec_nanos() >= b.subsec_nanos() {
+        (
+            a.as_secs().checked_sub(b.as_secs()),
+            a.subsec_nanos().wrapping_sub(b.subsec_nanos()),
+        )
+    } else {
+        // Borrow a second: both nanoseconds are below 10^9, so the sum is below 2 × 10^9.
+        let secs = match a.as_secs().checked_sub(b.as_secs()) {
+            Some(secs) => secs.checked_sub(1),
+            None => None,
+        };
+        (
+            secs,
+            a.subsec_nanos()
+                .wrapping_add(NANOS_PER_SEC)
+                .wrapping_sub(b.subsec_nanos()),
+        )
+    };
+    match secs {
+        // Below 10^9 either way; the clamp only shows it to the compiler.
+        Some(secs) => Duration::new(
+            secs,
+            if nanos < NANOS_PER_SEC {
+                nanos
+            } else {
+                NANOS_PER_SEC - 1
+            },
+        ),
+        None => Duration::ZERO,
+    }
+}
+
+/// The shorter of `a` and `b` (`b` when they are equal): `Duration::min`, seconds first.
+#[inline]
+pub(crate) const fn duration_min(a: Duration, b: Duration) -> Duration {
+    if a.as_secs() > b.as_secs() {
+        b
+    } else if a.as_secs() < b.as_secs() || a.subsec_nanos() < b.subsec_nanos() {
+        a
+    } else {
+        b
+    }
 }
 
 /// The full 128-bit product `a × b`, as its `(high, low)` halves. On a 64-bit target that is
@@ -58,8 +135,10 @@ pub(crate) const fn mul_wide(a: u64, b: u64) -> (u64, u64) {
 }
 
 /// [`mul_wide`] from four 32 × 32 → 64-bit products, for targets without a 64-bit multiply
-/// (compiled on every target so that host tests check it).
+/// (compiled on every target so that host tests check it). One copy: inlined, its four
+/// products and carries would be repeated at every caller.
 #[cfg_attr(target_pointer_width = "64", allow(dead_code))]
+#[inline(never)]
 const fn mul_wide_halves(a: u64, b: u64) -> (u64, u64) {
     const LOW: u64 = 0xFFFF_FFFF;
     let (a1, a0) = (a >> 32, a & LOW);
@@ -81,11 +160,9 @@ const fn mul_wide_halves(a: u64, b: u64) -> (u64, u64) {
     (high, (mid << 32) | (low & LOW))
 }
 
-/// `x / 1 000 000`, exactly, for every `x`: `(x × m) >> (64 + 18)` with
-/// `m = ceil(2^82 / 10^6)`, the multiplier compilers use for this division on 64-bit targets.
-const fn div_1_000_000(x: u64) -> u64 {
-    mul_wide(x, 0x431B_DE82_D7B6_34DB).0 >> 18
-}
+/// `m = ceil(2^82 / 10^6)`: `x / 1 000 000` is `(x × m) >> (64 + 18)`, exactly, for every
+/// `x`: the multiplier compilers use for this division on 64-bit targets.
+const DIV_1_000_000: u64 = 0x431B_DE82_D7B6_34DB;
 
 /// `x / 1 000`, exactly, for every `x`: `((x >> 3) × m) >> (64 + 4)` with
 /// `m = ceil(2^68 / 125)` (`10^3 = 2^3 × 125`).
@@ -205,6 +282,9 @@ impl Instant {
 
     /// `self + d`, saturating at [`Instant::MAX`].
     #[must_use]
+    // Inlined on 64-bit targets; one copy on 32-bit ones (see `duration_to_micros`).
+    #[cfg_attr(target_pointer_width = "64", inline)]
+    #[cfg_attr(not(target_pointer_width = "64"), inline(never))]
     pub const fn saturating_add(self, d: Duration) -> Instant {
         Instant {
             micros: self.micros.saturating_add(duration_to_micros(d)),
@@ -299,7 +379,30 @@ pub const fn ms(millis: u64) -> Duration {
 
 #[cfg(test)]
 mod tests {
-    use super::mul_wide_halves;
+    use core::time::Duration;
+
+    use super::{micros_to_duration_halves, mul_wide_halves};
+
+    /// The 32-bit targets' conversion agrees with `Duration::from_micros` at the edges of the
+    /// seconds and on a stream of pseudo-random values.
+    #[test]
+    fn the_halves_conversion_is_from_micros() {
+        let mut values = [0, 1, 999_999, 1_000_000, 1_000_001, u64::MAX - 1, u64::MAX].to_vec();
+        let mut x = 0x2545_F491_4F6C_DD1D_u64;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            values.extend([x, x >> 20, x >> 40, (x >> 20) / 1_000_000 * 1_000_000]);
+        }
+        for micros in values {
+            assert_eq!(
+                micros_to_duration_halves(micros),
+                Duration::from_micros(micros),
+                "{micros}"
+            );
+        }
+    }
 
     /// The 32-bit targets' product agrees with the 128-bit one, at the edges and on a stream
     /// of pseudo-random operands.

@@ -44,7 +44,7 @@ use core::time::Duration;
 
 use crate::deadline::Deadline;
 use crate::error::Error;
-use crate::time::Instant;
+use crate::time::{Instant, duration_min, duration_saturating_sub, mul_wide};
 
 /// What both header values share: their text (`as_bytes`, `as_str`), parsing from text,
 /// encoding from a [`Duration`], and printing as the header text (`Display`, `Debug`, `defmt`).
@@ -282,6 +282,28 @@ impl GrpcUnit {
         self.times(1)
     }
 
+    /// `count` units, as [`times`](GrpcUnit::times) gives them, for a count that fits a `u32`
+    /// (every `grpc-timeout` value does): each division is of a `u32` by a constant, where
+    /// `Duration::from_nanos` and its kin divide a `u64` (a builtin call on a 32-bit
+    /// microcontroller).
+    const fn times_u32(self, count: u32) -> Duration {
+        match self {
+            GrpcUnit::Nanos => Duration::new((count / 1_000_000_000) as u64, count % 1_000_000_000),
+            GrpcUnit::Micros => Duration::new(
+                (count / 1_000_000) as u64,
+                (count % 1_000_000).wrapping_mul(1_000),
+            ),
+            GrpcUnit::Millis => Duration::new(
+                (count / 1_000) as u64,
+                (count % 1_000).wrapping_mul(1_000_000),
+            ),
+            GrpcUnit::Seconds => Duration::from_secs(count as u64),
+            // Below 2^32 × 3 600: no wrap.
+            GrpcUnit::Minutes => Duration::from_secs((count as u64).wrapping_mul(60)),
+            GrpcUnit::Hours => Duration::from_secs((count as u64).wrapping_mul(3_600)),
+        }
+    }
+
     /// `count` units, as a [`Duration`]. It cannot overflow for the counts `grpc-timeout`
     /// carries, and saturates for any larger count.
     #[must_use]
@@ -356,36 +378,36 @@ impl GrpcTimeout {
     ///
     /// [`WireError::Spent`] if `left` is zero: nothing is sent and the call is not made.
     pub fn from_duration(left: Duration) -> Result<GrpcTimeout, WireError> {
-        const MAX: u64 = GrpcTimeout::MAX_VALUE as u64;
-        if left.is_zero() {
-            return Err(WireError::Spent);
-        }
-        // The finest unit whose count fits 8 digits, in u64 arithmetic: each bound on the
-        // seconds keeps the products below u64::MAX, and each count is compared with the
-        // largest value before it is narrowed.
+        const MAX: u32 = GrpcTimeout::MAX_VALUE;
         let secs = left.as_secs();
-        let (micros, millis) = (left.subsec_micros(), left.subsec_millis());
-        // Below the bounds on `secs`, these products and sums cannot overflow.
-        let in_micros = secs.wrapping_mul(1_000_000).wrapping_add(u64::from(micros));
-        let in_millis = secs.wrapping_mul(1_000).wrapping_add(u64::from(millis));
-        let (count, unit) = if secs == 0 && u64::from(left.subsec_nanos()) <= MAX {
-            (u64::from(left.subsec_nanos()), GrpcUnit::Nanos)
-        } else if secs < 100 && in_micros <= MAX {
-            (in_micros, GrpcUnit::Micros)
-        } else if secs < 100_000 && in_millis <= MAX {
-            (in_millis, GrpcUnit::Millis)
-        } else if secs <= MAX {
-            (secs, GrpcUnit::Seconds)
-        } else if secs / 60 <= MAX {
-            (secs / 60, GrpcUnit::Minutes)
+        let nanos = left.subsec_nanos();
+        // The finest unit whose count fits 8 digits, picked by comparing the seconds: under
+        // 100 s the microseconds fit (at most 99 999 999), under 100 000 s the milliseconds.
+        // The products are in u32: each bound keeps them below 10^8.
+        let (count, unit) = if secs == 0 {
+            if nanos == 0 {
+                return Err(WireError::Spent);
+            }
+            if nanos <= MAX {
+                (nanos, GrpcUnit::Nanos)
+            } else {
+                (nanos / 1_000, GrpcUnit::Micros)
+            }
+        } else if secs < 100 {
+            let micros = (secs as u32).wrapping_mul(1_000_000);
+            (micros.wrapping_add(nanos / 1_000), GrpcUnit::Micros)
+        } else if secs < 100_000 {
+            let millis = (secs as u32).wrapping_mul(1_000);
+            (millis.wrapping_add(nanos / 1_000_000), GrpcUnit::Millis)
+        } else if secs <= u64::from(MAX) {
+            (secs as u32, GrpcUnit::Seconds)
+        } else if secs < 6_000_000_000 {
+            // Under (MAX + 1) minutes: `secs / 4` fits a u32, and `secs / 60` is its fifteenth.
+            (((secs >> 2) as u32) / 15, GrpcUnit::Minutes)
         } else {
-            ((secs / 3_600).min(MAX), GrpcUnit::Hours)
+            (hours(secs).min(MAX), GrpcUnit::Hours)
         };
-        // `count` <= MAX_VALUE, which fits a u32; it is not zero, since `left` is not.
-        match u32::try_from(count) {
-            Ok(0) | Err(_) => Err(WireError::Spent),
-            Ok(value) => Ok(GrpcTimeout::new(value, unit)),
-        }
+        Ok(GrpcTimeout::new(count, unit))
     }
 
     /// Decodes a `grpc-timeout` header value.
@@ -406,9 +428,19 @@ impl GrpcTimeout {
     /// assert_eq!(GrpcTimeout::parse(b"15s"), Err(WireError::UnknownUnit));
     /// ```
     pub fn parse(value: &[u8]) -> Result<GrpcTimeout, WireError> {
+        // The one-pass reading of a well-formed value, on 64-bit targets. On 32-bit ones the
+        // careful reading below is the only one, in less code: it gives the same value (a
+        // well-formed value re-encodes to its own text, less any leading zeros).
+        #[cfg(target_pointer_width = "64")]
         if let Some(timeout) = Self::parse_well_formed(value) {
             return Ok(timeout);
         }
+        Self::parse_carefully(value)
+    }
+
+    /// [`parse`](GrpcTimeout::parse) one check at a time, in the order that names what is
+    /// wrong best.
+    fn parse_carefully(value: &[u8]) -> Result<GrpcTimeout, WireError> {
         check_prefix(value)?;
         let Some((&last, digits)) = value.split_last() else {
             return Err(WireError::Empty);
@@ -427,33 +459,24 @@ impl GrpcTimeout {
     /// The value, if it is well formed: 1 to 8 ASCII digits and a unit, read in one pass.
     /// `None` for anything else, which [`parse`](GrpcTimeout::parse) then reads carefully, to
     /// say what is wrong.
+    #[cfg_attr(not(target_pointer_width = "64"), allow(dead_code))]
     fn parse_well_formed(value: &[u8]) -> Option<GrpcTimeout> {
         let (&last, digits) = value.split_last()?;
         if digits.is_empty() || digits.len() > Self::MAX_DIGITS {
             return None;
         }
         let unit = GrpcUnit::from_byte(last)?;
-        let mut count = 0u32;
-        for &byte in digits {
-            let digit = byte.wrapping_sub(b'0');
-            if digit > 9 {
-                return None;
-            }
-            // At most 8 digits: the count stays at most 99 999 999, far below u32::MAX.
-            count = count.wrapping_mul(10).wrapping_add(u32::from(digit));
-        }
+        let (head, ninth) = load_nine(value);
+        let count = eight_digits_swar(head, digits.len())?;
         // Without leading zeros the value is already in its canonical form: keep its bytes.
         if digits.first() != Some(&b'0') || digits.len() == 1 {
-            let mut bytes = [0u8; 9];
-            if let Some(head) = bytes.get_mut(..value.len()) {
-                head.copy_from_slice(value);
-                return Some(GrpcTimeout {
-                    value: count,
-                    unit,
-                    bytes,
-                    len: u8::try_from(value.len()).unwrap_or(0),
-                });
-            }
+            let [b0, b1, b2, b3, b4, b5, b6, b7] = head.to_le_bytes();
+            return Some(GrpcTimeout {
+                value: count,
+                unit,
+                bytes: [b0, b1, b2, b3, b4, b5, b6, b7, ninth],
+                len: u8::try_from(value.len()).unwrap_or(0),
+            });
         }
         Some(GrpcTimeout::new(count, unit))
     }
@@ -461,16 +484,16 @@ impl GrpcTimeout {
     /// The value with `value <= MAX_VALUE` (callers guarantee it) in `unit`.
     fn new(value: u32, unit: GrpcUnit) -> GrpcTimeout {
         let mut bytes = [0u8; 9];
-        let digits = write_decimal(u64::from(value), &mut bytes);
-        if let Some(slot) = bytes.get_mut(digits) {
+        let n = grpc_digits(value, &mut bytes);
+        // `n` is 1 to 8: the unit goes right after the digits.
+        if let Some(slot) = bytes.get_mut(n) {
             *slot = unit.as_byte();
         }
-        let len = digits.saturating_add(1).min(bytes.len());
         GrpcTimeout {
             value,
             unit,
             bytes,
-            len: u8::try_from(len).unwrap_or(0),
+            len: u8::try_from(n.saturating_add(1)).unwrap_or(0),
         }
     }
 
@@ -489,7 +512,7 @@ impl GrpcTimeout {
     /// The time the value stands for.
     #[must_use]
     pub const fn duration(&self) -> Duration {
-        self.unit.times(self.value as u64)
+        self.unit.times_u32(self.value)
     }
 }
 
@@ -561,8 +584,13 @@ impl DeadlineMs {
     }
 
     fn new(millis: u64) -> DeadlineMs {
-        let (bytes, len) = decimal(millis);
-        DeadlineMs { millis, bytes, len }
+        let mut bytes = [0u8; 20];
+        let len = write_decimal(millis, &mut bytes);
+        DeadlineMs {
+            millis,
+            bytes,
+            len: u8::try_from(len).unwrap_or(0),
+        }
     }
 
     /// The time left, in whole milliseconds.
@@ -640,8 +668,13 @@ impl ConnectTimeout {
 
     /// The value with `millis <= MAX_MILLIS` (callers guarantee it).
     fn new(millis: u64) -> ConnectTimeout {
-        let (bytes, len) = decimal(millis);
-        ConnectTimeout { millis, bytes, len }
+        let mut bytes = [0u8; 10];
+        let len = write_decimal(millis, &mut bytes);
+        ConnectTimeout {
+            millis,
+            bytes,
+            len: u8::try_from(len).unwrap_or(0),
+        }
     }
 
     /// The time left, in whole milliseconds.
@@ -779,7 +812,7 @@ impl Propagation {
     ///
     /// [`WireError::Spent`] when that is zero: do not make the call.
     pub fn outgoing(&self, deadline: Deadline, now: Instant) -> Result<Duration, WireError> {
-        let left = deadline.remaining(now).saturating_sub(self.allowance);
+        let left = duration_saturating_sub(deadline.remaining(now), self.allowance);
         if left.is_zero() {
             Err(WireError::Spent)
         } else {
@@ -821,7 +854,7 @@ impl Propagation {
         let left = self.outgoing(deadline, now)?;
         match already {
             Some(already) if already.is_zero() => Err(WireError::Spent),
-            Some(already) => Ok(left.min(already)),
+            Some(already) => Ok(duration_min(left, already)),
             None => Ok(left),
         }
     }
@@ -876,7 +909,7 @@ impl Propagation {
     /// ```
     #[must_use]
     pub fn incoming(&self, budget: Duration, now: Instant) -> Deadline {
-        Deadline::after(now, budget.min(self.max))
+        Deadline::after(now, duration_min(budget, self.max))
     }
 
     /// The `grpc-timeout` value to send at `now` for work that must end by `deadline`:
@@ -1064,6 +1097,130 @@ impl Propagation {
     }
 }
 
+/// Writes `value` (at most 99 999 999) in ASCII digits at the front of `bytes` and returns how
+/// many digits that is (1 to 8, no leading zeros; zero is one digit): eight at once on 64-bit
+/// targets ([`eight_ascii_digits_swar`]); on 32-bit ones, where that takes more code, the
+/// digit loop the other headers share ([`write_decimal`], in `u32` for such a value).
+fn grpc_digits(value: u32, bytes: &mut [u8; 9]) -> usize {
+    #[cfg(target_pointer_width = "64")]
+    {
+        let (ascii, n) = eight_ascii_digits_swar(value);
+        if let Some(head) = bytes.first_chunk_mut::<8>() {
+            *head = ascii.to_le_bytes();
+        }
+        n
+    }
+    #[cfg(not(target_pointer_width = "64"))]
+    {
+        write_decimal(u64::from(value), bytes)
+    }
+}
+
+/// `secs / 3 600`, exactly, for `secs` under 2^52 (and at least the true quotient past that,
+/// where callers clamp it to 8 digits anyway): the high half of `secs × ceil(2^64 / 3 600)`,
+/// a multiply instead of a 64-bit division. (With `m = ceil(2^64 / 3 600)` and
+/// `e = m × 3 600 - 2^64 < 3 600`, `secs × m / 2^64` exceeds `secs / 3 600` by
+/// `secs × e / (3 600 × 2^64)`, under `1 / 3 600` while `secs × e < 2^64`.)
+const fn hours(secs: u64) -> u32 {
+    const M: u64 = u64::MAX / 3_600 + 1;
+    let h = mul_wide(secs, M).0;
+    if h > u32::MAX as u64 {
+        u32::MAX
+    } else {
+        h as u32
+    }
+}
+
+/// `value` (at most 99 999 999) in ASCII digits, the first digit in the lowest byte, and how
+/// many digits that is (1 to 8, no leading zeros; zero is one digit).
+///
+/// All eight at once, in one `u64`: `value` is split into two halves of four digits (a
+/// division by 10 000 in u32), each half into two of two and each of those into two digits,
+/// in lanes of 32, 16 and 8 bits, by multiply-high divisions that stay inside their lanes.
+/// The leading zeros are the low zero bytes, shifted out.
+#[cfg_attr(not(target_pointer_width = "64"), allow(dead_code))]
+fn eight_ascii_digits_swar(value: u32) -> (u64, usize) {
+    const LANES: u64 = 0x0101_0101_0101_0101;
+    let high = value / 10_000;
+    let low = value.wrapping_sub(high.wrapping_mul(10_000));
+    // Lanes of 32 bits, each below 10 000; the first digits in the low lane.
+    let x = u64::from(high) | (u64::from(low) << 32);
+    // `x / 100` in each lane: `(x × 5 243) >> 19` is exact below 43 699, and the product
+    // stays below 2^26 in its lane.
+    let q = (x.wrapping_mul(5_243) >> 19) & 0x0000_007F_0000_007F;
+    let x = q | (x.wrapping_sub(q.wrapping_mul(100)) << 16);
+    // `x / 10` in each 16-bit lane (below 100): `(x × 103) >> 10` is exact below 179.
+    let q = (x.wrapping_mul(103) >> 10) & 0x000F_000F_000F_000F;
+    let digits = q | (x.wrapping_sub(q.wrapping_mul(10)) << 8);
+    // The leading zero digits are the low zero bytes; keep at least one digit.
+    let zeros = ((digits.trailing_zeros() / 8) as usize).min(7);
+    let ascii = (digits | LANES.wrapping_mul(b'0' as u64)) >> zeros.wrapping_mul(8);
+    (ascii, 8usize.wrapping_sub(zeros))
+}
+
+/// `value` (2 to 9 bytes: callers check) as its first eight bytes, zero-padded, in a `u64`
+/// (the first byte the lowest), and its ninth byte (or zero).
+///
+/// In two loads of one fixed size (8, 4 or 2 bytes) that overlap in the middle, one from each
+/// end of `value`, joined in a register: no `memcpy` call for a copy of `value.len()` bytes,
+/// and no load of bytes just stored (a store the processor cannot forward to the load).
+#[cfg_attr(not(target_pointer_width = "64"), allow(dead_code))]
+fn load_nine(value: &[u8]) -> (u64, u8) {
+    let n = value.len();
+    // The bytes of the last chunk go to the top of the first `n` (the overlap is the same
+    // bytes twice, so or-ing them changes nothing); `n - W` is below 8.
+    let shift = |w: usize| (n.saturating_sub(w).wrapping_mul(8) & 63) as u32;
+    let head = match (
+        value.first_chunk::<8>(),
+        value.first_chunk::<4>(),
+        value.first_chunk::<2>(),
+    ) {
+        (Some(first), _, _) => u64::from_le_bytes(*first),
+        (None, Some(first), _) => {
+            let last = value
+                .last_chunk::<4>()
+                .map_or(0, |l| u32::from_le_bytes(*l));
+            u64::from(u32::from_le_bytes(*first)) | (u64::from(last) << shift(4))
+        }
+        (None, None, Some(first)) => {
+            let last = value
+                .last_chunk::<2>()
+                .map_or(0, |l| u16::from_le_bytes(*l));
+            u64::from(u16::from_le_bytes(*first)) | (u64::from(last) << shift(2))
+        }
+        (None, None, None) => value.first().map_or(0, |&b| u64::from(b)),
+    };
+    (head, value.get(8).copied().unwrap_or(0))
+}
+
+/// The number that the first `n` bytes of `ascii` (1 to 8 of them, the first the lowest) write
+/// in ASCII digits, or `None` if one of them is not a digit.
+///
+/// All eight at once, in one `u64` (the first byte the lowest): `^ 0x30` turns a digit into
+/// its value in its own byte (any other byte into something above 9), shifting the `n` bytes
+/// to the top drops the rest and puts zeros (leading zeros) before them, one test finds a
+/// byte above 9 in any lane, and three multiply-and-add steps join neighbouring lanes: pairs
+/// of digits, then fours, then all eight.
+#[cfg_attr(not(target_pointer_width = "64"), allow(dead_code))]
+fn eight_digits_swar(ascii: u64, n: usize) -> Option<u32> {
+    const LANES: u64 = 0x0101_0101_0101_0101;
+    // `n` is 1 to 8 (callers guarantee it): a shift of 0 to 56 bits.
+    let shift = 8usize.wrapping_sub(n).wrapping_mul(8) & 63;
+    let d = (ascii ^ LANES.wrapping_mul(b'0' as u64)) << shift;
+    // A lane above 9 has a bit in its high half, or gets one by adding 6. (A carry out of a
+    // lane only ever comes from a lane already found above 9.)
+    if (d | d.wrapping_add(LANES.wrapping_mul(6))) & LANES.wrapping_mul(0xF0) != 0 {
+        return None;
+    }
+    // Each step: a lane times its weight, plus the next lane, kept in the low half of the
+    // wider lane. Every value stays under its lane's limit (99, 9 999, 99 999 999).
+    let d = d.wrapping_mul(10).wrapping_add(d >> 8) & 0x00FF_00FF_00FF_00FF;
+    let d = d.wrapping_mul(100).wrapping_add(d >> 16) & 0x0000_FFFF_0000_FFFF;
+    let d = d.wrapping_mul(10_000).wrapping_add(d >> 32);
+    // Below 10^8: the low 32 bits are all of it.
+    Some(d as u32)
+}
+
 /// The checks both headers share, in the order that names the problem best: empty, any
 /// whitespace, a leading sign.
 fn check_prefix(value: &[u8]) -> Result<(), WireError> {
@@ -1076,23 +1233,32 @@ fn check_prefix(value: &[u8]) -> Result<(), WireError> {
 }
 
 /// Reads 1 to `max_digits` ASCII digits; a value past `u64::MAX` is [`WireError::TooLarge`].
+/// A byte that is not a digit is [`WireError::InvalidDigit`] wherever it is, then too many
+/// digits [`WireError::TooManyDigits`], then a value past `u64::MAX`: one pass reads them all.
+// One copy on 32-bit targets: every header's parser calls it.
+#[cfg_attr(not(target_pointer_width = "64"), inline(never))]
 fn parse_digits(digits: &[u8], max_digits: usize) -> Result<u64, WireError> {
     if digits.is_empty() {
         return Err(WireError::Empty);
     }
-    if !digits.iter().all(u8::is_ascii_digit) {
-        return Err(WireError::InvalidDigit);
+    let mut value = Some(0u64);
+    for &byte in digits {
+        let digit = byte.wrapping_sub(b'0');
+        if digit > 9 {
+            return Err(WireError::InvalidDigit);
+        }
+        value = match value {
+            Some(v) => match v.checked_mul(10) {
+                Some(v) => v.checked_add(u64::from(digit)),
+                None => None,
+            },
+            None => None,
+        };
     }
     if digits.len() > max_digits {
         return Err(WireError::TooManyDigits);
     }
-    digits
-        .iter()
-        .try_fold(0u64, |acc, &d| {
-            acc.checked_mul(10)?
-                .checked_add(u64::from(d.saturating_sub(b'0')))
-        })
-        .ok_or(WireError::TooLarge)
+    value.ok_or(WireError::TooLarge)
 }
 
 /// The whole milliseconds to send for `left` (rounded down, saturating at `u64::MAX`), in
@@ -1110,33 +1276,194 @@ fn millis_to_send(left: Duration) -> Result<u64, WireError> {
     }
 }
 
-/// `value` in decimal at the front of an `N`-byte buffer, with its length (`N` is at least
-/// the value's digits: 20 hold any `u64`).
-fn decimal<const N: usize>(value: u64) -> ([u8; N], u8) {
-    let mut bytes = [0u8; N];
-    let len = write_decimal(value, &mut bytes);
-    (bytes, u8::try_from(len).unwrap_or(0))
-}
-
 /// Writes `value` in decimal at the front of `out` and returns the number of bytes written
 /// (never more than `out.len()`; the callers' buffers always fit the value).
-fn write_decimal(mut value: u64, out: &mut [u8]) -> usize {
-    let mut reversed = [0u8; 20];
+///
+/// The digits of a value past `u32::MAX` (only a millisecond header's, past 49 days) are taken
+/// in `u64` until the rest fits a `u32`; every other digit in `u32`, a multiply-high, where a
+/// 64-bit division is a call into the division builtin on a 32-bit microcontroller.
+fn write_decimal(value: u64, out: &mut [u8]) -> usize {
+    // The digits, the last first, at the front of `out`, then turned around in place.
     let mut len = 0usize;
-    for slot in reversed.iter_mut() {
-        // `value % 10` is below 10: the cast cannot truncate.
-        *slot = b'0'.saturating_add((value % 10) as u8);
-        value /= 10;
-        len = len.saturating_add(1);
-        if value == 0 {
+    let mut push = |digit: u8| {
+        if let Some(slot) = out.get_mut(len) {
+            *slot = b'0'.wrapping_add(digit);
+            len = len.wrapping_add(1);
+        }
+    };
+    let mut wide = value;
+    let mut narrow = loop {
+        if let Ok(narrow) = u32::try_from(wide) {
+            break narrow;
+        }
+        // `wide % 10` is below 10: the cast cannot truncate.
+        push((wide % 10) as u8);
+        wide /= 10;
+    };
+    loop {
+        // `narrow % 10` is below 10: the cast cannot truncate.
+        push((narrow % 10) as u8);
+        narrow /= 10;
+        if narrow == 0 {
             break;
         }
     }
-    let digits = reversed.get(..len).unwrap_or(&[]);
-    let mut written = 0usize;
-    for (slot, &digit) in out.iter_mut().zip(digits.iter().rev()) {
-        *slot = digit;
-        written = written.saturating_add(1);
+    if let Some(digits) = out.get_mut(..len) {
+        digits.reverse();
     }
-    written
+    len
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{
+        GrpcTimeout, GrpcUnit, eight_ascii_digits_swar, eight_digits_swar, hours, load_nine,
+        write_decimal,
+    };
+
+    /// Values to write and read: every value up to 100 000, every 9 973rd after that, and
+    /// each power of ten with its neighbours, up to the largest, 99 999 999.
+    fn values() -> impl Iterator<Item = u32> {
+        let powers = (0..8).flat_map(|e| {
+            let p = 10u32.pow(e);
+            [p.saturating_sub(1), p, p + 1]
+        });
+        (0..100_000)
+            .chain((100_000..100_000_000).step_by(9_973))
+            .chain(powers)
+            .chain([99_999_998, 99_999_999])
+    }
+
+    /// Both ways of writing eight digits agree with `format!`, and reading them back gives the
+    /// value.
+    #[test]
+    fn the_digit_writers_and_readers_agree() {
+        for value in values() {
+            let text = std::format!("{value}");
+            let mut written = [0u8; 8];
+            let len = write_decimal(u64::from(value), &mut written);
+            assert_eq!(&written[..len], text.as_bytes(), "{value}");
+            let looped = (u64::from_le_bytes(written), len);
+            for (ascii, n) in [eight_ascii_digits_swar(value), looped] {
+                assert_eq!(n, text.len(), "{value}");
+                let bytes = ascii.to_le_bytes();
+                assert_eq!(&bytes[..n], text.as_bytes(), "{value}");
+                assert!(bytes[n..].iter().all(|&b| b == 0), "{value}");
+                let mut nine = [0u8; 9];
+                nine[..8].copy_from_slice(&bytes);
+                nine[n] = b'm';
+                let head = u64::from_le_bytes(nine[..8].try_into().unwrap());
+                assert_eq!(eight_digits_swar(head, n), Some(value), "{value}");
+                assert_eq!(load_nine(&nine[..=n]), (head, nine[8]), "{value}");
+            }
+        }
+    }
+
+    /// The eight-digit reader refuses every byte that is not a digit, at every position of
+    /// every length, reads the rest as a fold does, and ignores what follows the digits.
+    #[test]
+    fn the_digit_reader_refuses_what_is_not_a_digit() {
+        for n in 1..=8 {
+            for position in 0..n {
+                for byte in 0..=255u8 {
+                    let mut nine = [b'7'; 9];
+                    nine[position] = byte;
+                    nine[n] = b'S';
+                    let digits = &nine[..n];
+                    let folded = digits
+                        .iter()
+                        .all(u8::is_ascii_digit)
+                        .then(|| digits.iter().fold(0, |v, &d| v * 10 + u32::from(d - b'0')));
+                    let head = u64::from_le_bytes(nine[..8].try_into().unwrap());
+                    assert_eq!(eight_digits_swar(head, n), folded, "{n} {position} {byte}");
+                    assert_eq!(
+                        folded.is_some(),
+                        byte.is_ascii_digit(),
+                        "{n} {position} {byte}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// The one-pass reading of a well-formed `grpc-timeout` value and the careful one (the
+    /// only one on 32-bit targets) give the same value, leading zeros or not.
+    #[test]
+    fn both_grpc_readings_agree() {
+        for value in values() {
+            for unit in GrpcUnit::ALL {
+                for zeros in 0..8 {
+                    let digits = std::format!("{value}");
+                    if digits.len() + zeros > 8 {
+                        break;
+                    }
+                    let text = std::format!(
+                        "{}{digits}{}",
+                        "0".repeat(zeros),
+                        char::from(unit.as_byte())
+                    );
+                    let fast = GrpcTimeout::parse_well_formed(text.as_bytes());
+                    assert!(fast.is_some(), "{text}");
+                    assert_eq!(
+                        fast,
+                        GrpcTimeout::parse_carefully(text.as_bytes()).ok(),
+                        "{text}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// `write_decimal` writes every `u64` as `format!` does, past `u32::MAX` too.
+    #[test]
+    fn write_decimal_writes_every_width() {
+        let mut x = 0x9E37_79B9_7F4A_7C15_u64;
+        let mut samples = std::vec![0, 9, 10, u64::from(u32::MAX), 1 << 32, u64::MAX];
+        for _ in 0..10_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            samples.extend([x, x >> 16, x >> 31, x >> 33]);
+        }
+        for value in samples {
+            let mut out = [0u8; 20];
+            let len = write_decimal(value, &mut out);
+            assert_eq!(&out[..len], std::format!("{value}").as_bytes());
+        }
+    }
+
+    /// `load_nine` reads every length from 2 to 9, with zeros after.
+    #[test]
+    fn load_nine_reads_every_length() {
+        let source = *b"123456789";
+        for len in 2..=9 {
+            let mut nine = [0u8; 9];
+            nine[..len].copy_from_slice(&source[..len]);
+            let head = u64::from_le_bytes(nine[..8].try_into().unwrap());
+            assert_eq!(load_nine(&source[..len]), (head, nine[8]), "{len}");
+        }
+    }
+
+    /// `hours` is `secs / 3 600` (at most `u32::MAX`) below 2^52 seconds, past the range
+    /// `from_duration` uses it in, and at least that beyond.
+    #[test]
+    fn hours_is_the_quotient() {
+        let mut x = 0x9E37_79B9_7F4A_7C15_u64;
+        let mut samples = std::vec![0, 1, 3_599, 3_600, 3_601, 6_000_000_000, 360_000_000_000];
+        for _ in 0..100_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            samples.extend([x >> 12, x >> 25, x]);
+        }
+        for secs in samples {
+            let want = (secs / 3_600).min(u64::from(u32::MAX));
+            let got = u64::from(hours(secs));
+            if secs < 1 << 52 {
+                assert_eq!(got, want, "{secs}");
+            } else {
+                assert!(got >= want, "{secs}");
+            }
+        }
+    }
 }

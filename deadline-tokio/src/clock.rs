@@ -38,6 +38,7 @@ use tokio::time::{Instant as TokioInstant, Sleep};
 /// assert!(now - to_tokio(core) < std::time::Duration::from_micros(1));
 /// ```
 #[must_use]
+#[inline]
 pub fn from_tokio(t: TokioInstant) -> Instant {
     deadline_std::from_std(t.into_std())
 }
@@ -81,6 +82,7 @@ fn far_future() -> TokioInstant {
 pub struct TokioClock;
 
 impl Clock for TokioClock {
+    #[inline]
     fn now(&self) -> Instant {
         from_tokio(TokioInstant::now())
     }
