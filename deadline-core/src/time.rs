@@ -386,6 +386,10 @@ mod tests {
     /// The 32-bit targets' conversion agrees with `Duration::from_micros` at the edges of the
     /// seconds and on a stream of pseudo-random values.
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "a grid of many thousand cases: run natively, too slow under miri"
+    )]
     fn the_halves_conversion_is_from_micros() {
         let mut values = [0, 1, 999_999, 1_000_000, 1_000_001, u64::MAX - 1, u64::MAX].to_vec();
         let mut x = 0x2545_F491_4F6C_DD1D_u64;
@@ -407,6 +411,10 @@ mod tests {
     /// The 32-bit targets' product agrees with the 128-bit one, at the edges and on a stream
     /// of pseudo-random operands.
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "a grid of many thousand cases: run natively, too slow under miri"
+    )]
     fn the_halves_product_is_the_full_product() {
         let edges = [
             0,

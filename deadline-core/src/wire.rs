@@ -1328,8 +1328,14 @@ mod tests {
             let p = 10u32.pow(e);
             [p.saturating_sub(1), p, p + 1]
         });
-        (0..100_000)
-            .chain((100_000..100_000_000).step_by(9_973))
+        // Under miri, which runs these a thousand times slower, a sparser grid.
+        let (dense, step) = if cfg!(miri) {
+            (1_000, 999_983)
+        } else {
+            (100_000, 9_973)
+        };
+        (0..dense)
+            .chain((dense..100_000_000).step_by(step))
             .chain(powers)
             .chain([99_999_998, 99_999_999])
     }
@@ -1337,6 +1343,10 @@ mod tests {
     /// Both ways of writing eight digits agree with `format!`, and reading them back gives the
     /// value.
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "a grid of many thousand cases: run natively, too slow under miri"
+    )]
     fn the_digit_writers_and_readers_agree() {
         for value in values() {
             let text = std::format!("{value}");
@@ -1362,6 +1372,10 @@ mod tests {
     /// The eight-digit reader refuses every byte that is not a digit, at every position of
     /// every length, reads the rest as a fold does, and ignores what follows the digits.
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "a grid of many thousand cases: run natively, too slow under miri"
+    )]
     fn the_digit_reader_refuses_what_is_not_a_digit() {
         for n in 1..=8 {
             for position in 0..n {
@@ -1389,6 +1403,10 @@ mod tests {
     /// The one-pass reading of a well-formed `grpc-timeout` value and the careful one (the
     /// only one on 32-bit targets) give the same value, leading zeros or not.
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "a grid of many thousand cases: run natively, too slow under miri"
+    )]
     fn both_grpc_readings_agree() {
         for value in values() {
             for unit in GrpcUnit::ALL {
@@ -1416,6 +1434,10 @@ mod tests {
 
     /// `write_decimal` writes every `u64` as `format!` does, past `u32::MAX` too.
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "a grid of many thousand cases: run natively, too slow under miri"
+    )]
     fn write_decimal_writes_every_width() {
         let mut x = 0x9E37_79B9_7F4A_7C15_u64;
         let mut samples = std::vec![0, 9, 10, u64::from(u32::MAX), 1 << 32, u64::MAX];
@@ -1434,6 +1456,10 @@ mod tests {
 
     /// `load_nine` reads every length from 2 to 9, with zeros after.
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "a grid of many thousand cases: run natively, too slow under miri"
+    )]
     fn load_nine_reads_every_length() {
         let source = *b"123456789";
         for len in 2..=9 {
@@ -1447,6 +1473,10 @@ mod tests {
     /// `hours` is `secs / 3 600` (at most `u32::MAX`) below 2^52 seconds, past the range
     /// `from_duration` uses it in, and at least that beyond.
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "a grid of many thousand cases: run natively, too slow under miri"
+    )]
     fn hours_is_the_quotient() {
         let mut x = 0x9E37_79B9_7F4A_7C15_u64;
         let mut samples = std::vec![0, 1, 3_599, 3_600, 3_601, 6_000_000_000, 360_000_000_000];
