@@ -188,3 +188,31 @@ fn with_retries_hedges_a_budget_and_a_breaker_it_makes_one_attempt_and_touches_n
     // Nothing was deposited in the budget.
     assert_eq!(BUDGET.balance_milli(), 0);
 }
+
+/// An attempt future of 1 KiB, to see how many of them a driver's future keeps room for.
+async fn big_attempt(_limits: deadline_core::Limits, timer: &ManualTimer) -> Result<u32, ()> {
+    let buffer = [7u8; 1024];
+    timer.sleep_until(timer.now() + ms(1)).await;
+    Ok(u32::from(core::hint::black_box(buffer)[1023]))
+}
+
+#[test]
+fn a_deadline_only_future_keeps_room_for_one_attempt_and_a_full_one_for_four() {
+    let policy = Policy::required("B").cap(ms(110));
+    let timer = ManualTimer::new();
+    let t = &timer;
+    let call = || Call::new(&policy, Deadline::after(Instant::ZERO, ms(200)), ms(0));
+    let only = Driver::deadline_only(call(), t).run(|_| Outcome::Failed, |l| big_attempt(l, t));
+    let full =
+        Driver::new(call(), t, SplitMix64::new(1)).run(|_| Outcome::Failed, |l| big_attempt(l, t));
+    let (only, full) = (size_of_val(&only), size_of_val(&full));
+    // One 1 KiB slot and the machine, against four slots: every slot beyond the first is at
+    // least 1 KiB more.
+    assert!((1024..2048).contains(&only), "deadline-only future: {only} B");
+    assert!(full >= only + 3 * 1024, "full future: {full} B, deadline-only: {only} B");
+    // And the deadline-only one runs: its one attempt answers.
+    let called = timer
+        .run(Driver::deadline_only(call(), t).run(|_| Outcome::Failed, |l| big_attempt(l, t)))
+        .unwrap();
+    assert_eq!(called.result, Ok(7));
+}

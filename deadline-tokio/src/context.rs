@@ -6,25 +6,22 @@
 //! parameter threaded through. A nested scope can only shorten the deadline: the inner deadline
 //! is the earlier of its own and the outer one, so inner work never outlives outer work.
 //!
-//! The deadline is a [`tokio::task_local!`]: it belongs to the future given to [`scope`], not to
-//! the thread, and a task spawned with [`tokio::spawn`] does not see it. Wrap a spawned future
-//! with [`propagate`] to carry the deadline into it.
+//! The deadline belongs to the future given to [`scope`], not to the thread or the task: it is
+//! set only while that future is polled (as a [`tokio::task_local!`] is), so a task spawned with
+//! [`tokio::spawn`] does not see it. Wrap a spawned future with [`propagate`] to carry the
+//! deadline into it.
 
 use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll};
 use core::time::Duration;
 
-use deadline_core::drive::Runtime;
+use deadline_core::drive::{Runtime, ThreadDeadline};
 use deadline_core::{Clock, Deadline, Decision, Error, Limits, Policy};
 use deadline_std::Entropy;
 use tokio::time::Timeout;
 
 use crate::clock::{TokioClock, TokioTimer, to_tokio};
-
-tokio::task_local! {
-    static CURRENT: Deadline;
-}
 
 /// Runs `fut` with `deadline` as the current deadline, or with the enclosing one if that is
 /// earlier: a nested scope can shorten the deadline, never extend it.
@@ -119,7 +116,14 @@ pub(crate) fn in_scope<R>(deadline: Deadline, f: impl FnOnce() -> R) -> R {
 }
 
 /// tokio as the core's [`Runtime`]: [`TokioTimer`], the default random source [`Entropy`],
-/// and the current deadline in a task-local ([`scope`]). Name it to build a
+/// and the current deadline ([`scope`]).
+///
+/// The current deadline is kept where a [`tokio::task_local!`] keeps its value, in a
+/// thread-local set only while a scoped future is polled and put back after it (also on
+/// unwind): the core's [`ThreadDeadline`], whose constant-initialised `Cell` is read and set in
+/// a few instructions (a task-local's `RefCell` and lazy slot cost about fifty per scope
+/// entry). Because every poll sets it, it follows the future across the worker threads of the
+/// multi-threaded runtime, and a spawned task does not inherit it. Name it to build a
 /// [`Dependency`](crate::Dependency) for tokio, or use that alias.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Tokio;
@@ -140,12 +144,12 @@ impl Runtime for Tokio {
 
     #[inline]
     fn current() -> Option<Deadline> {
-        CURRENT.try_with(|d| *d).ok()
+        ThreadDeadline::current()
     }
 
     #[inline]
     fn enter<R>(deadline: Deadline, f: impl FnOnce() -> R) -> R {
-        CURRENT.sync_scope(deadline, f)
+        ThreadDeadline::enter(deadline, f)
     }
 }
 

@@ -20,10 +20,11 @@ use crate::retry::{GiveUp, RetryDecision};
 use crate::rng::Rng;
 use crate::time::Instant;
 
-use super::MAX_IN_FLIGHT;
-use super::course::{Attempt, Course};
+use super::course::Course;
 use super::event::{Event, EventKind, Observer};
-use super::mode::{DeadlineOnly, Full, Mode};
+use super::flight::Attempt;
+use super::mode::sealed::Room;
+use super::mode::{DeadlineOnly, Full, Mode, Records};
 use super::report::{CallError, Called, Report};
 
 /// What a driver does next, as [`CallMachine::poll`] says.
@@ -31,7 +32,7 @@ use super::report::{CallError, Called, Report};
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[must_use = "an action is the driver's next step"]
 pub enum Action {
-    /// Start an attempt in `slot` (below [`MAX_IN_FLIGHT`]) with these limits, then poll
+    /// Start an attempt in `slot` (below the mode's room, at most [`MAX_IN_FLIGHT`](super::MAX_IN_FLIGHT)) with these limits, then poll
     /// again. The attempt must end by [`Limits::until`]; a driver that can cut an attempt off
     /// (an async one) is told to, with [`Action::Cancel`].
     Start {
@@ -121,8 +122,8 @@ enum Phase {
 pub struct CallMachine<'c, E, M: Mode = Full> {
     course: Course<'c, E, M>,
     phase: Phase,
-    /// The attempt running in each slot.
-    in_flight: [Option<Attempt<'c>>; MAX_IN_FLIGHT],
+    /// The attempt running in each slot: room for as many as the mode runs at once.
+    in_flight: <M as Room>::Records<'c>,
     /// How the call ends, once it has.
     result: Option<Result<(), CallError<E>>>,
     /// The latest `now` the machine was polled with.
@@ -136,7 +137,7 @@ impl<'c, E> CallMachine<'c, E, Full> {
         CallMachine {
             course: Course::new(call),
             phase: Phase::Start,
-            in_flight: [const { None }; MAX_IN_FLIGHT],
+            in_flight: <<Full as Room>::Records<'c> as Records<'c>>::EMPTY,
             result: None,
             now: Instant::ZERO,
         }
@@ -151,7 +152,7 @@ impl<'c, E> CallMachine<'c, E, DeadlineOnly> {
         CallMachine {
             course: Course::new(call),
             phase: Phase::Start,
-            in_flight: [const { None }; MAX_IN_FLIGHT],
+            in_flight: <<DeadlineOnly as Room>::Records<'c> as Records<'c>>::EMPTY,
             result: None,
             now: Instant::ZERO,
         }
@@ -165,7 +166,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
         CallMachine {
             course: Course::with_hedge_delay_of(call, live),
             phase: Phase::Start,
-            in_flight: [const { None }; MAX_IN_FLIGHT],
+            in_flight: <M::Records<'c> as Records<'c>>::EMPTY,
             result: None,
             now: Instant::ZERO,
         }
@@ -203,13 +204,14 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
     /// Whether the call is over ([`poll`](Self::poll) answers [`Action::Done`]).
     #[must_use]
     pub fn is_done(&self) -> bool {
-        self.phase == Phase::Done && self.in_flight.iter().all(Option::is_none)
+        self.phase == Phase::Done && self.in_flight.all().iter().all(Option::is_none)
     }
 
     /// The limits of the attempt running in `slot`, if one runs there.
     #[must_use]
     pub fn limits(&self, slot: usize) -> Option<Limits> {
         self.in_flight
+            .all()
             .get(slot)
             .and_then(Option::as_ref)
             .map(Attempt::limits)
@@ -303,7 +305,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
                         continue;
                     }
                 },
-                Phase::Running if M::FULL && self.running() < MAX_IN_FLIGHT => {
+                Phase::Running if M::FULL && self.running() < self.in_flight.all().len() => {
                     if let Some(hedge) = self.course.hedge(now) {
                         return self.launch(hedge, observer);
                     }
@@ -329,12 +331,12 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
             Phase::Running => None,
         };
         let mut target = self.call().deadline.instant();
-        for flight in self.in_flight.iter().flatten() {
+        for flight in self.in_flight.all().iter().flatten() {
             target = target.min(flight.limits().until);
         }
         if let Some(at) = backoff {
             target = target.min(at);
-        } else if M::FULL && self.running() < MAX_IN_FLIGHT && self.running() > 0 {
+        } else if M::FULL && self.running() < self.in_flight.all().len() && self.running() > 0 {
             if let Some(at) = self.course.next_hedge().filter(|&at| at > self.now) {
                 target = target.min(at);
             }
@@ -413,7 +415,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
 
     /// Starts `attempt` in a free slot and says so.
     fn launch<O: Observer + ?Sized>(&mut self, attempt: Attempt<'c>, observer: &mut O) -> Action {
-        let free = self.in_flight.iter().position(Option::is_none);
+        let free = self.in_flight.all().iter().position(Option::is_none);
         let Some(slot) = free else {
             // Every slot taken, which `poll` prevents: the attempt is dropped (its breaker
             // permit handed back), and the machine waits for the deadline at the latest.
@@ -430,7 +432,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
                 timeout: limits.timeout,
             },
         ));
-        if let Some(state) = self.in_flight.get_mut(slot) {
+        if let Some(state) = self.in_flight.all_mut().get_mut(slot) {
             *state = Some(attempt);
         }
         Action::Start { slot, limits }
@@ -476,20 +478,24 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
     /// The first slot whose attempt's timeout has passed at `now`.
     fn expired(&self, now: Instant) -> Option<usize> {
         self.in_flight
+            .all()
             .iter()
             .position(|a| a.as_ref().is_some_and(|a| now >= a.limits().until))
     }
 
     /// The first slot with an attempt in flight.
     fn next_in_flight(&self) -> Option<usize> {
-        self.in_flight.iter().position(Option::is_some)
+        self.in_flight.all().iter().position(Option::is_some)
     }
 
     fn take(&mut self, slot: usize) -> Option<Attempt<'c>> {
-        self.in_flight.get_mut(slot).and_then(Option::take)
+        self.in_flight
+            .all_mut()
+            .get_mut(slot)
+            .and_then(Option::take)
     }
 
     fn running(&self) -> usize {
-        self.in_flight.iter().filter(|s| s.is_some()).count()
+        self.in_flight.all().iter().filter(|s| s.is_some()).count()
     }
 }

@@ -8,7 +8,7 @@
 use core::marker::PhantomData;
 use core::time::Duration;
 
-use crate::breaker::{BreakerOutcome, CircuitBreaker, Permit};
+use crate::breaker::{BreakerOutcome, Permit};
 use crate::call::Call;
 use crate::call_timeout::{Decision, Limits};
 use crate::error::Error;
@@ -18,6 +18,7 @@ use crate::retry::{GiveUp, RetryDecision, RetryState};
 use crate::rng::Rng;
 use crate::time::Instant;
 
+use super::flight::Attempt;
 use super::mode::{Full, Mode};
 use super::report::{CallError, Called, Report};
 
@@ -29,69 +30,6 @@ enum Failure<E> {
     TimedOut { after: Duration },
     /// The attempt failed with its own error.
     Error(E),
-}
-
-/// One attempt that has started: its limits, its number and the circuit breaker's leave to
-/// make it. Hand it back to its [`Course`] when it ends ([`Course::succeeded`],
-/// [`Course::failed`], [`Course::timed_out`] or [`Course::cancel`]).
-///
-/// An attempt dropped without being handed back (the driver's future was dropped: nobody
-/// waits for the call any more) reports its breaker permit as
-/// [`Abandoned`](BreakerOutcome::Abandoned), so a half-open breaker's probe slot is freed
-/// at once rather than after the breaker's probe timeout.
-#[derive(Debug)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[must_use = "hand the attempt back to its course when it ends"]
-pub(super) struct Attempt<'c> {
-    limits: Limits,
-    number: u32,
-    hedge: bool,
-    started: Instant,
-    breaker: Option<&'c CircuitBreaker>,
-    permit: Option<Permit>,
-}
-
-impl Attempt<'_> {
-    /// The attempt's limits: hand them to the attempt (its timeout ends at
-    /// [`Limits::until`]).
-    #[must_use]
-    pub(super) const fn limits(&self) -> Limits {
-        self.limits
-    }
-
-    /// The attempt's number: 0 for the first, counting every retry and hedge in the order
-    /// they started.
-    #[must_use]
-    pub(super) const fn number(&self) -> u32 {
-        self.number
-    }
-
-    /// Whether the attempt is a hedge (a copy sent while another attempt was running).
-    #[must_use]
-    pub(super) const fn is_hedge(&self) -> bool {
-        self.hedge
-    }
-
-    /// When the attempt started.
-    #[must_use]
-    pub(super) const fn started(&self) -> Instant {
-        self.started
-    }
-
-    /// Reports the attempt's result to the breaker (once).
-    fn settle(&mut self, outcome: BreakerOutcome, now: Instant) {
-        if let (Some(breaker), Some(permit)) = (self.breaker, self.permit.take()) {
-            breaker.record(permit, outcome, now);
-        }
-    }
-}
-
-impl Drop for Attempt<'_> {
-    fn drop(&mut self) {
-        // An abandoned result changes no state that depends on the instant.
-        let at = self.started;
-        self.settle(BreakerOutcome::Abandoned, at);
-    }
 }
 
 /// The course of one driven call: its report, its retry and hedge bookkeeping, its latest

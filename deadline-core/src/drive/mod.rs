@@ -69,10 +69,11 @@
 //!
 //! # Memory
 //!
-//! No allocation: the attempt futures live in the driver's own future, in
-//! [`MAX_IN_FLIGHT`] slots, so the driver's future is about `MAX_IN_FLIGHT` attempt futures
-//! plus one sleep in size. It is `Send` when the timer, its sleep, the random source, the
-//! classifier, the attempt function, its future and its error are.
+//! No allocation: the attempt futures live in the driver's own future, in as many slots as
+//! its [`Mode`] runs at once ([`MAX_IN_FLIGHT`] for [`Full`], one for [`DeadlineOnly`]), so
+//! the driver's future is the machine, that many attempt futures and one sleep. It is `Send`
+//! when the timer, its sleep, the random source, the classifier, the attempt function, its
+//! future and its error are.
 //!
 //! # Example
 //!
@@ -106,6 +107,7 @@ mod call_machine;
 mod classify;
 mod course;
 mod event;
+mod flight;
 #[cfg(feature = "test-util")]
 mod manual;
 #[cfg(feature = "test-util")]
@@ -138,6 +140,8 @@ pub use event::{Event, EventKind, NoObserver, Observe, Observer};
 pub use manual::{ManualSleep, ManualTimer, Stalled};
 #[cfg(feature = "test-util")]
 pub use manual_runtime::ManualRuntime;
+use mode::Slots;
+use mode::sealed::Room;
 pub use mode::{DeadlineOnly, Full, Mode};
 pub use report::{CallError, Called, Report};
 pub use runtime::Runtime;
@@ -305,20 +309,14 @@ impl<'c, Tm: Timer, R: Rng, O: Observer, M: Mode> Driver<'c, Tm, R, O, M> {
 }
 
 pin_project_lite::pin_project! {
-    /// The future of [`Driver::run`]: the call's machine, its attempts in flight (up to
-    /// [`MAX_IN_FLIGHT`]) and its one sleep, all inside it. Dropping it drops every attempt
-    /// still running, which cancels them.
+    /// The future of [`Driver::run`]: the call's machine, its attempts in flight (as many as
+    /// its [`Mode`] runs at once: [`MAX_IN_FLIGHT`], or one) and its one sleep, all inside it.
+    /// Dropping it drops every attempt still running, which cancels them.
     #[must_use = "futures do nothing unless polled"]
     pub struct Drive<'c, Tm: Timer, R, C, A, O, F, T, E, M: Mode> {
         run: run::Run<'c, Tm, R, C, A, O, T, E, M>,
         #[pin]
-        s0: Option<F>,
-        #[pin]
-        s1: Option<F>,
-        #[pin]
-        s2: Option<F>,
-        #[pin]
-        s3: Option<F>,
+        slots: <M as Room>::Slots<F>,
         #[pin]
         sleep: Option<Tm::Sleep>,
     }
@@ -345,10 +343,7 @@ impl<'c, Tm: Timer, R, C, A, O, F, T, E, M: Mode> Drive<'c, Tm, R, C, A, O, F, T
                 value: None,
                 sleep_at: None,
             },
-            s0: None,
-            s1: None,
-            s2: None,
-            s3: None,
+            slots: <M::Slots<F> as Slots<F>>::EMPTY,
             sleep: None,
         }
     }
@@ -372,8 +367,7 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Called<T, E>> {
         let this = self.project();
-        let mut slots = [this.s0, this.s1, this.s2, this.s3];
         let mut sleep = this.sleep;
-        this.run.poll(cx, &mut slots, &mut sleep)
+        this.run.poll(cx, this.slots, &mut sleep)
     }
 }

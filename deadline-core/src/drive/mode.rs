@@ -1,9 +1,24 @@
-//! [`Mode`]: what a driven call may do besides its first attempt.
+//! [`Mode`]: what a driven call may do besides its first attempt, and the room it keeps for
+//! its attempts.
+//!
+//! The storage traits and types below are public only in name (this module is private): the
+//! sealed supertrait of [`Mode`] names them.
+
+use core::pin::Pin;
+
+use super::flight::Attempt;
 
 /// What a driven call may do besides its first attempt, fixed in its type so that a call that
-/// only keeps its deadline carries none of the code for the rest: [`Full`] or
-/// [`DeadlineOnly`].
-pub trait Mode {
+/// only keeps its deadline carries none of the code for the rest, and none of the room:
+/// [`Full`] or [`DeadlineOnly`].
+///
+/// The mode also sizes the call: a [`Full`] call keeps room for [`MAX_IN_FLIGHT`] attempts
+/// at once (the first or a retry, and its hedges), a [`DeadlineOnly`] one for its single
+/// attempt, both in the machine's records and in the driver's future. The trait is sealed:
+/// these two are the modes.
+///
+/// [`MAX_IN_FLIGHT`]: super::MAX_IN_FLIGHT
+pub trait Mode: sealed::Room {
     /// Whether retries, hedges, the retry budget and the circuit breaker are used.
     const FULL: bool;
 }
@@ -26,4 +41,115 @@ pub struct DeadlineOnly;
 
 impl Mode for DeadlineOnly {
     const FULL: bool = false;
+}
+
+impl sealed::Room for Full {
+    type Records<'c> = [Option<Attempt<'c>>; super::MAX_IN_FLIGHT];
+    type Slots<F> = Four<F>;
+}
+
+impl sealed::Room for DeadlineOnly {
+    type Records<'c> = [Option<Attempt<'c>>; 1];
+    type Slots<F> = One<F>;
+}
+
+/// The machine's records of the attempts in flight, one `Option` per slot.
+pub trait Records<'c> {
+    /// No attempt in flight.
+    const EMPTY: Self;
+
+    /// Every slot.
+    fn all(&self) -> &[Option<Attempt<'c>>];
+
+    /// Every slot, to change.
+    fn all_mut(&mut self) -> &mut [Option<Attempt<'c>>];
+}
+
+impl<'c, const N: usize> Records<'c> for [Option<Attempt<'c>>; N] {
+    const EMPTY: Self = [const { None }; N];
+
+    #[inline]
+    fn all(&self) -> &[Option<Attempt<'c>>] {
+        self
+    }
+
+    #[inline]
+    fn all_mut(&mut self) -> &mut [Option<Attempt<'c>>] {
+        self
+    }
+}
+
+/// The driver's attempt futures, pinned inside its own future, one `Option` per slot.
+pub trait Slots<F> {
+    /// How many.
+    const LEN: usize;
+
+    /// No attempt running.
+    const EMPTY: Self;
+
+    /// The future in `slot` (the last one for a `slot` past the end).
+    fn slot(self: Pin<&mut Self>, slot: usize) -> Pin<&mut Option<F>>;
+}
+
+pin_project_lite::pin_project! {
+    /// Room for one attempt future (a [`DeadlineOnly`] call's).
+    pub struct One<F> {
+        #[pin]
+        s0: Option<F>,
+    }
+}
+
+impl<F> Slots<F> for One<F> {
+    const LEN: usize = 1;
+    const EMPTY: Self = One { s0: None };
+
+    #[inline]
+    fn slot(self: Pin<&mut Self>, _slot: usize) -> Pin<&mut Option<F>> {
+        self.project().s0
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// Room for [`MAX_IN_FLIGHT`](super::MAX_IN_FLIGHT) attempt futures (a [`Full`] call's).
+    pub struct Four<F> {
+        #[pin]
+        s0: Option<F>,
+        #[pin]
+        s1: Option<F>,
+        #[pin]
+        s2: Option<F>,
+        #[pin]
+        s3: Option<F>,
+    }
+}
+
+impl<F> Slots<F> for Four<F> {
+    const LEN: usize = 4;
+    const EMPTY: Self = Four {
+        s0: None,
+        s1: None,
+        s2: None,
+        s3: None,
+    };
+
+    #[inline]
+    fn slot(self: Pin<&mut Self>, slot: usize) -> Pin<&mut Option<F>> {
+        let this = self.project();
+        match slot {
+            0 => this.s0,
+            1 => this.s1,
+            2 => this.s2,
+            _ => this.s3,
+        }
+    }
+}
+
+pub(super) mod sealed {
+    /// The room a mode keeps: the machine's attempt records and the driver's attempt futures.
+    pub trait Room {
+        /// The machine's records of the attempts in flight.
+        type Records<'c>: super::Records<'c> + core::fmt::Debug;
+        /// The driver's attempt futures.
+        type Slots<F>: super::Slots<F>;
+    }
 }

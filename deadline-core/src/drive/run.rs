@@ -10,17 +10,13 @@ use crate::rng::Rng;
 use crate::time::Instant;
 use crate::timer::Timer;
 
-use super::MAX_IN_FLIGHT;
 use super::attempt::Attempt;
 use super::call_machine::{Action, CallMachine};
 use super::classify::Classify;
 use super::event::Observer;
-use super::mode::Mode;
+use super::mode::sealed::Room;
+use super::mode::{Mode, Slots};
 use super::report::Called;
-
-/// The attempt futures' storage: one pinned `Option` per slot, each a separate local of the
-/// driver's async fn (so each can be pinned without `unsafe`).
-pub(super) type Slots<'s, F> = [Pin<&'s mut Option<F>>; MAX_IN_FLIGHT];
 
 /// Everything the loop keeps between polls, apart from the pinned futures.
 pub(super) struct Run<'c, Tm, R, C, A, O, T, E, M: Mode> {
@@ -52,28 +48,23 @@ where
     pub(super) fn poll(
         &mut self,
         cx: &mut Context<'_>,
-        slots: &mut Slots<'_, F>,
+        mut slots: Pin<&mut <M as Room>::Slots<F>>,
         sleep: &mut Pin<&mut Option<Tm::Sleep>>,
     ) -> Poll<Called<T, E>> {
         let mut now = self.timer.now();
-        self.poll_attempts(cx, slots, now);
+        self.poll_attempts(cx, slots.as_mut(), now);
         loop {
             match self.machine.poll(now, &mut self.rng, &mut self.observer) {
                 Action::Start { slot, limits } => {
                     // The attempt first: if it answers at once, no timer is armed.
-                    if let Some(fut) = slots.get_mut(slot) {
-                        let polled = self.attempt.start_in(limits, fut.as_mut(), cx);
-                        self.ended(slot, fut, polled, now);
-                    }
+                    let mut fut = slots.as_mut().slot(slot);
+                    let polled = self.attempt.start_in(limits, fut.as_mut(), cx);
+                    self.ended(slot, &mut fut, polled, now);
                 }
-                Action::Cancel { slot } => {
-                    if let Some(fut) = slots.get_mut(slot) {
-                        fut.set(None);
-                    }
-                }
+                Action::Cancel { slot } => slots.as_mut().slot(slot).set(None),
                 Action::Done => {
-                    for fut in slots.iter_mut() {
-                        fut.set(None);
+                    for slot in 0..<M::Slots<F> as Slots<F>>::LEN {
+                        slots.as_mut().slot(slot).set(None);
                     }
                     sleep.set(None);
                     return Poll::Ready(self.machine.finish(self.value.take(), now));
@@ -94,7 +85,7 @@ where
                     // The clock, not the wake-up, says what is due: read it again, and give
                     // the attempts their chance before their timeouts are looked at.
                     now = self.timer.now();
-                    self.poll_attempts(cx, slots, now);
+                    self.poll_attempts(cx, slots.as_mut(), now);
                 }
             }
         }
@@ -102,13 +93,19 @@ where
 
     /// Polls every attempt in flight, and tells the machine of
     /// each that ended.
-    fn poll_attempts(&mut self, cx: &mut Context<'_>, slots: &mut Slots<'_, F>, now: Instant) {
-        for (slot, fut) in slots.iter_mut().enumerate() {
+    fn poll_attempts(
+        &mut self,
+        cx: &mut Context<'_>,
+        mut slots: Pin<&mut <M as Room>::Slots<F>>,
+        now: Instant,
+    ) {
+        for slot in 0..<M::Slots<F> as Slots<F>>::LEN {
+            let mut fut = slots.as_mut().slot(slot);
             let Some(running) = fut.as_mut().as_pin_mut() else {
                 continue;
             };
             let polled = running.poll(cx);
-            if self.ended(slot, fut, polled, now) {
+            if self.ended(slot, &mut fut, polled, now) {
                 return;
             }
         }

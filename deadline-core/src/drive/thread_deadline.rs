@@ -20,16 +20,19 @@ pub struct ThreadDeadline;
 impl ThreadDeadline {
     /// The deadline set on this thread, if any.
     #[must_use]
+    #[inline]
     pub fn current() -> Option<Deadline> {
         CURRENT.with(Cell::get)
     }
 
     /// Runs `f` with `deadline` set on this thread, and puts back what was there when `f`
     /// returns or unwinds.
+    #[inline]
     pub fn enter<R>(deadline: Deadline, f: impl FnOnce() -> R) -> R {
         /// Puts the earlier value back, on return and on unwind.
         struct Restore(Option<Deadline>);
         impl Drop for Restore {
+            #[inline]
             fn drop(&mut self) {
                 CURRENT.with(|c| c.set(self.0));
             }

@@ -1,0 +1,69 @@
+//! [`Attempt`]: the record of one attempt that has started, kept by the call machine while
+//! the attempt runs.
+
+use crate::breaker::{BreakerOutcome, CircuitBreaker, Permit};
+use crate::call_timeout::Limits;
+use crate::time::Instant;
+
+/// One attempt that has started: its limits, its number and the circuit breaker's leave to
+/// make it. Hand it back to its course when it ends (`Course::succeeded`, `failed`,
+/// `timed_out` or `cancel`).
+///
+/// An attempt dropped without being handed back (the driver's future was dropped: nobody
+/// waits for the call any more) reports its breaker permit as
+/// [`Abandoned`](BreakerOutcome::Abandoned), so a half-open breaker's probe slot is freed
+/// at once rather than after the breaker's probe timeout.
+#[derive(Debug)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[must_use = "hand the attempt back to its course when it ends"]
+pub struct Attempt<'c> {
+    pub(super) limits: Limits,
+    pub(super) number: u32,
+    pub(super) hedge: bool,
+    pub(super) started: Instant,
+    pub(super) breaker: Option<&'c CircuitBreaker>,
+    pub(super) permit: Option<Permit>,
+}
+
+impl Attempt<'_> {
+    /// The attempt's limits: hand them to the attempt (its timeout ends at
+    /// [`Limits::until`]).
+    #[must_use]
+    pub(super) const fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// The attempt's number: 0 for the first, counting every retry and hedge in the order
+    /// they started.
+    #[must_use]
+    pub(super) const fn number(&self) -> u32 {
+        self.number
+    }
+
+    /// Whether the attempt is a hedge (a copy sent while another attempt was running).
+    #[must_use]
+    pub(super) const fn is_hedge(&self) -> bool {
+        self.hedge
+    }
+
+    /// When the attempt started.
+    #[must_use]
+    pub(super) const fn started(&self) -> Instant {
+        self.started
+    }
+
+    /// Reports the attempt's result to the breaker (once).
+    pub(super) fn settle(&mut self, outcome: BreakerOutcome, now: Instant) {
+        if let (Some(breaker), Some(permit)) = (self.breaker, self.permit.take()) {
+            breaker.record(permit, outcome, now);
+        }
+    }
+}
+
+impl Drop for Attempt<'_> {
+    fn drop(&mut self) {
+        // An abandoned result changes no state that depends on the instant.
+        let at = self.started;
+        self.settle(BreakerOutcome::Abandoned, at);
+    }
+}
