@@ -208,8 +208,14 @@ fn a_deadline_only_future_keeps_room_for_one_attempt_and_a_full_one_for_four() {
     let (only, full) = (size_of_val(&only), size_of_val(&full));
     // One 1 KiB slot and the machine, against four slots: every slot beyond the first is at
     // least 1 KiB more.
-    assert!((1024..2048).contains(&only), "deadline-only future: {only} B");
-    assert!(full >= only + 3 * 1024, "full future: {full} B, deadline-only: {only} B");
+    assert!(
+        (1024..2048).contains(&only),
+        "deadline-only future: {only} B"
+    );
+    assert!(
+        full >= only + 3 * 1024,
+        "full future: {full} B, deadline-only: {only} B"
+    );
     // And the deadline-only one runs: its one attempt answers.
     let called = timer
         .run(Driver::deadline_only(call(), t).run(|_| Outcome::Failed, |l| big_attempt(l, t)))

@@ -5,7 +5,6 @@
 //! hedges), whether a retry or a hedge is made, and which error the call ends with are
 //! decided here.
 
-use core::marker::PhantomData;
 use core::time::Duration;
 
 use crate::breaker::{BreakerOutcome, Permit};
@@ -14,11 +13,13 @@ use crate::call_timeout::{Decision, Limits};
 use crate::error::Error;
 use crate::hedge::{HedgeDecision, HedgeState};
 use crate::outcome::{Outcome, Pushback};
-use crate::retry::{GiveUp, RetryDecision, RetryState};
+use crate::retry::{GiveUp, RetryDecision};
 use crate::rng::Rng;
 use crate::time::Instant;
 
 use super::flight::Attempt;
+use super::followups::Kept;
+use super::mode::sealed::Room;
 use super::mode::{Full, Mode};
 use super::report::{CallError, Called, Report};
 
@@ -61,45 +62,26 @@ enum Failure<E> {
 pub(super) struct Course<'c, E, M: Mode = Full> {
     call: Call<'c>,
     live_delay: Option<Duration>,
-    retry: RetryState,
-    hedges: HedgeState,
     report: Report,
     last: Option<Failure<E>>,
-    last_outcome: Outcome,
-    /// A fatal error or a server's "do not retry" has been seen: it stands, whatever the
-    /// attempts still running do afterwards.
-    final_failure: bool,
-    mode: PhantomData<M>,
+    /// The retry and hedge bookkeeping, kept only by a mode that retries and hedges.
+    followups: <M as Room>::Followups,
 }
 
 impl<'c, E, M: Mode> Course<'c, E, M> {
     /// The course of `call`, before its first attempt.
     #[must_use]
     pub(super) const fn new(call: Call<'c>) -> Self {
-        Course {
-            call,
-            live_delay: None,
-            retry: RetryState::new(),
-            hedges: HedgeState::new(Instant::ZERO),
-            report: Report::EMPTY,
-            last: None,
-            last_outcome: Outcome::Failed,
-            final_failure: false,
-            mode: PhantomData,
-        }
+        Self::with_hedge_delay_of(call, None)
     }
 
     pub(super) const fn with_hedge_delay_of(call: Call<'c>, live: Option<Duration>) -> Self {
         Course {
             call,
             live_delay: live,
-            retry: RetryState::new(),
-            hedges: HedgeState::new(Instant::ZERO),
             report: Report::EMPTY,
             last: None,
-            last_outcome: Outcome::Failed,
-            final_failure: false,
-            mode: PhantomData,
+            followups: <M::Followups as Kept>::NEW,
         }
     }
 
@@ -154,7 +136,9 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
         if M::FULL {
             self.call.deposit(now);
         }
-        self.hedges = HedgeState::new(now);
+        if let Some(f) = self.followups.get_mut() {
+            f.hedges = HedgeState::new(now);
+        }
         self.report.started = Some(now);
         Ok(self.launch(limits, permit, false, now))
     }
@@ -224,7 +208,11 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
     /// running: [`RetryState::decide`] with the latest failure's outcome. A refusal of the
     /// retry budget is counted in [`Report::budget_refusals`].
     pub(super) fn retry<R: Rng + ?Sized>(&mut self, rng: &mut R, now: Instant) -> RetryDecision {
-        let decision = self.retry.decide(&self.call, self.last_outcome, rng, now);
+        let Some(f) = self.followups.get_mut() else {
+            // A mode without retries has used its one attempt.
+            return RetryDecision::GiveUp(GiveUp::Exhausted);
+        };
+        let decision = f.retry.decide(&self.call, f.last_outcome, rng, now);
         if decision == RetryDecision::GiveUp(GiveUp::Throttled) {
             self.report.budget_refusals = self.report.budget_refusals.saturating_add(1);
         }
@@ -250,7 +238,9 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
             Decision::Skip(s) | Decision::Fail(s) => return Err(GiveUp::UnderFloor(s)),
         };
         let permit = self.admit(now).map_err(|_| GiveUp::CircuitOpen)?;
-        self.hedges.restart(now);
+        if let Some(f) = self.followups.get_mut() {
+            f.hedges.restart(now);
+        }
         self.report.retries = self.report.retries.saturating_add(1);
         Ok(self.launch(limits, permit, false, now))
     }
@@ -259,7 +249,8 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
     /// [`HedgeState::next_at`]).
     #[must_use]
     pub(super) fn next_hedge(&self) -> Option<Instant> {
-        self.hedges.next_at(&self.call, self.live_delay)
+        let f = self.followups.get()?;
+        f.hedges.next_at(&self.call, self.live_delay)
     }
 
     /// Sends a hedge at `now` if one is due and may be sent: the breaker is asked first
@@ -273,10 +264,13 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
             return None;
         }
         let Ok(permit) = self.admit(now) else {
-            self.hedges.stop();
+            if let Some(f) = self.followups.get_mut() {
+                f.hedges.stop();
+            }
             return None;
         };
-        match self.hedges.decide(&self.call, self.live_delay, now) {
+        let f = self.followups.get_mut()?;
+        match f.hedges.decide(&self.call, self.live_delay, now) {
             HedgeDecision::Send(limits) => Some(self.launch(limits, permit, true, now)),
             HedgeDecision::Throttled => {
                 self.report.budget_refusals = self.report.budget_refusals.saturating_add(1);
@@ -370,18 +364,23 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
 
     /// Records the latest failure, unless a final one stands.
     fn record_failure(&mut self, failure: Failure<E>, outcome: Outcome, now: Instant) {
-        if self.final_failure {
+        let Some(f) = self.followups.get_mut() else {
+            // One attempt, so nothing can stand before it.
+            self.last = Some(failure);
+            return;
+        };
+        if f.final_failure {
             return;
         }
         self.last = Some(failure);
-        self.last_outcome = outcome;
+        f.last_outcome = outcome;
         match outcome {
             Outcome::Fatal | Outcome::Pushback(Pushback::DontRetry) => {
-                self.final_failure = true;
-                self.hedges.stop();
+                f.final_failure = true;
+                f.hedges.stop();
             }
             Outcome::Pushback(Pushback::After(d)) => {
-                self.hedges
+                f.hedges
                     .push_back(now.saturating_add(d), &self.call, self.live_delay);
             }
             Outcome::TimedOut | Outcome::Refused | Outcome::Failed => {}

@@ -108,6 +108,7 @@ mod classify;
 mod course;
 mod event;
 mod flight;
+mod followups;
 #[cfg(feature = "test-util")]
 mod manual;
 #[cfg(feature = "test-util")]

@@ -1,5 +1,5 @@
 //! [`Mode`]: what a driven call may do besides its first attempt, and the room it keeps for
-//! its attempts.
+//! its attempts and their bookkeeping.
 //!
 //! The storage traits and types below are public only in name (this module is private): the
 //! sealed supertrait of [`Mode`] names them.
@@ -7,6 +7,7 @@
 use core::pin::Pin;
 
 use super::flight::Attempt;
+use super::followups::{Followups, Kept};
 
 /// What a driven call may do besides its first attempt, fixed in its type so that a call that
 /// only keeps its deadline carries none of the code for the rest, and none of the room:
@@ -14,7 +15,8 @@ use super::flight::Attempt;
 ///
 /// The mode also sizes the call: a [`Full`] call keeps room for [`MAX_IN_FLIGHT`] attempts
 /// at once (the first or a retry, and its hedges), a [`DeadlineOnly`] one for its single
-/// attempt, both in the machine's records and in the driver's future. The trait is sealed:
+/// attempt, both in the machine's records and in the driver's future; and only a [`Full`]
+/// call keeps the state of its retries and hedges. The trait is sealed:
 /// these two are the modes.
 ///
 /// [`MAX_IN_FLIGHT`]: super::MAX_IN_FLIGHT
@@ -44,11 +46,13 @@ impl Mode for DeadlineOnly {
 }
 
 impl sealed::Room for Full {
+    type Followups = Followups;
     type Records<'c> = [Option<Attempt<'c>>; super::MAX_IN_FLIGHT];
     type Slots<F> = Four<F>;
 }
 
 impl sealed::Room for DeadlineOnly {
+    type Followups = ();
     type Records<'c> = [Option<Attempt<'c>>; 1];
     type Slots<F> = One<F>;
 }
@@ -147,6 +151,8 @@ impl<F> Slots<F> for Four<F> {
 pub(super) mod sealed {
     /// The room a mode keeps: the machine's attempt records and the driver's attempt futures.
     pub trait Room {
+        /// The retry and hedge bookkeeping of a call.
+        type Followups: super::Kept;
         /// The machine's records of the attempts in flight.
         type Records<'c>: super::Records<'c> + core::fmt::Debug;
         /// The driver's attempt futures.

@@ -1,0 +1,72 @@
+//! [`Followups`]: what a call keeps to decide its retries and hedges, which a deadline-only
+//! call does not keep at all.
+
+use crate::hedge::HedgeState;
+use crate::outcome::Outcome;
+use crate::retry::RetryState;
+use crate::time::Instant;
+
+/// The retry and hedge bookkeeping of one call: the state of its retries and of its hedges,
+/// and the latest failure's outcome (a fatal one, or a server's "do
+/// not retry", stands once seen).
+#[derive(Debug)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Followups {
+    pub(super) retry: RetryState,
+    pub(super) hedges: HedgeState,
+    pub(super) last_outcome: Outcome,
+    /// A fatal error or a server's "do not retry" has been seen: it stands, whatever the
+    /// attempts still running do afterwards.
+    pub(super) final_failure: bool,
+}
+
+impl Followups {
+    /// Before the first attempt.
+    pub(super) const NEW: Followups = Followups {
+        retry: RetryState::new(),
+        hedges: HedgeState::new(Instant::ZERO),
+        last_outcome: Outcome::Failed,
+        final_failure: false,
+    };
+}
+
+/// Where a mode keeps its [`Followups`]: in a [`Full`](super::Full) call, or nowhere (`()`)
+/// in a [`DeadlineOnly`](super::DeadlineOnly) one.
+pub trait Kept: core::fmt::Debug {
+    /// Before the first attempt.
+    const NEW: Self;
+
+    /// The bookkeeping, if this mode keeps it.
+    fn get(&self) -> Option<&Followups>;
+
+    /// The bookkeeping, to change, if this mode keeps it.
+    fn get_mut(&mut self) -> Option<&mut Followups>;
+}
+
+impl Kept for Followups {
+    const NEW: Self = Followups::NEW;
+
+    #[inline]
+    fn get(&self) -> Option<&Followups> {
+        Some(self)
+    }
+
+    #[inline]
+    fn get_mut(&mut self) -> Option<&mut Followups> {
+        Some(self)
+    }
+}
+
+impl Kept for () {
+    const NEW: Self = ();
+
+    #[inline]
+    fn get(&self) -> Option<&Followups> {
+        None
+    }
+
+    #[inline]
+    fn get_mut(&mut self) -> Option<&mut Followups> {
+        None
+    }
+}
