@@ -10,8 +10,9 @@
 //!   run on.
 //! - [`TokioClock`] and [`TokioTimer`]: the core's [`Clock`](deadline_core::Clock) and
 //!   [`Timer`](deadline_core::Timer) on [`tokio::time`], so paused test time drives them.
-//! - [`scope`], [`current`], [`remaining`]: the request's deadline as a task-local, inherited
-//!   by every call made inside it; nested scopes can only shorten it.
+//! - [`scope`], [`current`], [`remaining`]: the request's deadline, carried by its future as a
+//!   task-local would be and inherited by every call made inside it; nested scopes can only
+//!   shorten it.
 //! - [`decide`] and [`within`]: one nested call's timeout from the time left, and the call run
 //!   under it with its own, shorter deadline.
 //! - [`call`] and [`drive`]: one dependency call run by the core's driver (timeouts,

@@ -1,4 +1,4 @@
-//! The clock, the timer and the task-local current deadline, in paused (virtual) time.
+//! The clock, the timer and the current deadline, in paused (virtual) time.
 
 use std::time::Duration;
 
@@ -196,4 +196,43 @@ async fn statement_timeout_follows_the_current_deadline() {
         assert_eq!(s.available, ms(39));
     })
     .await;
+}
+
+/// Many scoped tasks interleaved on the worker threads of the multi-threaded runtime, each
+/// yielding between reads: each sees its own deadline at every poll, whichever thread polls
+/// it and whatever ran on that thread before; an unscoped task sees none. The current deadline
+/// is set around each poll of the scoped future and put back after it, so nothing leaks from
+/// one task into another.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_task_sees_its_own_deadline_on_every_worker_thread() {
+    let now = TokioClock.now();
+    let mut tasks = Vec::new();
+    for i in 0..16u64 {
+        let deadline = Deadline::after(now, ms(1_000 + i));
+        tasks.push(tokio::spawn(scope(deadline, async move {
+            let mut seen = Vec::new();
+            for _ in 0..64 {
+                tokio::task::yield_now().await;
+                seen.push(current());
+            }
+            (deadline, seen)
+        })));
+    }
+    let unscoped = tokio::spawn(async {
+        let mut seen = Vec::new();
+        for _ in 0..64 {
+            tokio::task::yield_now().await;
+            seen.push(current());
+        }
+        seen
+    });
+    for task in tasks {
+        let (deadline, seen) = task.await.unwrap();
+        assert!(
+            seen.iter().all(|d| *d == Some(deadline)),
+            "{deadline:?}: {seen:?}"
+        );
+    }
+    assert!(unscoped.await.unwrap().iter().all(Option::is_none));
+    assert_eq!(current(), None);
 }

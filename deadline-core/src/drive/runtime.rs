@@ -8,9 +8,9 @@ use crate::timer::Timer;
 /// A runtime as the call site sees it: its timer, its default random source, and where the
 /// current deadline lives while a request's future runs.
 ///
-/// The adapter crates implement it: `deadline_tokio::Tokio` (a task-local), `deadline_std`'s
-/// `AsyncIo` for async-std and smol and `Blocking` for plain threads (a thread-local, set
-/// only while the scoped future is polled), `deadline_embassy::Embassy` (a static behind a
+/// The adapter crates implement it: `deadline_tokio::Tokio`, `deadline_std`'s
+/// `AsyncIo` for async-std and smol and `Blocking` for plain threads (all three a
+/// thread-local, set only while the scoped future is polled: [`ThreadDeadline`](super::ThreadDeadline)), `deadline_embassy::Embassy` (a static behind a
 /// critical section). A [`Dependency`](crate::Dependency) is built for one runtime, and its
 /// one-line call reads everything else from it.
 ///
