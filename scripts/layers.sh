@@ -13,7 +13,7 @@ cd "$(dirname "$0")/../deadline-core/src"
 ORDER=(sync time timer deadline error rng outcome quantile manual_clock backoff policy wire
   call_timeout admit breaker retry_budget statement call plan hedge retry counters histogram
   analysis drive trace dependency tonic_status http_status)
-DRIVE=(flight followups mode report event classify runtime thread_deadline scoped attempt course call_machine
+DRIVE=(flight followups report tally mode event classify runtime thread_deadline scoped attempt course call_machine
   run manual manual_runtime mod)
 DEPENDENCY=(latency record steps metrics run mod)
 

@@ -195,10 +195,11 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
         self.course.call()
     }
 
-    /// The report so far.
+    /// The report so far, as if the call ended at the latest instant the machine was polled
+    /// with.
     #[must_use]
-    pub const fn report(&self) -> &Report {
-        self.course.report()
+    pub fn report(&self) -> Report {
+        self.course.report(self.now)
     }
 
     /// Whether the call is over ([`poll`](Self::poll) answers [`Action::Done`]).

@@ -22,6 +22,7 @@ use super::followups::Kept;
 use super::mode::sealed::Room;
 use super::mode::{Full, Mode};
 use super::report::{CallError, Called, Report};
+use super::tally::Tally;
 
 /// How the latest failed attempt ended: what the call's error is built from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -62,7 +63,8 @@ enum Failure<E> {
 pub(super) struct Course<'c, E, M: Mode = Full> {
     call: Call<'c>,
     live_delay: Option<Duration>,
-    report: Report,
+    /// What the call did so far, for its report.
+    tally: <M as Room>::Tally,
     last: Option<Failure<E>>,
     /// The retry and hedge bookkeeping, kept only by a mode that retries and hedges.
     followups: <M as Room>::Followups,
@@ -79,7 +81,7 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
         Course {
             call,
             live_delay: live,
-            report: Report::EMPTY,
+            tally: <M::Tally as Tally>::NEW,
             last: None,
             followups: <M::Followups as Kept>::NEW,
         }
@@ -110,8 +112,8 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
 
     /// The report so far.
     #[must_use]
-    pub(super) const fn report(&self) -> &Report {
-        &self.report
+    pub(super) fn report(&self, now: Instant) -> Report {
+        self.tally.report(now)
     }
 
     /// Starts the call at `now`: its first attempt, with its limits
@@ -139,7 +141,7 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
         if let Some(f) = self.followups.get_mut() {
             f.hedges = HedgeState::new(now);
         }
-        self.report.started = Some(now);
+        self.tally.started(now);
         Ok(self.launch(limits, permit, false, now))
     }
 
@@ -147,8 +149,7 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
     /// success.
     pub(super) fn succeeded(&mut self, mut attempt: Attempt<'c>, now: Instant) {
         attempt.settle(BreakerOutcome::Success, now);
-        self.report.winner = Some(attempt.number);
-        self.report.hedge_won = attempt.hedge;
+        self.tally.won(attempt.number, attempt.hedge);
     }
 
     /// The attempt failed at `now` with its own `error`, which the classifier read as
@@ -174,7 +175,7 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
         now: Instant,
     ) -> bool {
         let failure = if outcome == Outcome::TimedOut && now >= attempt.limits.until {
-            self.report.timeouts = self.report.timeouts.saturating_add(1);
+            self.tally.timed_out();
             attempt.settle(BreakerOutcome::Timeout, now);
             Failure::TimedOut {
                 after: attempt.limits.timeout,
@@ -190,7 +191,7 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
     /// The driver cut the attempt off at `now`, its timeout having passed with no answer.
     /// Reported to the breaker as a timeout.
     pub(super) fn timed_out(&mut self, mut attempt: Attempt<'c>, now: Instant) {
-        self.report.timeouts = self.report.timeouts.saturating_add(1);
+        self.tally.timed_out();
         attempt.settle(BreakerOutcome::Timeout, now);
         let after = attempt.limits.timeout;
         self.record_failure(Failure::TimedOut { after }, Outcome::TimedOut, now);
@@ -200,7 +201,7 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
     /// attempt won, or a fatal error ended it). Counted in [`Report::cancelled`], reported to
     /// the breaker as [`Abandoned`](BreakerOutcome::Abandoned).
     pub(super) fn cancel(&mut self, mut attempt: Attempt<'c>, now: Instant) {
-        self.report.cancelled = self.report.cancelled.saturating_add(1);
+        self.tally.cancelled();
         attempt.settle(BreakerOutcome::Abandoned, now);
     }
 
@@ -214,7 +215,7 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
         };
         let decision = f.retry.decide(&self.call, f.last_outcome, rng, now);
         if decision == RetryDecision::GiveUp(GiveUp::Throttled) {
-            self.report.budget_refusals = self.report.budget_refusals.saturating_add(1);
+            self.tally.budget_refused();
         }
         decision
     }
@@ -241,7 +242,7 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
         if let Some(f) = self.followups.get_mut() {
             f.hedges.restart(now);
         }
-        self.report.retries = self.report.retries.saturating_add(1);
+        self.tally.retried();
         Ok(self.launch(limits, permit, false, now))
     }
 
@@ -273,7 +274,7 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
         match f.hedges.decide(&self.call, self.live_delay, now) {
             HedgeDecision::Send(limits) => Some(self.launch(limits, permit, true, now)),
             HedgeDecision::Throttled => {
-                self.report.budget_refusals = self.report.budget_refusals.saturating_add(1);
+                self.tally.budget_refused();
                 self.release(permit, now);
                 None
             }
@@ -295,7 +296,7 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
     ///   attempt off, or its own limit fired: see [`failed`](Course::failed));
     /// - else the attempt's own error, [`CallError::Attempt`].
     pub(super) fn give_up(&mut self, reason: GiveUp, now: Instant) -> CallError<E> {
-        self.report.gave_up = Some(reason);
+        self.tally.gave_up(reason);
         if self.call.deadline.is_expired(now) {
             return CallError::Library(Error::DeadlineExceeded);
         }
@@ -310,8 +311,7 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
 
     /// What the call returns: `result`, with the report, ended at `now`.
     pub(super) fn end<T>(&mut self, result: Result<T, CallError<E>>, now: Instant) -> Called<T, E> {
-        self.report.ended = now;
-        Called::new(result, self.report)
+        Called::new(result, self.tally.report(now))
     }
 
     /// Asks the breaker, if any, for leave to start an attempt at `now`.
@@ -326,7 +326,7 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
         match breaker.try_acquire(now) {
             Ok(permit) => Ok(Some(permit)),
             Err(e) => {
-                self.report.breaker_rejections = self.report.breaker_rejections.saturating_add(1);
+                self.tally.breaker_rejected();
                 Err(e)
             }
         }
@@ -347,11 +347,7 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
         hedge: bool,
         now: Instant,
     ) -> Attempt<'c> {
-        let number = self.report.attempts;
-        self.report.attempts = self.report.attempts.saturating_add(1);
-        if hedge {
-            self.report.hedges = self.report.hedges.saturating_add(1);
-        }
+        let number = self.tally.launched(hedge);
         Attempt {
             limits,
             number,

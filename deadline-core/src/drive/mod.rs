@@ -118,6 +118,7 @@ mod report;
 mod run;
 mod runtime;
 mod scoped;
+mod tally;
 #[cfg(feature = "std")]
 mod thread_deadline;
 

@@ -8,6 +8,8 @@ use core::pin::Pin;
 
 use super::flight::Attempt;
 use super::followups::{Followups, Kept};
+use super::report::Report;
+use super::tally::{OneAttempt, Tally};
 
 /// What a driven call may do besides its first attempt, fixed in its type so that a call that
 /// only keeps its deadline carries none of the code for the rest, and none of the room:
@@ -15,8 +17,9 @@ use super::followups::{Followups, Kept};
 ///
 /// The mode also sizes the call: a [`Full`] call keeps room for [`MAX_IN_FLIGHT`] attempts
 /// at once (the first or a retry, and its hedges), a [`DeadlineOnly`] one for its single
-/// attempt, both in the machine's records and in the driver's future; and only a [`Full`]
-/// call keeps the state of its retries and hedges. The trait is sealed:
+/// attempt, both in the machine's records and in the driver's future; only a [`Full`] call
+/// keeps the state of its retries and hedges, and a [`DeadlineOnly`] call counts what it did
+/// in a few bytes instead of a whole [`Report`](super::Report) until it ends. The trait is sealed:
 /// these two are the modes.
 ///
 /// [`MAX_IN_FLIGHT`]: super::MAX_IN_FLIGHT
@@ -47,12 +50,14 @@ impl Mode for DeadlineOnly {
 
 impl sealed::Room for Full {
     type Followups = Followups;
+    type Tally = Report;
     type Records<'c> = [Option<Attempt<'c>>; super::MAX_IN_FLIGHT];
     type Slots<F> = Four<F>;
 }
 
 impl sealed::Room for DeadlineOnly {
     type Followups = ();
+    type Tally = OneAttempt;
     type Records<'c> = [Option<Attempt<'c>>; 1];
     type Slots<F> = One<F>;
 }
@@ -153,6 +158,8 @@ pub(super) mod sealed {
     pub trait Room {
         /// The retry and hedge bookkeeping of a call.
         type Followups: super::Kept;
+        /// What the call counts for its report.
+        type Tally: super::Tally;
         /// The machine's records of the attempts in flight.
         type Records<'c>: super::Records<'c> + core::fmt::Debug;
         /// The driver's attempt futures.

@@ -59,7 +59,13 @@ where
                     // The attempt first: if it answers at once, no timer is armed.
                     let mut fut = slots.as_mut().slot(slot);
                     let polled = self.attempt.start_in(limits, fut.as_mut(), cx);
-                    self.ended(slot, &mut fut, polled, now);
+                    if self.ended(slot, &mut fut, polled, now) && self.machine.is_done() {
+                        // It answered, and nothing else runs: the call is over (what
+                        // `Action::Done` would say at the next poll, with nothing to cancel).
+                        sleep.set(None);
+                        self.sleep_at = None;
+                        return Poll::Ready(self.machine.finish(self.value.take(), now));
+                    }
                 }
                 Action::Cancel { slot } => slots.as_mut().slot(slot).set(None),
                 Action::Done => {

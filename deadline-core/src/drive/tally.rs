@@ -1,0 +1,232 @@
+//! [`Tally`]: how a call counts what it did while it runs, for its [`Report`]: the whole
+//! report for a call that may retry and hedge, a few bytes for a deadline-only call.
+
+use crate::retry::GiveUp;
+use crate::time::Instant;
+
+use super::report::Report;
+
+/// What a call counts while it runs; its [`Report`] at the end.
+pub trait Tally: core::fmt::Debug {
+    /// Before anything happened.
+    const NEW: Self;
+
+    /// The first attempt started at `now`.
+    fn started(&mut self, now: Instant);
+
+    /// An attempt starts (a hedge, or not): its number, counting from 0.
+    fn launched(&mut self, hedge: bool) -> u32;
+
+    /// Attempt `number` won (a hedge, or not).
+    fn won(&mut self, number: u32, hedge: bool);
+
+    /// An attempt's timeout fired.
+    fn timed_out(&mut self);
+
+    /// An attempt was cancelled because the call ended otherwise.
+    fn cancelled(&mut self);
+
+    /// A retry started.
+    fn retried(&mut self);
+
+    /// The retry budget refused a retry or a hedge.
+    fn budget_refused(&mut self);
+
+    /// The circuit breaker refused an attempt.
+    fn breaker_rejected(&mut self);
+
+    /// The call gave up, for `reason`.
+    fn gave_up(&mut self, reason: GiveUp);
+
+    /// The report of the call, ended at `ended`.
+    fn report(&self, ended: Instant) -> Report;
+}
+
+impl Tally for Report {
+    const NEW: Self = Report::EMPTY;
+
+    #[inline]
+    fn started(&mut self, now: Instant) {
+        self.started = Some(now);
+    }
+
+    #[inline]
+    fn launched(&mut self, hedge: bool) -> u32 {
+        let number = self.attempts;
+        self.attempts = self.attempts.saturating_add(1);
+        if hedge {
+            self.hedges = self.hedges.saturating_add(1);
+        }
+        number
+    }
+
+    #[inline]
+    fn won(&mut self, number: u32, hedge: bool) {
+        self.winner = Some(number);
+        self.hedge_won = hedge;
+    }
+
+    #[inline]
+    fn timed_out(&mut self) {
+        self.timeouts = self.timeouts.saturating_add(1);
+    }
+
+    #[inline]
+    fn cancelled(&mut self) {
+        self.cancelled = self.cancelled.saturating_add(1);
+    }
+
+    #[inline]
+    fn retried(&mut self) {
+        self.retries = self.retries.saturating_add(1);
+    }
+
+    #[inline]
+    fn budget_refused(&mut self) {
+        self.budget_refusals = self.budget_refusals.saturating_add(1);
+    }
+
+    #[inline]
+    fn breaker_rejected(&mut self) {
+        self.breaker_rejections = self.breaker_rejections.saturating_add(1);
+    }
+
+    #[inline]
+    fn gave_up(&mut self, reason: GiveUp) {
+        self.gave_up = Some(reason);
+    }
+
+    #[inline]
+    fn report(&self, ended: Instant) -> Report {
+        Report { ended, ..*self }
+    }
+}
+
+/// The tally of a call that makes one attempt and nothing else (a
+/// [`DeadlineOnly`](super::DeadlineOnly) one): 16 bytes where a [`Report`] is 112 on a 64-bit
+/// target. Such a call never retries, never hedges and asks no budget or breaker, and it
+/// gives up only when its one attempt is used ([`GiveUp::Exhausted`]) or failed for good
+/// ([`GiveUp::NotRetryable`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OneAttempt {
+    started: Instant,
+    attempts: u8,
+    timeouts: u8,
+    cancelled: u8,
+    /// Bit 0: the first attempt started; bit 1: it won.
+    flags: u8,
+    gave_up: Reason,
+}
+
+/// Why a one-attempt call gave up, in a byte.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Reason {
+    None,
+    Exhausted,
+    NotRetryable,
+    ServerSaidNo,
+    MayHaveRun,
+    Throttled,
+    DeadlinePassed,
+    CircuitOpen,
+}
+
+const STARTED: u8 = 1;
+const WON: u8 = 2;
+
+impl Tally for OneAttempt {
+    const NEW: Self = OneAttempt {
+        started: Instant::ZERO,
+        attempts: 0,
+        timeouts: 0,
+        cancelled: 0,
+        flags: 0,
+        gave_up: Reason::None,
+    };
+
+    #[inline]
+    fn started(&mut self, now: Instant) {
+        self.started = now;
+        self.flags |= STARTED;
+    }
+
+    #[inline]
+    fn launched(&mut self, hedge: bool) -> u32 {
+        debug_assert!(!hedge, "a one-attempt call sends no hedge");
+        let number = self.attempts;
+        self.attempts = self.attempts.saturating_add(1);
+        u32::from(number)
+    }
+
+    #[inline]
+    fn won(&mut self, _number: u32, hedge: bool) {
+        debug_assert!(!hedge, "a one-attempt call sends no hedge");
+        self.flags |= WON;
+    }
+
+    #[inline]
+    fn timed_out(&mut self) {
+        self.timeouts = self.timeouts.saturating_add(1);
+    }
+
+    #[inline]
+    fn cancelled(&mut self) {
+        self.cancelled = self.cancelled.saturating_add(1);
+    }
+
+    #[inline]
+    fn retried(&mut self) {
+        debug_assert!(false, "a one-attempt call does not retry");
+    }
+
+    #[inline]
+    fn budget_refused(&mut self) {
+        debug_assert!(false, "a one-attempt call asks no retry budget");
+    }
+
+    #[inline]
+    fn breaker_rejected(&mut self) {
+        debug_assert!(false, "a one-attempt call asks no breaker");
+    }
+
+    #[inline]
+    fn gave_up(&mut self, reason: GiveUp) {
+        self.gave_up = match reason {
+            GiveUp::Exhausted => Reason::Exhausted,
+            GiveUp::NotRetryable => Reason::NotRetryable,
+            GiveUp::ServerSaidNo => Reason::ServerSaidNo,
+            GiveUp::MayHaveRun => Reason::MayHaveRun,
+            GiveUp::Throttled => Reason::Throttled,
+            GiveUp::DeadlinePassed => Reason::DeadlinePassed,
+            GiveUp::CircuitOpen => Reason::CircuitOpen,
+            // Reasons of a retry, which such a call never decides: its one attempt was used.
+            GiveUp::BackoffPastDeadline { .. } | GiveUp::UnderFloor(_) => {
+                debug_assert!(false, "a one-attempt call does not retry");
+                Reason::Exhausted
+            }
+        };
+    }
+
+    #[inline]
+    fn report(&self, ended: Instant) -> Report {
+        Report {
+            attempts: u32::from(self.attempts),
+            timeouts: u32::from(self.timeouts),
+            cancelled: u32::from(self.cancelled),
+            winner: (self.flags & WON != 0).then_some(0),
+            gave_up: match self.gave_up {
+                Reason::None => None,
+                Reason::Exhausted => Some(GiveUp::Exhausted),
+                Reason::NotRetryable => Some(GiveUp::NotRetryable),
+                Reason::ServerSaidNo => Some(GiveUp::ServerSaidNo),
+                Reason::MayHaveRun => Some(GiveUp::MayHaveRun),
+                Reason::Throttled => Some(GiveUp::Throttled),
+                Reason::DeadlinePassed => Some(GiveUp::DeadlinePassed),
+                Reason::CircuitOpen => Some(GiveUp::CircuitOpen),
+            },
+            started: (self.flags & STARTED != 0).then_some(self.started),
+            ended,
+            ..Report::EMPTY
+        }
+    }
+}
