@@ -230,3 +230,68 @@ impl Tally for OneAttempt {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ENDED: Instant = Instant::from_millis(90);
+
+    /// The attempt won.
+    fn won<T: Tally>(mut t: T) -> Report {
+        t.started(Instant::from_millis(10));
+        let n = t.launched(false);
+        assert_eq!(n, 0);
+        t.won(n, false);
+        t.report(ENDED)
+    }
+
+    /// The attempt timed out, was counted as cancelled too, and the call gave up.
+    fn gave_up<T: Tally>(mut t: T, reason: GiveUp) -> Report {
+        t.started(Instant::ZERO);
+        let _ = t.launched(false);
+        t.timed_out();
+        t.cancelled();
+        t.gave_up(reason);
+        t.report(ENDED)
+    }
+
+    #[test]
+    fn nothing_happened() {
+        let one = OneAttempt::NEW.report(ENDED);
+        assert_eq!(one, Report::NEW.report(ENDED));
+        assert_eq!(one.started, None);
+        assert_eq!(one.ended, ENDED);
+    }
+
+    #[test]
+    fn the_attempt_won() {
+        let one = won(OneAttempt::NEW);
+        assert_eq!(one, won(Report::NEW));
+        assert_eq!(one.winner, Some(0));
+        assert_eq!(one.started, Some(Instant::from_millis(10)));
+    }
+
+    #[test]
+    fn the_call_gave_up_for_each_reason_a_one_attempt_call_can_have() {
+        for reason in [
+            GiveUp::Exhausted,
+            GiveUp::NotRetryable,
+            GiveUp::ServerSaidNo,
+            GiveUp::MayHaveRun,
+            GiveUp::Throttled,
+            GiveUp::DeadlinePassed,
+            GiveUp::CircuitOpen,
+        ] {
+            let one = gave_up(OneAttempt::NEW, reason);
+            assert_eq!(one, gave_up(Report::NEW, reason), "{reason:?}");
+            assert_eq!(one.gave_up, Some(reason));
+            assert_eq!((one.attempts, one.timeouts, one.cancelled), (1, 1, 1));
+        }
+    }
+
+    #[test]
+    fn a_one_attempt_tally_is_small() {
+        assert!(size_of::<OneAttempt>() <= 16);
+    }
+}
