@@ -53,6 +53,7 @@ impl Attempt<'_> {
     }
 
     /// Reports the attempt's result to the breaker (once).
+    #[inline]
     pub(super) fn settle(&mut self, outcome: BreakerOutcome, now: Instant) {
         if let (Some(breaker), Some(permit)) = (self.breaker, self.permit.take()) {
             breaker.record(permit, outcome, now);
@@ -61,6 +62,7 @@ impl Attempt<'_> {
 }
 
 impl Drop for Attempt<'_> {
+    #[inline]
     fn drop(&mut self) {
         // An abandoned result changes no state that depends on the instant.
         let at = self.started;

@@ -132,6 +132,7 @@ use crate::call::Call;
 use crate::call_timeout::Limits;
 use crate::outcome::Outcome;
 use crate::rng::{Rng, SplitMix64};
+use crate::time::Instant;
 use crate::timer::Timer;
 
 pub use attempt::{Attempt, InScope};
@@ -343,7 +344,7 @@ impl<'c, Tm: Timer, R, C, A, O, F, T, E, M: Mode> Drive<'c, Tm, R, C, A, O, F, T
                 attempt,
                 observer,
                 value: None,
-                sleep_at: None,
+                sleep_at: Instant::ZERO,
             },
             slots: <M::Slots<F> as Slots<F>>::EMPTY,
             sleep: None,

@@ -28,8 +28,8 @@ pub(super) struct Run<'c, Tm, R, C, A, O, T, E, M: Mode> {
     pub(super) observer: O,
     /// The winner's answer, from when it comes until the call returns it.
     pub(super) value: Option<T>,
-    /// The instant the sleep is armed for.
-    pub(super) sleep_at: Option<Instant>,
+    /// The instant the sleep is armed for, while there is one.
+    pub(super) sleep_at: Instant,
 }
 
 impl<Tm, R, C, A, O, F, T, E, M: Mode> Run<'_, Tm, R, C, A, O, T, E, M>
@@ -63,7 +63,6 @@ where
                         // It answered, and nothing else runs: the call is over (what
                         // `Action::Done` would say at the next poll, with nothing to cancel).
                         sleep.set(None);
-                        self.sleep_at = None;
                         return Poll::Ready(self.machine.finish(self.value.take(), now));
                     }
                 }
@@ -76,9 +75,9 @@ where
                     return Poll::Ready(self.machine.finish(self.value.take(), now));
                 }
                 Action::Wait { until } => {
-                    if self.sleep_at != Some(until) || sleep.is_none() {
+                    if sleep.is_none() || self.sleep_at != until {
                         sleep.set(Some(self.timer.sleep_until(until)));
-                        self.sleep_at = Some(until);
+                        self.sleep_at = until;
                     }
                     let Some(timer) = sleep.as_mut().as_pin_mut() else {
                         continue;
@@ -87,7 +86,6 @@ where
                         return Poll::Pending;
                     }
                     sleep.set(None);
-                    self.sleep_at = None;
                     // The clock, not the wake-up, says what is due: read it again, and give
                     // the attempts their chance before their timeouts are looked at.
                     now = self.timer.now();
