@@ -62,7 +62,6 @@ enum Failure<E> {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub(super) struct Course<'c, E, M: Mode = Full> {
     call: Call<'c>,
-    live_delay: Option<Duration>,
     /// What the call did so far, for its report.
     tally: <M as Room>::Tally,
     last: Option<Failure<E>>,
@@ -74,24 +73,31 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
     /// The course of `call`, before its first attempt.
     #[must_use]
     pub(super) const fn new(call: Call<'c>) -> Self {
-        Self::with_hedge_delay_of(call, None)
-    }
-
-    pub(super) const fn with_hedge_delay_of(call: Call<'c>, live: Option<Duration>) -> Self {
         Course {
             call,
-            live_delay: live,
             tally: <M::Tally as Tally>::NEW,
             last: None,
             followups: <M::Followups as Kept>::NEW,
         }
     }
 
+    /// The course of `call`, hedging after `live` when it is `Some`.
+    pub(super) fn with_hedge_delay_of(call: Call<'c>, live: Option<Duration>) -> Self {
+        Course {
+            call,
+            tally: <M::Tally as Tally>::NEW,
+            last: None,
+            followups: <M::Followups as Kept>::starting(live),
+        }
+    }
+
     /// The same course, hedging after `live` (such as the p95 of a live latency histogram)
     /// instead of the policy's fixed delay, when it is `Some`.
     #[must_use]
-    pub(super) const fn with_hedge_delay(mut self, live: Option<Duration>) -> Self {
-        self.live_delay = live;
+    pub(super) fn with_hedge_delay(mut self, live: Option<Duration>) -> Self {
+        if let Some(f) = self.followups.get_mut() {
+            f.live_delay = live;
+        }
         self
     }
 
@@ -99,8 +105,8 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
     /// first attempt.
     pub(super) fn settle(&mut self, deadline: crate::deadline::Deadline, live: Option<Duration>) {
         self.call.deadline = self.call.deadline.min(deadline);
-        if live.is_some() {
-            self.live_delay = live;
+        if let (Some(f), Some(_)) = (self.followups.get_mut(), live) {
+            f.live_delay = live;
         }
     }
 
@@ -251,7 +257,7 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
     #[must_use]
     pub(super) fn next_hedge(&self) -> Option<Instant> {
         let f = self.followups.get()?;
-        f.hedges.next_at(&self.call, self.live_delay)
+        f.hedges.next_at(&self.call, f.live_delay)
     }
 
     /// Sends a hedge at `now` if one is due and may be sent: the breaker is asked first
@@ -271,7 +277,7 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
             return None;
         };
         let f = self.followups.get_mut()?;
-        match f.hedges.decide(&self.call, self.live_delay, now) {
+        match f.hedges.decide(&self.call, f.live_delay, now) {
             HedgeDecision::Send(limits) => Some(self.launch(limits, permit, true, now)),
             HedgeDecision::Throttled => {
                 self.tally.budget_refused();
@@ -377,7 +383,7 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
             }
             Outcome::Pushback(Pushback::After(d)) => {
                 f.hedges
-                    .push_back(now.saturating_add(d), &self.call, self.live_delay);
+                    .push_back(now.saturating_add(d), &self.call, f.live_delay);
             }
             Outcome::TimedOut | Outcome::Refused | Outcome::Failed => {}
         }

@@ -1,19 +1,24 @@
 //! [`Followups`]: what a call keeps to decide its retries and hedges, which a deadline-only
 //! call does not keep at all.
 
+use core::time::Duration;
+
 use crate::hedge::HedgeState;
 use crate::outcome::Outcome;
 use crate::retry::RetryState;
 use crate::time::Instant;
 
 /// The retry and hedge bookkeeping of one call: the state of its retries and of its hedges,
-/// and the latest failure's outcome (a fatal one, or a server's "do
+/// the live hedge delay, and the latest failure's outcome (a fatal one, or a server's "do
 /// not retry", stands once seen).
 #[derive(Debug)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Followups {
     pub(super) retry: RetryState,
     pub(super) hedges: HedgeState,
+    /// Hedge after this (such as the p95 of a live latency histogram) instead of the
+    /// policy's fixed delay, when it is `Some`.
+    pub(super) live_delay: Option<Duration>,
     pub(super) last_outcome: Outcome,
     /// A fatal error or a server's "do not retry" has been seen: it stands, whatever the
     /// attempts still running do afterwards.
@@ -25,6 +30,7 @@ impl Followups {
     pub(super) const NEW: Followups = Followups {
         retry: RetryState::new(),
         hedges: HedgeState::new(Instant::ZERO),
+        live_delay: None,
         last_outcome: Outcome::Failed,
         final_failure: false,
     };
@@ -36,6 +42,10 @@ pub trait Kept: core::fmt::Debug {
     /// Before the first attempt.
     const NEW: Self;
 
+    /// Before the first attempt, hedging after `live` when it is `Some` (a mode that does
+    /// not hedge ignores it).
+    fn starting(live: Option<Duration>) -> Self;
+
     /// The bookkeeping, if this mode keeps it.
     fn get(&self) -> Option<&Followups>;
 
@@ -45,6 +55,14 @@ pub trait Kept: core::fmt::Debug {
 
 impl Kept for Followups {
     const NEW: Self = Followups::NEW;
+
+    #[inline]
+    fn starting(live: Option<Duration>) -> Self {
+        Followups {
+            live_delay: live,
+            ..Followups::NEW
+        }
+    }
 
     #[inline]
     fn get(&self) -> Option<&Followups> {
@@ -59,6 +77,9 @@ impl Kept for Followups {
 
 impl Kept for () {
     const NEW: Self = ();
+
+    #[inline]
+    fn starting(_live: Option<Duration>) -> Self {}
 
     #[inline]
     fn get(&self) -> Option<&Followups> {
