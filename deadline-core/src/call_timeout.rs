@@ -63,6 +63,18 @@ pub struct Limits {
 }
 
 impl Limits {
+    /// The limits of an attempt to `policy`'s dependency with `timeout`, ending at `until`:
+    /// its connect limit is the policy's, never more than `timeout`. (What `call_timeout`
+    /// decides; an attempt's record keeps only the timeout and the end, and rebuilds the rest.)
+    #[inline]
+    pub(crate) const fn of(policy: &Policy, timeout: Duration, until: Instant) -> Limits {
+        Limits {
+            timeout,
+            connect: duration_min(policy.connect, timeout),
+            until,
+        }
+    }
+
     /// This call's deadline, to hand to the callee (it is a child of the request deadline).
     /// It starts when the call does, so its time left never exceeds `timeout`.
     #[must_use]
@@ -221,11 +233,7 @@ pub fn call_timeout(
     now: Instant,
 ) -> Decision {
     match within_budget(deadline.left(now), reserve, policy.cap, policy.floor) {
-        Ok(available) => Decision::Call(Limits {
-            timeout: available,
-            connect: duration_min(policy.connect, available),
-            until: until(now, available),
-        }),
+        Ok(available) => Decision::Call(Limits::of(policy, available, until(now, available))),
         Err(shortfall) => match policy.necessity {
             Necessity::Optional => Decision::Skip(shortfall),
             Necessity::Required => Decision::Fail(shortfall),

@@ -215,7 +215,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
             .all()
             .get(slot)
             .and_then(Option::as_ref)
-            .map(Attempt::limits)
+            .map(|a| a.limits(self.call().policy))
     }
 
     /// The next step at `now`, drawing jitter from `rng`. Call it after every change: an
@@ -257,7 +257,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
             // An attempt whose timeout has passed is cut off.
             if let Some(slot) = self.expired(now) {
                 if let Some(late) = self.take(slot) {
-                    let after = late.limits().timeout;
+                    let after = late.timeout;
                     let number = late.number();
                     self.course.timed_out(late, now);
                     observer.on_event(&Event::new(
@@ -333,7 +333,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
         };
         let mut target = self.call().deadline.instant();
         for flight in self.in_flight.all().iter().flatten() {
-            target = target.min(flight.limits().until);
+            target = target.min(flight.until);
         }
         if let Some(at) = backoff {
             target = target.min(at);
@@ -424,7 +424,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
                 until: self.call().deadline.instant(),
             };
         };
-        let limits = attempt.limits();
+        let limits = attempt.limits(self.call().policy);
         observer.on_event(&Event::new(
             attempt.started(),
             EventKind::Started {
@@ -481,7 +481,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
         self.in_flight
             .all()
             .iter()
-            .position(|a| a.as_ref().is_some_and(|a| now >= a.limits().until))
+            .position(|a| a.as_ref().is_some_and(|a| now >= a.until))
     }
 
     /// The first slot with an attempt in flight.

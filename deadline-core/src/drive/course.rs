@@ -180,11 +180,11 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
         outcome: Outcome,
         now: Instant,
     ) -> bool {
-        let failure = if outcome == Outcome::TimedOut && now >= attempt.limits.until {
+        let failure = if outcome == Outcome::TimedOut && now >= attempt.until {
             self.tally.timed_out();
             attempt.settle(BreakerOutcome::Timeout, now);
             Failure::TimedOut {
-                after: attempt.limits.timeout,
+                after: attempt.timeout,
             }
         } else {
             attempt.settle(BreakerOutcome::of_attempt(outcome), now);
@@ -199,7 +199,7 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
     pub(super) fn timed_out(&mut self, mut attempt: Attempt<'c>, now: Instant) {
         self.tally.timed_out();
         attempt.settle(BreakerOutcome::Timeout, now);
-        let after = attempt.limits.timeout;
+        let after = attempt.timeout;
         self.record_failure(Failure::TimedOut { after }, Outcome::TimedOut, now);
     }
 
@@ -355,7 +355,8 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
     ) -> Attempt<'c> {
         let number = self.tally.launched(hedge);
         Attempt {
-            limits,
+            timeout: limits.timeout,
+            until: limits.until,
             number,
             hedge,
             started: now,

@@ -2,7 +2,10 @@
 //! the attempt runs.
 
 use crate::breaker::{BreakerOutcome, CircuitBreaker, Permit};
+use core::time::Duration;
+
 use crate::call_timeout::Limits;
+use crate::policy::Policy;
 use crate::time::Instant;
 
 /// One attempt that has started: its limits, its number and the circuit breaker's leave to
@@ -17,7 +20,10 @@ use crate::time::Instant;
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[must_use = "hand the attempt back to its course when it ends"]
 pub struct Attempt<'c> {
-    pub(super) limits: Limits,
+    /// The attempt's timeout (its connect limit follows from it and the policy).
+    pub(super) timeout: Duration,
+    /// When its timeout ends.
+    pub(super) until: Instant,
     pub(super) number: u32,
     pub(super) hedge: bool,
     pub(super) started: Instant,
@@ -26,11 +32,11 @@ pub struct Attempt<'c> {
 }
 
 impl Attempt<'_> {
-    /// The attempt's limits: hand them to the attempt (its timeout ends at
-    /// [`Limits::until`]).
+    /// The attempt's limits under `policy`, its call's: hand them to the attempt (its timeout
+    /// ends at [`Limits::until`]).
     #[must_use]
-    pub(super) const fn limits(&self) -> Limits {
-        self.limits
+    pub(super) const fn limits(&self, policy: &Policy) -> Limits {
+        Limits::of(policy, self.timeout, self.until)
     }
 
     /// The attempt's number: 0 for the first, counting every retry and hedge in the order
