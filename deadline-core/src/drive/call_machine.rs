@@ -13,6 +13,7 @@
 
 use core::time::Duration;
 
+use crate::breaker::BreakerOutcome;
 use crate::call::Call;
 use crate::call_timeout::Limits;
 use crate::outcome::Outcome;
@@ -123,7 +124,7 @@ pub struct CallMachine<'c, E, M: Mode = Full> {
     course: Course<'c, E, M>,
     phase: Phase,
     /// The attempt running in each slot: room for as many as the mode runs at once.
-    in_flight: <M as Room>::Records<'c>,
+    in_flight: <M as Room>::Records,
     /// How the call ends, once it has.
     result: Option<Result<(), CallError<E>>>,
     /// The latest `now` the machine was polled with.
@@ -137,7 +138,7 @@ impl<'c, E> CallMachine<'c, E, Full> {
         CallMachine {
             course: Course::new(call),
             phase: Phase::Start,
-            in_flight: <<Full as Room>::Records<'c> as Records<'c>>::EMPTY,
+            in_flight: <<Full as Room>::Records as Records>::EMPTY,
             result: None,
             now: Instant::ZERO,
         }
@@ -152,7 +153,7 @@ impl<'c, E> CallMachine<'c, E, DeadlineOnly> {
         CallMachine {
             course: Course::new(call),
             phase: Phase::Start,
-            in_flight: <<DeadlineOnly as Room>::Records<'c> as Records<'c>>::EMPTY,
+            in_flight: <<DeadlineOnly as Room>::Records as Records>::EMPTY,
             result: None,
             now: Instant::ZERO,
         }
@@ -166,7 +167,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
         CallMachine {
             course: Course::with_hedge_delay_of(call, live),
             phase: Phase::Start,
-            in_flight: <M::Records<'c> as Records<'c>>::EMPTY,
+            in_flight: <M::Records as Records>::EMPTY,
             result: None,
             now: Instant::ZERO,
         }
@@ -176,7 +177,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
     /// instead of the policy's fixed delay, when it is `Some`.
     #[must_use]
     pub fn with_hedge_delay(mut self, live: Option<Duration>) -> Self {
-        self.course = self.course.with_hedge_delay(live);
+        self.course.set_hedge_delay(live);
         self
     }
 
@@ -415,11 +416,14 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
     }
 
     /// Starts `attempt` in a free slot and says so.
-    fn launch<O: Observer + ?Sized>(&mut self, attempt: Attempt<'c>, observer: &mut O) -> Action {
+    fn launch<O: Observer + ?Sized>(&mut self, attempt: Attempt, observer: &mut O) -> Action {
         let free = self.in_flight.all().iter().position(Option::is_none);
         let Some(slot) = free else {
-            // Every slot taken, which `poll` prevents: the attempt is dropped (its breaker
+            // Every slot taken, which `poll` prevents: the attempt is not made (its breaker
             // permit handed back), and the machine waits for the deadline at the latest.
+            let mut unmade = attempt;
+            let at = unmade.started();
+            unmade.settle(self.call().breaker, BreakerOutcome::Abandoned, at);
             return Action::Wait {
                 until: self.call().deadline.instant(),
             };
@@ -489,7 +493,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
         self.in_flight.all().iter().position(Option::is_some)
     }
 
-    fn take(&mut self, slot: usize) -> Option<Attempt<'c>> {
+    fn take(&mut self, slot: usize) -> Option<Attempt> {
         self.in_flight
             .all_mut()
             .get_mut(slot)
@@ -498,5 +502,21 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
 
     fn running(&self) -> usize {
         self.in_flight.all().iter().filter(|s| s.is_some()).count()
+    }
+}
+
+impl<E, M: Mode> Drop for CallMachine<'_, E, M> {
+    /// The attempts still in flight are abandoned: their breaker permits are handed back at
+    /// once (a half-open breaker's probe slot is freed now, not after its probe timeout).
+    fn drop(&mut self) {
+        let breaker = self.course.call().breaker;
+        if breaker.is_none() {
+            return;
+        }
+        for flight in self.in_flight.all_mut().iter_mut().flatten() {
+            // An abandoned result changes no state that depends on the instant.
+            let at = flight.started();
+            flight.settle(breaker, BreakerOutcome::Abandoned, at);
+        }
     }
 }

@@ -91,14 +91,12 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
         }
     }
 
-    /// The same course, hedging after `live` (such as the p95 of a live latency histogram)
-    /// instead of the policy's fixed delay, when it is `Some`.
-    #[must_use]
-    pub(super) fn with_hedge_delay(mut self, live: Option<Duration>) -> Self {
+    /// Hedges after `live` (such as the p95 of a live latency histogram) instead of the
+    /// policy's fixed delay, when it is `Some`.
+    pub(super) fn set_hedge_delay(&mut self, live: Option<Duration>) {
         if let Some(f) = self.followups.get_mut() {
             f.live_delay = live;
         }
-        self
     }
 
     /// Narrows the call's deadline to `deadline` and sets the live hedge delay, before the
@@ -134,7 +132,7 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
     ///
     /// The call's error when it is not made: end the call with it, and do not invoke the
     /// attempt.
-    pub(super) fn start(&mut self, now: Instant) -> Result<Attempt<'c>, CallError<E>> {
+    pub(super) fn start(&mut self, now: Instant) -> Result<Attempt, CallError<E>> {
         let limits = match self.call.decide(now) {
             Decision::Call(limits) => limits,
             Decision::Skip(s) => return Err(CallError::Skipped(s)),
@@ -153,8 +151,8 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
 
     /// The attempt answered at `now`: it is the call's winner. Reported to the breaker as a
     /// success.
-    pub(super) fn succeeded(&mut self, mut attempt: Attempt<'c>, now: Instant) {
-        attempt.settle(BreakerOutcome::Success, now);
+    pub(super) fn succeeded(&mut self, mut attempt: Attempt, now: Instant) {
+        attempt.settle(self.call.breaker, BreakerOutcome::Success, now);
         self.tally.won(attempt.number, attempt.hedge);
     }
 
@@ -175,19 +173,19 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
     /// too (gRFC A6): "do not retry" stops them, a delay postpones the next one.
     pub(super) fn failed(
         &mut self,
-        mut attempt: Attempt<'c>,
+        mut attempt: Attempt,
         error: E,
         outcome: Outcome,
         now: Instant,
     ) -> bool {
         let failure = if outcome == Outcome::TimedOut && now >= attempt.until {
             self.tally.timed_out();
-            attempt.settle(BreakerOutcome::Timeout, now);
+            attempt.settle(self.call.breaker, BreakerOutcome::Timeout, now);
             Failure::TimedOut {
                 after: attempt.timeout,
             }
         } else {
-            attempt.settle(BreakerOutcome::of_attempt(outcome), now);
+            attempt.settle(self.call.breaker, BreakerOutcome::of_attempt(outcome), now);
             Failure::Error(error)
         };
         self.record_failure(failure, outcome, now);
@@ -196,9 +194,9 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
 
     /// The driver cut the attempt off at `now`, its timeout having passed with no answer.
     /// Reported to the breaker as a timeout.
-    pub(super) fn timed_out(&mut self, mut attempt: Attempt<'c>, now: Instant) {
+    pub(super) fn timed_out(&mut self, mut attempt: Attempt, now: Instant) {
         self.tally.timed_out();
-        attempt.settle(BreakerOutcome::Timeout, now);
+        attempt.settle(self.call.breaker, BreakerOutcome::Timeout, now);
         let after = attempt.timeout;
         self.record_failure(Failure::TimedOut { after }, Outcome::TimedOut, now);
     }
@@ -206,9 +204,9 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
     /// The attempt is dropped while still running because the call ended otherwise (another
     /// attempt won, or a fatal error ended it). Counted in [`Report::cancelled`], reported to
     /// the breaker as [`Abandoned`](BreakerOutcome::Abandoned).
-    pub(super) fn cancel(&mut self, mut attempt: Attempt<'c>, now: Instant) {
+    pub(super) fn cancel(&mut self, mut attempt: Attempt, now: Instant) {
         self.tally.cancelled();
-        attempt.settle(BreakerOutcome::Abandoned, now);
+        attempt.settle(self.call.breaker, BreakerOutcome::Abandoned, now);
     }
 
     /// Decides, at `now`, whether to retry after the latest failure, once no attempt is
@@ -236,7 +234,7 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
     /// under the floor), or [`GiveUp::CircuitOpen`] (the breaker refused it; counted in
     /// [`Report::breaker_rejections`]). [`give_up`](Course::give_up) with it. The budget
     /// token taken by [`retry`](Course::retry) is not given back.
-    pub(super) fn restart(&mut self, now: Instant) -> Result<Attempt<'c>, GiveUp> {
+    pub(super) fn restart(&mut self, now: Instant) -> Result<Attempt, GiveUp> {
         if self.call.deadline.is_expired(now) {
             return Err(GiveUp::DeadlinePassed);
         }
@@ -265,7 +263,7 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
     /// [`Report::breaker_rejections`]), then [`HedgeState::decide`] (a refusal of the retry
     /// budget is counted in [`Report::budget_refusals`]). Call it only while an attempt is
     /// running and the driver has room for another.
-    pub(super) fn hedge(&mut self, now: Instant) -> Option<Attempt<'c>> {
+    pub(super) fn hedge(&mut self, now: Instant) -> Option<Attempt> {
         let due = self.next_hedge()?;
         if now < due {
             return None;
@@ -352,7 +350,7 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
         permit: Option<Permit>,
         hedge: bool,
         now: Instant,
-    ) -> Attempt<'c> {
+    ) -> Attempt {
         let number = self.tally.launched(hedge);
         Attempt {
             timeout: limits.timeout,
@@ -360,7 +358,6 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
             number,
             hedge,
             started: now,
-            breaker: self.call.breaker,
             permit,
         }
     }

@@ -12,14 +12,15 @@ use crate::time::Instant;
 /// make it. Hand it back to its course when it ends (`Course::succeeded`, `failed`,
 /// `timed_out` or `cancel`).
 ///
-/// An attempt dropped without being handed back (the driver's future was dropped: nobody
-/// waits for the call any more) reports its breaker permit as
-/// [`Abandoned`](BreakerOutcome::Abandoned), so a half-open breaker's probe slot is freed
-/// at once rather than after the breaker's probe timeout.
+/// Its breaker permit is reported when the attempt ends ([`settle`](Attempt::settle)); the
+/// call machine reports the permits of the attempts still in flight when it is dropped (the
+/// driver's future was dropped: nobody waits for the call any more) as
+/// [`Abandoned`](BreakerOutcome::Abandoned), so a half-open breaker's probe slot is freed at
+/// once rather than after the breaker's probe timeout.
 #[derive(Debug)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[must_use = "hand the attempt back to its course when it ends"]
-pub struct Attempt<'c> {
+pub struct Attempt {
     /// The attempt's timeout (its connect limit follows from it and the policy).
     pub(super) timeout: Duration,
     /// When its timeout ends.
@@ -27,11 +28,10 @@ pub struct Attempt<'c> {
     pub(super) number: u32,
     pub(super) hedge: bool,
     pub(super) started: Instant,
-    pub(super) breaker: Option<&'c CircuitBreaker>,
     pub(super) permit: Option<Permit>,
 }
 
-impl Attempt<'_> {
+impl Attempt {
     /// The attempt's limits under `policy`, its call's: hand them to the attempt (its timeout
     /// ends at [`Limits::until`]).
     #[must_use]
@@ -58,20 +58,16 @@ impl Attempt<'_> {
         self.started
     }
 
-    /// Reports the attempt's result to the breaker (once).
+    /// Reports the attempt's result to `breaker`, its call's (once).
     #[inline]
-    pub(super) fn settle(&mut self, outcome: BreakerOutcome, now: Instant) {
-        if let (Some(breaker), Some(permit)) = (self.breaker, self.permit.take()) {
+    pub(super) fn settle(
+        &mut self,
+        breaker: Option<&CircuitBreaker>,
+        outcome: BreakerOutcome,
+        now: Instant,
+    ) {
+        if let (Some(breaker), Some(permit)) = (breaker, self.permit.take()) {
             breaker.record(permit, outcome, now);
         }
-    }
-}
-
-impl Drop for Attempt<'_> {
-    #[inline]
-    fn drop(&mut self) {
-        // An abandoned result changes no state that depends on the instant.
-        let at = self.started;
-        self.settle(BreakerOutcome::Abandoned, at);
     }
 }

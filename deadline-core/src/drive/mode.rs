@@ -51,39 +51,39 @@ impl Mode for DeadlineOnly {
 impl sealed::Room for Full {
     type Followups = Followups;
     type Tally = Report;
-    type Records<'c> = [Option<Attempt<'c>>; super::MAX_IN_FLIGHT];
+    type Records = [Option<Attempt>; super::MAX_IN_FLIGHT];
     type Slots<F> = Four<F>;
 }
 
 impl sealed::Room for DeadlineOnly {
     type Followups = ();
     type Tally = OneAttempt;
-    type Records<'c> = [Option<Attempt<'c>>; 1];
+    type Records = [Option<Attempt>; 1];
     type Slots<F> = One<F>;
 }
 
 /// The machine's records of the attempts in flight, one `Option` per slot.
-pub trait Records<'c> {
+pub trait Records {
     /// No attempt in flight.
     const EMPTY: Self;
 
     /// Every slot.
-    fn all(&self) -> &[Option<Attempt<'c>>];
+    fn all(&self) -> &[Option<Attempt>];
 
     /// Every slot, to change.
-    fn all_mut(&mut self) -> &mut [Option<Attempt<'c>>];
+    fn all_mut(&mut self) -> &mut [Option<Attempt>];
 }
 
-impl<'c, const N: usize> Records<'c> for [Option<Attempt<'c>>; N] {
+impl<const N: usize> Records for [Option<Attempt>; N] {
     const EMPTY: Self = [const { None }; N];
 
     #[inline]
-    fn all(&self) -> &[Option<Attempt<'c>>] {
+    fn all(&self) -> &[Option<Attempt>] {
         self
     }
 
     #[inline]
-    fn all_mut(&mut self) -> &mut [Option<Attempt<'c>>] {
+    fn all_mut(&mut self) -> &mut [Option<Attempt>] {
         self
     }
 }
@@ -161,7 +161,7 @@ pub(super) mod sealed {
         /// What the call counts for its report.
         type Tally: super::Tally;
         /// The machine's records of the attempts in flight.
-        type Records<'c>: super::Records<'c> + core::fmt::Debug;
+        type Records: super::Records + core::fmt::Debug;
         /// The driver's attempt futures.
         type Slots<F>: super::Slots<F>;
     }
