@@ -12,6 +12,7 @@ use crate::context::{Tokio, current_or_never};
 /// A [`Call`] to `policy`'s dependency under the current deadline (see [`crate::scope`]),
 /// keeping `reserve` for the work after it. Outside any scope the deadline never comes, so
 /// the call gets the policy's cap.
+#[inline]
 pub fn call<'p>(policy: &'p Policy<'p>, reserve: Duration) -> Call<'p> {
     Call::new(policy, current_or_never(), reserve)
 }

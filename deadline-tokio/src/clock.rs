@@ -54,6 +54,7 @@ pub fn checked_to_tokio(t: Instant) -> Option<TokioInstant> {
 /// platform gives tokio's own "far future" (about 30 years from now), as [`tokio::time::sleep`]
 /// does for an overlong duration.
 #[must_use]
+#[inline]
 pub fn to_tokio(t: Instant) -> TokioInstant {
     checked_to_tokio(t).unwrap_or_else(far_future)
 }
@@ -108,6 +109,7 @@ impl Clock for TokioClock {
 pub struct TokioTimer;
 
 impl Clock for TokioTimer {
+    #[inline]
     fn now(&self) -> Instant {
         TokioClock.now()
     }
@@ -116,6 +118,7 @@ impl Clock for TokioTimer {
 impl Timer for TokioTimer {
     type Sleep = Sleep;
 
+    #[inline]
     fn sleep_until(&self, at: Instant) -> Sleep {
         tokio::time::sleep_until(to_tokio(at))
     }

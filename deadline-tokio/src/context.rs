@@ -155,12 +155,14 @@ impl Runtime for Tokio {
 
 /// The current deadline, or `None` outside any [`scope`].
 #[must_use]
+#[inline]
 pub fn current() -> Option<Deadline> {
     Tokio::current()
 }
 
 /// The current deadline, or [`Deadline::NEVER`] outside any [`scope`].
 #[must_use]
+#[inline]
 pub fn current_or_never() -> Deadline {
     current().unwrap_or(Deadline::NEVER)
 }
@@ -168,12 +170,14 @@ pub fn current_or_never() -> Deadline {
 /// The time left until the current deadline (zero once it has passed), or `None` outside any
 /// [`scope`].
 #[must_use]
+#[inline]
 pub fn remaining() -> Option<Duration> {
     current().map(|d| d.remaining(TokioClock.now()))
 }
 
 /// Whether the current deadline has passed (`false` outside any [`scope`]).
 #[must_use]
+#[inline]
 pub fn is_expired() -> bool {
     current().is_some_and(|d| d.is_expired(TokioClock.now()))
 }
@@ -196,6 +200,7 @@ pub fn is_expired() -> bool {
 /// .await;
 /// # }
 /// ```
+#[inline]
 pub fn decide(policy: &Policy, reserve: Duration) -> Decision {
     deadline_core::drive::decide::<Tokio>(policy, reserve)
 }
