@@ -67,8 +67,8 @@ enum Phase {
     Start,
     /// Attempts in flight (or about to be retried).
     Running,
-    /// Waiting for a retry to start at `at`.
-    Backoff { at: Instant },
+    /// Waiting for a retry to start at the end of its backoff (which the course keeps).
+    Backoff,
     /// Over; the attempts still marked in flight are to be cancelled.
     Done,
 }
@@ -252,7 +252,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
                         }
                     };
                 }
-                Phase::Running | Phase::Backoff { .. } => {}
+                Phase::Running | Phase::Backoff => {}
             }
 
             // An attempt whose timeout has passed is cut off.
@@ -288,7 +288,8 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
                                     wait: retry.wait,
                                 },
                             ));
-                            self.phase = Phase::Backoff { at: retry.at };
+                            self.course.back_off_until(retry.at);
+                            self.phase = Phase::Backoff;
                         }
                         RetryDecision::GiveUp(reason) => {
                             self.give_up(reason, now, observer);
@@ -297,22 +298,24 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
                     }
                 }
                 // Computed again at the instant the retry really starts.
-                Phase::Backoff { at } if M::FULL && now >= at => match self.course.restart(now) {
-                    Ok(retry) => {
-                        self.phase = Phase::Running;
-                        return self.launch(retry, observer);
+                Phase::Backoff if M::FULL && now >= self.course.backoff_end() => {
+                    match self.course.restart(now) {
+                        Ok(retry) => {
+                            self.phase = Phase::Running;
+                            return self.launch(retry, observer);
+                        }
+                        Err(reason) => {
+                            self.give_up(reason, now, observer);
+                            continue;
+                        }
                     }
-                    Err(reason) => {
-                        self.give_up(reason, now, observer);
-                        continue;
-                    }
-                },
+                }
                 Phase::Running if M::FULL && self.running() < self.in_flight.all().len() => {
                     if let Some(hedge) = self.course.hedge(now) {
                         return self.launch(hedge, observer);
                     }
                 }
-                Phase::Start | Phase::Running | Phase::Backoff { .. } | Phase::Done => {}
+                Phase::Start | Phase::Running | Phase::Backoff | Phase::Done => {}
             }
             return match self.poll_timeout() {
                 Some(until) => Action::Wait { until },
@@ -329,7 +332,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
     pub fn poll_timeout(&self) -> Option<Instant> {
         let backoff = match self.phase {
             Phase::Start | Phase::Done => return None,
-            Phase::Backoff { at } => Some(at),
+            Phase::Backoff => Some(self.course.backoff_end()),
             Phase::Running => None,
         };
         let mut target = self.call().deadline.instant();

@@ -132,6 +132,7 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
     ///
     /// The call's error when it is not made: end the call with it, and do not invoke the
     /// attempt.
+    #[inline]
     pub(super) fn start(&mut self, now: Instant) -> Result<Attempt, CallError<E>> {
         let limits = match self.call.decide(now) {
             Decision::Call(limits) => limits,
@@ -222,6 +223,20 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
             self.tally.budget_refused();
         }
         decision
+    }
+
+    /// The call backs off until `end` before its retry (a mode without retries never does).
+    pub(super) fn back_off_until(&mut self, end: Instant) {
+        if let Some(f) = self.followups.get_mut() {
+            f.backoff_end = end;
+        }
+    }
+
+    /// When the backoff set by [`back_off_until`](Course::back_off_until) ends (never, in a
+    /// mode without retries).
+    #[must_use]
+    pub(super) fn backoff_end(&self) -> Instant {
+        self.followups.get().map_or(Instant::MAX, |f| f.backoff_end)
     }
 
     /// Starts the retry at `now`, the instant the driver woke from its backoff: its limits

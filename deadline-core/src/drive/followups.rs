@@ -20,6 +20,8 @@ pub struct Followups {
     /// policy's fixed delay, when it is `Some`.
     pub(super) live_delay: Option<Duration>,
     pub(super) last_outcome: Outcome,
+    /// When the backoff before the next retry ends, while the call backs off.
+    pub(super) backoff_end: Instant,
     /// A fatal error or a server's "do not retry" has been seen: it stands, whatever the
     /// attempts still running do afterwards.
     pub(super) final_failure: bool,
@@ -32,6 +34,7 @@ impl Followups {
         hedges: HedgeState::new(Instant::ZERO),
         live_delay: None,
         last_outcome: Outcome::Failed,
+        backoff_end: Instant::ZERO,
         final_failure: false,
     };
 }
