@@ -182,7 +182,7 @@ where
         let call = dep.call(Deadline::NEVER, run.reserve);
         Calling {
             drive: Drive::new(
-                CallMachine::new(call),
+                CallMachine::with_mode(call, None),
                 Rt::timer(),
                 run.rng,
                 run.classify,

@@ -163,11 +163,11 @@ impl<'c, E> CallMachine<'c, E, DeadlineOnly> {
 impl<'c, E, M: Mode> CallMachine<'c, E, M> {
     /// The machine of `call` in mode `M`, hedging after `live` when it is `Some`: built in
     /// place, in one go (the driver's future holds it, and is moved as little as possible).
-    pub(super) fn with_mode(call: Call<'c>, live: Option<Duration>) -> Self {
+    pub(crate) fn with_mode(call: Call<'c>, live: Option<Duration>) -> Self {
         CallMachine {
             course: Course::with_hedge_delay_of(call, live),
             phase: Phase::Start,
-            in_flight: <M::Records as Records>::EMPTY,
+            in_flight: <M::Records as Records>::empty(),
             result: None,
             now: Instant::ZERO,
         }

@@ -85,7 +85,7 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
     pub(super) fn with_hedge_delay_of(call: Call<'c>, live: Option<Duration>) -> Self {
         Course {
             call,
-            tally: <M::Tally as Tally>::NEW,
+            tally: <M::Tally as Tally>::fresh(),
             last: None,
             followups: <M::Followups as Kept>::starting(live),
         }

@@ -61,9 +61,14 @@ impl Kept for Followups {
 
     #[inline]
     fn starting(live: Option<Duration>) -> Self {
+        // Field by field: the constant `Followups::NEW` may be copied whole from memory.
         Followups {
+            retry: RetryState::new(),
+            hedges: HedgeState::new(Instant::ZERO),
             live_delay: live,
-            ..Followups::NEW
+            last_outcome: Outcome::Failed,
+            backoff_end: Instant::ZERO,
+            final_failure: false,
         }
     }
 

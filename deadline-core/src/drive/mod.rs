@@ -327,7 +327,7 @@ pin_project_lite::pin_project! {
 
 impl<'c, Tm: Timer, R, C, A, O, F, T, E, M: Mode> Drive<'c, Tm, R, C, A, O, F, T, E, M> {
     /// The future of `machine`'s call, before its first poll.
-    pub(crate) const fn new(
+    pub(crate) fn new(
         machine: CallMachine<'c, E, M>,
         timer: Tm,
         rng: R,
@@ -346,7 +346,7 @@ impl<'c, Tm: Timer, R, C, A, O, F, T, E, M: Mode> Drive<'c, Tm, R, C, A, O, F, T
                 value: None,
                 sleep_at: Instant::ZERO,
             },
-            slots: <M::Slots<F> as Slots<F>>::EMPTY,
+            slots: <M::Slots<F> as Slots<F>>::empty(),
             sleep: None,
         }
     }

@@ -67,6 +67,10 @@ pub trait Records {
     /// No attempt in flight.
     const EMPTY: Self;
 
+    /// No attempt in flight, written slot by slot (where [`EMPTY`](Records::EMPTY), a
+    /// constant, is copied whole from read-only memory).
+    fn empty() -> Self;
+
     /// Every slot.
     fn all(&self) -> &[Option<Attempt>];
 
@@ -76,6 +80,11 @@ pub trait Records {
 
 impl<const N: usize> Records for [Option<Attempt>; N] {
     const EMPTY: Self = [const { None }; N];
+
+    #[inline]
+    fn empty() -> Self {
+        core::array::from_fn(|_| None)
+    }
 
     #[inline]
     fn all(&self) -> &[Option<Attempt>] {
@@ -96,6 +105,10 @@ pub trait Slots<F> {
     /// No attempt running.
     const EMPTY: Self;
 
+    /// No attempt running, written slot by slot (where [`EMPTY`](Slots::EMPTY), a
+    /// constant, may be copied whole from read-only memory).
+    fn empty() -> Self;
+
     /// The future in `slot` (the last one for a `slot` past the end).
     fn slot(self: Pin<&mut Self>, slot: usize) -> Pin<&mut Option<F>>;
 }
@@ -111,6 +124,11 @@ pin_project_lite::pin_project! {
 impl<F> Slots<F> for One<F> {
     const LEN: usize = 1;
     const EMPTY: Self = One { s0: None };
+
+    #[inline]
+    fn empty() -> Self {
+        One { s0: None }
+    }
 
     #[inline]
     fn slot(self: Pin<&mut Self>, _slot: usize) -> Pin<&mut Option<F>> {
@@ -140,6 +158,16 @@ impl<F> Slots<F> for Four<F> {
         s2: None,
         s3: None,
     };
+
+    #[inline]
+    fn empty() -> Self {
+        Four {
+            s0: None,
+            s1: None,
+            s2: None,
+            s3: None,
+        }
+    }
 
     #[inline]
     fn slot(self: Pin<&mut Self>, slot: usize) -> Pin<&mut Option<F>> {

@@ -11,6 +11,10 @@ pub trait Tally: core::fmt::Debug {
     /// Before anything happened.
     const NEW: Self;
 
+    /// Before anything happened, written field by field (where [`NEW`](Tally::NEW), a
+    /// constant, may be copied whole from read-only memory).
+    fn fresh() -> Self;
+
     /// The first attempt started at `now`.
     fn started(&mut self, now: Instant);
 
@@ -44,6 +48,24 @@ pub trait Tally: core::fmt::Debug {
 
 impl Tally for Report {
     const NEW: Self = Report::EMPTY;
+
+    #[inline]
+    fn fresh() -> Self {
+        Report {
+            attempts: 0,
+            retries: 0,
+            hedges: 0,
+            timeouts: 0,
+            budget_refusals: 0,
+            breaker_rejections: 0,
+            cancelled: 0,
+            winner: None,
+            hedge_won: false,
+            gave_up: None,
+            started: None,
+            ended: Instant::ZERO,
+        }
+    }
 
     #[inline]
     fn started(&mut self, now: Instant) {
@@ -143,6 +165,11 @@ impl Tally for OneAttempt {
         flags: 0,
         gave_up: Reason::None,
     };
+
+    #[inline]
+    fn fresh() -> Self {
+        Self::NEW
+    }
 
     #[inline]
     fn started(&mut self, now: Instant) {
