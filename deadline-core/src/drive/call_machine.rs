@@ -209,6 +209,13 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
         self.phase == Phase::Done && self.in_flight.all().iter().all(Option::is_none)
     }
 
+    /// Whether the call has started (its first [`poll`](Self::poll) has been made): before
+    /// that, no attempt runs.
+    #[must_use]
+    pub fn has_started(&self) -> bool {
+        self.phase != Phase::Start
+    }
+
     /// The limits of the attempt running in `slot`, if one runs there.
     #[must_use]
     pub fn limits(&self, slot: usize) -> Option<Limits> {

@@ -52,7 +52,10 @@ where
         sleep: &mut Pin<&mut Option<Tm::Sleep>>,
     ) -> Poll<Called<T, E>> {
         let mut now = self.timer.now();
-        self.poll_attempts(cx, slots.as_mut(), now);
+        if self.machine.has_started() {
+            // A wake-up: any attempt may have moved (at the first poll, none runs yet).
+            self.poll_attempts(cx, slots.as_mut(), now);
+        }
         loop {
             match self.machine.poll(now, &mut self.rng, &mut self.observer) {
                 Action::Start { slot, limits } => {
