@@ -370,9 +370,23 @@ impl CircuitBreaker {
     ///
     /// [`Error::CircuitOpen`] while the breaker is open, or half-open with all its probe slots
     /// taken. Fail the call at once: do not call the dependency.
+    #[inline]
     pub fn try_acquire(&self, now: Instant) -> Result<Permit, Error> {
+        // A closed breaker lets every call through: one load, inlined into the caller.
+        let s = self.state.load(Ordering::Acquire);
+        if mode_of(s) == CLOSED {
+            return Ok(Permit {
+                generation: generation_of(s),
+                probe: false,
+            });
+        }
+        self.try_acquire_from(s, now)
+    }
+
+    /// [`try_acquire`](Self::try_acquire) from state `s`, which is not closed (or was not
+    /// when read).
+    fn try_acquire_from(&self, mut s: u32, now: Instant) -> Result<Permit, Error> {
         let t = &self.tuned;
-        let mut s = self.state.load(Ordering::Acquire);
         loop {
             let g = generation_of(s);
             let next = match mode_of(s) {
@@ -482,6 +496,12 @@ impl CircuitBreaker {
         let failed = outcome.is_failure();
         let t = &self.tuned;
         let tag = window_tag(g);
+        // A success into a full window of successes leaves it as it is: no write (most calls,
+        // on a healthy dependency, and the write is what costs under contention).
+        let w = self.window.load(Ordering::Acquire);
+        if !failed && window_tag_of(w) == tag && push(w, false, t.window) == w {
+            return;
+        }
         let pushed = self
             .window
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
