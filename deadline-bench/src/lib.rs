@@ -315,11 +315,20 @@ pub fn future_sizes() -> Vec<(&'static str, usize)> {
         |limits| scope(limits.deadline(), answer()),
     );
     let run = core::future::IntoFuture::into_future(PLAIN_DEP.run(|_| answer()));
+    // The driver's own future, around an attempt future of no size (`Pending` holds nothing),
+    // without the attempt's scope (whose deadline the future would carry).
+    let zst = |_: deadline_core::Limits| core::future::pending::<Result<u64, ()>>();
+    let only_zst =
+        Driver::deadline_only(call(&PLAIN, ms(0)), TokioTimer).run(|_: &()| Outcome::Failed, zst);
+    let full_zst = Driver::new(call(&PLAIN, ms(0)), TokioTimer, SplitMix64::new(1))
+        .run(|_: &()| Outcome::Failed, zst);
     vec![
         ("tokio_timeout", core::mem::size_of_val(&tokio)),
         ("dependency_run", core::mem::size_of_val(&run)),
         ("deadline_drive_only", core::mem::size_of_val(&only)),
         ("deadline_within", core::mem::size_of_val(&within)),
         ("deadline_drive", core::mem::size_of_val(&driven)),
+        ("driver_deadline_only_zst", core::mem::size_of_val(&only_zst)),
+        ("driver_full_zst", core::mem::size_of_val(&full_zst)),
     ]
 }

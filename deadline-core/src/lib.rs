@@ -129,7 +129,7 @@ pub use policy::{HedgePolicy, Necessity, Policy, RetryPolicy};
 pub use quantile::Quantile;
 pub use retry::{GiveUp, Retry, RetryDecision, RetryState};
 pub use retry_budget::RetryBudget;
-pub use rng::{Rng, Sequence, SplitMix64};
+pub use rng::{NoJitter, Rng, Sequence, SplitMix64};
 pub use statement::{
     MAX_STATEMENT_MILLIS, StatementDecision, StatementPolicy, StatementTimeout, statement_timeout,
 };

@@ -129,6 +129,33 @@ impl Rng for SplitMix64 {
     }
 }
 
+/// A random source that always draws zero, and takes no room: every jittered wait drawn from
+/// it is the lowest its range allows. It is what a deadline-only driver
+/// ([`Driver::deadline_only`](crate::drive::Driver::deadline_only)) holds, since such a call
+/// has no backoff and never draws.
+///
+/// ```
+/// use deadline_core::{NoJitter, Rng};
+///
+/// assert_eq!(NoJitter.u64_between(10, 20), 10);
+/// assert_eq!(size_of::<NoJitter>(), 0);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct NoJitter;
+
+impl Rng for NoJitter {
+    #[inline]
+    fn next_u32(&mut self) -> u32 {
+        0
+    }
+
+    #[inline]
+    fn next_u64(&mut self) -> u64 {
+        0
+    }
+}
+
 /// A fixed sequence of 32-bit draws, repeated from the start when it runs out: for tests that
 /// need to know exactly what each decision draws.
 ///

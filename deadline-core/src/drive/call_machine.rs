@@ -127,8 +127,6 @@ pub struct CallMachine<'c, E, M: Mode = Full> {
     in_flight: <M as Room>::Records,
     /// How the call ends, once it has.
     result: Option<Result<(), CallError<E>>>,
-    /// The latest `now` the machine was polled with.
-    now: Instant,
 }
 
 impl<'c, E> CallMachine<'c, E, Full> {
@@ -140,7 +138,6 @@ impl<'c, E> CallMachine<'c, E, Full> {
             phase: Phase::Start,
             in_flight: <<Full as Room>::Records as Records>::EMPTY,
             result: None,
-            now: Instant::ZERO,
         }
     }
 }
@@ -155,7 +152,6 @@ impl<'c, E> CallMachine<'c, E, DeadlineOnly> {
             phase: Phase::Start,
             in_flight: <<DeadlineOnly as Room>::Records as Records>::EMPTY,
             result: None,
-            now: Instant::ZERO,
         }
     }
 }
@@ -169,7 +165,6 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
             phase: Phase::Start,
             in_flight: <M::Records as Records>::empty(),
             result: None,
-            now: Instant::ZERO,
         }
     }
 
@@ -196,11 +191,11 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
         self.course.call()
     }
 
-    /// The report so far, as if the call ended at the latest instant the machine was polled
-    /// with.
+    /// The report so far (its [`ended`](Report::ended) is [`Instant::ZERO`] until the call
+    /// ends: [`finish`](Self::finish) gives the final one).
     #[must_use]
     pub fn report(&self) -> Report {
-        self.course.report(self.now)
+        self.course.report(Instant::ZERO)
     }
 
     /// Whether the call is over ([`poll`](Self::poll) answers [`Action::Done`]).
@@ -234,7 +229,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
         rng: &mut R,
         observer: &mut O,
     ) -> Action {
-        self.now = self.now.max(now);
+        self.course.polled_at(now);
         loop {
             match self.phase {
                 Phase::Done => {
@@ -349,7 +344,11 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
         if let Some(at) = backoff {
             target = target.min(at);
         } else if M::FULL && self.running() < self.in_flight.all().len() && self.running() > 0 {
-            if let Some(at) = self.course.next_hedge().filter(|&at| at > self.now) {
+            if let Some(at) = self
+                .course
+                .next_hedge()
+                .filter(|&at| at > self.course.latest_poll())
+            {
                 target = target.min(at);
             }
         }

@@ -225,6 +225,24 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
         decision
     }
 
+    /// The machine is polled at `now` (kept by a mode that hedges: see
+    /// [`latest_poll`](Course::latest_poll)).
+    #[inline]
+    pub(super) fn polled_at(&mut self, now: Instant) {
+        if let Some(f) = self.followups.get_mut() {
+            f.latest_poll = f.latest_poll.max(now);
+        }
+    }
+
+    /// The latest instant the machine was polled with ([`Instant::ZERO`] in a mode that does
+    /// not hedge).
+    #[must_use]
+    pub(super) fn latest_poll(&self) -> Instant {
+        self.followups
+            .get()
+            .map_or(Instant::ZERO, |f| f.latest_poll)
+    }
+
     /// The call backs off until `end` before its retry (a mode without retries never does).
     pub(super) fn back_off_until(&mut self, end: Instant) {
         if let Some(f) = self.followups.get_mut() {

@@ -22,6 +22,8 @@ pub struct Followups {
     pub(super) last_outcome: Outcome,
     /// When the backoff before the next retry ends, while the call backs off.
     pub(super) backoff_end: Instant,
+    /// The latest instant the machine was polled with (a hedge due before it is late).
+    pub(super) latest_poll: Instant,
     /// A fatal error or a server's "do not retry" has been seen: it stands, whatever the
     /// attempts still running do afterwards.
     pub(super) final_failure: bool,
@@ -35,6 +37,7 @@ impl Followups {
         live_delay: None,
         last_outcome: Outcome::Failed,
         backoff_end: Instant::ZERO,
+        latest_poll: Instant::ZERO,
         final_failure: false,
     };
 }
@@ -68,6 +71,7 @@ impl Kept for Followups {
             live_delay: live,
             last_outcome: Outcome::Failed,
             backoff_end: Instant::ZERO,
+            latest_poll: Instant::ZERO,
             final_failure: false,
         }
     }

@@ -131,7 +131,7 @@ use core::time::Duration;
 use crate::call::Call;
 use crate::call_timeout::Limits;
 use crate::outcome::Outcome;
-use crate::rng::{Rng, SplitMix64};
+use crate::rng::{NoJitter, Rng};
 use crate::time::Instant;
 use crate::timer::Timer;
 
@@ -191,7 +191,7 @@ impl<'c, Tm: Timer, R: Rng> Driver<'c, Tm, R> {
     }
 }
 
-impl<'c, Tm: Timer> Driver<'c, Tm, SplitMix64, NoObserver, DeadlineOnly> {
+impl<'c, Tm: Timer> Driver<'c, Tm, NoJitter, NoObserver, DeadlineOnly> {
     /// A driver for `call` on `timer` that makes one attempt, with its timeout from the time
     /// left, and nothing else: whatever retries, hedges, retry budget or breaker the call has
     /// are not used (and their code is not linked). Its report says
@@ -218,7 +218,7 @@ impl<'c, Tm: Timer> Driver<'c, Tm, SplitMix64, NoObserver, DeadlineOnly> {
             call,
             timer,
             // Never drawn from: a deadline-only call has no backoff.
-            rng: SplitMix64::new(0),
+            rng: NoJitter,
             live_delay: None,
             observer: NoObserver,
             mode: PhantomData,
