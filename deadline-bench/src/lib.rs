@@ -328,7 +328,10 @@ pub fn future_sizes() -> Vec<(&'static str, usize)> {
         ("deadline_drive_only", core::mem::size_of_val(&only)),
         ("deadline_within", core::mem::size_of_val(&within)),
         ("deadline_drive", core::mem::size_of_val(&driven)),
-        ("driver_deadline_only_zst", core::mem::size_of_val(&only_zst)),
+        (
+            "driver_deadline_only_zst",
+            core::mem::size_of_val(&only_zst),
+        ),
         ("driver_full_zst", core::mem::size_of_val(&full_zst)),
     ]
 }

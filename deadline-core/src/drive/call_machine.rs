@@ -60,9 +60,9 @@ pub enum Action {
     Done,
 }
 
+/// Where the call is: [`Phase`] without its result.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-enum Phase {
+enum Stage {
     /// Not started: the first poll decides the first attempt.
     Start,
     /// Attempts in flight (or about to be retried).
@@ -71,6 +71,28 @@ enum Phase {
     Backoff,
     /// Over; the attempts still marked in flight are to be cancelled.
     Done,
+}
+
+/// Where the call is, and once it is over, how it ended (in one field: the result takes the
+/// room the other stages do not need).
+#[derive(Debug)]
+enum Phase<E> {
+    Start,
+    Running,
+    Backoff,
+    /// Over, with how it ended (taken by [`CallMachine::finish`]).
+    Done(Option<Result<(), CallError<E>>>),
+}
+
+impl<E> Phase<E> {
+    const fn stage(&self) -> Stage {
+        match self {
+            Phase::Start => Stage::Start,
+            Phase::Running => Stage::Running,
+            Phase::Backoff => Stage::Backoff,
+            Phase::Done(_) => Stage::Done,
+        }
+    }
 }
 
 /// The whole sequence of one dependency call, sans-IO.
@@ -122,11 +144,9 @@ enum Phase {
 #[derive(Debug)]
 pub struct CallMachine<'c, E, M: Mode = Full> {
     course: Course<'c, E, M>,
-    phase: Phase,
+    phase: Phase<E>,
     /// The attempt running in each slot: room for as many as the mode runs at once.
     in_flight: <M as Room>::Records,
-    /// How the call ends, once it has.
-    result: Option<Result<(), CallError<E>>>,
 }
 
 impl<'c, E> CallMachine<'c, E, Full> {
@@ -137,7 +157,6 @@ impl<'c, E> CallMachine<'c, E, Full> {
             course: Course::new(call),
             phase: Phase::Start,
             in_flight: <<Full as Room>::Records as Records>::EMPTY,
-            result: None,
         }
     }
 }
@@ -151,7 +170,6 @@ impl<'c, E> CallMachine<'c, E, DeadlineOnly> {
             course: Course::new(call),
             phase: Phase::Start,
             in_flight: <<DeadlineOnly as Room>::Records as Records>::EMPTY,
-            result: None,
         }
     }
 }
@@ -164,7 +182,6 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
             course: Course::with_hedge_delay_of(call, live),
             phase: Phase::Start,
             in_flight: <M::Records as Records>::empty(),
-            result: None,
         }
     }
 
@@ -180,7 +197,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
     /// `deadline` (the one current when the call starts), and it hedges after `live` when
     /// that is `Some`. Nothing changes once the call has started.
     pub(crate) fn settle(&mut self, deadline: crate::deadline::Deadline, live: Option<Duration>) {
-        if self.phase == Phase::Start {
+        if self.phase.stage() == Stage::Start {
             self.course.settle(deadline, live);
         }
     }
@@ -201,14 +218,14 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
     /// Whether the call is over ([`poll`](Self::poll) answers [`Action::Done`]).
     #[must_use]
     pub fn is_done(&self) -> bool {
-        self.phase == Phase::Done && self.in_flight.all().iter().all(Option::is_none)
+        self.phase.stage() == Stage::Done && self.in_flight.all().iter().all(Option::is_none)
     }
 
     /// Whether the call has started (its first [`poll`](Self::poll) has been made): before
     /// that, no attempt runs.
     #[must_use]
     pub fn has_started(&self) -> bool {
-        self.phase != Phase::Start
+        self.phase.stage() != Stage::Start
     }
 
     /// The limits of the attempt running in `slot`, if one runs there.
@@ -231,8 +248,8 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
     ) -> Action {
         self.course.polled_at(now);
         loop {
-            match self.phase {
-                Phase::Done => {
+            match self.phase.stage() {
+                Stage::Done => {
                     return match self.next_in_flight() {
                         Some(slot) => {
                             self.cancel(slot, now, observer);
@@ -241,7 +258,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
                         None => Action::Done,
                     };
                 }
-                Phase::Start => {
+                Stage::Start => {
                     return match self.course.start(now) {
                         Ok(first) => {
                             self.phase = Phase::Running;
@@ -254,7 +271,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
                         }
                     };
                 }
-                Phase::Running | Phase::Backoff => {}
+                Stage::Running | Stage::Backoff => {}
             }
 
             // An attempt whose timeout has passed is cut off.
@@ -274,13 +291,13 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
                 return Action::Cancel { slot };
             }
 
-            match self.phase {
-                Phase::Running if self.running() == 0 && !M::FULL => {
+            match self.phase.stage() {
+                Stage::Running if self.running() == 0 && !M::FULL => {
                     // A deadline-only call makes one attempt: it has been made.
                     self.give_up(GiveUp::Exhausted, now, observer);
                     continue;
                 }
-                Phase::Running if M::FULL && self.running() == 0 => {
+                Stage::Running if M::FULL && self.running() == 0 => {
                     match self.course.retry(rng, now) {
                         RetryDecision::Retry(retry) => {
                             observer.on_event(&Event::new(
@@ -300,7 +317,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
                     }
                 }
                 // Computed again at the instant the retry really starts.
-                Phase::Backoff if M::FULL && now >= self.course.backoff_end() => {
+                Stage::Backoff if M::FULL && now >= self.course.backoff_end() => {
                     match self.course.restart(now) {
                         Ok(retry) => {
                             self.phase = Phase::Running;
@@ -312,12 +329,12 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
                         }
                     }
                 }
-                Phase::Running if M::FULL && self.running() < self.in_flight.all().len() => {
+                Stage::Running if M::FULL && self.running() < self.in_flight.all().len() => {
                     if let Some(hedge) = self.course.hedge(now) {
                         return self.launch(hedge, observer);
                     }
                 }
-                Phase::Start | Phase::Running | Phase::Backoff | Phase::Done => {}
+                Stage::Start | Stage::Running | Stage::Backoff | Stage::Done => {}
             }
             return match self.poll_timeout() {
                 Some(until) => Action::Wait { until },
@@ -332,10 +349,10 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
     /// [`poll`](Self::poll) and once the call is over (poll at once).
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let backoff = match self.phase {
-            Phase::Start | Phase::Done => return None,
-            Phase::Backoff => Some(self.course.backoff_end()),
-            Phase::Running => None,
+        let backoff = match self.phase.stage() {
+            Stage::Start | Stage::Done => return None,
+            Stage::Backoff => Some(self.course.backoff_end()),
+            Stage::Running => None,
         };
         let mut target = self.call().deadline.instant();
         for flight in self.in_flight.all().iter().flatten() {
@@ -358,7 +375,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
     /// The attempt in `slot` answered at `now`: it wins, and the call is over (the attempts
     /// still running are to be cancelled: [`poll`](Self::poll) says which).
     pub fn succeeded<O: Observer + ?Sized>(&mut self, slot: usize, now: Instant, observer: &mut O) {
-        if self.phase == Phase::Done {
+        if self.phase.stage() == Stage::Done {
             // Too late: the call has ended; the attempt is cancelled at the next poll.
             return;
         }
@@ -389,7 +406,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
         now: Instant,
         observer: &mut O,
     ) {
-        if self.phase == Phase::Done {
+        if self.phase.stage() == Stage::Done {
             // Too late: the call has ended; the attempt is cancelled at the next poll.
             return;
         }
@@ -414,7 +431,11 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
     /// succeeded, else why there is none, with the report. Call it once
     /// [`poll`](Self::poll) has answered [`Action::Done`].
     pub fn finish<T>(&mut self, value: Option<T>, now: Instant) -> Called<T, E> {
-        let result = match (self.result.take(), value) {
+        let ended = match &mut self.phase {
+            Phase::Done(result) => result.take(),
+            Phase::Start | Phase::Running | Phase::Backoff => None,
+        };
+        let result = match (ended, value) {
             (Some(Ok(())), Some(value)) => Ok(value),
             (Some(Err(error)), _) => Err(error),
             // Finished early (no result yet, or a success without its value): nobody waits
@@ -476,8 +497,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
                 ),
             },
         ));
-        self.result = Some(result);
-        self.phase = Phase::Done;
+        self.phase = Phase::Done(Some(result));
     }
 
     /// Cancels the attempt in `slot` because the call ended otherwise.
