@@ -34,7 +34,7 @@ else
   read -r -a SCENARIOS <<<"$("$BIN" 2>&1 | sed -n 's/.*scenarios: //p')"
 fi
 
-printf '%-24s %14s %10s\n' scenario instructions vs-tokio
+printf '%-30s %14s %10s\n' scenario instructions vs-tokio
 base=""
 for s in "${SCENARIOS[@]}"; do
   low=$(count "$s" "$LOW")
@@ -46,5 +46,5 @@ for s in "${SCENARIOS[@]}"; do
   else
     ratio="-"
   fi
-  printf '%-24s %14s %10s\n' "$s" "$per" "$ratio"
+  printf '%-30s %14s %10s\n' "$s" "$per" "$ratio"
 done

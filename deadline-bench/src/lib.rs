@@ -10,7 +10,7 @@ use core::future::{Ready, ready};
 use core::hint::black_box;
 use core::time::Duration;
 
-use deadline_core::drive::Driver;
+use deadline_core::drive::{DeadlineOnly, Driver};
 use deadline_core::wire::GrpcTimeout;
 use deadline_core::{Backoff, HedgePolicy, Jitter, Outcome, SplitMix64};
 use deadline_core::{
@@ -22,7 +22,7 @@ use deadline_tokio::{
 use tower::{Service, ServiceExt};
 
 /// The scenarios, by the name the programs take.
-pub const SCENARIOS: [&str; 15] = [
+pub const SCENARIOS: [&str; 16] = [
     "clock_tokio",
     "clock_deadline",
     "call_timeout",
@@ -38,6 +38,7 @@ pub const SCENARIOS: [&str; 15] = [
     "deadline_drive_armed",
     "dependency_run",
     "dependency_run_armed",
+    "dependency_run_deadline_only",
 ];
 
 /// The request's budget in every scenario: far more than any call here takes.
@@ -62,6 +63,9 @@ static BREAKER: CircuitBreaker = CircuitBreaker::new(BreakerConfig::DEFAULT);
 /// The plain policy as a dependency: its default retry budget, counters and live histogram,
 /// called in one line.
 static PLAIN_DEP: Dependency = Dependency::new(PLAIN);
+/// The plain policy as a deadline-only dependency: one attempt per call, its counters and
+/// histogram, no budget, no retry or hedge code.
+static ONLY_DEP: Dependency<DeadlineOnly> = Dependency::deadline_only(PLAIN);
 /// The armed policy as a dependency, with its budget and a breaker, hedging at the live p95.
 static ARMED_DEP: Dependency = Dependency::new(
     Policy::required("armed")
@@ -283,6 +287,14 @@ pub async fn run(name: &str, n: u64) -> Option<u64> {
             })
             .await;
         }
+        "dependency_run_deadline_only" => {
+            scope_timeout(BUDGET, async {
+                for _ in 0..n {
+                    sum += ONLY_DEP.run(|_| answer()).await.unwrap();
+                }
+            })
+            .await;
+        }
         _ => return None,
     }
     Some(sum)
@@ -315,6 +327,7 @@ pub fn future_sizes() -> Vec<(&'static str, usize)> {
         |limits| scope(limits.deadline(), answer()),
     );
     let run = core::future::IntoFuture::into_future(PLAIN_DEP.run(|_| answer()));
+    let run_only = core::future::IntoFuture::into_future(ONLY_DEP.run(|_| answer()));
     // The driver's own future, around an attempt future of no size (`Pending` holds nothing),
     // without the attempt's scope (whose deadline the future would carry).
     let zst = |_: deadline_core::Limits| core::future::pending::<Result<u64, ()>>();
@@ -325,6 +338,7 @@ pub fn future_sizes() -> Vec<(&'static str, usize)> {
     vec![
         ("tokio_timeout", core::mem::size_of_val(&tokio)),
         ("dependency_run", core::mem::size_of_val(&run)),
+        ("dependency_run_deadline_only", core::mem::size_of_val(&run_only)),
         ("deadline_drive_only", core::mem::size_of_val(&only)),
         ("deadline_within", core::mem::size_of_val(&within)),
         ("deadline_drive", core::mem::size_of_val(&driven)),

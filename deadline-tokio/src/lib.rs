@@ -81,12 +81,16 @@ pub use context::{
 /// A dependency called on tokio: the core's [`Dependency`](deadline_core::Dependency) with
 /// [`Tokio`] as its runtime, named by a `&'static str`. One `static` per dependency; one line
 /// per call. (A dependency whose name is borrowed from configuration is a
-/// `deadline_core::Dependency<'n, Tokio>`.)
-pub type Dependency = deadline_core::Dependency<'static, Tokio>;
+/// `deadline_core::Dependency<'n, Tokio>`.) `Dependency<DeadlineOnly>` is one made with
+/// [`Dependency::deadline_only`](deadline_core::Dependency::deadline_only): one attempt per
+/// call, no retry or hedge code.
+pub type Dependency<M = deadline_core::drive::Full> = deadline_core::Dependency<'static, Tokio, M>;
 
 /// A request's calls in order on tokio (the core's [`Steps`](deadline_core::Steps)), so that
-/// each call's reserve is computed for it: a `static` beside the dependencies.
-pub type Steps<const N: usize> = deadline_core::Steps<'static, 'static, Tokio, N>;
+/// each call's reserve is computed for it: a `static` beside the dependencies (of one mode:
+/// `Steps<N, DeadlineOnly>` for deadline-only ones).
+pub type Steps<const N: usize, M = deadline_core::drive::Full> =
+    deadline_core::Steps<'static, 'static, Tokio, N, M>;
 pub use deadline_std::Entropy;
 #[cfg(feature = "tower")]
 pub use layer::{DeadlineLayer, PropagateLayer};

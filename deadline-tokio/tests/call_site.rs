@@ -297,3 +297,68 @@ async fn the_report_is_there_when_asked_for() {
     // Both timeouts went to the histogram, at their timeouts.
     assert_eq!(R.latency().count(), 2);
 }
+
+/// A deadline-only dependency: the same one-line call, one attempt per call whatever the
+/// policy says about retries, its timeout from the time left, recorded like any other.
+#[tokio::test(start_paused = true)]
+async fn a_deadline_only_dependency_makes_one_attempt_in_the_time_left() {
+    use deadline_core::drive::DeadlineOnly;
+
+    // Retries configured, and not made: the dependency is deadline-only.
+    static ONLY: Dependency<DeadlineOnly> = Dependency::deadline_only(
+        Policy::required("only")
+            .cap(ms(110))
+            .floor(ms(30))
+            .retries(2)
+            .idempotent(),
+    );
+    static FULL: Dependency = Dependency::new(
+        Policy::required("full")
+            .cap(ms(110))
+            .floor(ms(30))
+            .retries(2)
+            .idempotent(),
+    );
+    static PLAN: Steps<1, DeadlineOnly> = Steps::new([&ONLY]).own_work(ms(20));
+
+    let attempts = Mutex::new(Vec::new());
+    let slow = |limits: deadline_core::Limits| {
+        attempts.lock().unwrap().push(limits.timeout);
+        async {
+            tokio::time::sleep(ms(150)).await;
+            Ok::<_, Upstream>(1)
+        }
+    };
+    let start = Instant::now();
+    let only = scope_timeout(ms(400), async {
+        ONLY.run(slow).in_plan(&PLAN).report().await
+    })
+    .await;
+    assert_eq!(
+        only.result,
+        Err(CallError::Library(Error::Timeout { after: ms(110) }))
+    );
+    assert_eq!((only.report.attempts, only.report.timeouts), (1, 1));
+    assert_eq!(start.elapsed(), ms(110));
+    assert_eq!(*attempts.lock().unwrap(), [ms(110)]);
+    let counts = ONLY.counters().snapshot();
+    assert_eq!((counts.calls, counts.timeouts, counts.retries), (1, 1, 0));
+    assert!(ONLY.retry_budget().is_none() && ONLY.circuit_breaker().is_none());
+
+    // The same policy on a full dependency retries.
+    attempts.lock().unwrap().clear();
+    let full = scope_timeout(ms(400), async {
+        FULL.run(slow).reserve(ms(20)).report().await
+    })
+    .await;
+    assert!(full.report.attempts > 1, "{:?}", full.report);
+
+    // An answer in time is the call's.
+    let fast = scope_timeout(ms(200), async {
+        ONLY.run(|limits| async move { Ok::<_, Upstream>(limits.timeout) })
+            .reserve(ms(20))
+            .await
+    })
+    .await;
+    assert_eq!(fast, Ok(ms(110)));
+}

@@ -17,7 +17,7 @@ use crate::call::Call;
 use crate::call_timeout::Limits;
 use crate::counters::Counters;
 use crate::deadline::Deadline;
-use crate::drive::{AnyErrorFails, Attempt, Runtime};
+use crate::drive::{AnyErrorFails, Attempt, DeadlineOnly, Full, Mode, Runtime};
 use crate::histogram::Histogram;
 use latency::LiveLatency;
 
@@ -50,14 +50,20 @@ pub use steps::Steps;
 /// assert_eq!(PRICING.policy().name, "pricing");
 /// assert_eq!(PRICING.counters().snapshot().calls, 0);
 /// ```
+///
+/// Its calls run in mode `M` ([`Mode`]): [`Full`] by default (retries, hedges, the budget and
+/// the breaker, as configured), or [`DeadlineOnly`] for a dependency made with
+/// [`Dependency::deadline_only`], whose calls make one attempt with its timeout from the time
+/// left and carry none of the rest (no code linked for it, no room kept for it in the call's
+/// future).
 #[derive(Debug)]
-pub struct Dependency<'n, Rt> {
+pub struct Dependency<'n, Rt, M = Full> {
     policy: Policy<'n>,
     budget: Option<RetryBudget>,
     breaker: Option<CircuitBreaker>,
     counters: Counters,
     latency: LiveLatency,
-    runtime: PhantomData<fn() -> Rt>,
+    runtime: PhantomData<fn() -> (Rt, M)>,
 }
 
 impl<'n, Rt> Dependency<'n, Rt> {
@@ -113,6 +119,36 @@ impl<'n, Rt> Dependency<'n, Rt> {
         self
     }
 
+    /// The dependency called as `policy` says, one attempt per call and nothing else: each
+    /// call's timeout comes from the time left (the policy's cap, floor and connect limit), and
+    /// its retries and hedges, if the policy has any, are not made. It has no retry budget and
+    /// no circuit breaker; it keeps its counters and latency histogram as any dependency does.
+    /// Its calls run the [`DeadlineOnly`] machine: none of the code for retries, hedges, the
+    /// budget or the breaker is linked for them, and their futures keep no room for it.
+    ///
+    /// ```
+    /// use deadline_core::drive::{DeadlineOnly, ManualRuntime};
+    /// use deadline_core::{Dependency, Policy, ms};
+    ///
+    /// static PRICING: Dependency<ManualRuntime, DeadlineOnly> =
+    ///     Dependency::deadline_only(Policy::required("pricing").cap(ms(110)).floor(ms(30)));
+    ///
+    /// assert!(PRICING.retry_budget().is_none());
+    /// ```
+    #[must_use]
+    pub const fn deadline_only(policy: Policy<'n>) -> Dependency<'n, Rt, DeadlineOnly> {
+        Dependency {
+            policy,
+            budget: None,
+            breaker: None,
+            counters: Counters::new(),
+            latency: LiveLatency::new(),
+            runtime: PhantomData,
+        }
+    }
+}
+
+impl<'n, Rt, M> Dependency<'n, Rt, M> {
     /// How it is called.
     #[must_use]
     pub const fn policy(&self) -> &Policy<'n> {
@@ -197,7 +233,7 @@ impl<'n, Rt> Dependency<'n, Rt> {
     }
 }
 
-impl<'n, Rt: Runtime> Dependency<'n, Rt> {
+impl<'n, Rt: Runtime, M: Mode> Dependency<'n, Rt, M> {
     /// One call to the dependency, run as its policy says, under the runtime's current
     /// deadline: `attempt` is invoked once per attempt (the first, each retry, each hedge)
     /// with that attempt's limits, inside the attempt's own scope, so the function itself
@@ -211,7 +247,7 @@ impl<'n, Rt: Runtime> Dependency<'n, Rt> {
     ///
     /// Awaited, it gives `Result<T, CallError<E>>`, and records the call in the
     /// dependency's counters and histogram.
-    pub fn run<A, F>(&self, attempt: A) -> Run<'_, 'n, Rt, A, AnyErrorFails, Rt::Rng>
+    pub fn run<A, F>(&self, attempt: A) -> Run<'_, 'n, Rt, A, AnyErrorFails, Rt::Rng, M>
     where
         A: FnMut(Limits) -> F,
         F: core::future::Future,
@@ -248,7 +284,7 @@ impl<'n, Rt: Runtime> Dependency<'n, Rt> {
     pub fn run_attempt<A: Attempt>(
         &self,
         attempt: A,
-    ) -> Run<'_, 'n, Rt, A, AnyErrorFails, Rt::Rng> {
+    ) -> Run<'_, 'n, Rt, A, AnyErrorFails, Rt::Rng, M> {
         Run::new(self, attempt, AnyErrorFails, Rt::rng())
     }
 }

@@ -7,7 +7,7 @@ use core::time::Duration;
 
 use crate::deadline::Deadline;
 use crate::drive::{
-    Attempt, CallError, CallMachine, Called, Classify, Drive, Full, InScope, Runtime, Scoped,
+    Attempt, CallError, CallMachine, Called, Classify, Drive, Full, InScope, Mode, Runtime, Scoped,
 };
 use crate::outcome::Outcome;
 use crate::rng::Rng;
@@ -20,8 +20,8 @@ use super::steps::Steps;
 /// it by name, then `.await` it for `Result<T, CallError<E>>`.
 #[must_use = "a call does nothing until it is awaited"]
 #[derive(Debug)]
-pub struct Run<'d, 'n, Rt, A, C, R> {
-    dep: &'d Dependency<'n, Rt>,
+pub struct Run<'d, 'n, Rt, A, C, R, M = Full> {
+    dep: &'d Dependency<'n, Rt, M>,
     attempt: A,
     reserve: Duration,
     deadline: Option<Deadline>,
@@ -29,8 +29,13 @@ pub struct Run<'d, 'n, Rt, A, C, R> {
     rng: R,
 }
 
-impl<'d, 'n, Rt, A, C, R> Run<'d, 'n, Rt, A, C, R> {
-    pub(super) const fn new(dep: &'d Dependency<'n, Rt>, attempt: A, classify: C, rng: R) -> Self {
+impl<'d, 'n, Rt, A, C, R, M> Run<'d, 'n, Rt, A, C, R, M> {
+    pub(super) const fn new(
+        dep: &'d Dependency<'n, Rt, M>,
+        attempt: A,
+        classify: C,
+        rng: R,
+    ) -> Self {
         Run {
             dep,
             attempt,
@@ -50,7 +55,7 @@ impl<'d, 'n, Rt, A, C, R> Run<'d, 'n, Rt, A, C, R> {
     }
 
     /// Keeps the reserve that `steps` computes for this dependency ([`Steps::reserve_for`]).
-    pub fn in_plan<const N: usize>(mut self, steps: &Steps<'_, '_, Rt, N>) -> Self {
+    pub fn in_plan<const N: usize>(mut self, steps: &Steps<'_, '_, Rt, N, M>) -> Self {
         self.reserve = steps.reserve_for(self.dep);
         self
     }
@@ -64,7 +69,7 @@ impl<'d, 'n, Rt, A, C, R> Run<'d, 'n, Rt, A, C, R> {
 
     /// Draws the backoff's jitter from `rng` rather than the runtime's default source (a
     /// seeded generator, in a test or a simulation).
-    pub fn rng<R2: Rng>(self, rng: R2) -> Run<'d, 'n, Rt, A, C, R2> {
+    pub fn rng<R2: Rng>(self, rng: R2) -> Run<'d, 'n, Rt, A, C, R2, M> {
         Run {
             dep: self.dep,
             attempt: self.attempt,
@@ -79,7 +84,7 @@ impl<'d, 'n, Rt, A, C, R> Run<'d, 'n, Rt, A, C, R> {
     /// what ends the call. By default every error is [`Outcome::Failed`]. The closure needs no
     /// annotation:
     /// `.classify(|e| if e.is_timeout() { Outcome::TimedOut } else { Outcome::Fatal })`.
-    pub fn classify<C2, F, T, E>(self, classify: C2) -> Run<'d, 'n, Rt, A, C2, R>
+    pub fn classify<C2, F, T, E>(self, classify: C2) -> Run<'d, 'n, Rt, A, C2, R, M>
     where
         A: Attempt<Future = F>,
         F: Future<Output = Result<T, E>>,
@@ -102,16 +107,17 @@ impl<'d, 'n, Rt, A, C, R> Run<'d, 'n, Rt, A, C, R> {
     }
 }
 
-impl<'d, 'n, Rt, A, C, R, F, T, E> IntoFuture for Run<'d, 'n, Rt, A, C, R>
+impl<'d, 'n, Rt, A, C, R, F, T, E, M> IntoFuture for Run<'d, 'n, Rt, A, C, R, M>
 where
     Rt: Runtime,
+    M: Mode,
     A: Attempt<Future = F>,
     F: Future<Output = Result<T, E>>,
     C: Classify<E>,
     R: Rng,
 {
     type Output = Result<T, CallError<E>>;
-    type IntoFuture = RunFuture<'d, 'n, Rt, A, C, R, F, T, E>;
+    type IntoFuture = RunFuture<'d, 'n, Rt, A, C, R, F, T, E, M>;
 
     fn into_future(self) -> Self::IntoFuture {
         RunFuture {
@@ -125,16 +131,17 @@ where
 #[derive(Debug)]
 pub struct WithReport<Run>(Run);
 
-impl<'d, 'n, Rt, A, C, R, F, T, E> IntoFuture for WithReport<Run<'d, 'n, Rt, A, C, R>>
+impl<'d, 'n, Rt, A, C, R, F, T, E, M> IntoFuture for WithReport<Run<'d, 'n, Rt, A, C, R, M>>
 where
     Rt: Runtime,
+    M: Mode,
     A: Attempt<Future = F>,
     F: Future<Output = Result<T, E>>,
     C: Classify<E>,
     R: Rng,
 {
     type Output = Called<T, E>;
-    type IntoFuture = WithReportFuture<'d, 'n, Rt, A, C, R, F, T, E>;
+    type IntoFuture = WithReportFuture<'d, 'n, Rt, A, C, R, F, T, E, M>;
 
     fn into_future(self) -> Self::IntoFuture {
         WithReportFuture {
@@ -144,39 +151,30 @@ where
 }
 
 /// The driver's future of one call, as a [`Run`] sets it up.
-type DriveOf<'d, Rt, A, C, R, F, T, E> = Drive<
-    'd,
-    <Rt as Runtime>::Timer,
-    R,
-    C,
-    InScope<Rt, A>,
-    Recorder<'d>,
-    Scoped<Rt, F>,
-    T,
-    E,
-    Full,
->;
+type DriveOf<'d, Rt, A, C, R, F, T, E, M> =
+    Drive<'d, <Rt as Runtime>::Timer, R, C, InScope<Rt, A>, Recorder<'d>, Scoped<Rt, F>, T, E, M>;
 
 pin_project_lite::pin_project! {
     /// The call in progress: the driver's future, and the dependency it records into.
-    struct Calling<'d, 'n, Rt: Runtime, A, C, R, F, T, E> {
+    struct Calling<'d, 'n, Rt: Runtime, A, C, R, F, T, E, M: Mode> {
         #[pin]
-        drive: DriveOf<'d, Rt, A, C, R, F, T, E>,
-        dep: &'d Dependency<'n, Rt>,
+        drive: DriveOf<'d, Rt, A, C, R, F, T, E, M>,
+        dep: &'d Dependency<'n, Rt, M>,
         deadline: Option<Deadline>,
         settled: bool,
     }
 }
 
-impl<'d, 'n, Rt, A, C, R, F, T, E> Calling<'d, 'n, Rt, A, C, R, F, T, E>
+impl<'d, 'n, Rt, A, C, R, F, T, E, M> Calling<'d, 'n, Rt, A, C, R, F, T, E, M>
 where
     Rt: Runtime,
+    M: Mode,
     A: Attempt<Future = F>,
     F: Future<Output = Result<T, E>>,
     C: Classify<E>,
     R: Rng,
 {
-    fn new(run: Run<'d, 'n, Rt, A, C, R>) -> Self {
+    fn new(run: Run<'d, 'n, Rt, A, C, R, M>) -> Self {
         let dep = run.dep;
         // The deadline is settled at the first poll, inside whatever scope runs it.
         let call = dep.call(Deadline::NEVER, run.reserve);
@@ -217,15 +215,16 @@ pin_project_lite::pin_project! {
     /// attempts in flight, the sleep and the call's state are all inside it. Dropping it
     /// drops every attempt still running, which cancels them.
     #[must_use = "futures do nothing unless polled"]
-    pub struct RunFuture<'d, 'n, Rt: Runtime, A, C, R, F, T, E> {
+    pub struct RunFuture<'d, 'n, Rt: Runtime, A, C, R, F, T, E, M: Mode> {
         #[pin]
-        calling: Calling<'d, 'n, Rt, A, C, R, F, T, E>,
+        calling: Calling<'d, 'n, Rt, A, C, R, F, T, E, M>,
     }
 }
 
-impl<Rt, A, C, R, F, T, E> Future for RunFuture<'_, '_, Rt, A, C, R, F, T, E>
+impl<Rt, A, C, R, F, T, E, M> Future for RunFuture<'_, '_, Rt, A, C, R, F, T, E, M>
 where
     Rt: Runtime,
+    M: Mode,
     A: Attempt<Future = F>,
     F: Future<Output = Result<T, E>>,
     C: Classify<E>,
@@ -245,15 +244,16 @@ where
 pin_project_lite::pin_project! {
     /// The future of an awaited [`WithReport`]: the whole [`Called`].
     #[must_use = "futures do nothing unless polled"]
-    pub struct WithReportFuture<'d, 'n, Rt: Runtime, A, C, R, F, T, E> {
+    pub struct WithReportFuture<'d, 'n, Rt: Runtime, A, C, R, F, T, E, M: Mode> {
         #[pin]
-        calling: Calling<'d, 'n, Rt, A, C, R, F, T, E>,
+        calling: Calling<'d, 'n, Rt, A, C, R, F, T, E, M>,
     }
 }
 
-impl<Rt, A, C, R, F, T, E> Future for WithReportFuture<'_, '_, Rt, A, C, R, F, T, E>
+impl<Rt, A, C, R, F, T, E, M> Future for WithReportFuture<'_, '_, Rt, A, C, R, F, T, E, M>
 where
     Rt: Runtime,
+    M: Mode,
     A: Attempt<Future = F>,
     F: Future<Output = Result<T, E>>,
     C: Classify<E>,

@@ -4,6 +4,7 @@
 use core::time::Duration;
 
 use super::Dependency;
+use crate::drive::Full;
 
 /// The dependencies one request calls, in order, and the request's own work after them:
 /// enough to compute each call's reserve, the own work plus the floors of the required
@@ -24,16 +25,16 @@ use super::Dependency;
 /// assert_eq!(CHECKOUT.reserve_for(&C), ms(20));
 /// ```
 #[derive(Debug)]
-pub struct Steps<'a, 'n, Rt, const N: usize> {
-    deps: [&'a Dependency<'n, Rt>; N],
+pub struct Steps<'a, 'n, Rt, const N: usize, M = Full> {
+    deps: [&'a Dependency<'n, Rt, M>; N],
     own_work: Duration,
 }
 
-impl<'a, 'n, Rt, const N: usize> Steps<'a, 'n, Rt, N> {
+impl<'a, 'n, Rt, const N: usize, M> Steps<'a, 'n, Rt, N, M> {
     /// The request calls `deps`, in this order, with no work of its own after them (see
     /// [`own_work`](Self::own_work)).
     #[must_use]
-    pub const fn new(deps: [&'a Dependency<'n, Rt>; N]) -> Self {
+    pub const fn new(deps: [&'a Dependency<'n, Rt, M>; N]) -> Self {
         Steps {
             deps,
             own_work: Duration::ZERO,
@@ -52,7 +53,7 @@ impl<'a, 'n, Rt, const N: usize> Steps<'a, 'n, Rt, N> {
     /// dependencies after it. A dependency the plan does not hold reserves for every required
     /// one (the cautious reading).
     #[must_use]
-    pub fn reserve_for<'m>(&self, dep: &Dependency<'m, Rt>) -> Duration {
+    pub fn reserve_for<'m, M2>(&self, dep: &Dependency<'m, Rt, M2>) -> Duration {
         let me = core::ptr::from_ref(dep).cast::<()>();
         let after = self
             .deps
@@ -68,7 +69,7 @@ impl<'a, 'n, Rt, const N: usize> Steps<'a, 'n, Rt, N> {
 
     /// The dependencies, in order.
     #[must_use]
-    pub const fn dependencies(&self) -> &[&'a Dependency<'n, Rt>; N] {
+    pub const fn dependencies(&self) -> &[&'a Dependency<'n, Rt, M>; N] {
         &self.deps
     }
 }

@@ -9,6 +9,7 @@ use core::pin::Pin;
 use core::task::{Context, Poll, ready};
 use core::time::Duration;
 
+use deadline_core::drive::Full;
 use deadline_core::drive::{AnyErrorFails, Attempt, CallError, Classify};
 use deadline_core::wire::Propagation;
 use deadline_core::{Error, Limits, Outcome, RunFuture};
@@ -661,6 +662,7 @@ type RunOf<S, B, R, C, T> = RunFuture<
     AttemptFuture<S, B, C>,
     Response<PropagateBody<R>>,
     Failure<Response<PropagateBody<R>>, <S as Service<Request<B>>>::Error>,
+    Full,
 >;
 
 /// The call of one request to `dependency`, keeping `reserve` after it.
