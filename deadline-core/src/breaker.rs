@@ -370,9 +370,11 @@ impl CircuitBreaker {
     ///
     /// [`Error::CircuitOpen`] while the breaker is open, or half-open with all its probe slots
     /// taken. Fail the call at once: do not call the dependency.
-    #[inline]
+    // Inlined on 64-bit hosts (one load for a closed breaker); on 32-bit microcontrollers,
+    // sized for flash, the compiler decides.
+    #[cfg_attr(target_pointer_width = "64", inline)]
     pub fn try_acquire(&self, now: Instant) -> Result<Permit, Error> {
-        // A closed breaker lets every call through: one load, inlined into the caller.
+        // A closed breaker lets every call through: one load.
         let s = self.state.load(Ordering::Acquire);
         if mode_of(s) == CLOSED {
             return Ok(Permit {
@@ -498,8 +500,9 @@ impl CircuitBreaker {
         let tag = window_tag(g);
         // A success into a full window of successes leaves it as it is: no write (most calls,
         // on a healthy dependency, and the write is what costs under contention).
+        // (Such a window is its marker bit alone, just past the `t.window` outcomes.)
         let w = self.window.load(Ordering::Acquire);
-        if !failed && window_tag_of(w) == tag && push(w, false, t.window) == w {
+        if !failed && window_tag_of(w) == tag && w & FIELD_MASK == 1 << t.window {
             return;
         }
         let pushed = self

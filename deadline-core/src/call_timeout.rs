@@ -64,8 +64,9 @@ pub struct Limits {
 
 impl Limits {
     /// The limits of an attempt to `policy`'s dependency with `timeout`, ending at `until`:
-    /// its connect limit is the policy's, never more than `timeout`. (What `call_timeout`
-    /// decides; an attempt's record keeps only the timeout and the end, and rebuilds the rest.)
+    /// its connect limit is the policy's, never more than `timeout`, as [`call_timeout`]
+    /// decides it. (An attempt's record keeps only the timeout and the end, and rebuilds the
+    /// rest with this.)
     #[inline]
     pub(crate) const fn of(policy: &Policy, timeout: Duration, until: Instant) -> Limits {
         Limits {
@@ -233,7 +234,11 @@ pub fn call_timeout(
     now: Instant,
 ) -> Decision {
     match within_budget(deadline.left(now), reserve, policy.cap, policy.floor) {
-        Ok(available) => Decision::Call(Limits::of(policy, available, until(now, available))),
+        Ok(available) => Decision::Call(Limits {
+            timeout: available,
+            connect: duration_min(policy.connect, available),
+            until: until(now, available),
+        }),
         Err(shortfall) => match policy.necessity {
             Necessity::Optional => Decision::Skip(shortfall),
             Necessity::Required => Decision::Fail(shortfall),
