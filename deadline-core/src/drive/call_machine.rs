@@ -453,7 +453,9 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
             // permit handed back), and the machine waits for the deadline at the latest.
             let mut unmade = attempt;
             let at = unmade.started();
-            unmade.settle(self.call().breaker, BreakerOutcome::Abandoned, at);
+            if M::FULL {
+                unmade.settle(self.call().breaker, BreakerOutcome::Abandoned, at);
+            }
             return Action::Wait {
                 until: self.call().deadline.instant(),
             };
@@ -539,7 +541,8 @@ impl<E, M: Mode> Drop for CallMachine<'_, E, M> {
     /// once (a half-open breaker's probe slot is freed now, not after its probe timeout).
     fn drop(&mut self) {
         let breaker = self.course.call().breaker;
-        if breaker.is_none() {
+        if !M::FULL || breaker.is_none() {
+            // Only a mode with a breaker holds permits.
             return;
         }
         for flight in self.in_flight.all_mut().iter_mut().flatten() {

@@ -153,7 +153,7 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
     /// The attempt answered at `now`: it is the call's winner. Reported to the breaker as a
     /// success.
     pub(super) fn succeeded(&mut self, mut attempt: Attempt, now: Instant) {
-        attempt.settle(self.call.breaker, BreakerOutcome::Success, now);
+        self.settle_breaker(&mut attempt, BreakerOutcome::Success, now);
         self.tally.won(attempt.number, attempt.hedge);
     }
 
@@ -181,12 +181,12 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
     ) -> bool {
         let failure = if outcome == Outcome::TimedOut && now >= attempt.until {
             self.tally.timed_out();
-            attempt.settle(self.call.breaker, BreakerOutcome::Timeout, now);
+            self.settle_breaker(&mut attempt, BreakerOutcome::Timeout, now);
             Failure::TimedOut {
                 after: attempt.timeout,
             }
         } else {
-            attempt.settle(self.call.breaker, BreakerOutcome::of_attempt(outcome), now);
+            self.settle_breaker(&mut attempt, BreakerOutcome::of_attempt(outcome), now);
             Failure::Error(error)
         };
         self.record_failure(failure, outcome, now);
@@ -197,7 +197,7 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
     /// Reported to the breaker as a timeout.
     pub(super) fn timed_out(&mut self, mut attempt: Attempt, now: Instant) {
         self.tally.timed_out();
-        attempt.settle(self.call.breaker, BreakerOutcome::Timeout, now);
+        self.settle_breaker(&mut attempt, BreakerOutcome::Timeout, now);
         let after = attempt.timeout;
         self.record_failure(Failure::TimedOut { after }, Outcome::TimedOut, now);
     }
@@ -207,7 +207,7 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
     /// the breaker as [`Abandoned`](BreakerOutcome::Abandoned).
     pub(super) fn cancel(&mut self, mut attempt: Attempt, now: Instant) {
         self.tally.cancelled();
-        attempt.settle(self.call.breaker, BreakerOutcome::Abandoned, now);
+        self.settle_breaker(&mut attempt, BreakerOutcome::Abandoned, now);
     }
 
     /// Decides, at `now`, whether to retry after the latest failure, once no attempt is
@@ -366,6 +366,15 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
                 self.tally.breaker_rejected();
                 Err(e)
             }
+        }
+    }
+
+    /// Reports how `attempt` ended to the call's breaker. Only a mode with a breaker asks it for
+    /// permits ([`admit`](Course::admit)), so in any other the breaker's code is not linked.
+    #[inline]
+    fn settle_breaker(&self, attempt: &mut Attempt, outcome: BreakerOutcome, now: Instant) {
+        if M::FULL {
+            attempt.settle(self.call.breaker, outcome, now);
         }
     }
 
