@@ -57,7 +57,7 @@ fn main() {
     println!("\nmean time per call in this run, and against tokio::time::timeout:");
     for name in deadline_bench::SCENARIOS {
         if let Some(ns) = per_call(name) {
-            println!("  {name:<22} {ns:>9.1} ns  {:>5.2}x", ns / base);
+            println!("  {name:<28} {ns:>9.1} ns  {:>5.2}x", ns / base);
         }
     }
 }

@@ -338,7 +338,10 @@ pub fn future_sizes() -> Vec<(&'static str, usize)> {
     vec![
         ("tokio_timeout", core::mem::size_of_val(&tokio)),
         ("dependency_run", core::mem::size_of_val(&run)),
-        ("dependency_run_deadline_only", core::mem::size_of_val(&run_only)),
+        (
+            "dependency_run_deadline_only",
+            core::mem::size_of_val(&run_only),
+        ),
         ("deadline_drive_only", core::mem::size_of_val(&only)),
         ("deadline_within", core::mem::size_of_val(&within)),
         ("deadline_drive", core::mem::size_of_val(&driven)),
