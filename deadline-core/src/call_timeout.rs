@@ -67,6 +67,7 @@ impl Limits {
     /// its connect limit is the policy's, never more than `timeout`, as [`call_timeout`]
     /// decides it. (An attempt's record keeps only the timeout and the end, and rebuilds the
     /// rest with this.)
+    #[cfg(feature = "drive")]
     #[inline]
     pub(crate) const fn of(policy: &Policy, timeout: Duration, until: Instant) -> Limits {
         Limits {
