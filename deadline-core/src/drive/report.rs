@@ -246,20 +246,28 @@ pub struct Report {
 
 impl Report {
     /// The report of a call before anything happened.
-    pub const EMPTY: Report = Report {
-        attempts: 0,
-        retries: 0,
-        hedges: 0,
-        timeouts: 0,
-        budget_refusals: 0,
-        breaker_rejections: 0,
-        cancelled: 0,
-        winner: None,
-        hedge_won: false,
-        gave_up: None,
-        started: None,
-        ended: Instant::ZERO,
-    };
+    pub const EMPTY: Report = Report::empty();
+
+    /// The report of a call before anything happened, as a function: called where a call
+    /// starts, it is written field by field (the constant [`EMPTY`](Report::EMPTY) may be
+    /// copied whole from read-only memory).
+    #[inline]
+    pub(crate) const fn empty() -> Report {
+        Report {
+            attempts: 0,
+            retries: 0,
+            hedges: 0,
+            timeouts: 0,
+            budget_refusals: 0,
+            breaker_rejections: 0,
+            cancelled: 0,
+            winner: None,
+            hedge_won: false,
+            gave_up: None,
+            started: None,
+            ended: Instant::ZERO,
+        }
+    }
 
     /// Whether the dependency was called at all.
     #[must_use]

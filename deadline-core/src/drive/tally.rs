@@ -51,20 +51,7 @@ impl Tally for Report {
 
     #[inline]
     fn fresh() -> Self {
-        Report {
-            attempts: 0,
-            retries: 0,
-            hedges: 0,
-            timeouts: 0,
-            budget_refusals: 0,
-            breaker_rejections: 0,
-            cancelled: 0,
-            winner: None,
-            hedge_won: false,
-            gave_up: None,
-            started: None,
-            ended: Instant::ZERO,
-        }
+        Report::empty()
     }
 
     #[inline]
