@@ -240,6 +240,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
 
     /// The next step at `now`, drawing jitter from `rng`. Call it after every change: an
     /// attempt's result, a wake-up, the start of the call.
+    #[inline]
     pub fn poll<R: Rng + ?Sized, O: Observer + ?Sized>(
         &mut self,
         now: Instant,
