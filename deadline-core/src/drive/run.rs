@@ -45,6 +45,7 @@ where
     /// them may have moved), then the machine's actions until it waits or is done. A sleep is
     /// armed only when an attempt is pending, so a call whose first attempt answers at once
     /// never touches the timer.
+    #[inline]
     pub(super) fn poll(
         &mut self,
         cx: &mut Context<'_>,
