@@ -193,6 +193,7 @@ where
         }
     }
 
+    #[inline]
     fn poll_called(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Called<T, E>> {
         let mut this = self.project();
         if !*this.settled {

@@ -368,6 +368,7 @@ where
 {
     type Output = Called<T, E>;
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Called<T, E>> {
         let this = self.project();
         let mut sleep = this.sleep;
