@@ -240,7 +240,9 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
 
     /// The next step at `now`, drawing jitter from `rng`. Call it after every change: an
     /// attempt's result, a wake-up, the start of the call.
-    #[inline]
+    // Each driver calls it from one place in its loop: inlined there, the action it returns
+    // is matched away.
+    #[inline(always)]
     pub fn poll<R: Rng + ?Sized, O: Observer + ?Sized>(
         &mut self,
         now: Instant,
