@@ -102,11 +102,8 @@ pub trait Slots<F> {
     /// How many.
     const LEN: usize;
 
-    /// No attempt running.
-    const EMPTY: Self;
-
-    /// No attempt running, written slot by slot (where [`EMPTY`](Slots::EMPTY), a
-    /// constant, may be copied whole from read-only memory).
+    /// No attempt running, written slot by slot (a constant of it may be copied whole from
+    /// read-only memory).
     fn empty() -> Self;
 
     /// The future in `slot` (the last one for a `slot` past the end).
@@ -123,7 +120,6 @@ pin_project_lite::pin_project! {
 
 impl<F> Slots<F> for One<F> {
     const LEN: usize = 1;
-    const EMPTY: Self = One { s0: None };
 
     #[inline]
     fn empty() -> Self {
@@ -152,12 +148,6 @@ pin_project_lite::pin_project! {
 
 impl<F> Slots<F> for Four<F> {
     const LEN: usize = 4;
-    const EMPTY: Self = Four {
-        s0: None,
-        s1: None,
-        s2: None,
-        s3: None,
-    };
 
     #[inline]
     fn empty() -> Self {
