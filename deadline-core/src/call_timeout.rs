@@ -66,7 +66,8 @@ impl Limits {
     /// The limits of an attempt to `policy`'s dependency with `timeout`, ending at `until`:
     /// its connect limit is the policy's, never more than `timeout`, as [`call_timeout`]
     /// decides it. (An attempt's record keeps only the timeout and the end, and rebuilds the
-    /// rest with this.)
+    /// rest with this. `call_timeout` writes the same rule out itself: calling this from there,
+    /// even always inlined, made `call_timeout` alone 20 bytes larger on thumbv7em.)
     #[cfg(feature = "drive")]
     #[inline]
     pub(crate) const fn of(policy: &Policy, timeout: Duration, until: Instant) -> Limits {

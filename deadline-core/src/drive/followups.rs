@@ -31,15 +31,23 @@ pub struct Followups {
 
 impl Followups {
     /// Before the first attempt.
-    pub(super) const NEW: Followups = Followups {
-        retry: RetryState::new(),
-        hedges: HedgeState::new(Instant::ZERO),
-        live_delay: None,
-        last_outcome: Outcome::Failed,
-        backoff_end: Instant::ZERO,
-        latest_poll: Instant::ZERO,
-        final_failure: false,
-    };
+    pub(super) const NEW: Followups = Followups::hedging_after(None);
+
+    /// Before the first attempt, hedging after `live` when it is `Some`. Called where a call
+    /// starts, it writes the fields one by one (the constant [`NEW`](Followups::NEW) may be
+    /// copied whole from read-only memory).
+    #[inline]
+    const fn hedging_after(live: Option<Duration>) -> Followups {
+        Followups {
+            retry: RetryState::new(),
+            hedges: HedgeState::new(Instant::ZERO),
+            live_delay: live,
+            last_outcome: Outcome::Failed,
+            backoff_end: Instant::ZERO,
+            latest_poll: Instant::ZERO,
+            final_failure: false,
+        }
+    }
 }
 
 /// Where a mode keeps its [`Followups`]: in a [`Full`](super::Full) call, or nowhere (`()`)
@@ -64,16 +72,7 @@ impl Kept for Followups {
 
     #[inline]
     fn starting(live: Option<Duration>) -> Self {
-        // Field by field: the constant `Followups::NEW` may be copied whole from memory.
-        Followups {
-            retry: RetryState::new(),
-            hedges: HedgeState::new(Instant::ZERO),
-            live_delay: live,
-            last_outcome: Outcome::Failed,
-            backoff_end: Instant::ZERO,
-            latest_poll: Instant::ZERO,
-            final_failure: false,
-        }
+        Followups::hedging_after(live)
     }
 
     #[inline]
