@@ -13,11 +13,13 @@ const ORIGIN_MARGIN: Duration = Duration::from_secs(24 * 60 * 60);
 /// The process-wide origin of the core instants made from std instants.
 struct Origin {
     /// One day before the first time a conversion needed one (less on a platform that cannot
-    /// represent that instant).
+    /// represent that instant), on a whole microsecond of the instant's [`Fields`] when they
+    /// are read.
     instant: std::time::Instant,
-    /// The origin's seconds and nanoseconds as [`Fields`] reads them, if reading them that way
-    /// was found, when the origin was taken, to give std's own time differences ([`verify`]).
-    fields: Option<(u64, u32)>,
+    /// The origin's [`Fields`] in whole microseconds ([`micros_of`]; negative when the
+    /// platform's clock started less than a day before), if reading instants that way was
+    /// found, when the origin was taken, to give std's own time differences ([`verify`]).
+    base: Option<i64>,
 }
 
 /// The process-wide origin, taken at the first call (after it, one load and a test).
@@ -34,9 +36,16 @@ fn origin() -> &'static Origin {
                 None => margin /= 2,
             }
         };
+        // On a whole microsecond: then an instant's microseconds since the origin are its
+        // own whole microseconds less the origin's, exactly.
+        let instant = Fields::of(instant)
+            .and_then(|(_, nanos)| {
+                instant.checked_sub(Duration::from_nanos(u64::from(nanos % 1_000)))
+            })
+            .unwrap_or(instant);
         Origin {
             instant,
-            fields: verify(instant, now),
+            base: verify(instant, now),
         }
     })
 }
@@ -54,7 +63,7 @@ fn origin() -> &'static Origin {
 /// otherwise, or if the instant hashes in any other shape, the conversion is std's subtraction.
 #[derive(Default)]
 struct Fields {
-    secs: u64,
+    secs: i64,
     nanos: u32,
     /// 0: nothing written yet; 1: the seconds; 2: the seconds, then the nanoseconds; 3: any
     /// other shape.
@@ -63,13 +72,13 @@ struct Fields {
 
 impl Fields {
     /// `t`'s seconds and nanoseconds, or `None` if it does not hash as those two.
-    fn of(t: std::time::Instant) -> Option<(u64, u32)> {
+    fn of(t: std::time::Instant) -> Option<(i64, u32)> {
         let mut fields = Fields::default();
         t.hash(&mut fields);
         (fields.state == 2 && fields.nanos < 1_000_000_000).then_some((fields.secs, fields.nanos))
     }
 
-    fn seconds(&mut self, secs: u64) {
+    fn seconds(&mut self, secs: i64) {
         self.state = if self.state == 0 { 1 } else { 3 };
         self.secs = secs;
     }
@@ -85,12 +94,15 @@ impl Hasher for Fields {
     }
 
     fn write_i64(&mut self, secs: i64) {
-        // Two's complement: `micros_between` takes differences modulo 2^64.
-        self.seconds(secs as u64);
+        self.seconds(secs);
     }
 
     fn write_u64(&mut self, secs: u64) {
-        self.seconds(secs);
+        match i64::try_from(secs) {
+            Ok(secs) => self.seconds(secs),
+            // Past `i64::MAX` seconds: not read (std's subtraction converts it).
+            Err(_) => self.state = 3,
+        }
     }
 
     fn write_u32(&mut self, nanos: u32) {
@@ -99,37 +111,26 @@ impl Hasher for Fields {
     }
 }
 
-/// The time from the origin to a later (or the same) instant, both as [`Fields`] reads them,
-/// in whole microseconds (rounded down, saturating at `u64::MAX`).
-///
-/// The seconds are two's-complement `i64` on Unix and `u64` on Windows: for an instant at or
-/// after the origin the wrapping difference is the true one either way (below 2^64).
-fn micros_between((origin_secs, origin_nanos): (u64, u32), (secs, nanos): (u64, u32)) -> u64 {
-    let (secs, nanos) = if nanos >= origin_nanos {
-        (
-            secs.wrapping_sub(origin_secs),
-            nanos.wrapping_sub(origin_nanos),
-        )
-    } else {
-        (
-            secs.wrapping_sub(origin_secs).wrapping_sub(1),
-            nanos.wrapping_add(1_000_000_000).wrapping_sub(origin_nanos),
-        )
-    };
-    // `nanos / 1 000` is below 10^6: the sum saturates only with the product.
-    match secs.checked_mul(1_000_000) {
-        Some(whole) => whole.saturating_add(u64::from(nanos / 1_000)),
-        None => u64::MAX,
-    }
+/// An instant's [`Fields`] in whole microseconds (rounded down, towards the past), or `None`
+/// outside `i64` (then the conversion is std's subtraction).
+#[inline]
+fn micros_of((secs, nanos): (i64, u32)) -> Option<i64> {
+    // `nanos / 1 000` is below 10^6: a multiply-high, no division.
+    secs.checked_mul(1_000_000)?
+        .checked_add(i64::from(nanos / 1_000))
 }
 
-/// The origin's [`Fields`], if they give std's own time differences: the instant hashes as
-/// seconds then nanoseconds, and for `now` (the first use, after the origin) and for the
-/// origin plus a few durations that cross second boundaries, the fields' difference in
-/// microseconds is std's `duration_since` in microseconds. `None` otherwise: then every
-/// conversion takes std's subtraction.
-fn verify(origin: std::time::Instant, now: std::time::Instant) -> Option<(u64, u32)> {
-    let base = Fields::of(origin)?;
+/// The origin's [`Fields`] in whole microseconds, if they give std's own time differences:
+/// the instant hashes as seconds then nanoseconds, on a whole microsecond, and for `now` (the
+/// first use, after the origin) and for the origin plus a few durations that cross second
+/// boundaries, the difference of the fields' microseconds is std's `duration_since` in
+/// microseconds. `None` otherwise: then every conversion takes std's subtraction.
+fn verify(origin: std::time::Instant, now: std::time::Instant) -> Option<i64> {
+    let fields = Fields::of(origin)?;
+    if fields.1 % 1_000 != 0 {
+        return None;
+    }
+    let base = micros_of(fields)?;
     let probes = [
         Duration::ZERO,
         Duration::from_nanos(999),
@@ -140,9 +141,9 @@ fn verify(origin: std::time::Instant, now: std::time::Instant) -> Option<(u64, u
     ];
     let later = probes.iter().filter_map(|&d| origin.checked_add(d));
     for t in later.chain([now]) {
-        let fields = Fields::of(t)?;
+        let micros = micros_of(Fields::of(t)?)?.checked_sub(base)?;
         let since = t.checked_duration_since(origin)?;
-        if micros_between(base, fields) != duration_to_micros(since) {
+        if u64::try_from(micros).ok() != Some(duration_to_micros(since)) {
             return None;
         }
     }
@@ -168,13 +169,17 @@ fn verify(origin: std::time::Instant, now: std::time::Instant) -> Option<(u64, u
 #[inline]
 pub fn from_std(t: std::time::Instant) -> Instant {
     let origin = origin();
-    // std's comparison of instants is inlined; its subtraction is not.
-    if t <= origin.instant {
-        return Instant::ZERO;
+    if let Some(base) = origin.base
+        && let Some(since) = Fields::of(t)
+            .and_then(micros_of)
+            .and_then(|micros| micros.checked_sub(base))
+    {
+        // Before the origin: zero.
+        return Instant::from_micros(u64::try_from(since).unwrap_or(0));
     }
-    match (origin.fields, Fields::of(t)) {
-        (Some(base), Some(fields)) => Instant::from_micros(micros_between(base, fields)),
-        _ => Instant::from_micros(duration_to_micros(t.duration_since(origin.instant))),
+    match t.checked_duration_since(origin.instant) {
+        Some(since) => Instant::from_micros(duration_to_micros(since)),
+        None => Instant::ZERO,
     }
 }
 
@@ -223,21 +228,22 @@ impl Clock for StdClock {
 mod tests {
     use std::time::Duration;
 
-    use super::{Fields, duration_to_micros, from_std, micros_between, origin};
+    use super::{Fields, duration_to_micros, from_std, micros_of, origin, to_std};
 
     /// On Unix and Windows the fields are read: the fast path is the one tested and measured.
     #[cfg(any(unix, windows))]
     #[test]
     fn the_fields_are_verified_here() {
-        assert!(origin().fields.is_some());
+        assert!(origin().base.is_some());
     }
 
     /// The fields' difference is std's, over a spread of instants after the origin, and an
-    /// instant before it converts to zero.
+    /// instant before it converts to zero; a core instant converts back to the latest whole
+    /// microsecond at or before the std one.
     #[test]
     fn the_fields_give_std_differences() {
         let origin = origin();
-        let Some(base) = origin.fields else {
+        let Some(base) = origin.base else {
             return;
         };
         let mut x = 0x9E37_79B9_7F4A_7C15_u64;
@@ -247,10 +253,13 @@ mod tests {
             x ^= x << 17;
             let d = Duration::new(x >> 40, (x as u32) % 1_000_000_000);
             if let Some(t) = origin.instant.checked_add(d) {
-                let fields = Fields::of(t).unwrap();
+                let micros = micros_of(Fields::of(t).unwrap()).unwrap();
                 let since = t.duration_since(origin.instant);
-                assert_eq!(micros_between(base, fields), duration_to_micros(since));
-                assert_eq!(from_std(t).as_micros(), duration_to_micros(since));
+                assert_eq!((micros - base) as u64, duration_to_micros(since));
+                let core = from_std(t);
+                assert_eq!(core.as_micros(), duration_to_micros(since));
+                let back = to_std(core);
+                assert!(back <= t && t - back < Duration::from_micros(1), "{d:?}");
             }
             if let Some(t) = origin.instant.checked_sub(d) {
                 assert_eq!(from_std(t).as_micros(), 0, "{d:?} before the origin");
@@ -258,16 +267,35 @@ mod tests {
         }
     }
 
-    /// Saturation: a difference past `u64::MAX` microseconds reads as `u64::MAX`; borrows
-    /// across the second; seconds that wrap (two's complement) still differ by the right
-    /// amount.
+    /// Whole microseconds, rounded towards the past (also before the platform's zero);
+    /// `None` outside `i64`, which std's subtraction then converts.
     #[test]
-    fn micros_between_saturates_and_borrows() {
-        assert_eq!(micros_between((0, 0), (1 << 62, 0)), u64::MAX);
-        assert_eq!(micros_between((5, 999_999_999), (6, 0)), 0);
-        assert_eq!(micros_between((5, 999_999_000), (6, 0)), 1);
-        assert_eq!(micros_between((5, 500), (7, 400)), 1_999_999);
-        assert_eq!(micros_between((7, 400), (7, 1_399)), 0);
-        assert_eq!(micros_between((-3i64 as u64, 0), (2, 1_000)), 5_000_001);
+    fn micros_of_rounds_down_and_refuses_overflow() {
+        assert_eq!(micros_of((0, 0)), Some(0));
+        assert_eq!(micros_of((0, 999)), Some(0));
+        assert_eq!(micros_of((0, 1_000)), Some(1));
+        assert_eq!(micros_of((5, 999_999_999)), Some(5_999_999));
+        // -3 s + 0.5 s: 2.5 s before the platform's zero.
+        assert_eq!(micros_of((-3, 500_000_000)), Some(-2_500_000));
+        assert_eq!(micros_of((1 << 62, 0)), None);
+        assert_eq!(micros_of((i64::MIN, 0)), None);
+        // The last second that fits: its microseconds fit up to `i64::MAX`, not past it.
+        let last = i64::MAX / 1_000_000;
+        assert_eq!(micros_of((last, 775_807_999)), Some(i64::MAX));
+        assert_eq!(micros_of((last, 775_808_000)), None);
+    }
+
+    /// A count of seconds past `i64::MAX` (a `u64` on Windows) is not read.
+    #[test]
+    fn seconds_past_i64_are_not_read() {
+        use std::hash::Hasher;
+        let mut fields = Fields::default();
+        fields.write_u64(u64::MAX);
+        fields.write_u32(0);
+        assert_ne!(fields.state, 2);
+        let mut fields = Fields::default();
+        fields.write_u64(7);
+        fields.write_u32(5);
+        assert_eq!((fields.state, fields.secs, fields.nanos), (2, 7, 5));
     }
 }
