@@ -60,29 +60,52 @@ pub struct Limits {
     pub connect: Duration,
     /// The instant the call's timeout ends: `now + timeout`, never after the request deadline.
     pub until: Instant,
+    /// The instant the call was decided (`until - timeout`): its [`deadline`](Limits::deadline)'s
+    /// start, kept so that handing the deadline on is two moves.
+    start: Instant,
 }
 
 impl Limits {
-    /// The limits of an attempt to `policy`'s dependency with `timeout`, ending at `until`:
-    /// its connect limit is the policy's, never more than `timeout`, as [`call_timeout`]
-    /// decides it. (An attempt's record keeps only the timeout and the end, and rebuilds the
-    /// rest with this. `call_timeout` writes the same rule out itself: calling this from there,
-    /// even always inlined, made `call_timeout` alone 20 bytes larger on thumbv7em.)
+    /// The limits of an attempt to `policy`'s dependency with `timeout`, decided at `start`
+    /// and ending at `until`: its connect limit is the policy's, never more than `timeout`,
+    /// as [`call_timeout`] decides it. (An attempt's record keeps only the timeout, the start
+    /// and the end, and rebuilds the rest with this. `call_timeout` writes the same rule out
+    /// itself: calling this from there, even always inlined, made `call_timeout` alone 20
+    /// bytes larger on thumbv7em.)
     #[cfg(feature = "drive")]
     #[inline]
-    pub(crate) const fn of(policy: &Policy, timeout: Duration, until: Instant) -> Limits {
+    pub(crate) const fn of(
+        policy: &Policy,
+        timeout: Duration,
+        start: Instant,
+        until: Instant,
+    ) -> Limits {
         Limits {
             timeout,
             connect: duration_min(policy.connect, timeout),
             until,
+            start,
         }
     }
 
     /// This call's deadline, to hand to the callee (it is a child of the request deadline).
     /// It starts when the call does, so its time left never exceeds `timeout`.
+    ///
+    /// ```
+    /// use deadline_core::{Deadline, Instant, Policy, call_timeout, ms};
+    ///
+    /// let b = Policy::required("B").cap(ms(110));
+    /// let now = Instant::from_millis(50);
+    /// let limits = call_timeout(&b, Deadline::after(Instant::ZERO, ms(200)), ms(20), now)
+    ///     .limits()
+    ///     .unwrap();
+    /// assert_eq!(limits.deadline(), Deadline::after(now, ms(110)));
+    /// // A reading before the call's start counts as the start.
+    /// assert_eq!(limits.deadline().remaining(Instant::from_millis(40)), ms(110));
+    /// ```
     #[must_use]
     pub const fn deadline(&self) -> Deadline {
-        Deadline::after(self.until.saturating_sub(self.timeout), self.timeout)
+        Deadline::between(self.start, self.until)
     }
 
     /// The connect limit for a connection opened at `now`: the policy's connect limit, but
@@ -240,6 +263,7 @@ pub fn call_timeout(
             timeout: available,
             connect: duration_min(policy.connect, available),
             until: until(now, available),
+            start: now,
         }),
         Err(shortfall) => match policy.necessity {
             Necessity::Optional => Decision::Skip(shortfall),

@@ -96,6 +96,13 @@ impl Deadline {
         }
     }
 
+    /// The deadline at `at` that started at `start` (no later than `at`): the one
+    /// [`after`](Deadline::after) makes for `start` and `at - start`, without the arithmetic.
+    #[inline]
+    pub(crate) const fn between(start: Instant, at: Instant) -> Self {
+        Deadline { at, start }
+    }
+
     /// The instant of the deadline.
     #[must_use]
     pub const fn instant(self) -> Instant {

@@ -36,7 +36,7 @@ impl Attempt {
     /// ends at [`Limits::until`]).
     #[must_use]
     pub(super) const fn limits(&self, policy: &Policy) -> Limits {
-        Limits::of(policy, self.timeout, self.until)
+        Limits::of(policy, self.timeout, self.started, self.until)
     }
 
     /// The attempt's number: 0 for the first, counting every retry and hedge in the order
