@@ -17,12 +17,12 @@ use deadline_core::{
     BreakerConfig, CircuitBreaker, Clock, Deadline, Policy, RetryBudget, call_timeout, ms,
 };
 use deadline_tokio::{
-    Dependency, TokioClock, TokioTimer, call, decide, drive, scope, scope_timeout, within,
+    Dependency, Tokio, TokioClock, TokioTimer, call, decide, drive, scope_timeout, within,
 };
 use tower::{Service, ServiceExt};
 
 /// The scenarios, by the name the programs take.
-pub const SCENARIOS: [&str; 16] = [
+pub const SCENARIOS: [&str; 17] = [
     "clock_tokio",
     "clock_deadline",
     "call_timeout",
@@ -35,6 +35,7 @@ pub const SCENARIOS: [&str; 16] = [
     "deadline_within",
     "deadline_drive",
     "deadline_drive_only",
+    "deadline_drive_only_scoped",
     "deadline_drive_armed",
     "dependency_run",
     "dependency_run_armed",
@@ -246,12 +247,21 @@ pub async fn run(name: &str, n: u64) -> Option<u64> {
         "deadline_drive_only" => {
             scope_timeout(BUDGET, async {
                 for _ in 0..n {
+                    // Around the same future as tokio's timeout.
+                    let driver = Driver::deadline_only(call(&PLAIN, ms(0)), TokioTimer);
+                    let called = driver.run(|_: &()| Outcome::Failed, |_| answer()).await;
+                    sum += called.result.unwrap();
+                }
+            })
+            .await;
+        }
+        "deadline_drive_only_scoped" => {
+            scope_timeout(BUDGET, async {
+                for _ in 0..n {
+                    // Each attempt in its own scope, as `drive` runs them.
                     let driver = Driver::deadline_only(call(&PLAIN, ms(0)), TokioTimer);
                     let called = driver
-                        .run(
-                            |_: &()| Outcome::Failed,
-                            |limits| scope(limits.deadline(), answer()),
-                        )
+                        .run_scoped::<Tokio, _, _, _, _, _>(|_: &()| Outcome::Failed, |_| answer())
                         .await;
                     sum += called.result.unwrap();
                 }
@@ -322,10 +332,10 @@ pub fn future_sizes() -> Vec<(&'static str, usize)> {
         |_: &()| Outcome::Failed,
         |_| answer(),
     );
-    let only = Driver::deadline_only(call(&PLAIN, ms(0)), TokioTimer).run(
-        |_: &()| Outcome::Failed,
-        |limits| scope(limits.deadline(), answer()),
-    );
+    let only = Driver::deadline_only(call(&PLAIN, ms(0)), TokioTimer)
+        .run(|_: &()| Outcome::Failed, |_| answer());
+    let only_scoped = Driver::deadline_only(call(&PLAIN, ms(0)), TokioTimer)
+        .run_scoped::<Tokio, _, _, _, _, _>(|_: &()| Outcome::Failed, |_| answer());
     let run = core::future::IntoFuture::into_future(PLAIN_DEP.run(|_| answer()));
     let run_only = core::future::IntoFuture::into_future(ONLY_DEP.run(|_| answer()));
     // The driver's own future, around an attempt future of no size (`Pending` holds nothing),
@@ -343,6 +353,10 @@ pub fn future_sizes() -> Vec<(&'static str, usize)> {
             core::mem::size_of_val(&run_only),
         ),
         ("deadline_drive_only", core::mem::size_of_val(&only)),
+        (
+            "deadline_drive_only_scoped",
+            core::mem::size_of_val(&only_scoped),
+        ),
         ("deadline_within", core::mem::size_of_val(&within)),
         ("deadline_drive", core::mem::size_of_val(&driven)),
         (
