@@ -17,11 +17,11 @@ use core::task::{Context, Poll};
 use core::time::Duration;
 
 use deadline_core::drive::{Runtime, ThreadDeadline};
-use deadline_core::{Clock, Deadline, Decision, Error, Limits, Policy};
+use deadline_core::{Clock, Deadline, Decision, Error, Instant, Limits, Policy, Timer};
 use deadline_std::Entropy;
-use tokio::time::Timeout;
+use tokio::time::Sleep;
 
-use crate::clock::{TokioClock, TokioTimer, to_tokio};
+use crate::clock::{TokioClock, TokioTimer};
 
 /// Runs `fut` with `deadline` as the current deadline, or with the enclosing one if that is
 /// earlier: a nested scope can shorten the deadline, never extend it.
@@ -231,17 +231,23 @@ pub fn decide(policy: &Policy, reserve: Duration) -> Decision {
 /// ```
 pub fn within<F: Future>(limits: Limits, fut: F) -> Within<F> {
     Within {
-        inner: tokio::time::timeout_at(to_tokio(limits.until), scope(limits.deadline(), fut)),
+        fut: scope(limits.deadline(), fut),
+        sleep: None,
+        until: limits.until,
         after: limits.timeout,
     }
 }
 
 pin_project_lite::pin_project! {
-    /// The future returned by [`within`].
+    /// The future returned by [`within`]. Its timer is made only when the future is first
+    /// pending: a call that answers at its first poll never touches tokio's timer.
     #[must_use = "futures do nothing unless polled"]
     pub struct Within<F> {
         #[pin]
-        inner: Timeout<Scoped<F>>,
+        fut: Scoped<F>,
+        #[pin]
+        sleep: Option<Sleep>,
+        until: Instant,
         after: Duration,
     }
 }
@@ -250,10 +256,23 @@ impl<F: Future> Future for Within<F> {
     type Output = Result<F::Output, Error>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let after = *this.after;
-        this.inner
-            .poll(cx)
-            .map(|r| r.map_err(|_| Error::Timeout { after }))
+        let mut this = self.project();
+        // The future first, as tokio's own timeout does: an answer that is ready wins, even
+        // at the timeout.
+        if let Poll::Ready(output) = this.fut.poll(cx) {
+            return Poll::Ready(Ok(output));
+        }
+        if this.sleep.is_none() {
+            this.sleep.set(Some(TokioTimer.sleep_until(*this.until)));
+        }
+        let elapsed = this
+            .sleep
+            .as_pin_mut()
+            .is_none_or(|sleep| sleep.poll(cx).is_ready());
+        if elapsed {
+            Poll::Ready(Err(Error::Timeout { after: *this.after }))
+        } else {
+            Poll::Pending
+        }
     }
 }

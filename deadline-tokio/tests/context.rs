@@ -179,6 +179,30 @@ async fn within_runs_the_call_under_its_own_deadline_and_drops_it_at_the_timeout
     .await;
 }
 
+/// The future is polled before the timer, as tokio's own timeout does: a future that is
+/// ready wins even when its timeout has come; one that is pending then is cut off at that
+/// poll, with no time passing.
+#[tokio::test(start_paused = true)]
+async fn within_polls_the_future_first_and_cuts_off_a_pending_one_whose_time_is_up() {
+    let b = Policy::required("B").cap(ms(50));
+    let limits = decide(&b, ms(0)).limits().unwrap();
+    tokio::time::advance(ms(80)).await;
+    assert_eq!(within(limits, async { 7 }).await, Ok(7));
+    let t0 = TokioClock.now();
+    let late = within(limits, std::future::pending::<()>()).await;
+    assert_eq!(late, Err(Error::Timeout { after: ms(50) }));
+    assert_eq!(TokioClock.now(), t0);
+    // A future pending at its first poll and ready before its timeout: its answer, at once.
+    let limits = decide(&b, ms(0)).limits().unwrap();
+    let quick = within(limits, async {
+        tokio::task::yield_now().await;
+        tokio::time::sleep(ms(10)).await;
+        "quick"
+    });
+    assert_eq!(quick.await, Ok("quick"));
+    assert_eq!(TokioClock.now() - t0, ms(10));
+}
+
 #[tokio::test(start_paused = true)]
 async fn statement_timeout_follows_the_current_deadline() {
     const ORDERS: StatementPolicy = StatementPolicy::capped(ms(300)).floor(ms(40));
