@@ -167,10 +167,7 @@ pub async fn run(name: &str, n: u64) -> Option<u64> {
                     black_box(now),
                 );
                 sum += decision.limits().map_or(0, |l| {
-                    l.until.as_micros()
-                        ^ l.timeout.as_secs()
-                        ^ l.connect.as_secs()
-                        ^ u64::from(l.timeout.subsec_nanos() ^ l.connect.subsec_nanos())
+                    l.until().as_micros() ^ l.timeout_micros() ^ l.connect_micros()
                 });
             }
         }

@@ -207,10 +207,11 @@ pub fn run(table: &Table, rate_per_sec: Option<f64>) -> Result<PlanReport, Input
             .get(step)
             .map_or(Duration::ZERO, |d| d.p50)
     };
-    let worst_case = |_: StepId, p: &Policy| analysis::worst_case_with_backoff(p.cap, &p.retry);
+    let worst_case =
+        |_: StepId, p: &Policy| analysis::worst_case_with_backoff(p.get_cap(), &p.retry);
     let floor = |_: StepId, p: &Policy| {
         if p.is_required() {
-            p.floor
+            p.get_floor()
         } else {
             Duration::ZERO
         }
@@ -232,7 +233,7 @@ pub fn run(table: &Table, rate_per_sec: Option<f64>) -> Result<PlanReport, Input
                 let mut sorted = s.clone();
                 Sample::new(&mut sorted)
                     .ok()
-                    .map(|sample| sample.kill_fraction(policy.cap))
+                    .map(|sample| sample.kill_fraction(policy.get_cap()))
             });
             rows.push(DependencyRow {
                 name: dep.name.clone(),
@@ -246,8 +247,8 @@ pub fn run(table: &Table, rate_per_sec: Option<f64>) -> Result<PlanReport, Input
                 p50_ms: dep.p50,
                 p95_ms: dep.p95,
                 p999_ms: dep.p999,
-                cap_ms: policy.cap,
-                floor_ms: policy.floor,
+                cap_ms: policy.get_cap(),
+                floor_ms: policy.get_floor(),
                 hedge_delay_ms: policy.hedge.map(|h| h.delay),
                 retries: dep.retries,
                 reason: reason(dep, policy, kill),
@@ -298,11 +299,10 @@ pub fn run(table: &Table, rate_per_sec: Option<f64>) -> Result<PlanReport, Input
 /// The time a call would have if it started at `start` with no cap: the core's decision for
 /// an uncapped copy of its policy (`deadline.remaining(start) - reserve`).
 fn slice(policy: &Policy, plan: &TablePlan<'_>, id: StepId, start: Instant) -> Duration {
-    let mut uncapped = *policy;
-    uncapped.cap = Duration::MAX;
+    let uncapped = policy.cap(Duration::MAX);
     match call_timeout(&uncapped, plan.deadline(), plan.reserve(id), start) {
-        Decision::Call(limits) => limits.timeout,
-        Decision::Skip(short) | Decision::Fail(short) => short.available,
+        Decision::Call(limits) => limits.timeout(),
+        Decision::Skip(short) | Decision::Fail(short) => short.available(),
     }
 }
 
@@ -312,8 +312,8 @@ fn reason(dep: &crate::table::Dependency, policy: &Policy, kill: Option<f64>) ->
     let mut s = format!(
         "p99.9 = {} ms, cap {} ms, floor {} ms",
         fmt_ms(dep.p999),
-        fmt_ms(policy.cap),
-        fmt_ms(policy.floor)
+        fmt_ms(policy.get_cap()),
+        fmt_ms(policy.get_floor())
     );
     if let Some(h) = policy.hedge {
         let _ = write!(s, ", hedge after {} ms", fmt_ms(h.delay));

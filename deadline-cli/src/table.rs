@@ -174,7 +174,7 @@ impl Dependency {
             CapSource::Stated(cap) => Policy::required(name).cap(cap).floor(self.p50),
         };
         if let Some(floor) = self.floor {
-            policy.floor = floor;
+            policy = policy.floor(floor);
         }
         if !self.required {
             policy = policy.necessity(Necessity::Optional);

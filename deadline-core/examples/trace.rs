@@ -25,13 +25,13 @@ fn trace(title: &str, latencies: [Duration; 3]) {
         let reserve = plan.reserve(step).as_millis();
         match plan.decide(step, now) {
             Decision::Call(limits) => {
-                let took = latency.min(limits.timeout);
+                let took = latency.min(limits.timeout());
                 clock.advance(took);
                 println!(
                     "  {:>4} ms  {}  left {left:>3} ms, reserve {reserve:>2} ms -> timeout {:>3} ms; answered in {} ms",
                     now.as_millis(),
                     policy.name,
-                    limits.timeout.as_millis(),
+                    limits.timeout().as_millis(),
                     took.as_millis(),
                 );
             }
@@ -39,16 +39,16 @@ fn trace(title: &str, latencies: [Duration; 3]) {
                 "  {:>4} ms  {}  left {left:>3} ms, reserve {reserve:>2} ms -> {} ms < floor {} ms: skipped, fallback used",
                 now.as_millis(),
                 policy.name,
-                s.available.as_millis(),
-                s.floor.as_millis(),
+                s.available().as_millis(),
+                s.floor().as_millis(),
             ),
             Decision::Fail(s) => {
                 println!(
                     "  {:>4} ms  {}  {} ms < floor {} ms: request fails now ({})",
                     now.as_millis(),
                     policy.name,
-                    s.available.as_millis(),
-                    s.floor.as_millis(),
+                    s.available().as_millis(),
+                    s.floor().as_millis(),
                     s.error(),
                 );
                 return;

@@ -5,7 +5,7 @@ use core::time::Duration;
 use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::policy::{Necessity, Policy};
-use crate::time::{Instant, duration_min, duration_saturating_sub};
+use crate::time::{Instant, duration_to_micros_ceil, micros_to_duration};
 
 /// What to do about one call, decided at the instant it would start.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,7 +27,7 @@ impl Decision {
     #[must_use]
     pub const fn timeout(&self) -> Option<Duration> {
         match self {
-            Decision::Call(limits) => Some(limits.timeout),
+            Decision::Call(limits) => Some(limits.timeout()),
             Decision::Skip(_) | Decision::Fail(_) => None,
         }
     }
@@ -48,48 +48,87 @@ impl Decision {
     }
 }
 
-/// The limits of one call (or one attempt of it).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The limits of one call (or one attempt of it), in whole microseconds: read them as
+/// [`Duration`]s with [`timeout`](Limits::timeout) and [`connect`](Limits::connect), and hand
+/// the call's deadline on with [`deadline`](Limits::deadline).
+///
+/// ```
+/// use deadline_core::{Deadline, Instant, Policy, call_timeout, ms};
+///
+/// let c = Policy::optional("C").cap(ms(60)).floor(ms(25)).connect(ms(20));
+/// let deadline = Deadline::after(Instant::ZERO, ms(200));
+/// let limits = call_timeout(&c, deadline, ms(20), Instant::from_millis(100)).limits().unwrap();
+/// assert_eq!(limits.timeout(), ms(60));
+/// assert_eq!(limits.connect(), ms(20));
+/// assert_eq!(limits.until(), Instant::from_millis(160));
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[non_exhaustive]
 pub struct Limits {
-    /// The whole call's timeout: `min(left - reserve, cap)`. Use it as the read limit and as
-    /// the time left sent to the callee.
-    pub timeout: Duration,
-    /// The connect limit: the policy's, never more than `timeout`.
-    pub connect: Duration,
-    /// The instant the call's timeout ends: `now + timeout`, never after the request deadline.
-    pub until: Instant,
-    /// The instant the call was decided (`until - timeout`): its [`deadline`](Limits::deadline)'s
-    /// start, kept so that handing the deadline on is two moves.
+    /// The instant the call was decided: its deadline's start.
     start: Instant,
+    /// The instant its timeout ends, `start + timeout`.
+    until: Instant,
+    /// The connect limit, never more than the timeout.
+    connect_us: u64,
 }
 
 impl Limits {
-    /// The limits of an attempt to `policy`'s dependency with `timeout`, decided at `start`
-    /// and ending at `until`: its connect limit is the policy's, never more than `timeout`,
-    /// as [`call_timeout`] decides it. (An attempt's record keeps only the timeout, the start
-    /// and the end, and rebuilds the rest with this. `call_timeout` writes the same rule out
-    /// itself: calling this from there, even always inlined, made `call_timeout` alone 20
-    /// bytes larger on thumbv7em.)
+    /// The limits of an attempt to `policy`'s dependency decided at `start` and ending at
+    /// `until`: its connect limit is the policy's, never more than its timeout, as
+    /// [`call_timeout`] decides it. (An attempt's record keeps only its start and end, and
+    /// rebuilds its limits with this.)
     #[cfg(feature = "drive")]
-    #[inline]
-    pub(crate) const fn of(
-        policy: &Policy,
-        timeout: Duration,
-        start: Instant,
-        until: Instant,
-    ) -> Limits {
+    #[inline(always)]
+    pub(crate) const fn of(policy: &Policy, start: Instant, until: Instant) -> Limits {
+        let timeout = until.as_micros().saturating_sub(start.as_micros());
         Limits {
-            timeout,
-            connect: duration_min(policy.connect, timeout),
-            until,
             start,
+            until,
+            connect_us: min_u64(policy.connect_micros(), timeout),
         }
     }
 
+    /// The whole call's timeout: `min(left - reserve, cap)`. Use it as the read limit and as
+    /// the time left sent to the callee.
+    #[must_use]
+    #[inline]
+    pub const fn timeout(&self) -> Duration {
+        micros_to_duration(self.timeout_micros())
+    }
+
+    /// [`timeout`](Limits::timeout) in whole microseconds.
+    #[must_use]
+    #[inline]
+    pub const fn timeout_micros(&self) -> u64 {
+        self.until
+            .as_micros()
+            .saturating_sub(self.start.as_micros())
+    }
+
+    /// The connect limit: the policy's, never more than the timeout.
+    #[must_use]
+    #[inline]
+    pub const fn connect(&self) -> Duration {
+        micros_to_duration(self.connect_us)
+    }
+
+    /// [`connect`](Limits::connect) in whole microseconds.
+    #[must_use]
+    #[inline]
+    pub const fn connect_micros(&self) -> u64 {
+        self.connect_us
+    }
+
+    /// The instant the call's timeout ends: `now + timeout`, never after the request deadline.
+    #[must_use]
+    #[inline]
+    pub const fn until(&self) -> Instant {
+        self.until
+    }
+
     /// This call's deadline, to hand to the callee (it is a child of the request deadline).
-    /// It starts when the call does, so its time left never exceeds `timeout`.
+    /// It starts when the call does, so its time left never exceeds the timeout.
     ///
     /// ```
     /// use deadline_core::{Deadline, Instant, Policy, call_timeout, ms};
@@ -104,6 +143,7 @@ impl Limits {
     /// assert_eq!(limits.deadline().remaining(Instant::from_millis(40)), ms(110));
     /// ```
     #[must_use]
+    #[inline]
     pub const fn deadline(&self) -> Deadline {
         Deadline::between(self.start, self.until)
     }
@@ -123,7 +163,7 @@ impl Limits {
     /// ```
     #[must_use]
     pub const fn connect_timeout(&self, now: Instant) -> Duration {
-        duration_min(self.connect, self.read_timeout(now))
+        micros_to_duration(min_u64(self.connect_us, self.deadline().left_micros(now)))
     }
 
     /// The read (and write) limit for an I/O operation of the attempt starting at `now`: the
@@ -134,68 +174,84 @@ impl Limits {
     }
 }
 
-/// The timeout a call or a statement gets with `left` before its deadline: the time left less
-/// `reserve`, at most `cap`; or, when that is zero or under `floor`, the shortfall. The one
-/// rule of [`call_timeout`] and [`statement_timeout`](crate::statement_timeout).
-#[inline]
-pub(crate) fn within_budget(
-    left: Duration,
-    reserve: Duration,
-    cap: Duration,
-    floor: Duration,
-) -> Result<Duration, Shortfall> {
-    let available = duration_min(duration_saturating_sub(left, reserve), cap);
-    if zero_or_under(available, floor) {
+impl core::fmt::Debug for Limits {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Limits")
+            .field("timeout", &self.timeout())
+            .field("connect", &self.connect())
+            .field("until", &self.until)
+            .finish()
+    }
+}
+
+/// The smaller of two `u64`s, in a `const fn`.
+#[inline(always)]
+const fn min_u64(a: u64, b: u64) -> u64 {
+    if a < b { a } else { b }
+}
+
+/// The timeout, in whole microseconds, that a call or a statement gets with `left` before
+/// its deadline: the time left less `reserve`, at most `cap`; or, when that is zero or under
+/// `floor`, the shortfall. The one rule of [`call_timeout`] and
+/// [`statement_timeout`](crate::statement_timeout).
+#[inline(always)]
+pub(crate) const fn within_budget(
+    left: u64,
+    reserve: u64,
+    cap: u64,
+    floor: u64,
+) -> Result<u64, Shortfall> {
+    let available = min_u64(left.saturating_sub(reserve), cap);
+    if available == 0 || available < floor {
         Err(Shortfall {
-            left,
-            available,
-            floor,
+            left_us: left,
+            available_us: available,
+            floor_us: floor,
         })
     } else {
         Ok(available)
     }
 }
 
-/// `now + timeout`, for a timeout a call was given at `now`: no more than the time left, which is
-/// whole microseconds from `now` (or a later start) to the deadline, so the sum is at most the
-/// deadline, and neither it nor the timeout's microseconds can pass `u64::MAX` (no saturation
-/// to check; `Instant::saturating_add` gives the same).
-#[inline]
-const fn until(now: Instant, timeout: Duration) -> Instant {
-    let micros = timeout
-        .as_secs()
-        .wrapping_mul(1_000_000)
-        .wrapping_add(timeout.subsec_micros() as u64);
-    Instant::from_micros(now.as_micros().wrapping_add(micros))
-}
-
-/// `d.is_zero() || d < floor`, seconds first: a `d` of more whole seconds than the floor is
-/// neither (it is at least a second).
-#[inline]
-const fn zero_or_under(d: Duration, floor: Duration) -> bool {
-    if d.as_secs() > floor.as_secs() {
-        false
-    } else if d.as_secs() < floor.as_secs() {
-        true
-    } else {
-        d.subsec_nanos() < floor.subsec_nanos() || (d.as_secs() == 0 && d.subsec_nanos() == 0)
-    }
-}
-
-/// Why a call was not made: the time it would have had, and the floor it needed.
+/// Why a call was not made: the time it would have had, and the floor it needed (in whole
+/// microseconds, read as [`Duration`]s).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[non_exhaustive]
 pub struct Shortfall {
-    /// The time left at the decision, before the reserve: zero once the deadline has passed.
-    pub left: Duration,
-    /// The timeout the call would have had (`min(left - reserve, cap)`), possibly zero.
-    pub available: Duration,
-    /// The dependency's floor.
-    pub floor: Duration,
+    left_us: u64,
+    available_us: u64,
+    floor_us: u64,
 }
 
 impl Shortfall {
+    /// The time left at the decision, before the reserve: zero once the deadline has passed.
+    #[must_use]
+    pub const fn left(&self) -> Duration {
+        micros_to_duration(self.left_us)
+    }
+
+    /// The timeout the call would have had (`min(left - reserve, cap)`), possibly zero.
+    #[must_use]
+    pub const fn available(&self) -> Duration {
+        micros_to_duration(self.available_us)
+    }
+
+    /// The dependency's floor.
+    #[must_use]
+    pub const fn floor(&self) -> Duration {
+        micros_to_duration(self.floor_us)
+    }
+
+    /// A shortfall of `available` under `floor` with `left` before the deadline, all in
+    /// whole microseconds.
+    pub(crate) const fn from_micros(left: u64, available: u64, floor: u64) -> Shortfall {
+        Shortfall {
+            left_us: left,
+            available_us: available,
+            floor_us: floor,
+        }
+    }
+
     /// The error a required call that was not made reports: [`Error::DeadlineExceeded`] when
     /// no time was left at all (the deadline had passed), else [`Error::InsufficientTime`],
     /// also when time was left but all of it was reserved (`available` is zero).
@@ -218,12 +274,12 @@ impl Shortfall {
     /// ```
     #[must_use]
     pub const fn error(&self) -> Error {
-        if self.left.is_zero() {
+        if self.left_us == 0 {
             Error::DeadlineExceeded
         } else {
             Error::InsufficientTime {
-                available: self.available,
-                floor: self.floor,
+                available: self.available(),
+                floor: self.floor(),
             }
         }
     }
@@ -246,7 +302,7 @@ impl Shortfall {
 /// let deadline = Deadline::after(Instant::ZERO, ms(200));
 /// // The checkout example's slow case: C starts at 156 ms; 200 - 156 - 20 = 24 ms is under its 25 ms floor.
 /// let d = call_timeout(&c, deadline, ms(20), Instant::from_millis(156));
-/// assert!(matches!(d, Decision::Skip(s) if s.available == ms(24)));
+/// assert!(matches!(d, Decision::Skip(s) if s.available() == ms(24)));
 /// ```
 // Inlined into callers in other crates on 64-bit hosts, where a call costs more than the
 // decision; on 32-bit microcontrollers (built with LTO, sized for flash) the compiler decides,
@@ -258,12 +314,14 @@ pub fn call_timeout(
     reserve: Duration,
     now: Instant,
 ) -> Decision {
-    match within_budget(deadline.left(now), reserve, policy.cap, policy.floor) {
+    let left = deadline.left_micros(now);
+    let reserve = duration_to_micros_ceil(reserve);
+    match within_budget(left, reserve, policy.cap_micros(), policy.floor_micros()) {
         Ok(available) => Decision::Call(Limits {
-            timeout: available,
-            connect: duration_min(policy.connect, available),
-            until: until(now, available),
             start: now,
+            // At most the time left: no later than the deadline, so no overflow.
+            until: Instant::from_micros(now.as_micros().wrapping_add(available)),
+            connect_us: min_u64(policy.connect_micros(), available),
         }),
         Err(shortfall) => match policy.necessity {
             Necessity::Optional => Decision::Skip(shortfall),

@@ -136,6 +136,14 @@ impl Deadline {
         self.at.saturating_duration_since(self.effective(now))
     }
 
+    /// [`remaining`](Deadline::remaining) in whole microseconds.
+    #[inline(always)]
+    pub(crate) const fn left_micros(self, now: Instant) -> u64 {
+        self.at
+            .as_micros()
+            .saturating_sub(self.effective(now).as_micros())
+    }
+
     /// Whether the deadline has been reached at `now` (no time is left).
     #[must_use]
     pub const fn is_expired(self, now: Instant) -> bool {

@@ -57,7 +57,7 @@ use crate::time::Instant;
 /// let HedgeDecision::Send(limits) = hedges.decide(&call, None, Instant::from_millis(70)) else {
 ///     panic!("the hedge is due")
 /// };
-/// assert_eq!(limits.timeout, ms(110));
+/// assert_eq!(limits.timeout(), ms(110));
 /// assert_eq!(hedges.next_at(&call, None), None); // max_hedges reached
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -146,8 +146,8 @@ impl HedgeState {
     /// [`HedgeDecision::Stop`] for a timeout under the floor also stops further hedges (the
     /// time left only shrinks).
     ///
-    /// Guarantees, for a hedge: `limits.timeout >= floor`,
-    /// `limits.timeout <= deadline.remaining(now) - reserve`, `limits.until <= deadline`, and
+    /// Guarantees, for a hedge: `limits.timeout() >= floor`,
+    /// `limits.timeout() <= deadline.remaining(now) - reserve`, `limits.until() <= deadline`, and
     /// `sent() <= max_hedges`.
     pub fn decide(
         &mut self,

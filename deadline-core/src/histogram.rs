@@ -30,8 +30,8 @@ pub type SmallHistogram = Histogram<384, 4>;
 ///
 /// // cap = p99.9 + margin, floor = p50; hedge after the p95.
 /// let policy = LATENCY.policy("pricing", ms(20)).unwrap();
-/// assert_eq!(policy.cap, LATENCY.p999().unwrap() + ms(20));
-/// assert_eq!(policy.floor, LATENCY.p50().unwrap());
+/// assert_eq!(policy.get_cap(), LATENCY.p999().unwrap() + ms(20));
+/// assert_eq!(policy.get_floor(), LATENCY.p50().unwrap());
 /// assert_eq!(LATENCY.hedge_delay(), LATENCY.p95());
 /// ```
 ///

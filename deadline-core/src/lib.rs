@@ -36,6 +36,18 @@
 //! assert!(matches!(plan.decide(sc, Instant::from_millis(156)), Decision::Skip(_)));
 //! ```
 //!
+//! # Time
+//!
+//! The core's time is whole microseconds in a `u64`: an [`Instant`] counts them from its
+//! clock's origin, and every decision does its arithmetic there, without `u128` or a 64-bit
+//! division (which a microcontroller would pay for on every call). [`Duration`]s are read at
+//! the edges: a policy's cap and connect limit are kept rounded down to a whole microsecond,
+//! its floor and a call's reserve rounded up, so that every guarantee holds for the durations
+//! as given; a decision's [`Limits`] give their timeout and connect limit back as
+//! [`Duration`]s ([`Limits::timeout`], [`Limits::connect`]), or in microseconds.
+//!
+//! [`Duration`]: core::time::Duration
+//!
 //! # Feature flags
 #![doc = document_features::document_features!()]
 #![no_std]

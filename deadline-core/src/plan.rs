@@ -199,9 +199,9 @@ impl<'p, const N: usize> Plan<'p, N> {
     /// plan.then(&d).unwrap();
     ///
     /// // Every step at its cap: 50 + max(110, 60) + 40.
-    /// assert_eq!(plan.critical_path(sa, |_, p| p.cap), ms(200));
+    /// assert_eq!(plan.critical_path(sa, |_, p| p.get_cap()), ms(200));
     /// // The required floors from B on: max(30, C optional) + 5.
-    /// let floors = |_, p: &Policy| if p.is_required() { p.floor } else { Duration::ZERO };
+    /// let floors = |_, p: &Policy| if p.is_required() { p.get_floor() } else { Duration::ZERO };
     /// assert_eq!(plan.critical_path(sb, floors), ms(35));
     /// // ... which is what A reserves, with the 20 ms of own work.
     /// assert_eq!(plan.reserve(sa), ms(20 + 35));
@@ -247,11 +247,7 @@ impl<'p, const N: usize> Plan<'p, N> {
     pub fn decide(&self, step: StepId, now: Instant) -> Decision {
         match self.steps.get(step) {
             Some(s) => call_timeout(s.policy, self.deadline, self.reserve(step), now),
-            None => Decision::Fail(crate::Shortfall {
-                left: Duration::ZERO,
-                available: Duration::ZERO,
-                floor: Duration::ZERO,
-            }),
+            None => Decision::Fail(crate::Shortfall::from_micros(0, 0, 0)),
         }
     }
 }
@@ -259,7 +255,7 @@ impl<'p, const N: usize> Plan<'p, N> {
 /// A step's share of a reserve: its floor if it is required, nothing if it is optional.
 fn required_floor(_: StepId, policy: &Policy) -> Duration {
     if policy.is_required() {
-        policy.floor
+        policy.get_floor()
     } else {
         Duration::ZERO
     }

@@ -5,6 +5,16 @@ use core::time::Duration;
 
 use crate::backoff::Backoff;
 use crate::quantile::Quantile;
+use crate::time::{duration_to_micros, duration_to_micros_ceil, micros_to_duration};
+
+/// `micros` as a [`Duration`], with `u64::MAX` (no bound) as [`Duration::MAX`].
+const fn unbounded_or_duration(micros: u64) -> Duration {
+    if micros == u64::MAX {
+        Duration::MAX
+    } else {
+        micros_to_duration(micros)
+    }
+}
 
 /// Whether the request can do without a dependency's answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -37,7 +47,7 @@ pub enum Necessity {
 ///     .backoff(Backoff::exponential(ms(10)).max(ms(40)).jitter(Jitter::Full))
 ///     .hedge_after(ms(60))
 ///     .idempotent();
-/// assert_eq!(PRICING.cap, ms(110));
+/// assert_eq!(PRICING.get_cap(), ms(110));
 /// assert_eq!(PRICING.retry.attempts(), 3);
 /// assert_eq!(PRICING.hedge.map(|h| h.max_hedges), Some(1));
 /// ```
@@ -58,13 +68,11 @@ pub enum Necessity {
 pub struct Policy<'n> {
     /// A name for traces, metrics and errors.
     pub name: &'n str,
-    /// The longest we wait for one attempt, even when more time is left. Pick it from an
-    /// acceptable rate of false timeouts: p99.9 plus a margin for a rate of 0.1%.
-    /// [`Duration::MAX`] (the default) means no cap: an attempt gets all the time left.
-    pub cap: Duration,
-    /// The shortest timeout worth calling with (for example the p50). Under it the call is not
-    /// made: an optional call is skipped, a required one fails at once. Zero by default.
-    pub floor: Duration,
+    /// The cap ([`get_cap`](Policy::get_cap)) in whole microseconds, rounded down;
+    /// `u64::MAX` for none.
+    cap_us: u64,
+    /// The floor ([`get_floor`](Policy::get_floor)) in whole microseconds, rounded up.
+    floor_us: u64,
     /// Required, or optional with a fallback.
     pub necessity: Necessity,
     /// Whether a repeated call is safe; `false` unless set ([`Policy::idempotent`]). A call
@@ -73,10 +81,9 @@ pub struct Policy<'n> {
     /// [`RetryPolicy::retry_non_idempotent`] allows retries after a timeout or a server
     /// failure too.
     pub idempotent: bool,
-    /// The connect limit, kept apart from the read limit: reaching the server should take
-    /// milliseconds, so this is short. The connect limit handed out is never more than the
-    /// call's timeout. [`Duration::MAX`] means "the same as the timeout".
-    pub connect: Duration,
+    /// The connect limit ([`get_connect`](Policy::get_connect)) in whole microseconds,
+    /// rounded down; `u64::MAX` for the same as the timeout.
+    connect_us: u64,
     /// Retries: attempts, backoff, and what may be retried.
     pub retry: RetryPolicy,
     /// Hedged requests, if any.
@@ -92,11 +99,11 @@ impl<'n> Policy<'n> {
     pub const fn required(name: &'n str) -> Self {
         Policy {
             name,
-            cap: Duration::MAX,
-            floor: Duration::ZERO,
+            cap_us: u64::MAX,
+            floor_us: 0,
             necessity: Necessity::Required,
             idempotent: false,
-            connect: Duration::MAX,
+            connect_us: u64::MAX,
             retry: RetryPolicy::new(1, Backoff::DEFAULT),
             hedge: None,
         }
@@ -109,18 +116,71 @@ impl<'n> Policy<'n> {
         Policy::required(name).necessity(Necessity::Optional)
     }
 
-    /// The same policy with the longest wait for one attempt set to `cap`.
+    /// The same policy with the longest wait for one attempt set to `cap`, in whole
+    /// microseconds (rounded down). Pick it from an acceptable rate of false timeouts: p99.9
+    /// plus a margin for a rate of 0.1%. [`Duration::MAX`] (the default) means no cap: an
+    /// attempt gets all the time left.
     #[must_use]
     pub const fn cap(mut self, cap: Duration) -> Self {
-        self.cap = cap;
+        self.cap_us = duration_to_micros(cap);
         self
     }
 
-    /// The same policy with the shortest timeout worth calling with set to `floor`.
+    /// The same policy with the shortest timeout worth calling with set to `floor`, in whole
+    /// microseconds (rounded up), for example the p50. Under it the call is not made: an
+    /// optional call is skipped, a required one fails at once. Zero by default.
     #[must_use]
     pub const fn floor(mut self, floor: Duration) -> Self {
-        self.floor = floor;
+        self.floor_us = duration_to_micros_ceil(floor);
         self
+    }
+
+    /// The longest wait for one attempt ([`cap`](Policy::cap)); [`Duration::MAX`] for none.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use deadline_core::{Policy, ms};
+    ///
+    /// assert_eq!(Policy::required("B").cap(ms(110)).get_cap(), ms(110));
+    /// assert_eq!(Policy::required("B").get_cap(), Duration::MAX);
+    /// // Whole microseconds: a cap rounds down, a floor up.
+    /// let p = Policy::required("B").cap(Duration::from_nanos(1_500)).floor(Duration::from_nanos(1_500));
+    /// assert_eq!((p.get_cap(), p.get_floor()), (Duration::from_micros(1), Duration::from_micros(2)));
+    /// ```
+    #[must_use]
+    pub const fn get_cap(&self) -> Duration {
+        unbounded_or_duration(self.cap_us)
+    }
+
+    /// The shortest timeout worth calling with ([`floor`](Policy::floor)).
+    #[must_use]
+    pub const fn get_floor(&self) -> Duration {
+        micros_to_duration(self.floor_us)
+    }
+
+    /// The connect limit ([`connect`](Policy::connect)); [`Duration::MAX`] for the same as
+    /// the timeout.
+    #[must_use]
+    pub const fn get_connect(&self) -> Duration {
+        unbounded_or_duration(self.connect_us)
+    }
+
+    /// The cap in whole microseconds; `u64::MAX` for none.
+    #[inline(always)]
+    pub(crate) const fn cap_micros(&self) -> u64 {
+        self.cap_us
+    }
+
+    /// The floor in whole microseconds.
+    #[inline(always)]
+    pub(crate) const fn floor_micros(&self) -> u64 {
+        self.floor_us
+    }
+
+    /// The connect limit in whole microseconds; `u64::MAX` for the same as the timeout.
+    #[inline(always)]
+    pub(crate) const fn connect_micros(&self) -> u64 {
+        self.connect_us
     }
 
     /// The same policy with another necessity.
@@ -157,10 +217,13 @@ impl<'n> Policy<'n> {
         self
     }
 
-    /// The same policy with a connect limit apart from the read limit.
+    /// The same policy with a connect limit apart from the read limit, in whole
+    /// microseconds (rounded down): reaching the server should take milliseconds, so this is
+    /// short. The connect limit handed out is never more than the call's timeout.
+    /// [`Duration::MAX`] (the default) means "the same as the timeout".
     #[must_use]
     pub const fn connect(mut self, connect: Duration) -> Self {
-        self.connect = connect;
+        self.connect_us = duration_to_micros(connect);
         self
     }
 
@@ -245,7 +308,7 @@ impl<'n> Policy<'n> {
         self.hedge = match (self.hedge, hedges) {
             (_, 0) => None,
             (Some(h), n) => Some(HedgePolicy { max_hedges: n, ..h }),
-            (None, n) => Some(HedgePolicy::new(self.cap, n)),
+            (None, n) => Some(HedgePolicy::new(self.get_cap(), n)),
         };
         self
     }

@@ -58,7 +58,7 @@ use crate::time::Instant;
 ///     panic!("a retry fits")
 /// };
 /// assert_eq!(retry.at, now + ms(200));
-/// assert_eq!(retry.limits.timeout, deadline.remaining(retry.at));
+/// assert_eq!(retry.limits.timeout(), deadline.remaining(retry.at));
 ///
 /// // The second failure: both attempts are used.
 /// let d = state.decide(&call, Outcome::Failed, &mut rng, retry.at + ms(400));
@@ -114,8 +114,8 @@ impl RetryState {
     /// after all: see the docs above). On [`RetryDecision::GiveUp`] the state and
     /// the budget are untouched. Draws from `rng` only to jitter the backoff.
     ///
-    /// Guarantees, for a retry: `at < deadline`; `limits.timeout >= floor`;
-    /// `limits.timeout <= deadline.remaining(at) - reserve`; `limits.until <= deadline`; and
+    /// Guarantees, for a retry: `at < deadline`; `limits.timeout() >= floor`;
+    /// `limits.timeout() <= deadline.remaining(at) - reserve`; `limits.until() <= deadline`; and
     /// `attempts() <= policy.retry.attempts()`.
     pub fn decide<R: Rng + ?Sized>(
         &mut self,

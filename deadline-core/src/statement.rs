@@ -5,7 +5,7 @@ use core::time::Duration;
 
 use crate::call_timeout::{Shortfall, within_budget};
 use crate::deadline::Deadline;
-use crate::time::Instant;
+use crate::time::{Instant, div_1_000, duration_to_micros, duration_to_micros_ceil};
 
 /// The largest statement timeout PostgreSQL accepts, in milliseconds (`INT_MAX`).
 pub const MAX_STATEMENT_MILLIS: u32 = i32::MAX as u32;
@@ -140,7 +140,7 @@ impl StatementDecision {
 /// let at = |t| statement_timeout(&policy, deadline, Instant::from_millis(t));
 /// assert_eq!(at(0).timeout().map(|t| t.millis()), Some(300));
 /// assert_eq!(at(900).timeout().map(|t| t.millis()), Some(100));
-/// assert!(matches!(at(965), StatementDecision::DontStart(s) if s.available == ms(35)));
+/// assert!(matches!(at(965), StatementDecision::DontStart(s) if s.available() == ms(35)));
 /// ```
 ///
 /// The database is the last hop of a request: when the caller gives up, the query should stop
@@ -161,24 +161,28 @@ pub fn statement_timeout(
     deadline: Deadline,
     now: Instant,
 ) -> StatementDecision {
-    let left = deadline.remaining(now);
-    let available = match within_budget(left, policy.reserve, policy.cap, policy.floor) {
+    let left = deadline.left_micros(now);
+    // Whole microseconds: the cap rounded down, the reserve and the floor up.
+    let floor = duration_to_micros_ceil(policy.floor);
+    let available = match within_budget(
+        left,
+        duration_to_micros_ceil(policy.reserve),
+        duration_to_micros(policy.cap),
+        floor,
+    ) {
         Ok(available) => available,
         Err(shortfall) => return StatementDecision::DontStart(shortfall),
     };
-    // Whole milliseconds in u64 (no 128-bit `as_millis`); past u64 it is clamped all the same.
-    let millis = available
-        .as_secs()
-        .saturating_mul(1_000)
-        .saturating_add(u64::from(available.subsec_millis()))
-        .min(MAX_STATEMENT_MILLIS as u64) as u32;
+    // Whole milliseconds, rounded down (a multiply: no division); clamped to the largest.
+    let millis = min_u32(div_1_000(available), MAX_STATEMENT_MILLIS);
     if millis == 0 {
         // Under a millisecond: a statement timeout of zero would mean none at all.
-        return StatementDecision::DontStart(Shortfall {
-            left,
-            available,
-            floor: policy.floor,
-        });
+        return StatementDecision::DontStart(Shortfall::from_micros(left, available, floor));
     }
     StatementDecision::Set(StatementTimeout { millis })
+}
+
+/// `x` as a `u32`, at most `max`.
+const fn min_u32(x: u64, max: u32) -> u32 {
+    if x < max as u64 { x as u32 } else { max }
 }

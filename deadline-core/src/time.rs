@@ -26,6 +26,20 @@ pub const fn duration_to_micros(d: Duration) -> u64 {
     }
 }
 
+/// Converts a [`Duration`] to whole microseconds, rounding up and saturating at `u64::MAX`:
+/// for a bound that must not be undercut (a floor, a reserve).
+///
+/// A whole second is a whole number of microseconds, so only the nanoseconds round: no
+/// division, no `u128`.
+#[must_use]
+#[inline]
+pub(crate) const fn duration_to_micros_ceil(d: Duration) -> u64 {
+    match d.as_secs().checked_mul(MICROS_PER_SEC) {
+        Some(whole) => whole.saturating_add(d.subsec_nanos().div_ceil(1_000) as u64),
+        None => u64::MAX,
+    }
+}
+
 /// Converts whole microseconds to a [`Duration`]: the same as [`Duration::from_micros`].
 ///
 /// Without a 64-bit division: `Duration::from_micros` divides a `u64` by 1 000 000, which on
@@ -166,7 +180,7 @@ const DIV_1_000_000: u64 = 0x431B_DE82_D7B6_34DB;
 
 /// `x / 1 000`, exactly, for every `x`: `((x >> 3) × m) >> (64 + 4)` with
 /// `m = ceil(2^68 / 125)` (`10^3 = 2^3 × 125`).
-const fn div_1_000(x: u64) -> u64 {
+pub(crate) const fn div_1_000(x: u64) -> u64 {
     mul_wide(x >> 3, 0x20C4_9BA5_E353_F7CF).0 >> 4
 }
 

@@ -63,7 +63,7 @@ pub(crate) fn emit(name: &str, event: &Event) {
             );
         }
         EventKind::Skipped { shortfall } => {
-            let (available, floor) = (shortfall.available, shortfall.floor);
+            let (available, floor) = (shortfall.available(), shortfall.floor());
             info!(
                 dependency = name,
                 ?available,

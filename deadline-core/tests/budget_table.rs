@@ -85,7 +85,7 @@ fn the_budget_table_of_one_screen() {
     };
     assert_eq!(retry.wait, RETRY_WAIT);
     assert_eq!(retry.at, clock.now() + RETRY_WAIT);
-    assert_eq!(retry.limits.timeout, deadline.remaining(retry.at));
+    assert_eq!(retry.limits.timeout(), deadline.remaining(retry.at));
     clock.set(retry.at);
     clock.advance(RETRY_USES);
 
@@ -94,13 +94,13 @@ fn the_budget_table_of_one_screen() {
     assert_eq!(left, ms(850));
     match Call::new(&c, deadline, reserve).decide(clock.now()) {
         Decision::Fail(shortfall) => {
-            assert_eq!(shortfall.available, left);
-            assert_eq!(shortfall.floor, c.floor);
+            assert_eq!(shortfall.available(), left);
+            assert_eq!(shortfall.floor(), c.get_floor());
             assert_eq!(
                 shortfall.error(),
                 Error::InsufficientTime {
                     available: left,
-                    floor: c.floor
+                    floor: c.get_floor()
                 }
             );
         }
@@ -188,7 +188,7 @@ fn the_budget_table_on_the_driver() {
         called_c.result,
         Err(CallError::Library(Error::InsufficientTime {
             available: left_for_c,
-            floor: c.floor
+            floor: c.get_floor()
         }))
     );
 }

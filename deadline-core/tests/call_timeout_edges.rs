@@ -1,27 +1,45 @@
-//! `call_timeout` against the earlier code, in `Duration` arithmetic from `core`, on a grid of
-//! edges: durations of zero, one nanosecond, just under and over a microsecond and a second,
-//! whole and fractional seconds, `u64::MAX` microseconds and seconds and `Duration::MAX`, for
-//! the reserve, the cap, the floor and the connect limit; deadlines from none left to
+//! `call_timeout` against a reference written in `u128` microseconds, on a grid of edges:
+//! durations of zero, one nanosecond, just under and over a microsecond and a second, whole
+//! and fractional seconds, `u64::MAX` microseconds and seconds and `Duration::MAX`, for the
+//! reserve, the cap, the floor and the connect limit; deadlines from none left to
 //! `Instant::MAX`; clocks before the start, at it and after the deadline.
+//!
+//! The core's time is whole microseconds: a cap and a connect limit round down to one, a
+//! floor and a reserve up, so that every guarantee holds for the durations as given.
 
 use std::time::Duration;
 
 use deadline_core::{Deadline, Decision, Instant, Necessity, Policy, call_timeout};
 
-/// Checks one decision against the earlier `call_timeout`, line for line, in `core`'s
-/// `Duration` operations (a `Decision` cannot be built outside the crate, so its fields are
-/// compared).
+/// `d` in whole microseconds, rounded down, at most `u64::MAX`.
+fn down(d: Duration) -> u128 {
+    (d.as_nanos() / 1_000).min(u128::from(u64::MAX))
+}
+
+/// `d` in whole microseconds, rounded up, at most `u64::MAX`.
+fn up(d: Duration) -> u128 {
+    d.as_nanos().div_ceil(1_000).min(u128::from(u64::MAX))
+}
+
+fn micros(us: u128) -> Duration {
+    Duration::from_micros(u64::try_from(us).unwrap())
+}
+
+/// Checks one decision against the reference (a `Decision` cannot be built outside the
+/// crate, so its fields are compared), and the guarantees `call_timeout` states against the
+/// durations as given.
 fn check(policy: &Policy, deadline: Deadline, reserve: Duration, now: Instant) {
-    let left = deadline.remaining(now);
-    let available = left.saturating_sub(reserve).min(policy.cap);
+    let left = down(deadline.remaining(now));
+    let (cap, floor) = (down(policy.get_cap()), up(policy.get_floor()));
+    let available = left.saturating_sub(up(reserve)).min(cap);
     let decision = call_timeout(policy, deadline, reserve, now);
     let context = || format!("{policy:?} {deadline:?} reserve {reserve:?} now {now:?}");
-    if available.is_zero() || available < policy.floor {
+    if available == 0 || available < floor {
         match decision {
             Decision::Skip(s) | Decision::Fail(s) => {
-                assert_eq!(s.left, left, "{}", context());
-                assert_eq!(s.available, available, "{}", context());
-                assert_eq!(s.floor, policy.floor, "{}", context());
+                assert_eq!(s.left(), micros(left), "{}", context());
+                assert_eq!(s.available(), micros(available), "{}", context());
+                assert_eq!(s.floor(), micros(floor), "{}", context());
                 assert_eq!(
                     matches!(decision, Decision::Fail(_)),
                     policy.necessity == Necessity::Required,
@@ -35,10 +53,51 @@ fn check(policy: &Policy, deadline: Deadline, reserve: Duration, now: Instant) {
         let Decision::Call(l) = decision else {
             panic!("not called ({decision:?}): {}", context());
         };
-        assert_eq!(l.timeout, available, "{}", context());
-        assert_eq!(l.connect, policy.connect.min(available), "{}", context());
-        assert_eq!(l.until, now.saturating_add(available), "{}", context());
+        assert_eq!(l.timeout(), micros(available), "{}", context());
+        let connect = down(policy.get_connect()).min(available);
+        assert_eq!(l.connect(), micros(connect), "{}", context());
+        assert_eq!(
+            l.until(),
+            now.saturating_add(micros(available)),
+            "{}",
+            context()
+        );
+        // The guarantees, for the durations as given.
+        let timeout = l.timeout();
+        assert!(timeout > Duration::ZERO, "{}", context());
+        assert!(timeout <= policy.get_cap(), "{}", context());
+        assert!(timeout >= policy.get_floor(), "{}", context());
+        assert!(
+            timeout + reserve <= deadline.remaining(now),
+            "{}",
+            context()
+        );
+        assert!(l.connect() <= timeout, "{}", context());
+        assert!(l.until() <= deadline.instant(), "{}", context());
     }
+}
+
+/// The policy keeps whole microseconds: its cap and connect limit rounded down, its floor
+/// up; a cap or connect limit of `u64::MAX` microseconds or more is none (`Duration::MAX`).
+fn check_rounding(policy: &Policy, cap: Duration, floor: Duration, connect: Duration) {
+    let unbounded = |us: u128| {
+        if us == u128::from(u64::MAX) {
+            Duration::MAX
+        } else {
+            micros(us)
+        }
+    };
+    assert_eq!(policy.get_cap(), unbounded(down(cap)), "cap {cap:?}");
+    assert_eq!(policy.get_floor(), micros(up(floor)), "floor {floor:?}");
+    assert_eq!(
+        policy.get_connect(),
+        unbounded(down(connect)),
+        "connect {connect:?}"
+    );
+    let none_or_at_most = |kept: Duration, given: Duration| kept <= given || kept == Duration::MAX;
+    assert!(none_or_at_most(policy.get_cap(), cap));
+    assert!(none_or_at_most(policy.get_connect(), connect));
+    assert!(policy.get_floor() >= floor || up(floor) == u128::from(u64::MAX));
 }
 
 fn durations() -> Vec<Duration> {
@@ -67,7 +126,7 @@ fn durations() -> Vec<Duration> {
 }
 
 #[test]
-fn call_timeout_is_the_earlier_code_on_every_edge() {
+fn call_timeout_is_the_reference_on_every_edge() {
     let ds = durations();
     let instants = [
         0,
@@ -101,6 +160,7 @@ fn call_timeout_is_the_earlier_code_on_every_edge() {
                                         .floor(floor)
                                         .connect(connect)
                                         .necessity(necessity);
+                                    check_rounding(&policy, cap, floor, connect);
                                     check(&policy, deadline, reserve, now);
                                     checked += 1;
                                 }

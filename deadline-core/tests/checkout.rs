@@ -34,7 +34,7 @@ fn run(latencies: [Duration; 3]) -> (Vec<Step>, Instant) {
         let decision = plan.decide(id, start);
         if let Decision::Call(limits) = decision {
             assert!(
-                latency <= limits.timeout,
+                latency <= limits.timeout(),
                 "the example's calls answer in time"
             );
             clock.advance(latency);
@@ -76,8 +76,8 @@ fn slow_case_c_gets_24_under_its_25_floor_and_is_skipped_response_at_176() {
     assert_eq!(steps[2].start, Instant::from_millis(156));
     match steps[2].decision {
         Decision::Skip(shortfall) => {
-            assert_eq!(shortfall.available, ms(24));
-            assert_eq!(shortfall.floor, ms(25));
+            assert_eq!(shortfall.available(), ms(24));
+            assert_eq!(shortfall.floor(), ms(25));
         }
         other => panic!("C should be skipped, got {other:?}"),
     }
@@ -103,7 +103,7 @@ fn the_fixed_split_fails_where_the_deadline_succeeds() {
     let b = steps[1].decision.timeout().unwrap();
     assert!(ms(105) > fixed_b && ms(105) <= b);
     // The caps add up to more than the budget, which no fixed split can give.
-    assert!(A.cap + B.cap + C.cap + OWN_WORK > BUDGET);
+    assert!(A.get_cap() + B.get_cap() + C.get_cap() + OWN_WORK > BUDGET);
 }
 
 #[test]
@@ -114,7 +114,7 @@ fn a_required_call_under_its_floor_fails_instead_of_skipping() {
     // At 160 ms, 200 - 160 - 20 = 20 ms < B's 30 ms floor.
     match plan.decide(b, Instant::from_millis(160)) {
         Decision::Fail(s) => {
-            assert_eq!(s.available, ms(20));
+            assert_eq!(s.available(), ms(20));
             assert_eq!(s.error().http_status(), 504);
         }
         other => panic!("B should fail at once, got {other:?}"),

@@ -123,15 +123,15 @@ fn checkout_chain_responds_at_160_ms() {
     // A starts at 0 with min(200 - 0 - 50, 50) = 50; B at 10 with min(200 - 10 - 20, 110) =
     // 110; C at 115 with min(200 - 115 - 20, 60) = 60.
     assert_eq!(
-        (a.start, a.limits.timeout),
+        (a.start, a.limits.timeout()),
         (Instant::from_millis(0), ms(50))
     );
     assert_eq!(
-        (b.start, b.limits.timeout),
+        (b.start, b.limits.timeout()),
         (Instant::from_millis(10), ms(110))
     );
     assert_eq!(
-        (c_seen.start, c_seen.limits.timeout),
+        (c_seen.start, c_seen.limits.timeout()),
         (Instant::from_millis(115), ms(60))
     );
     assert_eq!(c, Ok("C"));
@@ -147,8 +147,8 @@ fn checkout_slow_case_skips_c_and_responds_at_176_ms() {
     // C would start at 156 ms with min(200 - 156 - 20, 60) = 24 ms < its 25 ms floor.
     match c {
         Err(CallError::Skipped(s)) => {
-            assert_eq!(s.available, ms(24));
-            assert_eq!(s.floor, ms(25));
+            assert_eq!(s.available(), ms(24));
+            assert_eq!(s.floor(), ms(25));
         }
         other => panic!("C should be skipped, got {other:?}"),
     }
@@ -207,8 +207,8 @@ fn retry_within_the_budget() {
     let retry_start = Instant::ZERO + fail_after + backoff;
     assert_eq!(starts[1].0, retry_start);
     assert_eq!(
-        starts[1].1.timeout,
-        (deadline.remaining(retry_start) - ms(20)).min(b.cap)
+        starts[1].1.timeout(),
+        (deadline.remaining(retry_start) - ms(20)).min(b.get_cap())
     );
     assert_eq!(r.ended, retry_start + answer_after);
     // The original call deposited one token, the retry took one.
@@ -285,8 +285,8 @@ fn hedge_wins_and_its_loser_is_cancelled() {
     assert_eq!(starts[1].0, hedge_at);
     // The hedge's timeout comes from the time left when it is sent.
     assert_eq!(
-        starts[1].1.timeout,
-        (deadline.remaining(hedge_at) - ms(20)).min(b.cap)
+        starts[1].1.timeout(),
+        (deadline.remaining(hedge_at) - ms(20)).min(b.get_cap())
     );
     assert_eq!(called.result, Ok(1));
     let r = called.report;
@@ -535,7 +535,7 @@ fn timed_out_attempt_is_dropped_and_retried() {
     assert!(dropped.get());
     let starts = starts.into_inner();
     // The first attempt's timeout fired at its `until`; the retry started a backoff later.
-    assert_eq!(starts[1].0, starts[0].1.until + ms(5));
+    assert_eq!(starts[1].0, starts[0].1.until() + ms(5));
     assert_eq!(called.report.timeouts, 1);
 }
 
@@ -627,7 +627,7 @@ fn required_call_under_its_floor_fails_uncalled() {
         called.result,
         Err(CallError::Library(Error::InsufficientTime {
             available: left,
-            floor: c.floor
+            floor: c.get_floor()
         }))
     );
     assert!(!called.report.was_called());
@@ -791,11 +791,11 @@ proptest! {
         prop_assert_eq!(seen.len() as u32, r.attempts);
         for (start, limits) in &seen {
             prop_assert!(!deadline.is_expired(*start), "attempt at {:?}", start);
-            prop_assert!(limits.timeout >= policy.floor);
-            prop_assert!(!limits.timeout.is_zero());
-            prop_assert!(limits.timeout <= deadline.remaining(*start).saturating_sub(reserve));
-            prop_assert!(limits.timeout <= policy.cap);
-            prop_assert!(limits.until <= deadline.instant());
+            prop_assert!(limits.timeout() >= policy.get_floor());
+            prop_assert!(!limits.timeout().is_zero());
+            prop_assert!(limits.timeout() <= deadline.remaining(*start).saturating_sub(reserve));
+            prop_assert!(limits.timeout() <= policy.get_cap());
+            prop_assert!(limits.until() <= deadline.instant());
         }
         prop_assert!(r.attempts - r.hedges <= policy.retry.attempts());
         prop_assert_eq!(r.attempts - r.hedges, r.retries + u32::from(r.was_called()));

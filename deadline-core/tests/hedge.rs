@@ -38,8 +38,8 @@ fn hedge_k_is_due_k_delays_after_the_first_start() {
             HedgeDecision::Send(limits) => {
                 // The copy's timeout comes from the time left when it is sent.
                 assert_eq!(
-                    limits.timeout,
-                    (deadline().remaining(at) - ms(20)).min(p.cap)
+                    limits.timeout(),
+                    (deadline().remaining(at) - ms(20)).min(p.get_cap())
                 );
                 sent_at.push(at);
             }
@@ -101,10 +101,10 @@ fn no_hedge_under_the_floor_and_none_after() {
     let call = Call::new(&p, deadline(), reserve);
     let mut h = HedgeState::new(Instant::ZERO);
     // At this instant the time left less the reserve is just under the floor.
-    let late = deadline().instant() - reserve - p.floor + Duration::from_micros(1);
+    let late = deadline().instant() - reserve - p.get_floor() + Duration::from_micros(1);
     match h.decide(&call, None, late) {
         HedgeDecision::Stop(NoHedge::UnderFloor(s)) => {
-            assert_eq!(s.available, deadline().remaining(late) - reserve);
+            assert_eq!(s.available(), deadline().remaining(late) - reserve);
         }
         other => panic!("{other:?}"),
     }

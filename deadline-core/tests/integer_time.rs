@@ -311,7 +311,7 @@ proptest! {
             StatementDecision::Set(t) => prop_assert_eq!(t.millis(), expect),
             StatementDecision::DontStart(s) => {
                 prop_assert_eq!(expect, 0);
-                prop_assert_eq!(s.available, available);
+                prop_assert_eq!(s.available(), available);
             }
         }
     }

@@ -188,6 +188,6 @@ fn the_histogram_agrees_with_the_sample_within_its_error() {
     }
     // The policy derived from the live histogram errs high against the preset's figures.
     let policy = hist.policy("lab", ms(10)).unwrap();
-    assert!(policy.floor >= sample.p50());
-    assert!(policy.cap >= sample.p999() + ms(10));
+    assert!(policy.get_floor() >= sample.p50());
+    assert!(policy.get_cap() >= sample.p999() + ms(10));
 }

@@ -96,15 +96,17 @@ fn moved(now: Instant, step: i128) -> Instant {
     Instant::from_micros(u64::try_from(micros).unwrap())
 }
 
-/// The oracle for one decision: `min(left - reserve, cap)` in nanoseconds, and whether it is
-/// a call (positive and at least the floor).
+/// The oracle for one decision: `min(left - reserve, cap)` in nanoseconds, the reserve rounded
+/// up to whole microseconds (the core's unit), and whether it is a call (positive and at
+/// least the floor).
 fn oracle_available(policy: &Policy, deadline: Deadline, now: Instant, reserve: u128) -> u128 {
+    let reserve = reserve.div_ceil(1_000) * 1_000;
     let left_micros = deadline
         .instant()
         .as_micros()
         .saturating_sub(now.as_micros());
     let left = u128::from(left_micros) * 1_000;
-    left.saturating_sub(reserve).min(nanos(policy.cap))
+    left.saturating_sub(reserve).min(nanos(policy.get_cap()))
 }
 
 /// Checks one decision against the oracle and the guarantees of `call_timeout`.
@@ -116,15 +118,15 @@ fn check_decision(
     reserve: u128,
 ) -> Result<(), TestCaseError> {
     let available = oracle_available(policy, deadline, now, reserve);
-    let fits = available > 0 && available >= nanos(policy.floor);
+    let fits = available > 0 && available >= nanos(policy.get_floor());
     match decision {
         Decision::Call(limits) => {
             prop_assert!(fits, "called with {available} ns available");
-            let t = nanos(limits.timeout);
+            let t = nanos(limits.timeout());
             prop_assert_eq!(t, available);
             prop_assert!(t > 0);
-            prop_assert!(t <= nanos(policy.cap));
-            prop_assert!(t >= nanos(policy.floor));
+            prop_assert!(t <= nanos(policy.get_cap()));
+            prop_assert!(t >= nanos(policy.get_floor()));
             let left = u128::from(
                 deadline
                     .instant()
@@ -132,18 +134,18 @@ fn check_decision(
                     .saturating_sub(now.as_micros()),
             ) * 1_000;
             prop_assert!(t <= left.saturating_sub(reserve));
-            prop_assert!(limits.connect <= limits.timeout);
-            prop_assert!(limits.connect <= policy.connect);
-            prop_assert!(limits.until <= deadline.instant());
-            prop_assert!(limits.until >= now);
+            prop_assert!(limits.connect() <= limits.timeout());
+            prop_assert!(limits.connect() <= policy.get_connect());
+            prop_assert!(limits.until() <= deadline.instant());
+            prop_assert!(limits.until() >= now);
             prop_assert!(limits.deadline() <= deadline);
             prop_assert!(decision.is_call());
-            prop_assert_eq!(decision.timeout(), Some(limits.timeout));
+            prop_assert_eq!(decision.timeout(), Some(limits.timeout()));
         }
         Decision::Skip(shortfall) | Decision::Fail(shortfall) => {
             prop_assert!(!fits, "not called with {available} ns available");
-            prop_assert_eq!(nanos(shortfall.available), available);
-            prop_assert_eq!(shortfall.floor, policy.floor);
+            prop_assert_eq!(nanos(shortfall.available()), available);
+            prop_assert_eq!(shortfall.floor(), policy.get_floor());
             prop_assert_eq!(
                 matches!(decision, Decision::Fail(_)),
                 policy.is_required(),
@@ -155,13 +157,13 @@ fn check_decision(
                 .instant()
                 .as_micros()
                 .saturating_sub(now.as_micros());
-            prop_assert_eq!(shortfall.left.as_micros(), u128::from(left_micros));
+            prop_assert_eq!(shortfall.left().as_micros(), u128::from(left_micros));
             let expected = if left_micros == 0 {
                 Error::DeadlineExceeded
             } else {
                 Error::InsufficientTime {
-                    available: shortfall.available,
-                    floor: policy.floor,
+                    available: shortfall.available(),
+                    floor: policy.get_floor(),
                 }
             };
             prop_assert_eq!(shortfall.error(), expected);
@@ -196,7 +198,7 @@ fn oracle_reserve(chain: &[(Policy<'static>, bool)], own_work: Duration, step: u
     for (i, (policy, _)) in chain.iter().enumerate() {
         if groups[i] > groups[step] && policy.is_required() {
             let entry = floors.entry(groups[i]).or_insert(0);
-            *entry = (*entry).max(nanos(policy.floor));
+            *entry = (*entry).max(nanos(policy.get_floor()));
         }
     }
     let total = nanos(own_work) + floors.values().sum::<u128>();
@@ -227,9 +229,9 @@ fn oracle_path(
 /// A per-step length that depends on the step's index as well as its policy.
 fn length(id: usize, policy: &Policy) -> Duration {
     if id % 2 == 0 {
-        policy.cap
+        policy.get_cap()
     } else {
-        policy.floor
+        policy.get_floor()
     }
 }
 
@@ -316,7 +318,7 @@ proptest! {
             // The reserve is own work plus the required floors of the groups after this one.
             if let Some(next) = (from..taken).find(|&i| groups.get(from) < Some(&groups[i])) {
                 let floors = plan.critical_path(next, |_, p| {
-                    if p.is_required() { p.floor } else { Duration::ZERO }
+                    if p.is_required() { p.get_floor() } else { Duration::ZERO }
                 });
                 prop_assert_eq!(plan.reserve(from), own_work.saturating_add(floors));
             } else if from < taken {
@@ -391,7 +393,7 @@ proptest! {
     ) {
         if let Some(limits) = call_timeout(&policy, deadline, reserve, now).limits() {
             prop_assert!(limits.deadline() <= deadline);
-            prop_assert_eq!(deadline.child(limits.timeout, now), limits.deadline());
+            prop_assert_eq!(deadline.child(limits.timeout(), now), limits.deadline());
         }
     }
 

@@ -59,11 +59,11 @@ fn simulate(
     let mut state = RetryState::new();
     let mut rng = SplitMix64::new(seed);
     for i in 0.. {
-        trace.attempts.push((now, limits.timeout));
+        trace.attempts.push((now, limits.timeout()));
         let (latency, k) = steps[i % steps.len()];
         let ended = now + ms(latency);
-        let (failed_at, out) = if ended >= limits.until {
-            (limits.until, Outcome::TimedOut)
+        let (failed_at, out) = if ended >= limits.until() {
+            (limits.until(), Outcome::TimedOut)
         } else {
             (ended, outcome(k, pushback_ms))
         };
@@ -133,9 +133,9 @@ proptest! {
             // No attempt starts at or after the deadline.
             prop_assert!(!deadline.is_expired(start));
             // Every timeout, the first's and each retry's: >= floor, <= left - reserve.
-            prop_assert!(timeout >= policy.floor);
+            prop_assert!(timeout >= policy.get_floor());
             prop_assert!(timeout <= deadline.remaining(start).saturating_sub(reserve));
-            prop_assert!(timeout <= policy.cap);
+            prop_assert!(timeout <= policy.get_cap());
         }
         for &(decided, at, out) in &trace.retries {
             // No backoff ends after the deadline.

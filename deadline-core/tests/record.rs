@@ -184,7 +184,7 @@ fn a_required_call_with_time_left_but_all_of_it_reserved_is_insufficient_time() 
         deadline_core::Decision::Fail(s) => s,
         other => panic!("B must fail uncalled: {other:?}"),
     };
-    assert_eq!((shortfall.left, shortfall.available), (ms(180), ms(0)));
+    assert_eq!((shortfall.left(), shortfall.available()), (ms(180), ms(0)));
     let insufficient = Error::InsufficientTime {
         available: ms(0),
         floor: ms(30),
@@ -209,7 +209,7 @@ fn a_required_call_with_time_left_but_all_of_it_reserved_is_insufficient_time() 
     let call = Call::new(&b, deadline, ms(180));
     match call.decide(Instant::from_millis(200)) {
         deadline_core::Decision::Fail(s) => {
-            assert_eq!(s.left, ms(0));
+            assert_eq!(s.left(), ms(0));
             assert_eq!(s.error(), Error::DeadlineExceeded);
         }
         other => panic!("B must fail uncalled: {other:?}"),

@@ -47,10 +47,10 @@ fn a_retry_gets_limits_computed_for_its_start() {
     assert_eq!(r.attempt, 2);
     // min(left at `at` - reserve, cap), and never past the deadline.
     assert_eq!(
-        r.limits.timeout,
-        (deadline().remaining(r.at) - reserve).min(p.cap)
+        r.limits.timeout(),
+        (deadline().remaining(r.at) - reserve).min(p.get_cap())
     );
-    assert_eq!(r.limits.until, r.at + r.limits.timeout);
+    assert_eq!(r.limits.until(), r.at + r.limits.timeout());
     assert_eq!(
         (state.attempts(), state.retries(), state.previous_backoff()),
         (2, 1, WAIT)
@@ -187,18 +187,21 @@ fn timeout_under_the_floor_at_the_retry_gives_up() {
     let p = dep();
     let reserve = ms(100);
     // At `at` the time left less the reserve is one microsecond short of the floor.
-    let at = deadline().instant() - reserve - p.floor + Duration::from_micros(1);
+    let at = deadline().instant() - reserve - p.get_floor() + Duration::from_micros(1);
     let now = at - WAIT;
     match decide(&p, now, Outcome::Failed) {
         RetryDecision::GiveUp(GiveUp::UnderFloor(s)) => {
-            assert_eq!(s.available, deadline().remaining(at) - reserve);
-            assert_eq!(s.floor, p.floor);
+            assert_eq!(s.available(), deadline().remaining(at) - reserve);
+            assert_eq!(s.floor(), p.get_floor());
         }
         other => panic!("{other:?}"),
     }
     // A microsecond sooner and it fits, with exactly the floor.
     let fits = decide(&p, now - Duration::from_micros(1), Outcome::Failed);
-    assert_eq!(fits.retry().map(|r| r.limits.timeout), Some(p.floor));
+    assert_eq!(
+        fits.retry().map(|r| r.limits.timeout()),
+        Some(p.get_floor())
+    );
 }
 
 #[test]

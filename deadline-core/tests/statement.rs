@@ -29,7 +29,7 @@ fn the_propagation_model_s_database_caps_at_300_ms_then_follows_the_time_left() 
     let StatementDecision::DontStart(s) = at(961) else {
         panic!("39 ms left must not start a query");
     };
-    assert_eq!((s.available, s.floor), (ms(39), ms(40)));
+    assert_eq!((s.available(), s.floor()), (ms(39), ms(40)));
     assert_eq!(
         s.error(),
         Error::InsufficientTime {
@@ -114,8 +114,8 @@ proptest! {
                 prop_assert!(now + d + policy.reserve <= deadline.instant());
             }
             StatementDecision::DontStart(s) => {
-                prop_assert!(s.available < policy.floor || s.available < ms(1));
-                prop_assert!(s.available <= left);
+                prop_assert!(s.available() < policy.floor || s.available() < ms(1));
+                prop_assert!(s.available() <= left);
             }
         }
     }

@@ -121,11 +121,11 @@ proptest! {
         let deadline = Deadline::after(arrival, budget);
         let policy = Policy::required("dependency").cap(cap).floor(Duration::ZERO);
         if let Decision::Call(limits) = call_timeout(&policy, deadline, reserve, now) {
-            prop_assert!(limits.timeout <= budget);
-            prop_assert!(limits.timeout <= budget.saturating_sub(reserve));
-            prop_assert!(limits.connect <= limits.timeout);
-            prop_assert!(limits.deadline().remaining(now) <= limits.timeout);
-            prop_assert!(limits.deadline().remaining(Instant::ZERO) <= limits.timeout);
+            prop_assert!(limits.timeout() <= budget);
+            prop_assert!(limits.timeout() <= budget.saturating_sub(reserve));
+            prop_assert!(limits.connect() <= limits.timeout());
+            prop_assert!(limits.deadline().remaining(now) <= limits.timeout());
+            prop_assert!(limits.deadline().remaining(Instant::ZERO) <= limits.timeout());
         }
     }
 }

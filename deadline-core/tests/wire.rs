@@ -343,7 +343,10 @@ fn a_call_timeout_travels_to_the_callee_shortened_by_the_allowance() {
     let callee = hop
         .decode_grpc_timeout(header.as_bytes(), callee_now)
         .unwrap();
-    assert_eq!(callee.remaining(callee_now), limits.timeout - hop.allowance);
+    assert_eq!(
+        callee.remaining(callee_now),
+        limits.timeout() - hop.allowance
+    );
 }
 
 proptest! {

@@ -53,7 +53,7 @@ fn a_retried_call_within_the_request_deadline() {
                         core::future::pending::<()>().await; // times out at 40 ms
                     }
                     t.sleep_until(t.now() + ms(12)).await;
-                    Ok::<_, ()>((limits.timeout, left))
+                    Ok::<_, ()>((limits.timeout(), left))
                 }
             })
             .reserve(ms(20))

@@ -83,7 +83,7 @@ impl Sleeper for ManualClock {
 /// let called = BlockingDriver::new(call, &clock, Entropy).run(
 ///     |_| Outcome::Failed,
 ///     |limits| {
-///         timeouts.push(limits.timeout);
+///         timeouts.push(limits.timeout());
 ///         clock.advance(ms(40)); // the attempt's latency
 ///         if timeouts.len() == 1 { Err("503") } else { Ok("price") }
 ///     },

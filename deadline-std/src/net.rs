@@ -35,8 +35,8 @@ fn no_time_left() -> io::Error {
     )
 }
 
-/// Connects to `addr` within `min(limits.connect, time left)`, then sets the socket's read
-/// and write limits to the time left until `limits.until` once connected. Returns the socket
+/// Connects to `addr` within `min(limits.connect(), time left)`, then sets the socket's read
+/// and write limits to the time left until `limits.until()` once connected. Returns the socket
 /// and the limit it set.
 ///
 /// `clock` must be the clock the limits were decided on ([`StdClock`](crate::StdClock) in
@@ -79,7 +79,7 @@ pub fn connect<C: Clock + ?Sized>(
     Ok((stream, armed))
 }
 
-/// Sets a connected socket's read and write limits to the time left until `limits.until`, as
+/// Sets a connected socket's read and write limits to the time left until `limits.until()`, as
 /// read at `now` (for a socket that was connected some other way, or taken from a pool).
 /// Returns the limit it set.
 ///
@@ -99,7 +99,7 @@ pub fn connect<C: Clock + ?Sized>(
 /// let limits = call_timeout(&c, deadline, ms(20), Instant::from_millis(115)).limits().unwrap();
 /// // Taken from the pool 5 ms after the decision: 55 ms are left.
 /// assert_eq!(apply(&pooled, &limits, Instant::from_millis(120))?, ms(55));
-/// assert!(apply(&pooled, &limits, limits.until).is_err());
+/// assert!(apply(&pooled, &limits, limits.until()).is_err());
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn apply(stream: &TcpStream, limits: &Limits, now: Instant) -> io::Result<Duration> {

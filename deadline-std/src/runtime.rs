@@ -68,7 +68,7 @@ pub type AsyncIo = OnThreads<crate::AsyncIoTimer>;
 /// let price = Blocking::block_on(deadline_core::drive::scope_timeout::<Blocking, _>(ms(200), async {
 ///     PRICING
 ///         .run(|limits| async move {
-///             assert_eq!(limits.timeout, ms(110)); // min(200 - 20, 110)
+///             assert_eq!(limits.timeout(), ms(110)); // min(200 - 20, 110)
 ///             Ok::<_, std::io::Error>(42) // a blocking call within `limits`
 ///         })
 ///         .reserve(ms(20))

@@ -72,7 +72,7 @@ fn checkout_chain_blocking() {
     let (seen, c, response) = chain([ms(10), ms(105), ms(25)]);
     let got: Vec<_> = seen
         .iter()
-        .map(|s| (s[0].0.as_millis(), s[0].1.timeout))
+        .map(|s| (s[0].0.as_millis(), s[0].1.timeout()))
         .collect();
     assert_eq!(got, [(0, ms(50)), (10, ms(110)), (115, ms(60))]);
     assert_eq!(c, Ok("C"));
@@ -86,7 +86,7 @@ fn checkout_slow_case_blocking_skips_c_uncalled() {
     let Err(CallError::Skipped(s)) = c else {
         panic!("C must be skipped, got {c:?}");
     };
-    assert_eq!((s.available, s.floor), (ms(24), ms(25)));
+    assert_eq!((s.available(), s.floor()), (ms(24), ms(25)));
     assert_eq!(response, Instant::from_millis(176));
 }
 
@@ -107,7 +107,7 @@ fn a_retry_sleeps_its_backoff_and_gets_the_time_left() {
     let called = BlockingDriver::new(call, &clock, SplitMix64::new(1)).run(classify, |limits| {
         starts.borrow_mut().push((clock.now(), limits));
         if starts.borrow().len() == 1 {
-            clock.set(limits.until);
+            clock.set(limits.until());
             Err(DepError::TimedOut)
         } else {
             clock.advance(ms(30));
@@ -116,9 +116,9 @@ fn a_retry_sleeps_its_backoff_and_gets_the_time_left() {
     });
     assert_eq!(called.result, Ok("price"));
     let starts = starts.into_inner();
-    assert_eq!(starts[0].1.timeout, ms(110));
+    assert_eq!(starts[0].1.timeout(), ms(110));
     assert_eq!(
-        (starts[1].0, starts[1].1.timeout),
+        (starts[1].0, starts[1].1.timeout()),
         (Instant::from_millis(120), ms(60))
     );
     let r = called.report;
@@ -260,7 +260,7 @@ fn each_attempt_hands_its_limits_to_its_socket() {
     let called = BlockingDriver::new(call, &clock, SplitMix64::new(6)).run(
         |_: &io::Error| Outcome::Refused,
         |limits| {
-            assert_eq!(limits.connect, ms(20));
+            assert_eq!(limits.connect(), ms(20));
             let (stream, armed) = net::connect(&addr, &limits, &clock)?;
             Ok((armed, stream.read_timeout()?))
         },

@@ -37,7 +37,7 @@ fn a_retried_call_on_plain_threads() {
                     if first {
                         Err("503")
                     } else {
-                        Ok((left, limits.timeout))
+                        Ok((left, limits.timeout()))
                     }
                 }
             })
@@ -71,7 +71,7 @@ fn a_retried_call_on_smol_and_async_std() {
                             if first {
                                 Err("503")
                             } else {
-                                Ok((left, limits.timeout))
+                                Ok((left, limits.timeout()))
                             }
                         }
                     })

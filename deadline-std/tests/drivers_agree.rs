@@ -186,7 +186,7 @@ fn run_blocking(s: &Scenario) -> Run {
                 }
                 // The socket's read limit, set from the attempt's limits, fires at `until`.
                 Step::Hang => {
-                    clock.set(limits.until + late);
+                    clock.set(limits.until() + late);
                     Err(DepError::ReadTimedOut)
                 }
             }

@@ -80,11 +80,11 @@ impl Clock for Readings {
 fn connect_hands_the_call_timeout_to_the_socket_as_its_read_and_write_limit() {
     // The checkout example's C at 115 ms: timeout 60 ms. Its connect limit is apart, and shorter.
     let limits = checkout_c_limits();
-    assert_eq!(limits.connect, ms(20));
+    assert_eq!(limits.connect(), ms(20));
     let clock = ManualClock::starting_at(Instant::from_millis(115));
     let listener = listener();
     let (stream, armed) = connect(&listener.local_addr().unwrap(), &limits, &clock).unwrap();
-    assert_eq!(armed, limits.timeout);
+    assert_eq!(armed, limits.timeout());
     assert_reads_back(&stream, armed);
 }
 
@@ -104,7 +104,7 @@ fn a_connect_that_took_time_leaves_only_the_rest_to_read() {
     );
     assert_eq!(armed, ms(45));
     assert!(armed <= limits.deadline().remaining(after_connect));
-    assert!(armed < limits.timeout);
+    assert!(armed < limits.timeout());
     assert_reads_back(&stream, armed);
 }
 
@@ -113,7 +113,7 @@ fn a_connect_that_used_up_the_attempt_arms_nothing() {
     // The connect ends at the attempt's end: no time is left to read, so no socket is handed
     // out (a zero limit would mean "wait forever", and std refuses it).
     let limits = checkout_c_limits();
-    let clock = Readings::new(&[Instant::from_millis(115), limits.until]);
+    let clock = Readings::new(&[Instant::from_millis(115), limits.until()]);
     let listener = listener();
     let err = connect(&listener.local_addr().unwrap(), &limits, &clock).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::TimedOut);
@@ -127,7 +127,7 @@ fn the_connect_limit_never_exceeds_the_time_left() {
     assert_eq!(limits.connect_timeout(Instant::from_millis(115)), ms(20));
     assert_eq!(limits.connect_timeout(Instant::from_millis(155)), ms(20));
     assert_eq!(limits.connect_timeout(Instant::from_millis(160)), ms(15));
-    assert_eq!(limits.connect_timeout(limits.until), Duration::ZERO);
+    assert_eq!(limits.connect_timeout(limits.until()), Duration::ZERO);
     assert_eq!(
         limits.connect_timeout(Instant::from_millis(500)),
         Duration::ZERO
@@ -137,7 +137,7 @@ fn the_connect_limit_never_exceeds_the_time_left() {
 #[test]
 fn a_connect_started_after_the_attempt_ended_fails_at_once() {
     let limits = checkout_c_limits();
-    let clock = Readings::new(&[limits.until]);
+    let clock = Readings::new(&[limits.until()]);
     let listener = listener();
     let err = connect(&listener.local_addr().unwrap(), &limits, &clock).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::TimedOut);
@@ -156,7 +156,7 @@ fn a_pooled_socket_used_later_gets_only_the_time_left() {
     assert_eq!(armed, limits.deadline().remaining(taken));
     assert_reads_back(&stream, armed);
 
-    let err = apply(&stream, &limits, limits.until).unwrap_err();
+    let err = apply(&stream, &limits, limits.until()).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::TimedOut);
     assert_reads_back(&stream, armed);
 }
@@ -177,13 +177,13 @@ fn each_read_gets_only_what_is_left_of_the_attempt() {
 
     // 60 ms into the attempt, the next read may wait only the 60 ms left.
     clock.advance(ms(60));
-    let armed = arm_read(&stream, limits.until, clock.now()).unwrap();
+    let armed = arm_read(&stream, limits.until(), clock.now()).unwrap();
     assert_eq!(armed, ms(60));
     assert_reads_back(&stream, armed);
 
     // At the attempt's end: no read at all, and the socket's limit is left as it was.
     clock.advance(ms(60));
-    let err = arm_read(&stream, limits.until, clock.now()).unwrap_err();
+    let err = arm_read(&stream, limits.until(), clock.now()).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::TimedOut);
     assert_reads_back(&stream, armed);
 }

@@ -87,7 +87,7 @@ impl Attempts {
             .started
             .store(self.offset(clock.now()), Ordering::SeqCst);
         record.timeout.store(
-            deadline_core::duration_to_micros(limits.timeout),
+            deadline_core::duration_to_micros(limits.timeout()),
             Ordering::SeqCst,
         );
         Guard {

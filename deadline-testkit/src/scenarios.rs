@@ -145,7 +145,7 @@ pub async fn checkout_slow_case<T: Timer + Copy>(timer: T) {
     assert_eq!((b.started, b.timeout), (ms(48), ms(110)), "B");
     assert_eq!(run.probes[2].started(), 0, "C must not be called");
     match run.c {
-        Err(CallError::Skipped(s)) => assert_eq!((s.available, s.floor), (ms(24), ms(25))),
+        Err(CallError::Skipped(s)) => assert_eq!((s.available(), s.floor()), (ms(24), ms(25))),
         other => panic!("C must be skipped at 156 ms, got {other:?}"),
     }
     assert_eq!(run.response, ms(176), "the response goes out at 176 ms");

@@ -206,7 +206,7 @@ pub fn decide(policy: &Policy, reserve: Duration) -> Decision {
 }
 
 /// A nested call under `limits`: `fut` runs with the call's deadline as the current deadline
-/// (so calls inside it inherit the shorter deadline) and is dropped when `limits.until` comes.
+/// (so calls inside it inherit the shorter deadline) and is dropped when `limits.until()` comes.
 ///
 /// The result is [`Error::Timeout`] when the time ran out. No allocation: the future returned
 /// holds `fut`, the scope and tokio's timer.
@@ -233,8 +233,8 @@ pub fn within<F: Future>(limits: Limits, fut: F) -> Within<F> {
     Within {
         fut: scope(limits.deadline(), fut),
         sleep: None,
-        until: limits.until,
-        after: limits.timeout,
+        until: limits.until(),
+        after: limits.timeout(),
     }
 }
 

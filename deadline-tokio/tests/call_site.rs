@@ -44,7 +44,7 @@ async fn the_attempt_function_runs_inside_the_attempts_scope() {
             // Synchronous code in the attempt function: the attempt's deadline, not the
             // request's 200 ms.
             let before = remaining();
-            async move { Ok::<_, ()>((before, remaining(), limits.timeout)) }
+            async move { Ok::<_, ()>((before, remaining(), limits.timeout())) }
         })
         .reserve(ms(20))
         .await
@@ -240,15 +240,15 @@ async fn the_plan_computes_each_reserve() {
 
     // The checkout example's slow case: A 48 ms, B 108 ms, so C has 24 ms < 25 ms.
     let (a, b, c) = scope_timeout(ms(200), async {
-        let a = A.run(|l| answer(48, l.timeout)).in_plan(&CHECKOUT).await;
-        let b = B.run(|l| answer(108, l.timeout)).in_plan(&CHECKOUT).await;
-        let c = C.run(|l| answer(25, l.timeout)).in_plan(&CHECKOUT).await;
+        let a = A.run(|l| answer(48, l.timeout())).in_plan(&CHECKOUT).await;
+        let b = B.run(|l| answer(108, l.timeout())).in_plan(&CHECKOUT).await;
+        let c = C.run(|l| answer(25, l.timeout())).in_plan(&CHECKOUT).await;
         (a, b, c)
     })
     .await;
     assert_eq!(a, Ok(ms(50)));
     assert_eq!(b, Ok(ms(110)));
-    assert!(matches!(c, Err(CallError::Skipped(s)) if s.available == ms(24)));
+    assert!(matches!(c, Err(CallError::Skipped(s)) if s.available() == ms(24)));
     assert_eq!(C.counters().snapshot().skipped, 1);
 }
 
@@ -323,7 +323,7 @@ async fn a_deadline_only_dependency_makes_one_attempt_in_the_time_left() {
 
     let attempts = Mutex::new(Vec::new());
     let slow = |limits: deadline_core::Limits| {
-        attempts.lock().unwrap().push(limits.timeout);
+        attempts.lock().unwrap().push(limits.timeout());
         async {
             tokio::time::sleep(ms(150)).await;
             Ok::<_, Upstream>(1)
@@ -355,7 +355,7 @@ async fn a_deadline_only_dependency_makes_one_attempt_in_the_time_left() {
 
     // An answer in time is the call's.
     let fast = scope_timeout(ms(200), async {
-        ONLY.run(|limits| async move { Ok::<_, Upstream>(limits.timeout) })
+        ONLY.run(|limits| async move { Ok::<_, Upstream>(limits.timeout()) })
             .reserve(ms(20))
             .await
     })

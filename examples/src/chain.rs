@@ -199,7 +199,7 @@ pub async fn handle<T: Timer + Copy, R: Rng>(
                         "{:>5} ms  {}  called, timeout {} ms",
                         since(timer.now()),
                         policy.name,
-                        millis(limits.timeout)
+                        millis(limits.timeout())
                     ));
                     answer
                 },
@@ -214,8 +214,8 @@ pub async fn handle<T: Timer + Copy, R: Rng>(
             Err(CallError::Skipped(s)) => log(format_args!(
                 "{now:>5} ms  {}  skipped: {} ms left for it < its {} ms floor; fallback used",
                 policy.name,
-                millis(s.available),
-                millis(s.floor)
+                millis(s.available()),
+                millis(s.floor())
             )),
             Err(CallError::Library(error)) => {
                 log(format_args!(

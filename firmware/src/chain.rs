@@ -119,7 +119,7 @@ pub async fn handle(case: &Case, log: &mut dyn FnMut(fmt::Arguments<'_>)) -> u16
                         "{:>5} ms  {}  called, timeout {} ms",
                         since(timer.now()),
                         policy.name,
-                        millis(limits.timeout)
+                        millis(limits.timeout())
                     ));
                     async move {
                         answer.await;
@@ -134,8 +134,8 @@ pub async fn handle(case: &Case, log: &mut dyn FnMut(fmt::Arguments<'_>)) -> u16
             Err(CallError::Skipped(s)) => log(format_args!(
                 "{now:>5} ms  {}  skipped: {} ms left for it < its {} ms floor; fallback used",
                 policy.name,
-                millis(s.available),
-                millis(s.floor)
+                millis(s.available()),
+                millis(s.floor())
             )),
             // A required call under its floor, or (never, here) a timeout: the request fails
             // with the error's status.

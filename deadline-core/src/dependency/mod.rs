@@ -274,7 +274,7 @@ impl<'n, Rt: Runtime, M: Mode> Dependency<'n, Rt, M> {
     ///     type Future = core::future::Ready<Result<core::time::Duration, ()>>;
     ///
     ///     fn start(&mut self, limits: Limits) -> Self::Future {
-    ///         core::future::ready(Ok(limits.timeout))
+    ///         core::future::ready(Ok(limits.timeout()))
     ///     }
     /// }
     ///

@@ -64,7 +64,9 @@ impl<'a, 'n, Rt, const N: usize, M> Steps<'a, 'n, Rt, N, M> {
             .iter()
             .skip(after)
             .filter(|d| d.policy().is_required())
-            .fold(self.own_work, |sum, d| sum.saturating_add(d.policy().floor))
+            .fold(self.own_work, |sum, d| {
+                sum.saturating_add(d.policy().get_floor())
+            })
     }
 
     /// The dependencies, in order.

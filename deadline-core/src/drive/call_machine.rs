@@ -280,7 +280,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
             // An attempt whose timeout has passed is cut off.
             if let Some(slot) = self.expired(now) {
                 if let Some(late) = self.take(slot) {
-                    let after = late.timeout;
+                    let after = late.timeout();
                     let number = late.number();
                     self.course.timed_out(late, now);
                     observer.on_event(&Event::new(
@@ -469,7 +469,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
             EventKind::Started {
                 attempt: attempt.number(),
                 hedge: attempt.is_hedge(),
-                timeout: limits.timeout,
+                timeout: limits.timeout(),
             },
         ));
         if let Some(state) = self.in_flight.all_mut().get_mut(slot) {

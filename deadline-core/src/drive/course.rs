@@ -183,7 +183,7 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
             self.tally.timed_out();
             self.settle_breaker(&mut attempt, BreakerOutcome::Timeout, now);
             Failure::TimedOut {
-                after: attempt.timeout,
+                after: attempt.timeout(),
             }
         } else {
             self.settle_breaker(&mut attempt, BreakerOutcome::of_attempt(outcome), now);
@@ -198,7 +198,7 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
     pub(super) fn timed_out(&mut self, mut attempt: Attempt, now: Instant) {
         self.tally.timed_out();
         self.settle_breaker(&mut attempt, BreakerOutcome::Timeout, now);
-        let after = attempt.timeout;
+        let after = attempt.timeout();
         self.record_failure(Failure::TimedOut { after }, Outcome::TimedOut, now);
     }
 
@@ -395,8 +395,7 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
     ) -> Attempt {
         let number = self.tally.launched(hedge);
         Attempt {
-            timeout: limits.timeout,
-            until: limits.until,
+            until: limits.until(),
             number,
             hedge,
             started: now,

@@ -21,9 +21,8 @@ use crate::time::Instant;
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[must_use = "hand the attempt back to its course when it ends"]
 pub struct Attempt {
-    /// The attempt's timeout (its connect limit follows from it and the policy).
-    pub(super) timeout: Duration,
-    /// When its timeout ends.
+    /// When its timeout ends (its timeout and connect limit follow from it, its start and
+    /// the policy).
     pub(super) until: Instant,
     pub(super) number: u32,
     pub(super) hedge: bool,
@@ -36,7 +35,13 @@ impl Attempt {
     /// ends at [`Limits::until`]).
     #[must_use]
     pub(super) const fn limits(&self, policy: &Policy) -> Limits {
-        Limits::of(policy, self.timeout, self.started, self.until)
+        Limits::of(policy, self.started, self.until)
+    }
+
+    /// The attempt's timeout.
+    #[must_use]
+    pub(super) const fn timeout(&self) -> Duration {
+        self.until.saturating_duration_since(self.started)
     }
 
     /// The attempt's number: 0 for the first, counting every retry and hedge in the order

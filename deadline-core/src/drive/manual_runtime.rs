@@ -33,7 +33,7 @@ std::thread_local! {
 /// let price = ManualRuntime::block_on(scope_timeout::<ManualRuntime, _>(ms(200), async {
 ///     PRICING
 ///         .run(|limits| async move {
-///             assert_eq!(limits.timeout, ms(110)); // min(200 - 20, 110)
+///             assert_eq!(limits.timeout(), ms(110)); // min(200 - 20, 110)
 ///             let t = ManualRuntime::timer();
 ///             t.sleep_until(t.now() + ms(30)).await; // the dependency's latency
 ///             Ok::<_, ()>(42)

@@ -92,7 +92,7 @@
 //!     .run(Driver::new(call, t, SplitMix64::new(1)).run(
 //!         |_| Outcome::Failed,
 //!         |limits: Limits| async move {
-//!             assert_eq!(limits.timeout, ms(110)); // min(200 - 0 - 20, 110)
+//!             assert_eq!(limits.timeout(), ms(110)); // min(200 - 0 - 20, 110)
 //!             t.sleep_until(t.now() + ms(105)).await;
 //!             Ok::<_, ()>("price")
 //!         },
@@ -208,7 +208,7 @@ impl<'c, Tm: Timer> Driver<'c, Tm, NoJitter, NoObserver, DeadlineOnly> {
     /// let called = timer
     ///     .run(Driver::deadline_only(call, t).run(|_| deadline_core::Outcome::Failed, |limits| async move {
     ///         t.sleep_until(t.now() + ms(105)).await;
-    ///         Ok::<_, ()>(limits.timeout)
+    ///         Ok::<_, ()>(limits.timeout())
     ///     }))
     ///     .unwrap();
     /// assert_eq!(called.result, Ok(ms(110)));

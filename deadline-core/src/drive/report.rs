@@ -197,8 +197,8 @@ impl<E: fmt::Display> fmt::Display for CallError<E> {
             CallError::Skipped(s) => write!(
                 f,
                 "skipped: {} us available is under the floor of {} us",
-                s.available.as_micros(),
-                s.floor.as_micros()
+                s.available().as_micros(),
+                s.floor().as_micros()
             ),
             CallError::Attempt(e) => write!(f, "the last attempt failed: {e}"),
             CallError::Library(e) => fmt::Display::fmt(e, f),

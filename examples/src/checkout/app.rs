@@ -38,10 +38,16 @@ async fn answer(latency: Duration, timeout: Duration) -> Result<Duration, Infall
 /// The first required call that fails.
 pub async fn checkout(latency: [Duration; 3]) -> Result<Page, CallError<Infallible>> {
     let [la, lb, lc] = latency;
-    let profile = A.run(|l| answer(la, l.timeout)).in_plan(&CHECKOUT).await?;
-    let price = B.run(|l| answer(lb, l.timeout)).in_plan(&CHECKOUT).await?;
+    let profile = A
+        .run(|l| answer(la, l.timeout()))
+        .in_plan(&CHECKOUT)
+        .await?;
+    let price = B
+        .run(|l| answer(lb, l.timeout()))
+        .in_plan(&CHECKOUT)
+        .await?;
     let recommendations = C
-        .run(|l| answer(lc, l.timeout))
+        .run(|l| answer(lc, l.timeout()))
         .in_plan(&CHECKOUT)
         .await
         .ok();
