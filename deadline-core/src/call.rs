@@ -3,11 +3,11 @@
 use core::time::Duration;
 
 use crate::breaker::CircuitBreaker;
-use crate::call_timeout::{Decision, call_timeout};
+use crate::call_timeout::{Decision, decide_micros};
 use crate::deadline::Deadline;
 use crate::policy::Policy;
 use crate::retry_budget::RetryBudget;
-use crate::time::Instant;
+use crate::time::{Instant, duration_to_micros_ceil, micros_to_duration};
 
 /// One dependency call of one request: what every decision about its attempts needs besides
 /// `now`. It is `Copy`; build it once per call.
@@ -36,8 +36,9 @@ pub struct Call<'a> {
     pub policy: &'a Policy<'a>,
     /// The request's deadline.
     pub deadline: Deadline,
-    /// The time the caller needs after this call returns (see [`crate::call_timeout`]).
-    pub reserve: Duration,
+    /// The time the caller needs after this call returns ([`reserve`](Call::reserve)), in
+    /// whole microseconds, rounded up.
+    reserve_us: u64,
     /// The retry-and-hedge budget that retries and hedges draw from; `None` for no budget.
     pub budget: Option<&'a RetryBudget>,
     /// The dependency's circuit breaker, asked before every attempt; `None` for no breaker.
@@ -53,7 +54,7 @@ impl<'a> Call<'a> {
         Call {
             policy,
             deadline,
-            reserve,
+            reserve_us: duration_to_micros_ceil(reserve),
             budget: None,
             breaker: None,
         }
@@ -88,12 +89,33 @@ impl<'a> Call<'a> {
         self
     }
 
+    /// The time the caller needs after this call returns (see [`crate::call_timeout`]), in
+    /// whole microseconds (rounded up).
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use deadline_core::{Call, Deadline, Instant, Policy, call_timeout, ms};
+    ///
+    /// let b = Policy::required("B");
+    /// let deadline = Deadline::after(Instant::ZERO, ms(200));
+    /// let call = Call::new(&b, deadline, Duration::from_nanos(20_000_001));
+    /// assert_eq!(call.reserve(), Duration::from_micros(20_001));
+    /// // The same decision as `call_timeout` with the reserve as given.
+    /// let now = Instant::from_millis(10);
+    /// assert_eq!(call.decide(now), call_timeout(&b, deadline, Duration::from_nanos(20_000_001), now));
+    /// assert_eq!(call.decide(now).timeout(), Some(Duration::from_micros(169_999)));
+    /// ```
+    #[must_use]
+    pub const fn reserve(&self) -> Duration {
+        micros_to_duration(self.reserve_us)
+    }
+
     /// The decision for an attempt starting at `now`: [`call_timeout`] with this call's
     /// policy, deadline and reserve.
     // Inlined on 64-bit hosts, as `call_timeout` is (see there).
     #[cfg_attr(target_pointer_width = "64", inline)]
     pub fn decide(&self, now: Instant) -> Decision {
-        call_timeout(self.policy, self.deadline, self.reserve, now)
+        decide_micros(self.policy, self.deadline, self.reserve_us, now)
     }
 
     /// Asks the budget for one retry or hedge at `now`; `true` when there is no budget.
@@ -118,7 +140,7 @@ impl defmt::Format for Call<'_> {
             "Call {{ policy: {}, deadline: {}, reserve: {}us, budget: {}, breaker: {} }}",
             self.policy,
             self.deadline,
-            crate::duration_to_micros(self.reserve),
+            self.reserve_us,
             self.budget.is_some(),
             self.breaker.is_some()
         );

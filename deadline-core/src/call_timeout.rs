@@ -314,8 +314,19 @@ pub fn call_timeout(
     reserve: Duration,
     now: Instant,
 ) -> Decision {
+    decide_micros(policy, deadline, duration_to_micros_ceil(reserve), now)
+}
+
+/// [`call_timeout`] with the reserve in whole microseconds (a [`Call`](crate::Call) keeps it
+/// so). Inlined on 64-bit hosts; one copy on 32-bit targets, which both callers share.
+#[cfg_attr(target_pointer_width = "64", inline(always))]
+pub(crate) const fn decide_micros(
+    policy: &Policy,
+    deadline: Deadline,
+    reserve: u64,
+    now: Instant,
+) -> Decision {
     let left = deadline.left_micros(now);
-    let reserve = duration_to_micros_ceil(reserve);
     match within_budget(left, reserve, policy.cap_micros(), policy.floor_micros()) {
         Ok(available) => Decision::Call(Limits {
             start: now,

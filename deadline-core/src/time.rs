@@ -32,7 +32,10 @@ pub const fn duration_to_micros(d: Duration) -> u64 {
 /// A whole second is a whole number of microseconds, so only the nanoseconds round: no
 /// division, no `u128`.
 #[must_use]
-#[inline]
+// One copy on 32-bit targets (see `duration_to_micros`); inlined on 64-bit ones, where a
+// constant (a reserve of zero, say) folds away.
+#[cfg_attr(target_pointer_width = "64", inline)]
+#[cfg_attr(not(target_pointer_width = "64"), inline(never))]
 pub(crate) const fn duration_to_micros_ceil(d: Duration) -> u64 {
     match d.as_secs().checked_mul(MICROS_PER_SEC) {
         Some(whole) => whole.saturating_add(d.subsec_nanos().div_ceil(1_000) as u64),
