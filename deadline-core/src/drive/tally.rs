@@ -119,10 +119,8 @@ impl Tally for Report {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OneAttempt {
     started: Instant,
-    attempts: u8,
-    timeouts: u8,
-    cancelled: u8,
-    /// Bit 0: the first attempt started; bit 1: it won.
+    /// What happened, a bit each: [`STARTED`], [`LAUNCHED`], [`WON`], [`TIMED_OUT`],
+    /// [`CANCELLED`] (one attempt: each happens once at most).
     flags: u8,
     gave_up: Reason,
 }
@@ -140,15 +138,25 @@ enum Reason {
     CircuitOpen,
 }
 
+/// The call started (at `started`).
 const STARTED: u8 = 1;
+/// Its attempt won.
 const WON: u8 = 2;
+/// Its attempt was launched.
+const LAUNCHED: u8 = 4;
+/// Its attempt's timeout fired.
+const TIMED_OUT: u8 = 8;
+/// Its attempt was cancelled.
+const CANCELLED: u8 = 16;
+
+/// 1 if `flags` has `bit`, else 0.
+const fn count(flags: u8, bit: u8) -> u32 {
+    (flags & bit != 0) as u32
+}
 
 impl Tally for OneAttempt {
     const NEW: Self = OneAttempt {
         started: Instant::ZERO,
-        attempts: 0,
-        timeouts: 0,
-        cancelled: 0,
         flags: 0,
         gave_up: Reason::None,
     };
@@ -167,9 +175,12 @@ impl Tally for OneAttempt {
     #[inline]
     fn launched(&mut self, hedge: bool) -> u32 {
         debug_assert!(!hedge, "a one-attempt call sends no hedge");
-        let number = self.attempts;
-        self.attempts = self.attempts.saturating_add(1);
-        u32::from(number)
+        debug_assert!(
+            self.flags & LAUNCHED == 0,
+            "a one-attempt call launches one"
+        );
+        self.flags |= LAUNCHED;
+        0
     }
 
     #[inline]
@@ -180,12 +191,12 @@ impl Tally for OneAttempt {
 
     #[inline]
     fn timed_out(&mut self) {
-        self.timeouts = self.timeouts.saturating_add(1);
+        self.flags |= TIMED_OUT;
     }
 
     #[inline]
     fn cancelled(&mut self) {
-        self.cancelled = self.cancelled.saturating_add(1);
+        self.flags |= CANCELLED;
     }
 
     #[inline]
@@ -224,9 +235,9 @@ impl Tally for OneAttempt {
     #[inline]
     fn report(&self, ended: Instant) -> Report {
         Report {
-            attempts: u32::from(self.attempts),
-            timeouts: u32::from(self.timeouts),
-            cancelled: u32::from(self.cancelled),
+            attempts: count(self.flags, LAUNCHED),
+            timeouts: count(self.flags, TIMED_OUT),
+            cancelled: count(self.flags, CANCELLED),
             winner: (self.flags & WON != 0).then_some(0),
             gave_up: match self.gave_up {
                 Reason::None => None,
