@@ -60,7 +60,7 @@ pub enum Action {
     Done,
 }
 
-/// Where the call is: [`Phase`] without its result.
+/// Where the call is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Stage {
     /// Not started: the first poll decides the first attempt.
@@ -69,30 +69,9 @@ enum Stage {
     Running,
     /// Waiting for a retry to start at the end of its backoff (which the course keeps).
     Backoff,
-    /// Over; the attempts still marked in flight are to be cancelled.
+    /// Over (with how it ended, until [`CallMachine::finish`] takes it); the attempts still
+    /// marked in flight are to be cancelled.
     Done,
-}
-
-/// Where the call is, and once it is over, how it ended (in one field: the result takes the
-/// room the other stages do not need).
-#[derive(Debug)]
-enum Phase<E> {
-    Start,
-    Running,
-    Backoff,
-    /// Over, with how it ended (taken by [`CallMachine::finish`]).
-    Done(Option<Result<(), CallError<E>>>),
-}
-
-impl<E> Phase<E> {
-    const fn stage(&self) -> Stage {
-        match self {
-            Phase::Start => Stage::Start,
-            Phase::Running => Stage::Running,
-            Phase::Backoff => Stage::Backoff,
-            Phase::Done(_) => Stage::Done,
-        }
-    }
 }
 
 /// The whole sequence of one dependency call, sans-IO.
@@ -144,7 +123,10 @@ impl<E> Phase<E> {
 #[derive(Debug)]
 pub struct CallMachine<'c, E, M: Mode = Full> {
     course: Course<'c, E, M>,
-    phase: Phase<E>,
+    /// Where the call is: a byte, read at every step.
+    stage: Stage,
+    /// How the call ended, from the end until [`finish`](Self::finish) takes it.
+    ended: Option<Result<(), CallError<E>>>,
     /// The attempt running in each slot: room for as many as the mode runs at once.
     in_flight: <M as Room>::Records,
 }
@@ -155,7 +137,8 @@ impl<'c, E> CallMachine<'c, E, Full> {
     pub const fn new(call: Call<'c>) -> Self {
         CallMachine {
             course: Course::new(call),
-            phase: Phase::Start,
+            stage: Stage::Start,
+            ended: None,
             in_flight: <<Full as Room>::Records as Records>::EMPTY,
         }
     }
@@ -168,7 +151,8 @@ impl<'c, E> CallMachine<'c, E, DeadlineOnly> {
     pub const fn deadline_only(call: Call<'c>) -> Self {
         CallMachine {
             course: Course::new(call),
-            phase: Phase::Start,
+            stage: Stage::Start,
+            ended: None,
             in_flight: <<DeadlineOnly as Room>::Records as Records>::EMPTY,
         }
     }
@@ -180,7 +164,8 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
     pub(crate) fn with_mode(call: Call<'c>, live: Option<Duration>) -> Self {
         CallMachine {
             course: Course::with_hedge_delay_of(call, live),
-            phase: Phase::Start,
+            stage: Stage::Start,
+            ended: None,
             in_flight: <M::Records as Records>::empty(),
         }
     }
@@ -197,7 +182,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
     /// `deadline` (the one current when the call starts), and it hedges after `live` when
     /// that is `Some`. Nothing changes once the call has started.
     pub(crate) fn settle(&mut self, deadline: crate::deadline::Deadline, live: Option<Duration>) {
-        if self.phase.stage() == Stage::Start {
+        if self.stage == Stage::Start {
             self.course.settle(deadline, live);
         }
     }
@@ -218,14 +203,14 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
     /// Whether the call is over ([`poll`](Self::poll) answers [`Action::Done`]).
     #[must_use]
     pub fn is_done(&self) -> bool {
-        self.phase.stage() == Stage::Done && self.in_flight.all().iter().all(Option::is_none)
+        self.stage == Stage::Done && self.in_flight.all().iter().all(Option::is_none)
     }
 
     /// Whether the call has started (its first [`poll`](Self::poll) has been made): before
     /// that, no attempt runs.
     #[must_use]
     pub fn has_started(&self) -> bool {
-        self.phase.stage() != Stage::Start
+        self.stage != Stage::Start
     }
 
     /// The limits of the attempt running in `slot`, if one runs there.
@@ -251,7 +236,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
     ) -> Action {
         self.course.polled_at(now);
         loop {
-            match self.phase.stage() {
+            match self.stage {
                 Stage::Done => {
                     return match self.next_in_flight() {
                         Some(slot) => {
@@ -264,7 +249,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
                 Stage::Start => {
                     return match self.course.start(now) {
                         Ok(first) => {
-                            self.phase = Phase::Running;
+                            self.stage = Stage::Running;
                             self.launch(first, observer)
                         }
                         Err(error) => {
@@ -294,7 +279,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
                 return Action::Cancel { slot };
             }
 
-            match self.phase.stage() {
+            match self.stage {
                 Stage::Running if self.running() == 0 && !M::FULL => {
                     // A deadline-only call makes one attempt: it has been made.
                     self.give_up(GiveUp::Exhausted, now, observer);
@@ -311,7 +296,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
                                 },
                             ));
                             self.course.back_off_until(retry.at);
-                            self.phase = Phase::Backoff;
+                            self.stage = Stage::Backoff;
                         }
                         RetryDecision::GiveUp(reason) => {
                             self.give_up(reason, now, observer);
@@ -323,7 +308,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
                 Stage::Backoff if M::FULL && now >= self.course.backoff_end() => {
                     match self.course.restart(now) {
                         Ok(retry) => {
-                            self.phase = Phase::Running;
+                            self.stage = Stage::Running;
                             return self.launch(retry, observer);
                         }
                         Err(reason) => {
@@ -352,7 +337,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
     /// [`poll`](Self::poll) and once the call is over (poll at once).
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let backoff = match self.phase.stage() {
+        let backoff = match self.stage {
             Stage::Start | Stage::Done => return None,
             Stage::Backoff => Some(self.course.backoff_end()),
             Stage::Running => None,
@@ -378,7 +363,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
     /// The attempt in `slot` answered at `now`: it wins, and the call is over (the attempts
     /// still running are to be cancelled: [`poll`](Self::poll) says which).
     pub fn succeeded<O: Observer + ?Sized>(&mut self, slot: usize, now: Instant, observer: &mut O) {
-        if self.phase.stage() == Stage::Done {
+        if self.stage == Stage::Done {
             // Too late: the call has ended; the attempt is cancelled at the next poll.
             return;
         }
@@ -409,7 +394,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
         now: Instant,
         observer: &mut O,
     ) {
-        if self.phase.stage() == Stage::Done {
+        if self.stage == Stage::Done {
             // Too late: the call has ended; the attempt is cancelled at the next poll.
             return;
         }
@@ -434,10 +419,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
     /// succeeded, else why there is none, with the report. Call it once
     /// [`poll`](Self::poll) has answered [`Action::Done`].
     pub fn finish<T>(&mut self, value: Option<T>, now: Instant) -> Called<T, E> {
-        let ended = match &mut self.phase {
-            Phase::Done(result) => result.take(),
-            Phase::Start | Phase::Running | Phase::Backoff => None,
-        };
+        let ended = self.ended.take();
         let result = match (ended, value) {
             (Some(Ok(())), Some(value)) => Ok(value),
             (Some(Err(error)), _) => Err(error),
@@ -502,7 +484,8 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
                 ),
             },
         ));
-        self.phase = Phase::Done(Some(result));
+        self.stage = Stage::Done;
+        self.ended = Some(result);
     }
 
     /// Cancels the attempt in `slot` because the call ended otherwise.
