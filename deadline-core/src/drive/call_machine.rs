@@ -235,31 +235,29 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
         observer: &mut O,
     ) -> Action {
         self.course.polled_at(now);
+        if self.stage == Stage::Start {
+            // The first poll: the first attempt, or why there is none.
+            return match self.course.start(now) {
+                Ok(first) => {
+                    self.stage = Stage::Running;
+                    self.launch(first, observer)
+                }
+                Err(error) => {
+                    observer.on_event(&Event::new(now, EventKind::not_made(&error)));
+                    self.end(Err(error), now, observer);
+                    Action::Done
+                }
+            };
+        }
         loop {
-            match self.stage {
-                Stage::Done => {
-                    return match self.next_in_flight() {
-                        Some(slot) => {
-                            self.cancel(slot, now, observer);
-                            Action::Cancel { slot }
-                        }
-                        None => Action::Done,
-                    };
-                }
-                Stage::Start => {
-                    return match self.course.start(now) {
-                        Ok(first) => {
-                            self.stage = Stage::Running;
-                            self.launch(first, observer)
-                        }
-                        Err(error) => {
-                            observer.on_event(&Event::new(now, EventKind::not_made(&error)));
-                            self.end(Err(error), now, observer);
-                            Action::Done
-                        }
-                    };
-                }
-                Stage::Running | Stage::Backoff => {}
+            if self.stage == Stage::Done {
+                return match self.next_in_flight() {
+                    Some(slot) => {
+                        self.cancel(slot, now, observer);
+                        Action::Cancel { slot }
+                    }
+                    None => Action::Done,
+                };
             }
 
             // An attempt whose timeout has passed is cut off.
