@@ -460,7 +460,31 @@ impl CircuitBreaker {
     ///
     /// A result from an earlier generation (the breaker has changed state since the permit
     /// was issued) is ignored.
+    // The common case, a success under a closed breaker whose window holds only successes,
+    // writes nothing and is a load and a compare: inlined on 64-bit hosts (one copy on 32-bit
+    // targets, sized for flash).
+    #[cfg_attr(target_pointer_width = "64", inline)]
     pub fn record(&self, permit: Permit, outcome: BreakerOutcome, now: Instant) {
+        if !permit.probe
+            && matches!(outcome, BreakerOutcome::Success)
+            && self.all_successes(permit.generation)
+        {
+            return;
+        }
+        self.record_slow(permit, outcome, now);
+    }
+
+    /// Whether the window of generation `g` is full, of successes only: a success into it
+    /// leaves it as it is.
+    #[inline]
+    fn all_successes(&self, g: u32) -> bool {
+        // (Such a window is its marker bit alone, just past the `window` outcomes.)
+        let w = self.window.load(Ordering::Acquire);
+        window_tag_of(w) == window_tag(g) && w & FIELD_MASK == 1 << self.tuned.window
+    }
+
+    /// [`record`](Self::record), past its common case.
+    fn record_slow(&self, permit: Permit, outcome: BreakerOutcome, now: Instant) {
         if permit.probe {
             self.record_probe(permit.generation, outcome, now);
         } else {
@@ -495,16 +519,11 @@ impl CircuitBreaker {
         if matches!(outcome, BreakerOutcome::Abandoned) {
             return;
         }
+        // (A success into a full window of successes, which leaves it as it is, has been
+        // answered by `record` without a write.)
         let failed = outcome.is_failure();
         let t = &self.tuned;
         let tag = window_tag(g);
-        // A success into a full window of successes leaves it as it is: no write (most calls,
-        // on a healthy dependency, and the write is what costs under contention).
-        // (Such a window is its marker bit alone, just past the `t.window` outcomes.)
-        let w = self.window.load(Ordering::Acquire);
-        if !failed && window_tag_of(w) == tag && w & FIELD_MASK == 1 << t.window {
-            return;
-        }
         let pushed = self
             .window
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {

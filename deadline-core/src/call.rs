@@ -125,6 +125,7 @@ impl<'a> Call<'a> {
     }
 
     /// Records one original call in the budget at `now` (nothing when there is no budget).
+    #[cfg_attr(target_pointer_width = "64", inline)]
     pub fn deposit(&self, now: Instant) {
         if let Some(b) = self.budget {
             b.deposit(now);

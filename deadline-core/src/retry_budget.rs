@@ -226,7 +226,19 @@ impl RetryBudget {
     ///
     /// Adds the ratio's share of a token to the balance, up to the cap. `now` is accepted so
     /// that every method of the budget reads the same way; deposits do not expire.
+    // The common case, a budget already full, is a load and a compare: inlined on 64-bit
+    // hosts (one copy on 32-bit targets, sized for flash).
+    #[cfg_attr(target_pointer_width = "64", inline)]
     pub fn deposit(&self, now: Instant) {
+        if self.balance.load(Ordering::Acquire) >= self.max_milli {
+            // Full: nothing to add (and no read-modify-write on a healthy dependency).
+            return;
+        }
+        self.deposit_below_cap(now);
+    }
+
+    /// [`deposit`](Self::deposit) into a balance under the cap.
+    fn deposit_below_cap(&self, now: Instant) {
         let _ = now;
         let (add, max) = (self.deposit_milli, self.max_milli);
         // `None` when the balance is already at the cap: nothing to write.

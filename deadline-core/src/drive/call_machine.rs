@@ -360,6 +360,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
 
     /// The attempt in `slot` answered at `now`: it wins, and the call is over (the attempts
     /// still running are to be cancelled: [`poll`](Self::poll) says which).
+    #[inline]
     pub fn succeeded<O: Observer + ?Sized>(&mut self, slot: usize, now: Instant, observer: &mut O) {
         if self.stage == Stage::Done {
             // Too late: the call has ended; the attempt is cancelled at the next poll.
