@@ -127,6 +127,9 @@ pub struct CallMachine<'c, E, M: Mode = Full> {
     stage: Stage,
     /// How the call ended, from the end until [`finish`](Self::finish) takes it.
     ended: Option<Result<(), CallError<E>>>,
+    /// How many of the records hold an attempt in flight, in a full call (so that "none" is
+    /// one compare); unused in a deadline-only one, whose one record says.
+    running: u8,
     /// The attempt running in each slot: room for as many as the mode runs at once.
     in_flight: <M as Room>::Records,
 }
@@ -139,6 +142,7 @@ impl<'c, E> CallMachine<'c, E, Full> {
             course: Course::new(call),
             stage: Stage::Start,
             ended: None,
+            running: 0,
             in_flight: <<Full as Room>::Records as Records>::EMPTY,
         }
     }
@@ -153,6 +157,7 @@ impl<'c, E> CallMachine<'c, E, DeadlineOnly> {
             course: Course::new(call),
             stage: Stage::Start,
             ended: None,
+            running: 0,
             in_flight: <<DeadlineOnly as Room>::Records as Records>::EMPTY,
         }
     }
@@ -166,6 +171,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
             course: Course::with_hedge_delay_of(call, live),
             stage: Stage::Start,
             ended: None,
+            running: 0,
             in_flight: <M::Records as Records>::empty(),
         }
     }
@@ -203,7 +209,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
     /// Whether the call is over ([`poll`](Self::poll) answers [`Action::Done`]).
     #[must_use]
     pub fn is_done(&self) -> bool {
-        self.stage == Stage::Done && self.in_flight.all().iter().all(Option::is_none)
+        self.stage == Stage::Done && self.running() == 0
     }
 
     /// Whether the call has started (its first [`poll`](Self::poll) has been made): before
@@ -240,7 +246,8 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
             return match self.course.start(now) {
                 Ok(first) => {
                     self.stage = Stage::Running;
-                    self.launch(first, observer)
+                    // Nothing runs yet: the first slot is free.
+                    self.launch_in(0, first, observer)
                 }
                 Err(error) => {
                     observer.on_event(&Event::new(now, EventKind::not_made(&error)));
@@ -432,7 +439,19 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
     /// Starts `attempt` in a free slot and says so.
     fn launch<O: Observer + ?Sized>(&mut self, attempt: Attempt, observer: &mut O) -> Action {
         let free = self.in_flight.all().iter().position(Option::is_none);
-        let Some(slot) = free else {
+        self.launch_in(free.unwrap_or(usize::MAX), attempt, observer)
+    }
+
+    /// Starts `attempt` in `slot` (which is free, or past the last when none is) and says so.
+    #[inline(always)]
+    fn launch_in<O: Observer + ?Sized>(
+        &mut self,
+        slot: usize,
+        attempt: Attempt,
+        observer: &mut O,
+    ) -> Action {
+        let len = self.in_flight.all().len();
+        if slot >= len {
             // Every slot taken, which `poll` prevents: the attempt is not made (its breaker
             // permit handed back), and the machine waits for the deadline at the latest.
             let mut unmade = attempt;
@@ -443,7 +462,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
             return Action::Wait {
                 until: self.call().deadline.instant(),
             };
-        };
+        }
         let limits = attempt.limits(self.call().policy);
         observer.on_event(&Event::new(
             attempt.started(),
@@ -454,7 +473,11 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
             },
         ));
         if let Some(state) = self.in_flight.all_mut().get_mut(slot) {
+            debug_assert!(state.is_none(), "an attempt starts in a free slot");
             *state = Some(attempt);
+            if M::FULL {
+                self.running = self.running.saturating_add(1);
+            }
         }
         Action::Start { slot, limits }
     }
@@ -498,6 +521,9 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
 
     /// The first slot whose attempt's timeout has passed at `now`.
     fn expired(&self, now: Instant) -> Option<usize> {
+        if self.running() == 0 {
+            return None;
+        }
         self.in_flight
             .all()
             .iter()
@@ -506,18 +532,33 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
 
     /// The first slot with an attempt in flight.
     fn next_in_flight(&self) -> Option<usize> {
+        if self.running() == 0 {
+            return None;
+        }
         self.in_flight.all().iter().position(Option::is_some)
     }
 
     fn take(&mut self, slot: usize) -> Option<Attempt> {
-        self.in_flight
+        let taken = self
+            .in_flight
             .all_mut()
             .get_mut(slot)
-            .and_then(Option::take)
+            .and_then(Option::take);
+        if M::FULL && taken.is_some() {
+            self.running = self.running.saturating_sub(1);
+        }
+        taken
     }
 
+    /// How many attempts are in flight: counted in a full call, its one record looked at in a
+    /// deadline-only one.
+    #[inline(always)]
     fn running(&self) -> usize {
-        self.in_flight.all().iter().filter(|s| s.is_some()).count()
+        if M::FULL {
+            usize::from(self.running)
+        } else {
+            self.in_flight.all().iter().filter(|s| s.is_some()).count()
+        }
     }
 }
 
@@ -526,7 +567,7 @@ impl<E, M: Mode> Drop for CallMachine<'_, E, M> {
     /// once (a half-open breaker's probe slot is freed now, not after its probe timeout).
     fn drop(&mut self) {
         let breaker = self.course.call().breaker;
-        if !M::FULL || breaker.is_none() {
+        if !M::FULL || breaker.is_none() || self.running() == 0 {
             // Only a mode with a breaker holds permits.
             return;
         }
