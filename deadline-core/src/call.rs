@@ -110,7 +110,7 @@ impl<'a> Call<'a> {
         micros_to_duration(self.reserve_us)
     }
 
-    /// The decision for an attempt starting at `now`: [`call_timeout`] with this call's
+    /// The decision for an attempt starting at `now`: [`call_timeout`](crate::call_timeout) with this call's
     /// policy, deadline and reserve.
     // Inlined on 64-bit hosts, as `call_timeout` is (see there).
     #[cfg_attr(target_pointer_width = "64", inline)]
