@@ -169,11 +169,10 @@ fn verify(origin: std::time::Instant, now: std::time::Instant) -> Option<i64> {
 #[inline]
 pub fn from_std(t: std::time::Instant) -> Instant {
     let origin = origin();
-    if let Some(base) = origin.base
-        && let Some(since) = Fields::of(t)
-            .and_then(micros_of)
-            .and_then(|micros| micros.checked_sub(base))
-    {
+    let since = origin
+        .base
+        .and_then(|base| micros_of(Fields::of(t)?)?.checked_sub(base));
+    if let Some(since) = since {
         // Before the origin: zero.
         return Instant::from_micros(u64::try_from(since).unwrap_or(0));
     }
