@@ -12,7 +12,7 @@
 //! deadline into it.
 
 use core::future::Future;
-use core::pin::Pin;
+use core::pin::{Pin, pin};
 use core::task::{Context, Poll};
 use core::time::Duration;
 
@@ -255,24 +255,43 @@ pin_project_lite::pin_project! {
 impl<F: Future> Future for Within<F> {
     type Output = Result<F::Output, Error>;
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut this = self.project();
+        let this = self.project();
+        let had_budget = tokio::task::coop::has_budget_remaining();
         // The future first, as tokio's own timeout does: an answer that is ready wins, even
         // at the timeout.
         if let Poll::Ready(output) = this.fut.poll(cx) {
             return Poll::Ready(Ok(output));
         }
-        if this.sleep.is_none() {
-            this.sleep.set(Some(TokioTimer.sleep_until(*this.until)));
-        }
-        let elapsed = this
-            .sleep
-            .as_pin_mut()
-            .is_none_or(|sleep| sleep.poll(cx).is_ready());
-        if elapsed {
-            Poll::Ready(Err(Error::Timeout { after: *this.after }))
+        poll_timer(this.sleep, *this.until, *this.after, had_budget, cx).map(Err)
+    }
+}
+
+/// The timer of a [`Within`] whose future is pending: made at the first call, then polled;
+/// the timeout's error once it has fired. One copy for every future type.
+fn poll_timer(
+    mut sleep: Pin<&mut Option<Sleep>>,
+    until: Instant,
+    after: Duration,
+    had_budget: bool,
+    cx: &mut Context<'_>,
+) -> Poll<Error> {
+    if sleep.is_none() {
+        sleep.set(Some(TokioTimer.sleep_until(until)));
+    }
+    let elapsed = sleep.as_pin_mut().is_none_or(|sleep| {
+        if had_budget && !tokio::task::coop::has_budget_remaining() {
+            // The future used up the task's budget: the timer is read all the same (as
+            // tokio's own timeout does), or a future that always does would never time out.
+            pin!(tokio::task::unconstrained(sleep)).poll(cx).is_ready()
         } else {
-            Poll::Pending
+            sleep.poll(cx).is_ready()
         }
+    });
+    if elapsed {
+        Poll::Ready(Error::Timeout { after })
+    } else {
+        Poll::Pending
     }
 }

@@ -203,6 +203,62 @@ async fn within_polls_the_future_first_and_cuts_off_a_pending_one_whose_time_is_
     assert_eq!(TokioClock.now() - t0, ms(10));
 }
 
+/// A future that uses up the task's cooperative budget at every poll, and never answers.
+async fn always_busy() {
+    loop {
+        tokio::task::consume_budget().await;
+    }
+}
+
+/// Polls `fut` once, in a fresh poll of the task (with a whole cooperative budget).
+async fn poll_once<F: std::future::Future + Unpin>(fut: &mut F) -> std::task::Poll<F::Output> {
+    tokio::task::yield_now().await;
+    std::future::poll_fn(|cx| std::task::Poll::Ready(std::pin::Pin::new(&mut *fut).poll(cx))).await
+}
+
+/// A future that uses up the task's budget at every poll is still cut off at its timeout:
+/// the timer is read all the same, as tokio's own timeout does (polled with no budget left,
+/// tokio's timer answers "pending", whatever the time).
+#[tokio::test(start_paused = true)]
+async fn within_cuts_off_a_future_that_uses_up_the_budget() {
+    let b = Policy::required("B").cap(ms(50));
+    let limits = decide(&b, ms(0)).limits().unwrap();
+    let mut call = Box::pin(within(limits, always_busy()));
+    assert!(poll_once(&mut call).await.is_pending());
+    tokio::time::advance(ms(60)).await;
+    assert_eq!(
+        poll_once(&mut call).await,
+        std::task::Poll::Ready(Err(Error::Timeout { after: ms(50) }))
+    );
+}
+
+/// The same for a driven call: its attempt's timeout fires though the attempt uses up the
+/// budget at every poll.
+#[tokio::test(start_paused = true)]
+async fn a_driven_attempt_that_uses_up_the_budget_is_cut_off_at_its_timeout() {
+    let b = Policy::required("B").cap(ms(50));
+    let attempt = |_| async {
+        always_busy().await;
+        Ok::<(), ()>(())
+    };
+    let mut call = Box::pin(deadline_tokio::drive(
+        deadline_tokio::call(&b, ms(0)),
+        deadline_core::SplitMix64::new(1),
+        |_: &()| deadline_core::Outcome::Failed,
+        attempt,
+    ));
+    assert!(poll_once(&mut call).await.is_pending());
+    tokio::time::advance(ms(60)).await;
+    let std::task::Poll::Ready(called) = poll_once(&mut call).await else {
+        panic!("the attempt was not cut off at its timeout");
+    };
+    assert_eq!(
+        called.result.unwrap_err().library(),
+        Some(Error::Timeout { after: ms(50) })
+    );
+    assert_eq!(called.report.timeouts, 1);
+}
+
 #[tokio::test(start_paused = true)]
 async fn statement_timeout_follows_the_current_deadline() {
     const ORDERS: StatementPolicy = StatementPolicy::capped(ms(300)).floor(ms(40));
