@@ -7,6 +7,7 @@ use crate::sync::{AtomicU32, Ordering};
 
 use crate::policy::Policy;
 use crate::quantile::Quantile;
+use crate::time::duration_to_micros_ceil;
 
 /// The smaller layout: 384 buckets (1536 bytes), at most 6.25% high, exact up to about 130 s.
 /// Made by [`SmallHistogram::with_layout`].
@@ -157,7 +158,9 @@ impl<const N: usize, const SUB_BITS: u32> Histogram<N, SUB_BITS> {
         if n == 0 {
             return;
         }
-        if let Some(bucket) = self.buckets.get(Self::index(ceil_micros(latency))) {
+        // Rounded up, so a bucket's upper bound is never below the latency.
+        let micros = duration_to_micros_ceil(latency);
+        if let Some(bucket) = self.buckets.get(Self::index(micros)) {
             let _ = bucket.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
                 (c != u32::MAX).then(|| c.saturating_add(n))
             });
@@ -450,47 +453,11 @@ impl<const N: usize, const SUB_BITS: u32> defmt::Format for Histogram<N, SUB_BIT
     }
 }
 
-/// A latency in whole microseconds, rounded up (so a bucket's upper bound is never below the
-/// latency), saturating at `u64::MAX`.
-///
-/// A whole second is a whole number of microseconds, so only the nanoseconds round: no
-/// `u128` division (recording a latency is on every call's path).
-fn ceil_micros(d: Duration) -> u64 {
-    d.as_secs()
-        .saturating_mul(1_000_000)
-        .saturating_add(u64::from(d.subsec_nanos().div_ceil(1_000)))
-}
-
 /// `v` as a `u64`, saturating.
 const fn saturate_u64(v: u128) -> u64 {
     if v > u64::MAX as u128 {
         u64::MAX
     } else {
         v as u64
-    }
-}
-
-#[cfg(test)]
-mod ceil_micros_tests {
-    use super::*;
-
-    #[test]
-    fn ceil_micros_is_the_nanoseconds_rounded_up() {
-        let edges = [
-            Duration::ZERO,
-            Duration::from_nanos(1),
-            Duration::from_nanos(999),
-            Duration::from_nanos(1_000),
-            Duration::from_nanos(1_001),
-            Duration::new(1, 999_999_999),
-            Duration::new(18_446_744_073_709, 551_615_000),
-            Duration::new(18_446_744_073_709, 551_615_001),
-            Duration::new(u64::MAX / 1_000_000, 999_999_999),
-            Duration::MAX,
-        ];
-        for d in edges {
-            let wide = u64::try_from(d.as_nanos().div_ceil(1_000)).unwrap_or(u64::MAX);
-            assert_eq!(ceil_micros(d), wide, "{d:?}");
-        }
     }
 }

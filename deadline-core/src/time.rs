@@ -398,7 +398,28 @@ pub const fn ms(millis: u64) -> Duration {
 mod tests {
     use core::time::Duration;
 
-    use super::{micros_to_duration_halves, mul_wide_halves};
+    use super::{duration_to_micros_ceil, micros_to_duration_halves, mul_wide_halves};
+
+    /// Rounded up, saturating: the `u128` form's answer on the edges.
+    #[test]
+    fn duration_to_micros_ceil_is_the_nanoseconds_rounded_up() {
+        let edges = [
+            Duration::ZERO,
+            Duration::from_nanos(1),
+            Duration::from_nanos(999),
+            Duration::from_nanos(1_000),
+            Duration::from_nanos(1_001),
+            Duration::new(1, 999_999_999),
+            Duration::new(18_446_744_073_709, 551_615_000),
+            Duration::new(18_446_744_073_709, 551_615_001),
+            Duration::new(u64::MAX / 1_000_000, 999_999_999),
+            Duration::MAX,
+        ];
+        for d in edges {
+            let wide = u64::try_from(d.as_nanos().div_ceil(1_000)).unwrap_or(u64::MAX);
+            assert_eq!(duration_to_micros_ceil(d), wide, "{d:?}");
+        }
+    }
 
     /// The 32-bit targets' conversion agrees with `Duration::from_micros` at the edges of the
     /// seconds and on a stream of pseudo-random values.
