@@ -22,7 +22,7 @@ use deadline_tokio::{
 use tower::{Service, ServiceExt};
 
 /// The scenarios, by the name the programs take.
-pub const SCENARIOS: [&str; 17] = [
+pub const SCENARIOS: [&str; 18] = [
     "clock_tokio",
     "clock_deadline",
     "call_timeout",
@@ -37,6 +37,7 @@ pub const SCENARIOS: [&str; 17] = [
     "deadline_drive_only",
     "deadline_drive_only_scoped",
     "deadline_drive_armed",
+    "deadline_run_armed",
     "dependency_run",
     "dependency_run_armed",
     "dependency_run_deadline_only",
@@ -273,6 +274,22 @@ pub async fn run(name: &str, n: u64) -> Option<u64> {
                         .with_budget(&BUDGET_10)
                         .with_breaker(&BREAKER);
                     let called = drive(c, &mut rng, |_: &()| Outcome::Failed, |_| answer()).await;
+                    sum += called.result.unwrap();
+                }
+            })
+            .await;
+        }
+        "deadline_run_armed" => {
+            scope_timeout(BUDGET, async {
+                let mut rng = SplitMix64::new(1);
+                for _ in 0..n {
+                    let c = call(&ARMED, ms(0))
+                        .with_budget(&BUDGET_10)
+                        .with_breaker(&BREAKER);
+                    // Around the same future as tokio's timeout (`drive` runs each attempt in
+                    // its own scope: `deadline_drive_armed`).
+                    let driver = Driver::new(c, TokioTimer, &mut rng);
+                    let called = driver.run(|_: &()| Outcome::Failed, |_| answer()).await;
                     sum += called.result.unwrap();
                 }
             })

@@ -240,7 +240,6 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
         rng: &mut R,
         observer: &mut O,
     ) -> Action {
-        self.course.polled_at(now);
         if self.stage == Stage::Start {
             // The first poll: the first attempt, or why there is none.
             return match self.course.start(now) {
@@ -255,6 +254,10 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
                     Action::Done
                 }
             };
+        }
+        if self.stage != Stage::Done {
+            // Past the first attempt's start: what the call needs for its retries and hedges.
+            self.course.follow_up(now);
         }
         loop {
             if self.stage == Stage::Done {
@@ -476,7 +479,8 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
             debug_assert!(state.is_none(), "an attempt starts in a free slot");
             *state = Some(attempt);
             if M::FULL {
-                self.running = self.running.saturating_add(1);
+                // At most one per record: no overflow.
+                self.running += 1;
             }
         }
         Action::Start { slot, limits }
@@ -545,7 +549,8 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
             .get_mut(slot)
             .and_then(Option::take);
         if M::FULL && taken.is_some() {
-            self.running = self.running.saturating_sub(1);
+            // One per record taken: counted when it started.
+            self.running -= 1;
         }
         taken
     }

@@ -94,17 +94,15 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
     /// Hedges after `live` (such as the p95 of a live latency histogram) instead of the
     /// policy's fixed delay, when it is `Some`.
     pub(super) fn set_hedge_delay(&mut self, live: Option<Duration>) {
-        if let Some(f) = self.followups.get_mut() {
-            f.live_delay = live;
-        }
+        self.followups.set_live_delay(live);
     }
 
     /// Narrows the call's deadline to `deadline` and sets the live hedge delay, before the
     /// first attempt.
     pub(super) fn settle(&mut self, deadline: crate::deadline::Deadline, live: Option<Duration>) {
         self.call.deadline = self.call.deadline.min(deadline);
-        if let (Some(f), Some(_)) = (self.followups.get_mut(), live) {
-            f.live_delay = live;
+        if live.is_some() {
+            self.followups.set_live_delay(live);
         }
     }
 
@@ -143,9 +141,8 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
         if M::FULL {
             self.call.deposit(now);
         }
-        if let Some(f) = self.followups.get_mut() {
-            f.hedges = HedgeState::new(now);
-        }
+        // The retry and hedge bookkeeping is made when the call first needs it, from this
+        // start (`Course::follow_up`).
         self.tally.started(now);
         Ok(self.launch(limits, permit, false, now))
     }
@@ -214,7 +211,8 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
     /// running: [`RetryState::decide`] with the latest failure's outcome. A refusal of the
     /// retry budget is counted in [`Report::budget_refusals`].
     pub(super) fn retry<R: Rng + ?Sized>(&mut self, rng: &mut R, now: Instant) -> RetryDecision {
-        let Some(f) = self.followups.get_mut() else {
+        let first = self.tally.started_at();
+        let Some(f) = self.followups.made(first) else {
             // A mode without retries has used its one attempt.
             return RetryDecision::GiveUp(GiveUp::Exhausted);
         };
@@ -225,27 +223,33 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
         decision
     }
 
-    /// The machine is polled at `now` (kept by a mode that hedges: see
-    /// [`latest_poll`](Course::latest_poll)).
+    /// The machine is polled at `now` after its first attempt started: the retry and hedge
+    /// bookkeeping is made, if it was not yet, and the poll kept (see
+    /// [`latest_poll`](Course::latest_poll)). A mode that does not hedge keeps nothing.
     #[inline]
-    pub(super) fn polled_at(&mut self, now: Instant) {
-        if let Some(f) = self.followups.get_mut() {
+    pub(super) fn follow_up(&mut self, now: Instant) {
+        let first = self.tally.started_at();
+        if let Some(f) = self.followups.made(first) {
             f.latest_poll = f.latest_poll.max(now);
         }
     }
 
-    /// The latest instant the machine was polled with ([`Instant::ZERO`] in a mode that does
-    /// not hedge).
+    /// The latest instant the machine was polled with since its first attempt started (the
+    /// first attempt's start until the bookkeeping is made; [`Instant::ZERO`] in a mode that
+    /// does not hedge).
     #[must_use]
     pub(super) fn latest_poll(&self) -> Instant {
-        self.followups
-            .get()
-            .map_or(Instant::ZERO, |f| f.latest_poll)
+        match self.followups.get() {
+            Some(f) => f.latest_poll,
+            None if M::FULL => self.tally.started_at(),
+            None => Instant::ZERO,
+        }
     }
 
     /// The call backs off until `end` before its retry (a mode without retries never does).
     pub(super) fn back_off_until(&mut self, end: Instant) {
-        if let Some(f) = self.followups.get_mut() {
+        let first = self.tally.started_at();
+        if let Some(f) = self.followups.made(first) {
             f.backoff_end = end;
         }
     }
@@ -254,6 +258,7 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
     /// mode without retries).
     #[must_use]
     pub(super) fn backoff_end(&self) -> Instant {
+        // Only a call that backed off asks (`back_off_until` made the bookkeeping).
         self.followups.get().map_or(Instant::MAX, |f| f.backoff_end)
     }
 
@@ -276,7 +281,8 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
             Decision::Skip(s) | Decision::Fail(s) => return Err(GiveUp::UnderFloor(s)),
         };
         let permit = self.admit(now).map_err(|_| GiveUp::CircuitOpen)?;
-        if let Some(f) = self.followups.get_mut() {
+        let first = self.tally.started_at();
+        if let Some(f) = self.followups.made(first) {
             f.hedges.restart(now);
         }
         self.tally.retried();
@@ -287,8 +293,15 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
     /// [`HedgeState::next_at`]).
     #[must_use]
     pub(super) fn next_hedge(&self) -> Option<Instant> {
-        let f = self.followups.get()?;
-        f.hedges.next_at(&self.call, f.live_delay)
+        if !M::FULL {
+            return None;
+        }
+        let live = self.followups.live_delay();
+        match self.followups.get() {
+            Some(f) => f.hedges.next_at(&self.call, live),
+            // Not made yet: as it will be, from the first attempt's start.
+            None => HedgeState::new(self.tally.started_at()).next_at(&self.call, live),
+        }
     }
 
     /// Sends a hedge at `now` if one is due and may be sent: the breaker is asked first
@@ -301,14 +314,16 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
         if now < due {
             return None;
         }
+        let first = self.tally.started_at();
         let Ok(permit) = self.admit(now) else {
-            if let Some(f) = self.followups.get_mut() {
+            if let Some(f) = self.followups.made(first) {
                 f.hedges.stop();
             }
             return None;
         };
-        let f = self.followups.get_mut()?;
-        match f.hedges.decide(&self.call, f.live_delay, now) {
+        let live = self.followups.live_delay();
+        let f = self.followups.made(first)?;
+        match f.hedges.decide(&self.call, live, now) {
             HedgeDecision::Send(limits) => Some(self.launch(limits, permit, true, now)),
             HedgeDecision::Throttled => {
                 self.tally.budget_refused();
@@ -405,7 +420,9 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
 
     /// Records the latest failure, unless a final one stands.
     fn record_failure(&mut self, failure: Failure<E>, outcome: Outcome, now: Instant) {
-        let Some(f) = self.followups.get_mut() else {
+        let first = self.tally.started_at();
+        let live = self.followups.live_delay();
+        let Some(f) = self.followups.made(first) else {
             // One attempt, so nothing can stand before it.
             self.last = Some(failure);
             return;
@@ -421,8 +438,7 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
                 f.hedges.stop();
             }
             Outcome::Pushback(Pushback::After(d)) => {
-                f.hedges
-                    .push_back(now.saturating_add(d), &self.call, f.live_delay);
+                f.hedges.push_back(now.saturating_add(d), &self.call, live);
             }
             Outcome::TimedOut | Outcome::Refused | Outcome::Failed => {}
         }

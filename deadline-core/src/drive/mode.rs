@@ -7,7 +7,7 @@
 use core::pin::Pin;
 
 use super::flight::Attempt;
-use super::followups::{Followups, Kept};
+use super::followups::{Kept, Later};
 use super::report::Report;
 use super::tally::{OneAttempt, Tally};
 
@@ -49,7 +49,7 @@ impl Mode for DeadlineOnly {
 }
 
 impl sealed::Room for Full {
-    type Followups = Followups;
+    type Followups = Later;
     type Tally = Report;
     type Records = [Option<Attempt>; super::MAX_IN_FLIGHT];
     type Slots<F> = Four<F>;

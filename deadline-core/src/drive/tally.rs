@@ -18,6 +18,9 @@ pub trait Tally: core::fmt::Debug {
     /// The first attempt started at `now`.
     fn started(&mut self, now: Instant);
 
+    /// When the first attempt started ([`Instant::ZERO`] before).
+    fn started_at(&self) -> Instant;
+
     /// An attempt starts (a hedge, or not): its number, counting from 0.
     fn launched(&mut self, hedge: bool) -> u32;
 
@@ -57,6 +60,11 @@ impl Tally for Report {
     #[inline]
     fn started(&mut self, now: Instant) {
         self.started = Some(now);
+    }
+
+    #[inline]
+    fn started_at(&self) -> Instant {
+        self.started.unwrap_or(Instant::ZERO)
     }
 
     #[inline]
@@ -170,6 +178,11 @@ impl Tally for OneAttempt {
     fn started(&mut self, now: Instant) {
         self.started = now;
         self.flags |= STARTED;
+    }
+
+    #[inline]
+    fn started_at(&self) -> Instant {
+        self.started
     }
 
     #[inline]
