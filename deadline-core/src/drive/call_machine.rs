@@ -439,6 +439,18 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
         self.course.end(result, now)
     }
 
+    /// What the call returns at `now` when its winner answered `value` and it is over (as
+    /// [`finish`](Self::finish) with `Some(value)` after a success, without reading back how
+    /// it ended): the driver's path for a first attempt that answers at once.
+    #[inline]
+    pub(super) fn finish_won<T>(&mut self, value: T, now: Instant) -> Called<T, E> {
+        debug_assert!(
+            self.is_done() && matches!(self.ended, Some(Ok(()))),
+            "only a call whose winner answered is finished as won"
+        );
+        self.course.end(Ok(value), now)
+    }
+
     /// Starts `attempt` in a free slot and says so.
     fn launch<O: Observer + ?Sized>(&mut self, attempt: Attempt, observer: &mut O) -> Action {
         let free = self.in_flight.all().iter().position(Option::is_none);
@@ -567,19 +579,28 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
     }
 }
 
-impl<E, M: Mode> Drop for CallMachine<'_, E, M> {
-    /// The attempts still in flight are abandoned: their breaker permits are handed back at
-    /// once (a half-open breaker's probe slot is freed now, not after its probe timeout).
-    fn drop(&mut self) {
+impl<E, M: Mode> CallMachine<'_, E, M> {
+    /// Hands back the breaker permits of the attempts still in flight, as abandoned.
+    #[inline(never)]
+    fn abandon_in_flight(&mut self) {
         let breaker = self.course.call().breaker;
-        if !M::FULL || breaker.is_none() || self.running() == 0 {
-            // Only a mode with a breaker holds permits.
-            return;
-        }
         for flight in self.in_flight.all_mut().iter_mut().flatten() {
             // An abandoned result changes no state that depends on the instant.
             let at = flight.started();
             flight.settle(breaker, BreakerOutcome::Abandoned, at);
+        }
+    }
+}
+
+impl<E, M: Mode> Drop for CallMachine<'_, E, M> {
+    /// The attempts still in flight are abandoned: their breaker permits are handed back at
+    /// once (a half-open breaker's probe slot is freed now, not after its probe timeout).
+    // A call that ended holds none: the test is inlined where the driver's future is dropped.
+    #[inline]
+    fn drop(&mut self) {
+        // Only a mode with a breaker holds permits.
+        if M::FULL && self.running() != 0 && self.course.call().breaker.is_some() {
+            self.abandon_in_flight();
         }
     }
 }

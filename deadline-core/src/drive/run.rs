@@ -54,18 +54,30 @@ where
     ) -> Poll<Called<T, E>> {
         let mut now = self.timer.now();
         if self.machine.has_started() {
-            // A wake-up: any attempt may have moved (at the first poll, none runs yet).
+            // A wake-up: any attempt may have moved.
             self.poll_attempts(cx, slots.as_mut(), now);
+        } else if let Action::Start { slot, limits } =
+            self.machine.poll(now, &mut self.rng, &mut self.observer)
+        {
+            // The first poll (none runs yet), on its own path: its attempt's slot is known
+            // here (the first), and a call whose first attempt answers at once ends on it,
+            // its value handed straight on.
+            let mut fut = slots.as_mut().slot(slot);
+            match self.attempt.start_in(limits, fut.as_mut(), cx) {
+                Poll::Ready(Ok(value)) => {
+                    fut.set(None);
+                    self.machine.succeeded(slot, now, &mut self.observer);
+                    return Poll::Ready(self.machine.finish_won(value, now));
+                }
+                polled => {
+                    self.ended(slot, &mut fut, polled, now);
+                }
+            }
         }
         loop {
             match self.machine.poll(now, &mut self.rng, &mut self.observer) {
                 Action::Start { slot, limits } => {
-                    // The attempt first: if it answers at once, no timer is armed.
-                    let mut fut = slots.as_mut().slot(slot);
-                    let polled = self.attempt.start_in(limits, fut.as_mut(), cx);
-                    if self.ended(slot, &mut fut, polled, now) && self.machine.is_done() {
-                        // It answered, and nothing else runs: the call is over (what
-                        // `Action::Done` would say at the next poll, with nothing to cancel).
+                    if self.started(slot, limits, cx, slots.as_mut(), now) {
                         sleep.set(None);
                         return Poll::Ready(self.machine.finish(self.value.take(), now));
                     }
@@ -97,6 +109,23 @@ where
                 }
             }
         }
+    }
+
+    /// Starts an attempt in `slot` with `limits` and polls it at once (if it answers, no
+    /// timer is armed). `true` when it answered and nothing else runs: the call is over
+    /// (what `Action::Done` would say at the next poll, with nothing to cancel).
+    #[inline(always)]
+    fn started(
+        &mut self,
+        slot: usize,
+        limits: crate::call_timeout::Limits,
+        cx: &mut Context<'_>,
+        mut slots: Pin<&mut <M as Room>::Slots<F>>,
+        now: Instant,
+    ) -> bool {
+        let mut fut = slots.as_mut().slot(slot);
+        let polled = self.attempt.start_in(limits, fut.as_mut(), cx);
+        self.ended(slot, &mut fut, polled, now) && self.machine.is_done()
     }
 
     /// Polls every attempt in flight, and tells the machine of
