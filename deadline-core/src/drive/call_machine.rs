@@ -491,8 +491,8 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
             debug_assert!(state.is_none(), "an attempt starts in a free slot");
             *state = Some(attempt);
             if M::FULL {
-                // At most one per record: no overflow.
-                self.running += 1;
+                // At most one per record: it cannot wrap.
+                self.running = self.running.wrapping_add(1);
             }
         }
         Action::Start { slot, limits }
@@ -561,8 +561,8 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
             .get_mut(slot)
             .and_then(Option::take);
         if M::FULL && taken.is_some() {
-            // One per record taken: counted when it started.
-            self.running -= 1;
+            // One per record taken, counted when it started: it cannot wrap.
+            self.running = self.running.wrapping_sub(1);
         }
         taken
     }
