@@ -485,10 +485,44 @@ impl CircuitBreaker {
 
     /// [`record`](Self::record), past its common case.
     fn record_slow(&self, permit: Permit, outcome: BreakerOutcome, now: Instant) {
-        if permit.probe {
+        if matches!(outcome, BreakerOutcome::Abandoned) {
+            self.abandon(permit);
+        } else if permit.probe {
             self.record_probe(permit.generation, outcome, now);
         } else {
             self.record_call(permit.generation, outcome, now);
+        }
+    }
+
+    /// Hands `permit` back unused ([`BreakerOutcome::Abandoned`]): a probe's slot is freed
+    /// for another probe of its round; any other permit changes nothing. A few atomic
+    /// operations and nothing that can panic, so that a driver's future that hands back its
+    /// permits when dropped needs no unwinding path around it.
+    #[inline]
+    pub(crate) fn abandon(&self, permit: Permit) {
+        if !permit.probe {
+            // An abandoned call says nothing of the dependency.
+            return;
+        }
+        let g = permit.generation;
+        let mut s = self.state.load(Ordering::Acquire);
+        loop {
+            if mode_of(s) != HALF_OPEN || generation_of(s) != g {
+                return; // the round is over
+            }
+            let next = pack_state(
+                HALF_OPEN,
+                g,
+                issued_of(s).saturating_sub(1),
+                successes_of(s),
+            );
+            match self
+                .state
+                .compare_exchange_weak(s, next, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return,
+                Err(actual) => s = actual,
+            }
         }
     }
 
@@ -516,9 +550,6 @@ impl CircuitBreaker {
 
     /// A result under a closed breaker's permit of generation `g`.
     fn record_call(&self, g: u32, outcome: BreakerOutcome, now: Instant) {
-        if matches!(outcome, BreakerOutcome::Abandoned) {
-            return;
-        }
         // (A success into a full window of successes, which leaves it as it is, has been
         // answered by `record` without a write.)
         let failed = outcome.is_failure();
@@ -566,12 +597,8 @@ impl CircuitBreaker {
                 BreakerOutcome::Failure | BreakerOutcome::Timeout => {
                     pack_state(OPEN, next_generation(g), 0, 0)
                 }
-                BreakerOutcome::Abandoned => pack_state(
-                    HALF_OPEN,
-                    g,
-                    issued_of(s).saturating_sub(1),
-                    successes_of(s),
-                ),
+                // Handed back by `abandon`, which `record_slow` calls instead.
+                BreakerOutcome::Abandoned => return,
                 BreakerOutcome::Success => {
                     let successes = successes_of(s).saturating_add(1);
                     if successes >= t.probes {

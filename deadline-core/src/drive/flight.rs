@@ -63,6 +63,15 @@ impl Attempt {
         self.started
     }
 
+    /// Hands the attempt's permit back to `breaker`, its call's, unused (once): the attempt
+    /// is abandoned ([`CircuitBreaker::abandon`]).
+    #[inline]
+    pub(super) fn abandon(&mut self, breaker: Option<&CircuitBreaker>) {
+        if let (Some(breaker), Some(permit)) = (breaker, self.permit.take()) {
+            breaker.abandon(permit);
+        }
+    }
+
     /// Reports the attempt's result to `breaker`, its call's (once).
     #[inline]
     pub(super) fn settle(
