@@ -478,9 +478,10 @@ impl CircuitBreaker {
     /// leaves it as it is.
     #[inline]
     fn all_successes(&self, g: u32) -> bool {
-        // (Such a window is its marker bit alone, just past the `window` outcomes.)
-        let w = self.window.load(Ordering::Acquire);
-        window_tag_of(w) == window_tag(g) && w & FIELD_MASK == 1 << self.tuned.window
+        // (Such a window is its generation's tag over its marker bit alone, just past the
+        // `window` outcomes: one word to compare.)
+        self.window.load(Ordering::Acquire)
+            == (window_tag(g) << FIELD_BITS) | self.tuned.all_successes
     }
 
     /// [`record`](Self::record), past its common case.
@@ -688,6 +689,8 @@ struct Tuned {
     percent: u32,
     /// Outcomes in the window.
     window: u32,
+    /// The field of a full window of successes: its marker bit alone, at `window`.
+    all_successes: u32,
     /// Outcomes before the ratio counts.
     min_calls: u32,
     /// The cooldown in microseconds.
@@ -712,6 +715,7 @@ impl Tuned {
             consecutive: clamp(c.consecutive_failures, 0, window),
             percent: clamp(c.failure_percent, 0, 100),
             window,
+            all_successes: 1 << window,
             min_calls: clamp(c.min_calls, 1, window),
             cooldown_us,
             cooldown_ms,

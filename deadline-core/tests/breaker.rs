@@ -133,6 +133,33 @@ fn the_ratio_ignores_a_window_under_min_calls() {
 }
 
 #[test]
+fn a_success_into_a_window_full_of_successes_changes_nothing_and_any_other_is_counted() {
+    let config = BreakerConfig::DEFAULT
+        .with_consecutive_failures(0)
+        .failure_percent(50)
+        .window(4)
+        .min_calls(4);
+    let b = CircuitBreaker::new(config);
+    // Six successes: the last two go into a window full of successes (written as it was).
+    for i in 0..6 {
+        call(&b, at(i), BreakerOutcome::Success);
+    }
+    assert_eq!(b.window_stats().calls, 4);
+    call(&b, at(6), BreakerOutcome::Failure); // S S S F: 25%
+    // Each success after it is counted, until the failure has left the window.
+    for i in 7..10 {
+        call(&b, at(i), BreakerOutcome::Success);
+        assert_eq!(b.window_stats().failures, 1, "after call {i}");
+    }
+    call(&b, at(10), BreakerOutcome::Success); // S S S S: the failure has left
+    assert_eq!(b.window_stats().failures, 0);
+    call(&b, at(11), BreakerOutcome::Failure); // S S S F: 25%
+    assert_eq!(b.state(), BreakerState::Closed);
+    call(&b, at(12), BreakerOutcome::Failure); // S S F F: 50%
+    assert_eq!(b.state(), BreakerState::Open);
+}
+
+#[test]
 fn the_window_slides() {
     let config = BreakerConfig::DEFAULT
         .with_consecutive_failures(0)
