@@ -60,26 +60,18 @@ where
             self.machine.poll(now, &mut self.rng, &mut self.observer)
         {
             // The first poll (none runs yet), on its own path: its attempt's slot is known
-            // here (the first), and a call whose first attempt answers at once ends on it,
-            // its value handed straight on.
-            let mut fut = slots.as_mut().slot(slot);
-            match self.attempt.start_in(limits, fut.as_mut(), cx) {
-                Poll::Ready(Ok(value)) => {
-                    fut.set(None);
-                    self.machine.succeeded(slot, now, &mut self.observer);
-                    return Poll::Ready(self.machine.finish_won(value, now));
-                }
-                polled => {
-                    self.ended(slot, &mut fut, polled, now);
-                }
+            // here (the first), and a call whose first attempt answers at once ends on it
+            // (no sleep has been armed).
+            if let Some(value) = self.started(slot, limits, cx, slots.as_mut(), now) {
+                return Poll::Ready(self.machine.finish_won(value, now));
             }
         }
         loop {
             match self.machine.poll(now, &mut self.rng, &mut self.observer) {
                 Action::Start { slot, limits } => {
-                    if self.started(slot, limits, cx, slots.as_mut(), now) {
+                    if let Some(value) = self.started(slot, limits, cx, slots.as_mut(), now) {
                         sleep.set(None);
-                        return Poll::Ready(self.machine.finish(self.value.take(), now));
+                        return Poll::Ready(self.machine.finish_won(value, now));
                     }
                 }
                 Action::Cancel { slot } => slots.as_mut().slot(slot).set(None),
@@ -112,8 +104,10 @@ where
     }
 
     /// Starts an attempt in `slot` with `limits` and polls it at once (if it answers, no
-    /// timer is armed). `true` when it answered and nothing else runs: the call is over
-    /// (what `Action::Done` would say at the next poll, with nothing to cancel).
+    /// timer is armed). Its value when it answered and nothing else runs: the call is over
+    /// (what `Action::Done` would say at the next poll, with nothing to cancel), and the
+    /// value goes straight to the caller; while others run, it is kept until they are
+    /// cancelled.
     #[inline(always)]
     fn started(
         &mut self,
@@ -122,10 +116,15 @@ where
         cx: &mut Context<'_>,
         mut slots: Pin<&mut <M as Room>::Slots<F>>,
         now: Instant,
-    ) -> bool {
+    ) -> Option<T> {
         let mut fut = slots.as_mut().slot(slot);
         let polled = self.attempt.start_in(limits, fut.as_mut(), cx);
-        self.ended(slot, &mut fut, polled, now) && self.machine.is_done()
+        let value = self.ended(slot, &mut fut, polled, now)?;
+        if self.machine.is_done() {
+            return Some(value);
+        }
+        self.value = Some(value);
+        None
     }
 
     /// Polls every attempt in flight, and tells the machine of
@@ -142,14 +141,16 @@ where
                 continue;
             };
             let polled = running.poll(cx);
-            if self.ended(slot, &mut fut, polled, now) {
+            if let Some(value) = self.ended(slot, &mut fut, polled, now) {
+                // The winner: the call is over once the others are cancelled.
+                self.value = Some(value);
                 return;
             }
         }
     }
 
     /// Tells the machine how the attempt in `slot` did at its latest poll, and empties the
-    /// slot if it ended. `true` when it answered: the call's winner.
+    /// slot if it ended. Its value when it answered: the call's winner.
     #[inline]
     fn ended(
         &mut self,
@@ -157,21 +158,20 @@ where
         fut: &mut Pin<&mut Option<F>>,
         polled: Poll<Result<T, E>>,
         now: Instant,
-    ) -> bool {
+    ) -> Option<T> {
         match polled {
-            Poll::Pending => false,
+            Poll::Pending => None,
             Poll::Ready(Ok(value)) => {
                 fut.set(None);
-                self.value = Some(value);
                 self.machine.succeeded(slot, now, &mut self.observer);
-                true
+                Some(value)
             }
             Poll::Ready(Err(error)) => {
                 fut.set(None);
                 let outcome = self.classify.classify(&error);
                 self.machine
                     .failed(slot, error, outcome, now, &mut self.observer);
-                false
+                None
             }
         }
     }
