@@ -448,7 +448,12 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
             self.is_done() && matches!(self.ended, Some(Ok(()))),
             "only a call whose winner answered is finished as won"
         );
-        self.course.end(Ok(value), now)
+        if cfg!(target_pointer_width = "64") {
+            self.course.end(Ok(value), now)
+        } else {
+            // Sized for flash: one copy of the call's end, `finish`'s.
+            self.finish(Some(value), now)
+        }
     }
 
     /// Starts `attempt` in a free slot and says so.
