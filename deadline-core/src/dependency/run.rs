@@ -119,6 +119,9 @@ where
     type Output = Result<T, CallError<E>>;
     type IntoFuture = RunFuture<'d, 'n, Rt, A, C, R, F, T, E, M>;
 
+    // Inlined where it is awaited, so that the future is built in place there (not built in
+    // a frame of its own and copied over).
+    #[inline]
     fn into_future(self) -> Self::IntoFuture {
         RunFuture {
             calling: Calling::new(self),
@@ -143,6 +146,7 @@ where
     type Output = Called<T, E>;
     type IntoFuture = WithReportFuture<'d, 'n, Rt, A, C, R, F, T, E, M>;
 
+    #[inline]
     fn into_future(self) -> Self::IntoFuture {
         WithReportFuture {
             calling: Calling::new(self.0),
@@ -174,6 +178,7 @@ where
     C: Classify<E>,
     R: Rng,
 {
+    #[inline]
     fn new(run: Run<'d, 'n, Rt, A, C, R, M>) -> Self {
         let dep = run.dep;
         // The deadline is settled at the first poll, inside whatever scope runs it.
