@@ -497,8 +497,8 @@ impl CircuitBreaker {
 
     /// Hands `permit` back unused ([`BreakerOutcome::Abandoned`]): a probe's slot is freed
     /// for another probe of its round; any other permit changes nothing. A few atomic
-    /// operations and nothing that can panic, so that a driver's future that hands back its
-    /// permits when dropped needs no unwinding path around it.
+    /// operations and nothing that can panic: a dropped driver hands its permits back with it
+    /// from a function that cannot unwind.
     #[inline]
     pub(crate) fn abandon(&self, permit: Permit) {
         if !permit.probe {

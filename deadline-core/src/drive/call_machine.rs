@@ -441,7 +441,8 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
 
     /// What the call returns at `now` when its winner answered `value` and it is over (as
     /// [`finish`](Self::finish) with `Some(value)` after a success, without reading back how
-    /// it ended): the driver's path for a first attempt that answers at once.
+    /// it ended): the driver's path for an attempt that answers as it starts, with nothing
+    /// else running.
     #[inline]
     pub(super) fn finish_won<T>(&mut self, value: T, now: Instant) -> Called<T, E> {
         debug_assert!(
