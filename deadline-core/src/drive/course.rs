@@ -144,7 +144,13 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
         // The retry and hedge bookkeeping is made when the call first needs it, from this
         // start (`Course::follow_up`).
         self.tally.started(now);
-        Ok(self.launch(limits, permit, false, now))
+        Ok(Attempt {
+            until: limits.until(),
+            number: 0,
+            hedge: false,
+            started: now,
+            permit,
+        })
     }
 
     /// The attempt answered at `now`: it is the call's winner. Reported to the breaker as a
@@ -400,7 +406,7 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
         }
     }
 
-    /// Counts an attempt starting at `now` with `limits`.
+    /// Counts an attempt after the first (a retry or a hedge) starting at `now` with `limits`.
     fn launch(
         &mut self,
         limits: Limits,

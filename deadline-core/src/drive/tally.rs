@@ -15,13 +15,14 @@ pub trait Tally: core::fmt::Debug {
     /// constant, may be copied whole from read-only memory).
     fn fresh() -> Self;
 
-    /// The first attempt started at `now`.
+    /// The first attempt, number 0, started at `now`: the call started, and one attempt is
+    /// launched (the first is counted here, not by [`launched`](Tally::launched)).
     fn started(&mut self, now: Instant);
 
     /// When the first attempt started ([`Instant::ZERO`] before).
     fn started_at(&self) -> Instant;
 
-    /// An attempt starts (a hedge, or not): its number, counting from 0.
+    /// An attempt after the first starts (a hedge, or a retry): its number, counting from 0.
     fn launched(&mut self, hedge: bool) -> u32;
 
     /// Attempt `number` won (a hedge, or not).
@@ -59,7 +60,12 @@ impl Tally for Report {
 
     #[inline]
     fn started(&mut self, now: Instant) {
+        debug_assert!(
+            self.attempts == 0,
+            "a call starts once, with its first attempt"
+        );
         self.started = Some(now);
+        self.attempts = 1;
     }
 
     #[inline]
@@ -127,7 +133,7 @@ impl Tally for Report {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OneAttempt {
     started: Instant,
-    /// What happened, a bit each: [`STARTED`], [`LAUNCHED`], [`WON`], [`TIMED_OUT`],
+    /// What happened, a bit each: [`STARTED`] (with its one attempt), [`WON`], [`TIMED_OUT`],
     /// [`CANCELLED`] (one attempt: each happens once at most).
     flags: u8,
     gave_up: Reason,
@@ -146,12 +152,10 @@ enum Reason {
     CircuitOpen,
 }
 
-/// The call started (at `started`).
+/// The call started (at `started`), with its one attempt.
 const STARTED: u8 = 1;
 /// Its attempt won.
 const WON: u8 = 2;
-/// Its attempt was launched.
-const LAUNCHED: u8 = 4;
 /// Its attempt's timeout fired.
 const TIMED_OUT: u8 = 8;
 /// Its attempt was cancelled.
@@ -186,13 +190,8 @@ impl Tally for OneAttempt {
     }
 
     #[inline]
-    fn launched(&mut self, hedge: bool) -> u32 {
-        debug_assert!(!hedge, "a one-attempt call sends no hedge");
-        debug_assert!(
-            self.flags & LAUNCHED == 0,
-            "a one-attempt call launches one"
-        );
-        self.flags |= LAUNCHED;
+    fn launched(&mut self, _hedge: bool) -> u32 {
+        debug_assert!(false, "a one-attempt call launches none after its first");
         0
     }
 
@@ -248,7 +247,7 @@ impl Tally for OneAttempt {
     #[inline]
     fn report(&self, ended: Instant) -> Report {
         Report {
-            attempts: count(self.flags, LAUNCHED),
+            attempts: count(self.flags, STARTED),
             timeouts: count(self.flags, TIMED_OUT),
             cancelled: count(self.flags, CANCELLED),
             winner: (self.flags & WON != 0).then_some(0),
@@ -278,16 +277,13 @@ mod tests {
     /// The attempt won.
     fn won<T: Tally>(mut t: T) -> Report {
         t.started(Instant::from_millis(10));
-        let n = t.launched(false);
-        assert_eq!(n, 0);
-        t.won(n, false);
+        t.won(0, false);
         t.report(ENDED)
     }
 
     /// The attempt timed out, was counted as cancelled too, and the call gave up.
     fn gave_up<T: Tally>(mut t: T, reason: GiveUp) -> Report {
         t.started(Instant::ZERO);
-        let _ = t.launched(false);
         t.timed_out();
         t.cancelled();
         t.gave_up(reason);
