@@ -49,6 +49,7 @@ pub fn call<'p>(policy: &'p Policy<'p>, reserve: Duration) -> Call<'p> {
 /// assert_eq!(called.result, Ok(Some(ms(110))));
 /// # }
 /// ```
+#[inline]
 pub fn drive<'c, R, A, F, T, E, C>(
     call: Call<'c>,
     rng: R,

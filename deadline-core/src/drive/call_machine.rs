@@ -166,6 +166,7 @@ impl<'c, E> CallMachine<'c, E, DeadlineOnly> {
 impl<'c, E, M: Mode> CallMachine<'c, E, M> {
     /// The machine of `call` in mode `M`, hedging after `live` when it is `Some`: built in
     /// place, in one go (the driver's future holds it, and is moved as little as possible).
+    #[inline]
     pub(crate) fn with_mode(call: Call<'c>, live: Option<Duration>) -> Self {
         CallMachine {
             course: Course::with_hedge_delay_of(call, live),

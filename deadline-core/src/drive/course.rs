@@ -82,6 +82,7 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
     }
 
     /// The course of `call`, hedging after `live` when it is `Some`.
+    #[inline]
     pub(super) fn with_hedge_delay_of(call: Call<'c>, live: Option<Duration>) -> Self {
         Course {
             call,

@@ -257,6 +257,7 @@ impl<'c, Tm: Timer, R: Rng, O: Observer, M: Mode> Driver<'c, Tm, R, O, M> {
     ///
     /// The returned future ([`Drive`]) is written by hand, not an `async fn`: it is built
     /// once, in place, with its attempt slots and its sleep inside it.
+    #[inline]
     pub fn run<A, F, T, E, C>(
         self,
         classify: C,
@@ -271,6 +272,7 @@ impl<'c, Tm: Timer, R: Rng, O: Observer, M: Mode> Driver<'c, Tm, R, O, M> {
     }
 
     /// The call's future, with `attempt` starting each attempt.
+    #[inline]
     fn into_drive<A, F, T, E, C>(
         self,
         classify: C,
@@ -296,6 +298,7 @@ impl<'c, Tm: Timer, R: Rng, O: Observer, M: Mode> Driver<'c, Tm, R, O, M> {
     /// Runs the call as [`run`](Self::run) does, each attempt inside its own scope on `Rt`
     /// ([`InScope`]): the attempt function itself and every poll of its future see the
     /// attempt's deadline as `Rt`'s current one, so calls made inside it inherit it.
+    #[inline]
     pub fn run_scoped<Rt, A, F, T, E, C>(
         self,
         classify: C,
@@ -327,6 +330,7 @@ pin_project_lite::pin_project! {
 
 impl<'c, Tm: Timer, R, C, A, O, F, T, E, M: Mode> Drive<'c, Tm, R, C, A, O, F, T, E, M> {
     /// The future of `machine`'s call, before its first poll.
+    #[inline]
     pub(crate) fn new(
         machine: CallMachine<'c, E, M>,
         timer: Tm,
