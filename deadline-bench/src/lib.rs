@@ -14,7 +14,7 @@ use deadline_core::drive::{DeadlineOnly, Driver};
 use deadline_core::wire::GrpcTimeout;
 use deadline_core::{Backoff, HedgePolicy, Jitter, Outcome, SplitMix64};
 use deadline_core::{
-    BreakerConfig, CircuitBreaker, Clock, Deadline, Policy, RetryBudget, call_timeout, ms,
+    BreakerConfig, Call, CircuitBreaker, Clock, Deadline, Policy, RetryBudget, call_timeout, ms,
 };
 use deadline_tokio::{
     Dependency, Tokio, TokioClock, TokioTimer, call, decide, drive, scope_timeout, within,
@@ -84,6 +84,14 @@ static ARMED_DEP: Dependency = Dependency::new(
 )
 .budget(RetryBudget::percent(10).min_per_sec(10))
 .breaker(BreakerConfig::DEFAULT);
+
+/// A call to the armed policy under the current deadline, with its budget and breaker.
+#[inline]
+fn armed_call() -> Call<'static> {
+    call(&ARMED, ms(0))
+        .with_budget(&BUDGET_10)
+        .with_breaker(&BREAKER)
+}
 
 /// The dependency: answers at once.
 fn answer() -> Ready<Result<u64, ()>> {
@@ -270,10 +278,13 @@ pub async fn run(name: &str, n: u64) -> Option<u64> {
             scope_timeout(BUDGET, async {
                 let mut rng = SplitMix64::new(1);
                 for _ in 0..n {
-                    let c = call(&ARMED, ms(0))
-                        .with_budget(&BUDGET_10)
-                        .with_breaker(&BREAKER);
-                    let called = drive(c, &mut rng, |_: &()| Outcome::Failed, |_| answer()).await;
+                    let called = drive(
+                        armed_call(),
+                        &mut rng,
+                        |_: &()| Outcome::Failed,
+                        |_| answer(),
+                    )
+                    .await;
                     sum += called.result.unwrap();
                 }
             })
@@ -283,12 +294,9 @@ pub async fn run(name: &str, n: u64) -> Option<u64> {
             scope_timeout(BUDGET, async {
                 let mut rng = SplitMix64::new(1);
                 for _ in 0..n {
-                    let c = call(&ARMED, ms(0))
-                        .with_budget(&BUDGET_10)
-                        .with_breaker(&BREAKER);
                     // Around the same future as tokio's timeout (`drive` runs each attempt in
                     // its own scope: `deadline_drive_armed`).
-                    let driver = Driver::new(c, TokioTimer, &mut rng);
+                    let driver = Driver::new(armed_call(), TokioTimer, &mut rng);
                     let called = driver.run(|_: &()| Outcome::Failed, |_| answer()).await;
                     sum += called.result.unwrap();
                 }

@@ -7,6 +7,7 @@ use std::cell::Cell;
 use std::future::Future;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
+use std::time::Duration;
 
 use deadline_core::drive::{CallError, Driver, ManualSleep, ManualTimer};
 use deadline_core::{
@@ -51,24 +52,26 @@ fn poll_once<F: Future>(future: F) -> Poll<F::Output> {
 }
 
 /// Retries, a hedge, the budget and a breaker: everything a full call can do.
-fn armed() -> Policy<'static> {
-    Policy::required("armed")
-        .cap(ms(100))
-        .floor(ms(10))
-        .attempts(3)
-        .backoff(Backoff::constant(ms(10)))
-        .hedge(HedgePolicy::new(ms(30), 1))
-        .idempotent()
+static ARMED: Policy = Policy::required("armed")
+    .cap(ms(100))
+    .floor(ms(10))
+    .attempts(3)
+    .backoff(Backoff::constant(ms(10)))
+    .hedge(HedgePolicy::new(ms(30), 1))
+    .idempotent();
+
+/// A call to [`ARMED`] with `left` before its deadline, keeping 20 ms.
+fn armed_call(timer: &ManualTimer, left: Duration) -> Call<'static> {
+    Call::new(&ARMED, Deadline::after(timer.now(), left), ms(20))
 }
 
 #[test]
 fn a_full_call_whose_first_attempt_answers_at_once_ends_on_its_first_poll_with_no_timer() {
     let timer = ManualTimer::new();
     let counting = Counting::new(&timer);
-    let policy = armed();
     let budget = RetryBudget::percent(10);
     let breaker = CircuitBreaker::new(BreakerConfig::DEFAULT);
-    let call = Call::new(&policy, Deadline::after(timer.now(), ms(200)), ms(20))
+    let call = armed_call(&timer, ms(200))
         .with_budget(&budget)
         .with_breaker(&breaker);
     let invoked = Cell::new(0);
@@ -102,8 +105,7 @@ fn a_full_call_whose_first_attempt_answers_at_once_ends_on_its_first_poll_with_n
 fn a_deadline_only_call_whose_attempt_answers_at_once_ends_on_its_first_poll_with_no_timer() {
     let timer = ManualTimer::new();
     let counting = Counting::new(&timer);
-    let policy = armed();
-    let call = Call::new(&policy, Deadline::after(timer.now(), ms(200)), ms(20));
+    let call = armed_call(&timer, ms(200));
     let polled = poll_once(Driver::deadline_only(call, &counting).run(
         |_: &()| Outcome::Failed,
         |_| core::future::ready(Ok::<_, ()>(7)),
@@ -120,8 +122,7 @@ fn a_deadline_only_call_whose_attempt_answers_at_once_ends_on_its_first_poll_wit
 fn a_first_attempt_that_fails_at_once_arms_the_backoff_and_its_retry_answers() {
     let timer = ManualTimer::new();
     let counting = Counting::new(&timer);
-    let policy = armed();
-    let call = Call::new(&policy, Deadline::after(timer.now(), ms(200)), ms(20));
+    let call = armed_call(&timer, ms(200));
     let invoked = Cell::new(0);
     let driver = Driver::new(call, &counting, SplitMix64::new(1)).run(
         |_: &&str| Outcome::Failed,
@@ -153,8 +154,7 @@ fn a_first_attempt_that_fails_at_once_arms_the_backoff_and_its_retry_answers() {
 fn a_pending_first_attempt_arms_one_sleep_until_its_hedge() {
     let timer = ManualTimer::new();
     let counting = Counting::new(&timer);
-    let policy = armed();
-    let call = Call::new(&policy, Deadline::after(timer.now(), ms(200)), ms(20));
+    let call = armed_call(&timer, ms(200));
     let polled = poll_once(Driver::new(call, &counting, SplitMix64::new(1)).run(
         |_: &()| Outcome::Failed,
         |_| core::future::pending::<Result<(), ()>>(),
@@ -169,9 +169,8 @@ fn a_pending_first_attempt_arms_one_sleep_until_its_hedge() {
 fn a_call_not_made_ends_on_its_first_poll_without_invoking_its_attempt() {
     let timer = ManualTimer::new();
     let counting = Counting::new(&timer);
-    let policy = armed();
     // 15 ms left, 20 ms reserved: nothing for the attempt.
-    let call = Call::new(&policy, Deadline::after(timer.now(), ms(15)), ms(20));
+    let call = armed_call(&timer, ms(15));
     let invoked = Cell::new(false);
     let polled = poll_once(Driver::new(call, &counting, SplitMix64::new(1)).run(
         |_: &()| Outcome::Failed,
