@@ -8,14 +8,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/../deadline-core/src"
 
-# From the bottom up. drive/ and dependency/ are one module each near the top, with their
-# own order inside.
-ORDER=(sync time timer deadline error rng outcome quantile manual_clock backoff policy wire
-  call_timeout admit breaker retry_budget statement call plan hedge retry counters histogram
+# From the bottom up. drive/, dependency/ and wire/ are one module each, with their own
+# order inside.
+ORDER=(sync time timer deadline grpc_code error rng outcome quantile manual_clock backoff policy
+  call_timeout admit wire breaker retry_budget statement call plan hedge retry counters histogram
   analysis drive trace dependency tonic_status http_status)
 DRIVE=(flight followups report tally mode event classify runtime thread_deadline scoped attempt course call_machine
   run manual manual_runtime mod)
 DEPENDENCY=(latency record steps metrics run mod)
+WIRE=(error digits grpc_timeout millis headers response sent propagation protocol answer serve mod)
 
 index() { # index NAME LIST...
   local name=$1 i=0
@@ -33,11 +34,12 @@ deps() { # deps FILE PREFIX
 }
 
 bad=0
-for f in *.rs drive/*.rs dependency/*.rs; do
+for f in *.rs drive/*.rs dependency/*.rs wire/*.rs; do
   case "$f" in
     lib.rs) continue ;;
     drive/*) me=drive ;;
     dependency/*) me=dependency ;;
+    wire/*) me=wire ;;
     *) me=${f%.rs} ;;
   esac
   mine=$(index "$me" "${ORDER[@]}")
@@ -54,8 +56,12 @@ for f in *.rs drive/*.rs dependency/*.rs; do
       bad=1
     fi
   done
-  if [ "$me" = drive ] || [ "$me" = dependency ]; then
-    if [ "$me" = drive ]; then inner_order=("${DRIVE[@]}"); else inner_order=("${DEPENDENCY[@]}"); fi
+  if [ "$me" = drive ] || [ "$me" = dependency ] || [ "$me" = wire ]; then
+    case "$me" in
+      drive) inner_order=("${DRIVE[@]}") ;;
+      dependency) inner_order=("${DEPENDENCY[@]}") ;;
+      wire) inner_order=("${WIRE[@]}") ;;
+    esac
     inner=$(basename "$f" .rs)
     mine_inner=$(index "$inner" "${inner_order[@]}")
     if [ "$mine_inner" -lt 0 ]; then
@@ -74,4 +80,4 @@ done
 if [ "$bad" -ne 0 ]; then
   exit 1
 fi
-echo "layers: deadline-core's modules use only the modules below them (${#ORDER[@]} modules, drive/ in ${#DRIVE[@]}, dependency/ in ${#DEPENDENCY[@]})"
+echo "layers: deadline-core's modules use only the modules below them (${#ORDER[@]} modules, drive/ in ${#DRIVE[@]}, dependency/ in ${#DEPENDENCY[@]}, wire/ in ${#WIRE[@]})"

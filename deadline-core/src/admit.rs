@@ -1,4 +1,5 @@
 //! Admission control at the edge: shed a request whose time has already been eaten by the
+//! queue, before any work is spent on it.
 
 use core::time::Duration;
 
@@ -22,8 +23,6 @@ use crate::time::Instant;
 /// assert_eq!(shed, Error::Shed);
 /// assert_eq!(shed.http_status(), 503);
 /// ```
-///
-/// queue, before any work is spent on it.
 ///
 /// A request that waited in an accept queue, a connection pool or an executor's run queue
 /// arrives at its handler with less time than it was sent with. If what is left is less than

@@ -3,6 +3,8 @@
 use core::fmt;
 use core::time::Duration;
 
+use crate::grpc_code::GrpcCode;
+
 /// Why a call was not made, or did not finish in time.
 ///
 /// The mapping to status codes lives here and nowhere else:
@@ -117,31 +119,6 @@ impl Error {
             self,
             Error::DeadlineExceeded | Error::InsufficientTime { .. } | Error::Timeout { .. }
         )
-    }
-}
-
-/// The gRPC status codes this library produces.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[non_exhaustive]
-#[repr(u8)]
-pub enum GrpcCode {
-    /// 3: the client sent an argument that is wrong whatever the state of the server (a
-    /// malformed `grpc-timeout`).
-    InvalidArgument = 3,
-    /// 4: the deadline expired before the operation could complete.
-    DeadlineExceeded = 4,
-    /// 8: some resource has been exhausted, or the caller must slow down.
-    ResourceExhausted = 8,
-    /// 14: the service is currently unavailable.
-    Unavailable = 14,
-}
-
-impl GrpcCode {
-    /// The numeric code sent in `grpc-status`.
-    #[must_use]
-    pub const fn as_u8(self) -> u8 {
-        self as u8
     }
 }
 

@@ -77,6 +77,7 @@ extern crate std;
 // 0: time, the deadline, errors, randomness, outcomes, quantiles.
 mod deadline;
 mod error;
+mod grpc_code;
 #[cfg(feature = "test-util")]
 mod manual_clock;
 mod outcome;
@@ -85,17 +86,18 @@ mod rng;
 mod sync;
 mod time;
 mod timer;
-// 1: configuration as plain data; the header codecs.
+// 1: configuration as plain data.
 mod backoff;
 mod policy;
-pub mod wire;
 // 2: the call-timeout decision and what is built on it; the shared protections.
 mod admit;
+// The protocol rules (headers, statuses, answers): over the deadline and admission.
 mod breaker;
 mod call_timeout;
 mod plan;
 mod retry_budget;
 mod statement;
+pub mod wire;
 // 3: the call context.
 mod call;
 // 4: the retry and hedge decisions.
@@ -130,12 +132,12 @@ pub use counters::{CounterEvent, CounterSnapshot, Counters};
 pub use deadline::Deadline;
 #[cfg(feature = "drive")]
 pub use dependency::{Dependency, Recorder, Run, RunFuture, Steps, WithReport, WithReportFuture};
-pub use error::{Error, GrpcCode};
+pub use error::Error;
 pub use hedge::{HedgeDecision, HedgeState, NoHedge};
 pub use histogram::{Bucket, Histogram, SmallHistogram};
 #[cfg(feature = "test-util")]
 pub use manual_clock::ManualClock;
-pub use outcome::{Outcome, Pushback, parse_grpc_pushback, parse_retry_after};
+pub use outcome::{Outcome, Pushback};
 pub use plan::{Plan, PlanFull, StepId};
 pub use policy::{HedgePolicy, Necessity, Policy, RetryPolicy};
 pub use quantile::Quantile;

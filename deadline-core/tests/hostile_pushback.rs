@@ -6,9 +6,9 @@ use std::cell::Cell;
 use std::time::Duration;
 
 use deadline_core::drive::{CallError, Driver, ManualTimer};
+use deadline_core::wire::{parse_grpc_pushback, parse_retry_after};
 use deadline_core::{
     Backoff, Call, Clock, Deadline, GiveUp, Outcome, Policy, Pushback, SplitMix64, Timer, ms,
-    parse_grpc_pushback, parse_retry_after,
 };
 
 const B: Policy = Policy::required("B")

@@ -3,11 +3,9 @@
 
 use std::time::Duration;
 
+use deadline_core::wire::{parse_grpc_pushback, parse_retry_after};
 use deadline_core::{Backoff, Jitter, RetryBudget};
-use deadline_core::{
-    Call, GiveUp, Outcome, Pushback, RetryDecision, RetryPolicy, RetryState, parse_grpc_pushback,
-    parse_retry_after,
-};
+use deadline_core::{Call, GiveUp, Outcome, Pushback, RetryDecision, RetryPolicy, RetryState};
 use deadline_core::{Deadline, Instant, Policy, Sequence, SplitMix64, ms};
 
 const WAIT: Duration = ms(20);

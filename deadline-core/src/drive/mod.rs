@@ -149,7 +149,7 @@ pub use mode::{DeadlineOnly, Full, Mode};
 pub use report::{CallError, Called, Report};
 pub use runtime::Runtime;
 pub use scoped::{
-    Scoped, decide, enter, propagate, remaining, scope, scope_timeout, statement_timeout,
+    Scoped, current, decide, enter, propagate, remaining, scope, scope_timeout, statement_timeout,
 };
 #[cfg(feature = "std")]
 pub use thread_deadline::ThreadDeadline;

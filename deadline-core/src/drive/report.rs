@@ -171,6 +171,29 @@ impl<E> CallError<E> {
         }
     }
 
+    /// The same error with the last attempt's own error mapped by `f`.
+    pub fn map_attempt<F>(self, f: impl FnOnce(E) -> F) -> CallError<F> {
+        match self {
+            CallError::Skipped(shortfall) => CallError::Skipped(shortfall),
+            CallError::Attempt(error) => CallError::Attempt(f(error)),
+            CallError::Library(error) => CallError::Library(error),
+        }
+    }
+
+    /// The last attempt's own error, or the rest of this error (the library's, or a skip)
+    /// as a `CallError` of any attempt type.
+    ///
+    /// # Errors
+    ///
+    /// The error, when it is not the last attempt's own.
+    pub fn into_attempt<F>(self) -> Result<E, CallError<F>> {
+        match self {
+            CallError::Skipped(shortfall) => Err(CallError::Skipped(shortfall)),
+            CallError::Attempt(error) => Ok(error),
+            CallError::Library(error) => Err(CallError::Library(error)),
+        }
+    }
+
     /// Whether an optional dependency was skipped.
     #[must_use]
     pub const fn is_skipped(&self) -> bool {

@@ -60,11 +60,20 @@ pub fn propagate<Rt: Runtime, F: Future>(fut: F) -> Scoped<Rt, F> {
     scope(Rt::current().unwrap_or(Deadline::NEVER), fut)
 }
 
-/// The time left until `Rt`'s current deadline (zero once it has passed), or `None` outside
-/// any scope.
+/// `Rt`'s current deadline, or `None` where there is none: outside any scope, and in a scope
+/// of [`Deadline::NEVER`] (what [`propagate`] gives outside one), which bounds nothing. Every
+/// adapter reads the current deadline through this, so that "no deadline" means one thing.
+#[must_use]
+#[inline]
+pub fn current<Rt: Runtime>() -> Option<Deadline> {
+    Rt::current().filter(|d| *d != Deadline::NEVER)
+}
+
+/// The time left until `Rt`'s current deadline (zero once it has passed), or `None` where
+/// there is none ([`current`]).
 #[must_use]
 pub fn remaining<Rt: Runtime>() -> Option<Duration> {
-    Rt::current().map(|d| d.remaining(Rt::timer().now()))
+    current::<Rt>().map(|d| d.remaining(Rt::timer().now()))
 }
 
 /// The decision for a call to `policy`'s dependency starting now under `Rt`'s current

@@ -1,0 +1,296 @@
+//! [`Answer`]: the answer a server makes itself, in each protocol, for a request its handler
+//! does not answer; and how a response body still streaming at the deadline ends
+//! ([`Protocol::cut`]).
+
+use core::fmt::{self, Write};
+
+use super::headers::Malformed;
+use super::protocol::Protocol;
+use crate::error::Error;
+use crate::grpc_code::GrpcCode;
+
+/// The room an [`Answer`]'s texts are written into: the longest, a Connect end-of-stream
+/// message naming a malformed Envoy header, takes under 200 bytes.
+const ROOM: usize = 256;
+
+/// A short text or body made by the core: printable ASCII (and, for a Connect end-of-stream
+/// message, its 5-byte prefix), in a fixed buffer.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Text {
+    bytes: heapless::Vec<u8, ROOM>,
+}
+
+impl Text {
+    fn new() -> Text {
+        Text {
+            bytes: heapless::Vec::new(),
+        }
+    }
+
+    /// The bytes.
+    #[must_use]
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The bytes as text (empty if they are not UTF-8, which only a Connect end-of-stream
+    /// message's prefix can make them).
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        core::str::from_utf8(&self.bytes).unwrap_or("")
+    }
+
+    /// Whether there is nothing.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    /// Appends `bytes`, as many as fit (the texts made here always fit).
+    fn push(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            if self.bytes.push(byte).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+impl Write for Text {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        self.push(s.as_bytes());
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Text {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.bytes.escape_ascii(), f)
+    }
+}
+
+impl fmt::Display for Text {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.bytes.escape_ascii(), f)
+    }
+}
+
+/// The answer a server layer makes itself, in the protocol of the request: for a request it
+/// refuses without calling the handler (no time left, shed, a malformed deadline header),
+/// and for one whose handler it dropped at the deadline.
+///
+/// - **gRPC**: HTTP 200, trailers-only: `content-type: application/grpc`, with
+///   [`grpc_status`](Self::grpc_status) and [`message`](Self::message) in the headers of a
+///   response with no body. A gRPC client reads `DEADLINE_EXCEEDED`, never the
+///   `UNAVAILABLE` or `INTERNAL` that gRPC's HTTP-to-status table makes of a bare 504, 503 or
+///   400.
+/// - **Connect, unary**: the HTTP status of the error's Connect code, with Connect's JSON
+///   error body, `{"code":"deadline_exceeded","message":"deadline exceeded"}`.
+/// - **Connect, streaming**: HTTP 200 and an end-of-stream message carrying that error.
+/// - **Plain HTTP**: the error's status ([`Error::http_status`]: 504, 503, 429, 400), with
+///   the reason as a short `text/plain` body.
+///
+/// Every text is fixed: nothing the caller sent is echoed back.
+///
+/// ```
+/// use deadline_core::Error;
+/// use deadline_core::wire::{Answer, GrpcCode, Protocol};
+///
+/// let http = Answer::new(Protocol::Http, Error::DeadlineExceeded);
+/// assert_eq!((http.status(), http.body().as_str()), (504, "deadline exceeded\n"));
+///
+/// let grpc = Answer::new(Protocol::Grpc, Error::DeadlineExceeded);
+/// assert_eq!(grpc.status(), 200);
+/// assert_eq!(grpc.grpc_status(), Some(GrpcCode::DeadlineExceeded));
+/// assert!(grpc.body().is_empty());
+///
+/// let connect = Answer::new(Protocol::ConnectUnary, Error::Shed);
+/// assert_eq!(connect.status(), 503);
+/// assert_eq!(
+///     connect.body().as_str(),
+///     r#"{"code":"unavailable","message":"request shed at admission"}"#,
+/// );
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Answer {
+    protocol: Protocol,
+    error: Error,
+    malformed: Option<Malformed>,
+}
+
+impl Answer {
+    /// The answer to `protocol`'s request for `error`.
+    #[must_use]
+    pub const fn new(protocol: Protocol, error: Error) -> Answer {
+        Answer {
+            protocol,
+            error,
+            malformed: None,
+        }
+    }
+
+    /// The answer to `protocol`'s request with a deadline header that could not be read:
+    /// [`Error::MalformedDeadline`], naming the header and what is wrong with it.
+    #[must_use]
+    pub const fn malformed(protocol: Protocol, malformed: Malformed) -> Answer {
+        Answer {
+            protocol,
+            error: Error::MalformedDeadline,
+            malformed: Some(malformed),
+        }
+    }
+
+    /// The error answered.
+    #[must_use]
+    pub const fn error(&self) -> Error {
+        self.error
+    }
+
+    /// The protocol answered in.
+    #[must_use]
+    pub const fn protocol(&self) -> Protocol {
+        self.protocol
+    }
+
+    /// The HTTP status.
+    #[must_use]
+    pub const fn status(&self) -> u16 {
+        match self.protocol {
+            Protocol::Grpc | Protocol::ConnectStream { .. } => 200,
+            Protocol::ConnectUnary => self.error.grpc_code().connect_http_status(),
+            Protocol::Http => self.error.http_status(),
+        }
+    }
+
+    /// The `content-type`.
+    #[must_use]
+    pub const fn content_type(&self) -> &'static str {
+        match self.protocol {
+            Protocol::Grpc => "application/grpc",
+            Protocol::ConnectUnary => "application/json",
+            Protocol::ConnectStream { json: true } => "application/connect+json",
+            Protocol::ConnectStream { json: false } => "application/connect+proto",
+            Protocol::Http => "text/plain; charset=utf-8",
+        }
+    }
+
+    /// The `grpc-status` to put in the response's head, for a gRPC answer (trailers-only).
+    #[must_use]
+    pub const fn grpc_status(&self) -> Option<GrpcCode> {
+        match self.protocol {
+            Protocol::Grpc => Some(self.error.grpc_code()),
+            _ => None,
+        }
+    }
+
+    /// What the answer says, in a few fixed words: the error's reason
+    /// ([`Error::reason`]), or for a malformed header which one and what is wrong
+    /// (`malformed grpc-timeout header: header value has a sign`). Printable ASCII without
+    /// `%`, so it is a valid `grpc-message` as it is.
+    #[must_use]
+    pub fn message(&self) -> Text {
+        let mut text = Text::new();
+        // Writing into a `Text` never fails.
+        let _ = match self.malformed {
+            Some(malformed) => write!(
+                text,
+                "malformed {} header: {}",
+                malformed.header(),
+                malformed.error().reason()
+            ),
+            None => text.write_str(self.error.reason()),
+        };
+        text
+    }
+
+    /// The response body: empty for gRPC (its status travels in the headers), the text and
+    /// a newline for plain HTTP, Connect's JSON error, or Connect's end-of-stream message.
+    #[must_use]
+    pub fn body(&self) -> Text {
+        match self.protocol {
+            Protocol::Grpc => Text::new(),
+            Protocol::Http => {
+                let mut text = self.message();
+                text.push(b"\n");
+                text
+            }
+            Protocol::ConnectUnary => {
+                let mut text = Text::new();
+                self.connect_error(&mut text);
+                text
+            }
+            Protocol::ConnectStream { .. } => {
+                let mut json = Text::new();
+                json.push(br#"{"error":"#);
+                self.connect_error(&mut json);
+                json.push(b"}");
+                let mut text = Text::new();
+                // Flags 0x02 (end of stream), then the message's length, big-endian.
+                text.push(&[0x02]);
+                let len = u32::try_from(json.as_bytes().len()).unwrap_or(u32::MAX);
+                text.push(&len.to_be_bytes());
+                text.push(json.as_bytes());
+                text
+            }
+        }
+    }
+
+    /// Connect's JSON error object: `{"code":"deadline_exceeded","message":"..."}`.
+    fn connect_error(&self, out: &mut Text) {
+        out.push(br#"{"code":""#);
+        out.push(self.error.grpc_code().connect_name().as_bytes());
+        out.push(br#"","message":""#);
+        // The messages are fixed printable ASCII; a quote or a backslash would be dropped.
+        for &byte in self.message().as_bytes() {
+            if byte != b'"' && byte != b'\\' {
+                out.push(&[byte]);
+            }
+        }
+        out.push(br#""}"#);
+    }
+}
+
+/// How a response body still streaming at the deadline ends ([`Protocol::cut`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Cut {
+    /// gRPC: trailers with this `grpc-status` and `grpc-message`.
+    Trailers {
+        /// The status: `DEADLINE_EXCEEDED`.
+        grpc_status: GrpcCode,
+        /// The message.
+        grpc_message: &'static str,
+    },
+    /// Connect streaming: an end-of-stream message carrying this answer's error, as the
+    /// last data frame ([`Answer::body`]).
+    EndStream(Answer),
+    /// Plain HTTP, and Connect unary: the body fails, on which the server resets the HTTP/2
+    /// stream or closes the HTTP/1.1 connection: the client sees a cut response, never one
+    /// that looks complete.
+    Reset,
+}
+
+impl Protocol {
+    /// How a response body of this protocol that is still streaming at its deadline ends.
+    ///
+    /// ```
+    /// use deadline_core::wire::{Cut, GrpcCode, Protocol};
+    ///
+    /// assert!(matches!(
+    ///     Protocol::Grpc.cut(),
+    ///     Cut::Trailers { grpc_status: GrpcCode::DeadlineExceeded, .. }
+    /// ));
+    /// assert_eq!(Protocol::Http.cut(), Cut::Reset);
+    /// ```
+    #[must_use]
+    pub fn cut(self) -> Cut {
+        let error = Error::DeadlineExceeded;
+        match self {
+            Protocol::Grpc => Cut::Trailers {
+                grpc_status: error.grpc_code(),
+                grpc_message: error.reason(),
+            },
+            Protocol::ConnectStream { .. } => Cut::EndStream(Answer::new(self, error)),
+            Protocol::ConnectUnary | Protocol::Http => Cut::Reset,
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! The names of the headers the library reads and writes, and the deadline headers of one
+//! request: those it arrived with ([`Incoming`]) and those it is sent with
+//! ([`DeadlineHeader`]).
+
+use core::time::Duration;
+
+use super::error::WireError;
+use super::grpc_timeout::GrpcTimeout;
+use super::millis::{ConnectTimeout, DeadlineMs};
+
+/// gRPC's timeout header, lowercase as HTTP/2 requires.
+pub const GRPC_TIMEOUT: &str = "grpc-timeout";
+
+/// The plain-HTTP header that carries the time left in whole milliseconds.
+pub const X_DEADLINE_MS: &str = "x-deadline-ms";
+
+/// The Connect protocol's timeout header: the time left in whole milliseconds, 1 to 10
+/// digits.
+pub const CONNECT_TIMEOUT_MS: &str = "connect-timeout-ms";
+
+/// Envoy's header telling an upstream service how long Envoy will wait for it, in whole
+/// milliseconds ("so that the upstream host can make decisions based on the request
+/// timeout"). Read as an incoming budget, in the same form as `x-deadline-ms`.
+pub const ENVOY_EXPECTED_RQ_TIMEOUT_MS: &str = "x-envoy-expected-rq-timeout-ms";
+
+/// A gRPC response's status code, in its head (trailers-only) or its trailers.
+pub const GRPC_STATUS: &str = "grpc-status";
+
+/// A gRPC response's status message.
+pub const GRPC_MESSAGE: &str = "grpc-message";
+
+/// gRPC's retry pushback (gRFC A6): milliseconds to wait before retrying, or a negative
+/// value for "do not retry".
+pub const GRPC_RETRY_PUSHBACK_MS: &str = "grpc-retry-pushback-ms";
+
+/// HTTP's `Retry-After`.
+pub const RETRY_AFTER: &str = "retry-after";
+
+/// HTTP's `Content-Type`, which tells a gRPC or Connect message from any other.
+pub const CONTENT_TYPE: &str = "content-type";
+
+/// The header a Connect client sends with every unary request.
+pub const CONNECT_PROTOCOL_VERSION: &str = "connect-protocol-version";
+
+/// A deadline header that could not be decoded: which one, and why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Malformed {
+    header: &'static str,
+    error: WireError,
+}
+
+impl Malformed {
+    /// The header's name.
+    #[must_use]
+    pub const fn header(&self) -> &'static str {
+        self.header
+    }
+
+    /// What is wrong with its value.
+    #[must_use]
+    pub const fn error(&self) -> WireError {
+        self.error
+    }
+}
+
+/// The deadline headers a request carries, each one's first value as bytes: `grpc-timeout`,
+/// `connect-timeout-ms`, `x-deadline-ms` and Envoy's `x-envoy-expected-rq-timeout-ms`.
+///
+/// One rule reads them, on a server and on a client: **the earliest deadline wins**. Each
+/// header present says how long its sender will wait; the request is worth nothing after the
+/// first of them gives up, so the shortest budget is the request's.
+///
+/// ```
+/// use deadline_core::ms;
+/// use deadline_core::wire::{GRPC_TIMEOUT, Incoming, WireError, X_DEADLINE_MS};
+///
+/// // A gRPC client's 200 ms behind a proxy that waits 150 ms.
+/// let incoming = Incoming::read(|name| match name {
+///     "grpc-timeout" => Some(&b"200m"[..]),
+///     "x-envoy-expected-rq-timeout-ms" => Some(b"150"),
+///     _ => None,
+/// });
+/// assert_eq!(incoming.budget(), Ok(Some(ms(150))));
+///
+/// // A malformed header is refused, not skipped: the caller meant to send a deadline.
+/// let bad = Incoming::read(|name| (name == X_DEADLINE_MS).then_some(&b"50ms"[..]));
+/// let error = bad.budget().unwrap_err();
+/// assert_eq!((error.header(), error.error()), (X_DEADLINE_MS, WireError::InvalidDigit));
+/// assert_eq!(Incoming::NONE.budget(), Ok(None));
+/// # let _ = GRPC_TIMEOUT;
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Incoming<'a> {
+    grpc_timeout: Option<&'a [u8]>,
+    connect_timeout_ms: Option<&'a [u8]>,
+    x_deadline_ms: Option<&'a [u8]>,
+    envoy_timeout_ms: Option<&'a [u8]>,
+}
+
+impl<'a> Incoming<'a> {
+    /// No deadline header at all.
+    pub const NONE: Incoming<'static> = Incoming {
+        grpc_timeout: None,
+        connect_timeout_ms: None,
+        x_deadline_ms: None,
+        envoy_timeout_ms: None,
+    };
+
+    /// The deadline headers, read with `header`, which gives the first value of the header
+    /// of that (lowercase) name, if the request has one.
+    pub fn read(mut header: impl FnMut(&'static str) -> Option<&'a [u8]>) -> Self {
+        Incoming {
+            grpc_timeout: header(GRPC_TIMEOUT),
+            connect_timeout_ms: header(CONNECT_TIMEOUT_MS),
+            x_deadline_ms: header(X_DEADLINE_MS),
+            envoy_timeout_ms: header(ENVOY_EXPECTED_RQ_TIMEOUT_MS),
+        }
+    }
+
+    /// Each header present, decoded (the whitespace around its value removed first, as HTTP
+    /// allows it there), in a fixed order: `grpc-timeout`, `connect-timeout-ms`,
+    /// `x-deadline-ms`, `x-envoy-expected-rq-timeout-ms`.
+    fn decoded(&self) -> [Option<(&'static str, Result<Duration, WireError>)>; 4] {
+        let grpc = |v: &[u8]| GrpcTimeout::parse(v.trim_ascii()).map(|t| t.duration());
+        let connect = |v: &[u8]| ConnectTimeout::parse(v.trim_ascii()).map(|t| t.duration());
+        let millis = |v: &[u8]| DeadlineMs::parse(v.trim_ascii()).map(|t| t.duration());
+        [
+            self.grpc_timeout.map(|v| (GRPC_TIMEOUT, grpc(v))),
+            self.connect_timeout_ms
+                .map(|v| (CONNECT_TIMEOUT_MS, connect(v))),
+            self.x_deadline_ms.map(|v| (X_DEADLINE_MS, millis(v))),
+            self.envoy_timeout_ms
+                .map(|v| (ENVOY_EXPECTED_RQ_TIMEOUT_MS, millis(v))),
+        ]
+    }
+
+    /// The request's budget, on a server: the shortest of the headers present, or `None`
+    /// when it has none.
+    ///
+    /// # Errors
+    ///
+    /// The first header (in the order of [`Incoming`]'s list) whose value cannot be decoded,
+    /// with why: answer [`Error::MalformedDeadline`](crate::Error::MalformedDeadline) (HTTP
+    /// 400, gRPC `INVALID_ARGUMENT`), naming it. Every header present is checked: a caller
+    /// that sent a deadline means to keep it, so none is guessed at or skipped.
+    pub fn budget(&self) -> Result<Option<Duration>, Malformed> {
+        let mut shortest: Option<Duration> = None;
+        for (header, decoded) in self.decoded().into_iter().flatten() {
+            let budget = decoded.map_err(|error| Malformed { header, error })?;
+            shortest = Some(shortest.map_or(budget, |s| s.min(budget)));
+        }
+        Ok(shortest)
+    }
+
+    /// The shortest timeout among the headers whose value can be decoded, for a request a
+    /// client is about to send (a timeout its caller set, such as tonic's
+    /// `Request::set_timeout`). A value that cannot be decoded is no timeout: it is
+    /// replaced by what is sent.
+    #[must_use]
+    pub fn shortest_valid(&self) -> Option<Duration> {
+        self.decoded()
+            .into_iter()
+            .flatten()
+            .filter_map(|(_, decoded)| decoded.ok())
+            .min()
+    }
+}
+
+/// Which header a client writes the time left into.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum DeadlineHeader {
+    /// `grpc-timeout` ([`GrpcTimeout`]): for gRPC peers, and any peer that reads it; precise
+    /// to the microsecond below 100 s.
+    GrpcTimeout,
+    /// `x-deadline-ms` ([`DeadlineMs`]): whole milliseconds.
+    DeadlineMs,
+    /// Both `grpc-timeout` and `x-deadline-ms`, for peers that may read either. Under one
+    /// millisecond left to send, `x-deadline-ms` cannot carry it, and the call is not made
+    /// rather than leave a peer to read no deadline at all.
+    Both,
+    /// `connect-timeout-ms` ([`ConnectTimeout`]): for Connect peers (connect-go,
+    /// connect-es, connect-rust); whole milliseconds, at most 10 digits.
+    ConnectTimeout,
+}

@@ -1,0 +1,349 @@
+//! [`Propagation`]: how the time left crosses a hop, out ([`Propagation::send`]) and in
+//! ([`Propagation::incoming`]).
+
+use core::time::Duration;
+
+use super::error::WireError;
+use super::grpc_timeout::GrpcTimeout;
+use super::headers::{CONNECT_TIMEOUT_MS, DeadlineHeader, GRPC_TIMEOUT, X_DEADLINE_MS};
+use super::millis::{ConnectTimeout, DeadlineMs};
+use super::sent::Sent;
+use crate::deadline::Deadline;
+use crate::time::{Instant, duration_min, duration_saturating_sub};
+
+/// How the time left crosses a hop: what a client keeps back for the network, and the most a
+/// server believes.
+///
+/// - Sending: the budget sent is the time left minus [`allowance`](Propagation::allowance),
+///   so the callee gives up a little before we do and its answer (or its error) still
+///   arrives in time. When nothing is left after the allowance, nothing is sent and the call
+///   is not made ([`WireError::Spent`]).
+/// - Receiving: the local deadline is `now + min(budget, max)`, on the receiver's own clock.
+///
+/// Pass a call's own deadline ([`Limits::deadline`](crate::Limits::deadline)) to send that
+/// call's timeout, or the request's [`Deadline`] to send all the time left.
+///
+/// ```
+/// use deadline_core::wire::{Propagation, WireError};
+/// use deadline_core::{Deadline, Instant, Policy, call_timeout, ms};
+///
+/// static HOP: Propagation = Propagation::DEFAULT.allowance(ms(2)).max(ms(5_000));
+///
+/// // The budget table: B starts with 1700 ms left and its cap is 500 ms.
+/// let b = Policy::required("B").cap(ms(500)).floor(ms(100));
+/// let deadline = Deadline::after(Instant::ZERO, ms(2_000));
+/// let now = Instant::from_millis(300);
+/// let limits = call_timeout(&b, deadline, ms(0), now).limits().unwrap();
+/// assert_eq!(HOP.outgoing(limits.deadline(), now), Ok(ms(498)));
+/// assert_eq!(HOP.encode_deadline_ms(limits.deadline(), now).unwrap().as_str(), "498");
+///
+/// // At the deadline, or within the allowance of it, nothing is sent.
+/// assert_eq!(HOP.outgoing(deadline, Instant::from_millis(1_999)), Err(WireError::Spent));
+///
+/// // A client that claims a day gets the server's maximum.
+/// let local = HOP.decode_deadline_ms(b"86400000", now).unwrap();
+/// assert_eq!(local.remaining(now), ms(5_000));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub struct Propagation {
+    /// Subtracted from the time left before it is sent: the network's share of one hop (the
+    /// trip there and back, serialization). A few milliseconds within a data center.
+    pub allowance: Duration,
+    /// The largest budget this server accepts from a caller: incoming budgets are clamped to
+    /// it, whatever the header says.
+    pub max: Duration,
+}
+
+impl Propagation {
+    /// Keeps back 5 ms per hop when sending; clamps incoming budgets to 30 s. Adjust with
+    /// [`allowance`](Self::allowance) and [`max`](Self::max).
+    pub const DEFAULT: Propagation = Propagation {
+        allowance: Duration::from_millis(5),
+        max: Duration::from_secs(30),
+    };
+
+    /// The same propagation, keeping back `allowance` when sending: the network's share of
+    /// one hop.
+    #[must_use]
+    pub const fn allowance(mut self, allowance: Duration) -> Self {
+        self.allowance = allowance;
+        self
+    }
+
+    /// The same propagation, clamping incoming budgets to `max`.
+    #[must_use]
+    pub const fn max(mut self, max: Duration) -> Self {
+        self.max = max;
+        self
+    }
+
+    /// The budget to send at `now` for work that must end by `deadline`: the time left minus
+    /// the allowance (saturating).
+    ///
+    /// # Errors
+    ///
+    /// [`WireError::Spent`] when that is zero: do not make the call.
+    pub fn outgoing(&self, deadline: Deadline, now: Instant) -> Result<Duration, WireError> {
+        let left = duration_saturating_sub(deadline.remaining(now), self.allowance);
+        if left.is_zero() {
+            Err(WireError::Spent)
+        } else {
+            Ok(left)
+        }
+    }
+
+    /// One hop of a request: the time left for work that must end by `deadline` is written
+    /// into `x-deadline-ms` when it is sent at `sent`, and read back by the next service when it
+    /// arrives there at `arrived`, on that service's clock ([`encode_deadline_ms`] then
+    /// [`decode_deadline_ms`]): what the next service's deadline is.
+    ///
+    /// [`encode_deadline_ms`]: Propagation::encode_deadline_ms
+    /// [`decode_deadline_ms`]: Propagation::decode_deadline_ms
+    ///
+    /// ```
+    /// use deadline_core::wire::{Propagation, WireError};
+    /// use deadline_core::{Deadline, Instant, ms};
+    ///
+    /// let hop = Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000));
+    /// let deadline = Deadline::after(Instant::ZERO, ms(200));
+    /// // Sent at 50 ms with 145 ms to send, it arrives 2 ms later: 145 ms from then.
+    /// let next = hop.hop(deadline, Instant::from_millis(50), Instant::from_millis(52)).unwrap();
+    /// assert_eq!(next.instant(), Instant::from_millis(197));
+    /// // Nothing left to send: the call is not made.
+    /// let spent = hop.hop(deadline, Instant::from_millis(196), Instant::from_millis(198));
+    /// assert_eq!(spent, Err(WireError::Spent));
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`WireError::Spent`] when nothing is left to send: do not make the call.
+    pub fn hop(
+        &self,
+        deadline: Deadline,
+        sent: Instant,
+        arrived: Instant,
+    ) -> Result<Deadline, WireError> {
+        let header = self.encode_deadline_ms(deadline, sent)?;
+        self.decode_deadline_ms(header.as_bytes(), arrived)
+    }
+
+    /// The local deadline for a request that arrived at `now` with `budget`:
+    /// `now + min(budget, max)`, saturating. A zero budget gives a deadline that has already
+    /// passed.
+    ///
+    /// ```
+    /// use deadline_core::wire::Propagation;
+    /// use deadline_core::{Instant, ms};
+    ///
+    /// let server = Propagation::DEFAULT.allowance(ms(0)).max(ms(1_000));
+    /// let now = Instant::from_millis(40);
+    /// assert_eq!(server.incoming(ms(250), now).instant(), Instant::from_millis(290));
+    /// assert_eq!(server.incoming(ms(9_000), now).instant(), Instant::from_millis(1_040));
+    /// ```
+    #[must_use]
+    pub fn incoming(&self, budget: Duration, now: Instant) -> Deadline {
+        Deadline::after(now, duration_min(budget, self.max))
+    }
+
+    /// The `grpc-timeout` value to send at `now` for work that must end by `deadline`:
+    /// [`outgoing`](Propagation::outgoing), encoded (rounded down).
+    ///
+    /// # Errors
+    ///
+    /// [`WireError::Spent`] when nothing is left to send: do not make the call.
+    pub fn encode_grpc_timeout(
+        &self,
+        deadline: Deadline,
+        now: Instant,
+    ) -> Result<GrpcTimeout, WireError> {
+        self.outgoing(deadline, now)
+            .and_then(GrpcTimeout::from_duration)
+    }
+
+    /// The `x-deadline-ms` value to send at `now` for work that must end by `deadline`:
+    /// [`outgoing`](Propagation::outgoing), in whole milliseconds (rounded down).
+    ///
+    /// # Errors
+    ///
+    /// [`WireError::Spent`] when less than one millisecond is left to send: do not make the
+    /// call.
+    pub fn encode_deadline_ms(
+        &self,
+        deadline: Deadline,
+        now: Instant,
+    ) -> Result<DeadlineMs, WireError> {
+        self.outgoing(deadline, now)
+            .and_then(DeadlineMs::from_duration)
+    }
+
+    /// The `connect-timeout-ms` value to send at `now` for work that must end by `deadline`:
+    /// [`outgoing`](Propagation::outgoing), in whole milliseconds (rounded down).
+    ///
+    /// ```
+    /// use deadline_core::wire::Propagation;
+    /// use deadline_core::{Deadline, Instant, ms};
+    ///
+    /// let hop = Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000));
+    /// let deadline = Deadline::after(Instant::ZERO, ms(300));
+    /// let sent = hop.encode_connect_timeout(deadline, Instant::from_millis(6)).unwrap();
+    /// assert_eq!(sent.as_str(), "289");
+    /// let local = hop.decode_connect_timeout(sent.as_bytes(), Instant::ZERO).unwrap();
+    /// assert_eq!(local.remaining(Instant::ZERO), ms(289));
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`WireError::Spent`] when less than one millisecond is left to send: do not make the
+    /// call.
+    pub fn encode_connect_timeout(
+        &self,
+        deadline: Deadline,
+        now: Instant,
+    ) -> Result<ConnectTimeout, WireError> {
+        self.outgoing(deadline, now)
+            .and_then(ConnectTimeout::from_duration)
+    }
+
+    /// The local deadline for a request that arrived at `now` with this `connect-timeout-ms`
+    /// value: [`ConnectTimeout::parse`], then [`incoming`](Propagation::incoming).
+    ///
+    /// # Errors
+    ///
+    /// A decoding error from [`ConnectTimeout::parse`].
+    pub fn decode_connect_timeout(
+        &self,
+        value: &[u8],
+        now: Instant,
+    ) -> Result<Deadline, WireError> {
+        ConnectTimeout::parse(value).map(|t| self.incoming(t.duration(), now))
+    }
+
+    /// The local deadline for a request that arrived at `now` with this `grpc-timeout` value:
+    /// [`GrpcTimeout::parse`], then [`incoming`](Propagation::incoming).
+    ///
+    /// # Errors
+    ///
+    /// A decoding error from [`GrpcTimeout::parse`]. What to do then (reject the request, or
+    /// use a default budget) is the server's choice.
+    pub fn decode_grpc_timeout(&self, value: &[u8], now: Instant) -> Result<Deadline, WireError> {
+        GrpcTimeout::parse(value).map(|t| self.incoming(t.duration(), now))
+    }
+
+    /// The local deadline for a request that arrived at `now` with this `x-deadline-ms`
+    /// value: [`DeadlineMs::parse`], then [`incoming`](Propagation::incoming).
+    ///
+    /// # Errors
+    ///
+    /// A decoding error from [`DeadlineMs::parse`].
+    pub fn decode_deadline_ms(&self, value: &[u8], now: Instant) -> Result<Deadline, WireError> {
+        DeadlineMs::parse(value).map(|t| self.incoming(t.duration(), now))
+    }
+
+    /// The headers to write into a request made at `now` for work that must end by
+    /// `deadline`, and what they tell the next service ([`Outgoing::sent`]): the one rule
+    /// every client follows.
+    ///
+    /// The budget sent is the time left less the [allowance](Propagation::allowance), or
+    /// `already`, a timeout the request already carries (its caller's, such as tonic's
+    /// `Request::set_timeout`; read it with [`Incoming::shortest_valid`](crate::wire::Incoming::shortest_valid)), if that is
+    /// shorter. It is written into `header` (both headers for [`DeadlineHeader::Both`]),
+    /// rounded down to each header's unit.
+    ///
+    /// ```
+    /// use deadline_core::wire::{DeadlineHeader, Propagation, WireError};
+    /// use deadline_core::{Deadline, Instant, ms};
+    ///
+    /// let hop = Propagation::DEFAULT.allowance(ms(5));
+    /// let request = Deadline::after(Instant::ZERO, ms(200));
+    /// let out = hop.send(request, Instant::from_millis(50), None, DeadlineHeader::Both).unwrap();
+    /// let headers: Vec<_> = out.headers().collect();
+    /// assert_eq!(headers, [("grpc-timeout", &b"145000u"[..]), ("x-deadline-ms", b"145")]);
+    ///
+    /// // A shorter timeout already on the request is kept; a longer one is replaced.
+    /// let out = hop.send(request, Instant::ZERO, Some(ms(50)), DeadlineHeader::DeadlineMs).unwrap();
+    /// assert_eq!(out.headers().next(), Some(("x-deadline-ms", &b"50"[..])));
+    /// let out = hop.send(request, Instant::ZERO, Some(ms(900)), DeadlineHeader::DeadlineMs).unwrap();
+    /// assert_eq!(out.headers().next(), Some(("x-deadline-ms", &b"195"[..])));
+    ///
+    /// // Within the allowance of the deadline, nothing is sent, and the call is not made.
+    /// let spent = hop.send(request, Instant::from_millis(196), None, DeadlineHeader::Both);
+    /// assert_eq!(spent, Err(WireError::Spent));
+    /// // Half a millisecond: `grpc-timeout` could say it, `x-deadline-ms` cannot.
+    /// let half = Deadline::at(Instant::from_micros(5_500));
+    /// assert_eq!(hop.send(half, Instant::ZERO, None, DeadlineHeader::Both), Err(WireError::Spent));
+    /// # Ok::<(), WireError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`WireError::Spent`] when the budget is zero, or a header of `header` cannot carry
+    /// it (under a millisecond for the millisecond headers): do not make the call.
+    pub fn send(
+        &self,
+        deadline: Deadline,
+        now: Instant,
+        already: Option<Duration>,
+        header: DeadlineHeader,
+    ) -> Result<Outgoing, WireError> {
+        let left = self.outgoing(deadline, now)?;
+        let budget = match already {
+            Some(already) if already.is_zero() => return Err(WireError::Spent),
+            Some(already) => duration_min(left, already),
+            None => left,
+        };
+        let grpc = matches!(header, DeadlineHeader::GrpcTimeout | DeadlineHeader::Both);
+        let millis = matches!(header, DeadlineHeader::DeadlineMs | DeadlineHeader::Both);
+        let connect = matches!(header, DeadlineHeader::ConnectTimeout);
+        Ok(Outgoing {
+            grpc_timeout: grpc
+                .then(|| GrpcTimeout::from_duration(budget))
+                .transpose()?,
+            x_deadline_ms: millis
+                .then(|| DeadlineMs::from_duration(budget))
+                .transpose()?,
+            connect_timeout_ms: connect
+                .then(|| ConnectTimeout::from_duration(budget))
+                .transpose()?,
+            sent: Sent::new(deadline, now, budget, self.allowance),
+        })
+    }
+}
+
+/// The header values to write into one outgoing request, and what was sent
+/// ([`Propagation::send`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Outgoing {
+    grpc_timeout: Option<GrpcTimeout>,
+    x_deadline_ms: Option<DeadlineMs>,
+    connect_timeout_ms: Option<ConnectTimeout>,
+    sent: Sent,
+}
+
+impl Outgoing {
+    /// The headers to set, as (name, value) pairs: ASCII digits and one unit letter, always
+    /// valid header values.
+    pub fn headers(&self) -> impl Iterator<Item = (&'static str, &[u8])> {
+        [
+            self.grpc_timeout
+                .as_ref()
+                .map(|v| (GRPC_TIMEOUT, v.as_bytes())),
+            self.x_deadline_ms
+                .as_ref()
+                .map(|v| (X_DEADLINE_MS, v.as_bytes())),
+            self.connect_timeout_ms
+                .as_ref()
+                .map(|v| (CONNECT_TIMEOUT_MS, v.as_bytes())),
+        ]
+        .into_iter()
+        .flatten()
+    }
+
+    /// What the next service was told: when it was told to be done by, when to stop
+    /// waiting for it, and which failures are its deadline's.
+    #[must_use]
+    pub const fn sent(&self) -> Sent {
+        self.sent
+    }
+}

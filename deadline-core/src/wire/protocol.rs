@@ -1,0 +1,50 @@
+//! [`Protocol`]: how a request wants to be answered (gRPC, Connect, plain HTTP).
+
+use super::headers::{CONNECT_PROTOCOL_VERSION, CONTENT_TYPE};
+
+/// How a request wants to be answered, read from its headers ([`Protocol::read`]).
+///
+/// ```
+/// use deadline_core::wire::Protocol;
+///
+/// let grpc = Protocol::read(|name| (name == "content-type").then_some(&b"application/grpc+proto"[..]));
+/// assert_eq!(grpc, Protocol::Grpc);
+/// let connect = Protocol::read(|name| (name == "connect-protocol-version").then_some(&b"1"[..]));
+/// assert_eq!(connect, Protocol::ConnectUnary);
+/// assert_eq!(Protocol::read(|_| None), Protocol::Http);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum Protocol {
+    /// A gRPC request (`content-type: application/grpc`, with or without a `+proto`-like
+    /// suffix, and gRPC-Web's `application/grpc-web`): answered with a gRPC status.
+    Grpc,
+    /// A Connect unary request (it has a `connect-protocol-version` header): answered with
+    /// the HTTP status of the error's Connect code and Connect's JSON error body.
+    ConnectUnary,
+    /// A Connect streaming request (`content-type: application/connect+...`): answered with
+    /// HTTP 200 and an end-of-stream message carrying the error.
+    ConnectStream {
+        /// The request's codec is JSON (`application/connect+json`); else protobuf, or
+        /// another binary codec.
+        json: bool,
+    },
+    /// Anything else: answered with an HTTP status and a short text.
+    Http,
+}
+
+impl Protocol {
+    /// The protocol of a request whose headers are read with `header` (the first value of
+    /// the header of that lowercase name, if it has one).
+    pub fn read<'a>(mut header: impl FnMut(&'static str) -> Option<&'a [u8]>) -> Protocol {
+        match header(CONTENT_TYPE) {
+            Some(value) if value.starts_with(b"application/grpc") => Protocol::Grpc,
+            Some(value) if value.starts_with(b"application/connect+") => Protocol::ConnectStream {
+                json: value.starts_with(b"application/connect+json"),
+            },
+            _ if header(CONNECT_PROTOCOL_VERSION).is_some() => Protocol::ConnectUnary,
+            _ => Protocol::Http,
+        }
+    }
+}

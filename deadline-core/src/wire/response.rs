@@ -1,0 +1,202 @@
+//! What a response says to the client that sent the request: whether to retry it
+//! ([`ResponseHead::classify`]), and whether it is the shape of a deadline running out
+//! ([`ResponseHead::is_deadline_shaped`]); the parsers of the server's word on when to come
+//! back (`Retry-After`, `grpc-retry-pushback-ms`).
+
+use core::time::Duration;
+
+use super::headers::{CONTENT_TYPE, GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS, RETRY_AFTER};
+use crate::grpc_code::GrpcCode;
+use crate::outcome::{Outcome, Pushback};
+
+/// The head of a response, as far as the library reads it: its HTTP status and the few
+/// headers that say what it means.
+///
+/// ```
+/// use deadline_core::Outcome;
+/// use deadline_core::wire::ResponseHead;
+///
+/// let unavailable = ResponseHead::read(200, |name| match name {
+///     "content-type" => Some(&b"application/grpc"[..]),
+///     "grpc-status" => Some(b"14"),
+///     _ => None,
+/// });
+/// assert_eq!(unavailable.classify(), Some(Outcome::Failed));
+/// assert!(unavailable.is_deadline_shaped());
+/// assert_eq!(ResponseHead::read(404, |_| None).classify(), Some(Outcome::Fatal));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ResponseHead<'a> {
+    status: u16,
+    content_type: Option<&'a [u8]>,
+    grpc_status: Option<&'a [u8]>,
+    grpc_retry_pushback_ms: Option<&'a [u8]>,
+    retry_after: Option<&'a [u8]>,
+}
+
+impl<'a> ResponseHead<'a> {
+    /// A response with HTTP `status`, whose headers are read with `header` (the first value
+    /// of the header of that lowercase name, if it has one).
+    pub fn read(status: u16, mut header: impl FnMut(&'static str) -> Option<&'a [u8]>) -> Self {
+        ResponseHead {
+            status,
+            content_type: header(CONTENT_TYPE),
+            grpc_status: header(GRPC_STATUS),
+            grpc_retry_pushback_ms: header(GRPC_RETRY_PUSHBACK_MS),
+            retry_after: header(RETRY_AFTER),
+        }
+    }
+
+    /// Whether this is a gRPC response (`application/grpc`, `application/grpc+proto`,
+    /// `application/grpc-web`, ...).
+    #[must_use]
+    pub fn is_grpc(&self) -> bool {
+        self.content_type
+            .is_some_and(|v| v.starts_with(b"application/grpc"))
+    }
+
+    /// The gRPC status in the head of a gRPC response (a trailers-only answer, which is how
+    /// a gRPC server answers a failure before any message): `None` when there is none (the
+    /// status comes in the trailers), `Some(Err(()))` when it cannot be read (a client
+    /// reads it as `UNKNOWN`).
+    fn grpc_code(&self) -> Option<Result<GrpcCode, ()>> {
+        if !self.is_grpc() {
+            return None;
+        }
+        self.grpc_status.map(|v| GrpcCode::parse(v).ok_or(()))
+    }
+
+    /// What this response means for retrying the request, or `None` for an answer (a
+    /// success, or a failure the caller gets as it is):
+    ///
+    /// | response | outcome |
+    /// |---|---|
+    /// | gRPC `grpc-status: 0`, or a gRPC response without `grpc-status` in its head | `None` |
+    /// | gRPC `UNAVAILABLE` (14) or `RESOURCE_EXHAUSTED` (8) | [`Outcome::Failed`], or with `grpc-retry-pushback-ms` [`Outcome::Pushback`] ([`parse_grpc_pushback`]) |
+    /// | any other gRPC status, or one that cannot be read | [`Outcome::Fatal`] |
+    /// | HTTP 429 or 503 with `Retry-After` in seconds | [`Outcome::Pushback`] ([`parse_retry_after`]) |
+    /// | HTTP 500, 502, 503, 504, 408, 429 (without a readable `Retry-After`) | [`Outcome::Failed`] |
+    /// | any other 4xx or 5xx (400, 404, 501, ...) | [`Outcome::Fatal`] |
+    /// | 1xx, 2xx, 3xx | `None` |
+    ///
+    /// A `Retry-After` in its HTTP-date form is not read (the core does not read the wall
+    /// clock): the response is [`Outcome::Failed`]. A gRPC status that comes in the
+    /// trailers, after a streamed body, cannot be read from the head: such a response is an
+    /// answer here.
+    #[must_use]
+    pub fn classify(&self) -> Option<Outcome> {
+        match self.grpc_code() {
+            Some(Ok(GrpcCode::Ok)) => None,
+            Some(Ok(GrpcCode::Unavailable | GrpcCode::ResourceExhausted)) => {
+                Some(self.grpc_retry_pushback_ms.map_or(Outcome::Failed, |v| {
+                    Outcome::Pushback(parse_grpc_pushback(v))
+                }))
+            }
+            Some(_) => Some(Outcome::Fatal),
+            None => self.classify_http(),
+        }
+    }
+
+    /// [`classify`](Self::classify) for a plain HTTP status.
+    fn classify_http(&self) -> Option<Outcome> {
+        match self.status {
+            429 | 503 => Some(
+                self.retry_after
+                    .and_then(parse_retry_after)
+                    .map_or(Outcome::Failed, Outcome::Pushback),
+            ),
+            500 | 502 | 504 | 408 => Some(Outcome::Failed),
+            400..=599 => Some(Outcome::Fatal),
+            _ => None,
+        }
+    }
+
+    /// Whether this response is the shape of a deadline running out somewhere below: HTTP
+    /// 408, 502, 503 or 504, or a gRPC `CANCELLED`, `DEADLINE_EXCEEDED` or `UNAVAILABLE` in
+    /// the head. Arriving when the time sent has run out, such a response is the deadline's,
+    /// not the next service's own fault ([`Sent::is_deadline_failure`](super::Sent::is_deadline_failure)).
+    #[must_use]
+    pub fn is_deadline_shaped(&self) -> bool {
+        match self.grpc_code() {
+            Some(Ok(code)) => is_deadline_code(code),
+            Some(Err(())) => false,
+            None => matches!(self.status, 408 | 502 | 503 | 504),
+        }
+    }
+}
+
+/// A gRPC status that a deadline running out produces: `CANCELLED` (a client's own timer,
+/// tonic's for one), `DEADLINE_EXCEEDED`, `UNAVAILABLE` (a connection dropped at the
+/// deadline).
+pub(super) const fn is_deadline_code(code: GrpcCode) -> bool {
+    matches!(
+        code,
+        GrpcCode::Cancelled | GrpcCode::DeadlineExceeded | GrpcCode::Unavailable
+    )
+}
+
+/// Parses an HTTP `Retry-After` value in its delay-seconds form (RFC 9110 §10.2.3:
+/// `1*DIGIT`, optional whitespace around it), saturating on overflow.
+///
+/// Returns `None` for the HTTP-date form and for anything malformed: turning a date into a
+/// delay needs the wall clock, which the core does not read. A caller that has one may
+/// subtract it and build [`Pushback::After`] itself. `None` means "no pushback": classify the
+/// response as [`Outcome::Failed`].
+///
+/// ```
+/// use deadline_core::{Pushback, ms};
+/// use deadline_core::wire::parse_retry_after;
+///
+/// assert_eq!(parse_retry_after(b"120"), Some(Pushback::After(ms(120_000))));
+/// assert_eq!(parse_retry_after(b" 3 "), Some(Pushback::After(ms(3_000))));
+/// assert_eq!(parse_retry_after(b"Fri, 31 Dec 1999 23:59:59 GMT"), None);
+/// assert_eq!(parse_retry_after(b"-1"), None);
+/// ```
+#[must_use]
+pub fn parse_retry_after(value: &[u8]) -> Option<Pushback> {
+    let digits = value.trim_ascii();
+    if digits.is_empty() {
+        return None;
+    }
+    let mut secs: u64 = 0;
+    for &b in digits {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        secs = secs
+            .saturating_mul(10)
+            .saturating_add(u64::from(b.wrapping_sub(b'0')));
+    }
+    Some(Pushback::After(Duration::from_secs(secs)))
+}
+
+/// Parses gRPC's `grpc-retry-pushback-ms` value (gRFC A6): a signed 32-bit decimal integer of
+/// milliseconds to wait before retrying.
+///
+/// As A6 says, a negative value, or one that does not parse (empty, not decimal, outside the
+/// `i32` range), means the server asks the client not to retry at all. Surrounding ASCII
+/// whitespace is ignored; a leading `+` or a leading zero is accepted.
+///
+/// ```
+/// use deadline_core::{Pushback, ms};
+/// use deadline_core::wire::parse_grpc_pushback;
+///
+/// assert_eq!(parse_grpc_pushback(b"250"), Pushback::After(ms(250)));
+/// assert_eq!(parse_grpc_pushback(b"-1"), Pushback::DontRetry);
+/// assert_eq!(parse_grpc_pushback(b"soon"), Pushback::DontRetry);
+/// assert_eq!(parse_grpc_pushback(b"2147483648"), Pushback::DontRetry);
+/// ```
+#[must_use]
+pub fn parse_grpc_pushback(value: &[u8]) -> Pushback {
+    let text = value.trim_ascii();
+    let Ok(text) = core::str::from_utf8(text) else {
+        return Pushback::DontRetry;
+    };
+    match text.parse::<i32>() {
+        Ok(ms) => match u64::try_from(ms) {
+            Ok(ms) => Pushback::After(Duration::from_millis(ms)),
+            Err(_) => Pushback::DontRetry,
+        },
+        Err(_) => Pushback::DontRetry,
+    }
+}
