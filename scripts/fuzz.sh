@@ -13,7 +13,7 @@ cd "$(dirname "$0")/../fuzz"
 
 SECONDS_PER_TARGET=${1:-600}
 shift || true
-ALL=(grpc_timeout deadline_ms pushback cli_table cli_sample server_headers)
+ALL=(grpc_timeout deadline_ms pushback cli_table cli_sample server_headers protocol)
 if [ "$#" -eq 0 ]; then TARGETS=("${ALL[@]}"); else TARGETS=("$@"); fi
 PARALLEL=${FUZZ_PARALLEL:-2}
 

@@ -106,7 +106,7 @@ RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 CARGO_TARGET_DIR=target/loom \
 rustup toolchain install nightly --profile minimal --component miri,rust-src
 MIRI_TESTS=(admit backoff breaker budget_table checkout classify counters deadline_only drive
   drive_breaker fuzz_wire hedge hostile_pushback lab_preset props_retry record retry statement
-  step_back)
+  step_back fuzz_protocol)
 PROPTEST_CASES=8 MIRIFLAGS="-Zmiri-disable-isolation" \
   cargo +nightly miri test -p deadline-core --all-features --lib \
   $(printf -- '--test %s ' "${MIRI_TESTS[@]}") 2>&1 | tee -a "$RESULTS"

@@ -22,19 +22,28 @@ fn value() -> impl Strategy<Value = Vec<u8>> {
     ]
 }
 
-/// The bytes the property reads: flags, then the values split at `\n`, then the work.
+/// The bytes the property reads: flags, then the values split at `\n`, the work, and
+/// Envoy's value.
 fn request() -> impl Strategy<Value = Vec<u8>> {
-    (any::<u8>(), value(), value(), value(), 0u16..12_000).prop_map(
-        |(flags, grpc, ms, second, work)| {
+    (
+        any::<u8>(),
+        value(),
+        value(),
+        value(),
+        0u16..12_000,
+        value(),
+    )
+        .prop_map(|(flags, grpc, ms, second, work, envoy)| {
             let mut data = vec![flags];
             for part in [grpc, ms, second] {
                 data.extend(part.into_iter().filter(|b| *b != b'\n'));
                 data.push(b'\n');
             }
             data.extend(work.to_le_bytes());
+            data.push(b'\n');
+            data.extend(envoy.into_iter().filter(|b| *b != b'\n'));
             data
-        },
-    )
+        })
 }
 
 /// `default` cases, or `PROPTEST_CASES` when set (miri runs few).

@@ -5,7 +5,8 @@
 //! property fails.
 //!
 //! The bytes make one request: the first byte chooses the protocol (gRPC or plain HTTP),
-//! which deadline headers are sent, whether a second `grpc-timeout` follows the first,
+//! which deadline headers are sent (`grpc-timeout`, `x-deadline-ms`, Envoy's
+//! `x-envoy-expected-rq-timeout-ms`), whether a second `grpc-timeout` follows the first,
 //! whether the server sheds with an [`Admission`], and the rest, split at `\n`, gives the
 //! header values and how long the handler works. A header value HTTP cannot carry (a control
 //! byte) is not sent, as no client can send it. The request is served on a current-thread
@@ -34,7 +35,7 @@ pub const NEED: Duration = Duration::from_millis(20);
 /// Tokio's timers tick in whole milliseconds: an answer at the deadline may come up to one
 /// tick after it.
 pub const TIMER_SLACK: Duration = Duration::from_millis(1);
-const MARGIN: Duration = deadline_tokio::layer::DEFAULT_REPLY_MARGIN;
+const MARGIN: Duration = deadline_core::wire::ServerPolicy::DEFAULT_REPLY_MARGIN;
 
 thread_local! {
     static RUNTIME: tokio::runtime::Runtime = tokio::runtime::Builder::new_current_thread()
@@ -54,10 +55,11 @@ struct Seen {
 /// The request `data` makes, served once: see the module's docs.
 ///
 /// - Never a panic, whatever the headers.
-/// - A header the core's codec rejects (the first `grpc-timeout` if any, else the first
-///   `x-deadline-ms`) gets 400 (gRPC: 200 with `grpc-status` 3, `INVALID_ARGUMENT`), at once,
-///   and the handler is not called.
-/// - Otherwise the deadline is the budget clamped to the server's maximum, less the reply
+/// - A deadline header the core's codec rejects (the first value of any of them) gets 400
+///   (gRPC: 200 with `grpc-status` 3, `INVALID_ARGUMENT`), at once, and the handler is not
+///   called.
+/// - Otherwise the budget is the shortest of the headers sent (the earliest deadline wins),
+///   and the deadline is that budget clamped to the server's maximum, less the reply
 ///   margin: none left answers 504 (`grpc-status` 4) and with admission, less than the need
 ///   answers 503 (`grpc-status` 14), both at once and without calling the handler.
 /// - A handler that is called finds the deadline in its request, never more than the maximum
@@ -76,11 +78,13 @@ async fn serve(data: &[u8]) {
     let send_deadline_ms = flags & 4 != 0;
     let shed = flags & 8 != 0;
     let second_grpc_timeout = flags & 16 != 0;
+    let send_envoy = flags & 32 != 0;
     let mut parts = rest.split(|b| *b == b'\n');
     let grpc_value = parts.next().unwrap_or_default();
     let ms_value = parts.next().unwrap_or_default();
     let second_value = parts.next().unwrap_or_default();
     let work_bytes = parts.next().unwrap_or_default();
+    let envoy_value = parts.next().unwrap_or_default();
     let mut work = [0u8; 2];
     for (slot, byte) in work.iter_mut().zip(work_bytes) {
         *slot = *byte;
@@ -109,17 +113,34 @@ async fn serve(data: &[u8]) {
     if let Some(value) = &ms_header {
         request = request.header("x-deadline-ms", value.clone());
     }
+    let envoy_header = HeaderValue::from_bytes(envoy_value)
+        .ok()
+        .filter(|_| send_envoy);
+    if let Some(value) = &envoy_header {
+        request = request.header("x-envoy-expected-rq-timeout-ms", value.clone());
+    }
     let request = request.body(String::new()).expect("a valid request");
 
-    // What the layer must make of it: the budget, or a malformed header.
-    let budget = match (&grpc_header, &ms_header) {
-        (Some(value), _) => GrpcTimeout::parse(value.as_bytes().trim_ascii()).map(|t| t.duration()),
-        (None, Some(value)) => {
-            DeadlineMs::parse(value.as_bytes().trim_ascii()).map(|t| t.duration())
-        }
-        (None, None) => Ok(DEFAULT_BUDGET),
+    // What the layer must make of it: the shortest budget sent, or a malformed header.
+    let trimmed = |value: &HeaderValue| value.as_bytes().trim_ascii().to_vec();
+    let decoded = [
+        grpc_header
+            .as_ref()
+            .map(|v| GrpcTimeout::parse(&trimmed(v)).map(|t| t.duration())),
+        ms_header
+            .as_ref()
+            .map(|v| DeadlineMs::parse(&trimmed(v)).map(|t| t.duration())),
+        envoy_header
+            .as_ref()
+            .map(|v| DeadlineMs::parse(&trimmed(v)).map(|t| t.duration())),
+    ];
+    let mut budget = Ok(None::<Duration>);
+    for one in decoded.into_iter().flatten() {
+        budget = budget.and_then(|shortest| {
+            one.map(|one| Some(shortest.map_or(one, |s: Duration| s.min(one))))
+        });
     }
-    .map(|budget| budget.min(MAX));
+    let budget = budget.map(|b| b.unwrap_or(DEFAULT_BUDGET).min(MAX));
 
     let mut layer = DeadlineLayer::new(
         Propagation::DEFAULT.allowance(Duration::ZERO).max(MAX),

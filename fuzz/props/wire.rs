@@ -10,7 +10,8 @@
 use core::time::Duration;
 
 use deadline_core::wire::{DeadlineMs, GrpcTimeout, GrpcUnit, Propagation, WireError};
-use deadline_core::{Deadline, Error, Instant, Pushback, parse_grpc_pushback, parse_retry_after};
+use deadline_core::wire::{parse_grpc_pushback, parse_retry_after};
+use deadline_core::{Deadline, Error, Instant, Pushback};
 
 /// The most a server in these properties believes: 30 s.
 pub const SERVER_MAX: Duration = Duration::from_secs(30);

@@ -1,0 +1,342 @@
+//! Properties of the core's protocol rules, over arbitrary bytes: the `grpc-status` table,
+//! the server's reading of a request's deadline headers and the answers it makes, what a
+//! client sends and which failures it reads as the deadline's, and how a response is
+//! classified for retrying.
+//!
+//! One copy, used by the cargo-fuzz target `protocol` and by the proptest suite that CI runs
+//! on stable (`deadline-core/tests/fuzz_protocol.rs`). Each `check_*` function panics when a
+//! property fails.
+
+#![allow(dead_code, unreachable_pub)]
+
+use core::time::Duration;
+
+use deadline_core::wire::{
+    Answer, ConnectTimeout, DeadlineHeader, DeadlineMs, Failure, GrpcCode, GrpcTimeout, Incoming,
+    Propagation, Protocol, ResponseHead, ServerPolicy, WireError,
+};
+use deadline_core::{Admission, Deadline, Error, Instant, Outcome};
+
+/// Splits `data` at `\n` into `n` parts (missing ones empty).
+fn parts(data: &[u8], n: usize) -> Vec<&[u8]> {
+    let mut parts: Vec<&[u8]> = data.split(|b| *b == b'\n').take(n).collect();
+    parts.resize(n, &[]);
+    parts
+}
+
+/// A little-endian `u64` from up to 8 bytes of `data` at `at`.
+fn u64_at(data: &[u8], at: usize) -> u64 {
+    let mut word = [0u8; 8];
+    for (slot, byte) in word.iter_mut().zip(data.iter().skip(at)) {
+        *slot = *byte;
+    }
+    u64::from_le_bytes(word)
+}
+
+/// Whether `text` is printable ASCII without `%` (a valid `grpc-message` as it is).
+fn printable(text: &[u8]) -> bool {
+    text.iter().all(|b| (0x20..0x7f).contains(b) && *b != b'%')
+}
+
+/// `GrpcCode::parse` on `data`: never a panic; a code exactly when the trimmed value is 1 to
+/// 3 ASCII digits spelling 0 to 16; every code reads back from its number; every name is
+/// ASCII, and Connect's HTTP status of every code is a 2xx, 4xx or 5xx.
+pub fn check_grpc_status(data: &[u8]) {
+    let trimmed = data.trim_ascii();
+    let spelled = (!trimmed.is_empty()
+        && trimmed.len() <= 3
+        && trimmed.iter().all(u8::is_ascii_digit))
+    .then(|| {
+        trimmed
+            .iter()
+            .fold(0u32, |n, d| n * 10 + u32::from(d - b'0'))
+    });
+    match GrpcCode::parse(data) {
+        Some(code) => assert_eq!(spelled, Some(u32::from(code.as_u8()))),
+        None => assert!(spelled.is_none_or(|n| n > 16)),
+    }
+    for code in GrpcCode::ALL {
+        assert_eq!(
+            GrpcCode::parse(code.as_u8().to_string().as_bytes()),
+            Some(code)
+        );
+        assert!(code.name().is_ascii() && code.connect_name().is_ascii());
+        assert!(matches!(code.connect_http_status(), 200 | 400..=599));
+    }
+}
+
+/// A server's reading of a request whose four deadline headers (each present or not, per a
+/// flag bit) and protocol come from `data`.
+///
+/// - Never a panic.
+/// - The budget is the shortest of the headers present, each decoded on its own; when one
+///   cannot be decoded, the answer is 400 naming the first such header (in the order
+///   `grpc-timeout`, `connect-timeout-ms`, `x-deadline-ms`, `x-envoy-expected-rq-timeout-ms`),
+///   and no deadline is given.
+/// - A deadline given is never further away than the server's maximum, less its margin.
+/// - Every answer is in the request's protocol, with a status from the error table, and
+///   fixed printable text.
+pub fn check_server(data: &[u8]) {
+    let flags = data.first().copied().unwrap_or(0);
+    let rest = data.get(1..).unwrap_or_default();
+    let values = parts(rest, 5);
+    let grpc = (flags & 1 != 0).then_some(values[0]);
+    let connect = (flags & 2 != 0).then_some(values[1]);
+    let millis = (flags & 4 != 0).then_some(values[2]);
+    let envoy = (flags & 8 != 0).then_some(values[3]);
+    let incoming = Incoming::read(|name| match name {
+        "grpc-timeout" => grpc,
+        "connect-timeout-ms" => connect,
+        "x-deadline-ms" => millis,
+        "x-envoy-expected-rq-timeout-ms" => envoy,
+        _ => None,
+    });
+    let decoded = [
+        grpc.map(|v| {
+            (
+                "grpc-timeout",
+                GrpcTimeout::parse(v.trim_ascii()).map(|t| t.duration()),
+            )
+        }),
+        connect.map(|v| {
+            (
+                "connect-timeout-ms",
+                ConnectTimeout::parse(v.trim_ascii()).map(|t| t.duration()),
+            )
+        }),
+        millis.map(|v| {
+            (
+                "x-deadline-ms",
+                DeadlineMs::parse(v.trim_ascii()).map(|t| t.duration()),
+            )
+        }),
+        envoy.map(|v| {
+            (
+                "x-envoy-expected-rq-timeout-ms",
+                DeadlineMs::parse(v.trim_ascii()).map(|t| t.duration()),
+            )
+        }),
+    ];
+    let first_bad = decoded
+        .iter()
+        .flatten()
+        .find_map(|(name, d)| d.err().map(|e| (*name, e)));
+    let shortest = decoded.iter().flatten().filter_map(|(_, d)| d.ok()).min();
+    match incoming.budget() {
+        Ok(budget) => {
+            assert!(first_bad.is_none());
+            assert_eq!(budget, shortest);
+        }
+        Err(malformed) => {
+            assert_eq!(Some((malformed.header(), malformed.error())), first_bad);
+            assert_ne!(malformed.error(), WireError::Spent);
+        }
+    }
+    if let Some(valid) = incoming.shortest_valid() {
+        assert_eq!(Some(valid), shortest);
+    }
+
+    let protocol = match flags >> 4 & 3 {
+        0 => Protocol::Grpc,
+        1 => Protocol::ConnectUnary,
+        2 => Protocol::ConnectStream {
+            json: flags & 64 != 0,
+        },
+        _ => Protocol::Http,
+    };
+    let max = Duration::from_millis(u64_at(values[4], 0) % 100_000 + 1);
+    let margin = Duration::from_micros(u64_at(values[4], 8) % 50_000);
+    let mut policy = ServerPolicy::new(Propagation::DEFAULT.max(max), Duration::from_secs(1))
+        .with_reply_margin(margin);
+    if flags & 128 != 0 {
+        policy = policy.with_admission(Admission::new(Duration::from_millis(20)));
+    }
+    let now = Instant::from_micros(u64_at(values[4], 16));
+    match policy.accept(protocol, incoming, now, None) {
+        Ok(deadline) => {
+            assert!(first_bad.is_none());
+            assert!(deadline.remaining(now) <= max.saturating_sub(margin).max(Duration::ZERO));
+            assert!(!deadline.is_expired(now));
+        }
+        Err(answer) => {
+            assert_eq!(answer.protocol(), protocol);
+            assert!(matches!(
+                answer.error(),
+                Error::MalformedDeadline | Error::DeadlineExceeded | Error::Shed
+            ));
+            assert_eq!(
+                answer.error() == Error::MalformedDeadline,
+                first_bad.is_some()
+            );
+            check_answer_shape(&answer);
+        }
+    }
+}
+
+/// An answer's shape: its status, its body and its texts, in its protocol.
+fn check_answer_shape(answer: &Answer) {
+    let message = answer.message();
+    assert!(printable(message.as_bytes()) && !message.is_empty());
+    let body = answer.body();
+    match answer.protocol() {
+        Protocol::Grpc => {
+            assert_eq!(answer.status(), 200);
+            assert_eq!(answer.grpc_status(), Some(answer.error().grpc_code()));
+            assert!(body.is_empty());
+        }
+        Protocol::Http => {
+            assert_eq!(answer.status(), answer.error().http_status());
+            assert_eq!(body.as_bytes(), [message.as_bytes(), b"\n"].concat());
+        }
+        Protocol::ConnectUnary => {
+            assert_eq!(
+                answer.status(),
+                answer.error().grpc_code().connect_http_status()
+            );
+            assert_eq!(answer.status(), answer.error().http_status());
+            let prefix = format!(
+                r#"{{"code":"{}","message":""#,
+                answer.error().grpc_code().connect_name()
+            );
+            assert!(body.as_str().starts_with(&prefix) && body.as_str().ends_with(r#""}"#));
+        }
+        Protocol::ConnectStream { .. } => {
+            assert_eq!(answer.status(), 200);
+            let bytes = body.as_bytes();
+            assert_eq!(bytes[0], 0x02);
+            let len = u32::from_be_bytes(bytes[1..5].try_into().unwrap()) as usize;
+            assert_eq!(len, bytes.len() - 5);
+            assert!(bytes[5..].starts_with(br#"{"error":{"code":""#));
+        }
+        _ => panic!("a protocol this property does not know"),
+    }
+}
+
+/// What a client sends on a request made at an instant, with a deadline, an allowance and a
+/// timeout already on it, all from `data`; and which failures it reads as the deadline's.
+///
+/// - Never a panic.
+/// - Nothing is sent when the time left less the allowance is zero, or a timeout already on
+///   the request is zero, or a millisecond header cannot carry what is left.
+/// - What is sent is never more than the time left less the allowance, nor more than a
+///   timeout already on the request; each header value decodes back to at most that.
+/// - The call is bounded no later than the request's deadline, and no later than what was
+///   sent plus the allowance.
+/// - A failure of the deadline's shape is the deadline's exactly when it arrives with the time
+///   sent run out or within the allowance of it; any other failure never is.
+pub fn check_send(data: &[u8]) {
+    let now = Instant::from_micros(u64_at(data, 0) >> (data.get(24).copied().unwrap_or(0) % 64));
+    let budget =
+        Duration::from_micros(u64_at(data, 8) >> (data.get(25).copied().unwrap_or(0) % 64));
+    let allowance = Duration::from_micros(u64_at(data, 16) % 20_000);
+    let already = (data.get(26).copied().unwrap_or(0) & 1 != 0).then(|| {
+        Duration::from_micros(u64_at(data, 27) >> (data.get(35).copied().unwrap_or(0) % 64))
+    });
+    let header = match data.get(36).copied().unwrap_or(0) % 4 {
+        0 => DeadlineHeader::GrpcTimeout,
+        1 => DeadlineHeader::DeadlineMs,
+        2 => DeadlineHeader::Both,
+        _ => DeadlineHeader::ConnectTimeout,
+    };
+    let hop = Propagation::DEFAULT.allowance(allowance);
+    let request = Deadline::after(now, budget);
+    let left = request.remaining(now).saturating_sub(allowance);
+    let can_send = left.min(already.unwrap_or(Duration::MAX));
+    match hop.send(request, now, already, header) {
+        Err(error) => {
+            assert_eq!(error, WireError::Spent);
+            let millis = !matches!(header, DeadlineHeader::GrpcTimeout);
+            assert!(can_send.is_zero() || (millis && can_send < Duration::from_millis(1)));
+        }
+        Ok(out) => {
+            assert!(!can_send.is_zero());
+            let mut n = 0;
+            for (name, value) in out.headers() {
+                n += 1;
+                let sent = match name {
+                    "grpc-timeout" => GrpcTimeout::parse(value).unwrap().duration(),
+                    "x-deadline-ms" => DeadlineMs::parse(value).unwrap().duration(),
+                    "connect-timeout-ms" => ConnectTimeout::parse(value).unwrap().duration(),
+                    other => panic!("an unknown header {other}"),
+                };
+                assert!(
+                    sent <= can_send && !sent.is_zero(),
+                    "{name} {sent:?} {can_send:?}"
+                );
+            }
+            assert_eq!(n, if header == DeadlineHeader::Both { 2 } else { 1 });
+            let sent = out.sent();
+            assert_eq!(sent.until(), now.saturating_add(can_send));
+            assert!(sent.deadline() <= request);
+            assert!(sent.deadline().instant() <= sent.until().saturating_add(allowance));
+            let at = Instant::from_micros(u64_at(data, 37));
+            let running_out = Deadline::at(sent.until()).remaining(at) <= allowance;
+            assert_eq!(sent.is_running_out(at), running_out);
+            assert_eq!(
+                sent.is_deadline_failure(Failure::Transport, at),
+                running_out
+            );
+            let ok = ResponseHead::read(200, |_| None);
+            assert!(!sent.is_deadline_failure(Failure::Response(ok), at));
+        }
+    }
+}
+
+/// How a response whose status and headers come from `data` is classified.
+///
+/// - Never a panic.
+/// - A gRPC response's status in its head rules: `OK` (or none in the head) is an answer,
+///   `UNAVAILABLE` and `RESOURCE_EXHAUSTED` are retried (after any pushback), any other, or
+///   one that cannot be read, ends the call. Without gRPC, the HTTP status rules: 1xx-3xx are
+///   answers, 500/502/503/504/408/429 are retried, any other 4xx or 5xx ends the call.
+/// - The deadline's shape: gRPC `CANCELLED`, `DEADLINE_EXCEEDED`, `UNAVAILABLE`; HTTP 408,
+///   502, 503, 504.
+pub fn check_response(data: &[u8]) {
+    let status = u16::from_le_bytes([
+        data.first().copied().unwrap_or(0),
+        data.get(1).copied().unwrap_or(0),
+    ]) % 600;
+    let flags = data.get(2).copied().unwrap_or(0);
+    let values = parts(data.get(3..).unwrap_or_default(), 3);
+    let grpc = flags & 1 != 0;
+    let head = ResponseHead::read(status, |name| match name {
+        "content-type" if grpc => Some(&b"application/grpc"[..]),
+        "grpc-status" if flags & 2 != 0 => Some(values[0]),
+        "grpc-retry-pushback-ms" if flags & 4 != 0 => Some(values[1]),
+        "retry-after" if flags & 8 != 0 => Some(values[2]),
+        _ => None,
+    });
+    assert_eq!(head.is_grpc(), grpc);
+    let outcome = head.classify();
+    let code = (grpc && flags & 2 != 0).then(|| GrpcCode::parse(values[0]));
+    match code {
+        Some(Some(GrpcCode::Ok)) => assert_eq!(outcome, None),
+        Some(Some(GrpcCode::Unavailable | GrpcCode::ResourceExhausted)) => {
+            assert!(matches!(
+                outcome,
+                Some(Outcome::Failed | Outcome::Pushback(_))
+            ));
+        }
+        Some(_) => assert_eq!(outcome, Some(Outcome::Fatal)),
+        None => match status {
+            500 | 502 | 503 | 504 | 408 | 429 => {
+                assert!(matches!(
+                    outcome,
+                    Some(Outcome::Failed | Outcome::Pushback(_))
+                ));
+            }
+            400..=599 => assert_eq!(outcome, Some(Outcome::Fatal)),
+            _ => assert_eq!(outcome, None),
+        },
+    }
+    let shaped = match code {
+        Some(Some(code)) => matches!(
+            code,
+            GrpcCode::Cancelled | GrpcCode::DeadlineExceeded | GrpcCode::Unavailable
+        ),
+        Some(None) => false,
+        None => matches!(status, 408 | 502 | 503 | 504),
+    };
+    assert_eq!(head.is_deadline_shaped(), shaped);
+    assert_eq!(Failure::Response(head).is_deadline_shaped(), shaped);
+}
