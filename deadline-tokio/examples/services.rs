@@ -25,9 +25,10 @@ use std::time::{Duration, Instant};
 
 use axum::extract::State;
 use axum::http::{StatusCode, Uri};
+use deadline_core::wire::DeadlineHeader;
 use deadline_core::wire::Propagation;
 use deadline_core::{StatementPolicy, ms};
-use deadline_tokio::layer::{DeadlineHeader, DeadlineLayer, PropagateLayer, PropagateService};
+use deadline_tokio::layer::{DeadlineLayer, PropagateLayer, PropagateService};
 use deadline_tokio::postgres;
 use deadline_tokio::reqwest::DeadlineRequest;
 use deadline_tokio::{remaining, scope_timeout};

@@ -12,15 +12,15 @@
 //! deadline into it.
 
 use core::future::Future;
-use core::pin::{Pin, pin};
+use core::pin::Pin;
 use core::task::{Context, Poll};
 use core::time::Duration;
 
 use deadline_core::drive::{Runtime, ThreadDeadline};
-use deadline_core::{Clock, Deadline, Decision, Error, Instant, Limits, Policy, Timer};
+use deadline_core::{Clock, Deadline, Decision, Error, Limits, Policy};
 use deadline_std::Entropy;
-use tokio::time::Sleep;
 
+use crate::bounded::Bounded;
 use crate::clock::{TokioClock, TokioTimer};
 
 /// Runs `fut` with `deadline` as the current deadline, or with the enclosing one if that is
@@ -153,11 +153,12 @@ impl Runtime for Tokio {
     }
 }
 
-/// The current deadline, or `None` outside any [`scope`].
+/// The current deadline, or `None` outside any [`scope`] (and inside one with
+/// [`Deadline::NEVER`], which bounds nothing).
 #[must_use]
 #[inline]
 pub fn current() -> Option<Deadline> {
-    Tokio::current()
+    deadline_core::drive::current::<Tokio>()
 }
 
 /// The current deadline, or [`Deadline::NEVER`] outside any [`scope`].
@@ -231,9 +232,7 @@ pub fn decide(policy: &Policy, reserve: Duration) -> Decision {
 /// ```
 pub fn within<F: Future>(limits: Limits, fut: F) -> Within<F> {
     Within {
-        fut: scope(limits.deadline(), fut),
-        sleep: None,
-        until: limits.until(),
+        fut: Bounded::new(limits.until(), scope(limits.deadline(), fut)),
         after: limits.timeout(),
     }
 }
@@ -244,10 +243,7 @@ pin_project_lite::pin_project! {
     #[must_use = "futures do nothing unless polled"]
     pub struct Within<F> {
         #[pin]
-        fut: Scoped<F>,
-        #[pin]
-        sleep: Option<Sleep>,
-        until: Instant,
+        fut: Bounded<Scoped<F>>,
         after: Duration,
     }
 }
@@ -258,40 +254,9 @@ impl<F: Future> Future for Within<F> {
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        let had_budget = tokio::task::coop::has_budget_remaining();
-        // The future first, as tokio's own timeout does: an answer that is ready wins, even
-        // at the timeout.
-        if let Poll::Ready(output) = this.fut.poll(cx) {
-            return Poll::Ready(Ok(output));
-        }
-        poll_timer(this.sleep, *this.until, *this.after, had_budget, cx).map(Err)
-    }
-}
-
-/// The timer of a [`Within`] whose future is pending: made at the first call, then polled;
-/// the timeout's error once it has fired. One copy for every future type.
-fn poll_timer(
-    mut sleep: Pin<&mut Option<Sleep>>,
-    until: Instant,
-    after: Duration,
-    had_budget: bool,
-    cx: &mut Context<'_>,
-) -> Poll<Error> {
-    if sleep.is_none() {
-        sleep.set(Some(TokioTimer.sleep_until(until)));
-    }
-    let elapsed = sleep.as_pin_mut().is_none_or(|sleep| {
-        if had_budget && !tokio::task::coop::has_budget_remaining() {
-            // The future used up the task's budget: the timer is read all the same (as
-            // tokio's own timeout does), or a future that always does would never time out.
-            pin!(tokio::task::unconstrained(sleep)).poll(cx).is_ready()
-        } else {
-            sleep.poll(cx).is_ready()
-        }
-    });
-    if elapsed {
-        Poll::Ready(Error::Timeout { after })
-    } else {
-        Poll::Pending
+        let after = *this.after;
+        this.fut
+            .poll(cx)
+            .map(|out| out.map_err(|_elapsed| Error::Timeout { after }))
     }
 }

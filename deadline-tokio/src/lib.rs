@@ -60,6 +60,7 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod bounded;
 mod call;
 mod clock;
 mod context;

@@ -8,7 +8,7 @@
 //! ```
 //! use deadline_core::wire::Propagation;
 //! use deadline_core::{Error, ms};
-//! use deadline_tokio::layer::DeadlineHeader;
+//! use deadline_core::wire::DeadlineHeader;
 //! use deadline_tokio::reqwest::DeadlineRequest;
 //! use deadline_tokio::scope_timeout;
 //!
@@ -36,14 +36,14 @@
 //! # }
 //! ```
 
-use deadline_core::wire::Propagation;
-use deadline_core::{Clock, Deadline, Error};
-use http::HeaderMap;
+use deadline_core::wire::{DeadlineHeader, Incoming, Propagation};
+use deadline_core::{Clock, Error};
+use http::{HeaderMap, HeaderValue};
 use reqwest::RequestBuilder;
 
 use crate::clock::TokioClock;
 use crate::context::current;
-use crate::layer::DeadlineHeader;
+use crate::layer::headers::lookup;
 
 /// The deadline on a reqwest [`RequestBuilder`]: see the [module](self).
 pub trait DeadlineRequest: Sized {
@@ -72,7 +72,7 @@ pub trait DeadlineRequest: Sized {
 
 impl DeadlineRequest for RequestBuilder {
     fn deadline(self, propagation: &Propagation, header: DeadlineHeader) -> Result<Self, Error> {
-        let Some(deadline) = current().filter(|d| *d != Deadline::NEVER) else {
+        let Some(deadline) = current() else {
             return Ok(self);
         };
         let now = TokioClock.now();
@@ -81,15 +81,18 @@ impl DeadlineRequest for RequestBuilder {
         let already = self
             .try_clone()
             .and_then(|builder| builder.build().ok())
-            .and_then(|request| crate::layer::client_already_set(request.headers()));
-        let left = propagation
-            .outgoing_within(deadline, now, already)
+            .and_then(|request| Incoming::read(lookup(request.headers())).shortest_valid());
+        let outgoing = propagation
+            .send(deadline, now, already, header)
             .map_err(Error::from)?;
         let mut headers = HeaderMap::new();
-        header
-            .write(&mut headers, propagation, left)
-            .map_err(Error::from)?;
+        for (name, value) in outgoing.headers() {
+            if let Ok(value) = HeaderValue::from_bytes(value) {
+                headers.insert(name, value);
+            }
+        }
         // `headers` replaces values of the same name, where `header` would append.
-        Ok(self.timeout(deadline.remaining(now)).headers(headers))
+        let until = outgoing.sent().deadline();
+        Ok(self.timeout(until.remaining(now)).headers(headers))
     }
 }

@@ -8,11 +8,9 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use deadline_core::wire::Propagation;
+use deadline_core::wire::{DeadlineHeader, Propagation};
 use deadline_core::{Clock, Error, Instant, ms};
-use deadline_tokio::layer::{
-    BodyError, DeadlineHeader, DeadlineLayer, PropagateError, PropagateLayer,
-};
+use deadline_tokio::layer::{BodyError, DeadlineLayer, PropagateError, PropagateLayer};
 use deadline_tokio::{TokioClock, remaining, scope_timeout};
 use http::{HeaderMap, Request, Response, StatusCode};
 use http_body::{Body, Frame};
@@ -109,7 +107,7 @@ async fn the_server_reads_connect_timeout_ms() {
         .unwrap();
     let text = response.into_body().collect().await.unwrap().to_bytes();
     assert_eq!(text, "300ms");
-    // grpc-timeout comes first; connect-timeout-ms before x-deadline-ms.
+    // With several deadline headers, the earliest deadline wins.
     let response = server
         .clone()
         .oneshot(request(&[
@@ -120,7 +118,7 @@ async fn the_server_reads_connect_timeout_ms() {
         .unwrap();
     assert_eq!(
         response.into_body().collect().await.unwrap().to_bytes(),
-        "300ms"
+        "40ms"
     );
     // Eleven digits: malformed, 400, named.
     let response = server
@@ -313,9 +311,9 @@ async fn a_downstream_failure_answer_with_no_time_left_is_the_deadlines() {
                 let mut response = Response::new(String::new());
                 *response.status_mut() = StatusCode::from_u16(status).unwrap();
                 if let Some(code) = grpc {
-                    response
-                        .headers_mut()
-                        .insert("grpc-status", code.parse().unwrap());
+                    let headers = response.headers_mut();
+                    headers.insert("content-type", "application/grpc".parse().unwrap());
+                    headers.insert("grpc-status", code.parse().unwrap());
                 }
                 Ok::<_, Infallible>(response)
             },

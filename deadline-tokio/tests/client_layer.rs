@@ -17,9 +17,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use deadline_core::drive::CallError;
+use deadline_core::wire::DeadlineHeader;
 use deadline_core::wire::Propagation;
 use deadline_core::{Backoff, BreakerConfig, Error, Outcome, Policy, RetryBudget, ms};
-use deadline_tokio::layer::{DeadlineHeader, DeadlineLayer, DependencyError, DependencyLayer};
+use deadline_tokio::layer::{DeadlineLayer, DependencyError, DependencyLayer};
 use deadline_tokio::{Dependency, remaining, scope_timeout};
 use http::{HeaderValue, Request, Response, StatusCode};
 use http_body_util::BodyExt;

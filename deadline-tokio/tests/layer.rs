@@ -14,11 +14,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use deadline_core::wire::Propagation;
+use deadline_core::wire::{DeadlineHeader, Propagation, ServerPolicy};
 use deadline_core::{Admission, Clock, Deadline, Error, Instant, Policy, ms};
-use deadline_tokio::layer::{
-    DeadlineBody, DeadlineHeader, DeadlineLayer, PropagateError, PropagateLayer,
-};
+use deadline_tokio::layer::{DeadlineBody, DeadlineLayer, PropagateError, PropagateLayer};
 use deadline_tokio::{TokioClock, current, decide, propagate, remaining, scope_timeout};
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 use http_body_util::BodyExt;
@@ -148,16 +146,27 @@ async fn x_deadline_ms_is_read_when_there_is_no_grpc_timeout() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn grpc_timeout_is_preferred_and_the_other_header_is_not_read() {
+async fn the_earliest_deadline_header_wins_and_every_one_is_checked() {
     let layer = layer();
     let both = [("x-deadline-ms", "900"), ("grpc-timeout", "1500u")];
     assert_eq!(
         serve(layer, &both).await.1.remaining,
         Some(ms(1) + Duration::from_micros(500))
     );
+    let both = [("x-deadline-ms", "90"), ("grpc-timeout", "1500m")];
+    assert_eq!(serve(layer, &both).await.1.remaining, Some(ms(90)));
+    // Envoy tells the time it waits: read as a budget like the others.
+    let proxied = [
+        ("grpc-timeout", "1S"),
+        ("x-envoy-expected-rq-timeout-ms", "250"),
+    ];
+    assert_eq!(serve(layer, &proxied).await.1.remaining, Some(ms(250)));
+    // A malformed header beside a good one is refused, naming it: the caller meant it.
     let bad_other = [("grpc-timeout", "200m"), ("x-deadline-ms", "-1")];
     let (status, seen) = serve(layer, &bad_other).await;
-    assert_eq!((status, seen.remaining), (StatusCode::OK, Some(ms(200))));
+    assert_eq!((status, seen.remaining), (StatusCode::BAD_REQUEST, None));
+    let bad_envoy = [("x-envoy-expected-rq-timeout-ms", "25 0")];
+    assert_eq!(serve(layer, &bad_envoy).await.0, StatusCode::BAD_REQUEST);
 }
 
 #[tokio::test(start_paused = true)]
@@ -817,5 +826,5 @@ async fn the_reply_margin_comes_off_the_handlers_deadline() {
     assert_eq!(response.status(), StatusCode::GATEWAY_TIMEOUT);
     // Answered the default margin, 5 ms, before the caller's 200 ms.
     assert_eq!(*dropped.lock().unwrap(), Some(arrival + ms(195)));
-    assert_eq!(deadline_tokio::layer::DEFAULT_REPLY_MARGIN, ms(5));
+    assert_eq!(ServerPolicy::DEFAULT_REPLY_MARGIN, ms(5));
 }

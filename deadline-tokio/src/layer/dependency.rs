@@ -3,27 +3,32 @@
 //! each attempt in its deadline header.
 
 use core::fmt;
-use core::future::{Future, IntoFuture};
 use core::marker::PhantomData;
-use core::pin::Pin;
-use core::task::{Context, Poll, ready};
+use core::task::{Context, Poll};
 use core::time::Duration;
 
-use deadline_core::drive::Full;
-use deadline_core::drive::{AnyErrorFails, Attempt, CallError, Classify};
-use deadline_core::wire::Propagation;
-use deadline_core::{Error, Limits, Outcome, RunFuture};
-use http::request::Parts;
+#[cfg(doc)]
+use deadline_core::Outcome;
+#[cfg(doc)]
+use deadline_core::drive::CallError;
+use deadline_core::drive::{AnyErrorFails, Classify};
+#[cfg(doc)]
+use deadline_core::wire::ResponseHead;
+use deadline_core::wire::{DeadlineHeader, Propagation};
 use http::{Request, Response};
 use http_body::Body;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use super::classify::classify_response;
-use super::client::{DeadlineHeader, PropagateBody, PropagateError, PropagateFuture};
-use super::client::{PropagateLayer, PropagateService};
-use super::replay::{Collected, ReplayBody, TooLarge};
-use crate::{Dependency, Entropy, Tokio};
+use super::dependency_attempt::Attempts;
+use super::dependency_error::DependencyError;
+use super::dependency_future::{
+    BufferedFuture, BufferedState, Calling, DependencyFuture, Next, start,
+};
+use super::propagate::{PropagateLayer, PropagateService};
+use super::propagate_body::PropagateBody;
+use super::replay::{Collected, ReplayBody};
+use crate::Dependency;
 
 /// A tower layer for a client: each request is one call to a [`Dependency`], made as the
 /// dependency's policy says, with each attempt's time left in the request's deadline header.
@@ -44,7 +49,7 @@ use crate::{Dependency, Entropy, Tokio};
 /// - **Retries, hedges, budget, breaker**: all the dependency's, as for any call to it: its
 ///   policy's retries and hedges, its retry budget, its circuit breaker, and every call
 ///   recorded in its counters and latency histogram.
-/// - **Responses** are classified by [`classify_response`]: a 2xx or 3xx (a gRPC status 0)
+/// - **Responses** are classified by the core ([`ResponseHead::classify`]): a 2xx or 3xx (a gRPC status 0)
 ///   is the answer; a 500, 502, 503, 504, 408 or 429 (gRPC `UNAVAILABLE` or
 ///   `RESOURCE_EXHAUSTED`) is an attempt that failed, retried as the policy allows, after
 ///   the server's `Retry-After` or `grpc-retry-pushback-ms` if it sent one; any other 4xx
@@ -93,7 +98,8 @@ use crate::{Dependency, Entropy, Tokio};
 /// use std::sync::atomic::{AtomicU32, Ordering};
 ///
 /// use deadline_core::{Backoff, Policy, ms};
-/// use deadline_tokio::layer::{DeadlineHeader, DependencyLayer};
+/// use deadline_core::wire::DeadlineHeader;
+/// use deadline_tokio::layer::{DependencyLayer};
 /// use deadline_tokio::{Dependency, scope_timeout};
 /// use http::{Request, Response, StatusCode};
 /// use tower::{Layer, ServiceExt, service_fn};
@@ -180,7 +186,7 @@ impl<C, M> DependencyLayer<C, M> {
     /// The same layer, keeping back `propagation`'s allowance from the time left it sends.
     #[must_use]
     pub const fn propagation(mut self, propagation: Propagation) -> Self {
-        self.propagate.propagation = propagation;
+        self.propagate = self.propagate.with_propagation(propagation);
         self
     }
 
@@ -372,496 +378,6 @@ where
                     classify: self.classify.clone(),
                 }),
             },
-        }
-    }
-}
-
-/// Why a request sent through a [`DependencyService`] has no response.
-///
-/// A response of the dependency is never an error: whatever its status, when the call ends
-/// with one it is the service's `Ok`.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum DependencyError<E> {
-    /// The call to the dependency ended without a response:
-    ///
-    /// - [`CallError::Attempt`]: the last attempt failed with the inner service's own error
-    ///   (a connection refused or reset, ...), and no retry followed;
-    /// - [`CallError::Library`]: the library's error: [`Error::DeadlineExceeded`] (the
-    ///   deadline passed, or nothing was left to send), [`Error::Timeout`] (the last
-    ///   attempt's timeout fired), [`Error::CircuitOpen`] (the breaker refused the call),
-    ///   [`Error::InsufficientTime`] (a required dependency with too little time for it);
-    /// - [`CallError::Skipped`]: an optional dependency with too little time for it was not
-    ///   called.
-    Call(CallError<E>),
-    /// The request's body could not be read to be kept for the attempts
-    /// ([`DependencyLayer::buffered`]): the body's own error. Nothing was sent.
-    Body(Box<dyn core::error::Error + Send + Sync>),
-    /// The request's body is longer than the limit of what is kept for the attempts
-    /// ([`DependencyLayer::buffered`]). Nothing was sent.
-    BodyTooLarge {
-        /// The limit, in bytes.
-        limit: usize,
-    },
-}
-
-impl<E> DependencyError<E> {
-    /// The call's error, if that is what this is.
-    #[must_use]
-    pub const fn call_error(&self) -> Option<&CallError<E>> {
-        match self {
-            DependencyError::Call(error) => Some(error),
-            DependencyError::Body(_) | DependencyError::BodyTooLarge { .. } => None,
-        }
-    }
-
-    /// The library's error the call ended on, if it did.
-    #[must_use]
-    pub const fn library(&self) -> Option<Error> {
-        match self {
-            DependencyError::Call(error) => error.library(),
-            DependencyError::Body(_) | DependencyError::BodyTooLarge { .. } => None,
-        }
-    }
-
-    /// The inner service's error the last attempt failed with, if it did.
-    #[must_use]
-    pub fn into_inner(self) -> Option<E> {
-        match self {
-            DependencyError::Call(CallError::Attempt(error)) => Some(error),
-            _ => None,
-        }
-    }
-
-    /// An error of the inner service's readiness.
-    fn of_inner(error: PropagateError<E>) -> Self {
-        match error {
-            PropagateError::Inner(error) => DependencyError::Call(CallError::Attempt(error)),
-            PropagateError::Deadline(error) => DependencyError::Call(CallError::Library(error)),
-        }
-    }
-}
-
-impl<E> From<CallError<E>> for DependencyError<E> {
-    fn from(error: CallError<E>) -> Self {
-        DependencyError::Call(error)
-    }
-}
-
-impl<E: fmt::Display> fmt::Display for DependencyError<E> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DependencyError::Call(error) => error.fmt(f),
-            DependencyError::Body(error) => {
-                write!(f, "the request body could not be read: {error}")
-            }
-            DependencyError::BodyTooLarge { limit } => write!(
-                f,
-                "the request body is longer than the {limit} bytes kept to send it again"
-            ),
-        }
-    }
-}
-
-/// The error's source: the inner service's error, or the body's; for the library's error,
-/// the core [`Error`], or with feature `tonic` a `tonic::Status` with its gRPC code
-/// (`DEADLINE_EXCEEDED`, `UNAVAILABLE`), which a tonic client finds when it turns a service
-/// error into a status (without it, tonic would report `UNKNOWN`).
-impl<E: core::error::Error + 'static> core::error::Error for DependencyError<E> {
-    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
-        match self {
-            DependencyError::Call(CallError::Attempt(error)) => Some(error),
-            #[cfg(feature = "tonic")]
-            DependencyError::Call(CallError::Library(error)) => {
-                Some(super::status::status_of(*error))
-            }
-            #[cfg(feature = "tonic")]
-            DependencyError::Call(CallError::Skipped(shortfall)) => {
-                Some(super::status::status_of(shortfall.error()))
-            }
-            #[cfg(not(feature = "tonic"))]
-            DependencyError::Call(CallError::Library(error)) => Some(error),
-            DependencyError::Body(error) => Some(&**error),
-            _ => None,
-        }
-    }
-}
-
-/// How one attempt failed: its outcome for the retry decision, and what it failed with.
-#[derive(Debug)]
-struct Failure<R, E> {
-    outcome: Outcome,
-    what: Failed<R, E>,
-}
-
-/// What an attempt failed with.
-#[derive(Debug)]
-enum Failed<R, E> {
-    /// A response classified as a failure: the caller gets it if the call gives up.
-    Response(R),
-    /// The inner service's error.
-    Inner(E),
-    /// The attempt's deadline: nothing was left to send, or it passed.
-    Deadline(Error),
-}
-
-impl<R, E> Failure<R, E> {
-    /// A failure of the inner service (or of the attempt's deadline), classified.
-    fn of(error: PropagateError<E>, classify: &mut impl Classify<E>) -> Self {
-        match error {
-            PropagateError::Inner(error) => Failure {
-                outcome: classify.classify(&error),
-                what: Failed::Inner(error),
-            },
-            PropagateError::Deadline(error) => Failure {
-                outcome: Outcome::TimedOut,
-                what: Failed::Deadline(error),
-            },
-        }
-    }
-}
-
-/// The classifier the driver is given: each attempt's future has classified its own
-/// failure already.
-type OutcomeOf<R, E> = fn(&Failure<R, E>) -> Outcome;
-
-fn outcome_of<R, E>(failure: &Failure<R, E>) -> Outcome {
-    failure.outcome
-}
-
-/// What starts each attempt of one request: a copy of the request through a ready clone of
-/// the inner service.
-struct Attempts<S, B, R, C, T> {
-    /// The inner service; ready for the first attempt (the caller polled it).
-    service: PropagateService<S>,
-    /// Whether the first attempt is still to start.
-    first: bool,
-    /// The request each attempt sends a copy of.
-    request: Request<T>,
-    /// Its body as the inner service takes it.
-    into_body: fn(T) -> B,
-    classify: C,
-    /// The inner service's response body.
-    response: PhantomData<fn() -> R>,
-}
-
-impl<S, B, R, C, T> Attempt for Attempts<S, B, R, C, T>
-where
-    S: Service<Request<B>, Response = Response<R>> + Clone,
-    T: Clone,
-    C: Classify<S::Error> + Clone,
-{
-    type Future = AttemptFuture<S, B, C>;
-
-    fn start(&mut self, _limits: Limits) -> AttemptFuture<S, B, C> {
-        // Started inside the attempt's scope: `PropagateService` sends its time left.
-        let request = self.request.clone().map(self.into_body);
-        let classify = self.classify.clone();
-        let state = if core::mem::take(&mut self.first) {
-            let clone = self.service.clone();
-            let mut ready = core::mem::replace(&mut self.service, clone);
-            AttemptState::Calling {
-                call: ready.call(request),
-            }
-        } else {
-            AttemptState::Waiting {
-                service: self.service.clone(),
-                request: Some(request),
-            }
-        };
-        AttemptFuture { state, classify }
-    }
-}
-
-pin_project_lite::pin_project! {
-    /// One attempt: a clone of the inner service polled ready, then called.
-    struct AttemptFuture<S, B, C>
-    where
-        S: Service<Request<B>>,
-    {
-        #[pin]
-        state: AttemptState<S, B>,
-        classify: C,
-    }
-}
-
-pin_project_lite::pin_project! {
-    #[project = AttemptStateProj]
-    enum AttemptState<S, B>
-    where
-        S: Service<Request<B>>,
-    {
-        /// Waiting for the service to be ready.
-        Waiting {
-            service: PropagateService<S>,
-            request: Option<Request<B>>,
-        },
-        /// The request sent.
-        Calling {
-            #[pin]
-            call: PropagateFuture<S::Future>,
-        },
-    }
-}
-
-impl<S, B, ResBody, C> Future for AttemptFuture<S, B, C>
-where
-    S: Service<Request<B>, Response = Response<ResBody>>,
-    C: Classify<S::Error>,
-{
-    type Output = Result<
-        Response<PropagateBody<ResBody>>,
-        Failure<Response<PropagateBody<ResBody>>, S::Error>,
-    >;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut this = self.project();
-        loop {
-            match this.state.as_mut().project() {
-                AttemptStateProj::Waiting { service, request } => {
-                    if let Err(error) = ready!(service.poll_ready(cx)) {
-                        return Poll::Ready(Err(Failure::of(error, this.classify)));
-                    }
-                    // The request is there until it is sent, and the state changes then.
-                    let Some(request) = request.take() else {
-                        return Poll::Ready(Err(Failure::of(
-                            PropagateError::Deadline(Error::DeadlineExceeded),
-                            this.classify,
-                        )));
-                    };
-                    let call = service.call(request);
-                    this.state.set(AttemptState::Calling { call });
-                }
-                AttemptStateProj::Calling { call } => {
-                    return Poll::Ready(match ready!(call.poll(cx)) {
-                        Ok(response) => {
-                            match classify_response(response.status(), response.headers()) {
-                                None => Ok(response),
-                                Some(outcome) => Err(Failure {
-                                    outcome,
-                                    what: Failed::Response(response),
-                                }),
-                            }
-                        }
-                        Err(error) => Err(Failure::of(error, this.classify)),
-                    });
-                }
-            }
-        }
-    }
-}
-
-/// The call's future, as the dependency runs it.
-type RunOf<S, B, R, C, T> = RunFuture<
-    'static,
-    'static,
-    Tokio,
-    Attempts<S, B, R, C, T>,
-    OutcomeOf<Response<PropagateBody<R>>, <S as Service<Request<B>>>::Error>,
-    Entropy,
-    AttemptFuture<S, B, C>,
-    Response<PropagateBody<R>>,
-    Failure<Response<PropagateBody<R>>, <S as Service<Request<B>>>::Error>,
-    Full,
->;
-
-/// The call of one request to `dependency`, keeping `reserve` after it.
-fn start<S, B, R, C, T>(
-    dependency: &'static Dependency,
-    reserve: Duration,
-    attempts: Attempts<S, B, R, C, T>,
-) -> RunOf<S, B, R, C, T>
-where
-    S: Service<Request<B>, Response = Response<R>> + Clone,
-    T: Clone,
-    C: Classify<S::Error> + Clone,
-{
-    let classify: OutcomeOf<Response<PropagateBody<R>>, S::Error> = outcome_of;
-    dependency
-        .run_attempt(attempts)
-        .reserve(reserve)
-        .classify(classify)
-        .into_future()
-}
-
-pin_project_lite::pin_project! {
-    /// The call in progress.
-    struct Calling<S, B, R, C, T>
-    where
-        S: Service<Request<B>>,
-    {
-        #[pin]
-        run: RunOf<S, B, R, C, T>,
-    }
-}
-
-impl<S, B, R, C, T> Future for Calling<S, B, R, C, T>
-where
-    S: Service<Request<B>, Response = Response<R>> + Clone,
-    T: Clone,
-    C: Classify<S::Error> + Clone,
-{
-    type Output = Result<Response<PropagateBody<R>>, DependencyError<S::Error>>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        Poll::Ready(match ready!(self.project().run.poll(cx)) {
-            Ok(response) => Ok(response),
-            Err(CallError::Attempt(failure)) => match failure.what {
-                // The call gave up after an answer: the caller gets it, as it came.
-                Failed::Response(response) => Ok(response),
-                Failed::Inner(error) => Err(DependencyError::Call(CallError::Attempt(error))),
-                Failed::Deadline(error) => Err(DependencyError::Call(CallError::Library(error))),
-            },
-            Err(CallError::Library(error)) => Err(DependencyError::Call(CallError::Library(error))),
-            Err(CallError::Skipped(shortfall)) => {
-                Err(DependencyError::Call(CallError::Skipped(shortfall)))
-            }
-            // A kind of call error this crate does not know of yet: no answer came, and the
-            // deadline's error is the nearest.
-            Err(_) => Err(DependencyError::Call(CallError::Library(
-                Error::DeadlineExceeded,
-            ))),
-        })
-    }
-}
-
-pin_project_lite::pin_project! {
-    /// The response future of a [`DependencyService`] that clones each request
-    /// ([`DependencyLayer::new`]): the call to the dependency, with its attempts in flight
-    /// and its one sleep inside it, no allocation of its own. Dropping it drops every
-    /// attempt still running.
-    #[must_use = "futures do nothing unless polled"]
-    pub struct DependencyFuture<S, B, R, C>
-    where
-        S: Service<Request<B>>,
-    {
-        #[pin]
-        calling: Calling<S, B, R, C, B>,
-    }
-}
-
-impl<S, B, R, C> Future for DependencyFuture<S, B, R, C>
-where
-    S: Service<Request<B>, Response = Response<R>> + Clone,
-    B: Clone,
-    C: Classify<S::Error> + Clone,
-{
-    type Output = Result<Response<PropagateBody<R>>, DependencyError<S::Error>>;
-
-    #[inline]
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.project().calling.poll(cx)
-    }
-}
-
-/// What a buffered request's call starts with, once its body is read.
-struct Next<S, C> {
-    head: Parts,
-    service: PropagateService<S>,
-    dependency: &'static Dependency,
-    reserve: Duration,
-    classify: C,
-}
-
-pin_project_lite::pin_project! {
-    /// The response future of a [`DependencyService`] that buffers each request's body
-    /// ([`DependencyLayer::buffered`]): the body read into memory, then the call to the
-    /// dependency, as [`DependencyFuture`]. The bytes read are the one allocation of its
-    /// own; dropping it drops every attempt still running.
-    #[must_use = "futures do nothing unless polled"]
-    pub struct BufferedFuture<S, B, R, C>
-    where
-        S: Service<Request<B>>,
-    {
-        #[pin]
-        state: BufferedState<S, B, R, C>,
-    }
-}
-
-pin_project_lite::pin_project! {
-    #[project = BufferedProj]
-    enum BufferedState<S, B, R, C>
-    where
-        S: Service<Request<B>>,
-    {
-        /// Reading the body.
-        Reading {
-            #[pin]
-            body: B,
-            read: Collected,
-            limit: usize,
-            next: Option<Next<S, C>>,
-        },
-        /// The call in progress.
-        Calling {
-            #[pin]
-            calling: Calling<S, B, R, C, ReplayBody>,
-        },
-        /// The body could not be read: the request was not sent.
-        Failed,
-    }
-}
-
-impl<S, B, R, C> Future for BufferedFuture<S, B, R, C>
-where
-    S: Service<Request<B>, Response = Response<R>> + Clone,
-    B: Body + From<ReplayBody>,
-    B::Error: Into<Box<dyn core::error::Error + Send + Sync>>,
-    C: Classify<S::Error> + Clone,
-{
-    type Output = Result<Response<PropagateBody<R>>, DependencyError<S::Error>>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut state = self.project().state;
-        loop {
-            match state.as_mut().project() {
-                BufferedProj::Reading {
-                    mut body,
-                    read,
-                    limit,
-                    next,
-                } => {
-                    let error = match ready!(body.as_mut().poll_frame(cx)) {
-                        Some(Ok(frame)) => match read.push(frame, *limit) {
-                            Ok(()) => continue,
-                            Err(TooLarge) => DependencyError::BodyTooLarge { limit: *limit },
-                        },
-                        Some(Err(error)) => DependencyError::Body(error.into()),
-                        None => match next.take() {
-                            Some(next) => {
-                                let body = core::mem::take(read).finish();
-                                let attempts = Attempts {
-                                    service: next.service,
-                                    first: true,
-                                    request: Request::from_parts(next.head, body),
-                                    into_body: B::from,
-                                    classify: next.classify,
-                                    response: PhantomData,
-                                };
-                                let run = start(next.dependency, next.reserve, attempts);
-                                state.set(BufferedState::Calling {
-                                    calling: Calling { run },
-                                });
-                                continue;
-                            }
-                            // Polled again after it failed to start: the same as a spent
-                            // deadline (nothing is sent).
-                            None => {
-                                DependencyError::Call(CallError::Library(Error::DeadlineExceeded))
-                            }
-                        },
-                    };
-                    state.set(BufferedState::Failed);
-                    return Poll::Ready(Err(error));
-                }
-                BufferedProj::Calling { calling } => return calling.poll(cx),
-                // Polled again after it failed: nothing was sent, and nothing will be.
-                BufferedProj::Failed => {
-                    return Poll::Ready(Err(DependencyError::Call(CallError::Library(
-                        Error::DeadlineExceeded,
-                    ))));
-                }
-            }
         }
     }
 }

@@ -1,36 +1,36 @@
 //! Tower layers that carry the deadline across HTTP hops (feature `tower`).
 //!
-//! - [`DeadlineLayer`], on a server: each request's deadline comes from its `grpc-timeout`
-//!   (preferred) or `x-deadline-ms` header, clamped to the server's maximum, and the handler
-//!   runs in a [`scope`](crate::scope) with it. Handlers read [`remaining`](crate::remaining)
-//!   and [`current`](crate::current), and [`decide`](crate::decide), [`drive`](crate::drive)
-//!   and [`statement_timeout`](crate::statement_timeout) inside them use it. A request with no
-//!   time to be served is answered at once, without calling the handler; a handler still
-//!   running at the deadline is dropped, and the answer is 504.
+//! - [`DeadlineLayer`], on a server: each request's deadline comes from its deadline headers
+//!   (the earliest of `grpc-timeout`, `connect-timeout-ms`, `x-deadline-ms` and Envoy's
+//!   `x-envoy-expected-rq-timeout-ms`), clamped to the server's maximum, and the handler runs
+//!   in a [`scope`](crate::scope) with it. A request with no time to be served is answered at
+//!   once, without calling the handler; a handler still running at the deadline is dropped,
+//!   and the answer is 504 (`DEADLINE_EXCEEDED` for gRPC).
 //! - [`PropagateLayer`], on a client: each request made inside a scope carries the time left,
 //!   minus the per-hop allowance, in a header; a request with nothing left to send is not
-//!   made, the call and its response body are dropped at the deadline, and a downstream
-//!   failure that arrives with no time left is reported as the deadline's.
+//!   made, the call and its response body are bounded by what was sent, and a downstream
+//!   failure that is the deadline's is reported as the deadline's.
 //! - [`DependencyLayer`], on a client: each request is one call to a
 //!   [`Dependency`](crate::Dependency), with the retries, hedges, retry budget and circuit
 //!   breaker of its policy; each attempt sends a copy of the request through
-//!   [`PropagateService`], with the attempt's own time left in its header. Responses are
-//!   classified by status ([`classify_response`]: a 503 or gRPC `UNAVAILABLE` is retried, a
-//!   429's `Retry-After` and gRPC's `grpc-retry-pushback-ms` are honoured, a 400 is returned
-//!   at once), and when the call gives up after an answer, the caller gets that answer.
-//!   Requests with a body that is not `Clone` (tonic's) are read into memory once and sent
-//!   again ([`DependencyLayer::buffered`], [`ReplayBody`]).
+//!   [`PropagateService`], with the attempt's own time left in its header. Requests with a
+//!   body that is not `Clone` (tonic's) are read into memory once and sent again
+//!   ([`DependencyLayer::buffered`], [`ReplayBody`]).
 //!
-//! `DeadlineLayer` reads `grpc-timeout`, Connect's `connect-timeout-ms` and `x-deadline-ms`;
-//! `PropagateLayer` writes the one [`DeadlineHeader`] chosen. Both bound the response body
-//! as well as the head: see [`DeadlineBody`] and [`PropagateBody`].
-//!
-//! All of the arithmetic is the core's ([`deadline_core::wire`], [`deadline_core::Admission`],
-//! [`deadline_core::Error::http_status`]): the layers read headers, read the clock and answer.
+//! Every protocol rule is the core's, in [`deadline_core::wire`]: which header wins
+//! ([`Incoming`](deadline_core::wire::Incoming)), what is sent
+//! ([`Propagation::send`](deadline_core::wire::Propagation::send)), which failure is the
+//! deadline's ([`Sent::is_deadline_failure`](deadline_core::wire::Sent::is_deadline_failure)),
+//! which response is retried ([`ResponseHead::classify`](deadline_core::wire::ResponseHead::classify)),
+//! and every answer in every protocol ([`Answer`](deadline_core::wire::Answer)). The layers
+//! read headers, read the clock, call those and write what they return. Every future and
+//! body is bounded the same way, as tokio's own `timeout` bounds a future: the work first,
+//! then a timer made only when it is pending.
 //!
 //! The futures are written by hand, not boxed: a layer allocates nothing per request beyond
-//! what `http` itself does (the header value a client writes; the [`Deadline`] the server
-//! inserts into the request's extensions), and the short text of an answer it makes itself.
+//! what `http` itself does (the header value a client writes; the
+//! [`Deadline`](deadline_core::Deadline) the server inserts into the request's extensions),
+//! and the short text of an answer it makes itself.
 //!
 //! # One layer on the server, one on its client
 //!
@@ -43,7 +43,8 @@
 //!
 //! use deadline_core::ms;
 //! use deadline_core::wire::Propagation;
-//! use deadline_tokio::layer::{DeadlineHeader, DeadlineLayer, PropagateLayer};
+//! use deadline_core::wire::DeadlineHeader;
+//! use deadline_tokio::layer::{DeadlineLayer, PropagateLayer};
 //! use http::{Request, Response};
 //! use http_body_util::BodyExt;
 //! use tower::{Layer, ServiceExt, service_fn};
@@ -76,29 +77,27 @@
 //! assert_eq!(response.into_body().collect().await.unwrap().to_bytes(), "140000u");
 //! # }
 //! ```
-//!
-//! [`Deadline`]: deadline_core::Deadline
 
 mod answer;
-mod classify;
-mod client;
+mod bounded_body;
 mod dependency;
+mod dependency_attempt;
+mod dependency_error;
+mod dependency_future;
+pub(crate) mod headers;
+mod propagate;
+mod propagate_body;
 mod replay;
 mod server;
+mod server_body;
 #[cfg(feature = "tonic")]
-mod status;
+mod tonic_status;
 
-pub use answer::{BodyError, DeadlineBody};
-pub use classify::classify_response;
-#[cfg(feature = "reqwest")]
-pub(crate) use client::already_set as client_already_set;
-pub use client::{
-    DeadlineHeader, PropagateBody, PropagateError, PropagateFuture, PropagateLayer,
-    PropagateService, no_time_left,
-};
-pub use dependency::{
-    Buffered, BufferedFuture, Cloned, DependencyError, DependencyFuture, DependencyLayer,
-    DependencyService,
-};
+pub use dependency::{Buffered, Cloned, DependencyLayer, DependencyService};
+pub use dependency_error::DependencyError;
+pub use dependency_future::{BufferedFuture, DependencyFuture};
+pub use propagate::{PropagateError, PropagateFuture, PropagateLayer, PropagateService};
+pub use propagate_body::PropagateBody;
 pub use replay::ReplayBody;
-pub use server::{DEFAULT_REPLY_MARGIN, DeadlineFuture, DeadlineLayer, DeadlineService};
+pub use server::{DeadlineFuture, DeadlineLayer, DeadlineService};
+pub use server_body::{BodyError, DeadlineBody};

@@ -1,110 +1,50 @@
-//! [`DeadlineLayer`]: each request's deadline from its header, and its handler run under it.
+//! [`DeadlineLayer`]: each request's deadline from its headers, and its handler run under it.
 
 use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll};
 use core::time::Duration;
 
-use deadline_core::wire::{
-    CONNECT_TIMEOUT_MS, GRPC_TIMEOUT, Incoming, Propagation, WireError, X_DEADLINE_MS,
-};
-use deadline_core::{Admission, Clock, Deadline, Error, Instant};
-use http::{HeaderMap, HeaderValue, Request, Response};
-use tokio::time::Sleep;
+use deadline_core::wire::{Answer, Incoming, Propagation, Protocol, ServerPolicy};
+use deadline_core::{Admission, Clock, Deadline, Error};
+use http::{Request, Response};
 use tower_layer::Layer;
 use tower_service::Service;
 
-use super::answer::{DeadlineBody, Protocol, answer};
-use crate::clock::{TokioClock, to_tokio};
+use super::answer::render;
+use super::headers::lookup;
+use super::server_body::DeadlineBody;
+use crate::bounded::Bounded;
+use crate::clock::TokioClock;
 use crate::context::{Scoped, current, scope};
 
-/// How long before a request's deadline [`DeadlineLayer`] answers by default: see
-/// [`DeadlineLayer::reply_margin`].
-pub const DEFAULT_REPLY_MARGIN: Duration = Duration::from_millis(5);
-
 /// A tower layer that gives each HTTP or gRPC request a deadline and runs its handler under
-/// it.
+/// it: the core's [`ServerPolicy`], bound to a tower server (axum, hyper, tonic).
 ///
-/// For each request, at the moment the layer is called:
+/// For each request, when the layer is called:
 ///
-/// 1. **The deadline.** The time left comes from the `grpc-timeout` header if there is one,
-///    else from Connect's `connect-timeout-ms`, else from `x-deadline-ms`, decoded by the core
-///    ([`Propagation::decode_grpc_timeout`], [`Propagation::decode_connect_timeout`],
-///    [`Propagation::decode_deadline_ms`]) into a deadline on this server's clock, clamped to
-///    [`Propagation::max`]. A request with neither header gets
-///    [`default_budget`](Self::default_budget), clamped the same way. Only the first value
-///    of a header is read, with the whitespace around it removed.
-/// 2. **A malformed header** (one the core's codec rejects: a sign, a missing or unknown
-///    unit, too many digits, whitespace inside, a byte that is not a digit...) is answered
-///    with [`Error::MalformedDeadline`] (HTTP 400, gRPC `INVALID_ARGUMENT`), naming the
-///    header and what is wrong with it, and the inner service is not called. The caller sent
-///    a deadline it means to keep, so the server does not guess one. Only the header that
-///    is read is checked: a malformed `x-deadline-ms` is not looked at when a `grpc-timeout`
-///    or `connect-timeout-ms` is present.
-/// 3. **Admission.** A request whose deadline has already passed is answered with
-///    [`Error::DeadlineExceeded`]: its caller has stopped waiting. With an [`Admission`]
-///    ([`with_admission`](Self::with_admission)), a request with less time left than the
-///    handler needs is answered with [`Error::Shed`] (HTTP 503, gRPC `UNAVAILABLE`): another
-///    replica may serve it. Either way the inner service is not called, so a rejected
-///    request costs nothing further.
-/// 4. **The handler** is called with the [`Deadline`] in the request's extensions, and its
-///    future runs in a [`scope`] with it: inside, [`remaining`](crate::remaining) and
-///    [`current`] give the time left and the deadline, and nested [`decide`](crate::decide),
-///    [`drive`](crate::drive), [`statement_timeout`](crate::statement_timeout) and
-///    [`PropagateLayer`](super::PropagateLayer) calls inherit it. (The scope covers the
-///    future, not the synchronous part of the inner `call`: code there reads the extension.)
-///    The handler's deadline is the request's less the [reply margin](Self::reply_margin):
-///    that time is kept for the answer to reach the caller.
-/// 5. **At the handler's deadline**, a handler still running is dropped, which cancels its
-///    work and every call it has in flight, and the answer is [`Error::DeadlineExceeded`]
-///    (HTTP 504, gRPC `DEADLINE_EXCEEDED`). If the future is polled inside a scope with an
-///    earlier deadline, that one rules, for the handler and for the answer.
-/// 6. **The response body** is bounded by the same deadline and polled inside the same
-///    scope: a stream still running at the deadline (server-streaming gRPC, server-sent
-///    events, chunked HTTP) is dropped there and ended the way its protocol expects (gRPC:
-///    trailers with `DEADLINE_EXCEEDED`; HTTP: the stream reset). See [`DeadlineBody`].
+/// 1. **The deadline** is the earliest of the request's `grpc-timeout`,
+///    `connect-timeout-ms`, `x-deadline-ms` and Envoy's `x-envoy-expected-rq-timeout-ms`
+///    headers ([`Incoming::budget`]), or the default budget; clamped to
+///    [`Propagation::max`]; less the [reply margin](ServerPolicy::reply_margin), kept for
+///    the answer to reach the caller in time ([`ServerPolicy::accept`]).
+/// 2. **A request that cannot be served** is answered at once, without calling the
+///    handler: a malformed deadline header 400 (`INVALID_ARGUMENT`), naming it; a deadline
+///    already passed 504 (`DEADLINE_EXCEEDED`); too little time for the
+///    [admission](Self::with_admission) rule 503 (`UNAVAILABLE`).
+/// 3. **The handler** runs in a [`scope`] with the deadline (also in the request's
+///    extensions): [`remaining`](crate::remaining), [`decide`](crate::decide),
+///    [`Dependency::run`](crate::Dependency), [`PropagateLayer`](super::PropagateLayer) and
+///    the database helpers inside it use it.
+/// 4. **At the deadline** a handler still running is dropped, which cancels its work, and
+///    the answer is `DEADLINE_EXCEEDED`. A handler that has answered is never thrown away
+///    for the timer, and its body is bounded as [`DeadlineBody`] says: a response complete
+///    at the deadline is delivered whole.
 ///
-/// # The answers it makes itself
-///
-/// Every status comes from the core's one mapping ([`Error::http_status`],
-/// [`Error::grpc_code`]), and every answer names its reason ([`Error::reason`]):
-///
-/// - **A gRPC request** (its `content-type` starts with `application/grpc`) gets a gRPC
-///   answer: HTTP 200, trailers-only (the `grpc-status` and `grpc-message` in the headers of a
-///   response with no body), `content-type: application/grpc`. A gRPC client reads
-///   `DEADLINE_EXCEEDED` (4), `UNAVAILABLE` (14, shed) or `INVALID_ARGUMENT` (3, a malformed
-///   `grpc-timeout`), never the `UNAVAILABLE` or `INTERNAL` that gRPC's HTTP-to-status table
-///   would make of a bare 504, 503 or 400.
-/// - **Any other request** gets a plain HTTP answer: 504, 503 or 400, with a short
-///   `text/plain` body naming the reason (`deadline exceeded`, `request shed at admission`,
-///   `malformed grpc-timeout header: grpc-timeout unit is not one of H M S m u n`).
-/// - **A Connect request** (a `connect-protocol-version` header, or a `content-type` of
-///   `application/connect+...` for streams) gets a Connect answer: for a unary call the
-///   error's HTTP status with Connect's JSON error body (`{"code":"deadline_exceeded",
-///   "message":"deadline exceeded"}`), for a stream HTTP 200 and an end-of-stream message
-///   carrying the same error.
-///
-/// The response body is a [`DeadlineBody`]: the handler's body, or the layer's answer.
-///
-/// # The reply margin, and tonic
-///
-/// A tonic server reads `grpc-timeout` itself, outside every user layer, and answers
-/// `CANCELLED` when its own timer fires first. So the layer answers
-/// [`reply_margin`](Self::reply_margin) (by default [`DEFAULT_REPLY_MARGIN`], 5 ms) before
-/// the request's deadline: its answer is on its way before tonic's timer, which has the same
-/// deadline, read a moment earlier, and fires on the same millisecond timer wheel. The margin
-/// also leaves time for the answer to travel back before a caller that times the call itself
-/// gives up. It is part of the budget, like a reserve: the handler's deadline, and so what it
-/// passes on, is the request's less the margin.
-///
-/// A caller's own timer is the caller's: tonic's `Channel`, for one, times each call whose
-/// `grpc-timeout` it sends and fails it with `CANCELLED` (not `DEADLINE_EXCEEDED`) if that
-/// timer fires before the answer arrives, which happens when the request spent longer than
-/// the margin in transit or in queues. Behind [`PropagateLayer`](super::PropagateLayer), such
-/// a failure is reported as the deadline's.
-///
-/// Only [`Propagation::max`] is read here; the allowance is for sending, which is
-/// [`PropagateLayer`](super::PropagateLayer)'s work. One [`Propagation`] serves both.
+/// Every answer the layer makes is in the request's protocol ([`Answer`]): a gRPC request
+/// gets HTTP 200 trailers-only with `grpc-status`, a Connect request Connect's error, any
+/// other an HTTP status with a short text. What margin to pick, and what a server can and
+/// cannot do about a client's own timer, is in [`ServerPolicy`]'s docs.
 ///
 /// ```
 /// use std::convert::Infallible;
@@ -120,36 +60,22 @@ pub const DEFAULT_REPLY_MARGIN: Duration = Duration::from_millis(5);
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
 /// // Callers are believed up to 10 s; silent ones get 1 s; the handler needs 20 ms at least.
-/// let layer = DeadlineLayer::new(Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000)), ms(1_000))
+/// let layer = DeadlineLayer::new(Propagation::DEFAULT.max(ms(10_000)), ms(1_000))
 ///     .with_admission(Admission::new(ms(20)));
 /// let server = layer.layer(service_fn(|_req: Request<String>| async {
 ///     tokio::time::sleep(ms(30)).await;
 ///     Ok::<_, Infallible>(Response::new(format!("{:?} left", remaining().unwrap())))
 /// }));
 ///
-/// // 200 ms sent: the handler has 195 ms (5 ms are kept to answer in), 165 ms after its
-/// // 30 ms of work.
+/// // 200 ms sent: the handler has 195 ms, 165 ms after its 30 ms of work.
 /// let request = Request::builder().header("grpc-timeout", "200m").body(String::new()).unwrap();
 /// let response = server.clone().oneshot(request).await.unwrap();
-/// let body = response.into_body().collect().await.unwrap().to_bytes();
-/// assert_eq!(body, "165ms left");
-///
-/// // 10 ms sent, 20 ms needed: shed at once, the handler is not called.
-/// let request = Request::builder().header("x-deadline-ms", "10").body(String::new()).unwrap();
-/// let response = server.clone().oneshot(request).await.unwrap();
-/// assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+/// assert_eq!(response.into_body().collect().await.unwrap().to_bytes(), "165ms left");
 ///
 /// // 25 ms sent: admitted, but the handler's 30 ms do not fit. Dropped at the deadline.
-/// let request = Request::builder().header("grpc-timeout", "25m").body(String::new()).unwrap();
+/// let request = Request::builder().header("x-deadline-ms", "25").body(String::new()).unwrap();
 /// let response = server.clone().oneshot(request).await.unwrap();
 /// assert_eq!(response.status(), StatusCode::GATEWAY_TIMEOUT);
-///
-/// // A malformed header: 400, and the body says which header and why.
-/// let request = Request::builder().header("grpc-timeout", "-5S").body(String::new()).unwrap();
-/// let response = server.clone().oneshot(request).await.unwrap();
-/// assert_eq!(response.status(), StatusCode::BAD_REQUEST);
-/// let body = response.into_body().collect().await.unwrap().to_bytes();
-/// assert_eq!(body, "malformed grpc-timeout header: header value has a sign\n");
 ///
 /// // A gRPC request gets a gRPC answer: HTTP 200, grpc-status 4 (DEADLINE_EXCEEDED).
 /// let request = Request::builder()
@@ -160,81 +86,45 @@ pub const DEFAULT_REPLY_MARGIN: Duration = Duration::from_millis(5);
 /// let response = server.oneshot(request).await.unwrap();
 /// assert_eq!(response.status(), StatusCode::OK);
 /// assert_eq!(response.headers()["grpc-status"], "4");
-/// assert_eq!(response.headers()["grpc-message"], "deadline exceeded");
 /// # }
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
 pub struct DeadlineLayer {
-    /// How incoming budgets are read: clamped to its [`max`](Propagation::max).
-    pub propagation: Propagation,
-    /// The budget of a request that comes with no deadline header (clamped to the maximum
-    /// too).
-    pub default_budget: Duration,
-    /// The least time the handler needs: a request with less left is shed (503) without
-    /// calling the handler. `None`: only requests whose deadline has passed are refused.
-    pub admission: Option<Admission>,
-    /// How long before the request's deadline the layer answers, so that its answer reaches
-    /// the caller in time (see the type's docs). The handler's deadline is the request's less
-    /// this.
-    pub reply_margin: Duration,
+    policy: ServerPolicy,
 }
 
 impl DeadlineLayer {
     /// Reads incoming budgets with `propagation` (clamped to its maximum); a request with no
-    /// deadline header gets `default_budget`. No admission rule (see
-    /// [`with_admission`](Self::with_admission)); the reply margin is
-    /// [`DEFAULT_REPLY_MARGIN`] (see [`with_reply_margin`](Self::with_reply_margin)).
+    /// deadline header gets `default_budget` ([`ServerPolicy::new`]).
     #[must_use]
     pub const fn new(propagation: Propagation, default_budget: Duration) -> Self {
         DeadlineLayer {
-            propagation,
-            default_budget,
-            admission: None,
-            reply_margin: DEFAULT_REPLY_MARGIN,
+            policy: ServerPolicy::new(propagation, default_budget),
         }
     }
 
-    /// Sheds requests that `admission` rejects ([`Admission::admit`]) with its error's
-    /// status (503), without calling the handler.
+    /// Sheds requests that `admission` refuses (503 / `UNAVAILABLE`), without calling the
+    /// handler ([`ServerPolicy::with_admission`]).
     #[must_use]
-    pub const fn with_admission(mut self, admission: Admission) -> Self {
-        self.admission = Some(admission);
-        self
+    pub const fn with_admission(self, admission: Admission) -> Self {
+        DeadlineLayer {
+            policy: self.policy.with_admission(admission),
+        }
     }
 
-    /// Answers `margin` before each request's deadline (zero: at the deadline itself, which
-    /// lets a tonic server's own `CANCELLED` answer first).
+    /// Answers `margin` before each request's deadline
+    /// ([`ServerPolicy::with_reply_margin`]).
     #[must_use]
-    pub const fn with_reply_margin(mut self, margin: Duration) -> Self {
-        self.reply_margin = margin;
-        self
+    pub const fn with_reply_margin(self, margin: Duration) -> Self {
+        DeadlineLayer {
+            policy: self.policy.with_reply_margin(margin),
+        }
     }
 
-    /// The request's deadline, from its headers, at `now`; or the header that could not be
-    /// read, and why.
-    fn deadline(
-        &self,
-        headers: &HeaderMap,
-        now: Instant,
-    ) -> Result<Deadline, (&'static str, WireError)> {
-        let incoming = Incoming {
-            grpc_timeout: headers.get(GRPC_TIMEOUT).map(HeaderValue::as_bytes),
-            connect_timeout_ms: headers.get(CONNECT_TIMEOUT_MS).map(HeaderValue::as_bytes),
-            x_deadline_ms: headers.get(X_DEADLINE_MS).map(HeaderValue::as_bytes),
-        };
-        self.propagation
-            .incoming_deadline(incoming, self.default_budget, now)
-    }
-
-    /// Whether a request whose handler must be done by `deadline` is served, starting at
-    /// `now`.
-    fn admit(&self, deadline: Deadline, now: Instant) -> Result<(), Error> {
-        // Without a rule of its own, a request is refused only when its deadline has passed.
-        self.admission
-            .unwrap_or(Admission::DEFAULT)
-            .admit(deadline, now)
-            .map(drop)
+    /// The rule the layer follows.
+    #[must_use]
+    pub const fn policy(&self) -> ServerPolicy {
+        self.policy
     }
 }
 
@@ -244,7 +134,7 @@ impl<S> Layer<S> for DeadlineLayer {
     fn layer(&self, inner: S) -> DeadlineService<S> {
         DeadlineService {
             inner,
-            config: *self,
+            policy: self.policy,
         }
     }
 }
@@ -253,15 +143,15 @@ impl<S> Layer<S> for DeadlineLayer {
 #[derive(Clone, Debug)]
 pub struct DeadlineService<S> {
     inner: S,
-    config: DeadlineLayer,
+    policy: ServerPolicy,
 }
 
 impl<S> DeadlineService<S> {
-    /// Wraps `inner` with the rules of `layer`.
+    /// Wraps `inner` with the rules of `layer` (what [`Layer::layer`] does).
     pub const fn new(inner: S, layer: DeadlineLayer) -> Self {
         DeadlineService {
             inner,
-            config: layer,
+            policy: layer.policy,
         }
     }
 
@@ -294,30 +184,24 @@ where
     }
 
     fn call(&mut self, mut request: Request<ReqBody>) -> DeadlineFuture<S::Future> {
-        let protocol = Protocol::of(request.headers());
-        let now = TokioClock.now();
-        let deadline = match self.config.deadline(request.headers(), now) {
-            Ok(deadline) => deadline.shortened_by(self.config.reply_margin),
-            Err((header, error)) => {
-                return DeadlineFuture::answered(
-                    protocol,
-                    Error::from(error),
-                    Some((header, error)),
-                );
-            }
+        let headers = request.headers();
+        let protocol = Protocol::read(lookup(headers));
+        let incoming = Incoming::read(lookup(headers));
+        let deadline = match self
+            .policy
+            .accept(protocol, incoming, TokioClock.now(), current())
+        {
+            Ok(deadline) => deadline,
+            Err(answer) => return DeadlineFuture::answered(answer),
         };
-        // Inside an enclosing scope (rare on a server), the earlier deadline rules, as in
-        // `scope`; it is read again at every poll.
-        let deadline = current().map_or(deadline, |outer| outer.min(deadline));
-        if let Err(error) = self.config.admit(deadline, now) {
-            return DeadlineFuture::answered(protocol, error, None);
-        }
         request.extensions_mut().insert(deadline);
         DeadlineFuture {
             state: State::Running {
-                handler: scope(deadline, self.inner.call(request)),
-                sleep: tokio::time::sleep_until(to_tokio(deadline.instant())),
-                armed: deadline,
+                handler: Bounded::new(
+                    deadline.instant(),
+                    scope(deadline, self.inner.call(request)),
+                ),
+                deadline,
                 protocol,
             },
         }
@@ -340,35 +224,19 @@ pin_project_lite::pin_project! {
         /// The handler, in its scope, until the deadline.
         Running {
             #[pin]
-            handler: Scoped<F>,
-            #[pin]
-            sleep: Sleep,
-            // The deadline the sleep is armed for.
-            armed: Deadline,
+            handler: Bounded<Scoped<F>>,
+            deadline: Deadline,
             protocol: Protocol,
         },
         /// Answered without calling the handler, or the handler dropped at the deadline.
-        Answered {
-            protocol: Protocol,
-            error: Error,
-            // The header that could not be read, and why, for a malformed one.
-            malformed: Option<(&'static str, WireError)>,
-        },
+        Answered { answer: Answer },
     }
 }
 
 impl<F> DeadlineFuture<F> {
-    fn answered(
-        protocol: Protocol,
-        error: Error,
-        malformed: Option<(&'static str, WireError)>,
-    ) -> Self {
+    fn answered(answer: Answer) -> Self {
         DeadlineFuture {
-            state: State::Answered {
-                protocol,
-                error,
-                malformed,
-            },
+            state: State::Answered { answer },
         }
     }
 }
@@ -383,41 +251,32 @@ where
         let mut state = self.project().state;
         match state.as_mut().project() {
             StateProj::Running {
-                handler,
-                mut sleep,
-                armed,
+                mut handler,
+                deadline,
                 protocol,
             } => {
-                // The handler first, as `tokio::time::timeout` does: an answer that is ready
-                // is never thrown away for a timer.
-                if let Poll::Ready(answer) = handler.poll(cx) {
-                    let (deadline, protocol) = (*armed, *protocol);
-                    return Poll::Ready(answer.map(|response| {
+                // Polled inside a scope with an earlier deadline (rare on a server), that one
+                // rules, for the handler and for its body.
+                if let Some(outer) = current().filter(|outer| *outer < *deadline) {
+                    *deadline = outer;
+                    handler.as_mut().shorten(outer.instant());
+                }
+                let (deadline, protocol) = (*deadline, *protocol);
+                match handler.poll(cx) {
+                    Poll::Pending => Poll::Pending,
+                    Poll::Ready(Ok(answer)) => Poll::Ready(answer.map(|response| {
                         response.map(|body| DeadlineBody::inner(body, deadline, protocol))
-                    }));
+                    })),
+                    Poll::Ready(Err(_elapsed)) => {
+                        // The deadline came first: the handler is dropped now, cancelling
+                        // its work.
+                        let answer = Answer::new(protocol, Error::DeadlineExceeded);
+                        state.set(State::Answered { answer });
+                        Poll::Ready(Ok(render(answer)))
+                    }
                 }
-                // An enclosing scope with an earlier deadline than the one armed rules.
-                if let Some(outer) = current().filter(|outer| *outer < *armed) {
-                    *armed = outer;
-                    sleep.as_mut().reset(to_tokio(outer.instant()));
-                }
-                if sleep.poll(cx).is_pending() {
-                    return Poll::Pending;
-                }
-                // The deadline came first: drop the handler now, cancelling its work.
-                let protocol = *protocol;
-                state.set(State::Answered {
-                    protocol,
-                    error: Error::DeadlineExceeded,
-                    malformed: None,
-                });
-                Poll::Ready(Ok(answer(protocol, Error::DeadlineExceeded, None)))
             }
-            StateProj::Answered {
-                protocol,
-                error,
-                malformed,
-            } => Poll::Ready(Ok(answer(*protocol, *error, *malformed))),
+            StateProj::Answered { answer } => Poll::Ready(Ok(render(*answer))),
         }
     }
 }

@@ -1,0 +1,97 @@
+//! The one way this crate bounds a future, and a response body, by a deadline.
+//!
+//! Both follow tokio's own `timeout`: the work is polled first, so an answer that is ready is
+//! never thrown away for a timer, even at the deadline; the timer is made only when the work
+//! is first pending; and the timer is read even when the work has used up the task's
+//! cooperative budget (tokio's timer answers "pending" with no budget left, so work that
+//! always uses it up would otherwise never time out).
+
+use core::future::Future;
+use core::pin::{Pin, pin};
+use core::task::{Context, Poll};
+
+use deadline_core::{Instant, Timer};
+use tokio::time::Sleep;
+
+use crate::clock::TokioTimer;
+
+/// The bound passed before the work was done.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Elapsed;
+
+pin_project_lite::pin_project! {
+    /// A future bounded by an instant: its output, or [`Elapsed`] once the instant has come
+    /// while it was still pending.
+    #[must_use = "futures do nothing unless polled"]
+    pub(crate) struct Bounded<F> {
+        #[pin]
+        fut: F,
+        #[pin]
+        sleep: Option<Sleep>,
+        until: Instant,
+    }
+}
+
+impl<F> Bounded<F> {
+    /// `fut`, bounded by `until`.
+    #[inline]
+    pub(crate) const fn new(until: Instant, fut: F) -> Self {
+        Bounded {
+            fut,
+            sleep: None,
+            until,
+        }
+    }
+
+    /// Moves the bound to `until` if that is earlier.
+    #[cfg(feature = "tower")]
+    pub(crate) fn shorten(self: Pin<&mut Self>, until: Instant) {
+        let mut this = self.project();
+        if until < *this.until {
+            *this.until = until;
+            if let Some(sleep) = this.sleep.as_mut().as_pin_mut() {
+                sleep.reset(crate::clock::to_tokio(until));
+            }
+        }
+    }
+}
+
+impl<F: Future> Future for Bounded<F> {
+    type Output = Result<F::Output, Elapsed>;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let had_budget = tokio::task::coop::has_budget_remaining();
+        if let Poll::Ready(output) = this.fut.poll(cx) {
+            return Poll::Ready(Ok(output));
+        }
+        poll_timer(this.sleep, *this.until, had_budget, cx).map(Err)
+    }
+}
+
+/// The timer of work that is pending: made at the first call, then polled. One copy for
+/// every kind of work.
+pub(crate) fn poll_timer(
+    mut sleep: Pin<&mut Option<Sleep>>,
+    until: Instant,
+    had_budget: bool,
+    cx: &mut Context<'_>,
+) -> Poll<Elapsed> {
+    if sleep.is_none() {
+        sleep.set(Some(TokioTimer.sleep_until(until)));
+    }
+    let elapsed = sleep.as_pin_mut().is_none_or(|sleep| {
+        if had_budget && !tokio::task::coop::has_budget_remaining() {
+            // The work used up the task's budget: the timer is read all the same.
+            pin!(tokio::task::unconstrained(sleep)).poll(cx).is_ready()
+        } else {
+            sleep.poll(cx).is_ready()
+        }
+    });
+    if elapsed {
+        Poll::Ready(Elapsed)
+    } else {
+        Poll::Pending
+    }
+}

@@ -1,0 +1,113 @@
+//! [`BoundedBody`]: a response body bounded by a deadline, the one way both layers bound a
+//! body.
+
+use core::pin::Pin;
+use core::task::{Context, Poll};
+
+use deadline_core::{Clock, Deadline};
+use http_body::{Body, Frame};
+use tokio::time::Sleep;
+
+use crate::bounded::poll_timer;
+use crate::clock::TokioClock;
+use crate::context::in_scope;
+
+/// How many frames a body may still send after its deadline, each ready when asked for: a
+/// body that can end without waiting is delivered whole, and one that never waits (an
+/// endless stream with a frame always ready) is still cut.
+pub(crate) const LATE_FRAMES: u8 = 16;
+
+pin_project_lite::pin_project! {
+    /// A response body bounded by a deadline.
+    ///
+    /// - Each frame is asked of the body first: a frame it has ready is sent, whatever the
+    ///   time. So a response that is complete when the deadline comes (its head given out in
+    ///   time, its body already in memory) reaches the client whole, never cut.
+    /// - Once the deadline has passed, the body gets no more time: the first time it would
+    ///   wait for a frame, or after [`LATE_FRAMES`] frames, it is cut ([`Polled::Cut`]).
+    /// - Before the deadline, a body that waits is cut when the deadline comes.
+    pub(crate) struct BoundedBody<B> {
+        #[pin]
+        body: B,
+        #[pin]
+        sleep: Option<Sleep>,
+        deadline: Deadline,
+        // Polled inside a scope with the deadline (a handler's body), or not.
+        scoped: bool,
+        late: u8,
+    }
+}
+
+/// One step of a [`BoundedBody`].
+pub(crate) enum Polled<T, E> {
+    /// A frame of the body.
+    Frame(Frame<T>),
+    /// The body failed.
+    Failed(E),
+    /// The body ended.
+    End,
+    /// The deadline came first: drop the body.
+    Cut,
+}
+
+impl<B> BoundedBody<B> {
+    /// `body`, bounded by `deadline`; polled inside a scope with it when `scoped`.
+    pub(crate) const fn new(body: B, deadline: Deadline, scoped: bool) -> Self {
+        BoundedBody {
+            body,
+            sleep: None,
+            deadline,
+            scoped,
+            late: 0,
+        }
+    }
+
+    /// The deadline.
+    pub(crate) const fn deadline(&self) -> Deadline {
+        self.deadline
+    }
+
+    /// The body.
+    pub(crate) const fn get_ref(&self) -> &B {
+        &self.body
+    }
+
+    /// The body, no longer bounded.
+    pub(crate) fn into_inner(self) -> B {
+        self.body
+    }
+}
+
+impl<B: Body> BoundedBody<B> {
+    /// The next step of the body.
+    pub(crate) fn poll_step(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Polled<B::Data, B::Error>> {
+        let this = self.project();
+        let had_budget = tokio::task::coop::has_budget_remaining();
+        let deadline = *this.deadline;
+        let body = this.body;
+        let frame = if *this.scoped {
+            in_scope(deadline, || body.poll_frame(cx))
+        } else {
+            body.poll_frame(cx)
+        };
+        match frame {
+            Poll::Ready(Some(Ok(frame))) => {
+                if deadline.is_expired(TokioClock.now()) {
+                    if *this.late >= LATE_FRAMES {
+                        return Poll::Ready(Polled::Cut);
+                    }
+                    *this.late = this.late.saturating_add(1);
+                }
+                Poll::Ready(Polled::Frame(frame))
+            }
+            Poll::Ready(Some(Err(error))) => Poll::Ready(Polled::Failed(error)),
+            Poll::Ready(None) => Poll::Ready(Polled::End),
+            Poll::Pending => {
+                poll_timer(this.sleep, deadline.instant(), had_budget, cx).map(|_| Polled::Cut)
+            }
+        }
+    }
+}

@@ -1,0 +1,372 @@
+//! [`PropagateLayer`]: the time left written into outgoing requests, and the call bounded by
+//! what was sent.
+
+use core::fmt;
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{Context, Poll};
+
+use deadline_core::wire::{DeadlineHeader, Failure, Incoming, Propagation, ResponseHead, Sent};
+use deadline_core::{Clock, Error};
+use http::{Request, Response};
+use tower_layer::Layer;
+use tower_service::Service;
+
+use super::headers::{lookup, set};
+use super::propagate_body::PropagateBody;
+use crate::bounded::Bounded;
+use crate::clock::TokioClock;
+use crate::context::current;
+
+/// A tower layer for a client: each request made inside a deadline [`scope`](crate::scope)
+/// carries the time left, and the call is bounded by what was sent.
+///
+/// For each request, when the service is called ([`Propagation::send`] decides):
+///
+/// - **The header** chosen ([`DeadlineHeader`]) is set to the time left less the
+///   [allowance](Propagation::allowance), or to a shorter timeout the request already
+///   carries (tonic's `Request::set_timeout(50 ms)` inside a 1 s scope goes out with
+///   50 ms). With nothing left to send, the request is not made:
+///   [`PropagateError::Deadline`]`(`[`Error::DeadlineExceeded`]`)`.
+/// - **The call** (and its response body, [`PropagateBody`]) is bounded by what was sent
+///   plus the allowance, never past the scope's deadline ([`Sent::deadline`]): the library's
+///   timer, not a client's below it, decides.
+/// - **A failure that is the deadline's** is reported as the deadline's, 504 /
+///   `DEADLINE_EXCEEDED`, not as a failed dependency: a transport error, an HTTP 408, 502,
+///   503 or 504, a gRPC `CANCELLED`, `UNAVAILABLE` or `DEADLINE_EXCEEDED`, arriving when
+///   the time sent has run out or is within the allowance of it
+///   ([`Sent::is_deadline_failure`]). With time left, every answer is relayed as it came.
+/// - **Outside any scope** the request passes through unchanged and unbounded.
+///
+/// The deadline is read when the service is *called*: put this layer where it is called
+/// from the request's task, not behind a `Buffer`, whose worker runs in a task of its own.
+///
+/// ```
+/// use std::convert::Infallible;
+///
+/// use deadline_core::wire::{DeadlineHeader, Propagation};
+/// use deadline_core::{Error, ms};
+/// use deadline_tokio::layer::{PropagateError, PropagateLayer};
+/// use deadline_tokio::scope_timeout;
+/// use http::{Request, Response};
+/// use tower::{Layer, ServiceExt, service_fn};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// // The next service answers with the `x-deadline-ms` it was sent.
+/// let next = service_fn(|req: Request<()>| async move {
+///     Ok::<_, Infallible>(Response::new(req.headers().get("x-deadline-ms").cloned()))
+/// });
+/// let client = PropagateLayer::new(Propagation::DEFAULT, DeadlineHeader::DeadlineMs).layer(next);
+///
+/// scope_timeout(ms(200), async {
+///     tokio::time::sleep(ms(50)).await;
+///     // 150 ms left, 5 ms kept for the network.
+///     let sent = client.clone().oneshot(Request::new(())).await.unwrap();
+///     assert_eq!(sent.into_body().into_inner().unwrap().unwrap(), "145");
+///
+///     tokio::time::sleep(ms(146)).await;
+///     // 4 ms left: nothing to send after the allowance, so no call.
+///     let spent = client.clone().oneshot(Request::new(())).await;
+///     assert_eq!(spent.unwrap_err(), PropagateError::Deadline(Error::DeadlineExceeded));
+/// })
+/// .await;
+/// # }
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PropagateLayer {
+    propagation: Propagation,
+    header: DeadlineHeader,
+}
+
+impl PropagateLayer {
+    /// Writes `header` with the time left, less `propagation`'s allowance.
+    #[must_use]
+    pub const fn new(propagation: Propagation, header: DeadlineHeader) -> Self {
+        PropagateLayer {
+            propagation,
+            header,
+        }
+    }
+
+    /// The same layer, keeping back `propagation`'s allowance.
+    #[must_use]
+    pub const fn with_propagation(mut self, propagation: Propagation) -> Self {
+        self.propagation = propagation;
+        self
+    }
+
+    /// How the time left is sent.
+    #[must_use]
+    pub const fn propagation(&self) -> Propagation {
+        self.propagation
+    }
+
+    /// The header written.
+    #[must_use]
+    pub const fn header(&self) -> DeadlineHeader {
+        self.header
+    }
+}
+
+impl<S> Layer<S> for PropagateLayer {
+    type Service = PropagateService<S>;
+
+    fn layer(&self, inner: S) -> PropagateService<S> {
+        PropagateService {
+            inner,
+            config: *self,
+        }
+    }
+}
+
+/// The service made by [`PropagateLayer`]: see there.
+#[derive(Clone, Debug)]
+pub struct PropagateService<S> {
+    inner: S,
+    config: PropagateLayer,
+}
+
+impl<S> PropagateService<S> {
+    /// Wraps `inner` with the rules of `layer` (what [`Layer::layer`] does).
+    pub const fn new(inner: S, layer: PropagateLayer) -> Self {
+        PropagateService {
+            inner,
+            config: layer,
+        }
+    }
+
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The inner service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// The inner service, unwrapped.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S, B, ResBody> Service<Request<B>> for PropagateService<S>
+where
+    S: Service<Request<B>, Response = Response<ResBody>>,
+{
+    type Response = Response<PropagateBody<ResBody>>;
+    type Error = PropagateError<S::Error>;
+    type Future = PropagateFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(PropagateError::Inner)
+    }
+
+    fn call(&mut self, mut request: Request<B>) -> PropagateFuture<S::Future> {
+        let Some(deadline) = current() else {
+            return PropagateFuture {
+                state: State::Unbounded {
+                    call: self.inner.call(request),
+                },
+            };
+        };
+        let already = Incoming::read(lookup(request.headers())).shortest_valid();
+        let Ok(outgoing) =
+            self.config
+                .propagation
+                .send(deadline, TokioClock.now(), already, self.config.header)
+        else {
+            return PropagateFuture {
+                state: State::Spent,
+            };
+        };
+        for (name, value) in outgoing.headers() {
+            set(request.headers_mut(), name, value);
+        }
+        let sent = outgoing.sent();
+        PropagateFuture {
+            state: State::Bounded {
+                call: Bounded::new(sent.deadline().instant(), self.inner.call(request)),
+                sent,
+            },
+        }
+    }
+}
+
+/// The error of a [`PropagateService`]: the deadline's, or the inner service's.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum PropagateError<E> {
+    /// No time was left: the request was not made because nothing was left to send after
+    /// the allowance, or it was dropped when the time sent ran out, or it failed in a way
+    /// that is the deadline's. Always [`Error::DeadlineExceeded`] (HTTP 504, gRPC
+    /// `DEADLINE_EXCEEDED`).
+    Deadline(Error),
+    /// The inner service failed.
+    Inner(E),
+}
+
+impl<E> PropagateError<E> {
+    /// The deadline error, if that is what this is.
+    pub fn deadline(&self) -> Option<Error> {
+        match self {
+            PropagateError::Deadline(error) => Some(*error),
+            PropagateError::Inner(_) => None,
+        }
+    }
+
+    /// The inner service's error, if that is what this is.
+    pub fn into_inner(self) -> Option<E> {
+        match self {
+            PropagateError::Deadline(_) => None,
+            PropagateError::Inner(error) => Some(error),
+        }
+    }
+}
+
+impl<E: fmt::Display> fmt::Display for PropagateError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PropagateError::Deadline(error) => error.fmt(f),
+            PropagateError::Inner(error) => error.fmt(f),
+        }
+    }
+}
+
+/// The error's source: the inner service's error, or for a deadline the core [`Error`]; with
+/// feature `tonic`, a deadline's source is a `tonic::Status` with `DEADLINE_EXCEEDED` instead,
+/// which a tonic client finds when it turns a service error into a status (without it,
+/// tonic would report `UNKNOWN`).
+impl<E: core::error::Error + 'static> core::error::Error for PropagateError<E> {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match self {
+            #[cfg(feature = "tonic")]
+            PropagateError::Deadline(error) => Some(super::tonic_status::status_of(*error)),
+            #[cfg(not(feature = "tonic"))]
+            PropagateError::Deadline(error) => Some(error),
+            PropagateError::Inner(error) => Some(error),
+        }
+    }
+}
+
+/// `?` in an axum or hyper handler: the deadline's error is its status (504), the inner
+/// service's a 502 (Bad Gateway).
+///
+/// ```
+/// use deadline_core::Error;
+/// use deadline_tokio::layer::PropagateError;
+/// use http::StatusCode;
+///
+/// let spent: PropagateError<std::io::Error> = PropagateError::Deadline(Error::DeadlineExceeded);
+/// assert_eq!(StatusCode::from(spent), StatusCode::GATEWAY_TIMEOUT);
+/// ```
+impl<E> From<PropagateError<E>> for http::StatusCode {
+    fn from(error: PropagateError<E>) -> Self {
+        match error {
+            PropagateError::Deadline(error) => error.into(),
+            PropagateError::Inner(_) => http::StatusCode::BAD_GATEWAY,
+        }
+    }
+}
+
+/// `?` in a tonic handler: the deadline's error is its status (`DEADLINE_EXCEEDED`); the
+/// inner service's becomes a status as tonic makes one of any error
+/// ([`tonic::Status::from_error`]: a status found in its source chain, else `UNKNOWN`).
+///
+/// ```
+/// use deadline_core::Error;
+/// use deadline_tokio::layer::PropagateError;
+///
+/// let spent: PropagateError<std::io::Error> = PropagateError::Deadline(Error::DeadlineExceeded);
+/// assert_eq!(tonic::Status::from(spent).code(), tonic::Code::DeadlineExceeded);
+/// ```
+#[cfg(feature = "tonic")]
+impl<E> From<PropagateError<E>> for tonic::Status
+where
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    fn from(error: PropagateError<E>) -> Self {
+        match error {
+            PropagateError::Deadline(error) => tonic::Status::from(error),
+            PropagateError::Inner(error) => tonic::Status::from_error(error.into()),
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The response future of [`PropagateService`]: the inner call, bounded by what was sent
+    /// when there is a deadline.
+    #[must_use = "futures do nothing unless polled"]
+    pub struct PropagateFuture<F> {
+        #[pin]
+        state: State<F>,
+    }
+}
+
+pin_project_lite::pin_project! {
+    #[project = StateProj]
+    enum State<F> {
+        /// Outside any scope: the call as it is.
+        Unbounded {
+            #[pin]
+            call: F,
+        },
+        /// The call, dropped when the time sent (plus the allowance) runs out.
+        Bounded {
+            #[pin]
+            call: Bounded<F>,
+            sent: Sent,
+        },
+        /// Not called, or dropped: no time left.
+        Spent,
+    }
+}
+
+impl<F, B, E> Future for PropagateFuture<F>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+{
+    type Output = Result<Response<PropagateBody<B>>, PropagateError<E>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut state = self.project().state;
+        match state.as_mut().project() {
+            StateProj::Unbounded { call } => call
+                .poll(cx)
+                .map_ok(|response| response.map(PropagateBody::unbounded))
+                .map_err(PropagateError::Inner),
+            StateProj::Bounded { call, sent } => {
+                let sent = *sent;
+                let deadline = || PropagateError::Deadline(Error::DeadlineExceeded);
+                match call.poll(cx) {
+                    Poll::Pending => Poll::Pending,
+                    Poll::Ready(Ok(Ok(response))) => {
+                        let head = ResponseHead::read(
+                            response.status().as_u16(),
+                            lookup(response.headers()),
+                        );
+                        if sent.is_deadline_failure(Failure::Response(head), TokioClock.now()) {
+                            return Poll::Ready(Err(deadline()));
+                        }
+                        Poll::Ready(Ok(response.map(|body| PropagateBody::bounded(body, sent))))
+                    }
+                    Poll::Ready(Ok(Err(error))) => Poll::Ready(Err(
+                        if sent.is_deadline_failure(Failure::Transport, TokioClock.now()) {
+                            deadline()
+                        } else {
+                            PropagateError::Inner(error)
+                        },
+                    )),
+                    Poll::Ready(Err(_elapsed)) => {
+                        // The time sent ran out: drop the call now.
+                        state.set(State::Spent);
+                        Poll::Ready(Err(deadline()))
+                    }
+                }
+            }
+            StateProj::Spent => Poll::Ready(Err(PropagateError::Deadline(Error::DeadlineExceeded))),
+        }
+    }
+}

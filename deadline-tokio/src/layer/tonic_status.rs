@@ -1,0 +1,25 @@
+//! The `tonic::Status` a library error reads as in an error's source chain (feature `tonic`).
+
+use std::sync::OnceLock;
+
+use deadline_core::Error;
+
+/// The status a library error reads as for a tonic client that finds it in an error's
+/// source chain (tonic's `Status::from_error` looks there for a `Status`): one value per kind
+/// of error for the process, so that an error's `source` can point at it, made from the
+/// core's one mapping (`From<Error> for tonic::Status`: the error's gRPC code and text).
+pub(crate) fn status_of(error: Error) -> &'static tonic::Status {
+    static STATUSES: [OnceLock<tonic::Status>; 7] = [const { OnceLock::new() }; 7];
+    // One slot per kind; a kind the core adds later shares the first slot with the
+    // deadline's, and reads as that (the core's errors of a call that did not answer).
+    let (slot, error) = match error {
+        Error::InsufficientTime { .. } => (1, error),
+        Error::Timeout { .. } => (2, error),
+        Error::CircuitOpen => (3, error),
+        Error::Shed => (4, error),
+        Error::Throttled => (5, error),
+        Error::MalformedDeadline => (6, error),
+        _ => (0, Error::DeadlineExceeded),
+    };
+    STATUSES[slot].get_or_init(|| tonic::Status::from(error))
+}
