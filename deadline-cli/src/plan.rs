@@ -14,19 +14,16 @@ use std::time::Duration;
 
 use deadline_core::analysis::{self, Rate, Sample};
 use deadline_core::drive::ManualTimer;
-use deadline_core::{Clock, Deadline, Decision, Instant, Plan, Policy, StepId, call_timeout};
+use deadline_core::{Clock, Deadline, Decision, Instant, Policy, StepId, call_timeout};
 use serde::Serialize;
 
 use crate::error::InputError;
 use crate::output::{fmt_ms, fmt_num, fmt_percent, pad, ser_ms, ser_opt_ms};
 use crate::replay::{self, TraceReport};
-use crate::table::{CapSource, HedgeSetting, MAX_DEPENDENCIES, Table};
+use crate::table::{CapSource, HedgeSetting, MAX_DEPENDENCIES, Table, TablePlan};
 
 /// The request rate used for Little's law when neither the table nor `--rate` gives one.
 pub const DEFAULT_RATE_PER_SEC: f64 = 100.0;
-
-/// The core's plan for a table: at most [`MAX_DEPENDENCIES`] steps.
-pub type TablePlan<'p> = Plan<'p, MAX_DEPENDENCIES>;
 
 /// Everything `deadline plan` prints.
 #[derive(Clone, Debug, Serialize)]

@@ -19,8 +19,7 @@ use deadline_core::{Clock, Instant, Limits, SplitMix64, StepId, Timer};
 use serde::Serialize;
 
 use crate::output::{fmt_ms, pad, ser_ms, ser_opt_ms};
-use crate::plan::TablePlan;
-use crate::table::{Table, Trace};
+use crate::table::{Table, TablePlan, Trace};
 
 /// The seed of the backoff jitter in replays, so a replay gives the same answer every run.
 pub const REPLAY_SEED: u64 = 0;

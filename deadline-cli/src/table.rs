@@ -35,7 +35,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use deadline_core::analysis::Sample;
-use deadline_core::{Backoff, HedgePolicy, Jitter, Necessity, Policy, Quantile};
+use deadline_core::{Backoff, HedgePolicy, Jitter, Necessity, Plan, Policy, Quantile};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -44,6 +44,9 @@ use crate::sample;
 
 /// The most dependencies a table may list (the capacity of the core's [`deadline_core::Plan`]).
 pub const MAX_DEPENDENCIES: usize = 32;
+
+/// The core's plan for a table: at most [`MAX_DEPENDENCIES`] steps.
+pub type TablePlan<'p> = Plan<'p, MAX_DEPENDENCIES>;
 
 /// The margin added to p99.9 when neither the dependency nor the table states one.
 pub const DEFAULT_CAP_MARGIN: Duration = Duration::from_millis(10);
