@@ -257,6 +257,42 @@ async fn a_hundred_calls_from_a_channel_behind_propagate_layer_are_deadline_exce
     server.abort();
 }
 
+/// A tonic `Channel` behind `PropagateLayer`, each call with its own 50 ms
+/// (`Request::set_timeout`) inside a 1 s request, to a server that knows no deadline and
+/// never answers: 50 ms go out, the `Channel` times them and fails each call with its own
+/// `CANCELLED` when they run out, and the layer reads that failure against the 50 ms it sent
+/// (not the request's 1 s): every caller reads `DEADLINE_EXCEEDED`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_channels_own_timer_on_a_shorter_timeout_set_on_the_call_is_deadline_exceeded() {
+    // No DeadlineLayer: the server never answers, so the client's own timer decides.
+    let incoming = TcpIncoming::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = incoming.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        Server::builder()
+            .add_service(Slow::sleeper())
+            .serve_with_incoming(incoming)
+            .await
+            .unwrap();
+    });
+    let client = PropagateService::new(
+        channel(addr).await,
+        PropagateLayer::new(HOP, DeadlineHeader::GrpcTimeout),
+    );
+    let calls = (0..100).map(|_| {
+        let client = client.clone();
+        deadline_tokio::propagate(deadline_tokio::scope_timeout(ms(1_000), async move {
+            call(client, work(FOREVER, Some(ms(50)))).await
+        }))
+    });
+    let codes = codes(&join_all(calls).await);
+    assert_eq!(codes.len(), 100);
+    assert!(
+        codes.iter().all(|&c| c == Code::DeadlineExceeded),
+        "every call must end DEADLINE_EXCEEDED: {codes:?}"
+    );
+    server.abort();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_servers_own_deadline_is_deadline_exceeded_when_it_decides() {
     // Clamped: the caller asks for 10 s, the server believes 100 ms at most.

@@ -13,8 +13,9 @@ use http::{Request, Response};
 use tower_service::Service;
 
 use super::headers::lookup;
-use super::propagate::{PropagateError, PropagateFuture, PropagateService};
+use super::propagate::{PropagateFuture, PropagateService};
 use super::propagate_body::PropagateBody;
+use super::propagate_error::PropagateError;
 
 /// How one attempt failed: its outcome for the retry decision, and what it failed with.
 #[derive(Debug)]

@@ -6,7 +6,7 @@ use core::fmt;
 use deadline_core::Error;
 use deadline_core::drive::CallError;
 
-use super::propagate::PropagateError;
+use super::propagate_error::PropagateError;
 
 /// Why a request sent through a [`DependencyService`](crate::layer::DependencyService) has no response.
 ///

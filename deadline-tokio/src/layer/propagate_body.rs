@@ -11,7 +11,7 @@ use http_body::{Body, Frame, SizeHint};
 
 use super::bounded_body::{BoundedBody, Polled};
 use super::headers::set;
-use super::propagate::PropagateError;
+use super::propagate_error::PropagateError;
 use crate::clock::TokioClock;
 
 pin_project_lite::pin_project! {

@@ -1,0 +1,270 @@
+//! The deadline instant, on virtual time: whatever finishes at or near the deadline, the
+//! caller gets one complete answer, and a downstream's deadline is reported as the deadline.
+//!
+//! - A response whose head was given out in time and whose body is complete is delivered
+//!   whole, even when its body is read after the deadline (hyper reads it a moment after
+//!   the head); only a body that has to wait past the deadline is cut.
+//! - A failure that arrives when the time sent to the next service has run out, or is
+//!   within the allowance of it, is the deadline's, measured against what was really sent:
+//!   the shorter of the time left and a timeout already on the request.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use deadline_core::wire::{DeadlineHeader, GrpcTimeout, Propagation};
+use deadline_core::{Clock, Error, ms};
+use deadline_tokio::layer::{BodyError, DeadlineLayer, PropagateError, PropagateLayer};
+use deadline_tokio::{TokioClock, current, scope_timeout};
+use http::{Request, Response, StatusCode};
+use http_body::{Body, Frame};
+use http_body_util::{BodyExt, Full};
+use tower::{Layer, Service, ServiceExt, service_fn};
+
+const HOP: Propagation = Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000));
+
+fn request(headers: &[(&'static str, &'static str)]) -> Request<()> {
+    let mut builder = Request::builder();
+    for &(name, value) in headers {
+        builder = builder.header(name, value);
+    }
+    builder.body(()).unwrap()
+}
+
+/// A handler that answers `Full` text half a millisecond before its deadline.
+fn answers_just_in_time() -> impl Service<
+    Request<()>,
+    Response = Response<Full<Bytes>>,
+    Error = Infallible,
+    Future = impl Future<Output = Result<Response<Full<Bytes>>, Infallible>>,
+> + Clone {
+    service_fn(|_req: Request<()>| async {
+        let deadline = current().unwrap();
+        let left = deadline.remaining(TokioClock.now());
+        tokio::time::sleep(left - Duration::from_micros(500)).await;
+        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"complete"))))
+    })
+}
+
+/// A response complete in time is delivered whole, though its body is read 2 ms after the
+/// deadline, as hyper reads a body after the head it has written: the client must never
+/// get an empty reply for an answer that was complete. (Before, the body checked its timer
+/// first and failed, and hyper closed the connection: curl's "empty reply".)
+#[tokio::test(start_paused = true)]
+async fn a_response_complete_before_the_deadline_is_delivered_whole_after_it() {
+    for (headers, protocol) in [
+        (&[("x-deadline-ms", "50")][..], "http"),
+        (
+            &[
+                ("grpc-timeout", "50m"),
+                ("content-type", "application/grpc"),
+            ][..],
+            "grpc",
+        ),
+    ] {
+        let server = DeadlineLayer::new(HOP, ms(1_000)).layer(answers_just_in_time());
+        let response = server.oneshot(request(headers)).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "{protocol}");
+        assert!(
+            response.headers().get("grpc-status").is_none(),
+            "{protocol}"
+        );
+        // hyper writes the head, then reads the body: here, after the deadline.
+        tokio::time::sleep(ms(2)).await;
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(body, "complete", "{protocol}");
+    }
+}
+
+/// A body that has a frame ready at every poll and never ends: past the deadline it may
+/// still send a few frames, then it is cut, as a stream that overran.
+struct Endless;
+
+impl Body for Endless {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(b"tick\n")))))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_body_that_never_waits_is_still_cut_after_the_deadline() {
+    let server = DeadlineLayer::new(HOP, ms(1_000)).layer(service_fn(|_req: Request<()>| async {
+        Ok::<_, Infallible>(Response::new(Endless))
+    }));
+    let response = server
+        .oneshot(request(&[("x-deadline-ms", "50")]))
+        .await
+        .unwrap();
+    tokio::time::sleep(ms(60)).await;
+    let mut body = Box::pin(response.into_body());
+    let mut frames = 0;
+    let end = loop {
+        match body.as_mut().frame().await {
+            Some(Ok(_)) => frames += 1,
+            other => break other,
+        }
+    };
+    assert!(matches!(end, Some(Err(BodyError::Deadline(_)))), "{end:?}");
+    assert_eq!(frames, 16, "the late frames it may send");
+}
+
+/// A body that sends one frame at once, then waits a second for the next.
+struct FirstThenWait {
+    sent: bool,
+    sleep: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl Body for FirstThenWait {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        if !self.sent {
+            self.sent = true;
+            return Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(b"first")))));
+        }
+        self.sleep.as_mut().poll(cx).map(|()| None)
+    }
+}
+
+/// A stream that must wait for its next frame at the deadline is cut there, the way its
+/// protocol expects: a gRPC stream ends with `grpc-status: 4` in its trailers.
+#[tokio::test(start_paused = true)]
+async fn a_stream_still_waiting_at_the_deadline_ends_with_its_protocols_deadline() {
+    let server = DeadlineLayer::new(HOP, ms(1_000)).layer(service_fn(|_req: Request<()>| async {
+        Ok::<_, Infallible>(Response::new(FirstThenWait {
+            sent: false,
+            sleep: Box::pin(tokio::time::sleep(ms(1_000))),
+        }))
+    }));
+    let response = server
+        .oneshot(request(&[
+            ("grpc-timeout", "50m"),
+            ("content-type", "application/grpc"),
+        ]))
+        .await
+        .unwrap();
+    let start = TokioClock.now();
+    let collected = response.into_body().collect().await.unwrap();
+    let trailers = collected.trailers().cloned().unwrap();
+    assert_eq!(trailers["grpc-status"], "4");
+    assert_eq!(collected.to_bytes(), "first");
+    assert!(TokioClock.now().saturating_duration_since(start) <= ms(46));
+}
+
+/// A connection that fails 8 ms before the request's deadline, with a 5 ms allowance: what
+/// was sent ran out 3 ms ago less the trip back, so the failure is the deadline's (504), not a
+/// failed dependency (502). (Before, only a failure within the allowance of the request's
+/// own deadline counted, and this one went up as 502.)
+#[tokio::test(start_paused = true)]
+async fn a_transport_failure_near_the_time_sent_is_the_deadlines() {
+    let client = PropagateLayer::new(HOP, DeadlineHeader::DeadlineMs).layer(service_fn(
+        |_req: Request<()>| async {
+            tokio::time::sleep(ms(92)).await;
+            Err::<Response<Full<Bytes>>, _>(std::io::Error::other("connection closed"))
+        },
+    ));
+    let failed = scope_timeout(ms(100), client.oneshot(request(&[]))).await;
+    let error = failed.unwrap_err();
+    assert_eq!(error.deadline(), Some(Error::DeadlineExceeded));
+    assert_eq!(StatusCode::from(error), StatusCode::GATEWAY_TIMEOUT);
+    // Early in the budget the same failure is the dependency's own: 502.
+    let client = PropagateLayer::new(HOP, DeadlineHeader::DeadlineMs).layer(service_fn(
+        |_req: Request<()>| async {
+            tokio::time::sleep(ms(20)).await;
+            Err::<Response<Full<Bytes>>, _>(std::io::Error::other("connection refused"))
+        },
+    ));
+    let failed = scope_timeout(ms(100), client.oneshot(request(&[]))).await;
+    let error = failed.unwrap_err();
+    assert!(matches!(error, PropagateError::Inner(_)));
+    assert_eq!(StatusCode::from(error), StatusCode::BAD_GATEWAY);
+}
+
+/// A request that carries its own 50 ms timeout (tonic's `Request::set_timeout`) inside a
+/// 1 s scope: 50 ms go out, the call is bounded by them, and a client timer below that fires
+/// at 50 ms (tonic's `Channel` answers `CANCELLED`) is the deadline's. (Before, the test of
+/// "no time left" read the scope's 1 s, and the `CANCELLED` went up as it came.)
+#[tokio::test(start_paused = true)]
+async fn a_shorter_timeout_on_the_request_is_what_failures_are_measured_against() {
+    let sent = Arc::new(AtomicU32::new(0));
+    let seen = Arc::clone(&sent);
+    // The client below times the header it is given, and fails with its own error when it
+    // runs out, as tonic's `Channel` does.
+    let timing_client = service_fn(move |req: Request<()>| {
+        let told = GrpcTimeout::parse(req.headers()["grpc-timeout"].as_bytes())
+            .unwrap()
+            .duration();
+        seen.store(u32::try_from(told.as_micros()).unwrap(), Ordering::SeqCst);
+        async move {
+            tokio::time::sleep(told).await;
+            Err::<Response<Full<Bytes>>, _>(std::io::Error::other(
+                "cancelled by the client's timer",
+            ))
+        }
+    });
+    let client = PropagateLayer::new(HOP, DeadlineHeader::GrpcTimeout).layer(timing_client);
+    let start = TokioClock.now();
+    let failed = scope_timeout(
+        ms(1_000),
+        client.oneshot(request(&[("grpc-timeout", "50m")])),
+    )
+    .await;
+    assert_eq!(sent.load(Ordering::SeqCst), 50_000);
+    assert_eq!(
+        failed.unwrap_err().deadline(),
+        Some(Error::DeadlineExceeded)
+    );
+    assert_eq!(TokioClock.now().saturating_duration_since(start), ms(50));
+
+    // A next service that never answers: the call ends at 50 ms plus the allowance, not at
+    // the scope's 1 s.
+    let client = PropagateLayer::new(HOP, DeadlineHeader::GrpcTimeout).layer(service_fn(
+        |_req: Request<()>| std::future::pending::<Result<Response<Full<Bytes>>, Infallible>>(),
+    ));
+    let start = TokioClock.now();
+    let failed = scope_timeout(
+        ms(1_000),
+        client.oneshot(request(&[("grpc-timeout", "50m")])),
+    )
+    .await;
+    assert_eq!(
+        failed.unwrap_err(),
+        PropagateError::Deadline(Error::DeadlineExceeded)
+    );
+    let took = TokioClock.now().saturating_duration_since(start);
+    assert!(took >= ms(55) && took <= ms(56), "{took:?}");
+}
+
+/// A downstream answer complete just before the time sent runs out is relayed whole, though
+/// its body is read after it.
+#[tokio::test(start_paused = true)]
+async fn a_downstream_answer_complete_in_time_is_relayed_whole() {
+    let client = PropagateLayer::new(HOP, DeadlineHeader::DeadlineMs).layer(service_fn(
+        |_req: Request<()>| async {
+            tokio::time::sleep(ms(94)).await;
+            Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"price: 42"))))
+        },
+    ));
+    let body = scope_timeout(ms(100), async {
+        let response = client.oneshot(request(&[])).await.unwrap();
+        tokio::time::sleep(ms(10)).await;
+        response.into_body().collect().await.unwrap().to_bytes()
+    })
+    .await;
+    assert_eq!(body, "price: 42");
+}
