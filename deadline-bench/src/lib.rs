@@ -233,7 +233,8 @@ pub async fn run(name: &str, n: u64) -> Option<u64> {
                     sum += within(limits, answer()).await.unwrap().unwrap();
                 }
             })
-            .await;
+            .await
+            .expect("inside its scope");
         }
         "deadline_drive" => {
             scope_timeout(BUDGET, async {
@@ -248,7 +249,8 @@ pub async fn run(name: &str, n: u64) -> Option<u64> {
                     sum += called.result.unwrap();
                 }
             })
-            .await;
+            .await
+            .expect("inside its scope");
         }
         "deadline_drive_only" => {
             scope_timeout(BUDGET, async {
@@ -259,7 +261,8 @@ pub async fn run(name: &str, n: u64) -> Option<u64> {
                     sum += called.result.unwrap();
                 }
             })
-            .await;
+            .await
+            .expect("inside its scope");
         }
         "deadline_drive_only_scoped" => {
             scope_timeout(BUDGET, async {
@@ -272,7 +275,8 @@ pub async fn run(name: &str, n: u64) -> Option<u64> {
                     sum += called.result.unwrap();
                 }
             })
-            .await;
+            .await
+            .expect("inside its scope");
         }
         "deadline_drive_armed" => {
             scope_timeout(BUDGET, async {
@@ -288,7 +292,8 @@ pub async fn run(name: &str, n: u64) -> Option<u64> {
                     sum += called.result.unwrap();
                 }
             })
-            .await;
+            .await
+            .expect("inside its scope");
         }
         "deadline_run_armed" => {
             scope_timeout(BUDGET, async {
@@ -301,7 +306,8 @@ pub async fn run(name: &str, n: u64) -> Option<u64> {
                     sum += called.result.unwrap();
                 }
             })
-            .await;
+            .await
+            .expect("inside its scope");
         }
         "dependency_run" => {
             scope_timeout(BUDGET, async {
@@ -309,7 +315,8 @@ pub async fn run(name: &str, n: u64) -> Option<u64> {
                     sum += PLAIN_DEP.run(|_| answer()).await.unwrap();
                 }
             })
-            .await;
+            .await
+            .expect("inside its scope");
         }
         "dependency_run_armed" => {
             scope_timeout(BUDGET, async {
@@ -317,7 +324,8 @@ pub async fn run(name: &str, n: u64) -> Option<u64> {
                     sum += ARMED_DEP.run(|_| answer()).await.unwrap();
                 }
             })
-            .await;
+            .await
+            .expect("inside its scope");
         }
         "dependency_run_deadline_only" => {
             scope_timeout(BUDGET, async {
@@ -325,7 +333,8 @@ pub async fn run(name: &str, n: u64) -> Option<u64> {
                     sum += ONLY_DEP.run(|_| answer()).await.unwrap();
                 }
             })
-            .await;
+            .await
+            .expect("inside its scope");
         }
         _ => return None,
     }

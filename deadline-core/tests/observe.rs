@@ -52,12 +52,14 @@ fn scripted_calls() -> Ends {
             })
             .await
     }))
-    .unwrap();
+    .expect("the clock moves")
+    .expect("the call ends inside its scope");
     // 10 ms left for an optional call whose floor is 25 ms: skipped.
     let skipped = ManualRuntime::block_on(scope_timeout::<ManualRuntime, _>(ms(10), async {
         SPENT.run(|_| async { Ok::<_, ()>(()) }).await
     }))
-    .unwrap();
+    .expect("the clock moves")
+    .expect("the call ends inside its scope");
     (scripted, skipped)
 }
 

@@ -74,7 +74,7 @@ pub type AsyncIo = OnThreads<crate::AsyncIoTimer>;
 ///         .reserve(ms(20))
 ///         .await
 /// }));
-/// assert_eq!(price.unwrap(), 42);
+/// assert_eq!(price.expect("inside its scope").unwrap(), 42);
 /// ```
 pub type Blocking = OnThreads<ThreadTimer>;
 

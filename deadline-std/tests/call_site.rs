@@ -43,7 +43,7 @@ fn a_retried_call_on_plain_threads() {
             })
             .await
     }));
-    let (left, timeout) = seen.unwrap();
+    let (left, timeout) = seen.expect("inside its scope").unwrap();
     // The attempt's deadline, not the request's 5 s.
     assert!(
         left <= timeout && timeout <= ms(100),
@@ -78,7 +78,7 @@ fn a_retried_call_on_smol_and_async_std() {
                     .await
             },
         )));
-        let (left, timeout) = seen.unwrap();
+        let (left, timeout) = seen.expect("inside its scope").unwrap();
         assert!(
             left <= timeout && timeout <= ms(100),
             "{left:?} {timeout:?}"

@@ -45,7 +45,8 @@ pub fn call<'p>(policy: &'p Policy<'p>, reserve: Duration) -> Call<'p> {
 ///     })
 ///     .await
 /// })
-/// .await;
+/// .await
+/// .expect("inside its scope");
 /// assert_eq!(called.result, Ok(Some(ms(110))));
 /// # }
 /// ```

@@ -11,7 +11,7 @@
 //! [`tokio::spawn`] does not see it. Wrap a spawned future with [`propagate`] to carry the
 //! deadline into it.
 
-use core::future::Future;
+use core::future::{Future, IntoFuture};
 use core::pin::Pin;
 use core::task::{Context, Poll};
 use core::time::Duration;
@@ -23,65 +23,108 @@ use deadline_std::Entropy;
 use crate::bounded::Bounded;
 use crate::clock::{TokioClock, TokioTimer};
 
-/// Runs `fut` with `deadline` as the current deadline, or with the enclosing one if that is
-/// earlier: a nested scope can shorten the deadline, never extend it.
+/// Runs `fut` under `deadline` and bounds it: `fut` reads `deadline` as the current
+/// deadline (or the enclosing one, if that is earlier: a nested scope can shorten the
+/// deadline, never extend it), and at the deadline it is dropped and the result is
+/// [`Error::DeadlineExceeded`]. Takes anything that can be awaited
+/// ([`IntoFuture`](core::future::IntoFuture)), a `Dependency::run` call included.
+///
+/// `fut` is polled first at every wake-up, as tokio's `timeout` polls its future: an answer
+/// that is ready is never thrown away for the timer. The timer is made only when `fut` is
+/// first pending, and it is read even when `fut` used up the task's cooperative budget.
 ///
 /// The enclosing deadline is read each time the future is polled, not when `scope` is called,
 /// so the rule holds whatever the order of construction: a future built outside a request's
-/// scope (a helper made at start-up, a future built before the scope it is awaited in) sees
-/// the earliest of its own deadline and every deadline around it at the moment it runs.
+/// scope sees the earliest of its own deadline and every deadline around it when it runs.
 ///
 /// ```
-/// use deadline_core::{Clock, Deadline, ms};
+/// use deadline_core::{Clock, Deadline, Error, ms};
 /// use deadline_tokio::{TokioClock, current, scope};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
 /// let now = TokioClock.now();
 /// let request = Deadline::after(now, ms(200));
-/// // Built before the request's scope, awaited inside it: still the request's 200 ms.
-/// let helper = scope(Deadline::after(now, ms(5_000)), async { current() });
-/// scope(request, async {
+/// let answer = scope(request, async {
 ///     assert_eq!(current(), Some(request));
 ///     // An inner scope asking for more time gets the outer deadline.
-///     scope(Deadline::after(now, ms(500)), async {
-///         assert_eq!(current(), Some(request));
-///     })
-///     .await;
-///     assert_eq!(helper.await, Some(request));
+///     scope(Deadline::after(now, ms(500)), async { current() }).await
 /// })
 /// .await;
-/// assert_eq!(current(), None);
+/// assert_eq!(answer, Ok(Ok(Some(request))));
+///
+/// // A second of work under a 200 ms deadline: cut at 200 ms.
+/// let slow = scope(Deadline::after(TokioClock.now(), ms(200)), tokio::time::sleep(ms(1_000)));
+/// assert_eq!(slow.await, Err(Error::DeadlineExceeded));
 /// # }
 /// ```
-pub fn scope<F: Future>(deadline: Deadline, fut: F) -> Scoped<F> {
-    deadline_core::drive::scope::<Tokio, F>(deadline, fut)
+pub fn scope<F: IntoFuture>(deadline: Deadline, fut: F) -> Scope<F::IntoFuture> {
+    Scope {
+        bounded: Bounded::new(
+            deadline.instant(),
+            with_deadline(deadline, fut.into_future()),
+        ),
+    }
 }
 
-/// Runs `fut` with a current deadline `timeout` from now, or the enclosing one if that is
-/// earlier when it runs (see [`scope`]).
+/// [`scope`] with a deadline `timeout` from now: the one call that sets a request's
+/// deadline and bounds what runs under it.
 ///
 /// ```
-/// use deadline_core::ms;
+/// use deadline_core::{Error, ms};
 /// use deadline_tokio::{remaining, scope_timeout};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
-/// scope_timeout(ms(200), async {
+/// let left = scope_timeout(ms(200), async {
 ///     tokio::time::sleep(ms(50)).await;
-///     assert_eq!(remaining(), Some(ms(150)));
+///     remaining()
 /// })
 /// .await;
+/// assert_eq!(left, Ok(Some(ms(150))));
+///
+/// // A one-second sleep inside 500 ms is cut at 500 ms.
+/// let cut = scope_timeout(ms(500), tokio::time::sleep(ms(1_000))).await;
+/// assert_eq!(cut, Err(Error::DeadlineExceeded));
 /// # }
 /// ```
-pub fn scope_timeout<F: Future>(timeout: Duration, fut: F) -> Scoped<F> {
+pub fn scope_timeout<F: IntoFuture>(timeout: Duration, fut: F) -> Scope<F::IntoFuture> {
     scope(Deadline::after(TokioClock.now(), timeout), fut)
 }
 
-/// Runs `fut` with the deadline current *now*, where `propagate` is called (or
-/// [`Deadline::NEVER`] outside any scope): for a future about to be spawned, which would not
-/// see the current deadline otherwise. Awaited inside a scope with an earlier deadline, it
-/// sees that one, as [`scope`] does.
+pin_project_lite::pin_project! {
+    /// The future of [`scope`] and [`scope_timeout`]: the work, with the deadline current
+    /// while it runs, or [`Error::DeadlineExceeded`] once the deadline has passed.
+    #[must_use = "futures do nothing unless polled"]
+    pub struct Scope<F> {
+        #[pin]
+        bounded: Bounded<Scoped<F>>,
+    }
+}
+
+impl<F: Future> Future for Scope<F> {
+    type Output = Result<F::Output, Error>;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.project()
+            .bounded
+            .poll(cx)
+            .map(|out| out.map_err(|_elapsed| Error::DeadlineExceeded))
+    }
+}
+
+/// Runs `fut` with `deadline` as the current deadline (or the enclosing one, if that is
+/// earlier), **without bounding it**: what runs inside reads the deadline, and nothing is
+/// dropped when it passes. For work that bounds itself; to bound a piece of work, use
+/// [`scope`].
+pub fn with_deadline<F: Future>(deadline: Deadline, fut: F) -> Scoped<F> {
+    deadline_core::drive::with_deadline::<Tokio, F>(deadline, fut)
+}
+
+/// Runs `fut` with the deadline current *now*, where `propagate` is called, without bounding
+/// it ([`with_deadline`]): for a future about to be spawned, which would not see the current
+/// deadline otherwise. Awaited inside a scope with an earlier deadline, it sees that one.
 ///
 /// ```
 /// use deadline_core::ms;
@@ -89,23 +132,19 @@ pub fn scope_timeout<F: Future>(timeout: Duration, fut: F) -> Scoped<F> {
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
-/// scope_timeout(ms(200), async {
-///     let inner = tokio::spawn(propagate(async { remaining() }));
-///     assert_eq!(inner.await.unwrap(), Some(ms(200)));
+/// let left = scope_timeout(ms(200), async {
+///     tokio::spawn(propagate(async { remaining() })).await.unwrap()
 /// })
 /// .await;
+/// assert_eq!(left, Ok(Some(ms(200))));
 /// # }
 /// ```
 pub fn propagate<F: Future>(fut: F) -> Scoped<F> {
-    scope(current_or_never(), fut)
+    with_deadline(current_or_never(), fut)
 }
 
-/// A future running with a current deadline: what [`scope`], [`scope_timeout`] and
+/// A future running with a current deadline it does not enforce: what [`with_deadline`] and
 /// [`propagate`] return (the core's [`Scoped`](deadline_core::drive::Scoped) on [`Tokio`]).
-///
-/// Each poll reads the enclosing deadline, takes the earlier of it and its own, and polls
-/// the inner future with that as the current deadline. No allocation: it holds the inner
-/// future and one [`Deadline`].
 pub type Scoped<F> = deadline_core::drive::Scoped<Tokio, F>;
 
 /// Runs `f` with `deadline` as the current deadline, or the enclosing one if that is earlier:
@@ -232,7 +271,7 @@ pub fn decide(policy: &Policy, reserve: Duration) -> Decision {
 /// ```
 pub fn within<F: Future>(limits: Limits, fut: F) -> Within<F> {
     Within {
-        fut: Bounded::new(limits.until(), scope(limits.deadline(), fut)),
+        fut: Bounded::new(limits.until(), with_deadline(limits.deadline(), fut)),
         after: limits.timeout(),
     }
 }

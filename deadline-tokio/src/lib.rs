@@ -54,7 +54,7 @@
 //!     }
 //! })
 //! .await;
-//! assert_eq!(answer, Ok(42));
+//! assert_eq!(answer, Ok(Ok(42)));
 //! # }
 //! ```
 #![forbid(unsafe_code)]
@@ -75,8 +75,8 @@ mod statement;
 pub use call::{call, drive};
 pub use clock::{TokioClock, TokioTimer, checked_to_tokio, from_tokio, to_tokio};
 pub use context::{
-    Scoped, Tokio, Within, current, current_or_never, decide, is_expired, propagate, remaining,
-    scope, scope_timeout, within,
+    Scope, Scoped, Tokio, Within, current, current_or_never, decide, is_expired, propagate,
+    remaining, scope, scope_timeout, with_deadline, within,
 };
 
 /// A dependency called on tokio: the core's [`Dependency`](deadline_core::Dependency) with

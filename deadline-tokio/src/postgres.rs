@@ -34,7 +34,8 @@
 //!     postgres::query(client, &ORDERS, "SELECT id FROM orders WHERE user_id = $1", &[&42_i64])
 //!         .await
 //! })
-//! .await?;
+//! .await
+//! .map_err(PgError::Deadline)??;
 //! # let _ = rows;
 //! # Ok(())
 //! # }

@@ -115,7 +115,8 @@ async fn request(policy: &'static Policy<'static>, first: u64, then: u64) {
         .await;
         assert!(called.result.is_ok());
     })
-    .await;
+    .await
+    .expect("answered inside the scope");
 }
 
 #[tokio::test(start_paused = true)]
@@ -166,7 +167,8 @@ async fn one_line(dep: &'static Dependency, first: u64, then: u64) {
             .await;
         std::hint::black_box(answer).ok();
     })
-    .await;
+    .await
+    .expect("answered inside the scope");
 }
 
 #[tokio::test(start_paused = true)]

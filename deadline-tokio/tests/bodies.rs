@@ -183,6 +183,7 @@ async fn the_client_writes_connect_timeout_ms() {
     let client = PropagateLayer::new(HOP, DeadlineHeader::ConnectTimeout).layer(next);
     let sent = scope_timeout(ms(200), client.clone().oneshot(request(&[])))
         .await
+        .expect("inside its scope")
         .unwrap()
         .into_body()
         .into_inner()
@@ -197,6 +198,7 @@ async fn the_client_writes_connect_timeout_ms() {
             .oneshot(request(&[("connect-timeout-ms", "40")])),
     )
     .await
+    .expect("inside its scope")
     .unwrap()
     .into_body()
     .into_inner()
@@ -207,7 +209,8 @@ async fn the_client_writes_connect_timeout_ms() {
         ms(5) + Duration::from_micros(900),
         client.oneshot(request(&[])),
     )
-    .await;
+    .await
+    .expect("inside its scope");
     assert_eq!(
         spent.unwrap_err(),
         PropagateError::Deadline(Error::DeadlineExceeded)
@@ -291,7 +294,8 @@ async fn the_client_layer_cuts_the_body_at_the_deadline() {
         let response = client.oneshot(request(&[])).await.unwrap();
         drain(response.into_body()).await
     })
-    .await;
+    .await
+    .expect("inside its scope");
     assert_eq!(frames, 4);
     assert_eq!(
         end.unwrap_err(),
@@ -330,7 +334,8 @@ async fn a_downstream_failure_answer_with_no_time_left_is_the_deadlines() {
             ms(200),
             answering(ms(196), status, grpc).oneshot(request(&[])),
         )
-        .await;
+        .await
+        .expect("inside its scope");
         assert_eq!(
             late.unwrap_err(),
             PropagateError::Deadline(Error::DeadlineExceeded),
@@ -342,6 +347,7 @@ async fn a_downstream_failure_answer_with_no_time_left_is_the_deadlines() {
             answering(ms(100), status, grpc).oneshot(request(&[])),
         )
         .await
+        .expect("inside its scope")
         .unwrap();
         assert_eq!(early.status().as_u16(), status);
         assert_eq!(
@@ -376,14 +382,16 @@ async fn grpc_trailers_with_no_time_left_are_rewritten_to_deadline_exceeded() {
             let response = trailing(ms(196), code).oneshot(request(&[])).await.unwrap();
             drain(response.into_body()).await
         })
-        .await;
+        .await
+        .expect("inside its scope");
         let trailers = late.1.unwrap().unwrap();
         assert_eq!(trailers["grpc-status"], "4", "{code}");
         let early = scope_timeout(ms(200), async {
             let response = trailing(ms(100), code).oneshot(request(&[])).await.unwrap();
             drain(response.into_body()).await
         })
-        .await;
+        .await
+        .expect("inside its scope");
         assert_eq!(early.1.unwrap().unwrap()["grpc-status"], code);
     }
 }

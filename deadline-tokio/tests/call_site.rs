@@ -31,7 +31,12 @@ async fn the_call_is_one_line_and_question_mark_works() {
             .await?;
         Ok(price + 1)
     }
-    assert_eq!(scope_timeout(ms(200), handler()).await, Ok(43));
+    assert_eq!(
+        scope_timeout(ms(200), handler())
+            .await
+            .expect("inside its scope"),
+        Ok(43)
+    );
     let counts = PRICING.counters().snapshot();
     assert_eq!((counts.calls, counts.successes), (1, 1));
 }
@@ -49,7 +54,8 @@ async fn the_attempt_function_runs_inside_the_attempts_scope() {
         .reserve(ms(20))
         .await
     })
-    .await;
+    .await
+    .expect("inside its scope");
     assert_eq!(seen, Ok((Some(ms(110)), Some(ms(110)), ms(110))));
 }
 
@@ -73,7 +79,8 @@ async fn the_default_classifier_retries_every_error_of_an_idempotent_call() {
             })
             .await
     })
-    .await;
+    .await
+    .expect("inside its scope");
     assert_eq!(answer, Ok(3));
     assert_eq!(FLAKY.counters().snapshot().retries, 2);
 }
@@ -101,7 +108,8 @@ async fn an_unannotated_classifier_closure_compiles_and_decides() {
             })
             .await
     })
-    .await;
+    .await
+    .expect("inside its scope");
     assert_eq!(answer, Err(CallError::Attempt(Upstream::BadRequest)));
     assert_eq!(*tries.lock().unwrap(), 1, "a fatal error is not retried");
 }
@@ -125,7 +133,8 @@ async fn backoff_of_one_call(dep: &'static Dependency) -> Duration {
         .await
         .unwrap();
     })
-    .await;
+    .await
+    .expect("inside its scope");
     waited.into_inner().unwrap().expect("the call was retried")
 }
 
@@ -175,7 +184,8 @@ async fn hedge_sent_after(dep: &'static Dependency) -> Duration {
         .await
         .unwrap();
     })
-    .await;
+    .await
+    .expect("inside its scope");
     let started = started.into_inner().unwrap();
     started[1] - started[0]
 }
@@ -245,7 +255,8 @@ async fn the_plan_computes_each_reserve() {
         let c = C.run(|l| answer(25, l.timeout())).in_plan(&CHECKOUT).await;
         (a, b, c)
     })
-    .await;
+    .await
+    .expect("inside its scope");
     assert_eq!(a, Ok(ms(50)));
     assert_eq!(b, Ok(ms(110)));
     assert!(matches!(c, Err(CallError::Skipped(s)) if s.available() == ms(24)));
@@ -263,7 +274,8 @@ async fn a_spent_request_does_not_call() {
         })
         .await
     })
-    .await;
+    .await
+    .expect("inside its scope");
     assert!(
         matches!(
             answer,
@@ -288,7 +300,8 @@ async fn the_report_is_there_when_asked_for() {
             .report()
             .await
     })
-    .await;
+    .await
+    .expect("inside its scope");
     assert_eq!(
         called.result,
         Err(CallError::Library(Error::Timeout { after: ms(20) }))
@@ -333,7 +346,8 @@ async fn a_deadline_only_dependency_makes_one_attempt_in_the_time_left() {
     let only = scope_timeout(ms(400), async {
         ONLY.run(slow).in_plan(&PLAN).report().await
     })
-    .await;
+    .await
+    .expect("inside its scope");
     assert_eq!(
         only.result,
         Err(CallError::Library(Error::Timeout { after: ms(110) }))
@@ -350,7 +364,8 @@ async fn a_deadline_only_dependency_makes_one_attempt_in_the_time_left() {
     let full = scope_timeout(ms(400), async {
         FULL.run(slow).reserve(ms(20)).report().await
     })
-    .await;
+    .await
+    .expect("inside its scope");
     assert!(full.report.attempts > 1, "{:?}", full.report);
 
     // An answer in time is the call's.
@@ -359,6 +374,7 @@ async fn a_deadline_only_dependency_makes_one_attempt_in_the_time_left() {
             .reserve(ms(20))
             .await
     })
-    .await;
+    .await
+    .expect("inside its scope");
     assert_eq!(fast, Ok(ms(110)));
 }

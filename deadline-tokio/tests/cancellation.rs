@@ -65,7 +65,9 @@ async fn the_request_deadline_drops_the_attempts_without_any_task() {
     let metrics = tokio::runtime::Handle::current().metrics();
     // The request's own deadline, 50 ms, is shorter than the attempts: the driver's timeouts
     // (min(50 - 20, 150) = 30 ms) cut both attempts off; nothing runs on afterwards.
-    scope_timeout(ms(50), request(&probe)).await;
+    scope_timeout(ms(50), request(&probe))
+        .await
+        .expect("inside its scope");
     let first = probe.seen(0);
     assert_eq!((first.timeout, first.completed), (ms(30), None));
     assert_eq!(first.dropped, Some(ms(30)));

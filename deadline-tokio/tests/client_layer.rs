@@ -142,6 +142,7 @@ async fn an_idempotent_call_is_retried_past_two_503s_and_the_caller_gets_the_200
 
     let response = scope_timeout(ms(1_000), client.oneshot(Request::new("q".into())))
         .await
+        .expect("inside its scope")
         .unwrap();
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(text(response).await, "200");
@@ -161,6 +162,7 @@ async fn a_call_that_is_not_idempotent_returns_the_first_503_as_its_response() {
 
     let response = scope_timeout(ms(1_000), client.oneshot(Request::new("q".into())))
         .await
+        .expect("inside its scope")
         .unwrap();
     // The server may have acted on it: not repeated, and the 503 is the caller's answer.
     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
@@ -183,6 +185,7 @@ async fn when_the_retries_run_out_the_last_response_is_returned() {
     let client = DependencyLayer::new(&DOWN, DeadlineHeader::DeadlineMs).layer(next);
     let response = scope_timeout(ms(1_000), client.oneshot(Request::new(String::new())))
         .await
+        .expect("inside its scope")
         .unwrap();
     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(text(response).await, "503 #2");
@@ -199,6 +202,7 @@ async fn the_retry_budget_is_the_dependencys() {
     let client = DependencyLayer::new(&BROKE, DeadlineHeader::DeadlineMs).layer(next);
     let response = scope_timeout(ms(1_000), client.oneshot(Request::new(String::new())))
         .await
+        .expect("inside its scope")
         .unwrap();
     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(seen(&log).len(), 1);
@@ -267,6 +271,7 @@ async fn a_429s_retry_after_is_honoured() {
     let client = DependencyLayer::new(&SLOW_DOWN, DeadlineHeader::DeadlineMs).layer(next);
     let response = scope_timeout(ms(5_000), client.oneshot(Request::new(String::new())))
         .await
+        .expect("inside its scope")
         .unwrap();
     assert_eq!(response.status(), StatusCode::OK);
     let seen = seen(&log);
@@ -294,6 +299,7 @@ async fn a_429_that_asks_for_longer_than_the_deadline_is_returned_at_once() {
     let start = Instant::now();
     let response = scope_timeout(ms(500), client.oneshot(Request::new(String::new())))
         .await
+        .expect("inside its scope")
         .unwrap();
     // The retry could only start after the deadline: none is made, and the caller gets the
     // 429 (with its Retry-After) now, not at the deadline.
@@ -316,6 +322,7 @@ async fn a_503_with_retry_after_is_pushback_and_garbage_is_a_plain_failure() {
     let client = DependencyLayer::new(&BUSY, DeadlineHeader::DeadlineMs).layer(next);
     let response = scope_timeout(ms(5_000), client.oneshot(Request::new(String::new())))
         .await
+        .expect("inside its scope")
         .unwrap();
     assert_eq!(response.status(), StatusCode::OK);
     let seen = seen(&log);
@@ -334,6 +341,7 @@ async fn a_400_is_returned_at_once_and_not_retried() {
     let start = Instant::now();
     let response = scope_timeout(ms(1_000), client.oneshot(Request::new(String::new())))
         .await
+        .expect("inside its scope")
         .unwrap();
     assert_eq!(response.status(), StatusCode::BAD_REQUEST);
     assert_eq!(text(response).await, "400");
@@ -351,6 +359,7 @@ async fn grpc_unavailable_is_retried() {
     let client = DependencyLayer::new(&GRPC, DeadlineHeader::GrpcTimeout).layer(next);
     let response = scope_timeout(ms(1_000), client.oneshot(Request::new(String::new())))
         .await
+        .expect("inside its scope")
         .unwrap();
     assert_eq!(response.headers()["grpc-status"], "0");
     assert_eq!(seen(&log).len(), 2);
@@ -370,6 +379,7 @@ async fn grpc_resource_exhausted_waits_for_the_servers_pushback() {
     let client = DependencyLayer::new(&GRPC, DeadlineHeader::GrpcTimeout).layer(next);
     let response = scope_timeout(ms(1_000), client.oneshot(Request::new(String::new())))
         .await
+        .expect("inside its scope")
         .unwrap();
     assert_eq!(response.headers()["grpc-status"], "0");
     let seen = seen(&log);
@@ -384,6 +394,7 @@ async fn grpc_invalid_argument_is_returned_and_not_retried() {
     let client = DependencyLayer::new(&GRPC, DeadlineHeader::GrpcTimeout).layer(next);
     let response = scope_timeout(ms(1_000), client.oneshot(Request::new(String::new())))
         .await
+        .expect("inside its scope")
         .unwrap();
     assert_eq!(response.headers()["grpc-status"], "3");
     assert_eq!(seen(&log).len(), 1);
@@ -409,6 +420,7 @@ async fn a_negative_or_unreadable_grpc_pushback_stops_the_retries() {
         let client = DependencyLayer::new(&GRPC, DeadlineHeader::GrpcTimeout).layer(next);
         let response = scope_timeout(ms(1_000), client.oneshot(Request::new(String::new())))
             .await
+            .expect("inside its scope")
             .unwrap();
         assert_eq!(response.headers()["grpc-status"], "14", "{pushback:?}");
         assert_eq!(seen(&log).len(), 1, "{pushback:?}");
@@ -473,6 +485,7 @@ async fn each_attempt_carries_its_own_time_left() {
     let both = DependencyLayer::new(&TIMED, DeadlineHeader::Both).layer(next);
     let response = scope_timeout(ms(150), both.oneshot(Request::new(String::new())))
         .await
+        .expect("inside its scope")
         .unwrap();
     assert_eq!(response.status(), StatusCode::OK);
     let seen = seen(&log);
@@ -544,6 +557,7 @@ async fn the_hedge_answers_and_the_hung_first_attempt_is_dropped() {
     let start = Instant::now();
     let response = scope_timeout(ms(120), client.oneshot(Request::new(String::new())))
         .await
+        .expect("inside its scope")
         .unwrap();
     assert_eq!(response.status(), StatusCode::OK);
     // The hedge answered at once, 30 ms in.
@@ -576,6 +590,7 @@ async fn a_hung_dependency_times_out_with_the_librarys_error() {
     let start = Instant::now();
     let error = scope_timeout(ms(10_000), client.oneshot(Request::new(String::new())))
         .await
+        .expect("inside its scope")
         .unwrap_err();
     // Three attempts, each cut off at its 100 ms cap, 10 ms apart.
     assert_eq!(calls.load(Ordering::SeqCst), 3);
@@ -596,6 +611,7 @@ async fn with_no_time_for_the_call_the_dependency_is_not_called() {
     // 35 ms left, 10 kept after the call: 25 ms, under the 30 ms floor.
     let error = scope_timeout(ms(35), client.oneshot(Request::new(String::new())))
         .await
+        .expect("inside its scope")
         .unwrap_err();
     assert!(
         matches!(error.library(), Some(Error::InsufficientTime { .. })),
@@ -646,6 +662,7 @@ async fn an_inner_error_is_a_failure_unless_classified_otherwise() {
     let client = DependencyLayer::new(&ONCE, DeadlineHeader::DeadlineMs).layer(next);
     let error = scope_timeout(ms(1_000), client.oneshot(Request::new(String::new())))
         .await
+        .expect("inside its scope")
         .unwrap_err();
     assert_eq!(calls.load(Ordering::SeqCst), 1);
     assert!(matches!(
@@ -666,6 +683,7 @@ async fn an_inner_error_is_a_failure_unless_classified_otherwise() {
         client.clone().oneshot(Request::new(String::new())),
     )
     .await
+    .expect("inside its scope")
     .unwrap_err();
     assert_eq!(calls.load(Ordering::SeqCst), 3);
     assert_eq!(error.into_inner(), Some(Transport::Refused));
@@ -679,6 +697,7 @@ async fn an_inner_error_is_a_failure_unless_classified_otherwise() {
         .layer(next);
     let error = scope_timeout(ms(1_000), client.oneshot(Request::new(String::new())))
         .await
+        .expect("inside its scope")
         .unwrap_err();
     assert_eq!(calls.load(Ordering::SeqCst), 1);
     assert_eq!(error.to_string(), "the last attempt failed: Reset");
@@ -712,6 +731,7 @@ async fn a_body_that_is_not_clone_is_buffered_and_sent_by_each_attempt() {
     let request = Request::new(tonic::body::Body::new(String::from("the message")));
     let response = scope_timeout(ms(1_000), client.clone().oneshot(request))
         .await
+        .expect("inside its scope")
         .unwrap();
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(
@@ -1066,6 +1086,7 @@ async fn a_real_tonic_servers_invalid_argument_is_not_retried_and_a_spent_budget
     // DEADLINE_EXCEEDED (not UNKNOWN).
     let status = scope_timeout(ms(5), price(client, "gold"))
         .await
+        .expect("inside its scope")
         .unwrap_err();
     assert_eq!(status.code(), tonic::Code::DeadlineExceeded, "{status:?}");
     assert_eq!(calls.load(Ordering::SeqCst), 1);

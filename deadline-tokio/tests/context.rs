@@ -8,7 +8,7 @@ use deadline_core::{
 };
 use deadline_tokio::{
     TokioClock, TokioTimer, current, current_or_never, decide, from_tokio, is_expired, propagate,
-    remaining, scope, scope_timeout, statement_timeout, to_tokio, within,
+    remaining, scope, scope_timeout, statement_timeout, to_tokio, with_deadline, within,
 };
 
 #[tokio::test(start_paused = true)]
@@ -73,7 +73,8 @@ async fn nested_scopes_only_shorten_the_deadline() {
         scope(Deadline::after(t0, ms(300)), async {
             assert_eq!(current(), Some(outer));
         })
-        .await;
+        .await
+        .expect("inside its scope");
         // Asking for less: the inner deadline is the shorter one.
         let inner = Deadline::after(t0, ms(80));
         scope(inner, async {
@@ -81,18 +82,23 @@ async fn nested_scopes_only_shorten_the_deadline() {
             scope_timeout(ms(500), async {
                 assert_eq!(current(), Some(inner));
             })
-            .await;
+            .await
+            .expect("inside its scope");
         })
-        .await;
+        .await
+        .expect("inside its scope");
         // Back outside the inner scope, the outer deadline again.
         assert_eq!(current(), Some(outer));
     })
-    .await;
+    .await
+    .expect("inside its scope");
 }
 
 #[tokio::test(start_paused = true)]
 async fn the_time_left_shrinks_with_the_clock_and_stops_at_zero() {
-    scope_timeout(ms(200), async {
+    // Past its deadline on purpose: the deadline is set, not enforced.
+    let deadline = Deadline::after(TokioClock.now(), ms(200));
+    with_deadline(deadline, async {
         assert_eq!(remaining(), Some(ms(200)));
         tokio::time::sleep(ms(115)).await;
         assert_eq!(remaining(), Some(ms(85)));
@@ -114,7 +120,8 @@ async fn spawned_tasks_see_the_deadline_only_when_propagated() {
             .unwrap();
         assert_eq!(kept, Some(ms(200)));
     })
-    .await;
+    .await
+    .expect("inside its scope");
 }
 
 #[tokio::test(start_paused = true)]
@@ -131,7 +138,8 @@ async fn checkout_timeouts_come_from_the_task_local_deadline() {
         tokio::time::sleep(ms(105)).await;
         assert_eq!(decide(&c, ms(20)).timeout(), Some(ms(60)));
     })
-    .await;
+    .await
+    .expect("inside its scope");
     let slow = Deadline::after(t0, ms(200));
     tokio::time::sleep_until(to_tokio(t0 + ms(156))).await;
     scope(slow, async {
@@ -140,7 +148,8 @@ async fn checkout_timeouts_come_from_the_task_local_deadline() {
         };
         assert_eq!((s.available(), s.floor()), (ms(24), ms(25)));
     })
-    .await;
+    .await
+    .expect("inside its scope");
 }
 
 /// Sets a flag when dropped: shows that a cut-off call's future is dropped, not left running.
@@ -176,7 +185,8 @@ async fn within_runs_the_call_under_its_own_deadline_and_drops_it_at_the_timeout
         // Cut off exactly at the call's timeout, not at the request deadline.
         assert_eq!(TokioClock.now() - t0, ms(110));
     })
-    .await;
+    .await
+    .expect("inside its scope");
 }
 
 /// The future is polled before the timer, as tokio's own timeout does: a future that is
@@ -275,7 +285,8 @@ async fn statement_timeout_follows_the_current_deadline() {
         };
         assert_eq!(s.available(), ms(39));
     })
-    .await;
+    .await
+    .expect("inside its scope");
 }
 
 /// Many scoped tasks interleaved on the worker threads of the multi-threaded runtime, each
@@ -307,7 +318,7 @@ async fn each_task_sees_its_own_deadline_on_every_worker_thread() {
         seen
     });
     for task in tasks {
-        let (deadline, seen) = task.await.unwrap();
+        let (deadline, seen) = task.await.unwrap().expect("inside its scope");
         assert!(
             seen.iter().all(|d| *d == Some(deadline)),
             "{deadline:?}: {seen:?}"

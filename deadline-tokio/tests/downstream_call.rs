@@ -73,7 +73,8 @@ async fn retries_and_propagation_in_one_expression() {
             .reserve(ms(20))
             .await
     })
-    .await;
+    .await
+    .expect("inside its scope");
     server.abort();
 
     assert_eq!(answer.map_err(|e| e.to_string()).as_deref(), Ok("42"));

@@ -43,7 +43,8 @@ async fn sixteen_calls_retry_at_different_instants() {
             )
             .await
         })
-        .await;
+        .await
+        .expect("inside its scope");
         assert_eq!(called.result, Ok(()));
         retries.push(retried_after.unwrap());
     }

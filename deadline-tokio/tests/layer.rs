@@ -335,7 +335,9 @@ async fn inner_errors_pass_through_both_layers() {
         PropagateLayer::new(HOP, DeadlineHeader::GrpcTimeout),
         service_fn(|_req: Request<()>| async { Err::<(), _>("refused") }),
     );
-    let failed = scope_timeout(ms(200), client.oneshot(request(&[]))).await;
+    let failed = scope_timeout(ms(200), client.oneshot(request(&[])))
+        .await
+        .expect("inside its scope");
     assert_eq!(failed, Err(PropagateError::Inner("refused")));
     assert_eq!(failed.unwrap_err().deadline(), None);
 }
@@ -431,6 +433,7 @@ async fn each_header_choice_writes_its_header_only_and_replaces_a_longer_value()
         let old = [("grpc-timeout", "1H"), ("x-deadline-ms", "9000")];
         let sent = scope_timeout(ms(200), client.oneshot(request(&old)))
             .await
+            .expect("inside its scope")
             .unwrap();
         let value = |name| sent.get(name).map(|v| v.to_str().unwrap());
         assert_eq!(
@@ -478,6 +481,7 @@ async fn a_shorter_timeout_already_on_the_request_is_kept() {
         );
         let sent = scope_timeout(ms(1_000), client.oneshot(request(&old)))
             .await
+            .expect("inside its scope")
             .unwrap();
         let value = |name| sent.get(name).map(|v| v.to_str().unwrap());
         assert_eq!(
@@ -496,13 +500,15 @@ async fn a_shorter_timeout_already_on_the_request_is_kept() {
         client.clone().oneshot(request(&[("grpc-timeout", "soon")])),
     )
     .await
+    .expect("inside its scope")
     .unwrap();
     assert_eq!(sent["grpc-timeout"], "995000u");
     let zero = scope_timeout(
         ms(1_000),
         client.oneshot(request(&[("grpc-timeout", "0m")])),
     )
-    .await;
+    .await
+    .expect("inside its scope");
     assert_eq!(
         zero.unwrap_err(),
         PropagateError::Deadline(Error::DeadlineExceeded)
@@ -519,7 +525,9 @@ async fn a_spent_budget_fails_without_calling_the_next_service() {
     ] {
         let client = propagating(PropagateLayer::new(HOP, header), echo_headers(&calls));
         // Exactly the allowance is left: nothing to send.
-        let spent = scope_timeout(HOP.allowance, client.oneshot(request(&[]))).await;
+        let spent = scope_timeout(HOP.allowance, client.oneshot(request(&[])))
+            .await
+            .expect("inside its scope");
         let error = spent.unwrap_err();
         assert_eq!(
             error,
@@ -542,6 +550,7 @@ async fn both_headers_are_sent_or_neither() {
     );
     let sent = scope_timeout(left, grpc.oneshot(request(&[])))
         .await
+        .expect("inside its scope")
         .unwrap();
     assert_eq!(sent["grpc-timeout"], "500000n");
     assert_eq!(calls.get(), 1);
@@ -550,7 +559,9 @@ async fn both_headers_are_sent_or_neither() {
         PropagateLayer::new(HOP, DeadlineHeader::Both),
         echo_headers(&calls),
     );
-    let spent = scope_timeout(left, both.oneshot(request(&[]))).await;
+    let spent = scope_timeout(left, both.oneshot(request(&[])))
+        .await
+        .expect("inside its scope");
     assert_eq!(
         spent.unwrap_err(),
         PropagateError::Deadline(Error::DeadlineExceeded)
@@ -584,7 +595,8 @@ async fn the_call_is_dropped_at_the_deadline() {
         // Dropped when the deadline came, not later with the response future.
         (cut, *dropped.lock().unwrap())
     })
-    .await;
+    .await
+    .expect("inside its scope");
     assert_eq!(cut, Err(PropagateError::Deadline(Error::DeadlineExceeded)));
     assert_eq!(TokioClock.now() - start, ms(200));
     assert_eq!(dropped_at, Some(start + ms(200)));
@@ -714,7 +726,9 @@ async fn the_layers_allocate_nothing_beyond_what_http_does() {
         async { Ok::<_, Infallible>(Response::new(())) }
     });
     let no_header = || request(&[]);
-    let layered = scope_timeout(ms(100_000), allocations(client, no_header)).await;
+    let layered = scope_timeout(ms(100_000), allocations(client, no_header))
+        .await
+        .expect("inside its scope");
     let by_hand = allocations(writes, no_header).await;
     assert!(by_hand > 0, "the instrument counts http's own allocations");
     assert_eq!(layered, by_hand);
@@ -734,10 +748,14 @@ async fn a_failure_that_arrives_with_no_time_left_to_send_is_the_deadlines() {
     };
     // At 196 ms of 200, 4 ms are left: within the 5 ms allowance, nothing could be sent any
     // more, so the failure is the deadline's (504 / DEADLINE_EXCEEDED), not "cancelled".
-    let late = scope_timeout(ms(200), failing(ms(196)).oneshot(request(&[]))).await;
+    let late = scope_timeout(ms(200), failing(ms(196)).oneshot(request(&[])))
+        .await
+        .expect("inside its scope");
     assert_eq!(late, Err(PropagateError::Deadline(Error::DeadlineExceeded)));
     // At 100 ms the same failure is the next service's own.
-    let early = scope_timeout(ms(200), failing(ms(100)).oneshot(request(&[]))).await;
+    let early = scope_timeout(ms(200), failing(ms(100)).oneshot(request(&[])))
+        .await
+        .expect("inside its scope");
     assert_eq!(early, Err(PropagateError::Inner("cancelled downstream")));
 }
 

@@ -18,7 +18,10 @@ async fn a_longer_scope_built_outside_a_shorter_one_sees_the_shorter() {
     let helper = scope_timeout(ms(5_000), async {
         (remaining(), decide(&SLOW, ms(0)).timeout())
     });
-    let (left, timeout) = scope_timeout(ms(200), helper).await;
+    let (left, timeout) = scope_timeout(ms(200), helper)
+        .await
+        .expect("inside its scope")
+        .expect("inside the helper's scope");
     assert_eq!(left, Some(ms(200)));
     // The call's timeout comes from the request's 200 ms, not the helper's 5 s.
     assert_eq!(timeout, Some(ms(200)));
@@ -31,10 +34,16 @@ async fn the_rule_holds_for_scope_nested_in_scope_built_inside_out() {
     let long = Deadline::after(now, ms(900));
     // `scope(short, scope(long, f))`: the inner wrapper is built before the outer one is
     // entered.
-    let seen = scope(short, scope(long, async { current() })).await;
+    let seen = scope(short, scope(long, async { current() }))
+        .await
+        .expect("inside its scope")
+        .expect("inside the inner scope");
     assert_eq!(seen, Some(short));
     // And the other way round: the earlier deadline wins either way.
-    let seen = scope(long, scope(short, async { current() })).await;
+    let seen = scope(long, scope(short, async { current() }))
+        .await
+        .expect("inside its scope")
+        .expect("inside the inner scope");
     assert_eq!(seen, Some(short));
 }
 
@@ -45,7 +54,8 @@ async fn propagate_built_outside_a_scope_runs_with_the_scope_it_is_awaited_in() 
         tokio::time::sleep(ms(30)).await;
         carried.await
     })
-    .await;
+    .await
+    .expect("inside its scope");
     assert_eq!(left, Some(ms(70)));
 }
 
@@ -69,7 +79,10 @@ async fn the_enclosing_deadline_is_read_at_each_poll() {
     // Polled once with no enclosing scope: it is pending.
     assert!(futures_poll_once(inner.as_mut()).await.is_none());
     // Then finished inside a 50 ms scope.
-    let left = scope_timeout(ms(50), inner).await;
+    let left = scope_timeout(ms(50), inner)
+        .await
+        .expect("inside its scope")
+        .expect("inside the inner scope");
     assert_eq!(left, Some(ms(50)));
 }
 
@@ -107,6 +120,9 @@ async fn a_server_future_made_outside_a_scope_gives_its_handler_the_shorter_dead
     let mut server = server;
     let answer = server.ready().await.unwrap().call(Request::new(()));
     // ...and awaited inside a 30 ms one.
-    scope_timeout(ms(30), answer).await.unwrap();
+    scope_timeout(ms(30), answer)
+        .await
+        .expect("inside its scope")
+        .unwrap();
     assert_eq!(*seen.lock().unwrap(), Some(ms(30)));
 }

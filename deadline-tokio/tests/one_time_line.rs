@@ -54,6 +54,7 @@ fn a_deadline_crosses_from_tokio_to_std_with_the_same_time_left() {
             let c = StdClock.now();
             assert!(a <= b && b <= c, "{a:?} {b:?} {c:?}");
         })
-        .await;
+        .await
+        .expect("inside its scope");
     });
 }

@@ -97,6 +97,7 @@ async fn a_query_runs_and_the_connection_stays_usable() {
         postgres::query(&mut client, &POLICY, "SELECT $1::int + 1", &[&41_i32]),
     )
     .await
+    .expect("inside its scope")
     .unwrap();
     assert_eq!(rows[0].get::<_, i32>(0), 42);
     // SET LOCAL applied inside the transaction: the timeout is the time left, capped.
@@ -105,6 +106,7 @@ async fn a_query_runs_and_the_connection_stays_usable() {
         postgres::query(&mut client, &POLICY, "SHOW statement_timeout", &[]),
     )
     .await
+    .expect("inside its scope")
     .unwrap();
     let shown: String = rows[0].get(0);
     assert!(shown.ends_with("ms") || shown.ends_with('s'), "{shown}");
@@ -126,7 +128,8 @@ async fn sqlstate_57014_is_the_librarys_timeout() {
         ms(5_000),
         postgres::query(&mut client, &short, &stalled(&tag), &[]),
     )
-    .await;
+    .await
+    .expect("inside its scope");
     match result {
         Err(PgError::Deadline(Error::Timeout { after })) => assert_eq!(after, ms(50)),
         other => panic!("expected the timeout, got {other:?}"),
@@ -144,7 +147,8 @@ async fn a_query_is_not_started_with_too_little_time_left() {
         ms(20),
         postgres::query(&mut client, &policy, "SELECT 1", &[]),
     )
-    .await;
+    .await
+    .expect("inside its scope");
     assert!(
         matches!(
             result,
@@ -164,7 +168,9 @@ async fn with_the_library_a_query_is_gone_when_the_deadline_passes() {
     let sql = stalled(&tag);
     let budget = ms(300);
     let start = Instant::now();
-    let result = scope_timeout(budget, postgres::query(&mut client, &POLICY, &sql, &[])).await;
+    let result = scope_timeout(budget, postgres::query(&mut client, &POLICY, &sql, &[]))
+        .await
+        .expect("inside its scope");
     let ended = Instant::now();
     assert!(
         matches!(result, Err(PgError::Deadline(_))),
@@ -246,8 +252,12 @@ async fn without_the_library_a_query_runs_on_after_the_caller_leaves() {
 /// The wait for a pooled connection counts against the deadline.
 #[tokio::test(start_paused = true)]
 async fn the_wait_for_a_pooled_connection_is_bounded_by_the_deadline() {
-    let waited = scope_timeout(ms(50), checkout(std::future::pending::<()>())).await;
+    let waited = scope_timeout(ms(50), checkout(std::future::pending::<()>()))
+        .await
+        .expect("inside its scope");
     assert_eq!(waited, Err(Error::DeadlineExceeded));
-    let got = scope_timeout(ms(50), checkout(async { 7 })).await;
+    let got = scope_timeout(ms(50), checkout(async { 7 }))
+        .await
+        .expect("inside its scope");
     assert_eq!(got, Ok(7));
 }

@@ -108,7 +108,8 @@ async fn the_statement_timeout_from_the_time_left_leaves_nothing_behind() {
         drop(tx);
         result
     })
-    .await;
+    .await
+    .expect("inside its scope");
     let error = outcome.expect_err("the server stopped the query");
     assert_eq!(
         error.code(),

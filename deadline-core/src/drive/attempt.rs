@@ -8,7 +8,7 @@ use core::task::{Context, Poll};
 use crate::call_timeout::Limits;
 
 use super::runtime::Runtime;
-use super::scoped::{Scoped, enter, scope};
+use super::scoped::{Scoped, enter, with_deadline};
 
 /// Starts one attempt of a driven call with its limits: any `FnMut(Limits) -> impl Future`,
 /// an [`InScope`] attempt, or a type of your own (one a library can name in a future type of
@@ -69,7 +69,7 @@ impl<Rt: Runtime, A: Attempt> Attempt for InScope<Rt, A> {
     fn start(&mut self, limits: Limits) -> Scoped<Rt, A::Future> {
         let deadline = limits.deadline();
         let attempt = &mut self.attempt;
-        scope(deadline, enter::<Rt, _>(deadline, || attempt.start(limits)))
+        with_deadline(deadline, enter::<Rt, _>(deadline, || attempt.start(limits)))
     }
 
     /// The attempt function and the first poll of its future in one scope (one entry into
@@ -84,7 +84,7 @@ impl<Rt: Runtime, A: Attempt> Attempt for InScope<Rt, A> {
         let deadline = limits.deadline();
         let attempt = &mut self.attempt;
         enter::<Rt, _>(deadline, || {
-            slot.set(Some(scope(deadline, attempt.start(limits))));
+            slot.set(Some(with_deadline(deadline, attempt.start(limits))));
             slot.as_pin_mut()
                 .map_or(Poll::Pending, |scoped| scoped.poll_entered(cx))
         })

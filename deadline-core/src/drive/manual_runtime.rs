@@ -41,7 +41,7 @@ std::thread_local! {
 ///         .reserve(ms(20))
 ///         .await
 /// }));
-/// assert_eq!(price, Ok(Ok(42)));
+/// assert_eq!(price, Ok(Ok(Ok(42)))); // the clock moved; the scope held; the call answered
 /// assert_eq!(PRICING.counters().snapshot().successes, 1);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

@@ -149,7 +149,8 @@ pub use mode::{DeadlineOnly, Full, Mode};
 pub use report::{CallError, Called, Report};
 pub use runtime::Runtime;
 pub use scoped::{
-    Scoped, current, decide, enter, propagate, remaining, scope, scope_timeout, statement_timeout,
+    Scope, Scoped, current, decide, enter, propagate, remaining, scope, scope_timeout,
+    statement_timeout, with_deadline,
 };
 #[cfg(feature = "std")]
 pub use thread_deadline::ThreadDeadline;

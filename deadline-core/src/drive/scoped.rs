@@ -1,6 +1,7 @@
-//! [`Scoped`]: a future polled under a current deadline, on any [`Runtime`].
+//! The current deadline of a future, on any [`Runtime`]: [`scope`], which bounds what runs
+//! inside it, and [`with_deadline`], which only sets the deadline it reads.
 
-use core::future::Future;
+use core::future::{Future, IntoFuture};
 use core::marker::PhantomData;
 use core::pin::Pin;
 use core::task::{Context, Poll};
@@ -9,14 +10,16 @@ use core::time::Duration;
 
 use crate::call_timeout::{Decision, call_timeout};
 use crate::deadline::Deadline;
+use crate::error::Error;
 use crate::policy::Policy;
 use crate::statement::{StatementDecision, StatementPolicy};
 use crate::time::Clock;
+use crate::timer::Timer;
 
 use super::runtime::Runtime;
 
 pin_project_lite::pin_project! {
-    /// A future running with a current deadline ([`scope`]).
+    /// A future running with a current deadline, not bounded by it ([`with_deadline`]).
     ///
     /// Each poll reads the enclosing deadline ([`Runtime::current`]), takes the earlier of it
     /// and its own, and polls the inner future with that as the current deadline: a nested
@@ -32,12 +35,39 @@ pin_project_lite::pin_project! {
 }
 
 /// Runs `fut` with `deadline` as `Rt`'s current deadline, or with the enclosing one if that
-/// is earlier when it runs.
-pub const fn scope<Rt: Runtime, F: Future>(deadline: Deadline, fut: F) -> Scoped<Rt, F> {
+/// is earlier when it runs, without bounding it: what runs inside reads the deadline, and
+/// nothing is dropped when it passes. For work that bounds itself (a server layer, an
+/// attempt the driver times); to bound a piece of work, use [`scope`].
+pub const fn with_deadline<Rt: Runtime, F: Future>(deadline: Deadline, fut: F) -> Scoped<Rt, F> {
     Scoped {
         deadline,
         fut,
         runtime: PhantomData,
+    }
+}
+
+/// Runs `fut` with `deadline` as `Rt`'s current deadline (or the enclosing one, if that is
+/// earlier when it runs), and bounds it by that deadline: at the deadline `fut` is dropped
+/// and the result is [`Error::DeadlineExceeded`]. `fut` is polled first at every wake-up, so
+/// an answer that is ready is never thrown away for the timer; the timer is made only when
+/// `fut` is first pending.
+///
+/// ```
+/// use deadline_core::drive::{ManualRuntime, Runtime, scope_timeout};
+/// use deadline_core::{Clock, Error, Timer, ms};
+///
+/// // A second of work in a 500 ms scope: cut at 500 ms.
+/// let t = ManualRuntime::timer();
+/// let start = t.now();
+/// let work = async { t.sleep_until(t.now() + ms(1_000)).await; 42 };
+/// let cut = ManualRuntime::block_on(scope_timeout::<ManualRuntime, _>(ms(500), work));
+/// assert_eq!(cut, Ok(Err(Error::DeadlineExceeded)));
+/// assert_eq!(t.now() - start, ms(500));
+/// ```
+pub fn scope<Rt: Runtime, F: IntoFuture>(deadline: Deadline, fut: F) -> Scope<Rt, F::IntoFuture> {
+    Scope {
+        fut: with_deadline(deadline, fut.into_future()),
+        sleep: None,
     }
 }
 
@@ -48,16 +78,19 @@ pub fn enter<Rt: Runtime, R>(deadline: Deadline, f: impl FnOnce() -> R) -> R {
     Rt::enter(deadline, f)
 }
 
-/// Runs `fut` with a current deadline `timeout` from now on `Rt`'s clock (or the enclosing
-/// one, if that is earlier when it runs).
-pub fn scope_timeout<Rt: Runtime, F: Future>(timeout: Duration, fut: F) -> Scoped<Rt, F> {
+/// [`scope`] with a deadline `timeout` from now on `Rt`'s clock.
+pub fn scope_timeout<Rt: Runtime, F: IntoFuture>(
+    timeout: Duration,
+    fut: F,
+) -> Scope<Rt, F::IntoFuture> {
     scope(Deadline::after(Rt::timer().now(), timeout), fut)
 }
 
 /// Runs `fut` with the deadline current *now*, where this is called (or [`Deadline::NEVER`]
-/// outside any scope): for a future about to be spawned, which would not see it otherwise.
+/// outside any scope), without bounding it ([`with_deadline`]): for a future about to be
+/// spawned, which would not see the deadline otherwise.
 pub fn propagate<Rt: Runtime, F: Future>(fut: F) -> Scoped<Rt, F> {
-    scope(Rt::current().unwrap_or(Deadline::NEVER), fut)
+    with_deadline(Rt::current().unwrap_or(Deadline::NEVER), fut)
 }
 
 /// `Rt`'s current deadline, or `None` where there is none: outside any scope, and in a scope
@@ -117,5 +150,39 @@ impl<Rt: Runtime, F: Future> Future for Scoped<Rt, F> {
         let this = self.project();
         let fut = this.fut;
         enter::<Rt, _>(*this.deadline, || fut.poll(cx))
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A future bounded by its current deadline ([`scope`]): its output, or
+    /// [`Error::DeadlineExceeded`] when the deadline (its own, or an earlier enclosing one
+    /// read at its first poll) passes first.
+    #[must_use = "futures do nothing unless polled"]
+    pub struct Scope<Rt: Runtime, F> {
+        #[pin]
+        fut: Scoped<Rt, F>,
+        #[pin]
+        sleep: Option<<Rt::Timer as Timer>::Sleep>,
+    }
+}
+
+impl<Rt: Runtime, F: Future> Future for Scope<Rt, F> {
+    type Output = Result<F::Output, Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        if let Poll::Ready(output) = this.fut.as_mut().poll(cx) {
+            return Poll::Ready(Ok(output));
+        }
+        if this.sleep.is_none() {
+            let deadline =
+                current::<Rt>().map_or(this.fut.deadline, |outer| outer.min(this.fut.deadline));
+            this.sleep
+                .set(Some(Rt::timer().sleep_until(deadline.instant())));
+        }
+        match this.sleep.as_pin_mut().map(|sleep| sleep.poll(cx)) {
+            Some(Poll::Ready(())) => Poll::Ready(Err(Error::DeadlineExceeded)),
+            _ => Poll::Pending,
+        }
     }
 }

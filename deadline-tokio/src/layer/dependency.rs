@@ -130,6 +130,7 @@ use crate::Dependency;
 ///
 /// let response = scope_timeout(ms(1_000), client.oneshot(Request::new("price?".to_owned())))
 ///     .await
+///     .expect("inside its scope")
 ///     .unwrap();
 /// assert_eq!(response.status(), StatusCode::OK);
 /// // The retry's own timeout, 100 ms (the cap), less the 5 ms kept for the network.

@@ -16,7 +16,7 @@ use super::headers::lookup;
 use super::server_body::DeadlineBody;
 use crate::bounded::Bounded;
 use crate::clock::TokioClock;
-use crate::context::{Scoped, current, scope};
+use crate::context::{Scoped, current, with_deadline};
 
 /// A tower layer that gives each HTTP or gRPC request a deadline and runs its handler under
 /// it: the core's [`ServerPolicy`], bound to a tower server (axum, hyper, tonic).
@@ -199,7 +199,7 @@ where
             state: State::Running {
                 handler: Bounded::new(
                     deadline.instant(),
-                    scope(deadline, self.inner.call(request)),
+                    with_deadline(deadline, self.inner.call(request)),
                 ),
                 deadline,
                 protocol,

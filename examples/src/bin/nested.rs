@@ -81,6 +81,7 @@ async fn pricing_service(t0: Instant, header: String) -> Result<u32, String> {
         }
     })
     .await
+    .map_err(|cut| cut.to_string())?
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -108,5 +109,6 @@ async fn main() {
             left.as_millis()
         );
     })
-    .await;
+    .await
+    .expect("inside its scope");
 }

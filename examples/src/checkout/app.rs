@@ -64,5 +64,8 @@ pub async fn checkout(latency: [Duration; 3]) -> Result<Page, CallError<Infallib
 ///
 /// As [`checkout`].
 pub async fn request(latency: [Duration; 3]) -> Result<Page, CallError<Infallible>> {
-    scope_timeout::<Rt, _>(ms(200), checkout(latency)).await
+    // The scope cut at the deadline is the library's deadline error, as the call's own is.
+    scope_timeout::<Rt, _>(ms(200), checkout(latency))
+        .await
+        .unwrap_or_else(|cut| Err(CallError::Library(cut)))
 }
