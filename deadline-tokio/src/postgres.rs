@@ -243,7 +243,7 @@ impl Drop for CancelOnDrop {
 /// // A pool with no connection free: its `get()` never resolves.
 /// let get = std::future::pending::<Result<(), ()>>();
 /// let waited = scope_timeout(ms(50), checkout(get)).await;
-/// assert_eq!(waited, Err(Error::DeadlineExceeded));
+/// assert_eq!(waited, Ok(Err(Error::DeadlineExceeded)));
 /// # }
 /// ```
 pub fn checkout<F: Future>(get: F) -> Checkout<F> {
