@@ -10,12 +10,15 @@ use core::future::{Ready, ready};
 use core::hint::black_box;
 use core::time::Duration;
 
+use deadline_core::Outcome;
+use deadline_core::breaker::{BreakerConfig, CircuitBreaker};
+use deadline_core::budget::RetryBudget;
+use deadline_core::call::{Call, call_timeout};
 use deadline_core::drive::{DeadlineOnly, Driver};
+use deadline_core::policy::{Backoff, HedgePolicy, Jitter};
+use deadline_core::rng::SplitMix64;
 use deadline_core::wire::GrpcTimeout;
-use deadline_core::{Backoff, HedgePolicy, Jitter, Outcome, SplitMix64};
-use deadline_core::{
-    BreakerConfig, Call, CircuitBreaker, Clock, Deadline, Policy, RetryBudget, call_timeout, ms,
-};
+use deadline_core::{Clock, Deadline, Policy, ms};
 use deadline_tokio::{
     Dependency, Tokio, TokioClock, TokioTimer, call, decide, drive, scope_timeout, within,
 };
@@ -48,18 +51,20 @@ const BUDGET: Duration = Duration::from_secs(3_600);
 /// Each call's timeout.
 const TIMEOUT: Duration = Duration::from_secs(10);
 
-static PLAIN: Policy = Policy::required("plain").cap(TIMEOUT).floor(ms(1));
+static PLAIN: Policy = Policy::required("plain")
+    .with_cap(TIMEOUT)
+    .with_floor(ms(1));
 static ARMED: Policy = Policy::required("armed")
-    .cap(TIMEOUT)
-    .floor(ms(1))
-    .attempts(3)
-    .backoff(
+    .idempotent()
+    .with_cap(TIMEOUT)
+    .with_floor(ms(1))
+    .with_retries(2)
+    .with_backoff(
         Backoff::exponential(ms(10))
             .max(ms(100))
             .jitter(Jitter::Full),
     )
-    .hedge(HedgePolicy::new(ms(50), 1))
-    .idempotent();
+    .with_hedge(HedgePolicy::new(ms(50), 1));
 static BUDGET_10: RetryBudget = RetryBudget::percent(10).min_per_sec(10);
 static BREAKER: CircuitBreaker = CircuitBreaker::new(BreakerConfig::DEFAULT);
 /// The plain policy as a dependency: its default retry budget, counters and live histogram,
@@ -71,16 +76,16 @@ static ONLY_DEP: Dependency<DeadlineOnly> = Dependency::deadline_only(PLAIN);
 /// The armed policy as a dependency, with its budget and a breaker, hedging at the live p95.
 static ARMED_DEP: Dependency = Dependency::new(
     Policy::required("armed")
-        .cap(TIMEOUT)
-        .floor(ms(1))
-        .attempts(3)
-        .backoff(
+        .idempotent()
+        .with_cap(TIMEOUT)
+        .with_floor(ms(1))
+        .with_retries(2)
+        .with_backoff(
             Backoff::exponential(ms(10))
                 .max(ms(100))
                 .jitter(Jitter::Full),
         )
-        .hedge_at_p95(ms(50))
-        .idempotent(),
+        .with_hedge_at_p95(ms(50)),
 )
 .budget(RetryBudget::percent(10).min_per_sec(10))
 .breaker(BreakerConfig::DEFAULT);
@@ -371,7 +376,7 @@ pub fn future_sizes() -> Vec<(&'static str, usize)> {
     let run_only = core::future::IntoFuture::into_future(ONLY_DEP.run(|_| answer()));
     // The driver's own future, around an attempt future of no size (`Pending` holds nothing),
     // without the attempt's scope (whose deadline the future would carry).
-    let zst = |_: deadline_core::Limits| core::future::pending::<Result<u64, ()>>();
+    let zst = |_: deadline_core::call::Limits| core::future::pending::<Result<u64, ()>>();
     let only_zst =
         Driver::deadline_only(call(&PLAIN, ms(0)), TokioTimer).run(|_: &()| Outcome::Failed, zst);
     let full_zst = Driver::new(call(&PLAIN, ms(0)), TokioTimer, SplitMix64::new(1))

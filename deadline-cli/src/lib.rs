@@ -2,11 +2,11 @@
 //! deadline-propagation simulator.
 //!
 //! Every number the command prints comes from `deadline-core`'s own decisions: call timeouts
-//! from [`deadline_core::Plan`], worst cases, kill fractions and Little's law from
+//! from [`deadline_core::plan::Plan`], worst cases, kill fractions and Little's law from
 //! [`deadline_core::analysis`], attempts, retries and hedges from the core's
 //! [`Driver`](deadline_core::drive::Driver) on a virtual timer, the retry budget from
-//! [`RetryBudget`](deadline_core::RetryBudget), the time left across a hop from [`deadline_core::wire`] and
-//! database statement timeouts from [`statement_timeout`](deadline_core::statement_timeout). This crate reads files,
+//! [`RetryBudget`](deadline_core::budget::RetryBudget), the time left across a hop from [`deadline_core::wire`] and
+//! database statement timeouts from [`statement_timeout`](deadline_core::statement::statement_timeout). This crate reads files,
 //! arranges the answers into tables, JSON and pictures, and runs the simulator's clock.
 //!
 //! - [`table`]: the dependency table (TOML) `deadline plan` reads; [`sample`]: latency files.

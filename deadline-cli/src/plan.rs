@@ -1,10 +1,10 @@
 //! `deadline plan`: proposals with their reasons, the budget table of one screen, and replays
-//! of traces through the core's [`Plan`].
+//! of traces through the core's [`Plan`](deadline_core::plan::Plan).
 //!
-//! Every timeout here comes from [`Plan::decide`] (so from
-//! [`deadline_core::call_timeout`]); every worst case from
+//! Every timeout here comes from [`Plan::decide`](deadline_core::plan::Plan::decide) (so from
+//! [`deadline_core::call::call_timeout`]); every worst case from
 //! [`analysis::worst_case_with_backoff`]; the whole request's typical, worst and least
-//! lengths from [`Plan::critical_path`]; every in-flight count from [`analysis::in_flight`];
+//! lengths from [`Plan::critical_path`](deadline_core::plan::Plan::critical_path); every in-flight count from [`analysis::in_flight`];
 //! every cap from the latency table (p99.9 plus the margin) or stated; every replayed attempt from the
 //! core's driver ([`crate::replay`]). This module only arranges the core's answers into a
 //! table.
@@ -13,8 +13,10 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use deadline_core::analysis::{self, Rate, Sample};
-use deadline_core::drive::ManualTimer;
-use deadline_core::{Clock, Deadline, Decision, Instant, Policy, StepId, call_timeout};
+use deadline_core::call::{Decision, call_timeout};
+use deadline_core::plan::StepId;
+use deadline_core::virtual_time::ManualTimer;
+use deadline_core::{Clock, Deadline, Instant, Policy};
 use serde::Serialize;
 
 use crate::error::InputError;
@@ -204,11 +206,10 @@ pub fn run(table: &Table, rate_per_sec: Option<f64>) -> Result<PlanReport, Input
             .get(step)
             .map_or(Duration::ZERO, |d| d.p50)
     };
-    let worst_case =
-        |_: StepId, p: &Policy| analysis::worst_case_with_backoff(p.get_cap(), &p.retry);
+    let worst_case = |_: StepId, p: &Policy| analysis::worst_case_with_backoff(p.cap(), &p.retry());
     let floor = |_: StepId, p: &Policy| {
         if p.is_required() {
-            p.get_floor()
+            p.floor()
         } else {
             Duration::ZERO
         }
@@ -230,7 +231,7 @@ pub fn run(table: &Table, rate_per_sec: Option<f64>) -> Result<PlanReport, Input
                 let mut sorted = s.clone();
                 Sample::new(&mut sorted)
                     .ok()
-                    .map(|sample| sample.kill_fraction(policy.get_cap()))
+                    .map(|sample| sample.kill_fraction(policy.cap()))
             });
             rows.push(DependencyRow {
                 name: dep.name.clone(),
@@ -244,9 +245,9 @@ pub fn run(table: &Table, rate_per_sec: Option<f64>) -> Result<PlanReport, Input
                 p50_ms: dep.p50,
                 p95_ms: dep.p95,
                 p999_ms: dep.p999,
-                cap_ms: policy.get_cap(),
-                floor_ms: policy.get_floor(),
-                hedge_delay_ms: policy.hedge.map(|h| h.delay),
+                cap_ms: policy.cap(),
+                floor_ms: policy.floor(),
+                hedge_delay_ms: policy.hedge().map(|h| h.delay()),
                 retries: dep.retries,
                 reason: reason(dep, policy, kill),
                 slice_ms: slice,
@@ -296,7 +297,7 @@ pub fn run(table: &Table, rate_per_sec: Option<f64>) -> Result<PlanReport, Input
 /// The time a call would have if it started at `start` with no cap: the core's decision for
 /// an uncapped copy of its policy (`deadline.remaining(start) - reserve`).
 fn slice(policy: &Policy, plan: &TablePlan<'_>, id: StepId, start: Instant) -> Duration {
-    let uncapped = policy.cap(Duration::MAX);
+    let uncapped = policy.with_cap(Duration::MAX);
     match call_timeout(&uncapped, plan.deadline(), plan.reserve(id), start) {
         Decision::Call(limits) => limits.timeout(),
         Decision::Skip(short) | Decision::Fail(short) => short.available(),
@@ -309,11 +310,11 @@ fn reason(dep: &crate::table::Dependency, policy: &Policy, kill: Option<f64>) ->
     let mut s = format!(
         "p99.9 = {} ms, cap {} ms, floor {} ms",
         fmt_ms(dep.p999),
-        fmt_ms(policy.get_cap()),
-        fmt_ms(policy.get_floor())
+        fmt_ms(policy.cap()),
+        fmt_ms(policy.floor())
     );
-    if let Some(h) = policy.hedge {
-        let _ = write!(s, ", hedge after {} ms", fmt_ms(h.delay));
+    if let Some(h) = policy.hedge() {
+        let _ = write!(s, ", hedge after {} ms", fmt_ms(h.delay()));
     }
     let cap_why = match dep.cap {
         CapSource::Margin(m) => format!("cap = p99.9 + {} ms margin", fmt_ms(m)),

@@ -14,8 +14,12 @@ use std::pin::Pin;
 use std::task::Poll;
 use std::time::Duration;
 
-use deadline_core::drive::{Called, Driver, Event, EventKind, ManualTimer, Observe};
-use deadline_core::{Clock, Instant, Limits, SplitMix64, StepId, Timer};
+use deadline_core::call::Limits;
+use deadline_core::drive::{Called, Driver, Event, EventKind, Observe};
+use deadline_core::plan::StepId;
+use deadline_core::rng::SplitMix64;
+use deadline_core::virtual_time::ManualTimer;
+use deadline_core::{Clock, Instant, Timer};
 use serde::Serialize;
 
 use crate::output::{fmt_ms, pad, ser_ms, ser_opt_ms};
@@ -198,7 +202,7 @@ impl Replay<'_, '_> {
         };
         // The record of each attempt of this call, by its number.
         let lines: RefCell<Vec<usize>> = RefCell::new(Vec::new());
-        let record = |event: &Event| self.record(policy.name, &lines, latency, event);
+        let record = |event: &Event| self.record(policy.name(), &lines, latency, event);
         let started = Cell::new(0usize);
         let timer = self.timer;
         let called: Called<(), Infallible> = Driver::new(call, timer, SplitMix64::new(REPLAY_SEED))

@@ -34,15 +34,17 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 use std::time::Duration;
 
+use deadline_core::Policy;
 use deadline_core::analysis::Sample;
-use deadline_core::{Backoff, HedgePolicy, Jitter, Necessity, Plan, Policy, Quantile};
+use deadline_core::plan::Plan;
+use deadline_core::policy::{Backoff, HedgePolicy, Idempotence, Jitter, Necessity, Quantile};
 use serde::Deserialize;
 use toml::Spanned;
 
 use crate::error::InputError;
 use crate::sample;
 
-/// The most dependencies a table may list (the capacity of the core's [`deadline_core::Plan`]).
+/// The most dependencies a table may list (the capacity of the core's [`deadline_core::plan::Plan`]).
 pub const MAX_DEPENDENCIES: usize = 32;
 
 /// The core's plan for a table: at most [`MAX_DEPENDENCIES`] steps.
@@ -172,29 +174,34 @@ impl Dependency {
         let name = self.name.as_str();
         let mut policy = match self.cap {
             CapSource::Margin(margin) => Policy::required(name)
-                .floor(self.p50)
-                .cap(self.p999.saturating_add(margin)),
-            CapSource::Stated(cap) => Policy::required(name).cap(cap).floor(self.p50),
+                .with_floor(self.p50)
+                .with_cap(self.p999.saturating_add(margin)),
+            CapSource::Stated(cap) => Policy::required(name).with_cap(cap).with_floor(self.p50),
         };
         if let Some(floor) = self.floor {
-            policy = policy.floor(floor);
+            policy = policy.with_floor(floor);
         }
         if !self.required {
-            policy = policy.necessity(Necessity::Optional);
+            policy = policy.with_necessity(Necessity::Optional);
         }
         if let Some(connect) = self.connect {
-            policy = policy.connect(connect);
+            policy = policy.with_connect(connect);
         }
-        policy = policy.with_idempotent(self.idempotent);
+        // Checked when the table was read: retries and hedges come with `idempotent = true`.
+        policy = policy.with_idempotence(if self.idempotent {
+            Idempotence::Idempotent
+        } else {
+            Idempotence::NotIdempotent
+        });
         if self.retries > 0 {
-            policy = policy.attempts(self.retries.saturating_add(1)).backoff(
+            policy = policy.with_retries(self.retries).with_backoff(
                 Backoff::exponential(self.backoff)
                     .max(self.backoff_max)
                     .jitter(Jitter::Full),
             );
         }
         if let Some(delay) = self.hedge_delay() {
-            policy = policy.hedge(HedgePolicy::new(delay, 1));
+            policy = policy.with_hedge(HedgePolicy::new(delay, 1));
         }
         policy
     }

@@ -15,7 +15,8 @@ use std::time::Duration;
 use criterion::Criterion;
 
 mod common;
-use deadline_core::{Instant, RetryBudget};
+use deadline_core::Instant;
+use deadline_core::budget::RetryBudget;
 use tower::retry::budget::{Budget as _, TpsBudget};
 
 const GROUP: &str = "budget";

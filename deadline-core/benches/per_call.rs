@@ -13,7 +13,9 @@ use std::time::Instant as StdInstant;
 use criterion::Criterion;
 
 mod common;
-use deadline_core::{Deadline, Instant, Plan, Policy, call_timeout, ms};
+use deadline_core::call::call_timeout;
+use deadline_core::plan::Plan;
+use deadline_core::{Deadline, Instant, Policy, ms};
 
 const GROUP: &str = "per_call";
 
@@ -29,9 +31,9 @@ fn now() -> Instant {
 }
 
 fn bench(c: &mut Criterion) {
-    let a = Policy::required("A").cap(ms(50)).floor(ms(10));
-    let b = Policy::required("B").cap(ms(110)).floor(ms(30));
-    let cc = Policy::optional("C").cap(ms(60)).floor(ms(25));
+    let a = Policy::required("A").with_cap(ms(50)).with_floor(ms(10));
+    let b = Policy::required("B").with_cap(ms(110)).with_floor(ms(30));
+    let cc = Policy::optional("C").with_cap(ms(60)).with_floor(ms(25));
     let deadline = Deadline::after(now(), ms(200));
     let mut plan: Plan<'_, 4> = Plan::new(deadline, ms(20));
     let first = plan.then(&a).unwrap();

@@ -12,18 +12,20 @@
 
 use std::collections::BTreeMap;
 
-use deadline_core::drive::{ManualRuntime, scope_timeout};
-use deadline_core::{Backoff, Clock, Dependency, Policy, Timer, ms};
+use deadline_core::policy::Backoff;
+use deadline_core::runtime::scope_timeout;
+use deadline_core::virtual_time::ManualRuntime;
+use deadline_core::{Clock, Dependency, Policy, Timer, ms};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 
 /// Pricing: capped at 40 ms, two retries 5 ms apart, idempotent.
 static PRICING: Dependency<ManualRuntime> = Dependency::new(
     Policy::required("pricing")
-        .cap(ms(40))
-        .floor(ms(5))
-        .retries(2)
-        .backoff(Backoff::constant(ms(5)))
-        .idempotent(),
+        .idempotent()
+        .with_cap(ms(40))
+        .with_floor(ms(5))
+        .with_retries(2)
+        .with_backoff(Backoff::constant(ms(5))),
 );
 
 fn main() {

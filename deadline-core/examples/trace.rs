@@ -6,11 +6,14 @@
 
 use core::time::Duration;
 
-use deadline_core::{Clock, Deadline, Decision, ManualClock, Plan, Policy, ms};
+use deadline_core::call::Decision;
+use deadline_core::plan::Plan;
+use deadline_core::virtual_time::ManualClock;
+use deadline_core::{Clock, Deadline, Policy, ms};
 
-const A: Policy = Policy::required("A").cap(ms(50)).floor(ms(10));
-const B: Policy = Policy::required("B").cap(ms(110)).floor(ms(30));
-const C: Policy = Policy::optional("C").cap(ms(60)).floor(ms(25));
+const A: Policy = Policy::required("A").with_cap(ms(50)).with_floor(ms(10));
+const B: Policy = Policy::required("B").with_cap(ms(110)).with_floor(ms(30));
+const C: Policy = Policy::optional("C").with_cap(ms(60)).with_floor(ms(25));
 
 fn trace(title: &str, latencies: [Duration; 3]) {
     println!("{title}");
@@ -30,7 +33,7 @@ fn trace(title: &str, latencies: [Duration; 3]) {
                 println!(
                     "  {:>4} ms  {}  left {left:>3} ms, reserve {reserve:>2} ms -> timeout {:>3} ms; answered in {} ms",
                     now.as_millis(),
-                    policy.name,
+                    policy.name(),
                     limits.timeout().as_millis(),
                     took.as_millis(),
                 );
@@ -38,7 +41,7 @@ fn trace(title: &str, latencies: [Duration; 3]) {
             Decision::Skip(s) => println!(
                 "  {:>4} ms  {}  left {left:>3} ms, reserve {reserve:>2} ms -> {} ms < floor {} ms: skipped, fallback used",
                 now.as_millis(),
-                policy.name,
+                policy.name(),
                 s.available().as_millis(),
                 s.floor().as_millis(),
             ),
@@ -46,7 +49,7 @@ fn trace(title: &str, latencies: [Duration; 3]) {
                 println!(
                     "  {:>4} ms  {}  {} ms < floor {} ms: request fails now ({})",
                     now.as_millis(),
-                    policy.name,
+                    policy.name(),
                     s.available().as_millis(),
                     s.floor().as_millis(),
                     s.error(),

@@ -11,7 +11,8 @@ use crate::time::Instant;
 /// queue delay accepted.
 ///
 /// ```
-/// use deadline_core::{Admission, Deadline, Error, Instant, ms};
+/// use deadline_core::{Deadline, Error, Instant, ms};
+/// use deadline_core::wire::Admission;
 ///
 /// // The handler needs 20 ms at the least.
 /// let admission = Admission::new(ms(20));
@@ -104,7 +105,8 @@ impl Admission {
     /// reading earlier than `enqueued` counts as no wait.
     ///
     /// ```
-    /// use deadline_core::{Admission, Deadline, Error, Instant, ms};
+    /// use deadline_core::{Deadline, Error, Instant, ms};
+    /// use deadline_core::wire::Admission;
     ///
     /// let admission = Admission::new(ms(5)).with_max_queue_delay(ms(50));
     /// let deadline = Deadline::after(Instant::ZERO, ms(1_000));

@@ -16,7 +16,7 @@
 //! Percentiles use the **nearest-rank** rule ([`Quantile::nearest_rank`]): the `q` quantile of
 //! `n` sorted values is the value of rank `⌈q·n⌉` (at least 1). It always returns a measured
 //! value, never an interpolation, which is what a timeout is compared against. The
-//! [`Histogram`](crate::Histogram) uses the same rule over its buckets.
+//! [`Histogram`](crate::observe::Histogram) uses the same rule over its buckets.
 //!
 //! Integer arithmetic is used wherever the answer is exact (durations, counts, ranks); `f64`
 //! only for fractions. There is no `libm` here: powers are computed by repeated squaring.
@@ -47,7 +47,7 @@ use core::fmt;
 use core::time::Duration;
 
 use crate::backoff::{Jitter, Multiplier};
-use crate::policy::RetryPolicy;
+use crate::dependency_policy::RetryPolicy;
 use crate::quantile::Quantile;
 
 /// Nanoseconds in one second.
@@ -341,7 +341,7 @@ pub const EXACT_RETRIES: u32 = 4_096;
 /// ```
 ///
 /// where `r` is the policy's retries ([`RetryPolicy::attempts`] minus one) and `previous` is
-/// the term before (zero before the first retry, as [`RetryState`](crate::RetryState)
+/// the term before (zero before the first retry, as [`RetryState`](crate::retry::RetryState)
 /// starts), so decorrelated jitter grows from its largest previous wait: `3 × base`, then
 /// `9 × base`, up to `max`. Saturates at [`Duration::MAX`].
 ///
@@ -358,7 +358,8 @@ pub const EXACT_RETRIES: u32 = 4_096;
 ///
 /// ```
 /// use deadline_core::analysis::{worst_case, worst_case_with_backoff};
-/// use deadline_core::{Backoff, Jitter, RetryPolicy, ms};
+/// use deadline_core::ms;
+/// use deadline_core::policy::{Backoff, Jitter, RetryPolicy};
 ///
 /// // A 2 s read limit and three tries is 6 s, plus the wait times.
 /// let retry = RetryPolicy::new(3, Backoff::exponential(ms(200)).max(ms(1_000)).jitter(Jitter::Full));

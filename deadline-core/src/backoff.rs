@@ -192,7 +192,8 @@ fn grpc_range(t: u64) -> (u64, u64) {
 /// Exponential backoff with jitter. The formulas are in the docs above.
 ///
 /// ```
-/// use deadline_core::{Backoff, Jitter, Multiplier, ms};
+/// use deadline_core::ms;
+/// use deadline_core::policy::{Backoff, Jitter, Multiplier};
 ///
 /// // gRPC's defaults: 1 s, x1.6, at most 120 s, jitter x(0.8..1.2).
 /// let grpc = Backoff::grpc(ms(1_000)).max(ms(120_000));
@@ -225,7 +226,9 @@ fn grpc_range(t: u64) -> (u64, u64) {
 /// so no input can overflow or panic. Bounds are inclusive; products round down.
 ///
 /// ```
-/// use deadline_core::{Backoff, Jitter, SplitMix64, ms};
+/// use deadline_core::ms;
+/// use deadline_core::policy::{Backoff, Jitter};
+/// use deadline_core::rng::SplitMix64;
 ///
 /// let b = Backoff::exponential(ms(100)).max(ms(1_000)).jitter(Jitter::Full);
 /// assert_eq!(b.ceiling(0), ms(100));
@@ -259,7 +262,7 @@ impl Backoff {
         multiplier: Multiplier::TWO,
     };
 
-    /// The backoff of a policy that sets none ([`Policy::retries`](crate::Policy::retries)
+    /// The backoff of a policy that sets none ([`Policy::retries`](crate::Policy::with_retries)
     /// alone): exponential from 10 ms up to 100 ms, doubling, with full jitter (a wait drawn
     /// uniformly under each ceiling, so that callers that failed together do not retry
     /// together).

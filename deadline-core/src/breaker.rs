@@ -13,7 +13,8 @@ use crate::time::{Instant, duration_to_micros};
 /// `const`). Out-of-range values are clamped when the breaker is built, as each field says.
 ///
 /// ```
-/// use deadline_core::{BreakerConfig, ms};
+/// use deadline_core::ms;
+/// use deadline_core::breaker::BreakerConfig;
 ///
 /// static CONFIG: BreakerConfig = BreakerConfig::DEFAULT
 ///     .with_consecutive_failures(3)
@@ -165,7 +166,8 @@ impl BreakerOutcome {
     /// [`BreakerOutcome::Success`], since the dependency answered.
     ///
     /// ```
-    /// use deadline_core::{BreakerOutcome, Outcome};
+    /// use deadline_core::Outcome;
+    /// use deadline_core::breaker::BreakerOutcome;
     ///
     /// assert_eq!(BreakerOutcome::of_attempt(Outcome::TimedOut), BreakerOutcome::Timeout);
     /// assert_eq!(BreakerOutcome::of_attempt(Outcome::Refused), BreakerOutcome::Failure);
@@ -237,7 +239,8 @@ pub struct WindowStats {
 /// construction, so it can live in a `static`.
 ///
 /// ```
-/// use deadline_core::{BreakerConfig, BreakerOutcome, BreakerState, CircuitBreaker, Error, Instant, ms};
+/// use deadline_core::{Error, Instant, ms};
+/// use deadline_core::breaker::{BreakerConfig, BreakerOutcome, BreakerState, CircuitBreaker};
 ///
 /// let config = BreakerConfig::DEFAULT
 ///     .with_consecutive_failures(2)
@@ -307,7 +310,7 @@ pub struct WindowStats {
 ///   `probe_timeout`, and never leaks a slot forever.
 ///
 /// The core's driver (feature `drive`, with
-/// [`Call::with_breaker`](crate::Call::with_breaker)) asks for a permit before every
+/// [`Call::with_breaker`](crate::call::Call::with_breaker)) asks for a permit before every
 /// attempt and hands every one back: with the attempt's result, or as
 /// [`BreakerOutcome::Abandoned`] for an attempt cancelled because another won, and for one still
 /// running when the driver's future is dropped.

@@ -3,8 +3,8 @@
 use core::time::Duration;
 
 use crate::deadline::Deadline;
+use crate::dependency_policy::{Necessity, Policy};
 use crate::error::Error;
-use crate::policy::{Necessity, Policy};
 use crate::time::{Instant, duration_to_micros_ceil, micros_to_duration};
 
 /// What to do about one call, decided at the instant it would start.
@@ -53,9 +53,10 @@ impl Decision {
 /// the call's deadline on with [`deadline`](Limits::deadline).
 ///
 /// ```
-/// use deadline_core::{Deadline, Instant, Policy, call_timeout, ms};
+/// use deadline_core::{Deadline, Instant, ms, Policy};
+/// use deadline_core::call::call_timeout;
 ///
-/// let c = Policy::optional("C").cap(ms(60)).floor(ms(25)).connect(ms(20));
+/// let c = Policy::optional("C").with_cap(ms(60)).with_floor(ms(25)).with_connect(ms(20));
 /// let deadline = Deadline::after(Instant::ZERO, ms(200));
 /// let limits = call_timeout(&c, deadline, ms(20), Instant::from_millis(100)).limits().unwrap();
 /// assert_eq!(limits.timeout(), ms(60));
@@ -131,9 +132,10 @@ impl Limits {
     /// It starts when the call does, so its time left never exceeds the timeout.
     ///
     /// ```
-    /// use deadline_core::{Deadline, Instant, Policy, call_timeout, ms};
+    /// use deadline_core::{Deadline, Instant, ms, Policy};
+    /// use deadline_core::call::call_timeout;
     ///
-    /// let b = Policy::required("B").cap(ms(110));
+    /// let b = Policy::required("B").with_cap(ms(110));
     /// let now = Instant::from_millis(50);
     /// let limits = call_timeout(&b, Deadline::after(Instant::ZERO, ms(200)), ms(20), now)
     ///     .limits()
@@ -152,9 +154,10 @@ impl Limits {
     /// never more than the time left until [`until`](Limits::until) (zero once it has come).
     ///
     /// ```
-    /// use deadline_core::{Deadline, Instant, Policy, call_timeout, ms};
+    /// use deadline_core::{Deadline, Instant, ms, Policy};
+    /// use deadline_core::call::call_timeout;
     ///
-    /// let c = Policy::optional("C").cap(ms(60)).floor(ms(25)).connect(ms(20));
+    /// let c = Policy::optional("C").with_cap(ms(60)).with_floor(ms(25)).with_connect(ms(20));
     /// let deadline = Deadline::after(Instant::ZERO, ms(200));
     /// let limits = call_timeout(&c, deadline, ms(20), Instant::from_millis(115)).limits().unwrap();
     /// assert_eq!(limits.connect_timeout(Instant::from_millis(115)), ms(20));
@@ -193,7 +196,7 @@ const fn min_u64(a: u64, b: u64) -> u64 {
 /// The timeout, in whole microseconds, that a call or a statement gets with `left` before
 /// its deadline: the time left less `reserve`, at most `cap`; or, when that is zero or under
 /// `floor`, the shortfall. The one rule of [`call_timeout`] and
-/// [`statement_timeout`](crate::statement_timeout).
+/// [`statement_timeout`](crate::statement::statement_timeout).
 #[inline(always)]
 pub(crate) const fn within_budget(
     left: u64,
@@ -257,9 +260,10 @@ impl Shortfall {
     /// also when time was left but all of it was reserved (`available` is zero).
     ///
     /// ```
-    /// use deadline_core::{Deadline, Decision, Error, Instant, Policy, call_timeout, ms};
+    /// use deadline_core::{Deadline, Error, Instant, ms, Policy};
+    /// use deadline_core::call::{call_timeout, Decision};
     ///
-    /// let b = Policy::required("B").cap(ms(110)).floor(ms(30));
+    /// let b = Policy::required("B").with_cap(ms(110)).with_floor(ms(30));
     /// let deadline = Deadline::after(Instant::ZERO, ms(200));
     /// // 180 ms left, all of it reserved for later work: not enough time, but not past it.
     /// let Decision::Fail(s) = call_timeout(&b, deadline, ms(180), Instant::from_millis(20)) else {
@@ -288,7 +292,7 @@ impl Shortfall {
 /// Decides one call at `now`: `timeout = min(deadline.remaining(now) - reserve, policy.cap)`.
 ///
 /// `reserve` is the time the caller needs after this call returns: its own remaining work
-/// plus the floors of the required calls still to come ([`crate::Plan`] computes it). The
+/// plus the floors of the required calls still to come ([`crate::plan::Plan`] computes it). The
 /// call is made only when the timeout is positive and at least the policy's floor; otherwise
 /// an optional dependency is skipped and a required one fails. All arithmetic saturates.
 ///
@@ -296,9 +300,10 @@ impl Shortfall {
 /// `timeout >= floor`, `timeout > 0`, `connect <= timeout`, and `until <= deadline`.
 ///
 /// ```
-/// use deadline_core::{Deadline, Decision, Instant, Policy, call_timeout, ms};
+/// use deadline_core::{Deadline, Instant, ms, Policy};
+/// use deadline_core::call::{call_timeout, Decision};
 ///
-/// let c = Policy::optional("C").cap(ms(60)).floor(ms(25));
+/// let c = Policy::optional("C").with_cap(ms(60)).with_floor(ms(25));
 /// let deadline = Deadline::after(Instant::ZERO, ms(200));
 /// // The checkout example's slow case: C starts at 156 ms; 200 - 156 - 20 = 24 ms is under its 25 ms floor.
 /// let d = call_timeout(&c, deadline, ms(20), Instant::from_millis(156));
@@ -317,7 +322,7 @@ pub fn call_timeout(
     decide_micros(policy, deadline, duration_to_micros_ceil(reserve), now)
 }
 
-/// [`call_timeout`] with the reserve in whole microseconds (a [`Call`](crate::Call) keeps it
+/// [`call_timeout`] with the reserve in whole microseconds (a [`Call`](crate::call::Call) keeps it
 /// so). Inlined on 64-bit hosts; one copy on 32-bit targets, which both callers share.
 #[cfg_attr(target_pointer_width = "64", inline(always))]
 pub(crate) const fn decide_micros(

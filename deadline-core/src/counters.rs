@@ -109,7 +109,7 @@ impl CounterEvent {
 /// One dependency's counters: atomic, `Sync`, `const`-constructible.
 ///
 /// ```
-/// use deadline_core::{CounterEvent, Counters};
+/// use deadline_core::observe::{CounterEvent, Counters};
 ///
 /// static PRICING: Counters = Counters::new();
 ///

@@ -2,7 +2,7 @@
 
 use core::time::Duration;
 
-use crate::call::Call;
+use crate::call_context::Call;
 use crate::call_timeout::{Decision, Limits, Shortfall};
 use crate::time::Instant;
 
@@ -22,18 +22,18 @@ use crate::time::Instant;
 /// schedule again from the retry's start, and a hedge the budget refused moves it on by one
 /// delay.
 ///
-/// `delay` is the policy's fixed [`HedgePolicy::delay`](crate::HedgePolicy::delay), or a live value (for example the p95
+/// `delay` is the policy's fixed [`HedgePolicy::delay`](crate::policy::HedgePolicy::delay), or a live value (for example the p95
 /// of the dependency's latency histogram) passed as `Some(live)` to each decision.
 ///
 /// # Rules
 ///
 /// A hedge is sent only when all of these hold, checked in this order:
 ///
-/// 1. the dependency has a [`HedgePolicy`](crate::HedgePolicy) and is idempotent (a copy of a call that is not
+/// 1. the dependency has a [`HedgePolicy`](crate::policy::HedgePolicy) and is idempotent (a copy of a call that is not
 ///    idempotent could do its work twice);
-/// 2. fewer than [`HedgePolicy::max_hedges`](crate::HedgePolicy::max_hedges) hedges have been sent for this call;
+/// 2. fewer than [`HedgePolicy::max_hedges`](crate::policy::HedgePolicy::max_hedges) hedges have been sent for this call;
 /// 3. its time has come (see the schedule);
-/// 4. its call timeout, computed at `now` ([`crate::call_timeout`]), is at least the floor;
+/// 4. its call timeout, computed at `now` ([`crate::call::call_timeout`]), is at least the floor;
 /// 5. the retry-and-hedge budget (the same one retries draw from) grants a token.
 ///
 /// A driver with a circuit breaker ([`Call::with_breaker`]) also asks it for leave, just
@@ -41,12 +41,14 @@ use crate::time::Instant;
 /// attempt, and no budget token is spent on it).
 ///
 /// ```
-/// use deadline_core::{Call, Deadline, HedgeDecision, HedgePolicy, HedgeState, Instant, Policy, ms};
+/// use deadline_core::{Deadline, Instant, ms, Policy};
+/// use deadline_core::call::Call;
+/// use deadline_core::hedge::{HedgeDecision, HedgeState};
+/// use deadline_core::policy::HedgePolicy;
 ///
 /// // B: p95 60 ms; at most one hedge.
-/// let b = Policy::required("B").cap(ms(110)).floor(ms(30))
-///     .hedge(HedgePolicy::new(ms(60), 1))
-///     .idempotent();
+/// let b = Policy::required("B").idempotent().with_cap(ms(110)).with_floor(ms(30))
+///     .with_hedge(HedgePolicy::new(ms(60), 1));
 /// let call = Call::new(&b, Deadline::after(Instant::ZERO, ms(200)), ms(20));
 /// let mut hedges = HedgeState::new(Instant::from_millis(10)); // first attempt at 10 ms
 ///
@@ -112,7 +114,7 @@ impl HedgeState {
         let Some(policy) = call.policy.hedge else {
             return Some(NoHedge::NotConfigured);
         };
-        if !call.policy.idempotent {
+        if !call.policy.is_idempotent() {
             return Some(NoHedge::NotIdempotent);
         }
         if self.sent >= policy.max_hedges {
@@ -203,11 +205,11 @@ pub enum HedgeDecision {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub enum NoHedge {
-    /// The policy has no [`HedgePolicy`](crate::HedgePolicy).
+    /// The policy has no [`HedgePolicy`](crate::policy::HedgePolicy).
     NotConfigured,
     /// The call is not idempotent: a copy could do its work twice.
     NotIdempotent,
-    /// [`HedgePolicy::max_hedges`](crate::HedgePolicy::max_hedges) copies have been sent.
+    /// [`HedgePolicy::max_hedges`](crate::policy::HedgePolicy::max_hedges) copies have been sent.
     AllSent,
     /// Hedging was stopped ([`HedgeState::stop`]): a server said not to retry.
     Stopped,

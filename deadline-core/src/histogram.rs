@@ -5,7 +5,7 @@ use core::time::Duration;
 
 use crate::sync::{AtomicU32, Ordering};
 
-use crate::policy::Policy;
+use crate::dependency_policy::Policy;
 use crate::quantile::Quantile;
 use crate::time::duration_to_micros_ceil;
 
@@ -17,7 +17,8 @@ pub type SmallHistogram = Histogram<384, 4>;
 /// two (see the docs above for the layout, error bound and size).
 ///
 /// ```
-/// use deadline_core::{Histogram, ms};
+/// use deadline_core::ms;
+/// use deadline_core::observe::Histogram;
 ///
 /// static LATENCY: Histogram = Histogram::new();
 ///
@@ -31,8 +32,8 @@ pub type SmallHistogram = Histogram<384, 4>;
 ///
 /// // cap = p99.9 + margin, floor = p50; hedge after the p95.
 /// let policy = LATENCY.policy("pricing", ms(20)).unwrap();
-/// assert_eq!(policy.get_cap(), LATENCY.p999().unwrap() + ms(20));
-/// assert_eq!(policy.get_floor(), LATENCY.p50().unwrap());
+/// assert_eq!(policy.cap(), LATENCY.p999().unwrap() + ms(20));
+/// assert_eq!(policy.floor(), LATENCY.p50().unwrap());
 /// assert_eq!(LATENCY.hedge_delay(), LATENCY.p95());
 /// ```
 ///
@@ -100,7 +101,8 @@ impl Histogram {
     /// so it can be a `static`. Other layouts: [`Histogram::with_layout`].
     ///
     /// ```
-    /// use deadline_core::{Histogram, ms};
+    /// use deadline_core::ms;
+    /// use deadline_core::observe::Histogram;
     ///
     /// let h = Histogram::new();
     /// h.record(ms(12));
@@ -133,7 +135,7 @@ impl<const N: usize, const SUB_BITS: u32> Histogram<N, SUB_BITS> {
     /// other one:
     ///
     /// ```
-    /// use deadline_core::{Histogram, SmallHistogram};
+    /// use deadline_core::observe::{Histogram, SmallHistogram};
     ///
     /// static SMALL: SmallHistogram = SmallHistogram::with_layout();
     /// let custom = Histogram::<128, 3>::with_layout();
@@ -179,7 +181,8 @@ impl<const N: usize, const SUB_BITS: u32> Histogram<N, SUB_BITS> {
     /// dependency does now. Bucket by bucket, like [`reset`](Self::reset).
     ///
     /// ```
-    /// use deadline_core::{Histogram, ms};
+    /// use deadline_core::ms;
+    /// use deadline_core::observe::Histogram;
     ///
     /// let h: Histogram = Histogram::new();
     /// h.record_n(ms(10), 100);
@@ -347,8 +350,8 @@ impl<const N: usize, const SUB_BITS: u32> Histogram<N, SUB_BITS> {
     pub fn policy<'n>(&self, name: &'n str, margin: Duration) -> Option<Policy<'n>> {
         Some(
             Policy::required(name)
-                .floor(self.p50()?)
-                .cap(self.p999()?.saturating_add(margin)),
+                .with_floor(self.p50()?)
+                .with_cap(self.p999()?.saturating_add(margin)),
         )
     }
 

@@ -16,12 +16,12 @@ impl From<Error> for http::StatusCode {
     }
 }
 
-/// The status of a failed dependency call ([`CallError::http_status`](crate::drive::CallError::http_status)):
+/// The status of a failed dependency call ([`CallError::http_status`](crate::CallError::http_status)):
 /// 504 for a deadline, a timeout or a skip, 503 for an open breaker, 502 for the dependency's
 /// own failure.
 ///
 /// ```
-/// use deadline_core::drive::CallError;
+/// use deadline_core::CallError;
 ///
 /// let failed = CallError::Attempt("connection reset");
 /// assert_eq!(http::StatusCode::from(failed), http::StatusCode::BAD_GATEWAY);

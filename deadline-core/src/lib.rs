@@ -16,11 +16,13 @@
 //! plus the floors of the required calls still to come:
 //!
 //! ```
-//! use deadline_core::{Deadline, Decision, Instant, Plan, Policy, ms};
+//! use deadline_core::{Deadline, Instant, ms, Policy};
+//! use deadline_core::call::Decision;
+//! use deadline_core::plan::Plan;
 //!
-//! let a = Policy::required("A").cap(ms(50)).floor(ms(10));
-//! let b = Policy::required("B").cap(ms(110)).floor(ms(30));
-//! let c = Policy::optional("C").cap(ms(60)).floor(ms(25));
+//! let a = Policy::required("A").with_cap(ms(50)).with_floor(ms(10));
+//! let b = Policy::required("B").with_cap(ms(110)).with_floor(ms(30));
+//! let c = Policy::optional("C").with_cap(ms(60)).with_floor(ms(25));
 //!
 //! let deadline = Deadline::after(Instant::ZERO, ms(200));
 //! let mut plan: Plan<'_, 4> = Plan::new(deadline, ms(20));
@@ -43,8 +45,8 @@
 //! division (which a microcontroller would pay for on every call). [`Duration`]s are read at
 //! the edges: a policy's cap and connect limit are kept rounded down to a whole microsecond,
 //! its floor and a call's reserve rounded up, so that every guarantee holds for the durations
-//! as given; a decision's [`Limits`] give their timeout and connect limit back as
-//! [`Duration`]s ([`Limits::timeout`], [`Limits::connect`]), or in microseconds.
+//! as given; a decision's [`Limits`](crate::call::Limits) give their timeout and connect limit back as
+//! [`Duration`]s ([`Limits::timeout`](crate::call::Limits::timeout), [`Limits::connect`](crate::call::Limits::connect)), or in microseconds.
 //!
 //! [`Duration`]: core::time::Duration
 //!
@@ -72,7 +74,9 @@ extern crate std;
 #[cfg(loom)]
 extern crate std;
 
-// The modules, from the bottom layer up; each uses only the layers below it.
+// The modules, from the bottom layer up; each uses only the layers below it (checked by
+// scripts/layers.sh). They are private: the public paths are the root's vocabulary and the
+// namespaces after them, one path per item.
 //
 // 0: time, the deadline, errors, randomness, outcomes, quantiles.
 mod deadline;
@@ -82,27 +86,27 @@ mod grpc_code;
 mod manual_clock;
 mod outcome;
 mod quantile;
-mod rng;
+pub mod rng;
 mod sync;
 mod time;
 mod timer;
 // 1: configuration as plain data.
 mod backoff;
-mod policy;
-// 2: the call-timeout decision and what is built on it; the shared protections.
+mod dependency_policy;
+// 2: the call-timeout decision and what is built on it; the shared protections; the
+// protocol rules (over the deadline and admission).
 mod admit;
-// The protocol rules (headers, statuses, answers): over the deadline and admission.
-mod breaker;
+pub mod breaker;
 mod call_timeout;
-mod plan;
+pub mod plan;
 mod retry_budget;
-mod statement;
+pub mod statement;
 pub mod wire;
 // 3: the call context.
-mod call;
+mod call_context;
 // 4: the retry and hedge decisions.
-mod hedge;
-mod retry;
+pub mod hedge;
+pub mod retry;
 // 5 and 6: the call machine and the async driver.
 #[cfg(feature = "drive")]
 pub mod drive;
@@ -121,31 +125,74 @@ mod tonic_status;
 #[cfg(feature = "tracing")]
 mod trace;
 
-pub use admit::Admission;
-pub use backoff::{Backoff, Jitter, Multiplier};
-pub use breaker::{
-    BreakerConfig, BreakerOutcome, BreakerState, CircuitBreaker, Permit, WindowStats,
-};
-pub use call::Call;
-pub use call_timeout::{Decision, Limits, Shortfall, call_timeout};
-pub use counters::{CounterEvent, CounterSnapshot, Counters};
+/// A long explanation of the library: what each part is for and how they fit together.
+pub mod guide;
+
+// The vocabulary.
 pub use deadline::Deadline;
 #[cfg(feature = "drive")]
-pub use dependency::{Dependency, Recorder, Run, RunFuture, Steps, WithReport, WithReportFuture};
+pub use dependency::{Dependency, Steps};
+pub use dependency_policy::Policy;
+#[cfg(feature = "drive")]
+pub use drive::report::CallError;
 pub use error::Error;
-pub use hedge::{HedgeDecision, HedgeState, NoHedge};
-pub use histogram::{Bucket, Histogram, SmallHistogram};
-#[cfg(feature = "test-util")]
-pub use manual_clock::ManualClock;
 pub use outcome::{Outcome, Pushback};
-pub use plan::{Plan, PlanFull, StepId};
-pub use policy::{HedgePolicy, Necessity, Policy, RetryPolicy};
-pub use quantile::Quantile;
-pub use retry::{GiveUp, Retry, RetryDecision, RetryState};
-pub use retry_budget::RetryBudget;
-pub use rng::{NoJitter, Rng, Sequence, SplitMix64};
-pub use statement::{
-    MAX_STATEMENT_MILLIS, StatementDecision, StatementPolicy, StatementTimeout, statement_timeout,
-};
-pub use time::{Clock, Instant, duration_to_micros, micros_to_duration, ms};
+pub use time::{Clock, Instant, ms};
 pub use timer::Timer;
+
+/// A dependency's settings beside its [`Policy`]: whether it is required, whether a call
+/// may be repeated, its retries, backoff and hedges.
+pub mod policy {
+    pub use crate::backoff::{Backoff, Jitter, Multiplier};
+    pub use crate::dependency_policy::{HedgePolicy, Idempotence, Necessity, RetryPolicy};
+    pub use crate::quantile::Quantile;
+}
+
+/// One call's timeout from the time left: the formula (`min(left - reserve, cap)`, and the
+/// floor below which a call is not made), and the call's context.
+pub mod call {
+    pub use crate::call_context::Call;
+    pub use crate::call_timeout::{Decision, Limits, Shortfall, call_timeout};
+}
+
+/// The retry budget: retries and hedges as a share of the calls.
+pub mod budget {
+    pub use crate::retry_budget::RetryBudget;
+}
+
+/// What a dependency's calls did: counters and a latency histogram.
+pub mod observe {
+    pub use crate::counters::{CounterEvent, CounterSnapshot, Counters};
+    pub use crate::histogram::{Bucket, Histogram, SmallHistogram};
+}
+
+/// The one-line call's types: what [`Dependency::run`] returns, and how it is adjusted.
+#[cfg(feature = "drive")]
+pub mod run {
+    pub use crate::dependency::{Recorder, Run, RunFuture, WithReport, WithReportFuture};
+}
+
+/// The current deadline of a future on a [`Runtime`](runtime::Runtime), and the scopes that set and bound
+/// it.
+#[cfg(feature = "drive")]
+pub mod runtime {
+    pub use crate::drive::runtime::Runtime;
+    pub use crate::drive::scoped::{
+        Scope, Scoped, current, decide, enter, propagate, remaining, scope, scope_timeout,
+        statement_timeout, with_deadline,
+    };
+    #[cfg(feature = "std")]
+    pub use crate::drive::thread_deadline::ThreadDeadline;
+}
+
+/// Virtual time (feature `test-util`): a manual clock, a timer on it, and a runtime whose
+/// clock moves only when every future it runs is waiting. For tests, simulations and
+/// replays, as tokio's `test-util` is.
+#[cfg(feature = "test-util")]
+pub mod virtual_time {
+    #[cfg(feature = "drive")]
+    pub use crate::drive::manual::{ManualSleep, ManualTimer, Stalled};
+    #[cfg(feature = "drive")]
+    pub use crate::drive::manual_runtime::ManualRuntime;
+    pub use crate::manual_clock::ManualClock;
+}

@@ -13,7 +13,8 @@ use core::time::Duration;
 ///
 /// ```
 /// use core::time::Duration;
-/// use deadline_core::{Clock, Instant, ManualClock};
+/// use deadline_core::{Clock, Instant};
+/// use deadline_core::virtual_time::ManualClock;
 ///
 /// let clock = ManualClock::new();
 /// assert_eq!(clock.now(), Instant::ZERO);

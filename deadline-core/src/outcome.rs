@@ -13,8 +13,8 @@ use core::time::Duration;
 #[non_exhaustive]
 pub enum Outcome {
     /// The attempt's timeout fired, or the connection broke after the request was sent. The
-    /// server may have run it (and succeeded): not retried for a non-idempotent call unless
-    /// [`RetryPolicy::retry_non_idempotent`](crate::RetryPolicy::retry_non_idempotent).
+    /// server may have run it (and succeeded): not retried for a call that is not
+    /// idempotent.
     TimedOut,
     /// The attempt provably did not reach the server: connection refused, a connect timeout,
     /// no route, a name that did not resolve. Safe to retry, idempotent or not.

@@ -4,10 +4,10 @@ use core::time::Duration;
 
 use heapless::Vec;
 
-use crate::call::Call;
+use crate::call_context::Call;
 use crate::call_timeout::{Decision, call_timeout};
 use crate::deadline::Deadline;
-use crate::policy::Policy;
+use crate::dependency_policy::Policy;
 use crate::time::Instant;
 
 /// The index of a step in a [`Plan`].
@@ -50,10 +50,11 @@ struct Step<'p> {
 /// left.
 ///
 /// ```
-/// use deadline_core::{Deadline, Instant, Plan, Policy, ms};
+/// use deadline_core::{Deadline, Instant, ms, Policy};
+/// use deadline_core::plan::Plan;
 ///
 /// // Three parallel dependencies can each have close to the whole budget.
-/// let [x, y, z] = ["X", "Y", "Z"].map(|n| Policy::required(n).cap(ms(900)).floor(ms(100)));
+/// let [x, y, z] = ["X", "Y", "Z"].map(|n| Policy::required(n).with_cap(ms(900)).with_floor(ms(100)));
 /// let mut plan: Plan<'_, 3> = Plan::new(Deadline::after(Instant::ZERO, ms(1000)), ms(50));
 /// let sx = plan.then(&x).unwrap();
 /// let sy = plan.alongside(&y).unwrap();
@@ -185,13 +186,14 @@ impl<'p, const N: usize> Plan<'p, N> {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use deadline_core::{Deadline, Instant, Plan, Policy, ms};
+    /// use deadline_core::{Deadline, Instant, ms, Policy};
+    /// use deadline_core::plan::Plan;
     ///
     /// // A, then B and C side by side, then D.
-    /// let a = Policy::required("A").cap(ms(50)).floor(ms(10));
-    /// let b = Policy::required("B").cap(ms(110)).floor(ms(30));
-    /// let c = Policy::optional("C").cap(ms(60)).floor(ms(25));
-    /// let d = Policy::required("D").cap(ms(40)).floor(ms(5));
+    /// let a = Policy::required("A").with_cap(ms(50)).with_floor(ms(10));
+    /// let b = Policy::required("B").with_cap(ms(110)).with_floor(ms(30));
+    /// let c = Policy::optional("C").with_cap(ms(60)).with_floor(ms(25));
+    /// let d = Policy::required("D").with_cap(ms(40)).with_floor(ms(5));
     /// let mut plan: Plan<'_, 4> = Plan::new(Deadline::after(Instant::ZERO, ms(300)), ms(20));
     /// let sa = plan.then(&a).unwrap();
     /// let sb = plan.then(&b).unwrap();
@@ -199,9 +201,9 @@ impl<'p, const N: usize> Plan<'p, N> {
     /// plan.then(&d).unwrap();
     ///
     /// // Every step at its cap: 50 + max(110, 60) + 40.
-    /// assert_eq!(plan.critical_path(sa, |_, p| p.get_cap()), ms(200));
+    /// assert_eq!(plan.critical_path(sa, |_, p| p.cap()), ms(200));
     /// // The required floors from B on: max(30, C optional) + 5.
-    /// let floors = |_, p: &Policy| if p.is_required() { p.get_floor() } else { Duration::ZERO };
+    /// let floors = |_, p: &Policy| if p.is_required() { p.floor() } else { Duration::ZERO };
     /// assert_eq!(plan.critical_path(sb, floors), ms(35));
     /// // ... which is what A reserves, with the 20 ms of own work.
     /// assert_eq!(plan.reserve(sa), ms(20 + 35));
@@ -247,7 +249,7 @@ impl<'p, const N: usize> Plan<'p, N> {
     pub fn decide(&self, step: StepId, now: Instant) -> Decision {
         match self.steps.get(step) {
             Some(s) => call_timeout(s.policy, self.deadline, self.reserve(step), now),
-            None => Decision::Fail(crate::Shortfall::from_micros(0, 0, 0)),
+            None => Decision::Fail(crate::call_timeout::Shortfall::from_micros(0, 0, 0)),
         }
     }
 }
@@ -255,7 +257,7 @@ impl<'p, const N: usize> Plan<'p, N> {
 /// A step's share of a reserve: its floor if it is required, nothing if it is optional.
 fn required_floor(_: StepId, policy: &Policy) -> Duration {
     if policy.is_required() {
-        policy.get_floor()
+        policy.floor()
     } else {
         Duration::ZERO
     }

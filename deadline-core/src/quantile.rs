@@ -12,7 +12,7 @@ const PPM: u32 = 1_000_000;
 /// Out-of-range inputs are clamped to `[0, 1]`.
 ///
 /// ```
-/// use deadline_core::Quantile;
+/// use deadline_core::policy::Quantile;
 ///
 /// assert_eq!(Quantile::per_mille(999), Quantile::P999);
 /// assert_eq!(Quantile::from_fraction(0.95), Quantile::P95);

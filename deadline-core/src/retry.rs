@@ -2,7 +2,7 @@
 
 use core::time::Duration;
 
-use crate::call::Call;
+use crate::call_context::Call;
 use crate::call_timeout::{Decision, Limits, Shortfall};
 use crate::outcome::Outcome;
 use crate::outcome::Pushback;
@@ -15,9 +15,9 @@ use crate::time::Instant;
 ///
 /// decision before each retry.
 ///
-/// The decision is sans-IO. After an attempt fails, [`RetryState::decide`](crate::RetryState::decide) takes the call
+/// The decision is sans-IO. After an attempt fails, [`RetryState::decide`](crate::retry::RetryState::decide) takes the call
 /// ([`Call`]: policy, request deadline, reserve, retry budget), `now`, the attempt's
-/// [`Outcome`](crate::Outcome) and a random source, and answers with a [`RetryDecision`]: retry at an instant
+/// [`Outcome`] and a random source, and answers with a [`RetryDecision`]: retry at an instant
 /// with freshly computed limits, or give up for a stated [`GiveUp`] reason. Nothing is
 /// slept and no clock is read; the caller sleeps until [`Retry::at`] and then makes the call.
 ///
@@ -25,13 +25,12 @@ use crate::time::Instant;
 ///
 /// 1. The outcome is retryable: not [`Outcome::Fatal`], not a [`Pushback::DontRetry`].
 /// 2. The attempt cannot have run twice: a call that is not idempotent is retried only after
-///    [`Outcome::Refused`] or [`Outcome::Pushback`] (the server did not act on it), unless
-///    [`RetryPolicy::retry_non_idempotent`](crate::RetryPolicy::retry_non_idempotent) allows it.
-/// 3. Attempts are left under [`RetryPolicy::max_attempts`](crate::RetryPolicy::max_attempts).
-/// 4. The backoff ([`Backoff`](crate::Backoff), lengthened to the server's pushback if that is longer)
+///    [`Outcome::Refused`] or [`Outcome::Pushback`] (the server did not act on it).
+/// 3. Attempts are left under [`RetryPolicy::attempts`](crate::policy::RetryPolicy::attempts).
+/// 4. The backoff ([`Backoff`](crate::policy::Backoff), lengthened to the server's pushback if that is longer)
 ///    ends before the request deadline.
 /// 5. The call timeout computed again for a start at the end of the backoff
-///    ([`crate::call_timeout`]) is at least the dependency's floor.
+///    ([`call_timeout`](crate::call::call_timeout)) is at least the dependency's floor.
 /// 6. The retry budget grants a token. It is asked last, so no token is taken for a retry
 ///    that one of the checks above rules out.
 ///
@@ -42,12 +41,15 @@ use crate::time::Instant;
 /// never more.
 ///
 /// ```
-/// use deadline_core::{Backoff, Call, Deadline, GiveUp, Instant, Jitter, Outcome, Policy, RetryDecision, RetryState, SplitMix64, ms};
+/// use deadline_core::{Deadline, Instant, ms, Outcome, Policy};
+/// use deadline_core::call::Call;
+/// use deadline_core::policy::{Backoff, Jitter};
+/// use deadline_core::retry::{GiveUp, RetryDecision, RetryState};
+/// use deadline_core::rng::SplitMix64;
 ///
 /// // The budget table: a retry with 1450 ms left waits 200 ms, then has the rest of the time.
-/// let dep = Policy::required("B").cap(ms(2_000)).floor(ms(100))
-///     .attempts(2).backoff(Backoff::exponential(ms(200)).max(ms(1_000)).jitter(Jitter::None))
-///     .idempotent();
+/// let dep = Policy::required("B").idempotent().with_cap(ms(2_000)).with_floor(ms(100))
+///     .with_retries(1).with_backoff(Backoff::exponential(ms(200)).max(ms(1_000)).jitter(Jitter::None));
 /// let deadline = Deadline::after(Instant::ZERO, ms(2_000));
 /// let call = Call::new(&dep, deadline, ms(0));
 /// let mut state = RetryState::new();
@@ -134,7 +136,7 @@ impl RetryState {
             Outcome::TimedOut | Outcome::Refused | Outcome::Failed => Duration::ZERO,
         };
         let may_have_run = matches!(outcome, Outcome::TimedOut | Outcome::Failed);
-        if may_have_run && !policy.idempotent && !policy.retry.retry_non_idempotent {
+        if may_have_run && !policy.is_idempotent() {
             return RetryDecision::GiveUp(GiveUp::MayHaveRun);
         }
         if self.attempts >= policy.retry.attempts() {
@@ -198,7 +200,7 @@ pub struct Retry {
     pub at: Instant,
     /// The wait: the jittered backoff, or the server's pushback if that is longer.
     pub wait: Duration,
-    /// The retry's limits, computed for a start at `at` ([`crate::call_timeout`]). A driver
+    /// The retry's limits, computed for a start at `at` ([`crate::call::call_timeout`]). A driver
     /// that wakes late computes them again at the instant it actually starts.
     pub limits: Limits,
     /// The number of the attempt about to be made: 2 for the first retry.

@@ -31,7 +31,8 @@ const NO_WINDOW: u32 = u32::MAX;
 /// [`RetryBudget`] documentation for the exact bound it enforces.
 ///
 /// ```
-/// use deadline_core::{Instant, RetryBudget};
+/// use deadline_core::Instant;
+/// use deadline_core::budget::RetryBudget;
 ///
 /// // 10% of calls, no floor: ten calls buy exactly one retry.
 /// static BUDGET: RetryBudget = RetryBudget::percent(10).min_per_sec(0);
@@ -148,7 +149,7 @@ impl RetryBudget {
     /// empty.
     ///
     /// ```
-    /// use deadline_core::RetryBudget;
+    /// use deadline_core::budget::RetryBudget;
     ///
     /// static BUDGET: RetryBudget = RetryBudget::percent(10).min_per_sec(5);
     /// assert_eq!(BUDGET.ratio_per_mille(), 100);
@@ -197,7 +198,8 @@ impl RetryBudget {
     /// returns a fresh, empty budget.
     ///
     /// ```
-    /// use deadline_core::{Instant, RetryBudget};
+    /// use deadline_core::Instant;
+    /// use deadline_core::budget::RetryBudget;
     ///
     /// let budget = RetryBudget::percent(50).min_per_sec(0).with_max_balance(2);
     /// let now = Instant::ZERO;

@@ -18,7 +18,7 @@ use crate::time::{duration_to_micros, micros_to_duration, mul_wide};
 ///
 /// ```
 /// use core::time::Duration;
-/// use deadline_core::{Rng, Sequence, SplitMix64};
+/// use deadline_core::rng::{Rng, Sequence, SplitMix64};
 ///
 /// let mut rng = SplitMix64::new(42);
 /// let d = rng.duration_between(Duration::from_millis(10), Duration::from_millis(20));
@@ -93,7 +93,7 @@ impl<R: Rng + ?Sized> Rng for &mut R {
 /// give the same sequence, which is what a test wants.
 ///
 /// ```
-/// use deadline_core::{Rng, SplitMix64};
+/// use deadline_core::rng::{Rng, SplitMix64};
 ///
 /// let mut a = SplitMix64::new(7);
 /// let mut b = SplitMix64::new(7);
@@ -135,7 +135,7 @@ impl Rng for SplitMix64 {
 /// has no backoff and never draws.
 ///
 /// ```
-/// use deadline_core::{NoJitter, Rng};
+/// use deadline_core::rng::{NoJitter, Rng};
 ///
 /// assert_eq!(NoJitter.u64_between(10, 20), 10);
 /// assert_eq!(size_of::<NoJitter>(), 0);
@@ -164,7 +164,7 @@ impl Rng for NoJitter {
 /// `Sequence::new(&[u32::MAX])` always the high end. An empty sequence draws zeros.
 ///
 /// ```
-/// use deadline_core::{Rng, Sequence};
+/// use deadline_core::rng::{Rng, Sequence};
 ///
 /// let mut rng = Sequence::new(&[1, 2, 3]);
 /// assert_eq!([rng.next_u32(), rng.next_u32(), rng.next_u32(), rng.next_u32()], [1, 2, 3, 1]);

@@ -13,7 +13,8 @@ pub const MAX_STATEMENT_MILLIS: u32 = i32::MAX as u32;
 /// How the statement timeout of a database query is derived from the time left.
 ///
 /// ```
-/// use deadline_core::{StatementPolicy, ms};
+/// use deadline_core::ms;
+/// use deadline_core::statement::StatementPolicy;
 ///
 /// // At most 300 ms per query; under 40 ms left, do not start.
 /// const ORDERS: StatementPolicy = StatementPolicy::capped(ms(300)).floor(ms(40));
@@ -64,7 +65,8 @@ impl StatementPolicy {
 /// current transaction only:
 ///
 /// ```
-/// use deadline_core::{Deadline, Instant, StatementDecision, StatementPolicy, ms, statement_timeout};
+/// use deadline_core::{Deadline, Instant, ms};
+/// use deadline_core::statement::{statement_timeout, StatementDecision, StatementPolicy};
 ///
 /// let policy = StatementPolicy::capped(ms(300)).floor(ms(40));
 /// let deadline = Deadline::after(Instant::ZERO, ms(1000));
@@ -126,13 +128,14 @@ impl StatementDecision {
 
 /// Decides a query's statement timeout at `now`: `min(cap, deadline - now - reserve)` in whole
 /// milliseconds (rounded down), or [`StatementDecision::DontStart`] when that is under
-/// `policy.floor` or under one millisecond (the same rule as [`crate::call_timeout`]). All arithmetic saturates.
+/// `policy.floor` or under one millisecond (the same rule as [`crate::call::call_timeout`]). All arithmetic saturates.
 ///
 /// Guarantees, for a [`StatementDecision::Set`]: `1 ms <= timeout <= cap`, `timeout >= floor`
 /// rounded down to whole milliseconds, and `now + timeout <= deadline - reserve`.
 ///
 /// ```
-/// use deadline_core::{Deadline, Instant, StatementDecision, StatementPolicy, ms, statement_timeout};
+/// use deadline_core::{Deadline, Instant, ms};
+/// use deadline_core::statement::{statement_timeout, StatementDecision, StatementPolicy};
 ///
 /// // The propagation model's database: `ms = int(min(0.3, left) * 1000)`, and "don't start" under 40 ms left.
 /// let policy = StatementPolicy::capped(ms(300)).floor(ms(40));

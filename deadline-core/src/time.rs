@@ -18,7 +18,7 @@ const MICROS_PER_SEC: u64 = 1_000_000;
 // dozen bytes that every decision would otherwise repeat; inlined on 64-bit ones.
 #[cfg_attr(target_pointer_width = "64", inline)]
 #[cfg_attr(not(target_pointer_width = "64"), inline(never))]
-pub const fn duration_to_micros(d: Duration) -> u64 {
+pub(crate) const fn duration_to_micros(d: Duration) -> u64 {
     // `subsec_micros` is below 1 000 000: the sum saturates only with the product.
     match d.as_secs().checked_mul(MICROS_PER_SEC) {
         Some(whole) => whole.saturating_add(d.subsec_micros() as u64),
@@ -52,7 +52,7 @@ pub(crate) const fn duration_to_micros_ceil(d: Duration) -> u64 {
 /// is `Duration::from_micros`, whose division the compiler makes that multiply-high itself.
 #[must_use]
 #[inline]
-pub const fn micros_to_duration(micros: u64) -> Duration {
+pub(crate) const fn micros_to_duration(micros: u64) -> Duration {
     #[cfg(target_pointer_width = "64")]
     {
         Duration::from_micros(micros)
@@ -207,7 +207,7 @@ pub(crate) const fn div_1_000(x: u64) -> u64 {
 ///
 /// The core's decisions never read a clock: every one takes `now` as an argument. An adapter
 /// crate (tokio, std, embassy) implements [`Clock`] over its runtime's monotonic clock, and
-/// tests use [`ManualClock`](crate::ManualClock) (feature `test-util`). The one reader is the optional driver (feature `drive`), which
+/// tests use [`ManualClock`](crate::virtual_time::ManualClock) (feature `test-util`). The one reader is the optional driver (feature `drive`), which
 /// reads its timer's clock after every wake-up.
 ///
 /// All arithmetic on [`Instant`] saturates: a clock that steps back, a huge budget or an

@@ -31,7 +31,7 @@ impl From<Error> for tonic::Status {
 ///
 /// ```
 /// use deadline_core::Error;
-/// use deadline_core::drive::CallError;
+/// use deadline_core::CallError;
 ///
 /// let spent = CallError::<tonic::Status>::Library(Error::Timeout { after: deadline_core::ms(50) });
 /// assert_eq!(tonic::Status::from(spent).code(), tonic::Code::DeadlineExceeded);

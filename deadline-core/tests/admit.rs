@@ -2,8 +2,9 @@
 
 use core::time::Duration;
 
+use deadline_core::wire::Admission;
 use deadline_core::wire::GrpcCode;
-use deadline_core::{Admission, Deadline, Error, Instant, ms};
+use deadline_core::{Deadline, Error, Instant, ms};
 
 #[test]
 fn admitted_exactly_when_the_time_left_covers_the_need() {

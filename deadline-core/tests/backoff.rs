@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use deadline_core::{Backoff, Jitter, Multiplier, Rng, Sequence, SplitMix64, ms};
+use deadline_core::ms;
+use deadline_core::policy::{Backoff, Jitter, Multiplier};
+use deadline_core::rng::{Rng, Sequence, SplitMix64};
 
 /// The reference exponential ceiling, in u128 microseconds: min(max, base * num^n / den^n).
 fn reference_ceiling(base: Duration, max: Duration, num: u128, den: u128, n: u32) -> Duration {

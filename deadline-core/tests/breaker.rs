@@ -3,9 +3,8 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::thread;
 
-use deadline_core::{
-    BreakerConfig, BreakerOutcome, BreakerState, CircuitBreaker, Error, Instant, ms,
-};
+use deadline_core::breaker::{BreakerConfig, BreakerOutcome, BreakerState, CircuitBreaker};
+use deadline_core::{Error, Instant, ms};
 
 fn at(millis: u64) -> Instant {
     Instant::from_millis(millis)

@@ -14,10 +14,12 @@
 
 use std::time::Duration;
 
-use deadline_core::{
-    Backoff, Call, Clock, Deadline, Decision, Error, Jitter, ManualClock, Outcome, Policy,
-    RetryDecision, RetryState, SplitMix64, ms,
-};
+use deadline_core::call::{Call, Decision};
+use deadline_core::policy::{Backoff, Jitter};
+use deadline_core::retry::{RetryDecision, RetryState};
+use deadline_core::rng::SplitMix64;
+use deadline_core::virtual_time::ManualClock;
+use deadline_core::{Clock, Deadline, Error, Outcome, Policy, ms};
 
 const BUDGET: Duration = ms(2_000);
 const A_USES: Duration = ms(300);
@@ -29,19 +31,19 @@ const RETRY_USES: Duration = ms(400);
 fn policies() -> [Policy<'static>; 3] {
     let no_cap = Duration::MAX;
     [
-        Policy::required("A").cap(no_cap).floor(ms(100)),
+        Policy::required("A").with_cap(no_cap).with_floor(ms(100)),
         // B is retried once, after exactly 200 ms (no jitter).
         Policy::required("B")
-            .cap(no_cap)
-            .floor(ms(100))
             .idempotent()
-            .attempts(2)
-            .backoff(
+            .with_cap(no_cap)
+            .with_floor(ms(100))
+            .with_retries(1)
+            .with_backoff(
                 Backoff::exponential(RETRY_WAIT)
                     .max(RETRY_WAIT)
                     .jitter(Jitter::None),
             ),
-        Policy::required("C").cap(no_cap).floor(ms(1_000)),
+        Policy::required("C").with_cap(no_cap).with_floor(ms(1_000)),
     ]
 }
 
@@ -95,12 +97,12 @@ fn the_budget_table_of_one_screen() {
     match Call::new(&c, deadline, reserve).decide(clock.now()) {
         Decision::Fail(shortfall) => {
             assert_eq!(shortfall.available(), left);
-            assert_eq!(shortfall.floor(), c.get_floor());
+            assert_eq!(shortfall.floor(), c.floor());
             assert_eq!(
                 shortfall.error(),
                 Error::InsufficientTime {
                     available: left,
-                    floor: c.get_floor()
+                    floor: c.floor()
                 }
             );
         }
@@ -115,7 +117,9 @@ fn the_budget_table_of_one_screen() {
 fn the_budget_table_on_the_driver() {
     use std::cell::RefCell;
 
-    use deadline_core::drive::{CallError, Called, Driver, ManualTimer};
+    use deadline_core::CallError;
+    use deadline_core::drive::{Called, Driver};
+    use deadline_core::virtual_time::ManualTimer;
     use deadline_core::{Instant, Timer};
 
     let [a, b, c] = policies();
@@ -188,7 +192,7 @@ fn the_budget_table_on_the_driver() {
         called_c.result,
         Err(CallError::Library(Error::InsufficientTime {
             available: left_for_c,
-            floor: c.get_floor()
+            floor: c.floor()
         }))
     );
 }

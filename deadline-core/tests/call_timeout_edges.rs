@@ -9,7 +9,9 @@
 
 use std::time::Duration;
 
-use deadline_core::{Deadline, Decision, Instant, Necessity, Policy, call_timeout};
+use deadline_core::call::{Decision, call_timeout};
+use deadline_core::policy::Necessity;
+use deadline_core::{Deadline, Instant, Policy};
 
 /// `d` in whole microseconds, rounded down, at most `u64::MAX`.
 fn down(d: Duration) -> u128 {
@@ -30,7 +32,7 @@ fn micros(us: u128) -> Duration {
 /// durations as given.
 fn check(policy: &Policy, deadline: Deadline, reserve: Duration, now: Instant) {
     let left = down(deadline.remaining(now));
-    let (cap, floor) = (down(policy.get_cap()), up(policy.get_floor()));
+    let (cap, floor) = (down(policy.cap()), up(policy.floor()));
     let available = left.saturating_sub(up(reserve)).min(cap);
     let decision = call_timeout(policy, deadline, reserve, now);
     let context = || format!("{policy:?} {deadline:?} reserve {reserve:?} now {now:?}");
@@ -42,7 +44,7 @@ fn check(policy: &Policy, deadline: Deadline, reserve: Duration, now: Instant) {
                 assert_eq!(s.floor(), micros(floor), "{}", context());
                 assert_eq!(
                     matches!(decision, Decision::Fail(_)),
-                    policy.necessity == Necessity::Required,
+                    policy.necessity() == Necessity::Required,
                     "{}",
                     context()
                 );
@@ -54,7 +56,7 @@ fn check(policy: &Policy, deadline: Deadline, reserve: Duration, now: Instant) {
             panic!("not called ({decision:?}): {}", context());
         };
         assert_eq!(l.timeout(), micros(available), "{}", context());
-        let connect = down(policy.get_connect()).min(available);
+        let connect = down(policy.connect()).min(available);
         assert_eq!(l.connect(), micros(connect), "{}", context());
         assert_eq!(
             l.until(),
@@ -65,8 +67,8 @@ fn check(policy: &Policy, deadline: Deadline, reserve: Duration, now: Instant) {
         // The guarantees, for the durations as given.
         let timeout = l.timeout();
         assert!(timeout > Duration::ZERO, "{}", context());
-        assert!(timeout <= policy.get_cap(), "{}", context());
-        assert!(timeout >= policy.get_floor(), "{}", context());
+        assert!(timeout <= policy.cap(), "{}", context());
+        assert!(timeout >= policy.floor(), "{}", context());
         assert!(
             timeout + reserve <= deadline.remaining(now),
             "{}",
@@ -87,17 +89,17 @@ fn check_rounding(policy: &Policy, cap: Duration, floor: Duration, connect: Dura
             micros(us)
         }
     };
-    assert_eq!(policy.get_cap(), unbounded(down(cap)), "cap {cap:?}");
-    assert_eq!(policy.get_floor(), micros(up(floor)), "floor {floor:?}");
+    assert_eq!(policy.cap(), unbounded(down(cap)), "cap {cap:?}");
+    assert_eq!(policy.floor(), micros(up(floor)), "floor {floor:?}");
     assert_eq!(
-        policy.get_connect(),
+        policy.connect(),
         unbounded(down(connect)),
         "connect {connect:?}"
     );
     let none_or_at_most = |kept: Duration, given: Duration| kept <= given || kept == Duration::MAX;
-    assert!(none_or_at_most(policy.get_cap(), cap));
-    assert!(none_or_at_most(policy.get_connect(), connect));
-    assert!(policy.get_floor() >= floor || up(floor) == u128::from(u64::MAX));
+    assert!(none_or_at_most(policy.cap(), cap));
+    assert!(none_or_at_most(policy.connect(), connect));
+    assert!(policy.floor() >= floor || up(floor) == u128::from(u64::MAX));
 }
 
 fn durations() -> Vec<Duration> {
@@ -156,10 +158,10 @@ fn call_timeout_is_the_reference_on_every_edge() {
                             for &connect in ds.iter().step_by(4) {
                                 for necessity in [Necessity::Required, Necessity::Optional] {
                                     let policy = Policy::required("edge")
-                                        .cap(cap)
-                                        .floor(floor)
-                                        .connect(connect)
-                                        .necessity(necessity);
+                                        .with_cap(cap)
+                                        .with_floor(floor)
+                                        .with_connect(connect)
+                                        .with_necessity(necessity);
                                     check_rounding(&policy, cap, floor, connect);
                                     check(&policy, deadline, reserve, now);
                                     checked += 1;

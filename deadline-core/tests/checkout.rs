@@ -3,13 +3,16 @@
 
 use core::time::Duration;
 
-use deadline_core::{Clock, Deadline, Decision, Instant, ManualClock, Plan, Policy, ms};
+use deadline_core::call::Decision;
+use deadline_core::plan::Plan;
+use deadline_core::virtual_time::ManualClock;
+use deadline_core::{Clock, Deadline, Instant, Policy, ms};
 
 // The example's table: caps from p99.9 plus some extra time (C's below its p99.9, because it has
 // a fallback), floors at the p50.
-const A: Policy = Policy::required("A").cap(ms(50)).floor(ms(10));
-const B: Policy = Policy::required("B").cap(ms(110)).floor(ms(30));
-const C: Policy = Policy::optional("C").cap(ms(60)).floor(ms(25));
+const A: Policy = Policy::required("A").with_cap(ms(50)).with_floor(ms(10));
+const B: Policy = Policy::required("B").with_cap(ms(110)).with_floor(ms(30));
+const C: Policy = Policy::optional("C").with_cap(ms(60)).with_floor(ms(25));
 const BUDGET: Duration = ms(200);
 const OWN_WORK: Duration = ms(20);
 
@@ -40,7 +43,7 @@ fn run(latencies: [Duration; 3]) -> (Vec<Step>, Instant) {
             clock.advance(latency);
         }
         steps.push(Step {
-            name: plan.policy(id).unwrap().name,
+            name: plan.policy(id).unwrap().name(),
             start,
             decision,
         });
@@ -103,7 +106,7 @@ fn the_fixed_split_fails_where_the_deadline_succeeds() {
     let b = steps[1].decision.timeout().unwrap();
     assert!(ms(105) > fixed_b && ms(105) <= b);
     // The caps add up to more than the budget, which no fixed split can give.
-    assert!(A.get_cap() + B.get_cap() + C.get_cap() + OWN_WORK > BUDGET);
+    assert!(A.cap() + B.cap() + C.cap() + OWN_WORK > BUDGET);
 }
 
 #[test]
@@ -125,9 +128,9 @@ fn a_required_call_under_its_floor_fails_instead_of_skipping() {
 fn parallel_steps_share_the_wall_clock() {
     // Parallel dependencies share the wall clock, so each is sized from the same
     // time left, and later steps reserve the largest floor among them once.
-    let x = Policy::required("X").cap(ms(300)).floor(ms(100));
-    let y = Policy::required("Y").cap(ms(300)).floor(ms(40));
-    let z = Policy::required("Z").cap(ms(300)).floor(ms(60));
+    let x = Policy::required("X").with_cap(ms(300)).with_floor(ms(100));
+    let y = Policy::required("Y").with_cap(ms(300)).with_floor(ms(40));
+    let z = Policy::required("Z").with_cap(ms(300)).with_floor(ms(60));
     let deadline = Deadline::after(Instant::ZERO, ms(1000));
     let mut plan: Plan<'_, 4> = Plan::new(deadline, ms(50));
     let first = plan.then(&z).unwrap();

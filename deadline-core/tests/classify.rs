@@ -1,8 +1,13 @@
 //! The classifier is a plain closure: no type annotation on its argument is needed.
 #![cfg(feature = "drive")]
 
-use deadline_core::drive::{CallError, Driver, ManualTimer};
-use deadline_core::{Backoff, Call, Deadline, Instant, Limits, Outcome, Policy, SplitMix64, ms};
+use deadline_core::CallError;
+use deadline_core::call::{Call, Limits};
+use deadline_core::drive::Driver;
+use deadline_core::policy::Backoff;
+use deadline_core::rng::SplitMix64;
+use deadline_core::virtual_time::ManualTimer;
+use deadline_core::{Deadline, Instant, Outcome, Policy, ms};
 
 #[derive(Debug, PartialEq)]
 enum MyError {
@@ -13,7 +18,7 @@ enum MyError {
 #[test]
 fn an_unannotated_closure_classifies() {
     let timer = ManualTimer::new();
-    let dep = Policy::required("D").cap(ms(100)).floor(ms(10));
+    let dep = Policy::required("D").with_cap(ms(100)).with_floor(ms(10));
     let call = Call::new(&dep, Deadline::after(Instant::ZERO, ms(500)), ms(0));
     let called = timer
         .run(Driver::new(call, &timer, SplitMix64::new(1)).run(
@@ -28,10 +33,11 @@ fn an_unannotated_closure_classifies() {
 fn an_unannotated_closure_that_reads_the_error_classifies() {
     let timer = ManualTimer::new();
     let dep = Policy::required("D")
-        .cap(ms(100))
-        .floor(ms(10))
-        .attempts(2)
-        .backoff(Backoff::constant(ms(5)));
+        .not_idempotent()
+        .with_cap(ms(100))
+        .with_floor(ms(10))
+        .with_retries(1)
+        .with_backoff(Backoff::constant(ms(5)));
     let call = Call::new(&dep, Deadline::after(Instant::ZERO, ms(500)), ms(0));
     let called = timer
         .run(Driver::new(call, &timer, SplitMix64::new(1)).run(

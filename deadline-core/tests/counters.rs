@@ -1,6 +1,6 @@
 //! Per-dependency counters: each event lands in its own field, rates, deltas, concurrency.
 
-use deadline_core::{CounterEvent, CounterSnapshot, Counters};
+use deadline_core::observe::{CounterEvent, CounterSnapshot, Counters};
 
 #[test]
 fn each_event_counts_in_its_own_field_only() {

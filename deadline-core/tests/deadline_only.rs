@@ -5,11 +5,16 @@
 
 use std::time::Duration;
 
-use deadline_core::drive::{CallError, Called, Driver, ManualTimer, Report};
-use deadline_core::{
-    Backoff, BreakerConfig, Call, CircuitBreaker, Clock, Deadline, GiveUp, HedgePolicy, Instant,
-    Outcome, Policy, RetryBudget, SplitMix64, Timer, ms,
-};
+use deadline_core::CallError;
+use deadline_core::breaker::{BreakerConfig, CircuitBreaker};
+use deadline_core::budget::RetryBudget;
+use deadline_core::call::Call;
+use deadline_core::drive::{Called, Driver, Report};
+use deadline_core::policy::{Backoff, HedgePolicy};
+use deadline_core::retry::GiveUp;
+use deadline_core::rng::SplitMix64;
+use deadline_core::virtual_time::ManualTimer;
+use deadline_core::{Clock, Deadline, Instant, Outcome, Policy, Timer, ms};
 
 /// How the simulated dependency answers: after `latency`, with `answer`.
 #[derive(Clone, Copy)]
@@ -64,8 +69,8 @@ fn without_reason(mut report: Report) -> Report {
 
 #[test]
 fn without_retries_or_hedges_it_ends_every_call_as_the_full_driver_does() {
-    let b = Policy::required("B").cap(ms(110)).floor(ms(30));
-    let c = Policy::optional("C").cap(ms(60)).floor(ms(25));
+    let b = Policy::required("B").with_cap(ms(110)).with_floor(ms(30));
+    let c = Policy::optional("C").with_cap(ms(60)).with_floor(ms(25));
     let cases = [
         (
             &b,
@@ -124,12 +129,12 @@ fn without_retries_or_hedges_it_ends_every_call_as_the_full_driver_does() {
     ];
     for (policy, budget, reserve, dep) in cases {
         let [full, only] = run_both(policy, budget, reserve, dep);
-        assert_eq!(full.result, only.result, "{}", policy.name);
+        assert_eq!(full.result, only.result, "{}", policy.name());
         assert_eq!(
             without_reason(full.report),
             without_reason(only.report),
             "{}",
-            policy.name
+            policy.name()
         );
         if only.report.attempts > 0 && only.result.is_err() {
             assert_eq!(only.report.gave_up, Some(GiveUp::Exhausted));
@@ -143,16 +148,16 @@ fn with_retries_hedges_a_budget_and_a_breaker_it_makes_one_attempt_and_touches_n
     static BREAKER: CircuitBreaker =
         CircuitBreaker::new(BreakerConfig::DEFAULT.with_consecutive_failures(1));
     let armed = Policy::required("armed")
-        .cap(ms(50))
-        .floor(ms(1))
-        .attempts(3)
-        .backoff(Backoff::constant(ms(1)))
-        .hedge(HedgePolicy::new(ms(5), 2))
-        .idempotent();
+        .idempotent()
+        .with_cap(ms(50))
+        .with_floor(ms(1))
+        .with_retries(2)
+        .with_backoff(Backoff::constant(ms(1)))
+        .with_hedge(HedgePolicy::new(ms(5), 2));
     // Open the breaker: one failure is enough.
     let now = Instant::ZERO;
     let permit = BREAKER.try_acquire(now).unwrap();
-    BREAKER.record(permit, deadline_core::BreakerOutcome::Failure, now);
+    BREAKER.record(permit, deadline_core::breaker::BreakerOutcome::Failure, now);
     assert!(BREAKER.try_acquire(now).is_err(), "the breaker is open");
 
     let timer = ManualTimer::new();
@@ -190,7 +195,7 @@ fn with_retries_hedges_a_budget_and_a_breaker_it_makes_one_attempt_and_touches_n
 }
 
 /// An attempt future of 1 KiB, to see how many of them a driver's future keeps room for.
-async fn big_attempt(_limits: deadline_core::Limits, timer: &ManualTimer) -> Result<u32, ()> {
+async fn big_attempt(_limits: deadline_core::call::Limits, timer: &ManualTimer) -> Result<u32, ()> {
     let buffer = [7u8; 1024];
     timer.sleep_until(timer.now() + ms(1)).await;
     Ok(u32::from(core::hint::black_box(buffer)[1023]))
@@ -198,7 +203,7 @@ async fn big_attempt(_limits: deadline_core::Limits, timer: &ManualTimer) -> Res
 
 #[test]
 fn a_deadline_only_future_keeps_room_for_one_attempt_and_a_full_one_for_four() {
-    let policy = Policy::required("B").cap(ms(110));
+    let policy = Policy::required("B").with_cap(ms(110));
     let timer = ManualTimer::new();
     let t = &timer;
     let call = || Call::new(&policy, Deadline::after(Instant::ZERO, ms(200)), ms(0));

@@ -8,11 +8,16 @@ use std::future::Future;
 use std::rc::Rc;
 use std::time::Duration;
 
-use deadline_core::drive::{CallError, Called, Driver, ManualTimer};
-use deadline_core::{
-    Backoff, Call, Clock, Deadline, Error, GiveUp, HedgePolicy, Instant, Jitter, Limits, Outcome,
-    Plan, Policy, Pushback, RetryBudget, Sequence, SplitMix64, Timer, ms,
-};
+use deadline_core::CallError;
+use deadline_core::budget::RetryBudget;
+use deadline_core::call::{Call, Limits};
+use deadline_core::drive::{Called, Driver};
+use deadline_core::plan::Plan;
+use deadline_core::policy::{Backoff, HedgePolicy, Idempotence, Jitter};
+use deadline_core::retry::GiveUp;
+use deadline_core::rng::{Sequence, SplitMix64};
+use deadline_core::virtual_time::ManualTimer;
+use deadline_core::{Clock, Deadline, Error, Instant, Outcome, Policy, Pushback, Timer, ms};
 use proptest::prelude::*;
 
 /// A simulated dependency: answers `out` after `latency` on the virtual timer.
@@ -70,9 +75,9 @@ type ChainRun = (
 /// with the given latency; our own work (20 ms) after them. Returns the instant the response
 /// goes out, what each call saw, and C's result.
 fn checkout_chain(latency_a: Duration, latency_b: Duration, latency_c: Duration) -> ChainRun {
-    let a = Policy::required("A").cap(ms(50)).floor(ms(10));
-    let b = Policy::required("B").cap(ms(110)).floor(ms(30));
-    let c = Policy::optional("C").cap(ms(60)).floor(ms(25));
+    let a = Policy::required("A").with_cap(ms(50)).with_floor(ms(10));
+    let b = Policy::required("B").with_cap(ms(110)).with_floor(ms(30));
+    let c = Policy::optional("C").with_cap(ms(60)).with_floor(ms(25));
     let own_work = ms(20);
 
     let timer = ManualTimer::new();
@@ -100,8 +105,8 @@ fn checkout_chain(latency_a: Duration, latency_b: Duration, latency_c: Duration)
                                 start: t.now(),
                                 limits,
                             };
-                            seen.borrow_mut().push((policy.name, seen_now));
-                            sim(t, latency, Ok(policy.name))
+                            seen.borrow_mut().push((policy.name(), seen_now));
+                            sim(t, latency, Ok(policy.name()))
                         },
                     )
                     .await;
@@ -161,11 +166,11 @@ fn retry_within_the_budget() {
     let t = &timer;
     let backoff = ms(15);
     let b = Policy::required("B")
-        .cap(ms(110))
-        .floor(ms(30))
         .idempotent()
-        .attempts(3)
-        .backoff(Backoff::constant(backoff));
+        .with_cap(ms(110))
+        .with_floor(ms(30))
+        .with_retries(2)
+        .with_backoff(Backoff::constant(backoff));
     let deadline = Deadline::after(t.now(), ms(200));
     // 100%: each original call banks one retry. Ten earlier calls have deposited.
     let budget = RetryBudget::percent(100).min_per_sec(0);
@@ -208,7 +213,7 @@ fn retry_within_the_budget() {
     assert_eq!(starts[1].0, retry_start);
     assert_eq!(
         starts[1].1.timeout(),
-        (deadline.remaining(retry_start) - ms(20)).min(b.get_cap())
+        (deadline.remaining(retry_start) - ms(20)).min(b.cap())
     );
     assert_eq!(r.ended, retry_start + answer_after);
     // The original call deposited one token, the retry took one.
@@ -220,11 +225,11 @@ fn retry_refused_by_the_budget_is_not_made() {
     let timer = ManualTimer::new();
     let t = &timer;
     let b = Policy::required("B")
-        .cap(ms(110))
-        .floor(ms(30))
         .idempotent()
-        .attempts(3)
-        .backoff(Backoff::constant(ms(15)));
+        .with_cap(ms(110))
+        .with_floor(ms(30))
+        .with_retries(2)
+        .with_backoff(Backoff::constant(ms(15)));
     let budget = RetryBudget::percent(0).min_per_sec(0);
     let call = Call::new(&b, Deadline::after(t.now(), ms(200)), ms(20)).with_budget(&budget);
     let calls = Cell::new(0u32);
@@ -250,10 +255,10 @@ fn hedge_wins_and_its_loser_is_cancelled() {
     let t = &timer;
     let delay = ms(60);
     let b = Policy::required("B")
-        .cap(ms(150))
-        .floor(ms(30))
         .idempotent()
-        .hedge(HedgePolicy::new(delay, 1));
+        .with_cap(ms(150))
+        .with_floor(ms(30))
+        .with_hedge(HedgePolicy::new(delay, 1));
     let deadline = Deadline::after(t.now(), ms(200));
     let call = Call::new(&b, deadline, ms(20));
     let (slow, fast) = (ms(140), ms(10));
@@ -286,7 +291,7 @@ fn hedge_wins_and_its_loser_is_cancelled() {
     // The hedge's timeout comes from the time left when it is sent.
     assert_eq!(
         starts[1].1.timeout(),
-        (deadline.remaining(hedge_at) - ms(20)).min(b.get_cap())
+        (deadline.remaining(hedge_at) - ms(20)).min(b.cap())
     );
     assert_eq!(called.result, Ok(1));
     let r = called.report;
@@ -309,12 +314,12 @@ fn hedged_failures(first: DepError, hedge: DepError) -> (Called<(), DepError>, u
     let timer = ManualTimer::new();
     let t = &timer;
     let b = Policy::required("B")
-        .cap(ms(150))
-        .floor(ms(10))
         .idempotent()
-        .attempts(3)
-        .backoff(Backoff::constant(ms(5)))
-        .hedge(HedgePolicy::new(ms(30), 2));
+        .with_cap(ms(150))
+        .with_floor(ms(10))
+        .with_retries(2)
+        .with_backoff(Backoff::constant(ms(5)))
+        .with_hedge(HedgePolicy::new(ms(30), 2));
     let call = Call::new(&b, Deadline::after(t.now(), ms(300)), ms(0));
     let calls = Cell::new(0u32);
     let hedge_dropped = Rc::new(Cell::new(false));
@@ -380,10 +385,10 @@ fn hedge_uses_the_live_delay_when_given() {
     let timer = ManualTimer::new();
     let t = &timer;
     let b = Policy::required("B")
-        .cap(ms(150))
-        .floor(ms(30))
         .idempotent()
-        .hedge(HedgePolicy::new(ms(60), 1));
+        .with_cap(ms(150))
+        .with_floor(ms(30))
+        .with_hedge(HedgePolicy::new(ms(60), 1));
     let call = Call::new(&b, Deadline::after(t.now(), ms(200)), ms(0));
     let live = ms(25);
     let starts = RefCell::new(Vec::new());
@@ -407,16 +412,16 @@ fn hedge_uses_the_live_delay_when_given() {
 }
 
 #[test]
-fn not_idempotent_call_is_not_hedged_nor_retried_after_a_timeout() {
+fn not_idempotent_call_is_not_retried_after_a_timeout() {
+    // (Nor hedged: a policy that is not idempotent cannot be given a hedge at all.)
     let timer = ManualTimer::new();
     let t = &timer;
     let pay = Policy::required("pay")
-        .cap(ms(50))
-        .floor(ms(10))
-        .with_idempotent(false)
-        .attempts(3)
-        .backoff(Backoff::constant(ms(5)))
-        .hedge(HedgePolicy::new(ms(10), 2));
+        .not_idempotent()
+        .with_cap(ms(50))
+        .with_floor(ms(10))
+        .with_retries(2)
+        .with_backoff(Backoff::constant(ms(5)));
     let call = Call::new(&pay, Deadline::after(t.now(), ms(200)), ms(0));
     let dropped = Rc::new(Cell::new(false));
     let calls = Cell::new(0);
@@ -447,11 +452,11 @@ fn not_idempotent_call_is_retried_when_refused() {
     let timer = ManualTimer::new();
     let t = &timer;
     let pay = Policy::required("pay")
-        .cap(ms(50))
-        .floor(ms(10))
-        .with_idempotent(false)
-        .attempts(2)
-        .backoff(Backoff::constant(ms(5)));
+        .not_idempotent()
+        .with_cap(ms(50))
+        .with_floor(ms(10))
+        .with_retries(1)
+        .with_backoff(Backoff::constant(ms(5)));
     let call = Call::new(&pay, Deadline::after(t.now(), ms(200)), ms(0));
     let calls = Cell::new(0);
     let called = timer
@@ -474,11 +479,11 @@ fn server_pushback_lengthens_the_backoff() {
     let timer = ManualTimer::new();
     let t = &timer;
     let b = Policy::required("B")
-        .cap(ms(100))
-        .floor(ms(10))
         .idempotent()
-        .attempts(2)
-        .backoff(Backoff::constant(ms(5)));
+        .with_cap(ms(100))
+        .with_floor(ms(10))
+        .with_retries(1)
+        .with_backoff(Backoff::constant(ms(5)));
     let call = Call::new(&b, Deadline::after(t.now(), ms(500)), ms(0));
     let pushback = ms(120);
     let starts = RefCell::new(Vec::new());
@@ -504,11 +509,11 @@ fn timed_out_attempt_is_dropped_and_retried() {
     let timer = ManualTimer::new();
     let t = &timer;
     let b = Policy::required("B")
-        .cap(ms(40))
-        .floor(ms(10))
         .idempotent()
-        .attempts(2)
-        .backoff(Backoff::constant(ms(5)));
+        .with_cap(ms(40))
+        .with_floor(ms(10))
+        .with_retries(1)
+        .with_backoff(Backoff::constant(ms(5)));
     let deadline = Deadline::after(t.now(), ms(200));
     let call = Call::new(&b, deadline, ms(0));
     let dropped = Rc::new(Cell::new(false));
@@ -548,11 +553,11 @@ fn deadline_reached_in_the_middle_of_a_backoff() {
     let t = &timer;
     let deadline = Deadline::after(t.now(), ms(100));
     let b = Policy::required("B")
-        .cap(ms(100))
-        .floor(ms(5))
         .idempotent()
-        .attempts(3)
-        .backoff(Backoff::constant(ms(20)));
+        .with_cap(ms(100))
+        .with_floor(ms(5))
+        .with_retries(2)
+        .with_backoff(Backoff::constant(ms(20)));
     let call = Call::new(&b, deadline, ms(0));
     let starts = RefCell::new(Vec::new());
     let called: Called<(), DepError> = timer
@@ -578,11 +583,11 @@ fn backoff_that_would_end_after_the_deadline_gives_up_at_once() {
     let t = &timer;
     let deadline = Deadline::after(t.now(), ms(100));
     let b = Policy::required("B")
-        .cap(ms(100))
-        .floor(ms(5))
         .idempotent()
-        .attempts(3)
-        .backoff(Backoff::constant(ms(70)));
+        .with_cap(ms(100))
+        .with_floor(ms(5))
+        .with_retries(2)
+        .with_backoff(Backoff::constant(ms(70)));
     let call = Call::new(&b, deadline, ms(0));
     let calls = Cell::new(0);
     let failed_at = ms(40);
@@ -612,7 +617,9 @@ fn required_call_under_its_floor_fails_uncalled() {
     let timer = ManualTimer::starting_at(Instant::from_millis(1_150));
     let t = &timer;
     let deadline = Deadline::after(Instant::ZERO, ms(2_000));
-    let c = Policy::required("C").cap(ms(2_000)).floor(ms(1_000));
+    let c = Policy::required("C")
+        .with_cap(ms(2_000))
+        .with_floor(ms(1_000));
     let call = Call::new(&c, deadline, ms(0));
     let invoked = Cell::new(false);
     let called: Called<(), DepError> = timer
@@ -627,7 +634,7 @@ fn required_call_under_its_floor_fails_uncalled() {
         called.result,
         Err(CallError::Library(Error::InsufficientTime {
             available: left,
-            floor: c.get_floor()
+            floor: c.floor()
         }))
     );
     assert!(!called.report.was_called());
@@ -640,10 +647,10 @@ fn driver_future_is_send_when_its_parts_are() {
     let timer = ManualTimer::new();
     let t = &timer;
     let b = Policy::required("B")
-        .cap(ms(100))
-        .floor(ms(5))
         .idempotent()
-        .hedge(HedgePolicy::new(ms(10), 2));
+        .with_cap(ms(100))
+        .with_floor(ms(5))
+        .with_hedge(HedgePolicy::new(ms(10), 2));
     let budget = RetryBudget::percent(10).min_per_sec(1);
     let call = Call::new(&b, Deadline::after(t.now(), ms(100)), ms(0)).with_budget(&budget);
     let mut rng = SplitMix64::new(0);
@@ -658,10 +665,10 @@ fn dropping_the_driver_cancels_its_attempts() {
     let timer = ManualTimer::new();
     let t = &timer;
     let b = Policy::required("B")
-        .cap(ms(100))
-        .floor(ms(5))
         .idempotent()
-        .hedge(HedgePolicy::new(ms(10), 1));
+        .with_cap(ms(100))
+        .with_floor(ms(5))
+        .with_hedge(HedgePolicy::new(ms(10), 1));
     let call = Call::new(&b, Deadline::after(t.now(), ms(100)), ms(0));
     let dropped = [Rc::new(Cell::new(false)), Rc::new(Cell::new(false))];
     let n = Cell::new(0usize);
@@ -702,11 +709,11 @@ fn jitter_comes_from_the_injected_rng() {
     let t = &timer;
     let base = ms(8);
     let b = Policy::required("B")
-        .cap(ms(100))
-        .floor(ms(5))
         .idempotent()
-        .attempts(3)
-        .backoff(
+        .with_cap(ms(100))
+        .with_floor(ms(5))
+        .with_retries(2)
+        .with_backoff(
             Backoff::exponential(base)
                 .max(ms(1_000))
                 .jitter(Jitter::Full),
@@ -758,11 +765,13 @@ proptest! {
         seed in any::<u64>(),
     ) {
         let jitter = [Jitter::None, Jitter::Full, Jitter::Equal, Jitter::Decorrelated, Jitter::Grpc][jitter];
-        let mut policy = Policy::required("X").cap(ms(cap_ms)).floor(ms(floor_ms))
-            .with_idempotent(idempotent)
-            .attempts(attempts).backoff(Backoff::exponential(ms(base_ms)).max(ms(base_ms * 8)).jitter(jitter));
+        let mut policy = Policy::required("X").with_cap(ms(cap_ms)).with_floor(ms(floor_ms))
+            .with_idempotence(if idempotent { Idempotence::Idempotent } else { Idempotence::NotIdempotent })
+            .with_retries(attempts.saturating_sub(1)).with_backoff(Backoff::exponential(ms(base_ms)).max(ms(base_ms * 8)).jitter(jitter));
         if let Some((delay, max)) = hedge {
-            policy = policy.hedge(HedgePolicy::new(ms(delay), max));
+            if idempotent {
+                policy = policy.with_hedge(HedgePolicy::new(ms(delay), max));
+            }
         }
         let steps: Vec<Step> = steps
             .into_iter()
@@ -791,13 +800,13 @@ proptest! {
         prop_assert_eq!(seen.len() as u32, r.attempts);
         for (start, limits) in &seen {
             prop_assert!(!deadline.is_expired(*start), "attempt at {:?}", start);
-            prop_assert!(limits.timeout() >= policy.get_floor());
+            prop_assert!(limits.timeout() >= policy.floor());
             prop_assert!(!limits.timeout().is_zero());
             prop_assert!(limits.timeout() <= deadline.remaining(*start).saturating_sub(reserve));
-            prop_assert!(limits.timeout() <= policy.get_cap());
+            prop_assert!(limits.timeout() <= policy.cap());
             prop_assert!(limits.until() <= deadline.instant());
         }
-        prop_assert!(r.attempts - r.hedges <= policy.retry.attempts());
+        prop_assert!(r.attempts - r.hedges <= policy.retry().attempts());
         prop_assert_eq!(r.attempts - r.hedges, r.retries + u32::from(r.was_called()));
         prop_assert!(r.hedges <= hedge.map_or(0, |(_, max)| max));
         if !idempotent {

@@ -10,13 +10,20 @@ use std::pin::Pin;
 use std::task::Poll;
 use std::time::Duration;
 
-use deadline_core::drive::{CallError, Called, Driver, ManualTimer};
-use deadline_core::{Backoff, BreakerOutcome, HedgePolicy, RetryBudget, SplitMix64};
-use deadline_core::{
-    BreakerConfig, BreakerState, CircuitBreaker, Clock, Counters, Deadline, Error, Instant, Limits,
-    Policy, Timer, ms,
-};
-use deadline_core::{Call, GiveUp, Outcome};
+use deadline_core::CallError;
+use deadline_core::Outcome;
+use deadline_core::breaker::BreakerOutcome;
+use deadline_core::breaker::{BreakerConfig, BreakerState, CircuitBreaker};
+use deadline_core::budget::RetryBudget;
+use deadline_core::call::Call;
+use deadline_core::call::Limits;
+use deadline_core::drive::{Called, Driver};
+use deadline_core::observe::Counters;
+use deadline_core::policy::{Backoff, HedgePolicy};
+use deadline_core::retry::GiveUp;
+use deadline_core::rng::SplitMix64;
+use deadline_core::virtual_time::ManualTimer;
+use deadline_core::{Clock, Deadline, Error, Instant, Policy, Timer, ms};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum DepError {
@@ -89,7 +96,7 @@ fn an_open_breaker_fails_the_call_at_once_and_uncalled() {
     let breaker = CircuitBreaker::new(config(2, 1));
     trip(&breaker, 2, Instant::from_millis(50));
     let budget = RetryBudget::percent(10).min_per_sec(0);
-    let b = Policy::required("B").cap(ms(110)).floor(ms(30));
+    let b = Policy::required("B").with_cap(ms(110)).with_floor(ms(30));
     let call = Call::new(&b, Deadline::after(t.now(), ms(200)), ms(20))
         .with_budget(&budget)
         .with_breaker(&breaker);
@@ -123,7 +130,7 @@ fn timeouts_open_the_breaker_and_the_next_call_is_not_made() {
     let timer = ManualTimer::new();
     let t = &timer;
     let breaker = CircuitBreaker::new(config(3, 1));
-    let b = Policy::required("B").cap(ms(50)).floor(ms(10));
+    let b = Policy::required("B").with_cap(ms(50)).with_floor(ms(10));
     let invoked = Cell::new(0);
     let mut results = Vec::new();
     for _ in 0..4 {
@@ -154,11 +161,11 @@ fn a_retry_the_breaker_refuses_is_not_made() {
     let t = &timer;
     let breaker = CircuitBreaker::new(config(2, 1));
     let b = Policy::required("B")
-        .cap(ms(50))
-        .floor(ms(10))
         .idempotent()
-        .attempts(5)
-        .backoff(Backoff::constant(ms(10)));
+        .with_cap(ms(50))
+        .with_floor(ms(10))
+        .with_retries(4)
+        .with_backoff(Backoff::constant(ms(10)));
     let call = Call::new(&b, Deadline::after(t.now(), ms(1_000)), ms(0)).with_breaker(&breaker);
     let invoked = Cell::new(0);
     let called: Called<(), DepError> = timer
@@ -188,7 +195,7 @@ fn a_half_open_breaker_admits_only_its_probes_across_concurrent_calls() {
     let breaker = CircuitBreaker::new(config(1, 2));
     trip(&breaker, 1, Instant::ZERO);
     timer.advance(ms(1_001)); // the cooldown is over
-    let b = Policy::required("B").cap(ms(100)).floor(ms(10));
+    let b = Policy::required("B").with_cap(ms(100)).with_floor(ms(10));
     let invoked = Cell::new(0);
     let calls: Vec<_> = (0..5)
         .map(|i| {
@@ -227,10 +234,10 @@ fn a_hedge_the_breaker_refuses_is_not_sent() {
     trip(&breaker, 1, Instant::ZERO);
     timer.advance(ms(1_001));
     let b = Policy::required("B")
-        .cap(ms(150))
-        .floor(ms(10))
         .idempotent()
-        .hedge(HedgePolicy::new(ms(20), 3));
+        .with_cap(ms(150))
+        .with_floor(ms(10))
+        .with_hedge(HedgePolicy::new(ms(20), 3));
     let call = Call::new(&b, Deadline::after(t.now(), ms(300)), ms(0)).with_breaker(&breaker);
     let invoked = Cell::new(0);
     let called = timer
@@ -258,10 +265,10 @@ fn a_cancelled_loser_hands_its_probe_slot_back() {
     trip(&breaker, 1, Instant::ZERO);
     timer.advance(ms(1_001));
     let b = Policy::required("B")
-        .cap(ms(150))
-        .floor(ms(10))
         .idempotent()
-        .hedge(HedgePolicy::new(ms(20), 1));
+        .with_cap(ms(150))
+        .with_floor(ms(10))
+        .with_hedge(HedgePolicy::new(ms(20), 1));
     let call = Call::new(&b, Deadline::after(t.now(), ms(300)), ms(0)).with_breaker(&breaker);
     let n = Cell::new(0);
     let called = timer
@@ -290,7 +297,7 @@ fn dropping_the_driver_hands_its_probe_slot_back_at_once() {
     let breaker = CircuitBreaker::new(config(1, 1));
     trip(&breaker, 1, Instant::ZERO);
     timer.advance(ms(1_001));
-    let b = Policy::required("B").cap(ms(150)).floor(ms(10));
+    let b = Policy::required("B").with_cap(ms(150)).with_floor(ms(10));
     let call = Call::new(&b, Deadline::after(t.now(), ms(300)), ms(0)).with_breaker(&breaker);
     let mut driven = Box::pin(
         Driver::new(call, t, SplitMix64::new(6))
@@ -316,7 +323,7 @@ fn what_each_result_tells_the_breaker() {
     let timer = ManualTimer::new();
     let t = &timer;
     let breaker = CircuitBreaker::new(config(1, 1));
-    let b = Policy::required("B").cap(ms(100)).floor(ms(10));
+    let b = Policy::required("B").with_cap(ms(100)).with_floor(ms(10));
     let run = |error: DepError| {
         let call = Call::new(&b, Deadline::after(t.now(), ms(200)), ms(0)).with_breaker(&breaker);
         timer

@@ -9,11 +9,15 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use deadline_core::drive::{CallError, Driver, ManualSleep, ManualTimer};
-use deadline_core::{
-    Backoff, BreakerConfig, Call, CircuitBreaker, Clock, Deadline, Error, HedgePolicy, Instant,
-    Limits, Outcome, Policy, RetryBudget, SplitMix64, Timer, ms,
-};
+use deadline_core::CallError;
+use deadline_core::breaker::{BreakerConfig, CircuitBreaker};
+use deadline_core::budget::RetryBudget;
+use deadline_core::call::{Call, Limits};
+use deadline_core::drive::Driver;
+use deadline_core::policy::{Backoff, HedgePolicy};
+use deadline_core::rng::SplitMix64;
+use deadline_core::virtual_time::{ManualSleep, ManualTimer};
+use deadline_core::{Clock, Deadline, Error, Instant, Outcome, Policy, Timer, ms};
 
 /// A manual timer that counts the sleeps a driver arms.
 struct Counting<'t> {
@@ -53,12 +57,12 @@ fn poll_once<F: Future>(future: F) -> Poll<F::Output> {
 
 /// Retries, a hedge, the budget and a breaker: everything a full call can do.
 static ARMED: Policy = Policy::required("armed")
-    .cap(ms(100))
-    .floor(ms(10))
-    .attempts(3)
-    .backoff(Backoff::constant(ms(10)))
-    .hedge(HedgePolicy::new(ms(30), 1))
-    .idempotent();
+    .idempotent()
+    .with_cap(ms(100))
+    .with_floor(ms(10))
+    .with_retries(2)
+    .with_backoff(Backoff::constant(ms(10)))
+    .with_hedge(HedgePolicy::new(ms(30), 1));
 
 /// A call to [`ARMED`] with `left` before its deadline, keeping 20 ms.
 fn armed_call(timer: &ManualTimer, left: Duration) -> Call<'static> {

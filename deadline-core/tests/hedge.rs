@@ -3,19 +3,22 @@
 
 use std::time::Duration;
 
-use deadline_core::{
-    Backoff, Call, Deadline, HedgeDecision, HedgePolicy, HedgeState, Instant, NoHedge, Outcome,
-    Policy, RetryBudget, RetryState, SplitMix64, ms,
-};
+use deadline_core::budget::RetryBudget;
+use deadline_core::call::Call;
+use deadline_core::hedge::{HedgeDecision, HedgeState, NoHedge};
+use deadline_core::policy::{Backoff, HedgePolicy};
+use deadline_core::retry::RetryState;
+use deadline_core::rng::SplitMix64;
+use deadline_core::{Deadline, Instant, Outcome, Policy, ms};
 
 const DELAY: Duration = ms(60);
 
 fn dep(max_hedges: u32) -> Policy<'static> {
     Policy::required("B")
-        .cap(ms(400))
-        .floor(ms(30))
         .idempotent()
-        .hedge(HedgePolicy::new(DELAY, max_hedges))
+        .with_cap(ms(400))
+        .with_floor(ms(30))
+        .with_hedge(HedgePolicy::new(DELAY, max_hedges))
 }
 
 fn deadline() -> Deadline {
@@ -39,7 +42,7 @@ fn hedge_k_is_due_k_delays_after_the_first_start() {
                 // The copy's timeout comes from the time left when it is sent.
                 assert_eq!(
                     limits.timeout(),
-                    (deadline().remaining(at) - ms(20)).min(p.get_cap())
+                    (deadline().remaining(at) - ms(20)).min(p.cap())
                 );
                 sent_at.push(at);
             }
@@ -70,7 +73,7 @@ fn a_live_delay_replaces_the_fixed_one() {
 
 #[test]
 fn only_idempotent_calls_with_a_policy_are_hedged() {
-    let none = Policy::required("B").cap(ms(400)).floor(ms(30));
+    let none = Policy::required("B").with_cap(ms(400)).with_floor(ms(30));
     let call = Call::new(&none, deadline(), ms(0));
     let mut h = HedgeState::new(Instant::ZERO);
     assert_eq!(h.next_at(&call, None), None);
@@ -79,13 +82,16 @@ fn only_idempotent_calls_with_a_policy_are_hedged() {
         HedgeDecision::Stop(NoHedge::NotConfigured)
     );
 
-    // Even with retries of non-idempotent calls allowed, a copy is never sent.
-    let pay = dep(2).with_idempotent(false);
-    let pay = pay.retry(pay.retry.with_retry_non_idempotent(true));
+    // A call that is not idempotent cannot be given a hedge at all (see below), so it is
+    // never copied.
+    let pay = Policy::required("pay")
+        .with_cap(ms(500))
+        .not_idempotent()
+        .with_retries(1);
     let call = Call::new(&pay, deadline(), ms(0));
     assert_eq!(
         h.decide(&call, None, ms_at(500)),
-        HedgeDecision::Stop(NoHedge::NotIdempotent)
+        HedgeDecision::Stop(NoHedge::NotConfigured)
     );
     assert_eq!(h.sent(), 0);
 }
@@ -101,7 +107,7 @@ fn no_hedge_under_the_floor_and_none_after() {
     let call = Call::new(&p, deadline(), reserve);
     let mut h = HedgeState::new(Instant::ZERO);
     // At this instant the time left less the reserve is just under the floor.
-    let late = deadline().instant() - reserve - p.get_floor() + Duration::from_micros(1);
+    let late = deadline().instant() - reserve - p.floor() + Duration::from_micros(1);
     match h.decide(&call, None, late) {
         HedgeDecision::Stop(NoHedge::UnderFloor(s)) => {
             assert_eq!(s.available(), deadline().remaining(late) - reserve);
@@ -115,9 +121,9 @@ fn no_hedge_under_the_floor_and_none_after() {
 #[test]
 fn hedges_draw_from_the_same_budget_as_retries() {
     let p = dep(3)
-        .attempts(3)
-        .backoff(Backoff::constant(ms(5)))
-        .idempotent();
+        .idempotent()
+        .with_retries(2)
+        .with_backoff(Backoff::constant(ms(5)));
     let budget = RetryBudget::percent(100).min_per_sec(0);
     budget.deposit(Instant::ZERO); // one token for retries and hedges together
     let call = Call::new(&p, deadline(), ms(0)).with_budget(&budget);
@@ -162,4 +168,23 @@ fn a_retry_restarts_the_schedule_and_a_pushback_delays_it() {
         h.next_at(&call, None),
         Some(not_before.max(ms_at(400)) + DELAY)
     );
+}
+
+/// A hedge on a policy that has not said it is idempotent is refused where the policy is
+/// built: at compile time for a `static`, with a panic for one built at run time.
+#[test]
+#[should_panic(expected = "hedges need an idempotent policy")]
+fn a_hedge_without_idempotence_is_refused_where_the_policy_is_built() {
+    let _ = Policy::required("pay")
+        .with_cap(ms(500))
+        .with_hedge_after(ms(50));
+}
+
+#[test]
+#[should_panic(expected = "a policy that hedges cannot be made not idempotent")]
+fn a_hedging_policy_cannot_be_made_not_idempotent() {
+    let _ = Policy::required("get")
+        .idempotent()
+        .with_hedge_after(ms(50))
+        .not_idempotent();
 }

@@ -4,7 +4,9 @@
 use core::time::Duration;
 
 use deadline_core::analysis::Sample;
-use deadline_core::{Histogram, Quantile, SmallHistogram, ms};
+use deadline_core::ms;
+use deadline_core::observe::{Histogram, SmallHistogram};
+use deadline_core::policy::Quantile;
 use proptest::prelude::*;
 
 type Default = Histogram;
@@ -75,7 +77,7 @@ fn extreme_latencies_do_not_panic() {
     assert_eq!(h.quantile(Quantile::MAX), Some(Duration::MAX));
     assert!(h.mean().is_some());
     let policy = h.policy("x", ms(1)).unwrap();
-    assert_eq!(policy.get_cap(), Duration::MAX);
+    assert_eq!(policy.cap(), Duration::MAX);
 }
 
 #[test]
@@ -147,8 +149,8 @@ fn policy_and_hedge_delay_come_from_p999_p50_and_p95() {
         h.record(Duration::from_micros(i * 100));
     }
     let policy = h.policy("dep", ms(20)).unwrap();
-    assert_eq!(policy.get_cap(), h.p999().unwrap() + ms(20));
-    assert_eq!(policy.get_floor(), h.p50().unwrap());
+    assert_eq!(policy.cap(), h.p999().unwrap() + ms(20));
+    assert_eq!(policy.floor(), h.p50().unwrap());
     assert_eq!(h.hedge_delay(), h.p95());
     assert!(policy.is_required());
     // And each is within the bound of the exact value: 50.0 ms, 95.0 ms, 99.9 ms.
@@ -156,18 +158,14 @@ fn policy_and_hedge_delay_come_from_p999_p50_and_p95() {
         .map(|i| Duration::from_micros(i * 100))
         .collect();
     let s = Sample::new(&mut exact).unwrap();
-    assert!(within_bound(
-        policy.get_floor(),
-        s.p50(),
-        Default::SUB_BUCKETS
-    ));
+    assert!(within_bound(policy.floor(), s.p50(), Default::SUB_BUCKETS));
     assert!(within_bound(
         h.hedge_delay().unwrap(),
         s.p95(),
         Default::SUB_BUCKETS
     ));
     assert!(within_bound(
-        policy.get_cap() - ms(20),
+        policy.cap() - ms(20),
         s.p999(),
         Default::SUB_BUCKETS
     ));

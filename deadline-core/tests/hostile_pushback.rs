@@ -5,18 +5,22 @@
 use std::cell::Cell;
 use std::time::Duration;
 
-use deadline_core::drive::{CallError, Driver, ManualTimer};
+use deadline_core::CallError;
+use deadline_core::call::Call;
+use deadline_core::drive::Driver;
+use deadline_core::policy::Backoff;
+use deadline_core::retry::GiveUp;
+use deadline_core::rng::SplitMix64;
+use deadline_core::virtual_time::ManualTimer;
 use deadline_core::wire::{parse_grpc_pushback, parse_retry_after};
-use deadline_core::{
-    Backoff, Call, Clock, Deadline, GiveUp, Outcome, Policy, Pushback, SplitMix64, Timer, ms,
-};
+use deadline_core::{Clock, Deadline, Outcome, Policy, Pushback, Timer, ms};
 
 const B: Policy = Policy::required("B")
-    .cap(ms(100))
-    .floor(ms(5))
-    .attempts(3)
-    .backoff(Backoff::constant(ms(5)))
-    .idempotent();
+    .idempotent()
+    .with_cap(ms(100))
+    .with_floor(ms(5))
+    .with_retries(2)
+    .with_backoff(Backoff::constant(ms(5)));
 
 /// One call whose first attempt fails after 10 ms with `pushback`; returns the attempts
 /// made, how long the call took and why it gave up.

@@ -7,10 +7,20 @@
 
 use std::time::Duration;
 
-use deadline_core::{
-    Backoff, Deadline, Instant, Jitter, Multiplier, Rng, StatementDecision, StatementPolicy,
-    duration_to_micros, micros_to_duration, statement_timeout,
-};
+use deadline_core::policy::{Backoff, Jitter, Multiplier};
+use deadline_core::rng::Rng;
+use deadline_core::statement::{StatementDecision, StatementPolicy, statement_timeout};
+use deadline_core::{Deadline, Instant};
+
+/// A duration in whole microseconds, rounded down (saturating), as the core keeps one.
+fn duration_to_micros(d: Duration) -> u64 {
+    Instant::ZERO.saturating_add(d).as_micros()
+}
+
+/// Whole microseconds as a duration, as the core gives one back.
+fn micros_to_duration(micros: u64) -> Duration {
+    Instant::from_micros(micros).since_origin()
+}
 use proptest::prelude::*;
 
 // ---- The oracles: the earlier u128 code. ----
@@ -142,7 +152,7 @@ fn old_delay(b: &Backoff, n: u32, previous: Duration, draw: u64) -> u64 {
 fn old_statement_millis(available: Duration) -> u32 {
     available
         .as_millis()
-        .min(deadline_core::MAX_STATEMENT_MILLIS as u128) as u32
+        .min(deadline_core::statement::MAX_STATEMENT_MILLIS as u128) as u32
 }
 
 // ---- The inputs. ----

@@ -6,7 +6,9 @@ use core::time::Duration;
 use deadline_core::analysis::{
     Rate, Sample, attempts_that_fit, in_flight, retries_that_fit, worst_case,
 };
-use deadline_core::{Histogram, Quantile, ms};
+use deadline_core::ms;
+use deadline_core::observe::Histogram;
+use deadline_core::policy::Quantile;
 
 /// The lab's preset, as (calls, latency in ms): a hundred measured calls.
 const PRESET: [(usize, u64); 7] = [
@@ -188,6 +190,6 @@ fn the_histogram_agrees_with_the_sample_within_its_error() {
     }
     // The policy derived from the live histogram errs high against the preset's figures.
     let policy = hist.policy("lab", ms(10)).unwrap();
-    assert!(policy.get_floor() >= sample.p50());
-    assert!(policy.get_cap() >= sample.p999() + ms(10));
+    assert!(policy.floor() >= sample.p50());
+    assert!(policy.cap() >= sample.p999() + ms(10));
 }

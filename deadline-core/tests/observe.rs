@@ -6,8 +6,11 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use deadline_core::drive::{CallError, ManualRuntime, scope_timeout};
-use deadline_core::{Backoff, Clock, Dependency, Policy, Timer, ms};
+use deadline_core::CallError;
+use deadline_core::policy::Backoff;
+use deadline_core::runtime::scope_timeout;
+use deadline_core::virtual_time::ManualRuntime;
+use deadline_core::{Clock, Dependency, Policy, Timer, ms};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
@@ -15,14 +18,17 @@ use tracing::{Event, Level, Metadata, Subscriber};
 
 static SCRIPTED: Dependency<ManualRuntime> = Dependency::new(
     Policy::required("scripted")
-        .cap(ms(20))
-        .retries(2)
-        .backoff(Backoff::constant(ms(5)))
-        .idempotent(),
+        .idempotent()
+        .with_cap(ms(20))
+        .with_retries(2)
+        .with_backoff(Backoff::constant(ms(5))),
 );
 
-static SPENT: Dependency<ManualRuntime> =
-    Dependency::new(Policy::optional("spent").cap(ms(60)).floor(ms(25)));
+static SPENT: Dependency<ManualRuntime> = Dependency::new(
+    Policy::optional("spent")
+        .with_cap(ms(60))
+        .with_floor(ms(25)),
+);
 
 /// What the scripted call and the skipped one gave.
 type Ends = (

@@ -3,12 +3,12 @@
 
 use core::time::Duration;
 
-use deadline_core::Quantile;
 use deadline_core::analysis::Sample;
 use deadline_core::analysis::{
     Rate, SampleError, attempts_that_fit, failure_probability, in_flight, retries_that_fit,
     worst_case,
 };
+use deadline_core::policy::Quantile;
 use proptest::prelude::*;
 
 /// Latencies across the whole range, with the extremes.

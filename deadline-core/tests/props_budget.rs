@@ -8,10 +8,11 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use deadline_core::{
-    Clock, Deadline, Decision, Error, Instant, ManualClock, Necessity, Plan, PlanFull, Policy,
-    call_timeout,
-};
+use deadline_core::call::{Decision, call_timeout};
+use deadline_core::plan::{Plan, PlanFull};
+use deadline_core::policy::Necessity;
+use deadline_core::virtual_time::ManualClock;
+use deadline_core::{Clock, Deadline, Error, Instant, Policy};
 use proptest::prelude::*;
 use proptest::test_runner::RngSeed;
 
@@ -73,10 +74,10 @@ fn policy() -> impl Strategy<Value = Policy<'static>> {
                 Necessity::Optional
             };
             Policy::required("dep")
-                .cap(cap)
-                .floor(floor)
-                .necessity(necessity)
-                .connect(connect)
+                .with_cap(cap)
+                .with_floor(floor)
+                .with_necessity(necessity)
+                .with_connect(connect)
         })
 }
 
@@ -106,7 +107,7 @@ fn oracle_available(policy: &Policy, deadline: Deadline, now: Instant, reserve: 
         .as_micros()
         .saturating_sub(now.as_micros());
     let left = u128::from(left_micros) * 1_000;
-    left.saturating_sub(reserve).min(nanos(policy.get_cap()))
+    left.saturating_sub(reserve).min(nanos(policy.cap()))
 }
 
 /// Checks one decision against the oracle and the guarantees of `call_timeout`.
@@ -118,15 +119,15 @@ fn check_decision(
     reserve: u128,
 ) -> Result<(), TestCaseError> {
     let available = oracle_available(policy, deadline, now, reserve);
-    let fits = available > 0 && available >= nanos(policy.get_floor());
+    let fits = available > 0 && available >= nanos(policy.floor());
     match decision {
         Decision::Call(limits) => {
             prop_assert!(fits, "called with {available} ns available");
             let t = nanos(limits.timeout());
             prop_assert_eq!(t, available);
             prop_assert!(t > 0);
-            prop_assert!(t <= nanos(policy.get_cap()));
-            prop_assert!(t >= nanos(policy.get_floor()));
+            prop_assert!(t <= nanos(policy.cap()));
+            prop_assert!(t >= nanos(policy.floor()));
             let left = u128::from(
                 deadline
                     .instant()
@@ -135,7 +136,7 @@ fn check_decision(
             ) * 1_000;
             prop_assert!(t <= left.saturating_sub(reserve));
             prop_assert!(limits.connect() <= limits.timeout());
-            prop_assert!(limits.connect() <= policy.get_connect());
+            prop_assert!(limits.connect() <= policy.connect());
             prop_assert!(limits.until() <= deadline.instant());
             prop_assert!(limits.until() >= now);
             prop_assert!(limits.deadline() <= deadline);
@@ -145,7 +146,7 @@ fn check_decision(
         Decision::Skip(shortfall) | Decision::Fail(shortfall) => {
             prop_assert!(!fits, "not called with {available} ns available");
             prop_assert_eq!(nanos(shortfall.available()), available);
-            prop_assert_eq!(shortfall.floor(), policy.get_floor());
+            prop_assert_eq!(shortfall.floor(), policy.floor());
             prop_assert_eq!(
                 matches!(decision, Decision::Fail(_)),
                 policy.is_required(),
@@ -163,7 +164,7 @@ fn check_decision(
             } else {
                 Error::InsufficientTime {
                     available: shortfall.available(),
-                    floor: policy.get_floor(),
+                    floor: policy.floor(),
                 }
             };
             prop_assert_eq!(shortfall.error(), expected);
@@ -198,7 +199,7 @@ fn oracle_reserve(chain: &[(Policy<'static>, bool)], own_work: Duration, step: u
     for (i, (policy, _)) in chain.iter().enumerate() {
         if groups[i] > groups[step] && policy.is_required() {
             let entry = floors.entry(groups[i]).or_insert(0);
-            *entry = (*entry).max(nanos(policy.get_floor()));
+            *entry = (*entry).max(nanos(policy.floor()));
         }
     }
     let total = nanos(own_work) + floors.values().sum::<u128>();
@@ -229,9 +230,9 @@ fn oracle_path(
 /// A per-step length that depends on the step's index as well as its policy.
 fn length(id: usize, policy: &Policy) -> Duration {
     if id % 2 == 0 {
-        policy.get_cap()
+        policy.cap()
     } else {
-        policy.get_floor()
+        policy.floor()
     }
 }
 
@@ -318,7 +319,7 @@ proptest! {
             // The reserve is own work plus the required floors of the groups after this one.
             if let Some(next) = (from..taken).find(|&i| groups.get(from) < Some(&groups[i])) {
                 let floors = plan.critical_path(next, |_, p| {
-                    if p.is_required() { p.get_floor() } else { Duration::ZERO }
+                    if p.is_required() { p.floor() } else { Duration::ZERO }
                 });
                 prop_assert_eq!(plan.reserve(from), own_work.saturating_add(floors));
             } else if from < taken {

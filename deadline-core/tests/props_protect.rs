@@ -3,10 +3,11 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use deadline_core::{
-    Admission, BreakerConfig, CircuitBreaker, Deadline, Error, Instant, RetryBudget,
-};
-use deadline_core::{BreakerOutcome, Permit};
+use deadline_core::breaker::{BreakerConfig, CircuitBreaker};
+use deadline_core::breaker::{BreakerOutcome, Permit};
+use deadline_core::budget::RetryBudget;
+use deadline_core::wire::Admission;
+use deadline_core::{Deadline, Error, Instant};
 use proptest::prelude::*;
 
 /// Sends `arrivals` (instants in microseconds, in the order given) to a dependency that always
@@ -145,7 +146,7 @@ proptest! {
                     let was = b.state();
                     match b.try_acquire(Instant::from_millis(now)) {
                         Ok(p) => {
-                            if was == deadline_core::BreakerState::Open {
+                            if was == deadline_core::breaker::BreakerState::Open {
                                 let opened = opened_at.expect("opened by a recorded failure");
                                 prop_assert!(now >= opened + cooldown_ms, "probe before the cooldown");
                             }
@@ -170,8 +171,8 @@ proptest! {
                             *n -= 1;
                         }
                     }
-                    if was != deadline_core::BreakerState::Open
-                        && b.state() == deadline_core::BreakerState::Open
+                    if was != deadline_core::breaker::BreakerState::Open
+                        && b.state() == deadline_core::breaker::BreakerState::Open
                     {
                         prop_assert!(o.is_failure(), "only a failure opens it");
                         opened_at = Some(now);

@@ -6,10 +6,12 @@
 
 use std::time::Duration;
 
-use deadline_core::{
-    Backoff, Call, Deadline, Decision, GiveUp, Instant, Jitter, Multiplier, Outcome, Policy,
-    Pushback, RetryBudget, RetryDecision, RetryState, SplitMix64, ms,
-};
+use deadline_core::budget::RetryBudget;
+use deadline_core::call::{Call, Decision};
+use deadline_core::policy::{Backoff, Idempotence, Jitter, Multiplier};
+use deadline_core::retry::{GiveUp, RetryDecision, RetryState};
+use deadline_core::rng::SplitMix64;
+use deadline_core::{Deadline, Instant, Outcome, Policy, Pushback, ms};
 use proptest::prelude::*;
 
 const JITTERS: [Jitter; 5] = [
@@ -90,23 +92,23 @@ fn policy_strategy() -> impl Strategy<Value = Policy<'static>> {
         0u64..300,
         0usize..5,
         any::<bool>(),
-        any::<bool>(),
     )
-        .prop_map(
-            |(cap, floor, attempts, base, jitter, idempotent, retry_any)| {
-                let p = Policy::required("X")
-                    .cap(ms(cap))
-                    .floor(ms(floor))
-                    .with_idempotent(idempotent)
-                    .attempts(attempts)
-                    .backoff(
-                        Backoff::exponential(ms(base))
-                            .max(ms(base * 10))
-                            .jitter(JITTERS[jitter]),
-                    );
-                p.retry(p.retry.with_retry_non_idempotent(retry_any))
-            },
-        )
+        .prop_map(|(cap, floor, attempts, base, jitter, idempotent)| {
+            Policy::required("X")
+                .with_cap(ms(cap))
+                .with_floor(ms(floor))
+                .with_idempotence(if idempotent {
+                    Idempotence::Idempotent
+                } else {
+                    Idempotence::NotIdempotent
+                })
+                .with_retries(attempts.saturating_sub(1))
+                .with_backoff(
+                    Backoff::exponential(ms(base))
+                        .max(ms(base * 10))
+                        .jitter(JITTERS[jitter]),
+                )
+        })
 }
 
 proptest! {
@@ -128,14 +130,14 @@ proptest! {
         let trace = simulate(&call, Instant::from_millis(start_ms), &steps, pushback_ms, seed);
 
         // Attempts never exceed the cap.
-        prop_assert!(trace.attempts.len() as u32 <= policy.retry.attempts());
+        prop_assert!(trace.attempts.len() as u32 <= policy.retry().attempts());
         for &(start, timeout) in &trace.attempts {
             // No attempt starts at or after the deadline.
             prop_assert!(!deadline.is_expired(start));
             // Every timeout, the first's and each retry's: >= floor, <= left - reserve.
-            prop_assert!(timeout >= policy.get_floor());
+            prop_assert!(timeout >= policy.floor());
             prop_assert!(timeout <= deadline.remaining(start).saturating_sub(reserve));
-            prop_assert!(timeout <= policy.get_cap());
+            prop_assert!(timeout <= policy.cap());
         }
         for &(decided, at, out) in &trace.retries {
             // No backoff ends after the deadline.
@@ -145,16 +147,14 @@ proptest! {
             if let Outcome::Pushback(Pushback::After(d)) = out {
                 prop_assert!(at - decided >= d);
             }
-            // A non-idempotent call that may have run is never retried unless allowed.
-            if !policy.idempotent && !policy.retry.retry_non_idempotent {
+            // A non-idempotent call that may have run is never retried.
+            if !policy.is_idempotent() {
                 prop_assert!(!matches!(out, Outcome::TimedOut | Outcome::Failed));
             }
             prop_assert!(!matches!(out, Outcome::Fatal | Outcome::Pushback(Pushback::DontRetry)));
         }
         if let Some((out, reason)) = trace.gave_up {
-            if !policy.idempotent
-                && !policy.retry.retry_non_idempotent
-                && matches!(out, Outcome::TimedOut | Outcome::Failed)
+            if !policy.is_idempotent() && matches!(out, Outcome::TimedOut | Outcome::Failed)
             {
                 prop_assert_eq!(reason, GiveUp::MayHaveRun);
             }
@@ -211,8 +211,8 @@ proptest! {
         gap_ms in 0u64..50,
         attempts in 1u32..6,
     ) {
-        let policy = Policy::required("X").cap(ms(100)).floor(ms(1)).idempotent()
-            .attempts(attempts).backoff(Backoff::constant(ms(1)));
+        let policy = Policy::required("X").idempotent().with_cap(ms(100)).with_floor(ms(1))
+            .with_retries(attempts - 1).with_backoff(Backoff::constant(ms(1)));
         let budget = RetryBudget::percent(percent).min_per_sec(floor_per_sec);
         let mut rng = SplitMix64::new(7);
         let mut calls = 0u64;

@@ -1,11 +1,17 @@
 //! A driven call's result and report, added to a dependency's counters.
 #![cfg(feature = "drive")]
 
-use deadline_core::drive::{CallError, Called, Driver, ManualTimer};
-use deadline_core::{Backoff, Call, GiveUp, HedgePolicy, Outcome, SplitMix64};
-use deadline_core::{
-    Clock, CounterSnapshot, Counters, Deadline, Error, Instant, Limits, Policy, Timer, ms,
-};
+use deadline_core::CallError;
+use deadline_core::Outcome;
+use deadline_core::call::Call;
+use deadline_core::call::Limits;
+use deadline_core::drive::{Called, Driver};
+use deadline_core::observe::{CounterSnapshot, Counters};
+use deadline_core::policy::{Backoff, HedgePolicy};
+use deadline_core::retry::GiveUp;
+use deadline_core::rng::SplitMix64;
+use deadline_core::virtual_time::ManualTimer;
+use deadline_core::{Clock, Deadline, Error, Instant, Policy, Timer, ms};
 
 fn failed(_: &()) -> Outcome {
     Outcome::Failed
@@ -14,7 +20,7 @@ fn failed(_: &()) -> Outcome {
 #[test]
 fn an_optional_call_under_its_floor_counts_as_skipped() {
     let timer = ManualTimer::new();
-    let c = Policy::optional("C").cap(ms(60)).floor(ms(25));
+    let c = Policy::optional("C").with_cap(ms(60)).with_floor(ms(25));
     // 44 ms left, 20 ms reserved: 24 ms < 25 ms.
     let call = Call::new(&c, Deadline::after(Instant::ZERO, ms(44)), ms(20));
     let called = timer
@@ -35,10 +41,10 @@ fn a_hedge_that_wins_counts_as_hedge_and_hedge_win() {
     let timer = ManualTimer::new();
     let t = &timer;
     let b = Policy::required("B")
-        .cap(ms(150))
-        .floor(ms(30))
         .idempotent()
-        .hedge(HedgePolicy::new(ms(40), 1));
+        .with_cap(ms(150))
+        .with_floor(ms(30))
+        .with_hedge(HedgePolicy::new(ms(40), 1));
     let call = Call::new(&b, Deadline::after(Instant::ZERO, ms(200)), ms(0));
     let mut sent = 0;
     let called = timer
@@ -98,11 +104,11 @@ fn timeouts_with_time_left_are_not_deadline_exceeded() {
     // 210 ms with its attempts exhausted. The dependency is too slow for its cap; the
     // deadline had time to spare.
     let b = Policy::required("B")
-        .cap(ms(100))
-        .floor(ms(10))
         .idempotent()
-        .attempts(2)
-        .backoff(Backoff::constant(ms(10)));
+        .with_cap(ms(100))
+        .with_floor(ms(10))
+        .with_retries(1)
+        .with_backoff(Backoff::constant(ms(10)));
     let (called, s) = failing(&b, 500, None);
     assert_eq!(
         called.result,
@@ -116,9 +122,9 @@ fn timeouts_with_time_left_are_not_deadline_exceeded() {
     // The same with a call that is not idempotent: no retry after a timeout that may have
     // run, and still no deadline exceeded.
     let pay = Policy::required("pay")
-        .cap(ms(100))
-        .floor(ms(10))
-        .with_idempotent(false);
+        .not_idempotent()
+        .with_cap(ms(100))
+        .with_floor(ms(10));
     let (called, s) = failing(&pay, 500, None);
     assert_eq!(called.report.gave_up, Some(GiveUp::MayHaveRun));
     assert_eq!((s.timeouts, s.deadline_exceeded), (1, 0));
@@ -128,11 +134,11 @@ fn timeouts_with_time_left_are_not_deadline_exceeded() {
 fn a_timeout_that_runs_into_the_deadline_is_deadline_exceeded() {
     // 80 ms left and a 100 ms cap: the attempt's timeout is the time left.
     let b = Policy::required("B")
-        .cap(ms(100))
-        .floor(ms(10))
         .idempotent()
-        .attempts(2)
-        .backoff(Backoff::constant(ms(10)));
+        .with_cap(ms(100))
+        .with_floor(ms(10))
+        .with_retries(1)
+        .with_backoff(Backoff::constant(ms(10)));
     let (called, s) = failing(&b, 80, None);
     assert_eq!(
         called.result,
@@ -146,11 +152,11 @@ fn no_time_left_for_a_retry_is_deadline_exceeded() {
     // The attempt fails at 40 ms of 100; the 70 ms backoff would end past the deadline. The
     // call ends on the attempt's own error, but it ended for want of time.
     let b = Policy::required("B")
-        .cap(ms(100))
-        .floor(ms(5))
         .idempotent()
-        .attempts(3)
-        .backoff(Backoff::constant(ms(70)));
+        .with_cap(ms(100))
+        .with_floor(ms(5))
+        .with_retries(2)
+        .with_backoff(Backoff::constant(ms(70)));
     let (called, s) = failing(&b, 100, Some(40));
     assert_eq!(called.result, Err(CallError::Attempt(())));
     assert!(matches!(
@@ -162,11 +168,11 @@ fn no_time_left_for_a_retry_is_deadline_exceeded() {
     // With a short enough backoff the retry fits; once the attempts are used up, the call
     // ends with time left and the deadline is not to blame.
     let b = Policy::required("B")
-        .cap(ms(100))
-        .floor(ms(5))
         .idempotent()
-        .attempts(2)
-        .backoff(Backoff::constant(ms(5)));
+        .with_cap(ms(100))
+        .with_floor(ms(5))
+        .with_retries(1)
+        .with_backoff(Backoff::constant(ms(5)));
     let (called, s) = failing(&b, 100, Some(40));
     assert_eq!(called.report.gave_up, Some(GiveUp::Exhausted));
     assert_eq!((s.retries, s.deadline_exceeded), (1, 0));
@@ -176,12 +182,12 @@ fn no_time_left_for_a_retry_is_deadline_exceeded() {
 fn a_required_call_with_time_left_but_all_of_it_reserved_is_insufficient_time() {
     // 180 ms left, 180 ms reserved: time is left, so the deadline is not exceeded; the call
     // just cannot have any of it.
-    let b = Policy::required("B").cap(ms(110)).floor(ms(30));
+    let b = Policy::required("B").with_cap(ms(110)).with_floor(ms(30));
     let deadline = Deadline::after(Instant::ZERO, ms(200));
     let now = Instant::from_millis(20);
     let call = Call::new(&b, deadline, ms(180));
     let shortfall = match call.decide(now) {
-        deadline_core::Decision::Fail(s) => s,
+        deadline_core::call::Decision::Fail(s) => s,
         other => panic!("B must fail uncalled: {other:?}"),
     };
     assert_eq!((shortfall.left(), shortfall.available()), (ms(180), ms(0)));
@@ -208,7 +214,7 @@ fn a_required_call_with_time_left_but_all_of_it_reserved_is_insufficient_time() 
     // With nothing left at all, the deadline is exceeded.
     let call = Call::new(&b, deadline, ms(180));
     match call.decide(Instant::from_millis(200)) {
-        deadline_core::Decision::Fail(s) => {
+        deadline_core::call::Decision::Fail(s) => {
             assert_eq!(s.left(), ms(0));
             assert_eq!(s.error(), Error::DeadlineExceeded);
         }

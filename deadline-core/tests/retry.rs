@@ -3,20 +3,25 @@
 
 use std::time::Duration;
 
+use deadline_core::budget::RetryBudget;
+use deadline_core::call::Call;
+use deadline_core::policy::RetryPolicy;
+use deadline_core::policy::{Backoff, Idempotence, Jitter};
+use deadline_core::retry::{GiveUp, RetryDecision, RetryState};
+use deadline_core::rng::{Sequence, SplitMix64};
 use deadline_core::wire::{parse_grpc_pushback, parse_retry_after};
-use deadline_core::{Backoff, Jitter, RetryBudget};
-use deadline_core::{Call, GiveUp, Outcome, Pushback, RetryDecision, RetryPolicy, RetryState};
-use deadline_core::{Deadline, Instant, Policy, Sequence, SplitMix64, ms};
+use deadline_core::{Deadline, Instant, Policy, ms};
+use deadline_core::{Outcome, Pushback};
 
 const WAIT: Duration = ms(20);
 
 fn dep() -> Policy<'static> {
     Policy::required("B")
-        .cap(ms(300))
-        .floor(ms(50))
         .idempotent()
-        .attempts(3)
-        .backoff(Backoff::constant(WAIT))
+        .with_cap(ms(300))
+        .with_floor(ms(50))
+        .with_retries(2)
+        .with_backoff(Backoff::constant(WAIT))
 }
 
 fn deadline() -> Deadline {
@@ -46,7 +51,7 @@ fn a_retry_gets_limits_computed_for_its_start() {
     // min(left at `at` - reserve, cap), and never past the deadline.
     assert_eq!(
         r.limits.timeout(),
-        (deadline().remaining(r.at) - reserve).min(p.get_cap())
+        (deadline().remaining(r.at) - reserve).min(p.cap())
     );
     assert_eq!(r.limits.until(), r.at + r.limits.timeout());
     assert_eq!(
@@ -75,24 +80,24 @@ fn attempts_stop_at_the_cap() {
             }
         }
     }
-    assert_eq!(retries + 1, p.retry.max_attempts);
-    assert_eq!(state.attempts(), p.retry.max_attempts);
+    assert_eq!(retries + 1, p.retry().attempts());
+    assert_eq!(state.attempts(), p.retry().attempts());
 }
 
 #[test]
 fn zero_attempts_reads_as_one() {
     let p = Policy::required("B")
-        .cap(ms(300))
-        .floor(ms(50))
         .idempotent()
-        .attempts(0)
-        .backoff(Backoff::constant(WAIT));
-    assert_eq!(p.retry.attempts(), 1);
+        .with_cap(ms(300))
+        .with_floor(ms(50))
+        .with_retries(0)
+        .with_backoff(Backoff::constant(WAIT));
+    assert_eq!(p.retry().attempts(), 1);
     assert_eq!(
         decide(&p, Instant::ZERO, Outcome::Failed),
         RetryDecision::GiveUp(GiveUp::Exhausted)
     );
-    assert_eq!(RetryPolicy::NONE.attempts(), 1);
+    assert_eq!(RetryPolicy::new(0, Backoff::NONE).attempts(), 1);
 }
 
 #[test]
@@ -110,19 +115,25 @@ fn fatal_and_dont_retry_are_never_retried() {
 
 #[test]
 fn a_policy_is_not_idempotent_unless_it_opts_in() {
-    // A POST with retries added: retried only when it was refused before it was sent.
+    // A POST with retries: retried only when it was refused before it was sent.
     let post = Policy::required("checkout")
-        .cap(ms(300))
-        .floor(ms(50))
-        .attempts(3)
-        .backoff(Backoff::constant(WAIT));
-    assert!(!post.idempotent);
-    assert!(!Policy::optional("C").cap(ms(60)).floor(ms(25)).idempotent);
+        .not_idempotent()
+        .with_cap(ms(300))
+        .with_floor(ms(50))
+        .with_retries(2)
+        .with_backoff(Backoff::constant(WAIT));
+    assert!(!post.is_idempotent());
+    assert!(
+        !Policy::optional("C")
+            .with_cap(ms(60))
+            .with_floor(ms(25))
+            .is_idempotent()
+    );
     assert!(
         !Policy::required("B")
-            .floor(ms(30))
-            .cap(ms(90).saturating_add(ms(20)))
-            .idempotent
+            .with_floor(ms(30))
+            .with_cap(ms(90).saturating_add(ms(20)))
+            .is_idempotent()
     );
     let now = Instant::ZERO;
     assert_eq!(
@@ -132,18 +143,18 @@ fn a_policy_is_not_idempotent_unless_it_opts_in() {
     assert!(decide(&post, now, Outcome::Refused).retry().is_some());
     // Opting in, in the chain.
     let get = Policy::required("profile")
-        .cap(ms(300))
-        .floor(ms(50))
-        .attempts(3)
-        .backoff(Backoff::constant(WAIT))
-        .idempotent();
-    assert!(get.idempotent);
+        .idempotent()
+        .with_cap(ms(300))
+        .with_floor(ms(50))
+        .with_retries(2)
+        .with_backoff(Backoff::constant(WAIT));
+    assert!(get.is_idempotent());
     assert!(decide(&get, now, Outcome::TimedOut).retry().is_some());
 }
 
 #[test]
 fn not_idempotent_is_retried_only_when_it_cannot_have_run() {
-    let p = dep().with_idempotent(false);
+    let p = dep().with_idempotence(Idempotence::NotIdempotent);
     let now = Instant::ZERO;
     for outcome in [Outcome::TimedOut, Outcome::Failed] {
         assert_eq!(
@@ -154,9 +165,6 @@ fn not_idempotent_is_retried_only_when_it_cannot_have_run() {
     for outcome in [Outcome::Refused, Outcome::Pushback(Pushback::After(ms(1)))] {
         assert!(decide(&p, now, outcome).retry().is_some(), "{outcome:?}");
     }
-    // Unless the policy says it may be.
-    let allowed = p.retry(p.retry.with_retry_non_idempotent(true));
-    assert!(decide(&allowed, now, Outcome::TimedOut).retry().is_some());
     // Idempotent calls are retried after a timeout.
     assert!(decide(&dep(), now, Outcome::TimedOut).retry().is_some());
 }
@@ -185,21 +193,18 @@ fn timeout_under_the_floor_at_the_retry_gives_up() {
     let p = dep();
     let reserve = ms(100);
     // At `at` the time left less the reserve is one microsecond short of the floor.
-    let at = deadline().instant() - reserve - p.get_floor() + Duration::from_micros(1);
+    let at = deadline().instant() - reserve - p.floor() + Duration::from_micros(1);
     let now = at - WAIT;
     match decide(&p, now, Outcome::Failed) {
         RetryDecision::GiveUp(GiveUp::UnderFloor(s)) => {
             assert_eq!(s.available(), deadline().remaining(at) - reserve);
-            assert_eq!(s.floor(), p.get_floor());
+            assert_eq!(s.floor(), p.floor());
         }
         other => panic!("{other:?}"),
     }
     // A microsecond sooner and it fits, with exactly the floor.
     let fits = decide(&p, now - Duration::from_micros(1), Outcome::Failed);
-    assert_eq!(
-        fits.retry().map(|r| r.limits.timeout()),
-        Some(p.get_floor())
-    );
+    assert_eq!(fits.retry().map(|r| r.limits.timeout()), Some(p.floor()));
 }
 
 #[test]
@@ -274,11 +279,11 @@ fn the_budget_is_drawn_only_for_a_retry_that_is_made() {
 fn decorrelated_jitter_remembers_the_previous_wait() {
     let base = ms(10);
     let p = Policy::required("B")
-        .cap(ms(300))
-        .floor(ms(1))
         .idempotent()
-        .attempts(5)
-        .backoff(
+        .with_cap(ms(300))
+        .with_floor(ms(1))
+        .with_retries(4)
+        .with_backoff(
             Backoff::exponential(base)
                 .max(ms(10_000))
                 .jitter(Jitter::Decorrelated),

@@ -5,7 +5,8 @@ use std::sync::Barrier;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 
-use deadline_core::{Instant, RetryBudget};
+use deadline_core::Instant;
+use deadline_core::budget::RetryBudget;
 
 /// Withdraws at `now` until refused; returns the grants.
 fn drain(budget: &RetryBudget, now: Instant) -> u64 {

@@ -2,10 +2,10 @@
 
 use core::time::Duration;
 
-use deadline_core::{
-    Deadline, Error, Instant, MAX_STATEMENT_MILLIS, StatementDecision, StatementPolicy, ms,
-    statement_timeout,
+use deadline_core::statement::{
+    MAX_STATEMENT_MILLIS, StatementDecision, StatementPolicy, statement_timeout,
 };
+use deadline_core::{Deadline, Error, Instant, ms};
 use proptest::prelude::*;
 
 /// The propagation model's `get_order`: at most 300 ms per query, and "don't start" under 40 ms left.

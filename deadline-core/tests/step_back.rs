@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use deadline_core::{Deadline, Decision, Instant, Policy, call_timeout, ms};
+use deadline_core::call::{Decision, call_timeout};
+use deadline_core::{Deadline, Instant, Policy, ms};
 use proptest::prelude::*;
 use proptest::test_runner::RngSeed;
 
@@ -42,7 +43,9 @@ fn the_reported_case_a_clock_600_ms_before_arrival() {
     let before = Instant::from_millis(9_400);
     assert_eq!(deadline.remaining(before), ms(750));
     assert!(!deadline.is_expired(before));
-    let policy = Policy::required("pricing").cap(ms(5_000)).floor(ms(10));
+    let policy = Policy::required("pricing")
+        .with_cap(ms(5_000))
+        .with_floor(ms(10));
     let armed = call_timeout(&policy, deadline, ms(30), before).timeout();
     assert_eq!(armed, Some(ms(720)));
     // Time that really passes still counts.
@@ -119,7 +122,7 @@ proptest! {
         cap in duration(),
     ) {
         let deadline = Deadline::after(arrival, budget);
-        let policy = Policy::required("dependency").cap(cap).floor(Duration::ZERO);
+        let policy = Policy::required("dependency").with_cap(cap).with_floor(Duration::ZERO);
         if let Decision::Call(limits) = call_timeout(&policy, deadline, reserve, now) {
             prop_assert!(limits.timeout() <= budget);
             prop_assert!(limits.timeout() <= budget.saturating_sub(reserve));

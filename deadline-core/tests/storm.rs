@@ -14,10 +14,14 @@
 use std::cell::Cell;
 use std::time::Duration;
 
-use deadline_core::drive::{CallError, Driver, ManualTimer};
-use deadline_core::{
-    Backoff, Call, Clock, Deadline, Limits, Outcome, Policy, RetryBudget, SplitMix64, Timer, ms,
-};
+use deadline_core::CallError;
+use deadline_core::budget::RetryBudget;
+use deadline_core::call::{Call, Limits};
+use deadline_core::drive::Driver;
+use deadline_core::policy::Backoff;
+use deadline_core::rng::SplitMix64;
+use deadline_core::virtual_time::ManualTimer;
+use deadline_core::{Clock, Deadline, Outcome, Policy, Timer, ms};
 
 const REQUESTS: u64 = 10_000;
 /// One request arrives every millisecond: 10,000 requests span 10 s.
@@ -26,11 +30,11 @@ const BUDGET: Duration = ms(500);
 /// Three attempts: two retries, 2 ms apart.
 const ATTEMPTS: u32 = 3;
 const DEP: Policy = Policy::required("dep")
-    .cap(ms(100))
-    .floor(ms(1))
-    .attempts(ATTEMPTS)
-    .backoff(Backoff::constant(ms(2)))
-    .idempotent();
+    .idempotent()
+    .with_cap(ms(100))
+    .with_floor(ms(1))
+    .with_retries(ATTEMPTS - 1)
+    .with_backoff(Backoff::constant(ms(2)));
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Unavailable;

@@ -3,10 +3,11 @@
 
 use core::time::Duration;
 
+use deadline_core::call::call_timeout;
 use deadline_core::wire::{
     DeadlineMs, GRPC_TIMEOUT, GrpcTimeout, GrpcUnit, Propagation, WireError, X_DEADLINE_MS,
 };
-use deadline_core::{Deadline, Instant, Policy, call_timeout, ms};
+use deadline_core::{Deadline, Instant, Policy, ms};
 use proptest::prelude::*;
 use proptest::test_runner::RngSeed;
 
@@ -332,7 +333,7 @@ fn propagation_clamps_incoming_budgets_to_the_maximum() {
 fn a_call_timeout_travels_to_the_callee_shortened_by_the_allowance() {
     // The checkout example: B gets 110 ms at 10 ms; the callee, on another clock, gets 110 ms minus the
     // network's share.
-    let b = Policy::required("B").cap(ms(110)).floor(ms(30));
+    let b = Policy::required("B").with_cap(ms(110)).with_floor(ms(30));
     let request = Deadline::after(Instant::ZERO, ms(200));
     let start = Instant::from_millis(10);
     let limits = call_timeout(&b, request, ms(20), start).limits().unwrap();

@@ -5,10 +5,11 @@
 use core::time::Duration;
 
 use deadline_core::analysis::{EXACT_RETRIES, worst_case, worst_case_with_backoff};
-use deadline_core::{
-    Backoff, Call, Deadline, Instant, Jitter, Outcome, Policy, RetryDecision, RetryPolicy,
-    RetryState, Rng, Sequence, SplitMix64, ms,
-};
+use deadline_core::call::Call;
+use deadline_core::policy::{Backoff, Jitter, RetryPolicy};
+use deadline_core::retry::{RetryDecision, RetryState};
+use deadline_core::rng::{Rng, Sequence, SplitMix64};
+use deadline_core::{Deadline, Instant, Outcome, Policy, ms};
 use proptest::prelude::*;
 use proptest::test_runner::RngSeed;
 
@@ -16,10 +17,11 @@ use proptest::test_runner::RngSeed;
 /// and no deadline, and returns how long it took from the first attempt's start.
 fn all_attempts_time_out<R: Rng>(t: Duration, retry: RetryPolicy, rng: &mut R) -> Duration {
     let policy = Policy::required("X")
-        .cap(t)
-        .floor(Duration::ZERO)
         .idempotent()
-        .retry(retry);
+        .with_cap(t)
+        .with_floor(Duration::ZERO)
+        .with_retries(retry.attempts() - 1)
+        .with_backoff(retry.backoff());
     let call = Call::new(&policy, Deadline::NEVER, Duration::ZERO);
     let mut state = RetryState::new();
     let mut now = Instant::ZERO;
@@ -80,7 +82,10 @@ fn no_backoff_is_the_plain_worst_case() {
             worst_case(ms(90), retries)
         );
     }
-    assert_eq!(worst_case_with_backoff(ms(90), &RetryPolicy::NONE), ms(90));
+    assert_eq!(
+        worst_case_with_backoff(ms(90), &RetryPolicy::new(1, Backoff::NONE)),
+        ms(90)
+    );
 }
 
 #[test]

@@ -4,7 +4,7 @@
 //! and [`EmbassyTimer`], the core's [`Clock`](deadline_core::Clock) and
 //! [`Timer`](deadline_core::Timer) on [`embassy_time`]. It is
 //! `#![no_std]` and allocates nothing. [`Embassy`] is the core's
-//! [`Runtime`](deadline_core::drive::Runtime) on them, for a
+//! [`Runtime`](deadline_core::runtime::Runtime) on them, for a
 //! [`Dependency`](deadline_core::Dependency)'s one-line call: the same application code as
 //! on tokio, with the current deadline in a static behind a critical section.
 //!

@@ -4,8 +4,9 @@
 use core::cell::Cell;
 
 use critical_section::Mutex;
-use deadline_core::drive::Runtime;
-use deadline_core::{Deadline, SplitMix64};
+use deadline_core::Deadline;
+use deadline_core::rng::SplitMix64;
+use deadline_core::runtime::Runtime;
 
 use crate::clock::EmbassyTimer;
 

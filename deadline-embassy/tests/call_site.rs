@@ -6,8 +6,10 @@ use std::pin::pin;
 use std::sync::Mutex;
 use std::task::{Context, Poll, Waker};
 
-use deadline_core::drive::{CallError, Runtime, remaining, scope_timeout};
-use deadline_core::{Backoff, Clock, Dependency, Policy, Timer, ms};
+use deadline_core::CallError;
+use deadline_core::policy::Backoff;
+use deadline_core::runtime::{Runtime, remaining, scope_timeout};
+use deadline_core::{Clock, Dependency, Policy, Timer, ms};
 use deadline_embassy::Embassy;
 use embassy_time::{Duration as EDuration, MockDriver};
 
@@ -29,11 +31,11 @@ fn run<F: Future>(fut: F) -> F::Output {
 
 static PRICING: Dependency<Embassy> = Dependency::new(
     Policy::required("pricing")
-        .cap(ms(40))
-        .floor(ms(10))
-        .retries(1)
-        .backoff(Backoff::constant(ms(5)))
-        .idempotent(),
+        .idempotent()
+        .with_cap(ms(40))
+        .with_floor(ms(10))
+        .with_retries(1)
+        .with_backoff(Backoff::constant(ms(5))),
 );
 
 #[test]
@@ -67,8 +69,11 @@ fn a_retried_call_within_the_request_deadline() {
     assert_eq!(Embassy::current(), None);
 }
 
-static PROFILE: Dependency<Embassy> =
-    Dependency::new(Policy::required("profile").cap(ms(40)).floor(ms(10)));
+static PROFILE: Dependency<Embassy> = Dependency::new(
+    Policy::required("profile")
+        .with_cap(ms(40))
+        .with_floor(ms(10)),
+);
 
 #[test]
 fn a_spent_request_fails_the_required_call_uncalled() {

@@ -36,8 +36,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
+use deadline_core::wire::Admission;
 use deadline_core::wire::Propagation;
-use deadline_core::{Admission, Clock, Deadline, Error, ms};
+use deadline_core::{Clock, Deadline, Error, ms};
 use deadline_tokio::TokioClock;
 use deadline_tokio::layer::DeadlineLayer;
 use http::{Request, Response, StatusCode};

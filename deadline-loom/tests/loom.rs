@@ -11,10 +11,12 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use deadline_core::{
-    BreakerConfig, BreakerState, CircuitBreaker, Counters, Histogram, Instant, RetryBudget, ms,
-};
-use deadline_core::{BreakerOutcome, CounterEvent};
+use deadline_core::breaker::BreakerOutcome;
+use deadline_core::breaker::{BreakerConfig, BreakerState, CircuitBreaker};
+use deadline_core::budget::RetryBudget;
+use deadline_core::observe::CounterEvent;
+use deadline_core::observe::{Counters, Histogram};
+use deadline_core::{Instant, ms};
 use loom::sync::Arc;
 use loom::thread;
 

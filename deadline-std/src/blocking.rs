@@ -17,10 +17,12 @@
 //! `ManualClock` (feature `test-util`) "sleeps" by moving its own clock, so tests run in virtual
 //! time.
 
-#[cfg(feature = "test-util")]
-use deadline_core::ManualClock;
+use deadline_core::call::{Call, Limits};
 use deadline_core::drive::{Action, CallMachine, Called, NoObserver};
-use deadline_core::{Call, Clock, Instant, Limits, Outcome, Rng};
+use deadline_core::rng::Rng;
+#[cfg(feature = "test-util")]
+use deadline_core::virtual_time::ManualClock;
+use deadline_core::{Clock, Instant, Outcome};
 
 use crate::clock::StdClock;
 
@@ -69,14 +71,16 @@ impl Sleeper for ManualClock {
 /// Runs one dependency call under its policy, blocking the thread. See the [module docs](self).
 ///
 /// ```
-/// use deadline_core::{Backoff, Call, Clock, Deadline, Instant, ManualClock, Outcome, Policy, ms};
+/// use deadline_core::{Clock, Deadline, Instant, ms, Outcome, Policy};
+/// use deadline_core::call::Call;
+/// use deadline_core::policy::Backoff;
+/// use deadline_core::virtual_time::ManualClock;
 /// use deadline_std::Entropy;
 /// use deadline_std::blocking::BlockingDriver;
 ///
 /// // B: up to 3 attempts, 10 ms between them; 200 ms left, 20 ms kept for our own work.
-/// let b = Policy::required("B").cap(ms(110)).floor(ms(30))
-///     .attempts(3).backoff(Backoff::constant(ms(10)))
-///     .idempotent();
+/// let b = Policy::required("B").idempotent().with_cap(ms(110)).with_floor(ms(30))
+///     .with_retries(2).with_backoff(Backoff::constant(ms(10)));
 /// let clock = ManualClock::new(); // virtual time: the sleeps move it
 /// let call = Call::new(&b, Deadline::after(clock.now(), ms(200)), ms(20));
 /// let mut timeouts = Vec::new();
@@ -114,10 +118,10 @@ impl<'c, S: Sleeper, R: Rng> BlockingDriver<'c, S, R> {
     ///
     /// It is a short loop over the core's [`CallMachine`], which makes every decision and owns
     /// their sequence, as it does for the async driver, so the same failure ends with the
-    /// same [`CallError`](deadline_core::drive::CallError) and report:
+    /// same [`CallError`](deadline_core::CallError) and report:
     ///
     /// - an optional dependency whose first timeout would be under its floor is skipped
-    ///   ([`CallError::Skipped`](deadline_core::drive::CallError::Skipped)), a required one
+    ///   ([`CallError::Skipped`](deadline_core::CallError::Skipped)), a required one
     ///   fails at once, and a call whose circuit breaker is open fails with
     ///   [`Error::CircuitOpen`](deadline_core::Error::CircuitOpen); then `attempt` is never
     ///   invoked;

@@ -5,7 +5,7 @@ use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use deadline_core::{Rng, SplitMix64};
+use deadline_core::rng::{Rng, SplitMix64};
 
 std::thread_local! {
     /// Each thread's generator, seeded on its first draw.
@@ -23,21 +23,23 @@ static SEEDS: AtomicU64 = AtomicU64::new(0);
 /// storm jitter is meant to prevent. `Entropy` is a unit value: pass it wherever a driver
 /// takes an [`Rng`], and every call draws from its thread's generator, so two calls, two
 /// threads or two processes never share a sequence. Keep the seeded generators
-/// ([`SplitMix64`], [`Sequence`](deadline_core::Sequence)) for tests and simulations,
+/// ([`SplitMix64`], [`Sequence`](deadline_core::rng::Sequence)) for tests and simulations,
 /// where the same draws every run is the point.
 ///
 /// Each thread's generator is a [`SplitMix64`] seeded by [`Entropy::seed`]. Not
 /// cryptographic: jitter only has to spread clients apart.
 ///
 /// ```
-/// use deadline_core::{Backoff, Call, Clock, Deadline, Instant, Jitter, ManualClock, Outcome, Policy, ms};
+/// use deadline_core::{Clock, Deadline, Instant, ms, Outcome, Policy};
+/// use deadline_core::call::Call;
+/// use deadline_core::policy::{Backoff, Jitter};
+/// use deadline_core::virtual_time::ManualClock;
 /// use deadline_std::Entropy;
 /// use deadline_std::blocking::BlockingDriver;
 ///
 /// // Two attempts, with a fully jittered backoff (somewhere in 0 to 10 ms) between them.
-/// let b = Policy::required("B").cap(ms(110)).floor(ms(30))
-///     .attempts(2).backoff(Backoff::exponential(ms(10)).max(ms(80)).jitter(Jitter::Full))
-///     .idempotent();
+/// let b = Policy::required("B").idempotent().with_cap(ms(110)).with_floor(ms(30))
+///     .with_retries(1).with_backoff(Backoff::exponential(ms(10)).max(ms(80)).jitter(Jitter::Full));
 /// let clock = ManualClock::new(); // virtual time, for the example: the sleep moves it
 /// let call = Call::new(&b, Deadline::after(clock.now(), ms(500)), ms(20));
 /// let mut attempts = 0;

@@ -11,7 +11,7 @@
 //! - [`net`]: an attempt's connect and read limits handed to `std::net` sockets.
 //! - [`AsyncIoTimer`] (feature `async-io`): the core's [`Timer`](deadline_core::Timer) on
 //!   `async-io`, which async-std and smol both run on.
-//! - [`AsyncIo`] and [`Blocking`]: the core's [`Runtime`](deadline_core::drive::Runtime) on
+//! - [`AsyncIo`] and [`Blocking`]: the core's [`Runtime`](deadline_core::runtime::Runtime) on
 //!   async-std and smol, and on plain threads, for a
 //!   [`Dependency`](deadline_core::Dependency)'s one-line call; the current deadline lives
 //!   in a thread-local set around each poll of a scoped future.
@@ -23,7 +23,7 @@
 //! pending at the first poll and cancels cleanly when dropped. The library's behaviour over
 //! time (the checkout example's chain and its slow case, retries, hedges, backoffs, cancellation) is tested
 //! by running the shared scenario suite on the async-std and smol executors with the core's
-//! virtual-time timer, [`ManualTimer`](deadline_core::drive::ManualTimer), in place of
+//! virtual-time timer, [`ManualTimer`](deadline_core::virtual_time::ManualTimer), in place of
 //! async-io's.
 //!
 //! # Feature flags

@@ -25,7 +25,8 @@ use std::io;
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-use deadline_core::{Clock, Deadline, Instant, Limits};
+use deadline_core::call::Limits;
+use deadline_core::{Clock, Deadline, Instant};
 
 /// The error for "no time left to wait": [`io::ErrorKind::TimedOut`].
 fn no_time_left() -> io::Error {
@@ -50,13 +51,15 @@ fn no_time_left() -> io::Error {
 /// setting the limits.
 ///
 /// ```
-/// use deadline_core::{Deadline, Instant, ManualClock, Policy, call_timeout, ms};
+/// use deadline_core::{Deadline, Instant, ms, Policy};
+/// use deadline_core::call::call_timeout;
+/// use deadline_core::virtual_time::ManualClock;
 /// use deadline_std::net::connect;
 ///
 /// let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
 /// // The checkout example's C, decided at 115 ms: 60 ms until 175 ms, of which 20 ms to connect.
 /// let clock = ManualClock::starting_at(Instant::from_millis(115));
-/// let c = Policy::optional("C").cap(ms(60)).floor(ms(25)).connect(ms(20));
+/// let c = Policy::optional("C").with_cap(ms(60)).with_floor(ms(25)).with_connect(ms(20));
 /// let deadline = Deadline::after(Instant::ZERO, ms(200));
 /// let limits = call_timeout(&c, deadline, ms(20), Instant::from_millis(115)).limits().unwrap();
 /// let (stream, armed) = connect(&listener.local_addr()?, &limits, &clock)?;
@@ -89,12 +92,13 @@ pub fn connect<C: Clock + ?Sized>(
 /// socket), or the error of setting the limits.
 ///
 /// ```
-/// use deadline_core::{Deadline, Instant, Policy, call_timeout, ms};
+/// use deadline_core::{Deadline, Instant, ms, Policy};
+/// use deadline_core::call::call_timeout;
 /// use deadline_std::net::apply;
 ///
 /// let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
 /// let pooled = std::net::TcpStream::connect(listener.local_addr()?)?;
-/// let c = Policy::optional("C").cap(ms(60)).floor(ms(25));
+/// let c = Policy::optional("C").with_cap(ms(60)).with_floor(ms(25));
 /// let deadline = Deadline::after(Instant::ZERO, ms(200));
 /// let limits = call_timeout(&c, deadline, ms(20), Instant::from_millis(115)).limits().unwrap();
 /// // Taken from the pool 5 ms after the decision: 55 ms are left.

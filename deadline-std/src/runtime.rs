@@ -6,7 +6,7 @@ use core::marker::PhantomData;
 use core::pin::Pin;
 use core::task::{Context, Poll};
 
-use deadline_core::drive::{Runtime, ThreadDeadline};
+use deadline_core::runtime::{Runtime, ThreadDeadline};
 use deadline_core::{Clock, Deadline, Instant, Timer};
 
 use crate::clock::StdClock;
@@ -63,9 +63,9 @@ pub type AsyncIo = OnThreads<crate::AsyncIoTimer>;
 /// use deadline_std::Blocking;
 ///
 /// static PRICING: Dependency<Blocking> =
-///     Dependency::new(Policy::required("pricing").cap(ms(110)).floor(ms(30)));
+///     Dependency::new(Policy::required("pricing").with_cap(ms(110)).with_floor(ms(30)));
 ///
-/// let price = Blocking::block_on(deadline_core::drive::scope_timeout::<Blocking, _>(ms(200), async {
+/// let price = Blocking::block_on(deadline_core::runtime::scope_timeout::<Blocking, _>(ms(200), async {
 ///     PRICING
 ///         .run(|limits| async move {
 ///             assert_eq!(limits.timeout(), ms(110)); // min(200 - 20, 110)

@@ -6,11 +6,15 @@ use std::io;
 use std::net::TcpListener;
 use std::time::Duration;
 
-use deadline_core::drive::CallError;
-use deadline_core::{
-    Backoff, Call, Clock, Deadline, Error, GiveUp, Instant, Limits, ManualClock, Outcome, Plan,
-    Policy, RetryBudget, SplitMix64, ms,
-};
+use deadline_core::CallError;
+use deadline_core::budget::RetryBudget;
+use deadline_core::call::{Call, Limits};
+use deadline_core::plan::Plan;
+use deadline_core::policy::Backoff;
+use deadline_core::retry::GiveUp;
+use deadline_core::rng::SplitMix64;
+use deadline_core::virtual_time::ManualClock;
+use deadline_core::{Clock, Deadline, Error, Instant, Outcome, Policy, ms};
 use deadline_std::blocking::{BlockingDriver, Sleeper};
 use deadline_std::net;
 
@@ -41,9 +45,9 @@ type ChainRun = (
 /// The checkout example's chain with blocking calls.
 fn chain(latencies: [Duration; 3]) -> ChainRun {
     let policies = [
-        Policy::required("A").cap(ms(50)).floor(ms(10)),
-        Policy::required("B").cap(ms(110)).floor(ms(30)),
-        Policy::optional("C").cap(ms(60)).floor(ms(25)),
+        Policy::required("A").with_cap(ms(50)).with_floor(ms(10)),
+        Policy::required("B").with_cap(ms(110)).with_floor(ms(30)),
+        Policy::optional("C").with_cap(ms(60)).with_floor(ms(25)),
     ];
     let clock = ManualClock::new();
     let deadline = Deadline::after(clock.now(), ms(200));
@@ -58,7 +62,7 @@ fn chain(latencies: [Duration; 3]) -> ChainRun {
             BlockingDriver::new(call, &clock, SplitMix64::new(0)).run(classify, |limits| {
                 starts.borrow_mut().push((clock.now(), limits));
                 clock.advance(latencies[i]);
-                Ok(policies[i].name)
+                Ok(policies[i].name())
             });
         seen.push(starts.into_inner());
         last = called.result;
@@ -95,11 +99,11 @@ fn a_retry_sleeps_its_backoff_and_gets_the_time_left() {
     // B's first attempt hits its socket's read limit (110 ms); 10 ms later the retry gets
     // min(200 - 120 - 20, 110) = 60 ms, and answers in 30.
     let b = Policy::required("B")
-        .cap(ms(110))
-        .floor(ms(30))
         .idempotent()
-        .attempts(3)
-        .backoff(Backoff::constant(ms(10)));
+        .with_cap(ms(110))
+        .with_floor(ms(30))
+        .with_retries(2)
+        .with_backoff(Backoff::constant(ms(10)));
     let clock = ManualClock::new();
     let budget = RetryBudget::percent(10).min_per_sec(5);
     let call = Call::new(&b, Deadline::after(clock.now(), ms(200)), ms(20)).with_budget(&budget);
@@ -132,11 +136,11 @@ fn a_retry_sleeps_its_backoff_and_gets_the_time_left() {
 #[test]
 fn a_backoff_past_the_deadline_is_not_slept() {
     let b = Policy::required("B")
-        .cap(ms(100))
-        .floor(ms(5))
         .idempotent()
-        .attempts(3)
-        .backoff(Backoff::constant(ms(70)));
+        .with_cap(ms(100))
+        .with_floor(ms(5))
+        .with_retries(2)
+        .with_backoff(Backoff::constant(ms(70)));
     let clock = ManualClock::new();
     let call = Call::new(&b, Deadline::after(clock.now(), ms(100)), Duration::ZERO);
     let mut calls = 0;
@@ -180,11 +184,11 @@ fn the_deadline_reached_in_the_middle_of_a_backoff_starts_nothing() {
     // The 20 ms backoff after the failure at 70 ms was to end at 90, before the 100 ms
     // deadline; the thread wakes 30 ms late, at 120, and the driver starts nothing.
     let b = Policy::required("B")
-        .cap(ms(100))
-        .floor(ms(5))
         .idempotent()
-        .attempts(3)
-        .backoff(Backoff::constant(ms(20)));
+        .with_cap(ms(100))
+        .with_floor(ms(5))
+        .with_retries(2)
+        .with_backoff(Backoff::constant(ms(20)));
     let clock = ManualClock::new();
     let deadline = Deadline::after(clock.now(), ms(100));
     let call = Call::new(&b, deadline, Duration::ZERO);
@@ -207,11 +211,11 @@ fn the_deadline_reached_in_the_middle_of_a_backoff_starts_nothing() {
 #[test]
 fn a_retry_the_budget_refuses_is_not_made() {
     let b = Policy::required("B")
-        .cap(ms(110))
-        .floor(ms(30))
         .idempotent()
-        .attempts(3)
-        .backoff(Backoff::constant(ms(10)));
+        .with_cap(ms(110))
+        .with_floor(ms(30))
+        .with_retries(2)
+        .with_backoff(Backoff::constant(ms(10)));
     let clock = ManualClock::new();
     let empty = RetryBudget::percent(0).min_per_sec(0);
     let call = Call::new(&b, Deadline::after(clock.now(), ms(200)), ms(20)).with_budget(&empty);
@@ -228,7 +232,7 @@ fn a_retry_the_budget_refuses_is_not_made() {
 
 #[test]
 fn a_required_call_under_its_floor_fails_uncalled() {
-    let b = Policy::required("B").cap(ms(110)).floor(ms(30));
+    let b = Policy::required("B").with_cap(ms(110)).with_floor(ms(30));
     let clock = ManualClock::starting_at(Instant::from_millis(160));
     let call = Call::new(&b, Deadline::after(Instant::ZERO, ms(200)), ms(20));
     let called = BlockingDriver::new(call, &clock, SplitMix64::new(5))
@@ -252,9 +256,9 @@ fn each_attempt_hands_its_limits_to_its_socket() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let c = Policy::optional("C")
-        .cap(ms(60))
-        .floor(ms(25))
-        .connect(ms(20));
+        .with_cap(ms(60))
+        .with_floor(ms(25))
+        .with_connect(ms(20));
     let clock = ManualClock::starting_at(Instant::from_millis(115));
     let call = Call::new(&c, Deadline::after(Instant::ZERO, ms(200)), ms(20));
     let called = BlockingDriver::new(call, &clock, SplitMix64::new(6)).run(
@@ -276,7 +280,7 @@ fn each_attempt_hands_its_limits_to_its_socket() {
 #[test]
 fn an_unannotated_classifier_closure_compiles() {
     let clock = ManualClock::new();
-    let dep = Policy::required("D").cap(ms(100)).floor(ms(10));
+    let dep = Policy::required("D").with_cap(ms(100)).with_floor(ms(10));
     let call = Call::new(&dep, Deadline::after(clock.now(), ms(200)), ms(0));
     let called = BlockingDriver::new(call, &clock, SplitMix64::new(1)).run(
         |e| match e {

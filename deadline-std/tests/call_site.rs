@@ -4,24 +4,25 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use deadline_core::drive::{Runtime, ThreadDeadline, remaining, scope_timeout};
-use deadline_core::{Backoff, Deadline, Dependency, Instant, Policy, ms};
+use deadline_core::policy::Backoff;
+use deadline_core::runtime::{Runtime, ThreadDeadline, remaining, scope_timeout};
+use deadline_core::{Deadline, Dependency, Instant, Policy, ms};
 use deadline_std::{AsyncIo, Blocking};
 
 static ON_THREADS: Dependency<Blocking> = Dependency::new(
     Policy::required("threads")
-        .cap(ms(100))
-        .retries(1)
-        .backoff(Backoff::constant(ms(1)))
-        .idempotent(),
+        .idempotent()
+        .with_cap(ms(100))
+        .with_retries(1)
+        .with_backoff(Backoff::constant(ms(1))),
 );
 
 static ON_ASYNC_IO: Dependency<AsyncIo> = Dependency::new(
     Policy::required("async-io")
-        .cap(ms(100))
-        .retries(1)
-        .backoff(Backoff::constant(ms(1)))
-        .idempotent(),
+        .idempotent()
+        .with_cap(ms(100))
+        .with_retries(1)
+        .with_backoff(Backoff::constant(ms(1))),
 );
 
 #[test]

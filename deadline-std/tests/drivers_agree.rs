@@ -11,13 +11,19 @@ use std::cell::RefCell;
 use std::future::Future;
 use std::time::Duration;
 
-use deadline_core::drive::{CallError, Called, Driver, ManualTimer};
-use deadline_core::{Backoff, RetryBudget, SplitMix64};
-use deadline_core::{
-    BreakerConfig, BreakerState, CircuitBreaker, Clock, Deadline, Error, Instant, Limits,
-    ManualClock, Policy, Timer, ms,
-};
-use deadline_core::{Call, GiveUp, Outcome};
+use deadline_core::CallError;
+use deadline_core::Outcome;
+use deadline_core::breaker::{BreakerConfig, BreakerState, CircuitBreaker};
+use deadline_core::budget::RetryBudget;
+use deadline_core::call::Call;
+use deadline_core::call::Limits;
+use deadline_core::drive::{Called, Driver};
+use deadline_core::policy::Backoff;
+use deadline_core::retry::GiveUp;
+use deadline_core::rng::SplitMix64;
+use deadline_core::virtual_time::ManualClock;
+use deadline_core::virtual_time::ManualTimer;
+use deadline_core::{Clock, Deadline, Error, Instant, Policy, Timer, ms};
 use deadline_std::blocking::{BlockingDriver, Sleeper};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,7 +90,7 @@ impl Scenario {
                 let permit = b.try_acquire(Instant::ZERO).unwrap();
                 b.record(
                     permit,
-                    deadline_core::BreakerOutcome::Failure,
+                    deadline_core::breaker::BreakerOutcome::Failure,
                     Instant::ZERO,
                 );
             }
@@ -211,9 +217,9 @@ const FAIL: &[Step] = &[Step::Fail(DepError::Unavailable, 40)];
 #[test]
 fn a_timeout_with_no_retry_ends_in_timeout_on_both() {
     let pay = Policy::required("pay")
-        .cap(ms(50))
-        .floor(ms(10))
-        .with_idempotent(false);
+        .not_idempotent()
+        .with_cap(ms(50))
+        .with_floor(ms(10));
     let called = agree(&Scenario::new(pay, 200, HANG));
     assert_eq!(
         called.result,
@@ -226,11 +232,11 @@ fn a_timeout_with_no_retry_ends_in_timeout_on_both() {
 #[test]
 fn timeouts_until_the_attempts_run_out() {
     let b = Policy::required("B")
-        .cap(ms(50))
-        .floor(ms(10))
         .idempotent()
-        .attempts(3)
-        .backoff(Backoff::constant(ms(5)));
+        .with_cap(ms(50))
+        .with_floor(ms(10))
+        .with_retries(2)
+        .with_backoff(Backoff::constant(ms(5)));
     let called = agree(&Scenario::new(b, 500, HANG));
     assert_eq!(
         called.result,
@@ -242,7 +248,7 @@ fn timeouts_until_the_attempts_run_out() {
 
 #[test]
 fn a_timeout_into_the_deadline_is_deadline_exceeded_on_both() {
-    let b = Policy::required("B").cap(ms(100)).floor(ms(10));
+    let b = Policy::required("B").with_cap(ms(100)).with_floor(ms(10));
     let called = agree(&Scenario::new(b, 60, HANG));
     assert_eq!(
         called.result,
@@ -255,11 +261,11 @@ fn a_timeout_into_the_deadline_is_deadline_exceeded_on_both() {
 fn a_failure_then_an_answer() {
     const STEPS: &[Step] = &[Step::Fail(DepError::Unavailable, 20), Step::Answer(30)];
     let b = Policy::required("B")
-        .cap(ms(110))
-        .floor(ms(30))
         .idempotent()
-        .attempts(3)
-        .backoff(Backoff::constant(ms(10)));
+        .with_cap(ms(110))
+        .with_floor(ms(30))
+        .with_retries(2)
+        .with_backoff(Backoff::constant(ms(10)));
     let called = agree(&Scenario::new(b, 200, STEPS));
     assert_eq!(called.result, Ok(1));
     assert_eq!(called.report.ended, Instant::from_millis(60));
@@ -268,11 +274,11 @@ fn a_failure_then_an_answer() {
 #[test]
 fn failures_until_the_attempts_run_out() {
     let b = Policy::required("B")
-        .cap(ms(110))
-        .floor(ms(30))
         .idempotent()
-        .attempts(2)
-        .backoff(Backoff::constant(ms(10)));
+        .with_cap(ms(110))
+        .with_floor(ms(30))
+        .with_retries(1)
+        .with_backoff(Backoff::constant(ms(10)));
     let called = agree(&Scenario::new(b, 500, FAIL));
     assert_eq!(
         called.result,
@@ -285,11 +291,11 @@ fn failures_until_the_attempts_run_out() {
 fn a_fatal_error_is_not_retried() {
     const STEPS: &[Step] = &[Step::Fail(DepError::BadRequest, 5)];
     let b = Policy::required("B")
-        .cap(ms(110))
-        .floor(ms(30))
         .idempotent()
-        .attempts(3)
-        .backoff(Backoff::constant(ms(10)));
+        .with_cap(ms(110))
+        .with_floor(ms(30))
+        .with_retries(2)
+        .with_backoff(Backoff::constant(ms(10)));
     let called = agree(&Scenario::new(b, 500, STEPS));
     assert_eq!(called.result, Err(CallError::Attempt(DepError::BadRequest)));
     assert_eq!(called.report.gave_up, Some(GiveUp::NotRetryable));
@@ -298,11 +304,11 @@ fn a_fatal_error_is_not_retried() {
 #[test]
 fn a_backoff_past_the_deadline() {
     let b = Policy::required("B")
-        .cap(ms(100))
-        .floor(ms(5))
         .idempotent()
-        .attempts(3)
-        .backoff(Backoff::constant(ms(70)));
+        .with_cap(ms(100))
+        .with_floor(ms(5))
+        .with_retries(2)
+        .with_backoff(Backoff::constant(ms(70)));
     let called = agree(&Scenario::new(b, 100, FAIL));
     assert_eq!(
         called.result,
@@ -317,11 +323,11 @@ fn a_backoff_past_the_deadline() {
 #[test]
 fn a_late_wake_after_the_deadline() {
     let b = Policy::required("B")
-        .cap(ms(100))
-        .floor(ms(5))
         .idempotent()
-        .attempts(3)
-        .backoff(Backoff::constant(ms(20)));
+        .with_cap(ms(100))
+        .with_floor(ms(5))
+        .with_retries(2)
+        .with_backoff(Backoff::constant(ms(20)));
     let mut s = Scenario::new(b, 100, FAIL);
     s.late = 30;
     let called = agree(&s);
@@ -336,11 +342,11 @@ fn a_late_wake_after_the_deadline() {
 #[test]
 fn a_retry_the_budget_refuses() {
     let b = Policy::required("B")
-        .cap(ms(110))
-        .floor(ms(30))
         .idempotent()
-        .attempts(3)
-        .backoff(Backoff::constant(ms(10)));
+        .with_cap(ms(110))
+        .with_floor(ms(30))
+        .with_retries(2)
+        .with_backoff(Backoff::constant(ms(10)));
     let mut s = Scenario::new(b, 200, FAIL);
     s.empty_budget = true;
     let called = agree(&s);
@@ -350,7 +356,7 @@ fn a_retry_the_budget_refuses() {
 
 #[test]
 fn an_open_breaker_on_both() {
-    let b = Policy::required("B").cap(ms(110)).floor(ms(30));
+    let b = Policy::required("B").with_cap(ms(110)).with_floor(ms(30));
     let mut s = Scenario::new(b, 200, FAIL);
     s.breaker = Some((BreakerConfig::DEFAULT.with_consecutive_failures(1), true));
     let called = agree(&s);
@@ -364,11 +370,11 @@ fn an_open_breaker_on_both() {
 #[test]
 fn timeouts_that_open_the_breaker_stop_the_retries_on_both() {
     let b = Policy::required("B")
-        .cap(ms(50))
-        .floor(ms(10))
         .idempotent()
-        .attempts(5)
-        .backoff(Backoff::constant(ms(5)));
+        .with_cap(ms(50))
+        .with_floor(ms(10))
+        .with_retries(4)
+        .with_backoff(Backoff::constant(ms(5)));
     let mut s = Scenario::new(b, 1_000, HANG);
     s.breaker = Some((BreakerConfig::DEFAULT.with_consecutive_failures(2), false));
     let called = agree(&s);

@@ -15,7 +15,9 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use deadline_core::{Backoff, Jitter, Rng, SplitMix64, ms};
+use deadline_core::ms;
+use deadline_core::policy::{Backoff, Jitter};
+use deadline_core::rng::{Rng, SplitMix64};
 use deadline_std::Entropy;
 
 fn draws(mut rng: impl Rng) -> Vec<u64> {

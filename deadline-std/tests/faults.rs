@@ -12,12 +12,17 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use deadline_core::drive::{CallError, ManualTimer};
-use deadline_core::{Backoff, Call, Outcome, RetryBudget, SplitMix64};
-use deadline_core::{
-    BreakerConfig, BreakerState, CircuitBreaker, Clock, Deadline, Instant, Limits, ManualClock,
-    Policy, ms,
-};
+use deadline_core::CallError;
+use deadline_core::Outcome;
+use deadline_core::breaker::{BreakerConfig, BreakerState, CircuitBreaker};
+use deadline_core::budget::RetryBudget;
+use deadline_core::call::Call;
+use deadline_core::call::Limits;
+use deadline_core::policy::Backoff;
+use deadline_core::rng::SplitMix64;
+use deadline_core::virtual_time::ManualClock;
+use deadline_core::virtual_time::ManualTimer;
+use deadline_core::{Clock, Deadline, Instant, Policy, ms};
 use deadline_std::StdClock;
 use deadline_std::blocking::{BlockingDriver, Sleeper, ThreadSleeper};
 use deadline_testkit::faults::SLACK;
@@ -59,11 +64,11 @@ deadline_testkit::for_each_fault!(on_async_std_and_smol);
 
 /// Up to 3 attempts of at most 50 ms, 5 ms apart; 200 ms per request.
 const FLAKY: Policy = Policy::required("flaky")
-    .cap(ms(50))
-    .floor(ms(5))
-    .attempts(3)
-    .backoff(Backoff::constant(ms(5)))
-    .idempotent();
+    .idempotent()
+    .with_cap(ms(50))
+    .with_floor(ms(5))
+    .with_retries(2)
+    .with_backoff(Backoff::constant(ms(5)));
 const BUDGET: Duration = ms(200);
 
 /// A socket read that timed out: the attempt's own limit.
@@ -205,11 +210,11 @@ impl Sleeper for LateSleeper<'_> {
 fn blocking_sleeper_wakes_late() {
     const LATE: Duration = ms(30);
     let slow: Policy = Policy::required("slow")
-        .cap(ms(50))
-        .floor(ms(5))
-        .attempts(5)
-        .backoff(Backoff::constant(ms(60)))
-        .idempotent();
+        .idempotent()
+        .with_cap(ms(50))
+        .with_floor(ms(5))
+        .with_retries(4)
+        .with_backoff(Backoff::constant(ms(60)));
     let clock = ManualClock::new();
     let late = LateSleeper {
         clock: &clock,
@@ -254,7 +259,7 @@ fn blocking_dependency_panics() {
             .with_probes(1)
             .with_probe_timeout(ms(300)),
     );
-    let once = Policy::required("once").cap(ms(50)).floor(ms(5));
+    let once = Policy::required("once").with_cap(ms(50)).with_floor(ms(5));
     let clock = ManualClock::new();
     let run = |attempt: &mut dyn FnMut() -> io::Result<()>| {
         let deadline = Deadline::after(clock.now(), BUDGET);
@@ -287,11 +292,11 @@ fn blocking_dependency_panics() {
 #[test]
 fn blocking_hung_socket_leaves_no_socket_open() {
     let quick: Policy = Policy::required("socket")
-        .cap(ms(30))
-        .floor(ms(1))
-        .attempts(3)
-        .backoff(Backoff::constant(ms(2)))
-        .idempotent();
+        .idempotent()
+        .with_cap(ms(30))
+        .with_floor(ms(1))
+        .with_retries(2)
+        .with_backoff(Backoff::constant(ms(2)));
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let address = listener.local_addr().unwrap();
     let closed = Arc::new(AtomicUsize::new(0));

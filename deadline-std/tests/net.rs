@@ -9,9 +9,10 @@ use std::io::ErrorKind;
 use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
 
-use deadline_core::{
-    Clock, Deadline, Instant, Limits, ManualClock, Plan, Policy, call_timeout, ms,
-};
+use deadline_core::call::{Limits, call_timeout};
+use deadline_core::plan::Plan;
+use deadline_core::virtual_time::ManualClock;
+use deadline_core::{Clock, Deadline, Instant, Policy, ms};
 use deadline_std::net::{apply, arm_read, connect};
 
 fn listener() -> TcpListener {
@@ -39,9 +40,9 @@ fn assert_reads_back(stream: &TcpStream, want: Duration) {
 /// The checkout example's C, decided at 115 ms of a 200 ms request: 60 ms until 175 ms, 20 ms to connect.
 fn checkout_c_limits() -> Limits {
     let c = Policy::optional("C")
-        .cap(ms(60))
-        .floor(ms(25))
-        .connect(ms(20));
+        .with_cap(ms(60))
+        .with_floor(ms(25))
+        .with_connect(ms(20));
     let deadline = Deadline::after(Instant::ZERO, ms(200));
     call_timeout(&c, deadline, ms(20), Instant::from_millis(115))
         .limits()
@@ -164,7 +165,7 @@ fn a_pooled_socket_used_later_gets_only_the_time_left() {
 #[test]
 fn each_read_gets_only_what_is_left_of_the_attempt() {
     // A plan's step decided at 0 ms: B gets 120 ms.
-    let b = Policy::required("B").cap(ms(120)).floor(ms(30));
+    let b = Policy::required("B").with_cap(ms(120)).with_floor(ms(30));
     let mut plan: Plan<'_, 1> = Plan::new(Deadline::after(Instant::ZERO, ms(200)), ms(20));
     let step = plan.then(&b).unwrap();
     let clock = ManualClock::new();
@@ -191,9 +192,9 @@ fn each_read_gets_only_what_is_left_of_the_attempt() {
 #[test]
 fn a_zero_connect_limit_fails_at_once_instead_of_waiting_forever() {
     let a = Policy::required("A")
-        .cap(ms(50))
-        .floor(ms(10))
-        .connect(ms(0));
+        .with_cap(ms(50))
+        .with_floor(ms(10))
+        .with_connect(ms(0));
     let deadline = Deadline::after(Instant::ZERO, ms(200));
     let limits = call_timeout(&a, deadline, ms(20), Instant::ZERO)
         .limits()

@@ -3,7 +3,7 @@
 //! task of the executor; whenever it waits, the harness moves the virtual clock to the next
 //! sleep's instant and wakes the task through the executor's own waker.
 
-use deadline_core::drive::ManualTimer;
+use deadline_core::virtual_time::ManualTimer;
 use deadline_testkit::{Stepper, run_virtual};
 
 macro_rules! on_async_std_and_smol {

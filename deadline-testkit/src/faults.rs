@@ -20,11 +20,14 @@
 use core::future::{Future, pending};
 use core::time::Duration;
 
-use deadline_core::drive::{CallError, Driver};
-use deadline_core::{
-    Backoff, Call, Clock, Deadline, GiveUp, HedgePolicy, Instant, Limits, Policy, RetryBudget,
-    SplitMix64, Timer, ms,
-};
+use deadline_core::CallError;
+use deadline_core::budget::RetryBudget;
+use deadline_core::call::{Call, Limits};
+use deadline_core::drive::Driver;
+use deadline_core::policy::{Backoff, HedgePolicy};
+use deadline_core::retry::GiveUp;
+use deadline_core::rng::SplitMix64;
+use deadline_core::{Clock, Deadline, Instant, Policy, Timer, ms};
 
 use crate::probe::Attempts;
 use crate::scenarios::{Either, Unavailable, attempt, classify, race};
@@ -39,11 +42,11 @@ const BUDGET: Duration = ms(200);
 
 /// Up to 3 attempts of at most 50 ms each, 5 ms apart.
 const FLAKY: Policy = Policy::required("flaky")
-    .cap(ms(50))
-    .floor(ms(5))
-    .attempts(3)
-    .backoff(Backoff::constant(ms(5)))
-    .idempotent();
+    .idempotent()
+    .with_cap(ms(50))
+    .with_floor(ms(5))
+    .with_retries(2)
+    .with_backoff(Backoff::constant(ms(5)));
 
 /// An attempt that never answers (a dependency that hangs forever), recorded in `probe`.
 fn hang<C: Clock>(
@@ -302,10 +305,10 @@ pub async fn timer_never_fires<T: Timer + Copy>(timer: T) {
 pub async fn hedge_loser_never_finishes<T: Timer + Copy>(timer: T) {
     let t0 = timer.now();
     let policy = Policy::required("hedged")
-        .cap(ms(150))
-        .floor(ms(5))
-        .hedge(HedgePolicy::new(ms(60), 1))
-        .idempotent();
+        .idempotent()
+        .with_cap(ms(150))
+        .with_floor(ms(5))
+        .with_hedge(HedgePolicy::new(ms(60), 1));
     let deadline = Deadline::after(t0, BUDGET);
     let probe = Attempts::new(t0);
     let called = Driver::new(

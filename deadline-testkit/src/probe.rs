@@ -3,7 +3,8 @@
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use core::time::Duration;
 
-use deadline_core::{Clock, Instant, Limits};
+use deadline_core::call::Limits;
+use deadline_core::{Clock, Instant};
 
 /// The most attempts one probe records.
 pub const MAX_ATTEMPTS: usize = 8;
@@ -67,7 +68,7 @@ impl Attempts {
     }
 
     fn offset(&self, now: Instant) -> u64 {
-        deadline_core::duration_to_micros(now.saturating_duration_since(self.t0))
+        now.as_micros().saturating_sub(self.t0.as_micros())
     }
 
     /// Records the start of an attempt at `clock.now()` with `limits`, and returns its guard:
@@ -86,10 +87,9 @@ impl Attempts {
         record
             .started
             .store(self.offset(clock.now()), Ordering::SeqCst);
-        record.timeout.store(
-            deadline_core::duration_to_micros(limits.timeout()),
-            Ordering::SeqCst,
-        );
+        record
+            .timeout
+            .store(limits.timeout_micros(), Ordering::SeqCst);
         Guard {
             attempts: self,
             n,

@@ -9,11 +9,15 @@ use core::pin::pin;
 use core::task::Poll;
 use core::time::Duration;
 
-use deadline_core::drive::{CallError, Called, Driver};
-use deadline_core::{
-    Backoff, Call, Deadline, Error, GiveUp, HedgePolicy, Limits, Outcome, Plan, Policy,
-    RetryBudget, SplitMix64, Timer, ms,
-};
+use deadline_core::CallError;
+use deadline_core::budget::RetryBudget;
+use deadline_core::call::{Call, Limits};
+use deadline_core::drive::{Called, Driver};
+use deadline_core::plan::Plan;
+use deadline_core::policy::{Backoff, HedgePolicy};
+use deadline_core::retry::GiveUp;
+use deadline_core::rng::SplitMix64;
+use deadline_core::{Deadline, Error, Outcome, Policy, Timer, ms};
 
 use crate::probe::Attempts;
 use crate::timers::Late;
@@ -67,9 +71,9 @@ pub async fn race<A: Future, B: Future>(a: A, b: B) -> Either<A::Output, B::Outp
 }
 
 /// The checkout example's dependencies: A and B required, C optional.
-const A: Policy = Policy::required("A").cap(ms(50)).floor(ms(10));
-const B: Policy = Policy::required("B").cap(ms(110)).floor(ms(30));
-const C: Policy = Policy::optional("C").cap(ms(60)).floor(ms(25));
+const A: Policy = Policy::required("A").with_cap(ms(50)).with_floor(ms(10));
+const B: Policy = Policy::required("B").with_cap(ms(110)).with_floor(ms(30));
+const C: Policy = Policy::optional("C").with_cap(ms(60)).with_floor(ms(25));
 /// The checkout example's budget and own work.
 const BUDGET: Duration = ms(200);
 const OWN_WORK: Duration = ms(20);
@@ -94,7 +98,7 @@ async fn chain<T: Timer + Copy>(timer: T, latencies: [Duration; 3]) -> Chain {
     let mut c = Ok("");
     for i in 0..3 {
         let call = Call::new(policies[i], deadline, plan.reserve(steps[i]));
-        let (probe, latency, name) = (&probes[i], latencies[i], policies[i].name);
+        let (probe, latency, name) = (&probes[i], latencies[i], policies[i].name());
         let called: Called<&'static str, Unavailable> = Driver::new(call, timer, &mut rng)
             .run(classify, |limits| {
                 attempt(timer, probe, limits, latency, Ok(name))
@@ -158,9 +162,9 @@ pub async fn checkout_slow_case<T: Timer + Copy>(timer: T) {
 pub async fn retry_within_the_budget<T: Timer + Copy>(timer: T) {
     let t0 = timer.now();
     let b = B
-        .attempts(3)
-        .backoff(Backoff::constant(ms(10)))
-        .idempotent();
+        .idempotent()
+        .with_retries(2)
+        .with_backoff(Backoff::constant(ms(10)));
     let budget = RetryBudget::percent(10).min_per_sec(5);
     let call = Call::new(&b, Deadline::after(t0, BUDGET), OWN_WORK).with_budget(&budget);
     let probe = Attempts::new(t0);
@@ -196,10 +200,10 @@ pub async fn retry_within_the_budget<T: Timer + Copy>(timer: T) {
 pub async fn hedge_wins_and_its_loser_is_cancelled<T: Timer + Copy>(timer: T) {
     let t0 = timer.now();
     let b = Policy::required("B")
-        .cap(ms(150))
-        .floor(ms(30))
         .idempotent()
-        .hedge(HedgePolicy::new(ms(60), 1));
+        .with_cap(ms(150))
+        .with_floor(ms(30))
+        .with_hedge(HedgePolicy::new(ms(60), 1));
     let call = Call::new(&b, Deadline::after(t0, BUDGET), OWN_WORK);
     let probe = Attempts::new(t0);
     let called = Driver::new(call, timer, SplitMix64::new(2))
@@ -230,11 +234,11 @@ pub async fn hedge_wins_and_its_loser_is_cancelled<T: Timer + Copy>(timer: T) {
 pub async fn backoff_past_the_deadline_gives_up_at_once<T: Timer + Copy>(timer: T) {
     let t0 = timer.now();
     let b = Policy::required("B")
-        .cap(ms(100))
-        .floor(ms(5))
         .idempotent()
-        .attempts(3)
-        .backoff(Backoff::constant(ms(70)));
+        .with_cap(ms(100))
+        .with_floor(ms(5))
+        .with_retries(2)
+        .with_backoff(Backoff::constant(ms(70)));
     let call = Call::new(&b, Deadline::after(t0, ms(100)), Duration::ZERO);
     let probe = Attempts::new(t0);
     let called = Driver::new(call, timer, SplitMix64::new(3))
@@ -261,11 +265,11 @@ pub async fn deadline_reached_in_the_middle_of_a_backoff<T: Timer + Copy>(timer:
     let late = Late::new(timer, ms(30));
     let t0 = timer.now();
     let b = Policy::required("B")
-        .cap(ms(100))
-        .floor(ms(5))
         .idempotent()
-        .attempts(3)
-        .backoff(Backoff::constant(ms(20)));
+        .with_cap(ms(100))
+        .with_floor(ms(5))
+        .with_retries(2)
+        .with_backoff(Backoff::constant(ms(20)));
     let deadline = Deadline::after(t0, ms(100));
     let call = Call::new(&b, deadline, Duration::ZERO);
     let probe = Attempts::new(t0);
@@ -291,10 +295,10 @@ pub async fn deadline_reached_in_the_middle_of_a_backoff<T: Timer + Copy>(timer:
 pub async fn abandoned_request_cancels_its_attempts<T: Timer + Copy>(timer: T) {
     let t0 = timer.now();
     let b = Policy::required("B")
-        .cap(ms(150))
-        .floor(ms(30))
         .idempotent()
-        .hedge(HedgePolicy::new(ms(20), 1));
+        .with_cap(ms(150))
+        .with_floor(ms(30))
+        .with_hedge(HedgePolicy::new(ms(20), 1));
     let call = Call::new(&b, Deadline::after(t0, BUDGET), OWN_WORK);
     let probe = Attempts::new(t0);
     let request = Driver::new(call, timer, SplitMix64::new(5)).run(classify, |limits| {
@@ -320,7 +324,7 @@ pub async fn abandoned_request_cancels_its_attempts<T: Timer + Copy>(timer: T) {
 /// same scenarios: define a macro that turns a scenario name into a test on your runtime.
 ///
 /// ```
-/// use deadline_core::drive::ManualTimer;
+/// use deadline_core::virtual_time::ManualTimer;
 ///
 /// // Each adapter turns a scenario name into a test on its runtime; here, statements that
 /// // run it on the core's own virtual-time timer.

@@ -39,7 +39,7 @@ impl<T: Timer> Timer for Late<T> {
 }
 
 /// Wraps a timer and notes the earliest instant any of its pending sleeps waits for, so that
-/// a test harness can move a virtual clock (a [`ManualTimer`](deadline_core::drive::ManualTimer)'s,
+/// a test harness can move a virtual clock (a [`ManualTimer`](deadline_core::virtual_time::ManualTimer)'s,
 /// embassy's mock driver) straight to the next wake-up. See [`run_virtual`].
 #[derive(Debug)]
 pub struct Stepper<T> {
@@ -112,7 +112,7 @@ impl<S: Future<Output = ()>> Future for Stepped<'_, S> {
 /// clock (with `advance`, given the instant to move to) to the earliest instant a sleep of
 /// `stepper` waits for, and wakes itself so the executor polls it again.
 ///
-/// With a [`ManualTimer`](deadline_core::drive::ManualTimer) inside the stepper, this runs the
+/// With a [`ManualTimer`](deadline_core::virtual_time::ManualTimer) inside the stepper, this runs the
 /// core's virtual-time timer on any executor (async-std's, smol's); with embassy's timer
 /// inside, `advance` moves embassy's mock driver.
 ///

@@ -1,6 +1,6 @@
 //! The fault suite on the core's own virtual-time timer and its tiny executor.
 
-use deadline_core::drive::ManualTimer;
+use deadline_core::virtual_time::ManualTimer;
 
 macro_rules! on_manual_timer {
     ($name:ident) => {

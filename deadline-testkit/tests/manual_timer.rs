@@ -1,7 +1,7 @@
 //! The suite on the core's own virtual-time timer and its tiny executor: the baseline the
 //! adapters are compared with.
 
-use deadline_core::drive::ManualTimer;
+use deadline_core::virtual_time::ManualTimer;
 
 macro_rules! on_manual_timer {
     ($name:ident) => {

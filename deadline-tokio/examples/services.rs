@@ -25,9 +25,10 @@ use std::time::{Duration, Instant};
 
 use axum::extract::State;
 use axum::http::{StatusCode, Uri};
+use deadline_core::ms;
+use deadline_core::statement::StatementPolicy;
 use deadline_core::wire::DeadlineHeader;
 use deadline_core::wire::Propagation;
-use deadline_core::{StatementPolicy, ms};
 use deadline_tokio::layer::{DeadlineLayer, PropagateLayer, PropagateService};
 use deadline_tokio::postgres;
 use deadline_tokio::reqwest::DeadlineRequest;
@@ -258,7 +259,9 @@ async fn main() {
             let status = response.status().as_u16();
             Ok::<_, reqwest::Error>((status, response.text().await?))
         })
-        .await;
+        .await
+        .map_err(|cut| cut.to_string())
+        .and_then(|answer| answer.map_err(|error| error.to_string()));
         let took = start.elapsed();
         match answer {
             Ok((status, body)) => {

@@ -3,8 +3,10 @@
 use core::future::Future;
 use core::time::Duration;
 
+use deadline_core::call::{Call, Limits};
 use deadline_core::drive::{Called, Driver};
-use deadline_core::{Call, Limits, Outcome, Policy, Rng};
+use deadline_core::rng::Rng;
+use deadline_core::{Outcome, Policy};
 
 use crate::clock::TokioTimer;
 use crate::context::{Tokio, current_or_never};
@@ -32,7 +34,7 @@ pub fn call<'p>(policy: &'p Policy<'p>, reserve: Duration) -> Call<'p> {
 /// use deadline_core::{Outcome, Policy, ms};
 /// use deadline_tokio::{Entropy, call, drive, remaining, scope_timeout};
 ///
-/// static PRICING: Policy = Policy::required("pricing").cap(ms(110)).floor(ms(30));
+/// static PRICING: Policy = Policy::required("pricing").with_cap(ms(110)).with_floor(ms(30));
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {

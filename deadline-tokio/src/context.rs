@@ -16,8 +16,9 @@ use core::pin::Pin;
 use core::task::{Context, Poll};
 use core::time::Duration;
 
-use deadline_core::drive::{Runtime, ThreadDeadline};
-use deadline_core::{Clock, Deadline, Decision, Error, Limits, Policy};
+use deadline_core::call::{Decision, Limits};
+use deadline_core::runtime::{Runtime, ThreadDeadline};
+use deadline_core::{Clock, Deadline, Error, Policy};
 use deadline_std::Entropy;
 
 use crate::bounded::Bounded;
@@ -119,7 +120,7 @@ impl<F: Future> Future for Scope<F> {
 /// dropped when it passes. For work that bounds itself; to bound a piece of work, use
 /// [`scope`].
 pub fn with_deadline<F: Future>(deadline: Deadline, fut: F) -> Scoped<F> {
-    deadline_core::drive::with_deadline::<Tokio, F>(deadline, fut)
+    deadline_core::runtime::with_deadline::<Tokio, F>(deadline, fut)
 }
 
 /// Runs `fut` with the deadline current *now*, where `propagate` is called, without bounding
@@ -144,14 +145,14 @@ pub fn propagate<F: Future>(fut: F) -> Scoped<F> {
 }
 
 /// A future running with a current deadline it does not enforce: what [`with_deadline`] and
-/// [`propagate`] return (the core's [`Scoped`](deadline_core::drive::Scoped) on [`Tokio`]).
-pub type Scoped<F> = deadline_core::drive::Scoped<Tokio, F>;
+/// [`propagate`] return (the core's [`Scoped`](deadline_core::runtime::Scoped) on [`Tokio`]).
+pub type Scoped<F> = deadline_core::runtime::Scoped<Tokio, F>;
 
 /// Runs `f` with `deadline` as the current deadline, or the enclosing one if that is earlier:
 /// one synchronous step of a [`Scoped`] poll, for the layers' bodies.
 #[cfg(feature = "tower")]
 pub(crate) fn in_scope<R>(deadline: Deadline, f: impl FnOnce() -> R) -> R {
-    deadline_core::drive::enter::<Tokio, R>(deadline, f)
+    deadline_core::runtime::enter::<Tokio, R>(deadline, f)
 }
 
 /// tokio as the core's [`Runtime`]: [`TokioTimer`], the default random source [`Entropy`],
@@ -197,7 +198,7 @@ impl Runtime for Tokio {
 #[must_use]
 #[inline]
 pub fn current() -> Option<Deadline> {
-    deadline_core::drive::current::<Tokio>()
+    deadline_core::runtime::current::<Tokio>()
 }
 
 /// The current deadline, or [`Deadline::NEVER`] outside any [`scope`].
@@ -223,15 +224,16 @@ pub fn is_expired() -> bool {
 }
 
 /// The decision for a call to `policy`'s dependency starting now, under the current deadline,
-/// keeping `reserve` for the work after it: see [`call_timeout`](deadline_core::call_timeout).
+/// keeping `reserve` for the work after it: see [`call_timeout`](deadline_core::call::call_timeout).
 ///
 /// ```
-/// use deadline_core::{Decision, Policy, ms};
+/// use deadline_core::{ms, Policy};
+/// use deadline_core::call::Decision;
 /// use deadline_tokio::{decide, scope_timeout};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
-/// let c = Policy::optional("C").cap(ms(60)).floor(ms(25));
+/// let c = Policy::optional("C").with_cap(ms(60)).with_floor(ms(25));
 /// scope_timeout(ms(200), async {
 ///     tokio::time::sleep(ms(156)).await;
 ///     // 200 - 156 - 20 = 24 ms, under C's 25 ms floor.
@@ -242,7 +244,7 @@ pub fn is_expired() -> bool {
 /// ```
 #[inline]
 pub fn decide(policy: &Policy, reserve: Duration) -> Decision {
-    deadline_core::drive::decide::<Tokio>(policy, reserve)
+    deadline_core::runtime::decide::<Tokio>(policy, reserve)
 }
 
 /// A nested call under `limits`: `fut` runs with the call's deadline as the current deadline
@@ -257,7 +259,7 @@ pub fn decide(policy: &Policy, reserve: Duration) -> Decision {
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
-/// let b = Policy::required("B").cap(ms(110)).floor(ms(30));
+/// let b = Policy::required("B").with_cap(ms(110)).with_floor(ms(30));
 /// scope_timeout(ms(200), async {
 ///     let limits = decide(&b, ms(20)).limits().unwrap();
 ///     // Inside, the deadline is the call's: 110 ms, not the request's 200.

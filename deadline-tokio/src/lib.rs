@@ -34,10 +34,11 @@
 //!   deadline header from the time left and refuses to send a spent budget.
 //!
 //! ```
-//! use deadline_core::{Decision, Policy, ms};
+//! use deadline_core::{ms, Policy};
+//! use deadline_core::call::Decision;
 //! use deadline_tokio::{decide, scope_timeout, within};
 //!
-//! static PRICING: Policy = Policy::required("pricing").cap(ms(110)).floor(ms(30));
+//! static PRICING: Policy = Policy::required("pricing").with_cap(ms(110)).with_floor(ms(30));
 //!
 //! async fn price() -> u32 {
 //!     tokio::time::sleep(ms(105)).await; // the dependency's latency

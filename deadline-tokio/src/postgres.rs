@@ -22,7 +22,8 @@
 //! against the deadline too: bound it with [`checkout`].
 //!
 //! ```no_run
-//! use deadline_core::{StatementPolicy, ms};
+//! use deadline_core::ms;
+//! use deadline_core::statement::StatementPolicy;
 //! use deadline_tokio::postgres::{self, PgError};
 //! use deadline_tokio::scope_timeout;
 //!
@@ -46,7 +47,8 @@ use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll};
 
-use deadline_core::{Deadline, Error, StatementDecision, StatementPolicy};
+use deadline_core::statement::{StatementDecision, StatementPolicy};
+use deadline_core::{Deadline, Error};
 use tokio::time::Sleep;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;

@@ -1,19 +1,20 @@
 //! Database statement timeouts from the current deadline.
 
-use deadline_core::{StatementDecision, StatementPolicy};
+use deadline_core::statement::{StatementDecision, StatementPolicy};
 
 use crate::context::Tokio;
 
 /// The statement timeout for a query starting now, under the current deadline (see
-/// [`deadline_core::statement_timeout`]). Outside any [`scope`](crate::scope) the time left is
+/// [`deadline_core::statement::statement_timeout`]). Outside any [`scope`](crate::scope) the time left is
 /// unbounded, so the query gets the policy's cap.
 ///
-/// Run the [`StatementTimeout`](deadline_core::StatementTimeout)'s SQL at the start
+/// Run the [`StatementTimeout`](deadline_core::statement::StatementTimeout)'s SQL at the start
 /// of the query's transaction; on [`StatementDecision::DontStart`], do not run the query and
-/// report [`Shortfall::error`](deadline_core::Shortfall::error).
+/// report [`Shortfall::error`](deadline_core::call::Shortfall::error).
 ///
 /// ```
-/// use deadline_core::{StatementDecision, StatementPolicy, ms};
+/// use deadline_core::ms;
+/// use deadline_core::statement::{StatementDecision, StatementPolicy};
 /// use deadline_tokio::{scope_timeout, statement_timeout};
 ///
 /// const ORDERS: StatementPolicy = StatementPolicy::capped(ms(300)).floor(ms(40));
@@ -33,5 +34,5 @@ use crate::context::Tokio;
 /// # }
 /// ```
 pub fn statement_timeout(policy: &StatementPolicy) -> StatementDecision {
-    deadline_core::drive::statement_timeout::<Tokio>(policy)
+    deadline_core::runtime::statement_timeout::<Tokio>(policy)
 }

@@ -11,7 +11,9 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use deadline_core::{Backoff, HedgePolicy, Outcome, Policy, SplitMix64, ms};
+use deadline_core::policy::{Backoff, HedgePolicy};
+use deadline_core::rng::SplitMix64;
+use deadline_core::{Outcome, Policy, ms};
 use deadline_tokio::{Dependency, call, drive, scope_timeout};
 
 struct Counting;
@@ -81,18 +83,18 @@ where
     COUNT.with(Cell::get)
 }
 
-static PLAIN: Policy = Policy::required("B").cap(ms(110)).floor(ms(30));
+static PLAIN: Policy = Policy::required("B").with_cap(ms(110)).with_floor(ms(30));
 static HEDGED: Policy = Policy::required("B")
-    .cap(ms(150))
-    .floor(ms(30))
     .idempotent()
-    .hedge(HedgePolicy::new(ms(20), 1));
+    .with_cap(ms(150))
+    .with_floor(ms(30))
+    .with_hedge(HedgePolicy::new(ms(20), 1));
 static RETRIED: Policy = Policy::required("B")
-    .cap(ms(40))
-    .floor(ms(10))
     .idempotent()
-    .attempts(2)
-    .backoff(Backoff::constant(ms(10)));
+    .with_cap(ms(40))
+    .with_floor(ms(10))
+    .with_retries(1)
+    .with_backoff(Backoff::constant(ms(10)));
 
 /// One request: a deadline scope and one driven call whose attempts take `latency` each
 /// (`slow` for the first attempt).
@@ -142,10 +144,10 @@ static HEDGED_DEP: Dependency = Dependency::new(HEDGED);
 static RETRIED_DEP: Dependency = Dependency::new(RETRIED);
 static LIVE_DEP: Dependency = Dependency::new(
     Policy::required("B")
-        .cap(ms(150))
-        .floor(ms(30))
         .idempotent()
-        .hedge_at_p95(ms(20)),
+        .with_cap(ms(150))
+        .with_floor(ms(30))
+        .with_hedge_at_p95(ms(20)),
 );
 
 /// One request calling `dep` in one line; attempts take `first`, then `then` milliseconds.

@@ -4,8 +4,9 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use deadline_core::drive::CallError;
-use deadline_core::{Backoff, Error, Jitter, Outcome, Policy, ms};
+use deadline_core::CallError;
+use deadline_core::policy::{Backoff, Jitter};
+use deadline_core::{Error, Outcome, Policy, ms};
 use deadline_tokio::{Dependency, Steps, remaining, scope_timeout};
 use tokio::time::Instant;
 
@@ -18,8 +19,11 @@ enum Upstream {
 
 #[tokio::test(start_paused = true)]
 async fn the_call_is_one_line_and_question_mark_works() {
-    static PRICING: Dependency =
-        Dependency::new(Policy::required("pricing").cap(ms(110)).floor(ms(30)));
+    static PRICING: Dependency = Dependency::new(
+        Policy::required("pricing")
+            .with_cap(ms(110))
+            .with_floor(ms(30)),
+    );
 
     async fn handler() -> Result<u32, CallError<Upstream>> {
         let price = PRICING
@@ -43,7 +47,8 @@ async fn the_call_is_one_line_and_question_mark_works() {
 
 #[tokio::test(start_paused = true)]
 async fn the_attempt_function_runs_inside_the_attempts_scope() {
-    static B: Dependency = Dependency::new(Policy::required("B").cap(ms(110)).floor(ms(30)));
+    static B: Dependency =
+        Dependency::new(Policy::required("B").with_cap(ms(110)).with_floor(ms(30)));
     let seen = scope_timeout(ms(200), async {
         B.run(|limits| {
             // Synchronous code in the attempt function: the attempt's deadline, not the
@@ -63,10 +68,10 @@ async fn the_attempt_function_runs_inside_the_attempts_scope() {
 async fn the_default_classifier_retries_every_error_of_an_idempotent_call() {
     static FLAKY: Dependency = Dependency::new(
         Policy::required("flaky")
-            .cap(ms(50))
-            .retries(2)
-            .backoff(Backoff::constant(ms(5)))
-            .idempotent(),
+            .idempotent()
+            .with_cap(ms(50))
+            .with_retries(2)
+            .with_backoff(Backoff::constant(ms(5))),
     );
     let tries = Mutex::new(0);
     let answer = scope_timeout(ms(500), async {
@@ -89,10 +94,10 @@ async fn the_default_classifier_retries_every_error_of_an_idempotent_call() {
 async fn an_unannotated_classifier_closure_compiles_and_decides() {
     static PICKY: Dependency = Dependency::new(
         Policy::required("picky")
-            .cap(ms(50))
-            .retries(2)
-            .backoff(Backoff::constant(ms(5)))
-            .idempotent(),
+            .idempotent()
+            .with_cap(ms(50))
+            .with_retries(2)
+            .with_backoff(Backoff::constant(ms(5))),
     );
     let tries = Mutex::new(0);
     let answer = scope_timeout(ms(500), async {
@@ -144,14 +149,14 @@ async fn two_calls_with_the_default_random_source_draw_different_jitter() {
     // generator seeded from entropy would be a one-in-400,000 coincidence.
     static JITTERED: Dependency = Dependency::new(
         Policy::required("jittered")
-            .cap(ms(100))
-            .retries(1)
-            .backoff(
+            .idempotent()
+            .with_cap(ms(100))
+            .with_retries(1)
+            .with_backoff(
                 Backoff::exponential(ms(400))
                     .max(ms(400))
                     .jitter(Jitter::Full),
-            )
-            .idempotent(),
+            ),
     );
     let first = backoff_of_one_call(&JITTERED).await;
     let second = backoff_of_one_call(&JITTERED).await;
@@ -194,9 +199,9 @@ async fn hedge_sent_after(dep: &'static Dependency) -> Duration {
 async fn the_hedge_delay_follows_a_histogram_that_shifts() {
     static LIVE: Dependency = Dependency::new(
         Policy::required("live")
-            .cap(ms(500))
-            .hedge_at_p95(ms(40))
-            .idempotent(),
+            .idempotent()
+            .with_cap(ms(500))
+            .with_hedge_at_p95(ms(40)),
     );
     // Too few samples: the fallback.
     assert_eq!(hedge_sent_after(&LIVE).await, ms(40));
@@ -237,9 +242,12 @@ fn assert_at_tick(sent: Duration, due: Duration) {
 
 #[tokio::test(start_paused = true)]
 async fn the_plan_computes_each_reserve() {
-    static A: Dependency = Dependency::new(Policy::required("A").cap(ms(50)).floor(ms(10)));
-    static B: Dependency = Dependency::new(Policy::required("B").cap(ms(110)).floor(ms(30)));
-    static C: Dependency = Dependency::new(Policy::optional("C").cap(ms(60)).floor(ms(25)));
+    static A: Dependency =
+        Dependency::new(Policy::required("A").with_cap(ms(50)).with_floor(ms(10)));
+    static B: Dependency =
+        Dependency::new(Policy::required("B").with_cap(ms(110)).with_floor(ms(30)));
+    static C: Dependency =
+        Dependency::new(Policy::optional("C").with_cap(ms(60)).with_floor(ms(25)));
     static CHECKOUT: Steps<3> = Steps::new([&A, &B, &C]).own_work(ms(20));
 
     /// A dependency that answers after `latency` with the timeout it was given.
@@ -265,7 +273,8 @@ async fn the_plan_computes_each_reserve() {
 
 #[tokio::test(start_paused = true)]
 async fn a_spent_request_does_not_call() {
-    static D: Dependency = Dependency::new(Policy::required("D").cap(ms(50)).floor(ms(10)));
+    static D: Dependency =
+        Dependency::new(Policy::required("D").with_cap(ms(50)).with_floor(ms(10)));
     let called = Mutex::new(false);
     let answer = scope_timeout(ms(5), async {
         D.run(|_| {
@@ -290,10 +299,10 @@ async fn a_spent_request_does_not_call() {
 async fn the_report_is_there_when_asked_for() {
     static R: Dependency = Dependency::new(
         Policy::required("R")
-            .cap(ms(20))
-            .retries(1)
-            .backoff(Backoff::constant(ms(5)))
-            .idempotent(),
+            .idempotent()
+            .with_cap(ms(20))
+            .with_retries(1)
+            .with_backoff(Backoff::constant(ms(5))),
     );
     let called = scope_timeout(ms(200), async {
         R.run(|_| std::future::pending::<Result<(), ()>>())
@@ -320,22 +329,22 @@ async fn a_deadline_only_dependency_makes_one_attempt_in_the_time_left() {
     // Retries configured, and not made: the dependency is deadline-only.
     static ONLY: Dependency<DeadlineOnly> = Dependency::deadline_only(
         Policy::required("only")
-            .cap(ms(110))
-            .floor(ms(30))
-            .retries(2)
-            .idempotent(),
+            .idempotent()
+            .with_cap(ms(110))
+            .with_floor(ms(30))
+            .with_retries(2),
     );
     static FULL: Dependency = Dependency::new(
         Policy::required("full")
-            .cap(ms(110))
-            .floor(ms(30))
-            .retries(2)
-            .idempotent(),
+            .idempotent()
+            .with_cap(ms(110))
+            .with_floor(ms(30))
+            .with_retries(2),
     );
     static PLAN: Steps<1, DeadlineOnly> = Steps::new([&ONLY]).own_work(ms(20));
 
     let attempts = Mutex::new(Vec::new());
-    let slow = |limits: deadline_core::Limits| {
+    let slow = |limits: deadline_core::call::Limits| {
         attempts.lock().unwrap().push(limits.timeout());
         async {
             tokio::time::sleep(ms(150)).await;

@@ -1,14 +1,16 @@
 //! Cancellation on tokio: an abandoned request leaves no attempt and no task behind.
 
-use deadline_core::{Clock, HedgePolicy, Outcome, Policy, SplitMix64, ms};
+use deadline_core::policy::HedgePolicy;
+use deadline_core::rng::SplitMix64;
+use deadline_core::{Clock, Outcome, Policy, ms};
 use deadline_testkit::Attempts;
 use deadline_tokio::{TokioClock, call, drive, remaining, scope_timeout};
 
 static B: Policy = Policy::required("B")
-    .cap(ms(150))
-    .floor(ms(30))
     .idempotent()
-    .hedge(HedgePolicy::new(ms(20), 1));
+    .with_cap(ms(150))
+    .with_floor(ms(30))
+    .with_hedge(HedgePolicy::new(ms(20), 1));
 
 /// One request: a hedged call to B whose attempts each take 100 ms, recorded in `probe`.
 async fn request(probe: &Attempts) {

@@ -16,10 +16,13 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use deadline_core::drive::CallError;
+use deadline_core::CallError;
+use deadline_core::breaker::BreakerConfig;
+use deadline_core::budget::RetryBudget;
+use deadline_core::policy::{Backoff, Idempotence};
 use deadline_core::wire::DeadlineHeader;
 use deadline_core::wire::Propagation;
-use deadline_core::{Backoff, BreakerConfig, Error, Outcome, Policy, RetryBudget, ms};
+use deadline_core::{Error, Outcome, Policy, ms};
 use deadline_tokio::layer::{DeadlineLayer, DependencyError, DependencyLayer};
 use deadline_tokio::{Dependency, remaining, scope_timeout};
 use http::{HeaderValue, Request, Response, StatusCode};
@@ -124,19 +127,20 @@ where
 }
 
 /// A policy that retries twice, 10 ms apart.
-const fn twice(name: &'static str) -> Policy<'static> {
+const fn twice(name: &'static str, idempotence: Idempotence) -> Policy<'static> {
     Policy::required(name)
-        .cap(ms(100))
-        .floor(ms(1))
-        .retries(2)
-        .backoff(Backoff::constant(ms(10)))
+        .with_idempotence(idempotence)
+        .with_cap(ms(100))
+        .with_floor(ms(1))
+        .with_retries(2)
+        .with_backoff(Backoff::constant(ms(10)))
 }
 
 // 1. 503, 503, 200.
 
 #[tokio::test(start_paused = true)]
 async fn an_idempotent_call_is_retried_past_two_503s_and_the_caller_gets_the_200() {
-    static FLAKY: Dependency = Dependency::new(twice("flaky").idempotent());
+    static FLAKY: Dependency = Dependency::new(twice("flaky", Idempotence::Idempotent));
     let (next, log) = scripted(|n| status(if n < 2 { 503 } else { 200 }));
     let client = DependencyLayer::new(&FLAKY, DeadlineHeader::DeadlineMs).layer(next);
 
@@ -156,7 +160,7 @@ async fn an_idempotent_call_is_retried_past_two_503s_and_the_caller_gets_the_200
 
 #[tokio::test(start_paused = true)]
 async fn a_call_that_is_not_idempotent_returns_the_first_503_as_its_response() {
-    static ONCE: Dependency = Dependency::new(twice("not idempotent"));
+    static ONCE: Dependency = Dependency::new(twice("not idempotent", Idempotence::NotIdempotent));
     let (next, log) = scripted(|n| status(if n < 2 { 503 } else { 200 }));
     let client = DependencyLayer::new(&ONCE, DeadlineHeader::DeadlineMs).layer(next);
 
@@ -174,7 +178,7 @@ async fn a_call_that_is_not_idempotent_returns_the_first_503_as_its_response() {
 
 #[tokio::test(start_paused = true)]
 async fn when_the_retries_run_out_the_last_response_is_returned() {
-    static DOWN: Dependency = Dependency::new(twice("down").idempotent());
+    static DOWN: Dependency = Dependency::new(twice("down", Idempotence::Idempotent));
     // Three 503s, each with its own body: the caller gets the third.
     let (next, log) = scripted(|n| {
         Response::builder()
@@ -196,8 +200,8 @@ async fn when_the_retries_run_out_the_last_response_is_returned() {
 #[tokio::test(start_paused = true)]
 async fn the_retry_budget_is_the_dependencys() {
     // A budget that refuses every retry.
-    static BROKE: Dependency =
-        Dependency::new(twice("broke").idempotent()).budget(RetryBudget::percent(0).min_per_sec(0));
+    static BROKE: Dependency = Dependency::new(twice("broke", Idempotence::Idempotent))
+        .budget(RetryBudget::percent(0).min_per_sec(0));
     let (next, log) = scripted(|n| status(if n < 2 { 503 } else { 200 }));
     let client = DependencyLayer::new(&BROKE, DeadlineHeader::DeadlineMs).layer(next);
     let response = scope_timeout(ms(1_000), client.oneshot(Request::new(String::new())))
@@ -212,9 +216,12 @@ async fn the_retry_budget_is_the_dependencys() {
 
 #[tokio::test(start_paused = true)]
 async fn the_breaker_opens_on_5xx_but_not_on_4xx() {
-    static BREAKS: Dependency =
-        Dependency::new(Policy::required("breaks").cap(ms(100)).floor(ms(1)))
-            .breaker(BreakerConfig::DEFAULT.with_consecutive_failures(2));
+    static BREAKS: Dependency = Dependency::new(
+        Policy::required("breaks")
+            .with_cap(ms(100))
+            .with_floor(ms(1)),
+    )
+    .breaker(BreakerConfig::DEFAULT.with_consecutive_failures(2));
     let (next, log) = scripted(|_| status(503));
     let client = DependencyLayer::new(&BREAKS, DeadlineHeader::DeadlineMs).layer(next);
     for _ in 0..2 {
@@ -239,8 +246,12 @@ async fn the_breaker_opens_on_5xx_but_not_on_4xx() {
     assert_eq!(BREAKS.counters().snapshot().breaker_rejections, 1);
 
     // A 400 is the caller's mistake, not the dependency's failure.
-    static PICKY: Dependency = Dependency::new(Policy::required("picky").cap(ms(100)).floor(ms(1)))
-        .breaker(BreakerConfig::DEFAULT.with_consecutive_failures(2));
+    static PICKY: Dependency = Dependency::new(
+        Policy::required("picky")
+            .with_cap(ms(100))
+            .with_floor(ms(1)),
+    )
+    .breaker(BreakerConfig::DEFAULT.with_consecutive_failures(2));
     let (next, log) = scripted(|_| status(400));
     let client = DependencyLayer::new(&PICKY, DeadlineHeader::DeadlineMs).layer(next);
     for _ in 0..5 {
@@ -260,7 +271,7 @@ async fn the_breaker_opens_on_5xx_but_not_on_4xx() {
 async fn a_429s_retry_after_is_honoured() {
     // Not idempotent: a 429 is a request the server did not act on, so it is retried
     // anyway, after the server's second rather than the 10 ms backoff.
-    static SLOW_DOWN: Dependency = Dependency::new(twice("slow down"));
+    static SLOW_DOWN: Dependency = Dependency::new(twice("slow down", Idempotence::NotIdempotent));
     let (next, log) = scripted(|n| {
         if n == 0 {
             with_header(429, "retry-after", b"1")
@@ -287,7 +298,10 @@ async fn a_429s_retry_after_is_honoured() {
 
 #[tokio::test(start_paused = true)]
 async fn a_429_that_asks_for_longer_than_the_deadline_is_returned_at_once() {
-    static SLOW_DOWN: Dependency = Dependency::new(twice("slow down, short deadline"));
+    static SLOW_DOWN: Dependency = Dependency::new(twice(
+        "slow down, short deadline",
+        Idempotence::NotIdempotent,
+    ));
     let (next, log) = scripted(|n| {
         if n == 0 {
             with_header(429, "retry-after", b"1")
@@ -312,7 +326,7 @@ async fn a_429_that_asks_for_longer_than_the_deadline_is_returned_at_once() {
 
 #[tokio::test(start_paused = true)]
 async fn a_503_with_retry_after_is_pushback_and_garbage_is_a_plain_failure() {
-    static BUSY: Dependency = Dependency::new(twice("busy").idempotent());
+    static BUSY: Dependency = Dependency::new(twice("busy", Idempotence::Idempotent));
     let (next, log) = scripted(|n| match n {
         0 => with_header(503, "retry-after", b"2"),
         // Not a number: no pushback, the 10 ms backoff. Never a panic.
@@ -335,7 +349,7 @@ async fn a_503_with_retry_after_is_pushback_and_garbage_is_a_plain_failure() {
 
 #[tokio::test(start_paused = true)]
 async fn a_400_is_returned_at_once_and_not_retried() {
-    static STRICT: Dependency = Dependency::new(twice("strict").idempotent());
+    static STRICT: Dependency = Dependency::new(twice("strict", Idempotence::Idempotent));
     let (next, log) = scripted(|_| status(400));
     let client = DependencyLayer::new(&STRICT, DeadlineHeader::DeadlineMs).layer(next);
     let start = Instant::now();
@@ -354,7 +368,7 @@ async fn a_400_is_returned_at_once_and_not_retried() {
 
 #[tokio::test(start_paused = true)]
 async fn grpc_unavailable_is_retried() {
-    static GRPC: Dependency = Dependency::new(twice("grpc unavailable").idempotent());
+    static GRPC: Dependency = Dependency::new(twice("grpc unavailable", Idempotence::Idempotent));
     let (next, log) = scripted(|n| grpc(if n == 0 { "14" } else { "0" }, &[]));
     let client = DependencyLayer::new(&GRPC, DeadlineHeader::GrpcTimeout).layer(next);
     let response = scope_timeout(ms(1_000), client.oneshot(Request::new(String::new())))
@@ -368,7 +382,7 @@ async fn grpc_unavailable_is_retried() {
 
 #[tokio::test(start_paused = true)]
 async fn grpc_resource_exhausted_waits_for_the_servers_pushback() {
-    static GRPC: Dependency = Dependency::new(twice("grpc pushback").idempotent());
+    static GRPC: Dependency = Dependency::new(twice("grpc pushback", Idempotence::Idempotent));
     let (next, log) = scripted(|n| {
         if n == 0 {
             grpc("8", &[("grpc-retry-pushback-ms", b"300")])
@@ -389,7 +403,7 @@ async fn grpc_resource_exhausted_waits_for_the_servers_pushback() {
 
 #[tokio::test(start_paused = true)]
 async fn grpc_invalid_argument_is_returned_and_not_retried() {
-    static GRPC: Dependency = Dependency::new(twice("grpc invalid").idempotent());
+    static GRPC: Dependency = Dependency::new(twice("grpc invalid", Idempotence::Idempotent));
     let (next, log) = scripted(|n| grpc(if n == 0 { "3" } else { "0" }, &[]));
     let client = DependencyLayer::new(&GRPC, DeadlineHeader::GrpcTimeout).layer(next);
     let response = scope_timeout(ms(1_000), client.oneshot(Request::new(String::new())))
@@ -403,7 +417,7 @@ async fn grpc_invalid_argument_is_returned_and_not_retried() {
 
 #[tokio::test(start_paused = true)]
 async fn a_negative_or_unreadable_grpc_pushback_stops_the_retries() {
-    static GRPC: Dependency = Dependency::new(twice("grpc do not retry").idempotent());
+    static GRPC: Dependency = Dependency::new(twice("grpc do not retry", Idempotence::Idempotent));
     for pushback in [&b"-1"[..], b"-250", b"soon", b"\xff\xfe", b"99999999999"] {
         let (next, log) = scripted(move |n| {
             if n == 0 {
@@ -430,7 +444,7 @@ async fn a_negative_or_unreadable_grpc_pushback_stops_the_retries() {
 
 #[tokio::test(start_paused = true)]
 async fn a_garbage_grpc_status_is_final_and_nothing_panics() {
-    static GRPC: Dependency = Dependency::new(twice("grpc garbage").idempotent());
+    static GRPC: Dependency = Dependency::new(twice("grpc garbage", Idempotence::Idempotent));
     for garbage in [
         &b"abc"[..],
         b"",
@@ -457,7 +471,7 @@ async fn a_garbage_grpc_status_is_final_and_nothing_panics() {
 
 #[tokio::test(start_paused = true)]
 async fn each_attempt_carries_its_own_time_left() {
-    static TIMED: Dependency = Dependency::new(twice("timed").idempotent());
+    static TIMED: Dependency = Dependency::new(twice("timed", Idempotence::Idempotent));
     // The first attempt fails after 60 ms; the retry answers at once.
     let log: Log = Arc::default();
     let next = service_fn({
@@ -501,8 +515,11 @@ async fn each_attempt_carries_its_own_time_left() {
 
 #[tokio::test(start_paused = true)]
 async fn outside_any_scope_each_attempt_still_carries_the_cap() {
-    static CAPPED: Dependency =
-        Dependency::new(Policy::required("capped").cap(ms(250)).floor(ms(1)));
+    static CAPPED: Dependency = Dependency::new(
+        Policy::required("capped")
+            .with_cap(ms(250))
+            .with_floor(ms(1)),
+    );
     let (next, log) = scripted(|_| status(200));
     let client = DependencyLayer::new(&CAPPED, DeadlineHeader::DeadlineMs)
         .propagation(Propagation::DEFAULT.allowance(ms(10)))
@@ -515,10 +532,10 @@ async fn outside_any_scope_each_attempt_still_carries_the_cap() {
 async fn the_hedge_answers_and_the_hung_first_attempt_is_dropped() {
     static HEDGED: Dependency = Dependency::new(
         Policy::required("hedged")
-            .cap(ms(100))
-            .floor(ms(1))
-            .hedge_after(ms(30))
-            .idempotent(),
+            .idempotent()
+            .with_cap(ms(100))
+            .with_floor(ms(1))
+            .with_hedge_after(ms(30)),
     );
     /// Set when the attempt's future is dropped.
     struct Dropped(Arc<AtomicBool>);
@@ -577,7 +594,7 @@ async fn the_hedge_answers_and_the_hung_first_attempt_is_dropped() {
 
 #[tokio::test(start_paused = true)]
 async fn a_hung_dependency_times_out_with_the_librarys_error() {
-    static HUNG: Dependency = Dependency::new(twice("hung").idempotent());
+    static HUNG: Dependency = Dependency::new(twice("hung", Idempotence::Idempotent));
     let calls = Arc::new(AtomicUsize::new(0));
     let next = service_fn({
         let calls = calls.clone();
@@ -602,8 +619,11 @@ async fn a_hung_dependency_times_out_with_the_librarys_error() {
 
 #[tokio::test(start_paused = true)]
 async fn with_no_time_for_the_call_the_dependency_is_not_called() {
-    static FLOORED: Dependency =
-        Dependency::new(Policy::required("floored").cap(ms(100)).floor(ms(30)));
+    static FLOORED: Dependency = Dependency::new(
+        Policy::required("floored")
+            .with_cap(ms(100))
+            .with_floor(ms(30)),
+    );
     let (next, log) = scripted(|_| status(200));
     let client = DependencyLayer::new(&FLOORED, DeadlineHeader::DeadlineMs)
         .reserve(ms(10))
@@ -657,7 +677,7 @@ fn failing(
 #[tokio::test(start_paused = true)]
 async fn an_inner_error_is_a_failure_unless_classified_otherwise() {
     // Not idempotent: a failure that may have reached the server is not repeated.
-    static ONCE: Dependency = Dependency::new(twice("errors"));
+    static ONCE: Dependency = Dependency::new(twice("errors", Idempotence::NotIdempotent));
     let (next, calls) = failing(Transport::Refused);
     let client = DependencyLayer::new(&ONCE, DeadlineHeader::DeadlineMs).layer(next);
     let error = scope_timeout(ms(1_000), client.oneshot(Request::new(String::new())))
@@ -708,7 +728,7 @@ async fn an_inner_error_is_a_failure_unless_classified_otherwise() {
 
 #[tokio::test(start_paused = true)]
 async fn a_body_that_is_not_clone_is_buffered_and_sent_by_each_attempt() {
-    static BUFFERED: Dependency = Dependency::new(twice("buffered").idempotent());
+    static BUFFERED: Dependency = Dependency::new(twice("buffered", Idempotence::Idempotent));
     let bodies: Arc<Mutex<Vec<Bytes>>> = Arc::default();
     let next = service_fn({
         let bodies = bodies.clone();
@@ -780,11 +800,11 @@ fn the_futures_are_send() {
 async fn a_real_hyper_server_answering_503_then_200() {
     static HYPER: Dependency = Dependency::new(
         Policy::required("hyper")
-            .cap(ms(5_000))
-            .floor(ms(1))
-            .retries(2)
-            .backoff(Backoff::constant(ms(5)))
-            .idempotent(),
+            .idempotent()
+            .with_cap(ms(5_000))
+            .with_floor(ms(1))
+            .with_retries(2)
+            .with_backoff(Backoff::constant(ms(5))),
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -853,10 +873,11 @@ async fn a_refused_connection_is_retried_when_classified_as_refused() {
     // Not idempotent: only a request that never left may be sent again.
     static REFUSED: Dependency = Dependency::new(
         Policy::required("refused")
-            .cap(ms(5_000))
-            .floor(ms(1))
-            .retries(2)
-            .backoff(Backoff::constant(ms(1))),
+            .not_idempotent()
+            .with_cap(ms(5_000))
+            .with_floor(ms(1))
+            .with_retries(2)
+            .with_backoff(Backoff::constant(ms(1))),
     );
     // A port with nothing listening on it.
     let addr: SocketAddr = {
@@ -1008,11 +1029,11 @@ fn left_us() -> u64 {
 async fn a_real_tonic_server_unavailable_once_then_ok() {
     static PRICES: Dependency = Dependency::new(
         Policy::required("prices")
-            .cap(ms(5_000))
-            .floor(ms(1))
-            .retries(2)
-            .backoff(Backoff::constant(ms(5)))
-            .idempotent(),
+            .idempotent()
+            .with_cap(ms(5_000))
+            .with_floor(ms(1))
+            .with_retries(2)
+            .with_backoff(Backoff::constant(ms(5))),
     );
     let calls = Arc::new(AtomicUsize::new(0));
     let (addr, server) = serve(Pricing {
@@ -1056,11 +1077,11 @@ async fn a_real_tonic_servers_invalid_argument_is_not_retried_and_a_spent_budget
  {
     static STRICT_PRICES: Dependency = Dependency::new(
         Policy::required("strict prices")
-            .cap(ms(5_000))
-            .floor(ms(10))
-            .retries(2)
-            .backoff(Backoff::constant(ms(5)))
-            .idempotent(),
+            .idempotent()
+            .with_cap(ms(5_000))
+            .with_floor(ms(10))
+            .with_retries(2)
+            .with_backoff(Backoff::constant(ms(5))),
     );
     let calls = Arc::new(AtomicUsize::new(0));
     let (addr, server) = serve(Pricing {

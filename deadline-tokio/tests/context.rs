@@ -2,10 +2,9 @@
 
 use std::time::Duration;
 
-use deadline_core::{
-    Clock, Deadline, Decision, Error, Instant, Policy, StatementDecision, StatementPolicy, Timer,
-    ms,
-};
+use deadline_core::call::Decision;
+use deadline_core::statement::{StatementDecision, StatementPolicy};
+use deadline_core::{Clock, Deadline, Error, Instant, Policy, Timer, ms};
 use deadline_tokio::{
     TokioClock, TokioTimer, current, current_or_never, decide, from_tokio, is_expired, propagate,
     remaining, scope, scope_timeout, statement_timeout, to_tokio, with_deadline, within,
@@ -126,9 +125,9 @@ async fn spawned_tasks_see_the_deadline_only_when_propagated() {
 
 #[tokio::test(start_paused = true)]
 async fn checkout_timeouts_come_from_the_task_local_deadline() {
-    let a = Policy::required("A").cap(ms(50)).floor(ms(10));
-    let b = Policy::required("B").cap(ms(110)).floor(ms(30));
-    let c = Policy::optional("C").cap(ms(60)).floor(ms(25));
+    let a = Policy::required("A").with_cap(ms(50)).with_floor(ms(10));
+    let b = Policy::required("B").with_cap(ms(110)).with_floor(ms(30));
+    let c = Policy::optional("C").with_cap(ms(60)).with_floor(ms(25));
     let t0 = TokioClock.now();
     scope_timeout(ms(200), async {
         // A's reserve: own work 20 + B's floor 30.
@@ -165,7 +164,7 @@ impl Drop for DropFlag<'_> {
 async fn within_runs_the_call_under_its_own_deadline_and_drops_it_at_the_timeout() {
     use std::sync::atomic::{AtomicBool, Ordering};
 
-    let b = Policy::required("B").cap(ms(110)).floor(ms(30));
+    let b = Policy::required("B").with_cap(ms(110)).with_floor(ms(30));
     let dropped = AtomicBool::new(false);
     let t0 = TokioClock.now();
     scope_timeout(ms(200), async {
@@ -194,7 +193,7 @@ async fn within_runs_the_call_under_its_own_deadline_and_drops_it_at_the_timeout
 /// poll, with no time passing.
 #[tokio::test(start_paused = true)]
 async fn within_polls_the_future_first_and_cuts_off_a_pending_one_whose_time_is_up() {
-    let b = Policy::required("B").cap(ms(50));
+    let b = Policy::required("B").with_cap(ms(50));
     let limits = decide(&b, ms(0)).limits().unwrap();
     tokio::time::advance(ms(80)).await;
     assert_eq!(within(limits, async { 7 }).await, Ok(7));
@@ -231,7 +230,7 @@ async fn poll_once<F: std::future::Future + Unpin>(fut: &mut F) -> std::task::Po
 /// tokio's timer answers "pending", whatever the time).
 #[tokio::test(start_paused = true)]
 async fn within_cuts_off_a_future_that_uses_up_the_budget() {
-    let b = Policy::required("B").cap(ms(50));
+    let b = Policy::required("B").with_cap(ms(50));
     let limits = decide(&b, ms(0)).limits().unwrap();
     let mut call = Box::pin(within(limits, always_busy()));
     assert!(poll_once(&mut call).await.is_pending());
@@ -246,14 +245,14 @@ async fn within_cuts_off_a_future_that_uses_up_the_budget() {
 /// budget at every poll.
 #[tokio::test(start_paused = true)]
 async fn a_driven_attempt_that_uses_up_the_budget_is_cut_off_at_its_timeout() {
-    let b = Policy::required("B").cap(ms(50));
+    let b = Policy::required("B").with_cap(ms(50));
     let attempt = |_| async {
         always_busy().await;
         Ok::<(), ()>(())
     };
     let mut call = Box::pin(deadline_tokio::drive(
         deadline_tokio::call(&b, ms(0)),
-        deadline_core::SplitMix64::new(1),
+        deadline_core::rng::SplitMix64::new(1),
         |_: &()| deadline_core::Outcome::Failed,
         attempt,
     ));

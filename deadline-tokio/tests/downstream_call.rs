@@ -22,11 +22,11 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 // budget is the default 10%.
 static PRICING: Dependency = Dependency::new(
     Policy::required("pricing")
-        .cap(ms(110))
-        .floor(ms(30))
-        .retries(2)
-        .hedge_at_p95(ms(60))
-        .idempotent(),
+        .idempotent()
+        .with_cap(ms(110))
+        .with_floor(ms(30))
+        .with_retries(2)
+        .with_hedge_at_p95(ms(60)),
 );
 
 /// What the service saw: each request's `x-deadline-ms`.

@@ -4,20 +4,21 @@
 //! (100,001 possible microsecond waits); with `Entropy` they all retry at the same instant
 //! with a chance of 100,001^-15.
 
-use deadline_core::{Backoff, Jitter, Outcome, Policy, ms};
+use deadline_core::policy::{Backoff, Jitter};
+use deadline_core::{Outcome, Policy, ms};
 use deadline_tokio::{Entropy, call, drive, scope_timeout};
 use tokio::time::Instant;
 
 static B: Policy = Policy::required("B")
-    .cap(ms(300))
-    .floor(ms(10))
-    .attempts(2)
-    .backoff(
+    .idempotent()
+    .with_cap(ms(300))
+    .with_floor(ms(10))
+    .with_retries(1)
+    .with_backoff(
         Backoff::exponential(ms(100))
             .max(ms(100))
             .jitter(Jitter::Full),
-    )
-    .idempotent();
+    );
 
 #[tokio::test(start_paused = true)]
 async fn sixteen_calls_retry_at_different_instants() {

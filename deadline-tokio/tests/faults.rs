@@ -10,8 +10,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use deadline_core::policy::{Backoff, HedgePolicy};
+use deadline_core::rng::SplitMix64;
 use deadline_core::wire::Propagation;
-use deadline_core::{Backoff, Clock, HedgePolicy, Outcome, Policy, SplitMix64, ms};
+use deadline_core::{Clock, Outcome, Policy, ms};
 use deadline_testkit::Attempts;
 use deadline_testkit::faults::SLACK;
 use deadline_tokio::layer::DeadlineLayer;
@@ -33,12 +35,12 @@ deadline_testkit::for_each_fault!(on_tokio);
 
 /// Hedged after 20 ms; up to 3 attempts of at most 50 ms.
 static FLAKY: Policy = Policy::required("flaky")
-    .cap(ms(50))
-    .floor(ms(5))
-    .attempts(3)
-    .backoff(Backoff::constant(ms(5)))
-    .hedge(HedgePolicy::new(ms(20), 1))
-    .idempotent();
+    .idempotent()
+    .with_cap(ms(50))
+    .with_floor(ms(5))
+    .with_retries(2)
+    .with_backoff(Backoff::constant(ms(5)))
+    .with_hedge(HedgePolicy::new(ms(20), 1));
 
 fn failed(_: &&'static str) -> Outcome {
     Outcome::Failed
@@ -223,11 +225,11 @@ async fn a_hanging_or_panicking_handler_behind_the_layer() {
 #[tokio::test]
 async fn a_hung_socket_dependency_leaves_no_socket_open() {
     static SOCKETS: Policy = Policy::required("socket")
-        .cap(ms(40))
-        .floor(ms(1))
-        .attempts(3)
-        .backoff(Backoff::constant(ms(5)))
-        .idempotent();
+        .idempotent()
+        .with_cap(ms(40))
+        .with_floor(ms(1))
+        .with_retries(2)
+        .with_backoff(Backoff::constant(ms(5)));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let closed = Arc::new(AtomicUsize::new(0));

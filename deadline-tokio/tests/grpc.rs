@@ -22,9 +22,10 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use deadline_core::ms;
+use deadline_core::wire::Admission;
 use deadline_core::wire::DeadlineHeader;
 use deadline_core::wire::Propagation;
-use deadline_core::{Admission, ms};
 use deadline_tokio::layer::{DeadlineLayer, PropagateLayer, PropagateService};
 use deadline_tokio::remaining;
 use http::uri::PathAndQuery;

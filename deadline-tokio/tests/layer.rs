@@ -14,8 +14,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use deadline_core::wire::Admission;
 use deadline_core::wire::{DeadlineHeader, Propagation, ServerPolicy};
-use deadline_core::{Admission, Clock, Deadline, Error, Instant, Policy, ms};
+use deadline_core::{Clock, Deadline, Error, Instant, Policy, ms};
 use deadline_tokio::layer::{DeadlineBody, DeadlineLayer, PropagateError, PropagateLayer};
 use deadline_tokio::{TokioClock, current, decide, propagate, remaining, scope_timeout};
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
@@ -344,7 +345,7 @@ async fn inner_errors_pass_through_both_layers() {
 
 #[tokio::test(start_paused = true)]
 async fn nested_decisions_in_the_handler_inherit_the_request_deadline() {
-    static B: Policy = Policy::required("B").cap(ms(110)).floor(ms(30));
+    static B: Policy = Policy::required("B").with_cap(ms(110)).with_floor(ms(30));
     let server = layer().layer(service_fn(|_req: Request<()>| async {
         tokio::time::sleep(ms(40)).await;
         // 100 - 40 - 20 = 40 ms, under B's 110 ms cap.

@@ -13,7 +13,9 @@ use tower::{Layer, Service, ServiceExt, service_fn};
 
 #[tokio::test(start_paused = true)]
 async fn a_longer_scope_built_outside_a_shorter_one_sees_the_shorter() {
-    static SLOW: Policy = Policy::required("slow helper").cap(ms(3_000)).floor(ms(10));
+    static SLOW: Policy = Policy::required("slow helper")
+        .with_cap(ms(3_000))
+        .with_floor(ms(10));
     // A helper future built before the request's scope, asking for 5 s.
     let helper = scope_timeout(ms(5_000), async {
         (remaining(), decide(&SLOW, ms(0)).timeout())

@@ -13,7 +13,8 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use deadline_core::{Error, StatementPolicy, ms};
+use deadline_core::statement::StatementPolicy;
+use deadline_core::{Error, ms};
 use deadline_tokio::postgres::{self, PgError, checkout};
 use deadline_tokio::scope_timeout;
 use tokio_postgres::{Client, NoTls};

@@ -8,7 +8,8 @@
 //! (`scripts/postgres.sh`). Without it they fail, naming the variable. Real time and a real
 //! server: nothing is timed; each wait on the server is a bounded poll.
 
-use deadline_core::{StatementDecision, StatementPolicy, ms};
+use deadline_core::ms;
+use deadline_core::statement::{StatementDecision, StatementPolicy};
 use deadline_tokio::{scope_timeout, statement_timeout};
 use tokio_postgres::{Client, NoTls};
 

@@ -18,18 +18,21 @@ use core::convert::Infallible;
 use core::fmt;
 use core::time::Duration;
 
-use deadline_core::drive::{CallError, Driver};
-use deadline_core::{Deadline, Instant, Outcome, Plan, Policy, Rng, Timer, ms};
+use deadline_core::CallError;
+use deadline_core::drive::Driver;
+use deadline_core::plan::Plan;
+use deadline_core::rng::Rng;
+use deadline_core::{Deadline, Instant, Outcome, Policy, Timer, ms};
 
 use crate::sim;
 
 /// A, user profile: p50 10 ms (the floor), p99.9 40 ms, capped at 50 ms. Required.
-pub static A: Policy = Policy::required("A").cap(ms(50)).floor(ms(10));
+pub static A: Policy = Policy::required("A").with_cap(ms(50)).with_floor(ms(10));
 /// B, pricing: p50 30 ms, p99.9 90 ms, capped at 110 ms. Required.
-pub static B: Policy = Policy::required("B").cap(ms(110)).floor(ms(30));
+pub static B: Policy = Policy::required("B").with_cap(ms(110)).with_floor(ms(30));
 /// C, recommendations: p50 25 ms, p99.9 120 ms, capped at 60 ms (less than its p99.9: it has
 /// a fallback, so a page that loads sooner is worth more false timeouts). Optional.
-pub static C: Policy = Policy::optional("C").cap(ms(60)).floor(ms(25));
+pub static C: Policy = Policy::optional("C").with_cap(ms(60)).with_floor(ms(25));
 /// How long the client waits for the response.
 pub const BUDGET: Duration = ms(200);
 /// Our own work after the calls: merging, serializing, the trip back.
@@ -102,7 +105,7 @@ impl Response {
 impl fmt::Display for Expect {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "status {}, called:", self.status)?;
-        let names = [A.name, B.name, C.name];
+        let names = [A.name(), B.name(), C.name()];
         let mut any = false;
         for (name, called) in names.into_iter().zip(self.called) {
             if called {
@@ -194,11 +197,12 @@ pub async fn handle<T: Timer + Copy, R: Rng>(
                 |_| Outcome::Failed,
                 |limits| {
                     // The dependency's answer is timed from here, before the printout.
-                    let answer = sim::dependency(timer, latency, Ok::<_, Infallible>(policy.name));
+                    let answer =
+                        sim::dependency(timer, latency, Ok::<_, Infallible>(policy.name()));
                     log(format_args!(
                         "{:>5} ms  {}  called, timeout {} ms",
                         since(timer.now()),
-                        policy.name,
+                        policy.name(),
                         millis(limits.timeout())
                     ));
                     answer
@@ -210,17 +214,17 @@ pub async fn handle<T: Timer + Copy, R: Rng>(
         }
         let now = since(timer.now());
         match called.result {
-            Ok(_) => log(format_args!("{now:>5} ms  {}  answered", policy.name)),
+            Ok(_) => log(format_args!("{now:>5} ms  {}  answered", policy.name())),
             Err(CallError::Skipped(s)) => log(format_args!(
                 "{now:>5} ms  {}  skipped: {} ms left for it < its {} ms floor; fallback used",
-                policy.name,
+                policy.name(),
                 millis(s.available()),
                 millis(s.floor())
             )),
             Err(CallError::Library(error)) => {
                 log(format_args!(
                     "{now:>5} ms  {}  failed: {error}",
-                    policy.name
+                    policy.name()
                 ));
                 log(format_args!(
                     "{now:>5} ms  response sent: {} ({error})",

@@ -1,8 +1,9 @@
 //! The chain program's application code in virtual time: the printout is the worked example's, to the
 //! millisecond.
 
-use deadline_core::drive::ManualTimer;
-use deadline_core::{SplitMix64, ms};
+use deadline_core::ms;
+use deadline_core::rng::SplitMix64;
+use deadline_core::virtual_time::ManualTimer;
 use deadline_examples::chain::{Case, Expect, FAST, Response, SLOW, check, handle};
 
 fn run(case: &Case) -> (Vec<String>, Response) {

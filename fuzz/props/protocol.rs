@@ -11,11 +11,12 @@
 
 use core::time::Duration;
 
+use deadline_core::wire::Admission;
 use deadline_core::wire::{
     Answer, ConnectTimeout, DeadlineHeader, DeadlineMs, Failure, GrpcCode, GrpcTimeout, Incoming,
     Propagation, Protocol, ResponseHead, ServerPolicy, WireError,
 };
-use deadline_core::{Admission, Deadline, Error, Instant, Outcome};
+use deadline_core::{Deadline, Error, Instant, Outcome};
 
 /// Splits `data` at `\n` into `n` parts (missing ones empty).
 fn parts(data: &[u8], n: usize) -> Vec<&[u8]> {

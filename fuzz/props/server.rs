@@ -19,8 +19,9 @@ use std::convert::Infallible;
 use std::rc::Rc;
 use std::time::Duration;
 
+use deadline_core::wire::Admission;
 use deadline_core::wire::{DeadlineMs, GrpcTimeout, Propagation};
-use deadline_core::{Admission, Clock, Deadline, Error, Instant};
+use deadline_core::{Clock, Deadline, Error, Instant};
 use deadline_tokio::TokioClock;
 use deadline_tokio::layer::DeadlineLayer;
 use http::{HeaderValue, Request, Response};

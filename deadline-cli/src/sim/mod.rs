@@ -20,7 +20,8 @@ pub mod strategy;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use deadline_core::{Clock, ManualClock};
+use deadline_core::Clock;
+use deadline_core::virtual_time::ManualClock;
 use serde::Serialize;
 
 use crate::output::{fmt_num, fmt_percent, ms_f64, pad, ser_rounded};

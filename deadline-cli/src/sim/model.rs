@@ -5,7 +5,9 @@
 
 use std::time::Duration;
 
-use deadline_core::{Backoff, Instant, Jitter, Rng, SplitMix64};
+use deadline_core::Instant;
+use deadline_core::policy::{Backoff, Jitter};
+use deadline_core::rng::{Rng, SplitMix64};
 
 /// The most database queries one request can cause (3 API attempts × 3 service attempts).
 pub const MAX_QUERIES: usize = 9;

@@ -3,9 +3,9 @@
 //! deadline-core.
 //!
 //! Each layer calls the next through the core's [`Driver`] on a [`ManualTimer`]: the driver
-//! gives each attempt its timeout from the layer's deadline ([`deadline_core::call_timeout`]),
+//! gives each attempt its timeout from the layer's deadline ([`deadline_core::call::call_timeout`]),
 //! drops the attempt when that timeout fires, and after a failure asks
-//! [`RetryState::decide`](deadline_core::RetryState::decide) whether and when to retry
+//! [`RetryState::decide`](deadline_core::retry::RetryState::decide) whether and when to retry
 //! (attempt cap, backoff with jitter, "fits before the deadline", floor, retry budget), exactly
 //! as it would in a server. What differs between strategies is the deadline each layer holds,
 //! its policy, and whether the database is told when to stop.
@@ -19,12 +19,14 @@
 use std::cell::RefCell;
 use std::time::Duration;
 
-use deadline_core::drive::{Driver, ManualTimer};
+use deadline_core::budget::RetryBudget;
+use deadline_core::call::{Call, Limits};
+use deadline_core::drive::Driver;
+use deadline_core::rng::Rng;
+use deadline_core::statement::{StatementDecision, StatementPolicy, statement_timeout};
+use deadline_core::virtual_time::ManualTimer;
 use deadline_core::wire::Propagation;
-use deadline_core::{
-    Call, Clock, Deadline, Instant, Limits, Outcome, Policy, RetryBudget, Rng, StatementDecision,
-    StatementPolicy, Timer, statement_timeout,
-};
+use deadline_core::{Clock, Deadline, Instant, Outcome, Policy, Timer};
 
 use super::model::{Db, Model};
 
@@ -116,31 +118,35 @@ impl Setup {
         let none = Duration::ZERO;
         let (api, service) = match strategy {
             Strategy::OneTry => (
-                Policy::required("service").cap(one_second).floor(none),
-                Policy::required("db").cap(one_second).floor(none),
+                Policy::required("service")
+                    .with_cap(one_second)
+                    .with_floor(none),
+                Policy::required("db").with_cap(one_second).with_floor(none),
             ),
             Strategy::RetryEveryLayer => (
                 Policy::required("service")
-                    .cap(one_second)
-                    .floor(none)
                     .idempotent()
-                    .attempts(model.attempts)
-                    .backoff(deadline_core::Backoff::NONE),
+                    .with_cap(one_second)
+                    .with_floor(none)
+                    .with_retries(model.attempts.saturating_sub(1))
+                    .with_backoff(deadline_core::policy::Backoff::NONE),
                 Policy::required("db")
-                    .cap(model.db_attempt)
-                    .floor(none)
                     .idempotent()
-                    .attempts(model.attempts)
-                    .backoff(deadline_core::Backoff::NONE),
+                    .with_cap(model.db_attempt)
+                    .with_floor(none)
+                    .with_retries(model.attempts.saturating_sub(1))
+                    .with_backoff(deadline_core::policy::Backoff::NONE),
             ),
             Strategy::RetryOneLayer | Strategy::Propagated => (
-                Policy::required("service").cap(one_second).floor(none),
+                Policy::required("service")
+                    .with_cap(one_second)
+                    .with_floor(none),
                 Policy::required("db")
-                    .cap(model.db_attempt)
-                    .floor(model.db_floor)
                     .idempotent()
-                    .attempts(model.attempts)
-                    .backoff(model.backoff),
+                    .with_cap(model.db_attempt)
+                    .with_floor(model.db_floor)
+                    .with_retries(model.attempts.saturating_sub(1))
+                    .with_backoff(model.backoff),
             ),
         };
         let propagated = strategy == Strategy::Propagated;

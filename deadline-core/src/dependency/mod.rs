@@ -13,7 +13,7 @@ use core::marker::PhantomData;
 use core::time::Duration;
 
 use crate::breaker::{BreakerConfig, CircuitBreaker};
-use crate::call::Call;
+use crate::call_context::Call;
 use crate::call_timeout::Limits;
 use crate::counters::Counters;
 use crate::deadline::Deadline;
@@ -21,7 +21,7 @@ use crate::drive::{AnyErrorFails, Attempt, DeadlineOnly, Full, Mode, Runtime};
 use crate::histogram::Histogram;
 use latency::LiveLatency;
 
-use crate::policy::Policy;
+use crate::dependency_policy::Policy;
 use crate::retry_budget::RetryBudget;
 
 pub use record::Recorder;
@@ -39,15 +39,16 @@ pub use steps::Steps;
 /// written against one of those names runs unchanged on another.
 ///
 /// ```
-/// use deadline_core::drive::ManualRuntime;
-/// use deadline_core::{Dependency, Policy, RetryBudget, ms};
+/// use deadline_core::virtual_time::ManualRuntime;
+/// use deadline_core::{Dependency, ms, Policy};
+/// use deadline_core::budget::RetryBudget;
 ///
 /// static PRICING: Dependency<ManualRuntime> = Dependency::new(
-///     Policy::required("pricing").cap(ms(110)).floor(ms(30)).retries(2).hedge_at_p95(ms(60)).idempotent(),
+///     Policy::required("pricing").idempotent().with_cap(ms(110)).with_floor(ms(30)).with_retries(2).with_hedge_at_p95(ms(60)),
 /// )
 /// .budget(RetryBudget::percent(10));
 ///
-/// assert_eq!(PRICING.policy().name, "pricing");
+/// assert_eq!(PRICING.policy().name(), "pricing");
 /// assert_eq!(PRICING.counters().snapshot().calls, 0);
 /// ```
 ///
@@ -72,7 +73,7 @@ impl<'n, Rt> Dependency<'n, Rt> {
     pub const PUBLISHES_METRICS: bool = cfg!(feature = "metrics");
 
     /// The fewest latencies the histogram holds before a live hedge delay
-    /// ([`Policy::hedge_at`]) is read from it; until then the policy's fallback delay is
+    /// ([`Policy::hedge_at`](crate::Policy::with_hedge_at)) is read from it; until then the policy's fallback delay is
     /// used.
     pub const MIN_LIVE_SAMPLES: u32 = LiveLatency::MIN_SAMPLES;
     /// The live hedge delay is read from the histogram again after this many more
@@ -127,11 +128,12 @@ impl<'n, Rt> Dependency<'n, Rt> {
     /// budget or the breaker is linked for them, and their futures keep no room for it.
     ///
     /// ```
-    /// use deadline_core::drive::{DeadlineOnly, ManualRuntime};
+    /// use deadline_core::drive::DeadlineOnly;
+    /// use deadline_core::virtual_time::ManualRuntime;
     /// use deadline_core::{Dependency, Policy, ms};
     ///
     /// static PRICING: Dependency<ManualRuntime, DeadlineOnly> =
-    ///     Dependency::deadline_only(Policy::required("pricing").cap(ms(110)).floor(ms(30)));
+    ///     Dependency::deadline_only(Policy::required("pricing").with_cap(ms(110)).with_floor(ms(30)));
     ///
     /// assert!(PRICING.retry_budget().is_none());
     /// ```
@@ -197,7 +199,7 @@ impl<'n, Rt, M> Dependency<'n, Rt, M> {
     }
 
     /// The hedge delay read from the live histogram, when the policy hedges at a quantile of
-    /// it ([`Policy::hedge_at`]) and at least [`MIN_LIVE_SAMPLES`](Self::MIN_LIVE_SAMPLES)
+    /// it ([`Policy::hedge_at`](crate::Policy::with_hedge_at)) and at least [`MIN_LIVE_SAMPLES`](Self::MIN_LIVE_SAMPLES)
     /// latencies were recorded; `None` otherwise (the policy's fixed delay applies). It is
     /// the value read when the latest [`LIVE_REFRESH`](Self::LIVE_REFRESH) latencies began.
     #[must_use]
@@ -261,11 +263,13 @@ impl<'n, Rt: Runtime, M: Mode> Dependency<'n, Rt, M> {
     /// cannot appear in. Everything else is as for [`run`](Self::run).
     ///
     /// ```
-    /// use deadline_core::drive::{Attempt, ManualRuntime};
-    /// use deadline_core::{Dependency, Limits, Policy, ms};
+    /// use deadline_core::drive::Attempt;
+    /// use deadline_core::virtual_time::ManualRuntime;
+    /// use deadline_core::{Dependency, ms, Policy};
+    /// use deadline_core::call::Limits;
     ///
     /// static PRICING: Dependency<ManualRuntime> =
-    ///     Dependency::new(Policy::required("pricing").cap(ms(110)).floor(ms(30)));
+    ///     Dependency::new(Policy::required("pricing").with_cap(ms(110)).with_floor(ms(30)));
     ///
     /// /// Answers with its attempt's timeout.
     /// struct Timeout;

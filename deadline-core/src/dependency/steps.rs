@@ -8,16 +8,16 @@ use crate::drive::Full;
 
 /// The dependencies one request calls, in order, and the request's own work after them:
 /// enough to compute each call's reserve, the own work plus the floors of the required
-/// dependencies still to come (the formula of [`crate::call_timeout`]). A `const`, so a
+/// dependencies still to come (the formula of [`crate::call::call_timeout`]). A `const`, so a
 /// handler's plan is a `static` beside its dependencies; its deadline is the current one.
 ///
 /// ```
-/// use deadline_core::drive::ManualRuntime;
+/// use deadline_core::virtual_time::ManualRuntime;
 /// use deadline_core::{Dependency, Policy, Steps, ms};
 ///
-/// static A: Dependency<ManualRuntime> = Dependency::new(Policy::required("A").cap(ms(50)).floor(ms(10)));
-/// static B: Dependency<ManualRuntime> = Dependency::new(Policy::required("B").cap(ms(110)).floor(ms(30)));
-/// static C: Dependency<ManualRuntime> = Dependency::new(Policy::optional("C").cap(ms(60)).floor(ms(25)));
+/// static A: Dependency<ManualRuntime> = Dependency::new(Policy::required("A").with_cap(ms(50)).with_floor(ms(10)));
+/// static B: Dependency<ManualRuntime> = Dependency::new(Policy::required("B").with_cap(ms(110)).with_floor(ms(30)));
+/// static C: Dependency<ManualRuntime> = Dependency::new(Policy::optional("C").with_cap(ms(60)).with_floor(ms(25)));
 /// static CHECKOUT: Steps<ManualRuntime, 3> = Steps::new([&A, &B, &C]).own_work(ms(20));
 ///
 /// assert_eq!(CHECKOUT.reserve_for(&A), ms(50)); // 20 + B's floor (C is optional)
@@ -65,7 +65,7 @@ impl<'a, 'n, Rt, const N: usize, M> Steps<'a, 'n, Rt, N, M> {
             .skip(after)
             .filter(|d| d.policy().is_required())
             .fold(self.own_work, |sum, d| {
-                sum.saturating_add(d.policy().get_floor())
+                sum.saturating_add(d.policy().floor())
             })
     }
 

@@ -14,7 +14,7 @@
 use core::time::Duration;
 
 use crate::breaker::BreakerOutcome;
-use crate::call::Call;
+use crate::call_context::Call;
 use crate::call_timeout::Limits;
 use crate::outcome::Outcome;
 use crate::retry::{GiveUp, RetryDecision};
@@ -88,12 +88,15 @@ enum Stage {
 /// answers):
 ///
 /// ```
-/// use deadline_core::{Backoff, Call, Clock, Deadline, Instant, ManualClock, Outcome, Policy, SplitMix64, ms};
+/// use deadline_core::{Clock, Deadline, Instant, ms, Outcome, Policy};
+/// use deadline_core::call::Call;
+/// use deadline_core::policy::Backoff;
+/// use deadline_core::rng::SplitMix64;
+/// use deadline_core::virtual_time::ManualClock;
 /// use deadline_core::drive::{Action, CallMachine, NoObserver};
 ///
-/// let b = Policy::required("B").cap(ms(110)).floor(ms(30))
-///     .attempts(2).backoff(Backoff::constant(ms(10)))
-///     .idempotent();
+/// let b = Policy::required("B").idempotent().with_cap(ms(110)).with_floor(ms(30))
+///     .with_retries(1).with_backoff(Backoff::constant(ms(10)));
 /// let clock = ManualClock::new();
 /// let call = Call::new(&b, Deadline::after(clock.now(), ms(200)), ms(20));
 /// let mut machine = CallMachine::<&str>::new(call);

@@ -8,7 +8,7 @@
 use core::time::Duration;
 
 use crate::breaker::{BreakerOutcome, Permit};
-use crate::call::Call;
+use crate::call_context::Call;
 use crate::call_timeout::{Decision, Limits};
 use crate::error::Error;
 use crate::hedge::{HedgeDecision, HedgeState};
@@ -47,7 +47,7 @@ enum Failure<E> {
 ///    (the driver cut it off at [`Limits::until`]) or [`cancel`](Course::cancel) (it is
 ///    dropped because the call ended otherwise);
 /// 3. when no attempt is left running after a failure, [`retry`](Course::retry); after
-///    sleeping until [`Retry::at`](crate::Retry::at),
+///    sleeping until [`Retry::at`](crate::retry::Retry::at),
 ///    [`restart`](Course::restart) at the instant it really woke;
 /// 4. while an attempt runs, [`hedge`](Course::hedge) when [`next_hedge`](Course::next_hedge)
 ///    is due (an async driver only);
@@ -120,7 +120,7 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
     }
 
     /// Starts the call at `now`: its first attempt, with its limits
-    /// ([`crate::call_timeout`]), or why it is not made: an optional dependency under its
+    /// ([`crate::call::call_timeout`]), or why it is not made: an optional dependency under its
     /// floor is [`Skipped`](CallError::Skipped); a required one fails with
     /// [`Error::InsufficientTime`] (or [`Error::DeadlineExceeded`] with no time left); an
     /// open breaker fails it with [`Error::CircuitOpen`] (counted in

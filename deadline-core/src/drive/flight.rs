@@ -5,7 +5,7 @@ use crate::breaker::{BreakerOutcome, CircuitBreaker, Permit};
 use core::time::Duration;
 
 use crate::call_timeout::Limits;
-use crate::policy::Policy;
+use crate::dependency_policy::Policy;
 use crate::time::Instant;
 
 /// One attempt that has started: its limits, its number and the circuit breaker's leave to

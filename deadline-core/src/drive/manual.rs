@@ -22,7 +22,7 @@ use crate::timer::Timer;
 /// like a busy runtime, to check that code trusts the clock rather than the wake-up.
 ///
 /// ```
-/// use deadline_core::drive::ManualTimer;
+/// use deadline_core::virtual_time::ManualTimer;
 /// use deadline_core::{Clock, Instant, Timer, ms};
 ///
 /// let timer = ManualTimer::new();
@@ -117,7 +117,7 @@ impl ManualTimer {
     /// ```
     /// use core::pin::pin;
     /// use core::task::{Context, Poll, Waker};
-    /// use deadline_core::drive::ManualTimer;
+    /// use deadline_core::virtual_time::ManualTimer;
     /// use deadline_core::{Clock, Instant, Timer};
     ///
     /// let timer = ManualTimer::new();

@@ -24,11 +24,12 @@ std::thread_local! {
 /// seeded from a per-thread count, so a test gives the same answer every run.
 ///
 /// ```
-/// use deadline_core::drive::{ManualRuntime, scope_timeout};
+/// use deadline_core::runtime::scope_timeout;
+/// use deadline_core::virtual_time::ManualRuntime;
 /// use deadline_core::{Clock, Dependency, Policy, Timer, ms};
 ///
 /// static PRICING: Dependency<ManualRuntime> =
-///     Dependency::new(Policy::required("pricing").cap(ms(110)).floor(ms(30)));
+///     Dependency::new(Policy::required("pricing").with_cap(ms(110)).with_floor(ms(30)));
 ///
 /// let price = ManualRuntime::block_on(scope_timeout::<ManualRuntime, _>(ms(200), async {
 ///     PRICING

@@ -12,15 +12,15 @@
 //! budget, circuit breaker), a timer, a random source, a classifier for the attempt's errors
 //! and the attempt itself (`FnMut(Limits) -> impl Future<Output = Result<T, E>>`), and:
 //!
-//! 1. computes the first attempt's limits at the clock's `now` ([`crate::call_timeout`]): an
+//! 1. computes the first attempt's limits at the clock's `now` ([`crate::call::call_timeout`]): an
 //!    optional dependency under its floor is skipped ([`CallError::Skipped`]), a required one
 //!    fails at once ([`CallError::Library`]), and the attempt function is never invoked;
 //!    so is it when the call's circuit breaker is open
 //!    ([`Error::CircuitOpen`](crate::Error::CircuitOpen));
 //! 2. runs the attempt, racing it against a sleep until its [`Limits::until`];
-//! 3. sends a hedge when one is due ([`HedgeState`](crate::HedgeState)), while the first is still running;
+//! 3. sends a hedge when one is due ([`HedgeState`](crate::hedge::HedgeState)), while the first is still running;
 //! 4. on a failure (the attempt's error, classified by [`Classify`], or its timeout) with no
-//!    other attempt running, asks [`RetryState::decide`](crate::RetryState::decide),
+//!    other attempt running, asks [`RetryState::decide`](crate::retry::RetryState::decide),
 //!    sleeps the backoff, computes the limits again at the instant it really wakes, and
 //!    starts the retry, or gives up;
 //! 5. returns the first success; every attempt still running is dropped at that moment,
@@ -36,10 +36,10 @@
 //! ([`Pushback::DontRetry`](crate::Pushback::DontRetry)) stops further hedges and
 //! rules out a retry, while the attempts already running may still win.
 //!
-//! The first attempt is an original call and is [deposited](crate::RetryBudget::deposit)
+//! The first attempt is an original call and is [deposited](crate::budget::RetryBudget::deposit)
 //! in the budget; each retry and each hedge withdraws a token. Retries count against the
-//! policy's [`max_attempts`](crate::RetryPolicy::max_attempts); hedges count against
-//! [`max_hedges`](crate::HedgePolicy::max_hedges) only. A retry's token is withdrawn
+//! policy's [`attempts`](crate::policy::RetryPolicy::attempts); hedges count against
+//! [`max_hedges`](crate::policy::HedgePolicy::max_hedges) only. A retry's token is withdrawn
 //! when the retry is decided, before its backoff; if the driver then wakes too late for it,
 //! or the breaker refuses it, the token is not given back (the budget errs towards fewer
 //! retries).
@@ -47,16 +47,16 @@
 //! # Circuit breaker
 //!
 //! With a breaker ([`Call::with_breaker`]), every attempt (the first, each retry, each
-//! hedge) asks [`CircuitBreaker::try_acquire`](crate::CircuitBreaker::try_acquire) at the
+//! hedge) asks [`CircuitBreaker::try_acquire`](crate::breaker::CircuitBreaker::try_acquire) at the
 //! instant it would start. A refusal before the first attempt ends the call with
 //! [`Error::CircuitOpen`](crate::Error::CircuitOpen), the attempt function never invoked;
-//! before a retry it ends the call ([`GiveUp::CircuitOpen`](crate::GiveUp::CircuitOpen))
+//! before a retry it ends the call ([`GiveUp::CircuitOpen`](crate::retry::GiveUp::CircuitOpen))
 //! with the last attempt's failure; before a hedge it stops the hedges until the next
 //! retry. Each refusal is counted in [`Report::breaker_rejections`].
 //!
 //! Every attempt's result is reported to the breaker: a success, a failure (as
-//! [`BreakerOutcome::of_attempt`](crate::BreakerOutcome::of_attempt) reads the
-//! classification), a timeout, or [`Abandoned`](crate::BreakerOutcome::Abandoned) for an
+//! [`BreakerOutcome::of_attempt`](crate::breaker::BreakerOutcome::of_attempt) reads the
+//! classification), a timeout, or [`Abandoned`](crate::breaker::BreakerOutcome::Abandoned) for an
 //! attempt cancelled because the call ended otherwise. An attempt still running when the
 //! driver's own future is dropped is reported as abandoned too, at that moment: a half-open
 //! breaker's probe slot is freed at once, not after its probe timeout.
@@ -78,12 +78,15 @@
 //! # Example
 //!
 //! ```
-//! use deadline_core::drive::{Driver, ManualTimer};
-//! use deadline_core::{Call, Clock, Deadline, Instant, Limits, Outcome, Policy, SplitMix64, Timer, ms};
+//! use deadline_core::drive::Driver;
+//! use deadline_core::virtual_time::ManualTimer;
+//! use deadline_core::{Clock, Deadline, Instant, ms, Outcome, Policy, Timer};
+//! use deadline_core::call::{Call, Limits};
+//! use deadline_core::rng::SplitMix64;
 //!
 //! let timer = ManualTimer::new();
 //! let t = &timer;
-//! let b = Policy::required("B").cap(ms(110)).floor(ms(30));
+//! let b = Policy::required("B").with_cap(ms(110)).with_floor(ms(30));
 //! let deadline = Deadline::after(Instant::ZERO, ms(200));
 //! let call = Call::new(&b, deadline, ms(20));
 //!
@@ -110,17 +113,17 @@ mod event;
 mod flight;
 mod followups;
 #[cfg(feature = "test-util")]
-mod manual;
+pub(crate) mod manual;
 #[cfg(feature = "test-util")]
-mod manual_runtime;
+pub(crate) mod manual_runtime;
 mod mode;
-mod report;
+pub(crate) mod report;
 mod run;
-mod runtime;
-mod scoped;
+pub(crate) mod runtime;
+pub(crate) mod scoped;
 mod tally;
 #[cfg(feature = "std")]
-mod thread_deadline;
+pub(crate) mod thread_deadline;
 
 use core::future::Future;
 use core::marker::PhantomData;
@@ -128,7 +131,7 @@ use core::pin::Pin;
 use core::task::{Context, Poll};
 use core::time::Duration;
 
-use crate::call::Call;
+use crate::call_context::Call;
 use crate::call_timeout::Limits;
 use crate::outcome::Outcome;
 use crate::rng::{NoJitter, Rng};
@@ -139,21 +142,13 @@ pub use attempt::{Attempt, InScope};
 pub use call_machine::{Action, CallMachine};
 pub use classify::{AnyErrorFails, Classify};
 pub use event::{Event, EventKind, NoObserver, Observe, Observer};
-#[cfg(feature = "test-util")]
-pub use manual::{ManualSleep, ManualTimer, Stalled};
-#[cfg(feature = "test-util")]
-pub use manual_runtime::ManualRuntime;
 use mode::Slots;
 use mode::sealed::Room;
 pub use mode::{DeadlineOnly, Full, Mode};
-pub use report::{CallError, Called, Report};
-pub use runtime::Runtime;
-pub use scoped::{
-    Scope, Scoped, current, decide, enter, propagate, remaining, scope, scope_timeout,
-    statement_timeout, with_deadline,
-};
-#[cfg(feature = "std")]
-pub use thread_deadline::ThreadDeadline;
+pub(crate) use report::CallError;
+pub use report::{Called, Report};
+pub(crate) use runtime::Runtime;
+pub(crate) use scoped::Scoped;
 
 /// The most attempts one driven call has running at once: the first (or a retry) and up to
 /// three hedges. Hedges beyond it wait for a slot to free up.
@@ -196,15 +191,17 @@ impl<'c, Tm: Timer> Driver<'c, Tm, NoJitter, NoObserver, DeadlineOnly> {
     /// A driver for `call` on `timer` that makes one attempt, with its timeout from the time
     /// left, and nothing else: whatever retries, hedges, retry budget or breaker the call has
     /// are not used (and their code is not linked). Its report says
-    /// [`GiveUp::Exhausted`](crate::GiveUp::Exhausted) when the attempt fails.
+    /// [`GiveUp::Exhausted`](crate::retry::GiveUp::Exhausted) when the attempt fails.
     ///
     /// ```
-    /// use deadline_core::drive::{Driver, ManualTimer};
-    /// use deadline_core::{Call, Clock, Deadline, Instant, Policy, Timer, ms};
+    /// use deadline_core::drive::Driver;
+    /// use deadline_core::virtual_time::ManualTimer;
+    /// use deadline_core::{Clock, Deadline, Instant, ms, Policy, Timer};
+    /// use deadline_core::call::Call;
     ///
     /// let timer = ManualTimer::new();
     /// let t = &timer;
-    /// let b = Policy::required("B").cap(ms(110)).floor(ms(30));
+    /// let b = Policy::required("B").with_cap(ms(110)).with_floor(ms(30));
     /// let call = Call::new(&b, Deadline::after(Instant::ZERO, ms(200)), ms(20));
     /// let called = timer
     ///     .run(Driver::deadline_only(call, t).run(|_| deadline_core::Outcome::Failed, |limits| async move {

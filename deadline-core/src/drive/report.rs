@@ -65,8 +65,13 @@ impl<T, E> Called<T, E> {
     /// deadline ran out ([`is_deadline_exceeded`](Called::is_deadline_exceeded)).
     ///
     /// ```
-    /// use deadline_core::{Backoff, Call, Counters, Deadline, Instant, Limits, Outcome, Policy, SplitMix64, ms};
-    /// use deadline_core::drive::{Driver, ManualTimer};
+    /// use deadline_core::{Deadline, Instant, ms, Outcome, Policy};
+    /// use deadline_core::call::{Call, Limits};
+    /// use deadline_core::observe::Counters;
+    /// use deadline_core::policy::Backoff;
+    /// use deadline_core::rng::SplitMix64;
+    /// use deadline_core::drive::Driver;
+    /// use deadline_core::virtual_time::ManualTimer;
     ///
     /// // A dependency that never answers.
     /// let hang = |_: Limits| core::future::pending::<Result<(), ()>>();
@@ -75,7 +80,7 @@ impl<T, E> Called<T, E> {
     /// // Called with 50 ms left and a 100 ms cap: its timeout is the time left, and the
     /// // deadline passes with it.
     /// let timer = ManualTimer::new();
-    /// let dep = Policy::required("D").cap(ms(100)).floor(ms(10));
+    /// let dep = Policy::required("D").with_cap(ms(100)).with_floor(ms(10));
     /// let call = Call::new(&dep, Deadline::after(Instant::ZERO, ms(50)), ms(0));
     /// let called = timer
     ///     .run(Driver::new(call, &timer, SplitMix64::new(1)).run(|_| Outcome::Failed, hang))
@@ -87,7 +92,7 @@ impl<T, E> Called<T, E> {
     /// // Called with 500 ms left and a 100 ms cap, two attempts: both time out, and the call
     /// // gives up with 290 ms to spare. Two timeouts, but the deadline was not exceeded.
     /// let timer = ManualTimer::new();
-    /// let dep = dep.attempts(2).backoff(Backoff::constant(ms(10))).idempotent();
+    /// let dep = dep.idempotent().with_retries(1).with_backoff(Backoff::constant(ms(10)));
     /// let call = Call::new(&dep, Deadline::after(Instant::ZERO, ms(500)), ms(0));
     /// let called = timer
     ///     .run(Driver::new(call, &timer, SplitMix64::new(1)).run(|_| Outcome::Failed, hang))

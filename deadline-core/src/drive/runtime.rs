@@ -10,7 +10,7 @@ use crate::timer::Timer;
 ///
 /// The adapter crates implement it: `deadline_tokio::Tokio`, `deadline_std`'s
 /// `AsyncIo` for async-std and smol and `Blocking` for plain threads (all three a
-/// thread-local, set only while the scoped future is polled: [`ThreadDeadline`](super::ThreadDeadline)), `deadline_embassy::Embassy` (a static behind a
+/// thread-local, set only while the scoped future is polled: [`ThreadDeadline`](crate::runtime::ThreadDeadline)), `deadline_embassy::Embassy` (a static behind a
 /// critical section). A [`Dependency`](crate::Dependency) is built for one runtime, and its
 /// one-line call reads everything else from it.
 ///

@@ -10,8 +10,8 @@ use core::time::Duration;
 
 use crate::call_timeout::{Decision, call_timeout};
 use crate::deadline::Deadline;
+use crate::dependency_policy::Policy;
 use crate::error::Error;
-use crate::policy::Policy;
 use crate::statement::{StatementDecision, StatementPolicy};
 use crate::time::Clock;
 use crate::timer::Timer;
@@ -53,7 +53,8 @@ pub const fn with_deadline<Rt: Runtime, F: Future>(deadline: Deadline, fut: F) -
 /// `fut` is first pending.
 ///
 /// ```
-/// use deadline_core::drive::{ManualRuntime, Runtime, scope_timeout};
+/// use deadline_core::runtime::{Runtime, scope_timeout};
+/// use deadline_core::virtual_time::ManualRuntime;
 /// use deadline_core::{Clock, Error, Timer, ms};
 ///
 /// // A second of work in a 500 ms scope: cut at 500 ms.
@@ -118,7 +119,7 @@ pub fn decide<Rt: Runtime>(policy: &Policy<'_>, reserve: Duration) -> Decision {
 }
 
 /// The database statement timeout for a query starting now under `Rt`'s current deadline
-/// ([`crate::statement_timeout`]).
+/// ([`crate::statement::statement_timeout`]).
 pub fn statement_timeout<Rt: Runtime>(policy: &StatementPolicy) -> StatementDecision {
     let deadline = Rt::current().unwrap_or(Deadline::NEVER);
     crate::statement::statement_timeout(policy, deadline, Rt::timer().now())

@@ -20,17 +20,18 @@ use crate::time::{Instant, duration_min, duration_saturating_sub};
 ///   is not made ([`WireError::Spent`]).
 /// - Receiving: the local deadline is `now + min(budget, max)`, on the receiver's own clock.
 ///
-/// Pass a call's own deadline ([`Limits::deadline`](crate::Limits::deadline)) to send that
+/// Pass a call's own deadline ([`Limits::deadline`](crate::call::Limits::deadline)) to send that
 /// call's timeout, or the request's [`Deadline`] to send all the time left.
 ///
 /// ```
 /// use deadline_core::wire::{Propagation, WireError};
-/// use deadline_core::{Deadline, Instant, Policy, call_timeout, ms};
+/// use deadline_core::{Deadline, Instant, ms, Policy};
+/// use deadline_core::call::call_timeout;
 ///
 /// static HOP: Propagation = Propagation::DEFAULT.allowance(ms(2)).max(ms(5_000));
 ///
 /// // The budget table: B starts with 1700 ms left and its cap is 500 ms.
-/// let b = Policy::required("B").cap(ms(500)).floor(ms(100));
+/// let b = Policy::required("B").with_cap(ms(500)).with_floor(ms(100));
 /// let deadline = Deadline::after(Instant::ZERO, ms(2_000));
 /// let now = Instant::from_millis(300);
 /// let limits = call_timeout(&b, deadline, ms(0), now).limits().unwrap();

@@ -44,7 +44,8 @@ use crate::time::Instant;
 ///
 /// ```
 /// use deadline_core::wire::{Incoming, Propagation, Protocol, ServerPolicy};
-/// use deadline_core::{Admission, Error, Instant, ms};
+/// use deadline_core::{Error, Instant, ms};
+/// use deadline_core::wire::Admission;
 ///
 /// // Callers are believed up to 10 s; silent ones get 1 s; the handler needs 20 ms at least.
 /// const SERVER: ServerPolicy = ServerPolicy::new(Propagation::DEFAULT.max(ms(10_000)), ms(1_000))

@@ -8,9 +8,9 @@ use core::task::{Context, Poll};
 use core::time::Duration;
 
 #[cfg(doc)]
-use deadline_core::Outcome;
+use deadline_core::CallError;
 #[cfg(doc)]
-use deadline_core::drive::CallError;
+use deadline_core::Outcome;
 use deadline_core::drive::{AnyErrorFails, Classify};
 #[cfg(doc)]
 use deadline_core::wire::ResponseHead;
@@ -97,7 +97,8 @@ use crate::Dependency;
 /// use std::sync::Arc;
 /// use std::sync::atomic::{AtomicU32, Ordering};
 ///
-/// use deadline_core::{Backoff, Policy, ms};
+/// use deadline_core::{ms, Policy};
+/// use deadline_core::policy::Backoff;
 /// use deadline_core::wire::DeadlineHeader;
 /// use deadline_tokio::layer::{DependencyLayer};
 /// use deadline_tokio::{Dependency, scope_timeout};
@@ -106,11 +107,11 @@ use crate::Dependency;
 ///
 /// static PRICING: Dependency = Dependency::new(
 ///     Policy::required("pricing")
-///         .cap(ms(100))
-///         .floor(ms(10))
-///         .retries(2)
-///         .backoff(Backoff::constant(ms(10)))
-///         .idempotent(),
+///         .idempotent()
+///         .with_cap(ms(100))
+///         .with_floor(ms(10))
+///         .with_retries(2)
+///         .with_backoff(Backoff::constant(ms(10))),
 /// );
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -192,7 +193,7 @@ impl<C, M> DependencyLayer<C, M> {
     }
 
     /// The same layer, keeping `reserve` after each call for the work that follows it
-    /// ([`Run::reserve`](deadline_core::Run::reserve)): each attempt's timeout is
+    /// ([`Run::reserve`](deadline_core::run::Run::reserve)): each attempt's timeout is
     /// `min(left - reserve, cap)`.
     #[must_use]
     pub const fn reserve(mut self, reserve: Duration) -> Self {

@@ -6,9 +6,10 @@ use core::marker::PhantomData;
 use core::pin::Pin;
 use core::task::{Context, Poll, ready};
 
+use deadline_core::call::Limits;
 use deadline_core::drive::{Attempt, Classify};
 use deadline_core::wire::ResponseHead;
-use deadline_core::{Error, Limits, Outcome};
+use deadline_core::{Error, Outcome};
 use http::{Request, Response};
 use tower_service::Service;
 

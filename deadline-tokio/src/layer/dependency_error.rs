@@ -3,8 +3,8 @@
 
 use core::fmt;
 
+use deadline_core::CallError;
 use deadline_core::Error;
-use deadline_core::drive::CallError;
 
 use super::propagate_error::PropagateError;
 
@@ -126,7 +126,7 @@ impl<E: core::error::Error + 'static> core::error::Error for DependencyError<E> 
 ///
 /// ```
 /// use deadline_core::Error;
-/// use deadline_core::drive::CallError;
+/// use deadline_core::CallError;
 /// use deadline_tokio::layer::DependencyError;
 /// use http::StatusCode;
 ///
@@ -153,7 +153,7 @@ impl<E> From<DependencyError<E>> for http::StatusCode {
 ///
 /// ```
 /// use deadline_core::Error;
-/// use deadline_core::drive::CallError;
+/// use deadline_core::CallError;
 /// use deadline_tokio::layer::DependencyError;
 ///
 /// let timeout: DependencyError<std::io::Error> =

@@ -7,9 +7,10 @@ use core::pin::Pin;
 use core::task::{Context, Poll, ready};
 use core::time::Duration;
 
+use deadline_core::CallError;
 use deadline_core::Error;
-use deadline_core::RunFuture;
-use deadline_core::drive::{CallError, Classify, Full};
+use deadline_core::drive::{Classify, Full};
+use deadline_core::run::RunFuture;
 use http::request::Parts;
 use http::{Request, Response};
 use http_body::Body;

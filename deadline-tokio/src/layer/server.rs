@@ -5,8 +5,9 @@ use core::pin::Pin;
 use core::task::{Context, Poll};
 use core::time::Duration;
 
+use deadline_core::wire::Admission;
 use deadline_core::wire::{Answer, Incoming, Propagation, Protocol, ServerPolicy};
-use deadline_core::{Admission, Clock, Deadline, Error};
+use deadline_core::{Clock, Deadline, Error};
 use http::{Request, Response};
 use tower_layer::Layer;
 use tower_service::Service;
@@ -32,7 +33,7 @@ use crate::context::{Scoped, current, with_deadline};
 ///    handler: a malformed deadline header 400 (`INVALID_ARGUMENT`), naming it; a deadline
 ///    already passed 504 (`DEADLINE_EXCEEDED`); too little time for the
 ///    [admission](Self::with_admission) rule 503 (`UNAVAILABLE`).
-/// 3. **The handler** runs in a [`scope`] with the deadline (also in the request's
+/// 3. **The handler** runs in a [`scope`](deadline_core::runtime::scope) with the deadline (also in the request's
 ///    extensions): [`remaining`](crate::remaining), [`decide`](crate::decide),
 ///    [`Dependency::run`](crate::Dependency), [`PropagateLayer`](super::PropagateLayer) and
 ///    the database helpers inside it use it.
@@ -50,7 +51,8 @@ use crate::context::{Scoped, current, with_deadline};
 /// use std::convert::Infallible;
 ///
 /// use deadline_core::wire::Propagation;
-/// use deadline_core::{Admission, ms};
+/// use deadline_core::ms;
+/// use deadline_core::wire::Admission;
 /// use deadline_tokio::layer::DeadlineLayer;
 /// use deadline_tokio::remaining;
 /// use http::{Request, Response, StatusCode};

@@ -29,7 +29,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use deadline_core::drive::ManualTimer;
+use deadline_core::virtual_time::ManualTimer;
 use deadline_core::{Timer, ms};
 use deadline_examples::chain::{Case, FAST, SLOW, check, handle};
 
@@ -215,10 +215,10 @@ mod runtime {
 
     /// A generator seeded from the host's randomness (std's `RandomState`). On a
     /// microcontroller, seed it from the chip's hardware random number generator instead.
-    pub(crate) fn rng() -> deadline_core::SplitMix64 {
+    pub(crate) fn rng() -> deadline_core::rng::SplitMix64 {
         use std::hash::BuildHasher;
         let seed = std::collections::hash_map::RandomState::new().hash_one(NAME);
-        deadline_core::SplitMix64::new(seed)
+        deadline_core::rng::SplitMix64::new(seed)
     }
 
     use super::{ManualTimer, Time};

@@ -53,7 +53,7 @@ enum Time {
 /// Each call's floor (A, B, C), from the application module's policies.
 fn floors() -> [Duration; 3] {
     use deadline_examples::checkout::on_blocking::app::{A, B, C};
-    [&A, &B, &C].map(|dependency| dependency.policy().get_floor())
+    [&A, &B, &C].map(|dependency| dependency.policy().floor())
 }
 
 /// Whether `page` is what `expect` allows on `time`: the exact page on virtual time; on real

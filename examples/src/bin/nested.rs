@@ -16,15 +16,18 @@
 
 use std::time::Duration;
 
+use deadline_core::statement::{StatementDecision, StatementPolicy};
 use deadline_core::wire::{Propagation, X_DEADLINE_MS};
-use deadline_core::{Clock, Instant, Outcome, Policy, StatementDecision, StatementPolicy, ms};
+use deadline_core::{Clock, Instant, Outcome, Policy, ms};
 use deadline_tokio::{
     Entropy, TokioClock, call, current_or_never, drive, propagate, remaining, scope, scope_timeout,
     statement_timeout,
 };
 
 /// Pricing: p50 30 ms, p99.9 90 ms, capped at 110 ms.
-static PRICING: Policy = Policy::required("pricing").cap(ms(110)).floor(ms(30));
+static PRICING: Policy = Policy::required("pricing")
+    .with_cap(ms(110))
+    .with_floor(ms(30));
 /// The hop to the pricing service: 5 ms kept for the network; the service accepts at most
 /// 10 s from a caller.
 static HOP: Propagation = Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000));

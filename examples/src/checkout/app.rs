@@ -8,18 +8,22 @@
 use core::convert::Infallible;
 use core::time::Duration;
 
-use deadline_core::drive::{CallError, Runtime, scope_timeout};
+use deadline_core::CallError;
+use deadline_core::runtime::{Runtime, scope_timeout};
 use deadline_core::{Clock, Dependency, Policy, Steps, Timer, ms};
 
 use super::Rt;
 use crate::checkout::Page;
 
 /// A, user profile: p50 10 ms (the floor), p99.9 40 ms, capped at 50 ms. Required.
-pub static A: Dependency<Rt> = Dependency::new(Policy::required("A").cap(ms(50)).floor(ms(10)));
+pub static A: Dependency<Rt> =
+    Dependency::new(Policy::required("A").with_cap(ms(50)).with_floor(ms(10)));
 /// B, pricing: p50 30 ms, p99.9 90 ms, capped at 110 ms. Required.
-pub static B: Dependency<Rt> = Dependency::new(Policy::required("B").cap(ms(110)).floor(ms(30)));
+pub static B: Dependency<Rt> =
+    Dependency::new(Policy::required("B").with_cap(ms(110)).with_floor(ms(30)));
 /// C, recommendations: capped at 60 ms, floor 25 ms. Optional: it has a fallback.
-pub static C: Dependency<Rt> = Dependency::new(Policy::optional("C").cap(ms(60)).floor(ms(25)));
+pub static C: Dependency<Rt> =
+    Dependency::new(Policy::optional("C").with_cap(ms(60)).with_floor(ms(25)));
 /// The request calls A, then B, then C, and has 20 ms of its own work after them.
 pub static CHECKOUT: Steps<Rt, 3> = Steps::new([&A, &B, &C]).own_work(ms(20));
 

@@ -1,4 +1,4 @@
-//! A code-size probe: a binary that links `deadline_core::call_timeout` and nothing else of
+//! A code-size probe: a binary that links `deadline_core::call::call_timeout` and nothing else of
 //! the core, its inputs and its result passed through `core::hint::black_box` so that nothing
 //! is folded away. It is built to be measured (`scripts/core-size.sh`), not run.
 

@@ -5,7 +5,7 @@ use core::time::Duration;
 use crate::breaker::CircuitBreaker;
 use crate::call_timeout::{Decision, decide_micros};
 use crate::deadline::Deadline;
-use crate::policy::Policy;
+use crate::dependency_policy::Policy;
 use crate::retry_budget::RetryBudget;
 use crate::time::{Instant, duration_to_micros_ceil, micros_to_duration};
 
@@ -13,9 +13,11 @@ use crate::time::{Instant, duration_to_micros_ceil, micros_to_duration};
 /// `now`. It is `Copy`; build it once per call.
 ///
 /// ```
-/// use deadline_core::{Call, Deadline, Instant, Policy, RetryBudget, ms};
+/// use deadline_core::{Deadline, Instant, ms, Policy};
+/// use deadline_core::budget::RetryBudget;
+/// use deadline_core::call::Call;
 ///
-/// let a = Policy::required("A").cap(ms(50)).floor(ms(10));
+/// let a = Policy::required("A").with_cap(ms(50)).with_floor(ms(10));
 /// let budget = RetryBudget::percent(10).min_per_sec(5);
 /// let call = Call::new(&a, Deadline::after(Instant::ZERO, ms(200)), ms(50)).with_budget(&budget);
 /// // call_timeout at now: min(200 - 0 - 50, 50) = 50.
@@ -24,7 +26,7 @@ use crate::time::{Instant, duration_to_micros_ceil, micros_to_duration};
 ///
 /// With a circuit breaker ([`Call::with_breaker`]), a driver asks it for leave before every
 /// attempt (the first, each retry and each hedge) and reports every attempt's result to it.
-/// The decisions of this module do not consult it: [`RetryState::decide`](crate::RetryState::decide) answers as if it
+/// The decisions of this module do not consult it: [`RetryState::decide`](crate::retry::RetryState::decide) answers as if it
 /// were closed, and the driver asks the breaker at the instant the retry starts.
 ///
 /// attempts takes: the policy, the request's deadline, the reserve, the retry budget and the
@@ -89,12 +91,13 @@ impl<'a> Call<'a> {
         self
     }
 
-    /// The time the caller needs after this call returns (see [`crate::call_timeout`]), in
+    /// The time the caller needs after this call returns (see [`crate::call::call_timeout`]), in
     /// whole microseconds (rounded up).
     ///
     /// ```
     /// use core::time::Duration;
-    /// use deadline_core::{Call, Deadline, Instant, Policy, call_timeout, ms};
+    /// use deadline_core::{Deadline, Instant, ms, Policy};
+    /// use deadline_core::call::{Call, call_timeout};
     ///
     /// let b = Policy::required("B");
     /// let deadline = Deadline::after(Instant::ZERO, ms(200));
@@ -110,7 +113,7 @@ impl<'a> Call<'a> {
         micros_to_duration(self.reserve_us)
     }
 
-    /// The decision for an attempt starting at `now`: [`call_timeout`](crate::call_timeout) with this call's
+    /// The decision for an attempt starting at `now`: [`call_timeout`](crate::call::call_timeout) with this call's
     /// policy, deadline and reserve.
     // Inlined on 64-bit hosts, as `call_timeout` is (see there).
     #[cfg_attr(target_pointer_width = "64", inline)]

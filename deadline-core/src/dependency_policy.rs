@@ -1,0 +1,513 @@
+//! [`Policy`]: how one dependency is called: cap, floor, required or optional, whether a call
+//! may be repeated, connect limit, retries and hedging, each set by name.
+
+use core::time::Duration;
+
+use crate::backoff::Backoff;
+use crate::quantile::Quantile;
+use crate::time::{duration_to_micros, duration_to_micros_ceil, micros_to_duration};
+
+/// `micros` as a [`Duration`], with `u64::MAX` (no bound) as [`Duration::MAX`].
+const fn unbounded_or_duration(micros: u64) -> Duration {
+    if micros == u64::MAX {
+        Duration::MAX
+    } else {
+        micros_to_duration(micros)
+    }
+}
+
+/// Whether the request can do without a dependency's answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Necessity {
+    /// The request fails without it. Its floor is reserved by every earlier call, and when its
+    /// own timeout would fall under the floor the request fails at once, uncalled.
+    Required,
+    /// The request has a fallback (a default, a cached or a partial answer). Earlier calls
+    /// reserve nothing for it, and when its timeout would fall under the floor it is skipped.
+    Optional,
+}
+
+/// Whether a call may be repeated: what a policy must say before it retries or hedges.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Idempotence {
+    /// Not said. A policy that says nothing makes one attempt: it cannot retry or hedge
+    /// ([`Policy::with_retries`] and the hedge settings do not compile on it).
+    Unstated,
+    /// Repeating the call is safe (a read, or a write with an idempotency key): any failure
+    /// may be retried, and the call may be hedged.
+    Idempotent,
+    /// The call must not run twice: only an attempt that provably never reached the server
+    /// is retried (a refused connection, a server's pushback); it is never hedged.
+    NotIdempotent,
+}
+
+/// How one dependency is called.
+///
+/// Start from [`Policy::required`] or [`Policy::optional`] with the dependency's name, then
+/// set each number by name; every setting is a `const fn`, so a policy can be a `static`.
+/// Document where each number comes from: the cap from the p99.9 plus a margin, the floor
+/// from the p50.
+///
+/// **Retries and hedges need a word on idempotence first.** [`with_retries`](Self::with_retries)
+/// and the hedge settings come after [`idempotent`](Self::idempotent) (any failure may be
+/// retried, and the call hedged) or [`not_idempotent`](Self::not_idempotent) (only an attempt
+/// that never reached the server is retried; never hedged). Without it a `static` policy
+/// does not compile, rather than retry nothing in silence:
+///
+/// ```compile_fail,E0080
+/// use deadline_core::{Policy, ms};
+///
+/// // error: "retries need the policy to say whether a call may be repeated ..."
+/// static FLAKY: Policy = Policy::required("flaky").with_cap(ms(100)).with_retries(5);
+/// ```
+///
+/// ```
+/// use deadline_core::policy::{Backoff, Jitter};
+/// use deadline_core::{Policy, ms};
+///
+/// // Pricing: p50 30 ms, p99.9 90 ms; cap = p99.9 + 20 ms margin.
+/// static PRICING: Policy = Policy::required("pricing")
+///     .idempotent()
+///     .with_cap(ms(110))
+///     .with_floor(ms(30))
+///     .with_connect(ms(5))
+///     .with_retries(2)
+///     .with_backoff(Backoff::exponential(ms(10)).max(ms(40)).jitter(Jitter::Full))
+///     .with_hedge_after(ms(60));
+/// assert_eq!(PRICING.cap(), ms(110));
+/// assert_eq!(PRICING.retry().attempts(), 3);
+/// assert_eq!(PRICING.hedge().map(|h| h.max_hedges()), Some(1));
+///
+/// // The name is borrowed: a policy built from configuration borrows it from there.
+/// let config = String::from("inventory");
+/// let policy = Policy::optional(&config).with_cap(ms(60)).with_floor(ms(25));
+/// assert_eq!(policy.name(), "inventory");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Policy<'n> {
+    pub(crate) name: &'n str,
+    /// The cap in whole microseconds, rounded down; `u64::MAX` for none.
+    cap_us: u64,
+    /// The floor in whole microseconds, rounded up.
+    floor_us: u64,
+    pub(crate) necessity: Necessity,
+    pub(crate) idempotence: Idempotence,
+    /// The connect limit in whole microseconds, rounded down; `u64::MAX` for the same as the
+    /// timeout.
+    connect_us: u64,
+    pub(crate) retry: RetryPolicy,
+    pub(crate) hedge: Option<HedgePolicy>,
+}
+
+impl<'n> Policy<'n> {
+    /// A required dependency named `name`: the request fails without it. No cap (an attempt
+    /// gets all the time left) and no floor until they are set; idempotence not said (see
+    /// [`Policy::idempotent`]), no retries ([`Backoff::DEFAULT`] between them once
+    /// [`with_retries`](Policy::with_retries) allows some), no hedging, no separate connect
+    /// limit.
+    #[must_use]
+    pub const fn required(name: &'n str) -> Self {
+        Policy {
+            name,
+            cap_us: u64::MAX,
+            floor_us: 0,
+            necessity: Necessity::Required,
+            idempotence: Idempotence::Unstated,
+            connect_us: u64::MAX,
+            retry: RetryPolicy::new(1, Backoff::DEFAULT),
+            hedge: None,
+        }
+    }
+
+    /// An optional dependency named `name` (the request has a fallback); otherwise as
+    /// [`Policy::required`].
+    #[must_use]
+    pub const fn optional(name: &'n str) -> Self {
+        Policy::required(name).with_necessity(Necessity::Optional)
+    }
+
+    /// The same policy with the longest wait for one attempt set to `cap`, in whole
+    /// microseconds (rounded down). Pick it from an acceptable rate of false timeouts: p99.9
+    /// and a margin.
+    #[must_use]
+    pub const fn with_cap(mut self, cap: Duration) -> Self {
+        self.cap_us = duration_to_micros(cap);
+        self
+    }
+
+    /// The same policy with the shortest timeout worth calling with set to `floor`, in whole
+    /// microseconds (rounded up): a call whose timeout would be shorter is not made (skipped
+    /// if optional, the request failed at once if required). Pick it from the p50: with less
+    /// time than that, most calls would time out anyway.
+    #[must_use]
+    pub const fn with_floor(mut self, floor: Duration) -> Self {
+        self.floor_us = duration_to_micros_ceil(floor);
+        self
+    }
+
+    /// The same policy with a connect limit apart from the read limit, in whole
+    /// microseconds (rounded down): reaching the server should take milliseconds, so this is
+    /// short. The connect limit handed out is never more than the call's timeout.
+    /// [`Duration::MAX`] (the default) means "the same as the timeout".
+    #[must_use]
+    pub const fn with_connect(mut self, connect: Duration) -> Self {
+        self.connect_us = duration_to_micros(connect);
+        self
+    }
+
+    /// The same policy, required or optional as `necessity` says (for a policy read from
+    /// configuration; [`Policy::required`] and [`Policy::optional`] say it at the start).
+    #[must_use]
+    pub const fn with_necessity(mut self, necessity: Necessity) -> Self {
+        self.necessity = necessity;
+        self
+    }
+
+    /// The same policy, saying that repeating a call is safe (a read, or a write with an
+    /// idempotency key): it may be retried after a timeout or a server failure, and hedged.
+    #[must_use]
+    pub const fn idempotent(mut self) -> Self {
+        self.idempotence = Idempotence::Idempotent;
+        self
+    }
+
+    /// The same policy, saying that a call must not run twice: it is retried only when the
+    /// failed attempt provably never reached the server (a refused connection, a server's
+    /// pushback), and never hedged.
+    ///
+    /// # Panics
+    ///
+    /// If the policy already hedges (a hedge is a second copy while the first may run). In a
+    /// `static` or a `const`, that is a compile error.
+    #[must_use]
+    pub const fn not_idempotent(mut self) -> Self {
+        assert!(
+            self.hedge.is_none(),
+            "a policy that hedges cannot be made not idempotent: a hedge runs the call twice"
+        );
+        self.idempotence = Idempotence::NotIdempotent;
+        self
+    }
+
+    /// The same policy, saying what [`Idempotence`] says (for a policy read from
+    /// configuration; [`idempotent`](Self::idempotent) and
+    /// [`not_idempotent`](Self::not_idempotent) say it in code).
+    ///
+    /// # Panics
+    ///
+    /// If the policy already hedges and `idempotence` is not [`Idempotence::Idempotent`]. In
+    /// a `static` or a `const`, that is a compile error.
+    #[must_use]
+    pub const fn with_idempotence(mut self, idempotence: Idempotence) -> Self {
+        assert!(
+            self.hedge.is_none() || matches!(idempotence, Idempotence::Idempotent),
+            "a policy that hedges must stay idempotent: a hedge runs the call twice"
+        );
+        self.idempotence = idempotence;
+        self
+    }
+
+    /// The same policy with up to `retries` retries after the first attempt, with the
+    /// policy's backoff between them ([`with_backoff`](Self::with_backoff)).
+    ///
+    /// # Panics
+    ///
+    /// Unless the policy has said whether a call may be repeated
+    /// ([`idempotent`](Self::idempotent) or [`not_idempotent`](Self::not_idempotent), before
+    /// this): a policy that has not would retry nothing but refused connections, in silence.
+    /// In a `static` or a `const`, that is a compile error.
+    #[must_use]
+    pub const fn with_retries(mut self, retries: u32) -> Self {
+        assert!(
+            retries == 0 || !matches!(self.idempotence, Idempotence::Unstated),
+            "retries need the policy to say whether a call may be repeated: add .idempotent() \
+             (any failure is retried) or .not_idempotent() (only an attempt that never reached \
+             the server is retried) before .with_retries(..)"
+        );
+        self.retry.max_attempts = retries.saturating_add(1);
+        self
+    }
+
+    /// The same policy with `backoff` as the wait before each retry.
+    #[must_use]
+    pub const fn with_backoff(mut self, backoff: Backoff) -> Self {
+        self.retry.backoff = backoff;
+        self
+    }
+
+    /// The same policy with hedged requests as `hedge` says.
+    ///
+    /// # Panics
+    ///
+    /// Unless the policy is [`idempotent`](Self::idempotent) (said before this): a hedge is a
+    /// second copy of a call while the first may still run. In a `static` or a `const`, that
+    /// is a compile error.
+    #[must_use]
+    pub const fn with_hedge(mut self, hedge: HedgePolicy) -> Self {
+        assert!(
+            matches!(self.idempotence, Idempotence::Idempotent),
+            "hedges need an idempotent policy: a hedge runs a second copy of the call while \
+             the first may still run; add .idempotent() before the hedge"
+        );
+        self.hedge = Some(hedge);
+        self
+    }
+
+    /// The same policy, sending one hedged copy after `delay` (or as many as
+    /// [`with_hedges`](Policy::with_hedges) says) while the first attempt still runs.
+    ///
+    /// # Panics
+    ///
+    /// As [`with_hedge`](Self::with_hedge).
+    #[must_use]
+    pub const fn with_hedge_after(self, delay: Duration) -> Self {
+        let hedge = match self.hedge {
+            Some(h) => HedgePolicy { delay, ..h },
+            None => HedgePolicy::new(delay, 1),
+        };
+        self.with_hedge(hedge)
+    }
+
+    /// The same policy, hedging after the `quantile` of the dependency's live latency
+    /// histogram (a [`Dependency`](crate::Dependency) keeps one), or after `fallback` while
+    /// the histogram holds too few samples to tell.
+    ///
+    /// # Panics
+    ///
+    /// As [`with_hedge`](Self::with_hedge).
+    #[must_use]
+    pub const fn with_hedge_at(self, quantile: Quantile, fallback: Duration) -> Self {
+        let hedge = match self.hedge {
+            Some(h) => HedgePolicy {
+                delay: fallback,
+                live: Some(quantile),
+                ..h
+            },
+            None => HedgePolicy::new(fallback, 1).with_live(quantile),
+        };
+        self.with_hedge(hedge)
+    }
+
+    /// The same policy, hedging after the p95 of the dependency's live latency histogram
+    /// (a copy for about one call in twenty, sent only for the calls already slower than 95%
+    /// of their peers), or after `fallback` while the histogram holds too few samples:
+    /// [`with_hedge_at`](Policy::with_hedge_at) with [`Quantile::P95`].
+    ///
+    /// # Panics
+    ///
+    /// As [`with_hedge`](Self::with_hedge).
+    #[must_use]
+    pub const fn with_hedge_at_p95(self, fallback: Duration) -> Self {
+        self.with_hedge_at(Quantile::P95, fallback)
+    }
+
+    /// The same policy with up to `hedges` hedged copies per call (after the delay of
+    /// [`with_hedge_after`](Policy::with_hedge_after), or the cap if none was set); 0 turns
+    /// hedging off.
+    ///
+    /// # Panics
+    ///
+    /// For `hedges > 0`, as [`with_hedge`](Self::with_hedge).
+    #[must_use]
+    pub const fn with_hedges(mut self, hedges: u32) -> Self {
+        match (self.hedge, hedges) {
+            (_, 0) => {
+                self.hedge = None;
+                self
+            }
+            (Some(h), n) => self.with_hedge(HedgePolicy { max_hedges: n, ..h }),
+            (None, n) => {
+                let delay = self.cap();
+                self.with_hedge(HedgePolicy::new(delay, n))
+            }
+        }
+    }
+
+    /// The dependency's name, for traces, metrics and errors.
+    #[must_use]
+    pub const fn name(&self) -> &'n str {
+        self.name
+    }
+
+    /// The longest wait for one attempt; [`Duration::MAX`] for none.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use deadline_core::{Policy, ms};
+    ///
+    /// assert_eq!(Policy::required("B").with_cap(ms(110)).cap(), ms(110));
+    /// assert_eq!(Policy::required("B").cap(), Duration::MAX);
+    /// // Whole microseconds: a cap rounds down, a floor up.
+    /// let p = Policy::required("B")
+    ///     .with_cap(Duration::from_nanos(1_500))
+    ///     .with_floor(Duration::from_nanos(1_500));
+    /// assert_eq!((p.cap(), p.floor()), (Duration::from_micros(1), Duration::from_micros(2)));
+    /// ```
+    #[must_use]
+    pub const fn cap(&self) -> Duration {
+        unbounded_or_duration(self.cap_us)
+    }
+
+    /// The shortest timeout worth calling with.
+    #[must_use]
+    pub const fn floor(&self) -> Duration {
+        micros_to_duration(self.floor_us)
+    }
+
+    /// The connect limit; [`Duration::MAX`] for the same as the timeout.
+    #[must_use]
+    pub const fn connect(&self) -> Duration {
+        unbounded_or_duration(self.connect_us)
+    }
+
+    /// Whether the request can do without the dependency.
+    #[must_use]
+    pub const fn necessity(&self) -> Necessity {
+        self.necessity
+    }
+
+    /// Whether the request fails without this dependency.
+    #[must_use]
+    pub const fn is_required(&self) -> bool {
+        matches!(self.necessity, Necessity::Required)
+    }
+
+    /// What the policy says of repeating a call.
+    #[must_use]
+    pub const fn idempotence(&self) -> Idempotence {
+        self.idempotence
+    }
+
+    /// Whether repeating a call is safe ([`Idempotence::Idempotent`]).
+    #[must_use]
+    pub const fn is_idempotent(&self) -> bool {
+        matches!(self.idempotence, Idempotence::Idempotent)
+    }
+
+    /// The retries: attempts and backoff.
+    #[must_use]
+    pub const fn retry(&self) -> RetryPolicy {
+        self.retry
+    }
+
+    /// The hedges, if any.
+    #[must_use]
+    pub const fn hedge(&self) -> Option<HedgePolicy> {
+        self.hedge
+    }
+
+    /// The cap in whole microseconds; `u64::MAX` for none.
+    #[inline(always)]
+    pub(crate) const fn cap_micros(&self) -> u64 {
+        self.cap_us
+    }
+
+    /// The floor in whole microseconds.
+    #[inline(always)]
+    pub(crate) const fn floor_micros(&self) -> u64 {
+        self.floor_us
+    }
+
+    /// The connect limit in whole microseconds; `u64::MAX` for the same as the timeout.
+    #[inline(always)]
+    pub(crate) const fn connect_micros(&self) -> u64 {
+        self.connect_us
+    }
+}
+
+/// How a dependency's calls are retried: attempts in all, and the wait before each retry
+/// ([`Policy::with_retries`], [`Policy::with_backoff`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct RetryPolicy {
+    pub(crate) max_attempts: u32,
+    pub(crate) backoff: Backoff,
+}
+
+impl RetryPolicy {
+    /// `max_attempts` attempts in all (0 is read as 1), with `backoff` between them.
+    #[must_use]
+    pub const fn new(max_attempts: u32, backoff: Backoff) -> Self {
+        RetryPolicy {
+            max_attempts,
+            backoff,
+        }
+    }
+
+    /// Attempts in all, the first included: 1 means no retry.
+    #[must_use]
+    pub const fn attempts(&self) -> u32 {
+        if self.max_attempts == 0 {
+            1
+        } else {
+            self.max_attempts
+        }
+    }
+
+    /// The wait before each retry.
+    #[must_use]
+    pub const fn backoff(&self) -> Backoff {
+        self.backoff
+    }
+}
+
+/// How a dependency's calls are hedged ([`Policy::with_hedge`] and its shorthands).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct HedgePolicy {
+    pub(crate) delay: Duration,
+    pub(crate) max_hedges: u32,
+    pub(crate) live: Option<Quantile>,
+}
+
+impl HedgePolicy {
+    /// Send up to `max_hedges` copies, the first after `delay`.
+    #[must_use]
+    pub const fn new(delay: Duration, max_hedges: u32) -> Self {
+        HedgePolicy {
+            delay,
+            max_hedges,
+            live: None,
+        }
+    }
+
+    /// The same policy, hedging after `quantile` of the dependency's live latency histogram
+    /// instead of the fixed delay, once the histogram holds enough samples
+    /// ([`Dependency`](crate::Dependency) reads it at the start of each call).
+    #[must_use]
+    pub const fn with_live(mut self, quantile: Quantile) -> Self {
+        self.live = Some(quantile);
+        self
+    }
+
+    /// How long an attempt runs before a copy is sent, when no live value is used.
+    #[must_use]
+    pub const fn delay(&self) -> Duration {
+        self.delay
+    }
+
+    /// The most copies sent per call besides its attempts.
+    #[must_use]
+    pub const fn max_hedges(&self) -> u32 {
+        self.max_hedges
+    }
+
+    /// The quantile of the live latency histogram hedged after, if any.
+    #[must_use]
+    pub const fn live(&self) -> Option<Quantile> {
+        self.live
+    }
+
+    /// The delay to use: `live` if there is one (such as a p95 read from a live histogram),
+    /// else the fixed [`delay`](Self::delay).
+    #[must_use]
+    pub const fn delay_with(&self, live: Option<Duration>) -> Duration {
+        match live {
+            Some(d) => d,
+            None => self.delay,
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! The guide: placeholder, written below.
