@@ -302,7 +302,10 @@ proptest! {
         budget in duration(),
         now in micros(),
     ) {
-        let policy = StatementPolicy::capped(cap).floor(Duration::ZERO).reserve(reserve);
+        let policy = StatementPolicy::capped(cap)
+            .floor(Duration::ZERO)
+            .reserve(reserve)
+            .margin(Duration::ZERO);
         let deadline = Deadline::after(Instant::ZERO, budget);
         let now = Instant::from_micros(now);
         let available = deadline.remaining(now).saturating_sub(reserve).min(cap);

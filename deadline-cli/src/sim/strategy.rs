@@ -155,8 +155,13 @@ impl Setup {
                 policy: service,
                 budget: strategy.has_budget(),
             },
-            statement: propagated
-                .then(|| StatementPolicy::capped(model.db_attempt).floor(model.db_floor)),
+            // The model's database is reached in no time: its statement timeout is all of
+            // the time left, with no margin for an answer's trip back.
+            statement: propagated.then(|| {
+                StatementPolicy::capped(model.db_attempt)
+                    .floor(model.db_floor)
+                    .margin(Duration::ZERO)
+            }),
             propagation: propagated.then(|| {
                 Propagation::DEFAULT
                     .allowance(model.allowance)
