@@ -49,11 +49,19 @@ use deadline_core::{Deadline, Error, StatementDecision, StatementPolicy};
 use tokio::time::Sleep;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{CancelToken, Client, NoTls, Row};
+use tokio_postgres::{Client, Row};
 
 use crate::clock::to_tokio;
 use crate::context::current_or_never;
 use crate::statement_timeout;
+
+mod cancel;
+mod database;
+mod session;
+
+pub use cancel::{CancelSocket, CancelTls};
+pub use database::{CANCEL_LIMIT, Cancels, Database};
+pub use session::Session;
 
 /// The error of a query run under the deadline.
 #[derive(Debug)]
@@ -67,6 +75,9 @@ pub enum PgError {
     Deadline(Error),
     /// The database's own error (or the connection's).
     Db(tokio_postgres::Error),
+    /// The [`Session`] has no connection any more: the task that settled a dropped query's
+    /// cancel ended without giving it back (its runtime shut down).
+    Lost,
 }
 
 impl PgError {
@@ -75,7 +86,7 @@ impl PgError {
     pub fn deadline(&self) -> Option<Error> {
         match self {
             PgError::Deadline(error) => Some(*error),
-            PgError::Db(_) => None,
+            PgError::Db(_) | PgError::Lost => None,
         }
     }
 }
@@ -85,6 +96,9 @@ impl fmt::Display for PgError {
         match self {
             PgError::Deadline(error) => error.fmt(f),
             PgError::Db(error) => error.fmt(f),
+            PgError::Lost => {
+                f.write_str("the session's connection was lost while a cancel settled")
+            }
         }
     }
 }
@@ -94,6 +108,7 @@ impl std::error::Error for PgError {
         match self {
             PgError::Deadline(error) => Some(error),
             PgError::Db(error) => Some(error),
+            PgError::Lost => None,
         }
     }
 }
@@ -116,10 +131,7 @@ pub async fn query(
 ) -> Result<Vec<Row>, PgError> {
     run(client, policy, statement, params, Kind::Query)
         .await
-        .map(|done| match done {
-            Done::Rows(rows) => rows,
-            Done::Count(_) => Vec::new(),
-        })
+        .map(Done::rows)
 }
 
 /// Runs `statement` with `params` and returns the number of rows it changed, under the
@@ -136,10 +148,7 @@ pub async fn execute(
 ) -> Result<u64, PgError> {
     run(client, policy, statement, params, Kind::Execute)
         .await
-        .map(|done| match done {
-            Done::Rows(rows) => rows.len() as u64,
-            Done::Count(count) => count,
-        })
+        .map(Done::count)
 }
 
 #[derive(Clone, Copy)]
@@ -151,6 +160,22 @@ enum Kind {
 enum Done {
     Rows(Vec<Row>),
     Count(u64),
+}
+
+impl Done {
+    fn rows(self) -> Vec<Row> {
+        match self {
+            Done::Rows(rows) => rows,
+            Done::Count(_) => Vec::new(),
+        }
+    }
+
+    fn count(self) -> u64 {
+        match self {
+            Done::Rows(rows) => rows.len() as u64,
+            Done::Count(count) => count,
+        }
+    }
 }
 
 async fn run(
@@ -167,8 +192,6 @@ async fn run(
         }
     };
     let deadline = current_or_never();
-    // Armed until the transaction is done: dropped before that, it cancels the query.
-    let mut guard = CancelOnDrop(Some(client.cancel_token()));
     let work = async {
         let transaction = client.transaction().await?;
         transaction.batch_execute(&timeout.to_string()).await?;
@@ -185,45 +208,18 @@ async fn run(
         tokio::time::timeout_at(to_tokio(deadline.instant()), work).await
     };
     match result {
-        // The deadline passed: the work is dropped; the guard, dropped on return, cancels
-        // the query on the server.
+        // The deadline passed: the work is dropped (its transaction's drop queues a
+        // `ROLLBACK` behind the query), and the query ends at its statement timeout.
         Err(_elapsed) => Err(PgError::Deadline(Error::DeadlineExceeded)),
-        Ok(done) => {
-            guard.disarm();
-            done.map_err(|error| {
-                if error.code() == Some(&SqlState::QUERY_CANCELED) {
-                    PgError::Deadline(Error::Timeout {
-                        after: timeout.as_duration(),
-                    })
-                } else {
-                    PgError::Db(error)
-                }
-            })
-        }
-    }
-}
-
-/// Cancels the connection's running query on the server when dropped armed.
-struct CancelOnDrop(Option<CancelToken>);
-
-impl CancelOnDrop {
-    fn disarm(&mut self) {
-        self.0 = None;
-    }
-}
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        let Some(token) = self.0.take() else { return };
-        // On the runtime, so that drop never blocks; without one (a dropped runtime), the
-        // query's statement timeout still ends it.
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move {
-                // A failed cancel (the server gone, the query already done) leaves nothing to
-                // do: the statement timeout still bounds the query.
-                let _ = token.cancel_query(NoTls).await;
-            });
-        }
+        Ok(done) => done.map_err(|error| {
+            if error.code() == Some(&SqlState::QUERY_CANCELED) {
+                PgError::Deadline(Error::Timeout {
+                    after: timeout.as_duration(),
+                })
+            } else {
+                PgError::Db(error)
+            }
+        }),
     }
 }
 

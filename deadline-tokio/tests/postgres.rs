@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use deadline_core::{Error, StatementPolicy, ms};
-use deadline_tokio::postgres::{self, PgError, checkout};
+use deadline_tokio::postgres::{self, Database, PgError, checkout};
 use deadline_tokio::scope_timeout;
 use tokio_postgres::{Client, NoTls};
 
@@ -185,27 +185,60 @@ async fn with_the_library_a_query_is_gone_when_the_deadline_passes() {
 }
 
 /// The caller leaves at 100 ms (its future is dropped), long before the deadline and the
-/// statement timeout: the query is cancelled in the server.
+/// statement timeout: a session cancels the query in the server, and its connection serves
+/// the next query once the cancel has settled.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn with_the_library_a_query_is_gone_when_the_caller_leaves() {
+async fn with_a_session_a_query_is_gone_when_the_caller_leaves() {
     let observer = connect().await;
-    let mut client = connect().await;
+    let db = Database::new(&database_url().parse().unwrap(), NoTls).unwrap();
+    let mut session = db.connect().await.unwrap();
     let tag = tag("left");
     let sql = stalled(&tag);
     let waited = tokio::time::timeout(
         ms(100),
-        scope_timeout(ms(10_000), postgres::query(&mut client, &POLICY, &sql, &[])),
+        scope_timeout(ms(10_000), session.query(&POLICY, &sql, &[])),
     )
     .await;
     let left = Instant::now();
     assert!(waited.is_err(), "the caller left before the query ended");
     let gone = until(&observer, &tag, false).await;
     let after = gone.saturating_duration_since(left);
-    eprintln!("caller left, with the library: the query ran on {after:?} in the database");
+    eprintln!("caller left, with a session: the query ran on {after:?} in the database");
     assert!(
         after <= BOUND + SLACK,
         "gone {after:?} after the caller left"
     );
+    let rows = scope_timeout(ms(5_000), session.query(&POLICY, "SELECT 1", &[]))
+        .await
+        .unwrap();
+    assert_eq!(rows[0].get::<_, i32>(0), 1);
+    let cancels = db.cancels();
+    assert_eq!(
+        (cancels.sent(), cancels.failed(), cancels.closed()),
+        (1, 0, 0)
+    );
+}
+
+/// `postgres::query` over a `&mut Client` cannot keep the client after its future is dropped,
+/// so it sends no cancel (one sent then could reach the client's next query): a query dropped
+/// early runs on until its statement timeout, here 1 s, and no longer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_session_a_dropped_query_ends_at_its_statement_timeout() {
+    let observer = connect().await;
+    let mut client = connect().await;
+    let tag = tag("free");
+    let sql = stalled(&tag);
+    let policy = StatementPolicy::capped(ms(1_000));
+    let waited = tokio::time::timeout(
+        ms(100),
+        scope_timeout(ms(10_000), postgres::query(&mut client, &policy, &sql, &[])),
+    )
+    .await;
+    assert!(waited.is_err(), "the caller left before the query ended");
+    tokio::time::sleep(ms(300)).await;
+    assert!(running(&observer, &tag).await, "no cancel was sent");
+    until(&observer, &tag, false).await;
+    // The client serves its next query, which is not cancelled.
     let row = client.query_one("SELECT 1", &[]).await.unwrap();
     assert_eq!(row.get::<_, i32>(0), 1);
 }
