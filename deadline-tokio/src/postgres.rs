@@ -2,36 +2,61 @@
 //!
 //! The database is the last hop of a request, and the one most likely to keep working for
 //! nobody: dropping a tokio-postgres future stops the wait, not the query, which runs on in
-//! the server until it ends or its statement timeout fires. So a query run here:
+//! the server until it ends or its statement timeout fires. A query run by a [`Session`]:
 //!
 //! 1. is not started when too little time is left ([`StatementPolicy::floor`]): the result
 //!    is the shortfall's error ([`Error::InsufficientTime`]);
-//! 2. runs in a transaction whose `SET LOCAL statement_timeout` is the time left, capped
-//!    ([`statement_timeout`]): `SET LOCAL` applies to the
-//!    transaction only, and does nothing outside one;
-//! 3. is cancelled on the server, with the connection's [`CancelToken`], the moment its future
-//!    is dropped before it is done: the caller left, the deadline passed (the future is
-//!    bounded by the current deadline), a hedge lost. The cancel request is spawned on the
-//!    runtime, so drop never blocks; the transaction is rolled back, and the connection can
-//!    go back to its pool;
+//! 2. runs in a transaction whose `SET LOCAL statement_timeout` is the time left, less the
+//!    policy's margin, capped ([`statement_timeout`]): at the deadline the server ends the
+//!    statement itself, a few milliseconds before the caller would give up;
+//! 3. is cancelled on the server the moment its future is dropped before it is done (the
+//!    caller left, the deadline passed, a hedge lost), and its connection is not used again
+//!    until the cancel has settled (below);
 //! 4. reports SQLSTATE 57014 (`query_canceled`: the statement timeout fired) as the library's
 //!    timeout, [`Error::Timeout`], and the deadline passing as [`Error::DeadlineExceeded`].
 //!
-//! A pooled client (deadpool-postgres's `Object`, bb8's `PooledConnection`) dereferences to a
-//! [`tokio_postgres::Client`]: pass `&mut client` as it is. The wait for a connection counts
-//! against the deadline too: bound it with [`checkout`].
+//! # The cancel, and why the session holds the connection
+//!
+//! PostgreSQL's cancel is addressed to a connection's backend, not to a query: a cancel that
+//! arrives after the query it was meant for has ended fails whatever the connection runs
+//! next. So a session keeps its connection through a cancel. When a query's future is dropped
+//! mid-flight, a task on the runtime takes the connection and:
+//!
+//! - sends the cancel request with the connection's own TLS connector (the [`Database`]'s:
+//!   over TLS exactly when the connection is, never in plaintext behind its back), and waits
+//!   until the server closes the cancel connection, by which time PostgreSQL has signalled the
+//!   backend (at most [`CANCEL_LIMIT`]);
+//! - runs `ROLLBACK` and `SELECT 1` on the connection: by their answers the signal has been
+//!   taken, by the dropped query or by the idle backend;
+//! - gives the connection back: the session's next query waits for it (within its own
+//!   deadline), and a session dropped meanwhile drops the connection only then, so that a
+//!   pooled connection goes back to its pool settled.
+//!
+//! A cancel that fails (the server unreachable on a new connection, a TLS failure, no answer
+//! in time) is never dropped silently: it is counted in [`Database::cancels`], logged as a
+//! `tracing` warning under feature `tracing`, and its connection is closed (its backend ended)
+//! rather than reused, since a late signal could still reach it.
+//!
+//! What not to do: do not run queries on a session's connection other than through the
+//! session ([`Session::connection`] hands it out once any cancel has settled), and do not send
+//! your own cancels on it.
 //!
 //! ```no_run
 //! use deadline_core::{StatementPolicy, ms};
-//! use deadline_tokio::postgres::{self, PgError};
+//! use deadline_tokio::postgres::{Database, PgError};
 //! use deadline_tokio::scope_timeout;
 //!
 //! // At most 300 ms per query; under 20 ms left, do not start.
 //! const ORDERS: StatementPolicy = StatementPolicy::capped(ms(300)).floor(ms(20));
 //!
-//! # async fn run(client: &mut tokio_postgres::Client) -> Result<(), PgError> {
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let config: tokio_postgres::Config = "host=127.0.0.1 user=app dbname=shop".parse()?;
+//! // The connections' TLS connector (here none): the cancels go through it too.
+//! let db = Database::new(&config, tokio_postgres::NoTls)?;
+//! let mut session = db.connect().await?;
 //! let rows = scope_timeout(ms(250), async {
-//!     postgres::query(client, &ORDERS, "SELECT id FROM orders WHERE user_id = $1", &[&42_i64])
+//!     session
+//!         .query(&ORDERS, "SELECT id FROM orders WHERE user_id = $1", &[&42_i64])
 //!         .await
 //! })
 //! .await?;
@@ -39,6 +64,16 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! A pooled connection works the same: deadpool-postgres's `Object` through
+//! [`Database::session_with`] (`db.session_with(pool.get().await?, |object| object)`), bb8's
+//! owned `PooledConnection` through [`Database::session`]. The wait for a connection counts
+//! against the deadline too: bound it with [`checkout`].
+//!
+//! [`query`] and [`execute`] take a `&mut tokio_postgres::Client` instead: the same statement
+//! timeout and floor, but no cancel. The caller has the client back the moment the future is
+//! dropped, so a cancel sent then could reach its next query; a dropped query runs on until
+//! its statement timeout (at most the deadline, less the margin) instead.
 
 use core::fmt;
 use core::future::Future;
@@ -70,8 +105,8 @@ pub enum PgError {
     /// The deadline's: the query was not started (too little time left:
     /// [`Error::InsufficientTime`]), its statement timeout fired on the server (SQLSTATE
     /// 57014: [`Error::Timeout`]), or the deadline passed while it ran
-    /// ([`Error::DeadlineExceeded`]; the query was cancelled on the server). Each maps to 504
-    /// and gRPC `DEADLINE_EXCEEDED`.
+    /// ([`Error::DeadlineExceeded`]; a [`Session`] cancelled it on the server). Each maps to
+    /// 504 and gRPC `DEADLINE_EXCEEDED`.
     Deadline(Error),
     /// The database's own error (or the connection's).
     Db(tokio_postgres::Error),
@@ -113,11 +148,14 @@ impl std::error::Error for PgError {
     }
 }
 
-/// Runs `statement` with `params` and returns its rows, under the current deadline: in a
-/// transaction with `SET LOCAL statement_timeout` from the time left (see `policy`),
-/// committed when it succeeds, cancelled on the server if the future is dropped first (see
-/// the [module](self)). Outside any [`scope`](crate::scope) the statement timeout is the
-/// policy's cap and the future is not bounded.
+/// Runs `statement` with `params` on `client` and returns its rows, under the current
+/// deadline: in a transaction with `SET LOCAL statement_timeout` from the time left (see
+/// `policy`), committed when it succeeds. Outside any [`scope`](crate::scope) the statement
+/// timeout is the policy's cap and the future is not bounded.
+///
+/// No cancel is sent when the future is dropped (the caller has the client back at once, and
+/// a cancel could reach its next query): the query runs on until its statement timeout. A
+/// [`Session`] cancels it and keeps the connection until the cancel has settled.
 ///
 /// # Errors
 ///
