@@ -230,3 +230,48 @@ async fn a_pooled_sessions_cancel_never_reaches_the_next_user_of_the_connection(
     assert_eq!(cancels.failed(), 0, "{cancels:?}");
     assert_eq!(cancels.closed(), 0, "{cancels:?}");
 }
+
+/// A measurement (BENCHMARKS.md, "A cancel never reaches the next query"): how a query that
+/// would run past its deadline ends, with no margin and with the default one, in the same
+/// run: by the server's own statement timeout (57014, [`Error::Timeout`]: no cancel needed) or
+/// by the client's deadline first ([`Error::DeadlineExceeded`], and a cancel). 200 queries of
+/// each, with 20 ms left.
+///
+/// `cargo test -p deadline-tokio --features postgres --test postgres_race -- --ignored
+/// --nocapture past_its_deadline`
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement, printed: BENCHMARKS.md"]
+async fn how_a_query_past_its_deadline_ends_with_and_without_the_margin() {
+    let db = Database::new(&config(), NoTls).unwrap();
+    let mut session = db.connect().await.unwrap();
+    let mut server_first = [0_u32; 2];
+    for (i, margin) in [Duration::ZERO, StatementPolicy::DEFAULT_MARGIN]
+        .into_iter()
+        .enumerate()
+    {
+        let policy = POLICY.margin(margin);
+        let (mut server, mut client) = (0, 0);
+        for _ in 0..200 {
+            let result = deadline_tokio::scope_timeout(
+                ms(20),
+                session.query(&policy, "SELECT pg_sleep(1)", &[]),
+            )
+            .await;
+            match result {
+                Err(PgError::Deadline(Error::Timeout { .. })) => server += 1,
+                Err(PgError::Deadline(Error::DeadlineExceeded)) => client += 1,
+                other => panic!("the query ended otherwise: {other:?}"),
+            }
+        }
+        eprintln!(
+            "margin {margin:?}: the server's statement timeout first {server} times, the \
+             client's deadline first (a cancel) {client} times"
+        );
+        server_first[i] = server;
+    }
+    eprintln!("cancels: {:?}", db.cancels());
+    assert!(
+        server_first[1] > server_first[0],
+        "the margin lets the server answer first more often: {server_first:?}"
+    );
+}
