@@ -6,7 +6,7 @@
 //! fail with SQLSTATE 57014 (`query_canceled`).
 //!
 //! The database comes from `DEADLINE_TEST_DATABASE_URL`, as for the other database tests.
-//! Each test runs [`iterations`] rounds: 600 by default (about 15 s each on a 2-core machine),
+//! Each test runs [`iterations`] rounds: 600 by default (about 12 s each on a 2-core machine),
 //! `DEADLINE_PG_RACE_ITERATIONS` for a longer run (BENCHMARKS.md, "A cancel never reaches
 //! the next query"). Nothing here is timed: the assertions are counts.
 
@@ -39,10 +39,10 @@ fn database_url() -> String {
 
 /// How many rounds each test runs: `DEADLINE_PG_RACE_ITERATIONS`, or 600.
 ///
-/// Why 600 is enough: before the fix, the unrelated query failed after most dropped queries
-/// (BENCHMARKS.md has the counts), so a fix that let even 1 in 100 through would fail this
-/// test with near certainty (about 1 - 0.99^300 for the ~300 rounds that drop a query
-/// mid-flight: 95%).
+/// Why 600 is enough: before the fix, the unrelated query failed after 74% of the dropped
+/// queries (BENCHMARKS.md has the counts), and a fix that let even 1 in 100 through would
+/// fail this test with near certainty (1 - 0.99^400 for the ~400 rounds of 600 that drop a
+/// query mid-flight: 98%).
 fn iterations() -> usize {
     std::env::var("DEADLINE_PG_RACE_ITERATIONS")
         .ok()
