@@ -11,6 +11,7 @@
 //! is done with it, and read until the server closes it.
 
 use std::io;
+#[cfg(unix)]
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::task::{Context, Poll};
