@@ -7,6 +7,11 @@
 #                                              # DEADLINE_PG_DIR
 #   bash scripts/postgres.sh stop "$DEADLINE_PG_DIR"
 #
+#   bash scripts/postgres.sh start-tls CERT KEY  # the same, but a server that accepts TLS
+#                                                # connections alone, with this certificate
+#                                                # and key (PEM): `ssl = on`, and `hostssl`
+#                                                # the one line of pg_hba.conf
+#
 # Needs PostgreSQL's server programs (Debian: `apt-get install -y postgresql`).
 set -euo pipefail
 
@@ -37,7 +42,7 @@ as_user() {
 }
 
 start() {
-  local bin dir port log
+  local cert=${1:-} key=${2:-} bin dir port log tls=""
   bin=$(bindir)
   dir=$(mktemp -d "${TMPDIR:-/tmp}/deadline-pg.XXXXXX")
   if [ "$(id -u)" -eq 0 ]; then
@@ -50,11 +55,22 @@ start() {
     cat "$dir/initdb.log" >&2
     exit 1
   }
+  if [ -n "$cert" ]; then
+    cp "$cert" "$dir/data/server.crt"
+    cp "$key" "$dir/data/server.key"
+    chmod 600 "$dir/data/server.key"
+    if [ "$(id -u)" -eq 0 ]; then
+      chown "$PG_USER" "$dir/data/server.crt" "$dir/data/server.key"
+    fi
+    # TLS over TCP, and nothing else: no plaintext line, no Unix socket line.
+    echo "hostssl all all 127.0.0.1/32 trust" >"$dir/data/pg_hba.conf"
+    tls="-c ssl=on"
+  fi
   log="$dir/server.log"
   for _ in 1 2 3 4 5 6 7 8; do
     port=$((20000 + RANDOM % 20000))
     if as_user "$bin/pg_ctl" -D "$dir/data" -l "$log" -w -t 30 \
-      -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off" start >/dev/null 2>&1; then
+      -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off $tls" start >/dev/null 2>&1; then
       echo "export DEADLINE_TEST_DATABASE_URL=postgres://postgres@127.0.0.1:$port/postgres"
       echo "export DEADLINE_PG_DIR=$dir"
       return
@@ -75,9 +91,10 @@ stop() {
 PG_USER=${DEADLINE_PG_USER:-postgres}
 case "${1:-}" in
   start) start ;;
+  start-tls) start "${2:?usage: postgres.sh start-tls CERT KEY}" "${3:?usage: postgres.sh start-tls CERT KEY}" ;;
   stop) stop "${2:-}" ;;
   *)
-    echo "usage: postgres.sh start | stop DIR" >&2
+    echo "usage: postgres.sh start | start-tls CERT KEY | stop DIR" >&2
     exit 2
     ;;
 esac

@@ -61,11 +61,11 @@ static ARMED: Policy = Policy::required("armed")
     .with_retries(2)
     .with_backoff(
         Backoff::exponential(ms(10))
-            .max(ms(100))
-            .jitter(Jitter::Full),
+            .with_max(ms(100))
+            .with_jitter(Jitter::Full),
     )
     .with_hedge(HedgePolicy::new(ms(50), 1));
-static BUDGET_10: RetryBudget = RetryBudget::percent(10).min_per_sec(10);
+static BUDGET_10: RetryBudget = RetryBudget::percent(10).with_floor_per_sec(10);
 static BREAKER: CircuitBreaker = CircuitBreaker::new(BreakerConfig::DEFAULT);
 /// The plain policy as a dependency: its default retry budget, counters and live histogram,
 /// called in one line.
@@ -82,12 +82,12 @@ static ARMED_DEP: Dependency = Dependency::new(
         .with_retries(2)
         .with_backoff(
             Backoff::exponential(ms(10))
-                .max(ms(100))
-                .jitter(Jitter::Full),
+                .with_max(ms(100))
+                .with_jitter(Jitter::Full),
         )
         .with_hedge_at_p95(ms(50)),
 )
-.budget(RetryBudget::percent(10).min_per_sec(10))
+.budget(RetryBudget::percent(10).with_floor_per_sec(10))
 .breaker(BreakerConfig::DEFAULT);
 
 /// A call to the armed policy under the current deadline, with its budget and breaker.

@@ -196,8 +196,8 @@ impl Dependency {
         if self.retries > 0 {
             policy = policy.with_retries(self.retries).with_backoff(
                 Backoff::exponential(self.backoff)
-                    .max(self.backoff_max)
-                    .jitter(Jitter::Full),
+                    .with_max(self.backoff_max)
+                    .with_jitter(Jitter::Full),
             );
         }
         if let Some(delay) = self.hedge_delay() {

@@ -25,7 +25,7 @@ const GROUP: &str = "budget";
 /// compared with tower's, whose deposits only expire after their TTL.
 fn ours(percent: u32) -> RetryBudget {
     RetryBudget::percent(percent)
-        .min_per_sec(0)
+        .with_floor_per_sec(0)
         .with_max_balance(u32::MAX)
 }
 

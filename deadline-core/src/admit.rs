@@ -43,14 +43,13 @@ use crate::time::Instant;
 /// signal of overload, as in CoDel).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[non_exhaustive]
 pub struct Admission {
     /// The least time the handler needs to produce an answer (for example its own p50): a
     /// request with less time left is shed.
-    pub need: Duration,
+    pub(crate) need: Duration,
     /// The longest queue delay accepted by [`Admission::admit_queued`], whatever the time
     /// left; `None` for no such limit.
-    pub max_queue_delay: Option<Duration>,
+    pub(crate) max_queue_delay: Option<Duration>,
 }
 
 impl Admission {
@@ -131,6 +130,19 @@ impl Admission {
             }
         }
         self.admit(deadline, now)
+    }
+    /// The least time the handler needs to produce an answer (for example its own p50): a
+    /// request with less time left is shed.
+    #[must_use]
+    pub const fn need(&self) -> Duration {
+        self.need
+    }
+
+    /// The longest queue delay accepted by [`Admission::admit_queued`], whatever the time
+    /// left; `None` for no such limit.
+    #[must_use]
+    pub const fn max_queue_delay(&self) -> Option<Duration> {
+        self.max_queue_delay
     }
 }
 

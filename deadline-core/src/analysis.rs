@@ -362,7 +362,7 @@ pub const EXACT_RETRIES: u32 = 4_096;
 /// use deadline_core::policy::{Backoff, Jitter, RetryPolicy};
 ///
 /// // A 2 s read limit and three tries is 6 s, plus the wait times.
-/// let retry = RetryPolicy::new(3, Backoff::exponential(ms(200)).max(ms(1_000)).jitter(Jitter::Full));
+/// let retry = RetryPolicy::new(3, Backoff::exponential(ms(200)).with_max(ms(1_000)).with_jitter(Jitter::Full));
 /// assert_eq!(worst_case(ms(2_000), 2), ms(6_000));
 /// // Full jitter waits at most 200 ms before the first retry and 400 ms before the second.
 /// assert_eq!(worst_case_with_backoff(ms(2_000), &retry), ms(6_000 + 200 + 400));
@@ -375,8 +375,8 @@ pub fn worst_case_with_backoff(t: Duration, retry: &RetryPolicy) -> Duration {
     // The longest wait the backoff can give at all: its bound once the ceiling is at `max`.
     let longest = {
         let mut top = *backoff;
-        top.base = backoff.max;
-        top.bounds(0, backoff.max).1
+        top.base = backoff.max();
+        top.bounds(0, backoff.max()).1
     };
     // Without decorrelation the bound depends on `n` alone, and stays put from the first
     // retry when the ceiling cannot grow (no base, or a multiplier of one).

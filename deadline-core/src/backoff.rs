@@ -196,8 +196,8 @@ fn grpc_range(t: u64) -> (u64, u64) {
 /// use deadline_core::policy::{Backoff, Jitter, Multiplier};
 ///
 /// // gRPC's defaults: 1 s, x1.6, at most 120 s, jitter x(0.8..1.2).
-/// let grpc = Backoff::grpc(ms(1_000)).max(ms(120_000));
-/// assert_eq!(grpc.multiplier, Multiplier::GRPC);
+/// let grpc = Backoff::grpc(ms(1_000)).with_max(ms(120_000));
+/// assert_eq!(grpc.multiplier(), Multiplier::GRPC);
 /// assert_eq!(grpc.ceiling(2), ms(2_560));
 /// assert_eq!(grpc.bounds(2, ms(0)), (ms(2_048), ms(3_072)));
 /// ```
@@ -230,7 +230,7 @@ fn grpc_range(t: u64) -> (u64, u64) {
 /// use deadline_core::policy::{Backoff, Jitter};
 /// use deadline_core::rng::SplitMix64;
 ///
-/// let b = Backoff::exponential(ms(100)).max(ms(1_000)).jitter(Jitter::Full);
+/// let b = Backoff::exponential(ms(100)).with_max(ms(1_000)).with_jitter(Jitter::Full);
 /// assert_eq!(b.ceiling(0), ms(100));
 /// assert_eq!(b.ceiling(3), ms(800));
 /// assert_eq!(b.ceiling(4), ms(1_000)); // 1600 capped at max
@@ -241,16 +241,15 @@ fn grpc_range(t: u64) -> (u64, u64) {
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[non_exhaustive]
 pub struct Backoff {
     /// The first backoff, before jitter (gRPC's `initial_backoff`).
-    pub base: Duration,
+    pub(crate) base: Duration,
     /// The largest backoff, before jitter (the AWS formulas' `cap`).
-    pub max: Duration,
+    pub(crate) max: Duration,
     /// How the backoff is randomised.
-    pub jitter: Jitter,
+    pub(crate) jitter: Jitter,
     /// The growth per retry: `t(n) = min(max, base × multiplier^n)`.
-    pub multiplier: Multiplier,
+    pub(crate) multiplier: Multiplier,
 }
 
 impl Backoff {
@@ -267,7 +266,7 @@ impl Backoff {
     /// uniformly under each ceiling, so that callers that failed together do not retry
     /// together).
     pub const DEFAULT: Backoff =
-        Backoff::exponential(Duration::from_millis(10)).max(Duration::from_millis(100));
+        Backoff::exponential(Duration::from_millis(10)).with_max(Duration::from_millis(100));
 
     /// Exponential backoff from `base`, doubling, with full jitter and no ceiling until
     /// [`max`](Self::max) sets one (the deadline bounds it all the same).
@@ -283,7 +282,7 @@ impl Backoff {
 
     /// The same backoff, never longer than `max` before jitter.
     #[must_use]
-    pub const fn max(mut self, max: Duration) -> Self {
+    pub const fn with_max(mut self, max: Duration) -> Self {
         self.max = max;
         self
     }
@@ -320,7 +319,7 @@ impl Backoff {
 
     /// The same backoff with another jitter.
     #[must_use]
-    pub const fn jitter(mut self, jitter: Jitter) -> Self {
+    pub const fn with_jitter(mut self, jitter: Jitter) -> Self {
         self.jitter = jitter;
         self
     }
@@ -407,5 +406,28 @@ impl Backoff {
             return micros_to_duration(lo);
         }
         micros_to_duration(rng.u64_between(lo, hi))
+    }
+    /// The first backoff, before jitter (gRPC's `initial_backoff`).
+    #[must_use]
+    pub const fn base(&self) -> Duration {
+        self.base
+    }
+
+    /// The largest backoff, before jitter (the AWS formulas' `cap`).
+    #[must_use]
+    pub const fn max(&self) -> Duration {
+        self.max
+    }
+
+    /// How the backoff is randomised.
+    #[must_use]
+    pub const fn jitter(&self) -> Jitter {
+        self.jitter
+    }
+
+    /// The growth per retry: `t(n) = min(max, base × multiplier^n)`.
+    #[must_use]
+    pub const fn multiplier(&self) -> Multiplier {
+        self.multiplier
     }
 }

@@ -20,31 +20,30 @@ use crate::time::{Instant, duration_to_micros};
 ///     .with_consecutive_failures(3)
 ///     .with_cooldown(ms(2_000))
 ///     .with_probes(1);
-/// assert_eq!(CONFIG.consecutive_failures, 3);
-/// assert_eq!(CONFIG.failure_percent, BreakerConfig::DEFAULT.failure_percent);
+/// assert_eq!(CONFIG.consecutive_failures(), 3);
+/// assert_eq!(CONFIG.failure_percent(), BreakerConfig::DEFAULT.failure_percent());
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[non_exhaustive]
 pub struct BreakerConfig {
     /// Open after this many failures in a row (at most `window`). 0: never on this rule.
-    pub consecutive_failures: u32,
+    pub(crate) consecutive_failures: u32,
     /// Open when at least this percentage of the window's outcomes failed (at most 100).
     /// 0: never on this rule.
-    pub failure_percent: u32,
+    pub(crate) failure_percent: u32,
     /// How many of the latest outcomes the window holds: 1 to [`BreakerConfig::MAX_WINDOW`].
-    pub window: u32,
+    pub(crate) window: u32,
     /// The ratio rule applies once the window holds this many outcomes (1 to `window`).
-    pub min_calls: u32,
+    pub(crate) min_calls: u32,
     /// How long an open breaker fails calls at once before it lets probes through.
-    pub cooldown: Duration,
+    pub(crate) cooldown: Duration,
     /// Calls let through in half-open (1 to [`BreakerConfig::MAX_PROBES`]); all must succeed
     /// for the breaker to close.
-    pub probes: u32,
+    pub(crate) probes: u32,
     /// How long a half-open round waits for its probes' results. After it, the next acquire
     /// starts a new round: the slots of probes that never reported are freed. Make it longer
     /// than a probe's call timeout.
-    pub probe_timeout: Duration,
+    pub(crate) probe_timeout: Duration,
 }
 
 impl BreakerConfig {
@@ -78,14 +77,14 @@ impl BreakerConfig {
     /// [`window`](Self::window) outcomes, once there are [`min_calls`](Self::min_calls) of them
     /// (`percent` 0: never on this rule).
     #[must_use]
-    pub const fn failure_percent(mut self, percent: u32) -> Self {
+    pub const fn with_failure_percent(mut self, percent: u32) -> Self {
         self.failure_percent = percent;
         self
     }
 
     /// The same configuration, judging the failure ratio over the last `window` outcomes.
     #[must_use]
-    pub const fn window(mut self, window: u32) -> Self {
+    pub const fn with_window(mut self, window: u32) -> Self {
         self.window = window;
         self
     }
@@ -93,7 +92,7 @@ impl BreakerConfig {
     /// The same configuration, judging the failure ratio only once there are `min_calls`
     /// outcomes in the window.
     #[must_use]
-    pub const fn min_calls(mut self, min_calls: u32) -> Self {
+    pub const fn with_min_calls(mut self, min_calls: u32) -> Self {
         self.min_calls = min_calls;
         self
     }
@@ -117,6 +116,51 @@ impl BreakerConfig {
     pub const fn with_probe_timeout(mut self, timeout: Duration) -> Self {
         self.probe_timeout = timeout;
         self
+    }
+    /// Open after this many failures in a row (at most `window`). 0: never on this rule.
+    #[must_use]
+    pub const fn consecutive_failures(&self) -> u32 {
+        self.consecutive_failures
+    }
+
+    /// Open when at least this percentage of the window's outcomes failed (at most 100).
+    /// 0: never on this rule.
+    #[must_use]
+    pub const fn failure_percent(&self) -> u32 {
+        self.failure_percent
+    }
+
+    /// How many of the latest outcomes the window holds: 1 to [`BreakerConfig::MAX_WINDOW`].
+    #[must_use]
+    pub const fn window(&self) -> u32 {
+        self.window
+    }
+
+    /// The ratio rule applies once the window holds this many outcomes (1 to `window`).
+    #[must_use]
+    pub const fn min_calls(&self) -> u32 {
+        self.min_calls
+    }
+
+    /// How long an open breaker fails calls at once before it lets probes through.
+    #[must_use]
+    pub const fn cooldown(&self) -> Duration {
+        self.cooldown
+    }
+
+    /// Calls let through in half-open (1 to [`BreakerConfig::MAX_PROBES`]); all must succeed
+    /// for the breaker to close.
+    #[must_use]
+    pub const fn probes(&self) -> u32 {
+        self.probes
+    }
+
+    /// How long a half-open round waits for its probes' results. After it, the next acquire
+    /// starts a new round: the slots of probes that never reported are freed. Make it longer
+    /// than a probe's call timeout.
+    #[must_use]
+    pub const fn probe_timeout(&self) -> Duration {
+        self.probe_timeout
     }
 }
 

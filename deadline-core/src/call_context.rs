@@ -18,7 +18,7 @@ use crate::time::{Instant, duration_to_micros_ceil, micros_to_duration};
 /// use deadline_core::call::Call;
 ///
 /// let a = Policy::required("A").with_cap(ms(50)).with_floor(ms(10));
-/// let budget = RetryBudget::percent(10).min_per_sec(5);
+/// let budget = RetryBudget::percent(10).with_floor_per_sec(5);
 /// let call = Call::new(&a, Deadline::after(Instant::ZERO, ms(200)), ms(50)).with_budget(&budget);
 /// // call_timeout at now: min(200 - 0 - 50, 50) = 50.
 /// assert_eq!(call.decide(Instant::ZERO).timeout(), Some(ms(50)));

@@ -74,7 +74,7 @@ pub enum Idempotence {
 ///     .with_floor(ms(30))
 ///     .with_connect(ms(5))
 ///     .with_retries(2)
-///     .with_backoff(Backoff::exponential(ms(10)).max(ms(40)).jitter(Jitter::Full))
+///     .with_backoff(Backoff::exponential(ms(10)).with_max(ms(40)).with_jitter(Jitter::Full))
 ///     .with_hedge_after(ms(60));
 /// assert_eq!(PRICING.cap(), ms(110));
 /// assert_eq!(PRICING.retry().attempts(), 3);

@@ -49,7 +49,7 @@ use crate::time::Instant;
 ///
 /// // The budget table: a retry with 1450 ms left waits 200 ms, then has the rest of the time.
 /// let dep = Policy::required("B").idempotent().with_cap(ms(2_000)).with_floor(ms(100))
-///     .with_retries(1).with_backoff(Backoff::exponential(ms(200)).max(ms(1_000)).jitter(Jitter::None));
+///     .with_retries(1).with_backoff(Backoff::exponential(ms(200)).with_max(ms(1_000)).with_jitter(Jitter::None));
 /// let deadline = Deadline::after(Instant::ZERO, ms(2_000));
 /// let call = Call::new(&dep, deadline, ms(0));
 /// let mut state = RetryState::new();

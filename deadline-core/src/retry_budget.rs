@@ -35,7 +35,7 @@ const NO_WINDOW: u32 = u32::MAX;
 /// use deadline_core::budget::RetryBudget;
 ///
 /// // 10% of calls, no floor: ten calls buy exactly one retry.
-/// static BUDGET: RetryBudget = RetryBudget::percent(10).min_per_sec(0);
+/// static BUDGET: RetryBudget = RetryBudget::percent(10).with_floor_per_sec(0);
 /// let now = Instant::from_millis(5);
 /// for _ in 0..10 {
 ///     BUDGET.deposit(now);
@@ -44,7 +44,7 @@ const NO_WINDOW: u32 = u32::MAX;
 /// assert!(!BUDGET.try_withdraw(now));
 ///
 /// // With a floor of 2 per second, a client with no traffic still gets 2 retries a second.
-/// let quiet = RetryBudget::percent(10).min_per_sec(2);
+/// let quiet = RetryBudget::percent(10).with_floor_per_sec(2);
 /// let t = Instant::from_secs(7);
 /// assert!(quiet.try_withdraw(t) && quiet.try_withdraw(t));
 /// assert!(!quiet.try_withdraw(t));
@@ -142,7 +142,7 @@ impl RetryBudget {
 
     /// A budget that allows `percent` extra calls per 100 original calls, plus
     /// [`DEFAULT_FLOOR_PER_SEC`](Self::DEFAULT_FLOOR_PER_SEC) extra calls per second whatever
-    /// the traffic (see [`min_per_sec`](Self::min_per_sec)), with at most
+    /// the traffic (see [`with_floor_per_sec`](Self::with_floor_per_sec)), with at most
     /// [`DEFAULT_MAX_BALANCE`](Self::DEFAULT_MAX_BALANCE) tokens banked.
     ///
     /// `percent` may exceed 100 (200 means two extra calls per call). The balance starts
@@ -151,7 +151,7 @@ impl RetryBudget {
     /// ```
     /// use deadline_core::budget::RetryBudget;
     ///
-    /// static BUDGET: RetryBudget = RetryBudget::percent(10).min_per_sec(5);
+    /// static BUDGET: RetryBudget = RetryBudget::percent(10).with_floor_per_sec(5);
     /// assert_eq!(BUDGET.ratio_per_mille(), 100);
     /// assert_eq!(BUDGET.floor_per_sec(), 5);
     /// ```
@@ -177,7 +177,7 @@ impl RetryBudget {
     /// (0 for none), clamped to [`MAX_FLOOR_PER_SEC`](Self::MAX_FLOOR_PER_SEC). Call it
     /// before the budget is shared: it returns a fresh, empty budget.
     #[must_use]
-    pub const fn min_per_sec(self, floor_per_sec: u32) -> Self {
+    pub const fn with_floor_per_sec(self, floor_per_sec: u32) -> Self {
         let floor_per_sec = if floor_per_sec > Self::MAX_FLOOR_PER_SEC {
             Self::MAX_FLOOR_PER_SEC
         } else {
@@ -201,7 +201,7 @@ impl RetryBudget {
     /// use deadline_core::Instant;
     /// use deadline_core::budget::RetryBudget;
     ///
-    /// let budget = RetryBudget::percent(50).min_per_sec(0).with_max_balance(2);
+    /// let budget = RetryBudget::percent(50).with_floor_per_sec(0).with_max_balance(2);
     /// let now = Instant::ZERO;
     /// for _ in 0..100 {
     ///     budget.deposit(now);

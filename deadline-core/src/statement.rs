@@ -17,45 +17,88 @@ pub const MAX_STATEMENT_MILLIS: u32 = i32::MAX as u32;
 /// use deadline_core::statement::StatementPolicy;
 ///
 /// // At most 300 ms per query; under 40 ms left, do not start.
-/// const ORDERS: StatementPolicy = StatementPolicy::capped(ms(300)).floor(ms(40));
-/// assert_eq!(ORDERS.cap, ms(300));
+/// const ORDERS: StatementPolicy = StatementPolicy::capped(ms(300)).with_floor(ms(40));
+/// assert_eq!(ORDERS.cap(), ms(300));
+/// assert_eq!(ORDERS.margin(), StatementPolicy::DEFAULT_MARGIN);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[non_exhaustive]
 pub struct StatementPolicy {
-    /// The longest one query may run, even when more time is left.
-    pub cap: Duration,
-    /// The shortest time left worth starting a query with: under it, the query is not started.
-    pub floor: Duration,
-    /// Time the caller needs after the query returns (reading the rows, answering). It is
-    /// taken off the time left before the cap and the floor apply.
-    pub reserve: Duration,
+    pub(crate) cap: Duration,
+    pub(crate) floor: Duration,
+    pub(crate) reserve: Duration,
+    pub(crate) margin: Duration,
 }
 
 impl StatementPolicy {
-    /// A query run for at most `cap`, with no floor and no reserve until they are set.
+    /// The margin a policy has unless it sets one: 5 ms.
+    ///
+    /// A statement timeout starts on the server when the statement arrives, after the
+    /// transaction's first round trips, and its error takes one more trip back: a few
+    /// round trips, well under a millisecond on loopback and about one within a data
+    /// centre. 5 ms covers them with room for a busy server's scheduling, and costs a query
+    /// with a 100 ms budget 5% of it. Set a larger margin for a database across a slower
+    /// network; `Duration::ZERO` gives the statement all of the time left.
+    pub const DEFAULT_MARGIN: Duration = Duration::from_millis(5);
+
+    /// A query run for at most `cap`, with no floor and no reserve until they are set, and
+    /// the [default margin](StatementPolicy::DEFAULT_MARGIN).
     #[must_use]
     pub const fn capped(cap: Duration) -> Self {
         StatementPolicy {
             cap,
             floor: Duration::ZERO,
             reserve: Duration::ZERO,
+            margin: Self::DEFAULT_MARGIN,
         }
     }
 
     /// The same policy, not starting a query with less than `floor` left.
     #[must_use]
-    pub const fn floor(mut self, floor: Duration) -> Self {
+    pub const fn with_floor(mut self, floor: Duration) -> Self {
         self.floor = floor;
         self
     }
 
-    /// The same policy with time reserved for after the query.
+    /// The same policy with `reserve` kept for after the query (reading the rows,
+    /// answering): taken off the time left before the cap and the floor apply.
     #[must_use]
-    pub const fn reserve(mut self, reserve: Duration) -> Self {
+    pub const fn with_reserve(mut self, reserve: Duration) -> Self {
         self.reserve = reserve;
         self
+    }
+
+    /// The same policy with the statement timeout ending `margin` before the deadline (less
+    /// the reserve), so that when the server stops a statement at its timeout, its error
+    /// reaches the caller before the caller gives up and has to cancel.
+    #[must_use]
+    pub const fn with_margin(mut self, margin: Duration) -> Self {
+        self.margin = margin;
+        self
+    }
+
+    /// The longest one query may run, even when more time is left.
+    #[must_use]
+    pub const fn cap(&self) -> Duration {
+        self.cap
+    }
+
+    /// The shortest time left worth starting a query with.
+    #[must_use]
+    pub const fn floor(&self) -> Duration {
+        self.floor
+    }
+
+    /// The time kept for after the query.
+    #[must_use]
+    pub const fn reserve(&self) -> Duration {
+        self.reserve
+    }
+
+    /// How long before the deadline (less the reserve) the statement timeout ends.
+    #[must_use]
+    pub const fn margin(&self) -> Duration {
+        self.margin
     }
 }
 
@@ -68,13 +111,14 @@ impl StatementPolicy {
 /// use deadline_core::{Deadline, Instant, ms};
 /// use deadline_core::statement::{statement_timeout, StatementDecision, StatementPolicy};
 ///
-/// let policy = StatementPolicy::capped(ms(300)).floor(ms(40));
+/// let policy = StatementPolicy::capped(ms(300)).with_floor(ms(40));
 /// let deadline = Deadline::after(Instant::ZERO, ms(1000));
 /// let StatementDecision::Set(t) = statement_timeout(&policy, deadline, Instant::from_millis(800))
 /// else {
 ///     unreachable!()
 /// };
-/// assert_eq!(t.to_string(), "SET LOCAL statement_timeout = 200");
+/// // 200 ms left, less the default margin of 5 ms.
+/// assert_eq!(t.to_string(), "SET LOCAL statement_timeout = 195");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -126,24 +170,34 @@ impl StatementDecision {
     }
 }
 
-/// Decides a query's statement timeout at `now`: `min(cap, deadline - now - reserve)` in whole
-/// milliseconds (rounded down), or [`StatementDecision::DontStart`] when that is under
-/// `policy.floor` or under one millisecond (the same rule as [`crate::call::call_timeout`]). All arithmetic saturates.
+/// Decides a query's statement timeout at `now`: `min(cap, deadline - now - reserve -
+/// margin)` in whole milliseconds (rounded down), or [`StatementDecision::DontStart`] when
+/// that is under `policy.floor` or under one millisecond (the same rule as
+/// [`crate::call::call_timeout`], with the margin taken off like the reserve). All arithmetic
+/// saturates.
 ///
 /// Guarantees, for a [`StatementDecision::Set`]: `1 ms <= timeout <= cap`, `timeout >= floor`
-/// rounded down to whole milliseconds, and `now + timeout <= deadline - reserve`.
+/// rounded down to whole milliseconds, and `now + timeout <= deadline - reserve - margin`.
 ///
 /// ```
+/// use core::time::Duration;
 /// use deadline_core::{Deadline, Instant, ms};
 /// use deadline_core::statement::{statement_timeout, StatementDecision, StatementPolicy};
 ///
-/// // The propagation model's database: `ms = int(min(0.3, left) * 1000)`, and "don't start" under 40 ms left.
-/// let policy = StatementPolicy::capped(ms(300)).floor(ms(40));
+/// // The propagation model's database: `ms = int(min(0.3, left) * 1000)`, and "don't start"
+/// // under 40 ms left. The model's database answers in no time: no margin.
+/// let policy = StatementPolicy::capped(ms(300)).with_floor(ms(40)).with_margin(Duration::ZERO);
 /// let deadline = Deadline::after(Instant::ZERO, ms(1000));
 /// let at = |t| statement_timeout(&policy, deadline, Instant::from_millis(t));
 /// assert_eq!(at(0).timeout().map(|t| t.millis()), Some(300));
 /// assert_eq!(at(900).timeout().map(|t| t.millis()), Some(100));
 /// assert!(matches!(at(965), StatementDecision::DontStart(s) if s.available() == ms(35)));
+///
+/// // A real database, with the default margin of 5 ms: the server ends the statement 5 ms
+/// // before the caller's deadline, and its error has that long to come back.
+/// let real = StatementPolicy::capped(ms(300)).with_floor(ms(40));
+/// let t = statement_timeout(&real, deadline, Instant::from_millis(900));
+/// assert_eq!(t.timeout().map(|t| t.millis()), Some(95));
 /// ```
 ///
 /// The database is the last hop of a request: when the caller gives up, the query should stop
@@ -151,7 +205,7 @@ impl StatementDecision {
 /// and do not start the query at all when too little is left:
 ///
 /// ```text
-/// available = min(cap, deadline - now - reserve)
+/// available = min(cap, deadline - now - reserve - margin)
 /// available < floor  -> do not start
 /// otherwise          -> SET LOCAL statement_timeout = available, in whole ms, rounded down
 /// ```
@@ -159,6 +213,12 @@ impl StatementDecision {
 /// The timeout is rounded down to whole milliseconds, so it never exceeds the time left, and it
 /// is never zero: PostgreSQL reads `statement_timeout = 0` as "no timeout at all", so a time
 /// left under one millisecond is a "do not start", whatever the floor.
+///
+/// Without the margin, a statement that runs to its timeout ends on the server within a
+/// millisecond of the caller's deadline, and the caller, whose timer fires first, cancels a
+/// statement that was about to end by itself. The margin lets the server's own timeout win:
+/// the caller gets the statement's error ([`Error::Timeout`](crate::Error::Timeout) in the
+/// adapters) before its deadline, and no cancel is sent.
 pub fn statement_timeout(
     policy: &StatementPolicy,
     deadline: Deadline,
@@ -167,12 +227,10 @@ pub fn statement_timeout(
     let left = deadline.left_micros(now);
     // Whole microseconds: the cap rounded down, the reserve and the floor up.
     let floor = duration_to_micros_ceil(policy.floor);
-    let available = match within_budget(
-        left,
-        duration_to_micros_ceil(policy.reserve),
-        duration_to_micros(policy.cap),
-        floor,
-    ) {
+    // The reserve and the margin, both off the time left (each rounded up to whole micros).
+    let reserve = duration_to_micros_ceil(policy.reserve)
+        .saturating_add(duration_to_micros_ceil(policy.margin));
+    let available = match within_budget(left, reserve, duration_to_micros(policy.cap), floor) {
         Ok(available) => available,
         Err(shortfall) => return StatementDecision::DontStart(shortfall),
     };

@@ -24,7 +24,9 @@ const HIGH: &[u32] = &[u32::MAX];
 #[test]
 fn no_jitter_doubles_up_to_max() {
     let (base, max) = (ms(100), ms(5_000));
-    let b = Backoff::exponential(base).max(max).jitter(Jitter::None);
+    let b = Backoff::exponential(base)
+        .with_max(max)
+        .with_jitter(Jitter::None);
     let mut rng = SplitMix64::new(9);
     for n in 0..12 {
         let expect = reference_ceiling(base, max, 2, 1, n);
@@ -37,8 +39,8 @@ fn no_jitter_doubles_up_to_max() {
 #[test]
 fn full_jitter_spans_zero_to_the_ceiling() {
     let b = Backoff::exponential(ms(10))
-        .max(ms(1_000))
-        .jitter(Jitter::Full);
+        .with_max(ms(1_000))
+        .with_jitter(Jitter::Full);
     for n in 0..8 {
         let t = reference_ceiling(ms(10), ms(1_000), 2, 1, n);
         assert_eq!(b.bounds(n, Duration::ZERO), (Duration::ZERO, t));
@@ -53,8 +55,8 @@ fn full_jitter_spans_zero_to_the_ceiling() {
 #[test]
 fn equal_jitter_keeps_half_of_the_ceiling() {
     let b = Backoff::exponential(ms(10))
-        .max(ms(1_000))
-        .jitter(Jitter::Equal);
+        .with_max(ms(1_000))
+        .with_jitter(Jitter::Equal);
     for n in 0..8 {
         let t = reference_ceiling(ms(10), ms(1_000), 2, 1, n);
         assert_eq!(b.delay(n, Duration::ZERO, &mut Sequence::new(LOW)), t / 2);
@@ -66,8 +68,8 @@ fn equal_jitter_keeps_half_of_the_ceiling() {
 fn decorrelated_jitter_grows_from_the_previous_wait() {
     let (base, max) = (ms(10), ms(500));
     let b = Backoff::exponential(base)
-        .max(max)
-        .jitter(Jitter::Decorrelated);
+        .with_max(max)
+        .with_jitter(Jitter::Decorrelated);
     // Before the first retry, "previous" is base: uniform(base, 3 base).
     assert_eq!(
         b.delay(0, Duration::ZERO, &mut Sequence::new(HIGH)),
@@ -93,7 +95,7 @@ fn decorrelated_jitter_grows_from_the_previous_wait() {
 #[test]
 fn grpc_form_is_within_20_percent_of_1_6_to_the_n() {
     let (initial, max) = (ms(1_000), ms(120_000));
-    let b = Backoff::grpc(initial).max(max);
+    let b = Backoff::grpc(initial).with_max(max);
     for n in 0..15 {
         let t = reference_ceiling(initial, max, 8, 5, n);
         assert_eq!(b.ceiling(n), t, "n = {n}");
@@ -112,8 +114,8 @@ fn multiplier_is_reduced_and_never_under_one() {
     assert_eq!(Multiplier::new(1, 2), Multiplier::ONE);
     assert_eq!(Multiplier::new(3, 0), Multiplier::ONE);
     let b = Backoff::exponential(ms(10))
-        .max(ms(1_000))
-        .jitter(Jitter::None)
+        .with_max(ms(1_000))
+        .with_jitter(Jitter::None)
         .with_multiplier(1, 3);
     assert_eq!(b.ceiling(5), ms(10));
     let c = Backoff::constant(ms(7));
@@ -137,8 +139,10 @@ fn extreme_inputs_saturate_without_panicking() {
             (Duration::ZERO, Duration::ZERO),
         ] {
             for multiplier in [Multiplier::TWO, Multiplier::GRPC, odd] {
-                let mut b = Backoff::exponential(base).max(max).jitter(jitter);
-                b.multiplier = multiplier;
+                let b = Backoff::exponential(base)
+                    .with_max(max)
+                    .with_jitter(jitter)
+                    .with_multiplier(multiplier.num(), multiplier.den());
                 let mut rng = SplitMix64::new(1);
                 for n in [0, 1, 63, 64, 1_000, u32::MAX] {
                     let d = b.delay(n, Duration::MAX, &mut rng);
@@ -150,12 +154,12 @@ fn extreme_inputs_saturate_without_panicking() {
     }
     // Past the exact range the ceiling is still min(max, ...): a huge n reaches max.
     let b = Backoff::exponential(Duration::from_micros(1))
-        .max(ms(3_600_000))
-        .jitter(Jitter::None);
+        .with_max(ms(3_600_000))
+        .with_jitter(Jitter::None);
     assert_eq!(b.ceiling(u32::MAX), ms(3_600_000));
     let slow = Backoff::exponential(ms(1))
-        .max(ms(3_600_000))
-        .jitter(Jitter::None)
+        .with_max(ms(3_600_000))
+        .with_jitter(Jitter::None)
         .with_multiplier(1_001, 1_000);
     assert!(slow.ceiling(100) > slow.ceiling(99));
     assert_eq!(slow.ceiling(u32::MAX), ms(3_600_000));

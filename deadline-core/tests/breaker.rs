@@ -22,9 +22,9 @@ fn call(b: &CircuitBreaker, now: Instant, outcome: BreakerOutcome) {
 fn consecutive(n: u32) -> BreakerConfig {
     BreakerConfig::DEFAULT
         .with_consecutive_failures(n)
-        .failure_percent(0)
-        .window(20)
-        .min_calls(10)
+        .with_failure_percent(0)
+        .with_window(20)
+        .with_min_calls(10)
         .with_cooldown(ms(1_000))
         .with_probes(2)
         .with_probe_timeout(ms(500))
@@ -91,9 +91,9 @@ fn abandoned_calls_are_not_counted() {
 fn the_failure_ratio_opens_it_once_the_window_holds_min_calls() {
     let config = BreakerConfig::DEFAULT
         .with_consecutive_failures(0)
-        .failure_percent(50)
-        .window(10)
-        .min_calls(10);
+        .with_failure_percent(50)
+        .with_window(10)
+        .with_min_calls(10);
     let b = CircuitBreaker::new(config);
     // S F S F ... : never two failures in a row; 50% after ten outcomes.
     for i in 0..9u64 {
@@ -119,9 +119,9 @@ fn the_failure_ratio_opens_it_once_the_window_holds_min_calls() {
 fn the_ratio_ignores_a_window_under_min_calls() {
     let config = BreakerConfig::DEFAULT
         .with_consecutive_failures(0)
-        .failure_percent(50)
-        .window(10)
-        .min_calls(5);
+        .with_failure_percent(50)
+        .with_window(10)
+        .with_min_calls(5);
     let b = CircuitBreaker::new(config);
     for i in 0..4 {
         call(&b, at(i), BreakerOutcome::Failure);
@@ -135,9 +135,9 @@ fn the_ratio_ignores_a_window_under_min_calls() {
 fn a_success_into_a_window_full_of_successes_changes_nothing_and_any_other_is_counted() {
     let config = BreakerConfig::DEFAULT
         .with_consecutive_failures(0)
-        .failure_percent(50)
-        .window(4)
-        .min_calls(4);
+        .with_failure_percent(50)
+        .with_window(4)
+        .with_min_calls(4);
     let b = CircuitBreaker::new(config);
     // Six successes: the last two go into a window full of successes (written as it was).
     for i in 0..6 {
@@ -162,9 +162,9 @@ fn a_success_into_a_window_full_of_successes_changes_nothing_and_any_other_is_co
 fn the_window_slides() {
     let config = BreakerConfig::DEFAULT
         .with_consecutive_failures(0)
-        .failure_percent(75)
-        .window(4)
-        .min_calls(4);
+        .with_failure_percent(75)
+        .with_window(4)
+        .with_min_calls(4);
     let b = CircuitBreaker::new(config);
     let outcomes = [
         BreakerOutcome::Failure,
@@ -337,9 +337,9 @@ fn it_works_far_from_the_clock_origin() {
 fn out_of_range_settings_are_clamped() {
     let config = BreakerConfig::DEFAULT
         .with_consecutive_failures(1_000)
-        .failure_percent(0)
-        .window(1_000)
-        .min_calls(0)
+        .with_failure_percent(0)
+        .with_window(1_000)
+        .with_min_calls(0)
         .with_probes(0)
         .with_cooldown(std::time::Duration::MAX);
     let b = CircuitBreaker::new(config);

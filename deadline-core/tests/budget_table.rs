@@ -40,8 +40,8 @@ fn policies() -> [Policy<'static>; 3] {
             .with_retries(1)
             .with_backoff(
                 Backoff::exponential(RETRY_WAIT)
-                    .max(RETRY_WAIT)
-                    .jitter(Jitter::None),
+                    .with_max(RETRY_WAIT)
+                    .with_jitter(Jitter::None),
             ),
         Policy::required("C").with_cap(no_cap).with_floor(ms(1_000)),
     ]

@@ -40,7 +40,9 @@ fn connect_timeout_rejects_values_outside_the_grammar() {
         (b"00000000001", WireError::TooManyDigits),
         (b"99999999999999999999", WireError::TooManyDigits),
     ];
-    let server = Propagation::DEFAULT.allowance(ms(0)).max(ms(1_000));
+    let server = Propagation::DEFAULT
+        .with_allowance(ms(0))
+        .with_max(ms(1_000));
     for &(value, expected) in rejected {
         assert_eq!(ConnectTimeout::parse(value), Err(expected), "{value:?}");
         assert_eq!(
@@ -66,7 +68,9 @@ fn connect_timeout_decodes_up_to_ten_digits_and_clamps_to_the_maximum() {
         assert_eq!(v.as_str(), millis.to_string());
     }
     // The largest value is clamped to the server's maximum like any other.
-    let server = Propagation::DEFAULT.allowance(ms(0)).max(ms(1_000));
+    let server = Propagation::DEFAULT
+        .with_allowance(ms(0))
+        .with_max(ms(1_000));
     let local = server
         .decode_connect_timeout(b"9999999999", Instant::ZERO)
         .unwrap();
@@ -102,7 +106,9 @@ fn connect_timeout_encodes_whole_milliseconds_rounded_down_never_zero_at_most_te
 
 #[test]
 fn propagation_sends_the_time_left_less_the_allowance() {
-    let hop = Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000));
+    let hop = Propagation::DEFAULT
+        .with_allowance(ms(5))
+        .with_max(ms(10_000));
     let deadline = Deadline::after(Instant::ZERO, ms(200));
     let sent = hop.encode_connect_timeout(deadline, Instant::ZERO).unwrap();
     assert_eq!(sent.as_str(), "195");
@@ -128,7 +134,7 @@ proptest! {
             let exact: u64 = core::str::from_utf8(&bytes).unwrap().parse().unwrap();
             prop_assert_eq!(v.millis(), exact);
         }
-        let _ = Propagation::DEFAULT.allowance(ms(1)).max(Duration::MAX).decode_connect_timeout(&bytes, Instant::MAX);
+        let _ = Propagation::DEFAULT.with_allowance(ms(1)).with_max(Duration::MAX).decode_connect_timeout(&bytes, Instant::MAX);
     }
 
     #[test]
@@ -171,16 +177,16 @@ proptest! {
         max_us in prop_oneof![Just(u64::MAX), 0u64..10_000_000],
         receiver_now_us in any::<u64>(),
     ) {
-        let hop = Propagation::DEFAULT.allowance(Duration::from_micros(allowance_us)).max(Duration::from_micros(max_us));
+        let hop = Propagation::DEFAULT.with_allowance(Duration::from_micros(allowance_us)).with_max(Duration::from_micros(max_us));
         let deadline = Deadline::at(Instant::from_micros(deadline_us));
         let now = Instant::from_micros(now_us);
-        let limit = deadline.remaining(now).saturating_sub(hop.allowance);
+        let limit = deadline.remaining(now).saturating_sub(hop.allowance());
         let receiver_now = Instant::from_micros(receiver_now_us);
         match hop.encode_connect_timeout(deadline, now) {
             Ok(v) => {
                 prop_assert!(v.duration() <= limit && !v.duration().is_zero());
                 let local = hop.decode_connect_timeout(v.as_bytes(), receiver_now).unwrap();
-                prop_assert!(local.remaining(receiver_now) <= v.duration().min(hop.max));
+                prop_assert!(local.remaining(receiver_now) <= v.duration().min(hop.max()));
             }
             Err(e) => prop_assert!(e == WireError::Spent && limit < ms(1)),
         }

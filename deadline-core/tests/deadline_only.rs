@@ -144,7 +144,7 @@ fn without_retries_or_hedges_it_ends_every_call_as_the_full_driver_does() {
 
 #[test]
 fn with_retries_hedges_a_budget_and_a_breaker_it_makes_one_attempt_and_touches_neither() {
-    static BUDGET: RetryBudget = RetryBudget::percent(10).min_per_sec(0);
+    static BUDGET: RetryBudget = RetryBudget::percent(10).with_floor_per_sec(0);
     static BREAKER: CircuitBreaker =
         CircuitBreaker::new(BreakerConfig::DEFAULT.with_consecutive_failures(1));
     let armed = Policy::required("armed")

@@ -173,7 +173,7 @@ fn retry_within_the_budget() {
         .with_backoff(Backoff::constant(backoff));
     let deadline = Deadline::after(t.now(), ms(200));
     // 100%: each original call banks one retry. Ten earlier calls have deposited.
-    let budget = RetryBudget::percent(100).min_per_sec(0);
+    let budget = RetryBudget::percent(100).with_floor_per_sec(0);
     for _ in 0..10 {
         budget.deposit(t.now());
     }
@@ -230,7 +230,7 @@ fn retry_refused_by_the_budget_is_not_made() {
         .with_floor(ms(30))
         .with_retries(2)
         .with_backoff(Backoff::constant(ms(15)));
-    let budget = RetryBudget::percent(0).min_per_sec(0);
+    let budget = RetryBudget::percent(0).with_floor_per_sec(0);
     let call = Call::new(&b, Deadline::after(t.now(), ms(200)), ms(20)).with_budget(&budget);
     let calls = Cell::new(0u32);
     let called: Called<(), DepError> = timer
@@ -651,7 +651,7 @@ fn driver_future_is_send_when_its_parts_are() {
         .with_cap(ms(100))
         .with_floor(ms(5))
         .with_hedge(HedgePolicy::new(ms(10), 2));
-    let budget = RetryBudget::percent(10).min_per_sec(1);
+    let budget = RetryBudget::percent(10).with_floor_per_sec(1);
     let call = Call::new(&b, Deadline::after(t.now(), ms(100)), ms(0)).with_budget(&budget);
     let mut rng = SplitMix64::new(0);
     let fut =
@@ -715,8 +715,8 @@ fn jitter_comes_from_the_injected_rng() {
         .with_retries(2)
         .with_backoff(
             Backoff::exponential(base)
-                .max(ms(1_000))
-                .jitter(Jitter::Full),
+                .with_max(ms(1_000))
+                .with_jitter(Jitter::Full),
         );
     let call = Call::new(&b, Deadline::after(t.now(), ms(1_000)), ms(0));
     let starts = RefCell::new(Vec::new());
@@ -767,7 +767,7 @@ proptest! {
         let jitter = [Jitter::None, Jitter::Full, Jitter::Equal, Jitter::Decorrelated, Jitter::Grpc][jitter];
         let mut policy = Policy::required("X").with_cap(ms(cap_ms)).with_floor(ms(floor_ms))
             .with_idempotence(if idempotent { Idempotence::Idempotent } else { Idempotence::NotIdempotent })
-            .with_retries(attempts.saturating_sub(1)).with_backoff(Backoff::exponential(ms(base_ms)).max(ms(base_ms * 8)).jitter(jitter));
+            .with_retries(attempts.saturating_sub(1)).with_backoff(Backoff::exponential(ms(base_ms)).with_max(ms(base_ms * 8)).with_jitter(jitter));
         if let Some((delay, max)) = hedge {
             if idempotent {
                 policy = policy.with_hedge(HedgePolicy::new(ms(delay), max));

@@ -51,9 +51,9 @@ fn sim<'t, T: 't>(t: &'t ManualTimer, latency: Duration, out: T) -> impl Future<
 fn config(n: u32, probes: u32) -> BreakerConfig {
     BreakerConfig::DEFAULT
         .with_consecutive_failures(n)
-        .failure_percent(0)
-        .window(20)
-        .min_calls(10)
+        .with_failure_percent(0)
+        .with_window(20)
+        .with_min_calls(10)
         .with_cooldown(ms(1_000))
         .with_probes(probes)
         .with_probe_timeout(ms(500))
@@ -95,7 +95,7 @@ fn an_open_breaker_fails_the_call_at_once_and_uncalled() {
     let t = &timer;
     let breaker = CircuitBreaker::new(config(2, 1));
     trip(&breaker, 2, Instant::from_millis(50));
-    let budget = RetryBudget::percent(10).min_per_sec(0);
+    let budget = RetryBudget::percent(10).with_floor_per_sec(0);
     let b = Policy::required("B").with_cap(ms(110)).with_floor(ms(30));
     let call = Call::new(&b, Deadline::after(t.now(), ms(200)), ms(20))
         .with_budget(&budget)

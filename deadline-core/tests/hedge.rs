@@ -124,7 +124,7 @@ fn hedges_draw_from_the_same_budget_as_retries() {
         .idempotent()
         .with_retries(2)
         .with_backoff(Backoff::constant(ms(5)));
-    let budget = RetryBudget::percent(100).min_per_sec(0);
+    let budget = RetryBudget::percent(100).with_floor_per_sec(0);
     budget.deposit(Instant::ZERO); // one token for retries and hedges together
     let call = Call::new(&p, deadline(), ms(0)).with_budget(&budget);
     let mut h = HedgeState::new(Instant::ZERO);

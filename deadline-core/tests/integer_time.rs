@@ -69,12 +69,12 @@ fn old_scale(micros: u64, num: u64, den: u64) -> u64 {
 
 /// The earlier `Backoff::ceiling`, in microseconds.
 fn old_ceiling(b: &Backoff, n: u32) -> u64 {
-    let base = duration_to_micros(b.base);
-    let max = duration_to_micros(b.max);
-    let t = if let Some((p, q)) = old_pow_exact(b.multiplier, n) {
+    let base = duration_to_micros(b.base());
+    let max = duration_to_micros(b.max());
+    let t = if let Some((p, q)) = old_pow_exact(b.multiplier(), n) {
         old_scale(base, p, q)
     } else {
-        let pow = old_pow_q32(b.multiplier, n);
+        let pow = old_pow_q32(b.multiplier(), n);
         if pow == u64::MAX && base > 0 {
             max
         } else {
@@ -87,18 +87,18 @@ fn old_ceiling(b: &Backoff, n: u32) -> u64 {
 
 /// The earlier `Backoff::decorrelated`.
 fn old_decorrelated(b: &Backoff, previous: Duration) -> (u64, u64, u64) {
-    let base = duration_to_micros(b.base);
+    let base = duration_to_micros(b.base());
     let previous = match duration_to_micros(previous) {
         0 => base,
         p => p,
     };
     let hi = previous.saturating_mul(3).max(base);
-    (base, hi, duration_to_micros(b.max))
+    (base, hi, duration_to_micros(b.max()))
 }
 
 /// The earlier `Backoff::bounds_micros`.
 fn old_bounds(b: &Backoff, n: u32, previous: Duration) -> (u64, u64) {
-    match b.jitter {
+    match b.jitter() {
         Jitter::None => {
             let t = old_ceiling(b, n);
             (t, t)
@@ -137,7 +137,7 @@ fn old_u64_between(draw: u64, lo: u64, hi: u64) -> u64 {
 
 /// The earlier `Backoff::delay`, for one draw.
 fn old_delay(b: &Backoff, n: u32, previous: Duration, draw: u64) -> u64 {
-    if let Jitter::Decorrelated = b.jitter {
+    if let Jitter::Decorrelated = b.jitter() {
         let (base, hi, max) = old_decorrelated(b, previous);
         return old_u64_between(draw, base, hi).min(max);
     }
@@ -238,8 +238,8 @@ fn backoff() -> impl Strategy<Value = Backoff> {
     )
         .prop_map(|(base, max, num, den, j)| {
             Backoff::exponential(base)
-                .max(max)
-                .jitter(JITTERS[j])
+                .with_max(max)
+                .with_jitter(JITTERS[j])
                 .with_multiplier(num, den)
         })
 }
@@ -289,7 +289,7 @@ proptest! {
         draw in draw(),
     ) {
         for jitter in JITTERS {
-            let b = b.jitter(jitter);
+            let b = b.with_jitter(jitter);
             let (lo, hi) = old_bounds(&b, n, previous);
             prop_assert_eq!(
                 b.bounds(n, previous),
@@ -312,7 +312,10 @@ proptest! {
         budget in duration(),
         now in micros(),
     ) {
-        let policy = StatementPolicy::capped(cap).floor(Duration::ZERO).reserve(reserve);
+        let policy = StatementPolicy::capped(cap)
+            .with_floor(Duration::ZERO)
+            .with_reserve(reserve)
+            .with_margin(Duration::ZERO);
         let deadline = Deadline::after(Instant::ZERO, budget);
         let now = Instant::from_micros(now);
         let available = deadline.remaining(now).saturating_sub(reserve).min(cap);
@@ -333,7 +336,7 @@ proptest! {
 fn grpc_range_at_the_edges() {
     for t in (0..2_000u64).chain(u64::MAX - 2_000..=u64::MAX) {
         let b = Backoff::grpc(Duration::from_micros(t))
-            .max(Duration::MAX)
+            .with_max(Duration::MAX)
             .with_multiplier(1, 1);
         let expect = (old_scale(t, 4, 5), old_scale(t, 6, 5));
         let (lo, hi) = b.bounds(0, Duration::ZERO);

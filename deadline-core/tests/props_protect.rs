@@ -48,7 +48,7 @@ proptest! {
         max_attempts in 1u32..=8,
         max_balance in prop::option::of(0u32..=50),
     ) {
-        let mut budget = RetryBudget::percent(percent).min_per_sec(floor);
+        let mut budget = RetryBudget::percent(percent).with_floor_per_sec(floor);
         if let Some(cap) = max_balance {
             budget = budget.with_max_balance(cap);
         }
@@ -72,7 +72,7 @@ proptest! {
         floor in 0u32..=20,
     ) {
         arrivals.sort_unstable();
-        let budget = RetryBudget::percent(percent).min_per_sec(floor).with_max_balance(RetryBudget::MAX_BALANCE);
+        let budget = RetryBudget::percent(percent).with_floor_per_sec(floor).with_max_balance(RetryBudget::MAX_BALANCE);
         let calls = calls_against_a_dead_dependency(&budget, &arrivals, u32::MAX);
         let requests = arrivals.len() as u64;
         let seconds = arrivals.iter().map(|&t| second(t)).collect::<BTreeSet<_>>().len() as u64;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use deadline_core::budget::RetryBudget;
 use deadline_core::call::{Call, Decision};
-use deadline_core::policy::{Backoff, Idempotence, Jitter, Multiplier};
+use deadline_core::policy::{Backoff, Idempotence, Jitter};
 use deadline_core::retry::{GiveUp, RetryDecision, RetryState};
 use deadline_core::rng::SplitMix64;
 use deadline_core::{Deadline, Instant, Outcome, Policy, Pushback, ms};
@@ -105,8 +105,8 @@ fn policy_strategy() -> impl Strategy<Value = Policy<'static>> {
                 .with_retries(attempts.saturating_sub(1))
                 .with_backoff(
                     Backoff::exponential(ms(base))
-                        .max(ms(base * 10))
-                        .jitter(JITTERS[jitter]),
+                        .with_max(ms(base * 10))
+                        .with_jitter(JITTERS[jitter]),
                 )
         })
 }
@@ -174,8 +174,10 @@ proptest! {
         // 2 (AWS), 1.6 (gRPC), 1.5, 1: all exact for n <= 21 (see `Backoff::ceiling`).
         let (num, den) = [(2, 1), (8, 5), (3, 2), (1, 1)][ratio];
         let jitter = JITTERS[jitter];
-        let mut b = Backoff::exponential(Duration::from_micros(base_us)).max(Duration::from_micros(max_us)).jitter(jitter);
-        b.multiplier = Multiplier::new(num, den);
+        let b = Backoff::exponential(Duration::from_micros(base_us))
+            .with_max(Duration::from_micros(max_us))
+            .with_jitter(jitter)
+            .with_multiplier(num, den);
         let d = b.delay(n, Duration::from_micros(previous_us), &mut SplitMix64::new(seed));
         let d = d.as_micros();
 
@@ -213,7 +215,7 @@ proptest! {
     ) {
         let policy = Policy::required("X").idempotent().with_cap(ms(100)).with_floor(ms(1))
             .with_retries(attempts - 1).with_backoff(Backoff::constant(ms(1)));
-        let budget = RetryBudget::percent(percent).min_per_sec(floor_per_sec);
+        let budget = RetryBudget::percent(percent).with_floor_per_sec(floor_per_sec);
         let mut rng = SplitMix64::new(7);
         let mut calls = 0u64;
         let mut last = Instant::ZERO;

@@ -235,7 +235,7 @@ fn pushback_lengthens_but_never_shortens_the_wait() {
 #[test]
 fn the_budget_is_drawn_only_for_a_retry_that_is_made() {
     let p = dep();
-    let budget = RetryBudget::percent(100).min_per_sec(0);
+    let budget = RetryBudget::percent(100).with_floor_per_sec(0);
     budget.deposit(Instant::ZERO); // exactly one token
     let call = Call::new(&p, deadline(), ms(100)).with_budget(&budget);
     let mut rng = SplitMix64::new(1);
@@ -285,8 +285,8 @@ fn decorrelated_jitter_remembers_the_previous_wait() {
         .with_retries(4)
         .with_backoff(
             Backoff::exponential(base)
-                .max(ms(10_000))
-                .jitter(Jitter::Decorrelated),
+                .with_max(ms(10_000))
+                .with_jitter(Jitter::Decorrelated),
         );
     let call = Call::new(&p, Deadline::after(Instant::ZERO, ms(100_000)), ms(0));
     let mut state = RetryState::new();

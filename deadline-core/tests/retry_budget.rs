@@ -51,7 +51,7 @@ fn race(threads: u64, ops: u64, step: impl Fn(u64, u64) -> (u64, u64) + Sync) ->
 
 #[test]
 fn ten_deposits_at_ten_percent_buy_exactly_one_retry() {
-    let budget = RetryBudget::percent(10).min_per_sec(0);
+    let budget = RetryBudget::percent(10).with_floor_per_sec(0);
     let now = Instant::from_millis(1);
     for _ in 0..9 {
         budget.deposit(now);
@@ -69,7 +69,7 @@ fn whole_percentages_are_exact() {
     for percent in [1u32, 3, 7, 10, 33, 60, 99, 100, 150, 250] {
         for deposits in [0u64, 1, 9, 10, 11, 99, 100, 101, 997] {
             let budget = RetryBudget::percent(percent)
-                .min_per_sec(0)
+                .with_floor_per_sec(0)
                 .with_max_balance(RetryBudget::MAX_BALANCE);
             let now = Instant::ZERO;
             for _ in 0..deposits {
@@ -87,7 +87,7 @@ fn whole_percentages_are_exact() {
 #[test]
 fn per_mille_ratios_are_exact() {
     let budget = RetryBudget::per_mille(25)
-        .min_per_sec(0)
+        .with_floor_per_sec(0)
         .with_max_balance(RetryBudget::MAX_BALANCE);
     let now = Instant::ZERO;
     for _ in 0..39 {
@@ -119,7 +119,7 @@ fn the_default_is_ten_percent_with_a_floor() {
 
 #[test]
 fn a_refusal_changes_nothing() {
-    let budget = RetryBudget::percent(10).min_per_sec(0);
+    let budget = RetryBudget::percent(10).with_floor_per_sec(0);
     let now = Instant::ZERO;
     for _ in 0..7 {
         budget.deposit(now);
@@ -136,7 +136,7 @@ fn a_refusal_changes_nothing() {
 #[test]
 fn the_floor_is_per_second_and_cannot_be_saved() {
     let floor = 3;
-    let budget = RetryBudget::percent(10).min_per_sec(floor);
+    let budget = RetryBudget::percent(10).with_floor_per_sec(floor);
     let s5 = Instant::from_secs(5);
     assert_eq!(budget.floor_left(s5), floor);
     assert_eq!(drain(&budget, s5), u64::from(floor));
@@ -150,7 +150,7 @@ fn the_floor_is_per_second_and_cannot_be_saved() {
 
 #[test]
 fn deposits_are_spent_before_the_floor() {
-    let budget = RetryBudget::percent(50).min_per_sec(2);
+    let budget = RetryBudget::percent(50).with_floor_per_sec(2);
     let now = Instant::from_secs(1);
     for _ in 0..4 {
         budget.deposit(now);
@@ -165,7 +165,7 @@ fn deposits_are_spent_before_the_floor() {
 fn the_balance_is_capped() {
     let cap = 3;
     let budget = RetryBudget::percent(100)
-        .min_per_sec(0)
+        .with_floor_per_sec(0)
         .with_max_balance(cap);
     assert_eq!(budget.max_balance(), cap);
     let now = Instant::ZERO;
@@ -175,7 +175,9 @@ fn the_balance_is_capped() {
     assert_eq!(budget.balance(), cap);
     assert_eq!(drain(&budget, now), u64::from(cap));
     // A cap of zero leaves the floor alone.
-    let floor_only = RetryBudget::percent(100).min_per_sec(1).with_max_balance(0);
+    let floor_only = RetryBudget::percent(100)
+        .with_floor_per_sec(1)
+        .with_max_balance(0);
     for _ in 0..50 {
         floor_only.deposit(now);
     }
@@ -185,7 +187,7 @@ fn the_balance_is_capped() {
 #[test]
 fn out_of_range_settings_are_clamped() {
     let budget = RetryBudget::percent(u32::MAX)
-        .min_per_sec(u32::MAX)
+        .with_floor_per_sec(u32::MAX)
         .with_max_balance(u32::MAX);
     assert_eq!(budget.floor_per_sec(), RetryBudget::MAX_FLOOR_PER_SEC);
     assert_eq!(budget.max_balance(), RetryBudget::MAX_BALANCE);
@@ -201,7 +203,7 @@ fn out_of_range_settings_are_clamped() {
 #[test]
 fn a_clock_stepping_back_mints_nothing() {
     let floor = 4;
-    let budget = RetryBudget::percent(0).min_per_sec(floor);
+    let budget = RetryBudget::percent(0).with_floor_per_sec(floor);
     let later = Instant::from_secs(1_000_000);
     assert_eq!(drain(&budget, later), u64::from(floor));
     // Readings from earlier seconds, one second to a week back, and the origin: all counted
@@ -231,7 +233,7 @@ fn the_first_window_may_be_anywhere() {
         40 * 86_400,
         u64::MAX / 1_000_000,
     ] {
-        let budget = RetryBudget::percent(0).min_per_sec(2);
+        let budget = RetryBudget::percent(0).with_floor_per_sec(2);
         assert_eq!(
             drain(&budget, Instant::from_secs(secs)),
             2,
@@ -251,7 +253,7 @@ fn racing_threads_never_overdraw_and_lose_nothing() {
     let floor = 7;
     for percent in [10, 100, 130] {
         let budget = RetryBudget::percent(percent)
-            .min_per_sec(floor)
+            .with_floor_per_sec(floor)
             .with_max_balance(RetryBudget::MAX_BALANCE);
         let now = Instant::from_millis(42_250);
         let (deposits, granted) = race(THREADS, OPS, |t, i| {
@@ -282,7 +284,7 @@ fn racing_threads_across_windows_stay_within_the_bound() {
     let percent = 5;
     let floor = 3;
     let budget = RetryBudget::percent(percent)
-        .min_per_sec(floor)
+        .with_floor_per_sec(floor)
         .with_max_balance(RetryBudget::MAX_BALANCE);
     let instant = |t: u64, i: u64| Instant::from_micros(1_000_000 + i * 997 + t * 250_013);
     let (deposits, granted) = race(THREADS, OPS, |t, i| {

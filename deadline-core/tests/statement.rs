@@ -8,8 +8,11 @@ use deadline_core::statement::{
 use deadline_core::{Deadline, Error, Instant, ms};
 use proptest::prelude::*;
 
-/// The propagation model's `get_order`: at most 300 ms per query, and "don't start" under 40 ms left.
-const DATABASE: StatementPolicy = StatementPolicy::capped(ms(300)).floor(ms(40));
+/// The propagation model's `get_order`: at most 300 ms per query, and "don't start" under 40 ms
+/// left. The model's database answers in no time: no margin.
+const DATABASE: StatementPolicy = StatementPolicy::capped(ms(300))
+    .with_floor(ms(40))
+    .with_margin(Duration::ZERO);
 
 fn millis(d: StatementDecision) -> Option<u32> {
     d.timeout().map(|t| t.millis())
@@ -55,7 +58,7 @@ fn rounds_down_so_the_database_never_outlives_the_caller() {
 #[test]
 fn never_zero_because_zero_means_no_timeout() {
     // No floor at all, and 0.5 ms left: PostgreSQL would read 0 as "wait forever".
-    let policy = StatementPolicy::capped(ms(300)).floor(Duration::ZERO);
+    let policy = StatementPolicy::capped(ms(300)).with_floor(Duration::ZERO);
     let deadline = Deadline::after(Instant::ZERO, Duration::from_micros(500));
     let d = statement_timeout(&policy, deadline, Instant::ZERO);
     assert!(matches!(d, StatementDecision::DontStart(s) if s.error() != Error::DeadlineExceeded));
@@ -66,7 +69,7 @@ fn never_zero_because_zero_means_no_timeout() {
 
 #[test]
 fn the_reserve_comes_off_the_time_left() {
-    let policy = DATABASE.reserve(ms(15));
+    let policy = DATABASE.with_reserve(ms(15));
     let deadline = Deadline::after(Instant::ZERO, ms(100));
     // 100 - 15 = 85 ms.
     assert_eq!(
@@ -81,8 +84,64 @@ fn the_reserve_comes_off_the_time_left() {
 }
 
 #[test]
+fn the_default_margin_ends_the_statement_5_ms_before_the_deadline() {
+    let policy = StatementPolicy::capped(ms(300)).with_floor(ms(40));
+    assert_eq!(policy.margin(), StatementPolicy::DEFAULT_MARGIN);
+    assert_eq!(StatementPolicy::DEFAULT_MARGIN, ms(5));
+    let deadline = Deadline::after(Instant::ZERO, ms(1000));
+    let at = |t: u64| statement_timeout(&policy, deadline, Instant::from_millis(t));
+    // Plenty left: the cap, the margin does not matter.
+    assert_eq!(millis(at(0)), Some(300));
+    // 250 ms left: 245 for the statement, 5 for its answer.
+    assert_eq!(millis(at(750)), Some(245));
+    // 45 ms left: 40, exactly the floor.
+    assert_eq!(millis(at(955)), Some(40));
+    // 44 ms left: 39, under the floor; the shortfall says so.
+    let StatementDecision::DontStart(s) = at(956) else {
+        panic!("39 ms after the margin must not start a query");
+    };
+    assert_eq!(
+        (s.left(), s.available(), s.floor()),
+        (ms(44), ms(39), ms(40))
+    );
+}
+
+#[test]
+fn the_margin_adds_to_the_reserve() {
+    let policy = DATABASE.with_reserve(ms(15)).with_margin(ms(10));
+    let deadline = Deadline::after(Instant::ZERO, ms(100));
+    // 100 - 15 - 10 = 75 ms.
+    assert_eq!(
+        millis(statement_timeout(&policy, deadline, Instant::ZERO)),
+        Some(75)
+    );
+    // 64 - 25 = 39 ms: under the floor.
+    assert!(matches!(
+        statement_timeout(&policy, deadline, Instant::from_millis(36)),
+        StatementDecision::DontStart(_)
+    ));
+}
+
+#[test]
+fn a_huge_margin_saturates_to_do_not_start() {
+    let policy = StatementPolicy::capped(ms(300))
+        .with_floor(Duration::ZERO)
+        .with_reserve(Duration::MAX)
+        .with_margin(Duration::MAX);
+    let deadline = Deadline::after(Instant::ZERO, ms(1000));
+    let StatementDecision::DontStart(s) = statement_timeout(&policy, deadline, Instant::ZERO)
+    else {
+        panic!("no time is left after the margin");
+    };
+    assert_eq!((s.left(), s.available()), (ms(1000), Duration::ZERO));
+    // Even with no deadline at all.
+    let d = statement_timeout(&policy, Deadline::NEVER, Instant::ZERO);
+    assert!(matches!(d, StatementDecision::DontStart(_)));
+}
+
+#[test]
 fn a_deadline_that_never_comes_gets_the_cap() {
-    let huge = StatementPolicy::capped(Duration::MAX).floor(ms(1));
+    let huge = StatementPolicy::capped(Duration::MAX).with_floor(ms(1));
     let d = statement_timeout(&huge, Deadline::NEVER, Instant::ZERO);
     assert_eq!(millis(d), Some(MAX_STATEMENT_MILLIS));
     let d = statement_timeout(&DATABASE, Deadline::NEVER, Instant::MAX);
@@ -97,24 +156,29 @@ proptest! {
         cap in any::<u64>(),
         floor in 0u64..10_000_000,
         reserve in 0u64..10_000_000,
+        margin in prop_oneof![0u64..100_000, any::<u64>()],
     ) {
-        let policy = StatementPolicy::capped(Duration::from_micros(cap)).floor(Duration::from_micros(floor))
-            .reserve(Duration::from_micros(reserve));
+        let policy = StatementPolicy::capped(Duration::from_micros(cap)).with_floor(Duration::from_micros(floor))
+            .with_reserve(Duration::from_micros(reserve))
+            .with_margin(Duration::from_micros(margin));
         let deadline = Deadline::at(Instant::from_micros(deadline));
         let now = Instant::from_micros(now);
-        let left = deadline.remaining(now).saturating_sub(policy.reserve);
+        let left = deadline
+            .remaining(now)
+            .saturating_sub(policy.reserve())
+            .saturating_sub(policy.margin());
         match statement_timeout(&policy, deadline, now) {
             StatementDecision::Set(t) => {
                 let d = t.as_duration();
                 prop_assert!(t.millis() >= 1);
                 prop_assert!(d <= left);
-                prop_assert!(d <= policy.cap);
+                prop_assert!(d <= policy.cap());
                 // At least the floor, up to the rounding to whole milliseconds.
-                prop_assert!(d + ms(1) > policy.floor);
-                prop_assert!(now + d + policy.reserve <= deadline.instant());
+                prop_assert!(d + ms(1) > policy.floor());
+                prop_assert!(now + d + policy.reserve() + policy.margin() <= deadline.instant());
             }
             StatementDecision::DontStart(s) => {
-                prop_assert!(s.available() < policy.floor || s.available() < ms(1));
+                prop_assert!(s.available() < policy.floor() || s.available() < ms(1));
                 prop_assert!(s.available() <= left);
             }
         }

@@ -101,7 +101,9 @@ fn grpc_timeout_rejects_values_outside_the_grammar() {
         if let Ok(text) = core::str::from_utf8(value) {
             assert_eq!(text.parse::<GrpcTimeout>(), Err(expected), "{text:?}");
         }
-        let server = Propagation::DEFAULT.allowance(ms(0)).max(ms(1_000));
+        let server = Propagation::DEFAULT
+            .with_allowance(ms(0))
+            .with_max(ms(1_000));
         assert_eq!(
             server.decode_grpc_timeout(value, Instant::ZERO),
             Err(expected)
@@ -157,15 +159,17 @@ fn grpc_timeout_hostile_largest_value_decodes_without_overflow() {
 
     // Clamped by the server's maximum, whatever the clock reads.
     let server = Propagation::DEFAULT
-        .allowance(ms(0))
-        .max(Duration::from_secs(30));
+        .with_allowance(ms(0))
+        .with_max(Duration::from_secs(30));
     for now in [Instant::ZERO, Instant::from_secs(1), Instant::MAX] {
         let local = server.decode_grpc_timeout(b"99999999H", now).unwrap();
-        assert!(local.remaining(now) <= server.max);
+        assert!(local.remaining(now) <= server.max());
         assert!(local.instant() >= now);
     }
     // With no maximum at all, the deadline saturates at the end of time instead of wrapping.
-    let open = Propagation::DEFAULT.allowance(ms(0)).max(Duration::MAX);
+    let open = Propagation::DEFAULT
+        .with_allowance(ms(0))
+        .with_max(Duration::MAX);
     let near_end = Instant::from_micros(u64::MAX - 5);
     let local = open.decode_grpc_timeout(b"99999999H", near_end).unwrap();
     assert_eq!(local, Deadline::NEVER);
@@ -232,7 +236,9 @@ fn deadline_ms_decodes_digits_only_and_rejects_overflow() {
     ];
     for &(value, expected) in rejected {
         assert_eq!(DeadlineMs::parse(value), Err(expected), "{value:?}");
-        let server = Propagation::DEFAULT.allowance(ms(0)).max(ms(1_000));
+        let server = Propagation::DEFAULT
+            .with_allowance(ms(0))
+            .with_max(ms(1_000));
         assert_eq!(
             server.decode_deadline_ms(value, Instant::ZERO),
             Err(expected)
@@ -278,16 +284,18 @@ fn deadline_ms_encodes_whole_milliseconds_rounded_down_never_zero() {
 
 #[test]
 fn propagation_subtracts_the_allowance_before_sending() {
-    let hop = Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000));
+    let hop = Propagation::DEFAULT
+        .with_allowance(ms(5))
+        .with_max(ms(10_000));
     let deadline = Deadline::after(Instant::ZERO, ms(200));
     for now_ms in [0u64, 100, 194] {
         let now = Instant::from_millis(now_ms);
         let left = deadline.remaining(now);
-        assert_eq!(hop.outgoing(deadline, now), Ok(left - hop.allowance));
+        assert_eq!(hop.outgoing(deadline, now), Ok(left - hop.allowance()));
         let sent = hop.encode_deadline_ms(deadline, now).unwrap();
-        assert_eq!(sent.duration(), left - hop.allowance);
+        assert_eq!(sent.duration(), left - hop.allowance());
         let sent = hop.encode_grpc_timeout(deadline, now).unwrap();
-        assert_eq!(sent.duration(), left - hop.allowance);
+        assert_eq!(sent.duration(), left - hop.allowance());
     }
     // Within the allowance of the deadline, at it, or past it: nothing is sent.
     for now_ms in [195u64, 199, 200, 10_000] {
@@ -310,7 +318,9 @@ fn propagation_subtracts_the_allowance_before_sending() {
 
 #[test]
 fn propagation_clamps_incoming_budgets_to_the_maximum() {
-    let server = Propagation::DEFAULT.allowance(ms(0)).max(ms(1_000));
+    let server = Propagation::DEFAULT
+        .with_allowance(ms(0))
+        .with_max(ms(1_000));
     let now = Instant::from_millis(40);
     for (budget, expected) in [
         (ms(0), ms(0)),
@@ -324,7 +334,7 @@ fn propagation_clamps_incoming_budgets_to_the_maximum() {
         assert_eq!(local.is_expired(now), expected.is_zero());
     }
     let local = server.decode_deadline_ms(b"86400000", now).unwrap();
-    assert_eq!(local.remaining(now), server.max);
+    assert_eq!(local.remaining(now), server.max());
     let local = server.decode_grpc_timeout(b"250m", now).unwrap();
     assert_eq!(local.remaining(now), ms(250));
 }
@@ -338,7 +348,9 @@ fn a_call_timeout_travels_to_the_callee_shortened_by_the_allowance() {
     let start = Instant::from_millis(10);
     let limits = call_timeout(&b, request, ms(20), start).limits().unwrap();
 
-    let hop = Propagation::DEFAULT.allowance(ms(3)).max(ms(60_000));
+    let hop = Propagation::DEFAULT
+        .with_allowance(ms(3))
+        .with_max(ms(60_000));
     let header = hop.encode_grpc_timeout(limits.deadline(), start).unwrap();
     let callee_now = Instant::from_secs(1_000);
     let callee = hop
@@ -346,7 +358,7 @@ fn a_call_timeout_travels_to_the_callee_shortened_by_the_allowance() {
         .unwrap();
     assert_eq!(
         callee.remaining(callee_now),
-        limits.timeout() - hop.allowance
+        limits.timeout() - hop.allowance()
     );
 }
 
@@ -359,7 +371,7 @@ proptest! {
     ) {
         let decoded = GrpcTimeout::parse(&bytes);
         prop_assert_eq!(decoded.ok().map(|t| t.duration().as_nanos()), grammar(&bytes));
-        let _ = Propagation::DEFAULT.allowance(ms(1)).max(Duration::MAX).decode_grpc_timeout(&bytes, Instant::MAX);
+        let _ = Propagation::DEFAULT.with_allowance(ms(1)).with_max(Duration::MAX).decode_grpc_timeout(&bytes, Instant::MAX);
     }
 
     #[test]
@@ -390,7 +402,7 @@ proptest! {
         if well_formed && !fits {
             prop_assert_eq!(decoded, Err(WireError::TooLarge));
         }
-        let _ = Propagation::DEFAULT.allowance(ms(1)).max(Duration::MAX).decode_deadline_ms(&bytes, Instant::MAX);
+        let _ = Propagation::DEFAULT.with_allowance(ms(1)).with_max(Duration::MAX).decode_deadline_ms(&bytes, Instant::MAX);
     }
 
     #[test]
@@ -411,7 +423,7 @@ proptest! {
         let text = value.to_string();
         prop_assume!(text.len() <= DeadlineMs::MAX_DIGITS);
         prop_assert_eq!(DeadlineMs::parse(text.as_bytes()), Err(WireError::TooLarge));
-        let server = Propagation::DEFAULT.allowance(ms(0)).max(Duration::MAX);
+        let server = Propagation::DEFAULT.with_allowance(ms(0)).with_max(Duration::MAX);
         prop_assert_eq!(server.decode_deadline_ms(text.as_bytes(), Instant::ZERO), Err(WireError::TooLarge));
     }
 
@@ -474,10 +486,10 @@ proptest! {
         max_us in prop_oneof![Just(u64::MAX), 0u64..10_000_000],
         receiver_now_us in any::<u64>(),
     ) {
-        let hop = Propagation::DEFAULT.allowance(Duration::from_micros(allowance_us)).max(Duration::from_micros(max_us));
+        let hop = Propagation::DEFAULT.with_allowance(Duration::from_micros(allowance_us)).with_max(Duration::from_micros(max_us));
         let deadline = Deadline::at(Instant::from_micros(deadline_us));
         let now = Instant::from_micros(now_us);
-        let limit = deadline.remaining(now).saturating_sub(hop.allowance);
+        let limit = deadline.remaining(now).saturating_sub(hop.allowance());
         let receiver_now = Instant::from_micros(receiver_now_us);
 
         match hop.outgoing(deadline, now) {
@@ -494,7 +506,7 @@ proptest! {
             Ok(t) => {
                 prop_assert!(t.duration() <= limit && !t.duration().is_zero());
                 let local = hop.decode_grpc_timeout(t.as_bytes(), receiver_now).unwrap();
-                prop_assert!(local.remaining(receiver_now) <= t.duration().min(hop.max));
+                prop_assert!(local.remaining(receiver_now) <= t.duration().min(hop.max()));
             }
             Err(e) => prop_assert!(e == WireError::Spent && limit.is_zero()),
         }
@@ -502,7 +514,7 @@ proptest! {
             Ok(v) => {
                 prop_assert!(v.duration() <= limit && !v.duration().is_zero());
                 let local = hop.decode_deadline_ms(v.as_bytes(), receiver_now).unwrap();
-                prop_assert!(local.remaining(receiver_now) <= v.duration().min(hop.max));
+                prop_assert!(local.remaining(receiver_now) <= v.duration().min(hop.max()));
             }
             Err(e) => prop_assert!(e == WireError::Spent && limit < ms(1)),
         }

@@ -43,8 +43,8 @@ fn longest_draws() -> Sequence<'static> {
 fn three_tries_of_2_s_are_6_s_plus_the_wait_times() {
     // The budget table's retry waits 200 ms; exponential without jitter doubles it for the next one.
     let backoff = Backoff::exponential(ms(200))
-        .max(ms(1_000))
-        .jitter(Jitter::None);
+        .with_max(ms(1_000))
+        .with_jitter(Jitter::None);
     let retry = RetryPolicy::new(3, backoff);
     let without_waits = worst_case(ms(2_000), 2);
     assert_eq!(without_waits, ms(6_000));
@@ -64,7 +64,9 @@ fn full_jitter_counts_the_top_of_each_range() {
     // One retry after a jittered backoff from 5 ms: the wait may be the whole 5 ms.
     let retry = RetryPolicy::new(
         2,
-        Backoff::exponential(ms(5)).max(ms(40)).jitter(Jitter::Full),
+        Backoff::exponential(ms(5))
+            .with_max(ms(40))
+            .with_jitter(Jitter::Full),
     );
     assert_eq!(worst_case_with_backoff(ms(80), &retry), ms(160 + 5));
     // Drawn low, the same call takes less: the worst case is an upper bound.
@@ -92,8 +94,8 @@ fn no_backoff_is_the_plain_worst_case() {
 fn decorrelated_jitter_grows_threefold_from_its_largest_previous_wait() {
     let (base, max) = (ms(10), ms(1_000));
     let backoff = Backoff::exponential(base)
-        .max(max)
-        .jitter(Jitter::Decorrelated);
+        .with_max(max)
+        .with_jitter(Jitter::Decorrelated);
     for attempts in 1..=9u32 {
         let retry = RetryPolicy::new(attempts, backoff);
         // The oracle: the largest wait before retry n is min(max, base × 3^(n+1)).
@@ -119,8 +121,8 @@ fn decorrelated_jitter_grows_threefold_from_its_largest_previous_wait() {
 #[test]
 fn huge_inputs_saturate() {
     let long = Backoff::exponential(Duration::MAX)
-        .max(Duration::MAX)
-        .jitter(Jitter::Full);
+        .with_max(Duration::MAX)
+        .with_jitter(Jitter::Full);
     let retry = RetryPolicy::new(u32::MAX, long);
     assert_eq!(
         worst_case_with_backoff(Duration::MAX, &retry),
@@ -133,7 +135,10 @@ fn huge_inputs_saturate() {
         Duration::MAX
     );
     // gRPC's jitter may exceed its max by 20%: still no overflow.
-    let grpc = RetryPolicy::new(u32::MAX, Backoff::grpc(Duration::MAX).max(Duration::MAX));
+    let grpc = RetryPolicy::new(
+        u32::MAX,
+        Backoff::grpc(Duration::MAX).with_max(Duration::MAX),
+    );
     assert_eq!(worst_case_with_backoff(ms(1), &grpc), Duration::MAX);
 }
 
@@ -146,8 +151,8 @@ fn the_most_attempts_are_summed_exactly_when_the_wait_settles() {
     assert_eq!(worst_case_with_backoff(ms(10), &retry).as_nanos(), expected);
     // Doubling reaches its max after a few retries; from then on every wait is the max.
     let backoff = Backoff::exponential(ms(1))
-        .max(ms(64))
-        .jitter(Jitter::Equal);
+        .with_max(ms(64))
+        .with_jitter(Jitter::Equal);
     let retry = RetryPolicy::new(u32::MAX, backoff);
     let growing: u128 = (0..6).map(|n| ms(1 << n).as_nanos()).sum();
     let expected = ms(10).as_nanos() * (retries + 1) + growing + ms(64).as_nanos() * (retries - 6);
@@ -161,8 +166,8 @@ fn a_backoff_still_growing_past_the_exact_retries_is_bounded_by_its_max() {
     // wait at the max.
     let (base, max) = (ms(1), ms(1_000));
     let backoff = Backoff::exponential(base)
-        .max(max)
-        .jitter(Jitter::None)
+        .with_max(max)
+        .with_jitter(Jitter::None)
         .with_multiplier(1_000_001, 1_000_000);
     let attempts = EXACT_RETRIES * 4;
     let retry = RetryPolicy::new(attempts, backoff);
@@ -202,8 +207,8 @@ fn backoff() -> impl Strategy<Value = Backoff> {
         .prop_map(|(base, max, jitter, num, den)| {
             let (num, den) = if num < den { (den, den) } else { (num, den) };
             Backoff::exponential(Duration::from_micros(base))
-                .max(Duration::from_micros(max))
-                .jitter(jitter)
+                .with_max(Duration::from_micros(max))
+                .with_jitter(jitter)
                 .with_multiplier(num.min(den * 4), den)
         })
 }
@@ -245,7 +250,7 @@ proptest! {
         attempts in prop_oneof![0u32..100, Just(u32::MAX)],
         t in prop_oneof![any::<u64>().prop_map(Duration::from_nanos), Just(Duration::MAX)],
     ) {
-        let backoff = Backoff::exponential(base).max(max).jitter(jitter).with_multiplier(num, den);
+        let backoff = Backoff::exponential(base).with_max(max).with_jitter(jitter).with_multiplier(num, den);
         let retry = RetryPolicy::new(attempts, backoff);
         let worst = worst_case_with_backoff(t, &retry);
         prop_assert!(worst >= worst_case(t, retry.attempts() - 1));

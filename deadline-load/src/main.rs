@@ -120,8 +120,12 @@ async fn handler_with_library(
     let enqueued = TokioClock.now();
     // Wait no longer than the queue delay admission allows, and never so long that the
     // work no longer fits before the deadline.
-    let fits = deadline.remaining(enqueued).saturating_sub(admission.need);
-    let wait = admission.max_queue_delay.map_or(fits, |max| max.min(fits));
+    let fits = deadline
+        .remaining(enqueued)
+        .saturating_sub(admission.need());
+    let wait = admission
+        .max_queue_delay()
+        .map_or(fits, |max| max.min(fits));
     waiting.fetch_add(1, Ordering::Relaxed);
     let permit = tokio::time::timeout(wait, workers.acquire()).await;
     waiting.fetch_sub(1, Ordering::Relaxed);
@@ -158,7 +162,9 @@ async fn serve(mode: Mode, listener: TcpListener, waiting: Arc<AtomicUsize>) {
     let workers = Arc::new(Semaphore::new(WORKERS));
     let admission = Admission::new(WORK).with_max_queue_delay(MAX_QUEUE_DELAY);
     let layer = DeadlineLayer::new(
-        Propagation::DEFAULT.allowance(ms(0)).max(ms(10_000)),
+        Propagation::DEFAULT
+            .with_allowance(ms(0))
+            .with_max(ms(10_000)),
         ms(1_000),
     )
     .with_admission(admission);
@@ -232,8 +238,8 @@ async fn run(mode: Mode, seconds: u64) -> Report {
             // The client's deadline, less the allowance, as the core encodes it.
             let now = TokioClock.now();
             let budget = Propagation::DEFAULT
-                .allowance(ALLOWANCE)
-                .max(DEADLINE)
+                .with_allowance(ALLOWANCE)
+                .with_max(DEADLINE)
                 .encode_deadline_ms(Deadline::after(now, DEADLINE), now)
                 .expect("100 ms is not spent");
             let request = Request::builder()

@@ -47,7 +47,7 @@ const T0: Instant = Instant::from_secs(10);
 fn retry_budget_is_never_overdrawn_and_conserves_tokens() {
     explore("retry budget: deposits and grants", || {
         // 50%: two deposits buy one retry. No floor: only deposits pay.
-        let budget = Arc::new(RetryBudget::percent(50).min_per_sec(0));
+        let budget = Arc::new(RetryBudget::percent(50).with_floor_per_sec(0));
         let _ = budget.available(T0);
         let depositor = {
             let budget = Arc::clone(&budget);
@@ -78,7 +78,7 @@ fn retry_budget_is_never_overdrawn_and_conserves_tokens() {
 #[test]
 fn retry_budget_floor_grants_at_most_its_count_per_second() {
     explore("retry budget: the floor per second", || {
-        let budget = Arc::new(RetryBudget::percent(0).min_per_sec(1));
+        let budget = Arc::new(RetryBudget::percent(0).with_floor_per_sec(1));
         let _ = budget.available(T0);
         let racers: Vec<_> = [T0, T0, Instant::from_secs(9)]
             .into_iter()
@@ -100,9 +100,9 @@ fn breaker() -> CircuitBreaker {
     CircuitBreaker::new(
         BreakerConfig::DEFAULT
             .with_consecutive_failures(1)
-            .failure_percent(0)
-            .window(20)
-            .min_calls(10)
+            .with_failure_percent(0)
+            .with_window(20)
+            .with_min_calls(10)
             .with_cooldown(ms(1_000))
             .with_probes(2)
             .with_probe_timeout(ms(500)),

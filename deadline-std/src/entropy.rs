@@ -39,7 +39,7 @@ static SEEDS: AtomicU64 = AtomicU64::new(0);
 ///
 /// // Two attempts, with a fully jittered backoff (somewhere in 0 to 10 ms) between them.
 /// let b = Policy::required("B").idempotent().with_cap(ms(110)).with_floor(ms(30))
-///     .with_retries(1).with_backoff(Backoff::exponential(ms(10)).max(ms(80)).jitter(Jitter::Full));
+///     .with_retries(1).with_backoff(Backoff::exponential(ms(10)).with_max(ms(80)).with_jitter(Jitter::Full));
 /// let clock = ManualClock::new(); // virtual time, for the example: the sleep moves it
 /// let call = Call::new(&b, Deadline::after(clock.now(), ms(500)), ms(20));
 /// let mut attempts = 0;

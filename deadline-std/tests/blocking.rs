@@ -105,7 +105,7 @@ fn a_retry_sleeps_its_backoff_and_gets_the_time_left() {
         .with_retries(2)
         .with_backoff(Backoff::constant(ms(10)));
     let clock = ManualClock::new();
-    let budget = RetryBudget::percent(10).min_per_sec(5);
+    let budget = RetryBudget::percent(10).with_floor_per_sec(5);
     let call = Call::new(&b, Deadline::after(clock.now(), ms(200)), ms(20)).with_budget(&budget);
     let starts = Starts::default();
     let called = BlockingDriver::new(call, &clock, SplitMix64::new(1)).run(classify, |limits| {
@@ -217,7 +217,7 @@ fn a_retry_the_budget_refuses_is_not_made() {
         .with_retries(2)
         .with_backoff(Backoff::constant(ms(10)));
     let clock = ManualClock::new();
-    let empty = RetryBudget::percent(0).min_per_sec(0);
+    let empty = RetryBudget::percent(0).with_floor_per_sec(0);
     let call = Call::new(&b, Deadline::after(clock.now(), ms(200)), ms(20)).with_budget(&empty);
     let called = BlockingDriver::new(call, &clock, SplitMix64::new(4)).run(classify, |_| {
         clock.advance(ms(20));

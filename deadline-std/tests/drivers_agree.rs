@@ -100,9 +100,9 @@ impl Scenario {
 
     fn retry_budget(&self) -> RetryBudget {
         if self.empty_budget {
-            RetryBudget::percent(0).min_per_sec(0)
+            RetryBudget::percent(0).with_floor_per_sec(0)
         } else {
-            RetryBudget::percent(100).min_per_sec(10)
+            RetryBudget::percent(100).with_floor_per_sec(10)
         }
     }
 }

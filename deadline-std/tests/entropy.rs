@@ -56,8 +56,8 @@ fn seeds_differ_at_every_call() {
 fn the_first_retry_of_two_calls_waits_differently() {
     // The storm jitter prevents: with a fixed seed every request's first backoff is the same.
     let backoff = Backoff::exponential(ms(100))
-        .max(ms(1_000))
-        .jitter(Jitter::Full);
+        .with_max(ms(1_000))
+        .with_jitter(Jitter::Full);
     let mut waits: Vec<Duration> = (0..64)
         .map(|_| backoff.delay(0, Duration::ZERO, &mut Entropy))
         .collect();

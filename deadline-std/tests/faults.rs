@@ -113,7 +113,7 @@ fn blocking_dependency_hangs_forever() {
 fn blocking_dependency_errors_every_time() {
     for (budget, expected) in [
         (None, 3),
-        (Some(RetryBudget::percent(10).min_per_sec(0)), 1),
+        (Some(RetryBudget::percent(10).with_floor_per_sec(0)), 1),
     ] {
         let clock = ManualClock::new();
         let deadline = Deadline::after(clock.now(), BUDGET);
@@ -252,9 +252,9 @@ fn blocking_dependency_panics() {
     let breaker = CircuitBreaker::new(
         BreakerConfig::DEFAULT
             .with_consecutive_failures(1)
-            .failure_percent(0)
-            .window(20)
-            .min_calls(10)
+            .with_failure_percent(0)
+            .with_window(20)
+            .with_min_calls(10)
             .with_cooldown(ms(100))
             .with_probes(1)
             .with_probe_timeout(ms(300)),

@@ -108,7 +108,7 @@ pub async fn dependency_hangs_forever<T: Timer + Copy>(timer: T) {
 pub async fn dependency_errors_every_time<T: Timer + Copy>(timer: T) {
     for (budget, expected) in [
         (None, 3),
-        (Some(RetryBudget::percent(10).min_per_sec(0)), 1),
+        (Some(RetryBudget::percent(10).with_floor_per_sec(0)), 1),
     ] {
         let t0 = timer.now();
         let deadline = Deadline::after(t0, BUDGET);

@@ -165,7 +165,7 @@ pub async fn retry_within_the_budget<T: Timer + Copy>(timer: T) {
         .idempotent()
         .with_retries(2)
         .with_backoff(Backoff::constant(ms(10)));
-    let budget = RetryBudget::percent(10).min_per_sec(5);
+    let budget = RetryBudget::percent(10).with_floor_per_sec(5);
     let call = Call::new(&b, Deadline::after(t0, BUDGET), OWN_WORK).with_budget(&budget);
     let probe = Attempts::new(t0);
     let called = Driver::new(call, timer, SplitMix64::new(1))

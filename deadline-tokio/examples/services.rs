@@ -30,7 +30,7 @@ use deadline_core::statement::StatementPolicy;
 use deadline_core::wire::DeadlineHeader;
 use deadline_core::wire::Propagation;
 use deadline_tokio::layer::{DeadlineLayer, PropagateLayer, PropagateService};
-use deadline_tokio::postgres;
+use deadline_tokio::postgres::{Database, Session};
 use deadline_tokio::reqwest::DeadlineRequest;
 use deadline_tokio::{remaining, scope_timeout};
 use http::uri::PathAndQuery;
@@ -40,11 +40,13 @@ use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Channel, Server};
 
 /// 5 ms kept back per hop; callers believed up to 10 s.
-const HOP: Propagation = Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000));
+const HOP: Propagation = Propagation::DEFAULT
+    .with_allowance(ms(5))
+    .with_max(ms(10_000));
 /// The client's deadline for each measured request.
 const CLIENT: Duration = ms(1_000);
 /// At most 2 s per query; under 10 ms left, do not start.
-const QUERY: StatementPolicy = StatementPolicy::capped(ms(2_000)).floor(ms(10));
+const QUERY: StatementPolicy = StatementPolicy::capped(ms(2_000)).with_floor(ms(10));
 
 #[derive(Clone, PartialEq, prost::Message)]
 struct Lookup {
@@ -63,7 +65,9 @@ struct Found {
     statement_timeout: String,
 }
 
-type Db = Arc<Mutex<tokio_postgres::Client>>;
+/// The service's one database connection: a session, which cancels a dropped query on the
+/// server and uses the connection again only once the cancel has settled.
+type Db = Arc<Mutex<Session<tokio_postgres::Client, tokio_postgres::NoTls>>>;
 
 /// The tonic service `chain.Orders/Lookup`: runs the query under the request's deadline.
 #[derive(Clone)]
@@ -85,11 +89,12 @@ impl tonic::server::UnaryService<Lookup> for Method {
         Box::pin(async move {
             let left = remaining().unwrap_or(Duration::MAX);
             println!("  service (tonic):   {:>7.2} ms left", millis(left));
-            let mut client = db.lock().await;
+            let mut session = db.lock().await;
             let sql = format!(
                 "SELECT current_setting('statement_timeout'), pg_sleep({sleep}::float8 / 1000) /* deadline_example */"
             );
-            let rows = postgres::query(&mut client, &QUERY, &sql, &[])
+            let rows = session
+                .query(&QUERY, &sql, &[])
                 .await
                 .map_err(|e| match e.deadline() {
                     Some(error) => Status::from(error),
@@ -185,7 +190,16 @@ async fn main() {
         eprintln!("DEADLINE_TEST_DATABASE_URL is not set: run `bash scripts/services.sh`, which starts a throwaway PostgreSQL");
         std::process::exit(2);
     });
-    let db: Db = Arc::new(Mutex::new(connect(&url).await));
+    let config: tokio_postgres::Config = url
+        .parse()
+        .unwrap_or_else(|e| panic!("not a PostgreSQL URL: {url}: {e}"));
+    let database = Database::new(&config, tokio_postgres::NoTls)
+        .unwrap_or_else(|e| panic!("cannot cancel on {url}: {e}"));
+    let session = database
+        .connect()
+        .await
+        .unwrap_or_else(|e| panic!("cannot connect to the database at {url}: {e}"));
+    let db: Db = Arc::new(Mutex::new(session));
     let observer = connect(&url).await;
 
     // The service (tonic) and the gateway (axum), each behind DeadlineLayer.
@@ -260,8 +274,7 @@ async fn main() {
             Ok::<_, reqwest::Error>((status, response.text().await?))
         })
         .await
-        .map_err(|cut| cut.to_string())
-        .and_then(|answer| answer.map_err(|error| error.to_string()));
+        .expect("inside its scope");
         let took = start.elapsed();
         match answer {
             Ok((status, body)) => {
@@ -278,7 +291,9 @@ async fn main() {
             }
         }
         if expected == 504 {
-            // The query was cancelled in the database when nobody waited for it any more.
+            // The query was stopped in the database when nobody waited for it any more: by
+            // its statement timeout, which ends it a few milliseconds before the deadline, or
+            // by the session's cancel.
             let mut gone = None;
             for _ in 0..200 {
                 if running_queries(&observer).await == 0 {

@@ -144,6 +144,20 @@ pub fn propagate<F: Future>(fut: F) -> Scoped<F> {
     with_deadline(current_or_never(), fut)
 }
 
+/// `fut`, bounded by the current deadline if there is one (read when it is first polled,
+/// where its scope is): its output, or [`Error::DeadlineExceeded`] once the deadline has
+/// passed. For the integrations' own waits (a pool's, a query's), which must end at the
+/// deadline with an answer rather than be dropped with the scope around them.
+#[cfg(any(feature = "postgres", feature = "sqlx"))]
+pub(crate) async fn within_current<F: Future>(fut: F) -> Result<F::Output, Error> {
+    match current() {
+        Some(deadline) => Bounded::new(deadline.instant(), fut)
+            .await
+            .map_err(|_elapsed| Error::DeadlineExceeded),
+        None => Ok(fut.await),
+    }
+}
+
 /// A future running with a current deadline it does not enforce: what [`with_deadline`] and
 /// [`propagate`] return (the core's [`Scoped`](deadline_core::runtime::Scoped) on [`Tokio`]).
 pub type Scoped<F> = deadline_core::runtime::Scoped<Tokio, F>;

@@ -27,9 +27,11 @@
 //!   bodies (streams) by the deadline too. `DependencyLayer` makes each request a client
 //!   sends one call to a [`Dependency`]: its retries, hedges, retry budget and breaker, with
 //!   each attempt's time left in its header and responses classified by status.
-//! - With feature `postgres`: `postgres::query` and `postgres::execute`, a query in a
-//!   transaction with `SET LOCAL statement_timeout` from the time left, cancelled on the
-//!   server the moment its future is dropped; `postgres::checkout` bounds a pool's wait.
+//! - With feature `postgres`: a `postgres::Session` runs each query in a transaction with
+//!   `SET LOCAL statement_timeout` from the time left, cancels it on the server (over the
+//!   connection's own TLS) the moment its future is dropped, and does not use the connection
+//!   again until the cancel has settled.
+//! - With feature `sqlx`: `sqlx::fetch_all` and `sqlx::execute`, the same on a sqlx `PgPool`.
 //! - With feature `reqwest`: `reqwest::DeadlineRequest`, which sets a request's timeout and
 //!   deadline header from the time left and refuses to send a spent budget.
 //!
@@ -71,6 +73,8 @@ pub mod layer;
 pub mod postgres;
 #[cfg(feature = "reqwest")]
 pub mod reqwest;
+#[cfg(feature = "sqlx")]
+pub mod sqlx;
 mod statement;
 
 pub use call::{call, drive};

@@ -2,61 +2,98 @@
 //!
 //! The database is the last hop of a request, and the one most likely to keep working for
 //! nobody: dropping a tokio-postgres future stops the wait, not the query, which runs on in
-//! the server until it ends or its statement timeout fires. So a query run here:
+//! the server until it ends or its statement timeout fires. A query run by a [`Session`]:
 //!
 //! 1. is not started when too little time is left ([`StatementPolicy::floor`]): the result
 //!    is the shortfall's error ([`Error::InsufficientTime`]);
-//! 2. runs in a transaction whose `SET LOCAL statement_timeout` is the time left, capped
-//!    ([`statement_timeout`]): `SET LOCAL` applies to the
-//!    transaction only, and does nothing outside one;
-//! 3. is cancelled on the server, with the connection's [`CancelToken`], the moment its future
-//!    is dropped before it is done: the caller left, the deadline passed (the future is
-//!    bounded by the current deadline), a hedge lost. The cancel request is spawned on the
-//!    runtime, so drop never blocks; the transaction is rolled back, and the connection can
-//!    go back to its pool;
+//! 2. runs in a transaction whose `SET LOCAL statement_timeout` is the time left, less the
+//!    policy's margin, capped ([`statement_timeout`]): at the deadline the server ends the
+//!    statement itself, a few milliseconds before the caller would give up;
+//! 3. is cancelled on the server the moment its future is dropped before it is done (the
+//!    caller left, the deadline passed, a hedge lost), and its connection is not used again
+//!    until the cancel has settled (below);
 //! 4. reports SQLSTATE 57014 (`query_canceled`: the statement timeout fired) as the library's
 //!    timeout, [`Error::Timeout`], and the deadline passing as [`Error::DeadlineExceeded`].
 //!
-//! A pooled client (deadpool-postgres's `Object`, bb8's `PooledConnection`) dereferences to a
-//! [`tokio_postgres::Client`]: pass `&mut client` as it is. The wait for a connection counts
-//! against the deadline too: bound it with [`checkout`].
+//! # The cancel, and why the session holds the connection
+//!
+//! PostgreSQL's cancel is addressed to a connection's backend, not to a query: a cancel that
+//! arrives after the query it was meant for has ended fails whatever the connection runs
+//! next. So a session keeps its connection through a cancel. When a query's future is dropped
+//! mid-flight, a task on the runtime takes the connection and:
+//!
+//! - sends the cancel request with the connection's own TLS connector (the [`Database`]'s:
+//!   over TLS exactly when the connection is, never in plaintext behind its back), and waits
+//!   until the server closes the cancel connection, by which time PostgreSQL has signalled the
+//!   backend (at most [`CANCEL_LIMIT`]);
+//! - runs `ROLLBACK` and `SELECT 1` on the connection: by their answers the signal has been
+//!   taken, by the dropped query or by the idle backend;
+//! - gives the connection back: the session's next query waits for it (within its own
+//!   deadline), and a session dropped meanwhile drops the connection only then, so that a
+//!   pooled connection goes back to its pool settled.
+//!
+//! A cancel that fails (the server unreachable on a new connection, a TLS failure, no answer
+//! in time) is never dropped silently: it is counted in [`Database::cancels`], logged as a
+//! `tracing` warning under feature `tracing`, and its connection is closed (its backend ended)
+//! rather than reused, since a late signal could still reach it.
+//!
+//! What not to do: do not run queries on a session's connection other than through the
+//! session ([`Session::connection`] hands it out once any cancel has settled), and do not send
+//! your own cancels on it.
 //!
 //! ```no_run
 //! use deadline_core::ms;
 //! use deadline_core::statement::StatementPolicy;
-//! use deadline_tokio::postgres::{self, PgError};
+//! use deadline_tokio::postgres::{Database, PgError};
 //! use deadline_tokio::scope_timeout;
 //!
 //! // At most 300 ms per query; under 20 ms left, do not start.
-//! const ORDERS: StatementPolicy = StatementPolicy::capped(ms(300)).floor(ms(20));
+//! const ORDERS: StatementPolicy = StatementPolicy::capped(ms(300)).with_floor(ms(20));
 //!
-//! # async fn run(client: &mut tokio_postgres::Client) -> Result<(), PgError> {
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let config: tokio_postgres::Config = "host=127.0.0.1 user=app dbname=shop".parse()?;
+//! // The connections' TLS connector (here none): the cancels go through it too.
+//! let db = Database::new(&config, tokio_postgres::NoTls)?;
+//! let mut session = db.connect().await?;
 //! let rows = scope_timeout(ms(250), async {
-//!     postgres::query(client, &ORDERS, "SELECT id FROM orders WHERE user_id = $1", &[&42_i64])
+//!     session
+//!         .query(&ORDERS, "SELECT id FROM orders WHERE user_id = $1", &[&42_i64])
 //!         .await
 //! })
-//! .await
-//! .map_err(PgError::Deadline)??;
+//! .await?;
 //! # let _ = rows;
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! A pooled connection works the same: deadpool-postgres's `Object` through
+//! [`Database::session_with`] (`db.session_with(pool.get().await?, |object| object)`), bb8's
+//! owned `PooledConnection` through [`Database::session`]. The wait for a connection counts
+//! against the deadline too: a [`Session`] bounds it, and so does the request's scope.
+//!
+//! [`query`] and [`execute`] take a `&mut tokio_postgres::Client` instead: the same statement
+//! timeout and floor, but no cancel. The caller has the client back the moment the future is
+//! dropped, so a cancel sent then could reach its next query; a dropped query runs on until
+//! its statement timeout (at most the deadline, less the margin) instead.
 
 use core::fmt;
-use core::future::Future;
-use core::pin::Pin;
-use core::task::{Context, Poll};
 
+use deadline_core::Error;
 use deadline_core::statement::{StatementDecision, StatementPolicy};
-use deadline_core::{Deadline, Error};
-use tokio::time::Sleep;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{CancelToken, Client, NoTls, Row};
+use tokio_postgres::{Client, Row};
 
-use crate::clock::to_tokio;
-use crate::context::current_or_never;
+use crate::context::within_current;
 use crate::statement_timeout;
+
+mod cancel;
+mod database;
+mod session;
+
+pub use cancel::{CancelSocket, CancelTls};
+pub use database::{CANCEL_LIMIT, Cancels, Database};
+pub use session::Session;
 
 /// The error of a query run under the deadline.
 #[derive(Debug)]
@@ -65,11 +102,22 @@ pub enum PgError {
     /// The deadline's: the query was not started (too little time left:
     /// [`Error::InsufficientTime`]), its statement timeout fired on the server (SQLSTATE
     /// 57014: [`Error::Timeout`]), or the deadline passed while it ran
-    /// ([`Error::DeadlineExceeded`]; the query was cancelled on the server). Each maps to 504
-    /// and gRPC `DEADLINE_EXCEEDED`.
+    /// ([`Error::DeadlineExceeded`]; a [`Session`] cancelled it on the server). Each maps to
+    /// 504 and gRPC `DEADLINE_EXCEEDED`.
     Deadline(Error),
     /// The database's own error (or the connection's).
     Db(tokio_postgres::Error),
+    /// The [`Session`] has no connection any more: the task that settled a dropped query's
+    /// cancel ended without giving it back (its runtime shut down).
+    Lost,
+}
+
+/// The library's error (a scope cut at its deadline, say) is the deadline's, so that
+/// `scope_timeout(..).await??` reads as one error.
+impl From<Error> for PgError {
+    fn from(error: Error) -> Self {
+        PgError::Deadline(error)
+    }
 }
 
 impl PgError {
@@ -78,7 +126,41 @@ impl PgError {
     pub fn deadline(&self) -> Option<Error> {
         match self {
             PgError::Deadline(error) => Some(*error),
-            PgError::Db(_) => None,
+            PgError::Db(_) | PgError::Lost => None,
+        }
+    }
+}
+
+/// `?` in an axum or hyper handler: the deadline's error is its status (504), the
+/// database's a 500.
+///
+/// ```
+/// use deadline_core::Error;
+/// use deadline_tokio::postgres::PgError;
+/// use http::StatusCode;
+///
+/// assert_eq!(StatusCode::from(PgError::Deadline(Error::DeadlineExceeded)), StatusCode::GATEWAY_TIMEOUT);
+/// assert_eq!(StatusCode::from(PgError::Lost), StatusCode::INTERNAL_SERVER_ERROR);
+/// ```
+#[cfg(feature = "tower")]
+impl From<PgError> for http::StatusCode {
+    fn from(error: PgError) -> Self {
+        match error {
+            PgError::Deadline(error) => error.into(),
+            PgError::Db(_) | PgError::Lost => http::StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+/// `?` in a tonic handler: the deadline's error is its status (`DEADLINE_EXCEEDED`), the
+/// database's `INTERNAL`.
+#[cfg(feature = "tonic")]
+impl From<PgError> for tonic::Status {
+    fn from(error: PgError) -> Self {
+        match error {
+            PgError::Deadline(error) => error.into(),
+            PgError::Db(error) => tonic::Status::internal(error.to_string()),
+            PgError::Lost => tonic::Status::internal("the database connection was lost"),
         }
     }
 }
@@ -88,6 +170,9 @@ impl fmt::Display for PgError {
         match self {
             PgError::Deadline(error) => error.fmt(f),
             PgError::Db(error) => error.fmt(f),
+            PgError::Lost => {
+                f.write_str("the session's connection was lost while a cancel settled")
+            }
         }
     }
 }
@@ -97,15 +182,19 @@ impl std::error::Error for PgError {
         match self {
             PgError::Deadline(error) => Some(error),
             PgError::Db(error) => Some(error),
+            PgError::Lost => None,
         }
     }
 }
 
-/// Runs `statement` with `params` and returns its rows, under the current deadline: in a
-/// transaction with `SET LOCAL statement_timeout` from the time left (see `policy`),
-/// committed when it succeeds, cancelled on the server if the future is dropped first (see
-/// the [module](self)). Outside any [`scope`](crate::scope) the statement timeout is the
-/// policy's cap and the future is not bounded.
+/// Runs `statement` with `params` on `client` and returns its rows, under the current
+/// deadline: in a transaction with `SET LOCAL statement_timeout` from the time left (see
+/// `policy`), committed when it succeeds. Outside any [`scope`](crate::scope) the statement
+/// timeout is the policy's cap and the future is not bounded.
+///
+/// No cancel is sent when the future is dropped (the caller has the client back at once, and
+/// a cancel could reach its next query): the query runs on until its statement timeout. A
+/// [`Session`] cancels it and keeps the connection until the cancel has settled.
 ///
 /// # Errors
 ///
@@ -119,10 +208,7 @@ pub async fn query(
 ) -> Result<Vec<Row>, PgError> {
     run(client, policy, statement, params, Kind::Query)
         .await
-        .map(|done| match done {
-            Done::Rows(rows) => rows,
-            Done::Count(_) => Vec::new(),
-        })
+        .map(Done::rows)
 }
 
 /// Runs `statement` with `params` and returns the number of rows it changed, under the
@@ -139,10 +225,7 @@ pub async fn execute(
 ) -> Result<u64, PgError> {
     run(client, policy, statement, params, Kind::Execute)
         .await
-        .map(|done| match done {
-            Done::Rows(rows) => rows.len() as u64,
-            Done::Count(count) => count,
-        })
+        .map(Done::count)
 }
 
 #[derive(Clone, Copy)]
@@ -154,6 +237,22 @@ enum Kind {
 enum Done {
     Rows(Vec<Row>),
     Count(u64),
+}
+
+impl Done {
+    fn rows(self) -> Vec<Row> {
+        match self {
+            Done::Rows(rows) => rows,
+            Done::Count(_) => Vec::new(),
+        }
+    }
+
+    fn count(self) -> u64 {
+        match self {
+            Done::Rows(rows) => rows.len() as u64,
+            Done::Count(count) => count,
+        }
+    }
 }
 
 async fn run(
@@ -169,9 +268,6 @@ async fn run(
             return Err(PgError::Deadline(shortfall.error()));
         }
     };
-    let deadline = current_or_never();
-    // Armed until the transaction is done: dropped before that, it cancels the query.
-    let mut guard = CancelOnDrop(Some(client.cancel_token()));
     let work = async {
         let transaction = client.transaction().await?;
         transaction.batch_execute(&timeout.to_string()).await?;
@@ -182,113 +278,18 @@ async fn run(
         transaction.commit().await?;
         Ok::<_, tokio_postgres::Error>(done)
     };
-    let result = if deadline == Deadline::NEVER {
-        Ok(work.await)
-    } else {
-        tokio::time::timeout_at(to_tokio(deadline.instant()), work).await
-    };
-    match result {
-        // The deadline passed: the work is dropped; the guard, dropped on return, cancels
-        // the query on the server.
-        Err(_elapsed) => Err(PgError::Deadline(Error::DeadlineExceeded)),
-        Ok(done) => {
-            guard.disarm();
-            done.map_err(|error| {
-                if error.code() == Some(&SqlState::QUERY_CANCELED) {
-                    PgError::Deadline(Error::Timeout {
-                        after: timeout.as_duration(),
-                    })
-                } else {
-                    PgError::Db(error)
-                }
-            })
-        }
-    }
-}
-
-/// Cancels the connection's running query on the server when dropped armed.
-struct CancelOnDrop(Option<CancelToken>);
-
-impl CancelOnDrop {
-    fn disarm(&mut self) {
-        self.0 = None;
-    }
-}
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        let Some(token) = self.0.take() else { return };
-        // On the runtime, so that drop never blocks; without one (a dropped runtime), the
-        // query's statement timeout still ends it.
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move {
-                // A failed cancel (the server gone, the query already done) leaves nothing to
-                // do: the statement timeout still bounds the query.
-                let _ = token.cancel_query(NoTls).await;
-            });
-        }
-    }
-}
-
-/// Bounds the wait for a pooled connection (`pool.get()` of deadpool-postgres or bb8, or any
-/// future) by the current deadline: the wait counts against the request's budget like any
-/// other. The deadline is read when the future is first polled. Outside any
-/// [`scope`](crate::scope) the wait is not bounded.
-///
-/// ```
-/// use deadline_core::{Error, ms};
-/// use deadline_tokio::postgres::checkout;
-/// use deadline_tokio::scope_timeout;
-///
-/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-/// # async fn main() {
-/// // A pool with no connection free: its `get()` never resolves.
-/// let get = std::future::pending::<Result<(), ()>>();
-/// let waited = scope_timeout(ms(50), checkout(get)).await;
-/// assert_eq!(waited, Ok(Err(Error::DeadlineExceeded)));
-/// # }
-/// ```
-pub fn checkout<F: Future>(get: F) -> Checkout<F> {
-    Checkout {
-        started: false,
-        sleep: None,
-        get,
-    }
-}
-
-pin_project_lite::pin_project! {
-    /// The future returned by [`checkout`]: the wait, or [`Error::DeadlineExceeded`] at the
-    /// deadline.
-    #[must_use = "futures do nothing unless polled"]
-    pub struct Checkout<F> {
-        // Whether the deadline has been read: at the first poll, where the scope is.
-        started: bool,
-        #[pin]
-        sleep: Option<Sleep>,
-        #[pin]
-        get: F,
-    }
-}
-
-impl<F: Future> Future for Checkout<F> {
-    type Output = Result<F::Output, Error>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut this = self.project();
-        if !*this.started {
-            *this.started = true;
-            let deadline = current_or_never();
-            if deadline != Deadline::NEVER {
-                this.sleep
-                    .set(Some(tokio::time::sleep_until(to_tokio(deadline.instant()))));
+    match within_current(work).await {
+        // The deadline passed: the work is dropped (its transaction's drop queues a
+        // `ROLLBACK` behind the query), and the query ends at its statement timeout.
+        Err(deadline) => Err(PgError::Deadline(deadline)),
+        Ok(done) => done.map_err(|error| {
+            if error.code() == Some(&SqlState::QUERY_CANCELED) {
+                PgError::Deadline(Error::Timeout {
+                    after: timeout.as_duration(),
+                })
+            } else {
+                PgError::Db(error)
             }
-        }
-        if let Poll::Ready(out) = this.get.poll(cx) {
-            return Poll::Ready(Ok(out));
-        }
-        match this.sleep.as_pin_mut().map(|sleep| sleep.poll(cx)) {
-            Some(Poll::Ready(())) => Poll::Ready(Err(Error::DeadlineExceeded)),
-            _ => Poll::Pending,
-        }
+        }),
     }
 }

@@ -12,7 +12,7 @@
 //! use deadline_tokio::reqwest::DeadlineRequest;
 //! use deadline_tokio::scope_timeout;
 //!
-//! static HOP: Propagation = Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000));
+//! static HOP: Propagation = Propagation::DEFAULT.with_allowance(ms(5)).with_max(ms(10_000));
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() {

@@ -17,14 +17,15 @@ use crate::context::Tokio;
 /// use deadline_core::statement::{StatementDecision, StatementPolicy};
 /// use deadline_tokio::{scope_timeout, statement_timeout};
 ///
-/// const ORDERS: StatementPolicy = StatementPolicy::capped(ms(300)).floor(ms(40));
+/// const ORDERS: StatementPolicy = StatementPolicy::capped(ms(300)).with_floor(ms(40));
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
 /// scope_timeout(ms(1000), async {
 ///     tokio::time::sleep(ms(850)).await;
 ///     let StatementDecision::Set(t) = statement_timeout(&ORDERS) else { unreachable!() };
-///     assert_eq!(t.to_string(), "SET LOCAL statement_timeout = 150");
+///     // 150 ms left, less the policy's margin (5 ms by default) for the server's answer.
+///     assert_eq!(t.to_string(), "SET LOCAL statement_timeout = 145");
 ///
 ///     tokio::time::sleep(ms(125)).await;
 ///     // 25 ms left: under the 40 ms floor, the query is not started.

@@ -18,7 +18,9 @@ use http_body_util::BodyExt;
 use tokio::time::Sleep;
 use tower::{Layer, ServiceExt, service_fn};
 
-const HOP: Propagation = Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000));
+const HOP: Propagation = Propagation::DEFAULT
+    .with_allowance(ms(5))
+    .with_max(ms(10_000));
 
 fn layer() -> DeadlineLayer {
     DeadlineLayer::new(HOP, ms(1_000)).with_reply_margin(Duration::ZERO)

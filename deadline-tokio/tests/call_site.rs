@@ -154,8 +154,8 @@ async fn two_calls_with_the_default_random_source_draw_different_jitter() {
             .with_retries(1)
             .with_backoff(
                 Backoff::exponential(ms(400))
-                    .max(ms(400))
-                    .jitter(Jitter::Full),
+                    .with_max(ms(400))
+                    .with_jitter(Jitter::Full),
             ),
     );
     let first = backoff_of_one_call(&JITTERED).await;

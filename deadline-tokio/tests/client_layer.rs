@@ -201,7 +201,7 @@ async fn when_the_retries_run_out_the_last_response_is_returned() {
 async fn the_retry_budget_is_the_dependencys() {
     // A budget that refuses every retry.
     static BROKE: Dependency = Dependency::new(twice("broke", Idempotence::Idempotent))
-        .budget(RetryBudget::percent(0).min_per_sec(0));
+        .budget(RetryBudget::percent(0).with_floor_per_sec(0));
     let (next, log) = scripted(|n| status(if n < 2 { 503 } else { 200 }));
     let client = DependencyLayer::new(&BROKE, DeadlineHeader::DeadlineMs).layer(next);
     let response = scope_timeout(ms(1_000), client.oneshot(Request::new(String::new())))
@@ -522,7 +522,7 @@ async fn outside_any_scope_each_attempt_still_carries_the_cap() {
     );
     let (next, log) = scripted(|_| status(200));
     let client = DependencyLayer::new(&CAPPED, DeadlineHeader::DeadlineMs)
-        .propagation(Propagation::DEFAULT.allowance(ms(10)))
+        .propagation(Propagation::DEFAULT.with_allowance(ms(10)))
         .layer(next);
     client.oneshot(Request::new(String::new())).await.unwrap();
     assert_eq!(seen(&log)[0].x_deadline_ms.as_deref(), Some("240"));

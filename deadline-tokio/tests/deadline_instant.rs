@@ -26,7 +26,9 @@ use http_body::{Body, Frame};
 use http_body_util::{BodyExt, Full};
 use tower::{Layer, Service, ServiceExt, service_fn};
 
-const HOP: Propagation = Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000));
+const HOP: Propagation = Propagation::DEFAULT
+    .with_allowance(ms(5))
+    .with_max(ms(10_000));
 
 fn request(headers: &[(&'static str, &'static str)]) -> Request<()> {
     let mut builder = Request::builder();

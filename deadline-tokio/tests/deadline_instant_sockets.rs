@@ -37,7 +37,9 @@ use tonic::transport::server::TcpIncoming;
 use tonic::{Code, Status};
 use tower::{Layer, ServiceExt};
 
-const HOP: Propagation = Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000));
+const HOP: Propagation = Propagation::DEFAULT
+    .with_allowance(ms(5))
+    .with_max(ms(10_000));
 /// Requests per protocol.
 const REQUESTS: usize = 1_000;
 /// Requests in flight at once.

@@ -16,8 +16,8 @@ static B: Policy = Policy::required("B")
     .with_retries(1)
     .with_backoff(
         Backoff::exponential(ms(100))
-            .max(ms(100))
-            .jitter(Jitter::Full),
+            .with_max(ms(100))
+            .with_jitter(Jitter::Full),
     );
 
 #[tokio::test(start_paused = true)]

@@ -166,7 +166,9 @@ impl Drop for DropCount {
 async fn a_hanging_or_panicking_handler_behind_the_layer() {
     static DROPPED: AtomicUsize = AtomicUsize::new(0);
     let layer = DeadlineLayer::new(
-        Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000)),
+        Propagation::DEFAULT
+            .with_allowance(ms(5))
+            .with_max(ms(10_000)),
         ms(1_000),
     )
     .with_reply_margin(Duration::ZERO);

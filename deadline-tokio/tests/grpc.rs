@@ -34,7 +34,9 @@ use tonic::transport::{Channel, Server};
 use tonic::{Code, Status};
 
 /// 5 ms kept back per hop; callers believed up to 10 s.
-const HOP: Propagation = Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000));
+const HOP: Propagation = Propagation::DEFAULT
+    .with_allowance(ms(5))
+    .with_max(ms(10_000));
 /// Longer than any deadline here: a handler that sleeps this long is always cut off.
 const FOREVER: Duration = Duration::from_secs(10);
 /// The bound on any one call of these tests, so that a hang fails instead of stalling.
@@ -309,7 +311,7 @@ async fn a_channels_own_timer_on_a_shorter_timeout_set_on_the_call_is_deadline_e
 async fn the_servers_own_deadline_is_deadline_exceeded_when_it_decides() {
     // Clamped: the caller asks for 10 s, the server believes 100 ms at most.
     let clamped = DeadlineLayer::new(
-        Propagation::DEFAULT.allowance(ms(5)).max(ms(100)),
+        Propagation::DEFAULT.with_allowance(ms(5)).with_max(ms(100)),
         ms(1_000),
     );
     let (addr, server) = serve(clamped, Slow::sleeper()).await;

@@ -26,7 +26,9 @@ use tonic::Status;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Channel, Server};
 
-const HOP: Propagation = Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000));
+const HOP: Propagation = Propagation::DEFAULT
+    .with_allowance(ms(5))
+    .with_max(ms(10_000));
 /// How late a 504 may come after the caller's deadline on a loaded CI machine.
 const SLACK: Duration = ms(50);
 const BOUND: Duration = Duration::from_secs(20);

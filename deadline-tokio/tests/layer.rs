@@ -24,7 +24,9 @@ use http_body_util::BodyExt;
 use tower::{Layer, Service, ServiceExt, service_fn};
 
 /// 5 ms kept back per hop; callers believed up to 10 s.
-const HOP: Propagation = Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000));
+const HOP: Propagation = Propagation::DEFAULT
+    .with_allowance(ms(5))
+    .with_max(ms(10_000));
 /// A request with no deadline header gets 1 s.
 const DEFAULT_BUDGET: Duration = ms(1_000);
 
@@ -182,7 +184,7 @@ async fn an_incoming_budget_is_clamped_to_the_server_maximum() {
     let layer = layer();
     for header in [("grpc-timeout", "99999999H"), ("x-deadline-ms", "86400000")] {
         let (_, seen) = serve(layer, &[header]).await;
-        assert_eq!(seen.remaining, Some(HOP.max), "{header:?}");
+        assert_eq!(seen.remaining, Some(HOP.max()), "{header:?}");
     }
 }
 
@@ -192,7 +194,7 @@ async fn no_header_gets_the_default_budget_clamped_to_the_maximum() {
     assert_eq!(seen.remaining, Some(DEFAULT_BUDGET));
     let generous = DeadlineLayer::new(HOP, ms(60_000)).with_reply_margin(Duration::ZERO);
     let (_, seen) = serve(generous, &[("content-type", "text/plain")]).await;
-    assert_eq!(seen.remaining, Some(HOP.max));
+    assert_eq!(seen.remaining, Some(HOP.max()));
 }
 
 #[tokio::test(start_paused = true)]
@@ -526,7 +528,7 @@ async fn a_spent_budget_fails_without_calling_the_next_service() {
     ] {
         let client = propagating(PropagateLayer::new(HOP, header), echo_headers(&calls));
         // Exactly the allowance is left: nothing to send.
-        let spent = scope_timeout(HOP.allowance, client.oneshot(request(&[])))
+        let spent = scope_timeout(HOP.allowance(), client.oneshot(request(&[])))
             .await
             .expect("inside its scope");
         let error = spent.unwrap_err();
@@ -543,7 +545,7 @@ async fn a_spent_budget_fails_without_calling_the_next_service() {
 #[tokio::test(start_paused = true)]
 async fn both_headers_are_sent_or_neither() {
     // 0.5 ms to send: enough for grpc-timeout, not for whole milliseconds.
-    let left = HOP.allowance + Duration::from_micros(500);
+    let left = HOP.allowance() + Duration::from_micros(500);
     let calls = Calls::default();
     let grpc = propagating(
         PropagateLayer::new(HOP, DeadlineHeader::GrpcTimeout),

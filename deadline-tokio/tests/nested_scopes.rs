@@ -104,7 +104,9 @@ async fn futures_poll_once<F: std::future::Future + Unpin>(fut: F) -> Option<F::
 async fn a_server_future_made_outside_a_scope_gives_its_handler_the_shorter_deadline() {
     let seen = Arc::new(Mutex::new(None));
     let server = deadline_tokio::DeadlineLayer::new(
-        Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000)),
+        Propagation::DEFAULT
+            .with_allowance(ms(5))
+            .with_max(ms(10_000)),
         ms(50),
     )
     .with_reply_margin(Duration::ZERO)

@@ -14,7 +14,7 @@ use deadline_tokio::{scope_timeout, statement_timeout};
 use tokio_postgres::{Client, NoTls};
 
 /// Queries of the tests: at most 5 s, never started with under 20 ms left.
-const QUERIES: StatementPolicy = StatementPolicy::capped(ms(5_000)).floor(ms(20));
+const QUERIES: StatementPolicy = StatementPolicy::capped(ms(5_000)).with_floor(ms(20));
 
 async fn connect() -> Client {
     let config = std::env::var("DEADLINE_TEST_DATABASE_URL").expect(

@@ -24,7 +24,9 @@ use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
 use tonic::{Code, Status};
 
-const HOP: Propagation = Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000));
+const HOP: Propagation = Propagation::DEFAULT
+    .with_allowance(ms(5))
+    .with_max(ms(10_000));
 /// The bound on any one wait of these tests.
 const BOUND: Duration = Duration::from_secs(20);
 

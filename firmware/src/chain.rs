@@ -14,16 +14,18 @@ use core::convert::Infallible;
 use core::fmt;
 use core::time::Duration;
 
-use deadline_core::drive::{CallError, Driver};
-use deadline_core::{Clock, Deadline, Instant, Outcome, Plan, Policy, ms};
+use deadline_core::CallError;
+use deadline_core::drive::Driver;
+use deadline_core::{Clock, Deadline, Instant, ms, Outcome, Policy};
+use deadline_core::plan::Plan;
 use deadline_embassy::{EmbassyTimer, to_embassy};
 
 /// A, user profile: p50 10 ms (the floor), capped at 50 ms. Required.
-pub static A: Policy = Policy::required("A").cap(ms(50)).floor(ms(10));
+pub static A: Policy = Policy::required("A").with_cap(ms(50)).with_floor(ms(10));
 /// B, pricing: p50 30 ms, capped at 110 ms. Required.
-pub static B: Policy = Policy::required("B").cap(ms(110)).floor(ms(30));
+pub static B: Policy = Policy::required("B").with_cap(ms(110)).with_floor(ms(30));
 /// C, recommendations: p50 25 ms, capped at 60 ms. Optional: it has a fallback.
-pub static C: Policy = Policy::optional("C").cap(ms(60)).floor(ms(25));
+pub static C: Policy = Policy::optional("C").with_cap(ms(60)).with_floor(ms(25));
 /// The calls, in order.
 static DEPENDENCIES: [&Policy; 3] = [&A, &B, &C];
 /// How long the client waits for the response.

@@ -147,7 +147,7 @@ pub fn check_server(data: &[u8]) {
     };
     let max = Duration::from_millis(u64_at(values[4], 0) % 100_000 + 1);
     let margin = Duration::from_micros(u64_at(values[4], 8) % 50_000);
-    let mut policy = ServerPolicy::new(Propagation::DEFAULT.max(max), Duration::from_secs(1))
+    let mut policy = ServerPolicy::new(Propagation::DEFAULT.with_max(max), Duration::from_secs(1))
         .with_reply_margin(margin);
     if flags & 128 != 0 {
         policy = policy.with_admission(Admission::new(Duration::from_millis(20)));
@@ -239,7 +239,7 @@ pub fn check_send(data: &[u8]) {
         2 => DeadlineHeader::Both,
         _ => DeadlineHeader::ConnectTimeout,
     };
-    let hop = Propagation::DEFAULT.allowance(allowance);
+    let hop = Propagation::DEFAULT.with_allowance(allowance);
     let request = Deadline::after(now, budget);
     let left = request.remaining(now).saturating_sub(allowance);
     let can_send = left.min(already.unwrap_or(Duration::MAX));

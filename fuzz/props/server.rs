@@ -144,7 +144,9 @@ async fn serve(data: &[u8]) {
     let budget = budget.map(|b| b.unwrap_or(DEFAULT_BUDGET).min(MAX));
 
     let mut layer = DeadlineLayer::new(
-        Propagation::DEFAULT.allowance(Duration::ZERO).max(MAX),
+        Propagation::DEFAULT
+            .with_allowance(Duration::ZERO)
+            .with_max(MAX),
         DEFAULT_BUDGET,
     );
     if shed {

@@ -18,7 +18,9 @@ pub const SERVER_MAX: Duration = Duration::from_secs(30);
 /// What a client in these properties keeps back for the network: 5 ms.
 pub const ALLOWANCE: Duration = Duration::from_millis(5);
 
-const SERVER: Propagation = Propagation::DEFAULT.allowance(ALLOWANCE).max(SERVER_MAX);
+const SERVER: Propagation = Propagation::DEFAULT
+    .with_allowance(ALLOWANCE)
+    .with_max(SERVER_MAX);
 
 /// Arrival times to decode at: the origin, an ordinary instant, and one a microsecond short of
 /// the end of time (where `now + budget` must saturate, not wrap or panic).

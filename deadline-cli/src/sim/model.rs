@@ -52,8 +52,8 @@ impl Model {
         db_floor: Duration::from_millis(40),
         attempts: 3,
         backoff: Backoff::exponential(Duration::from_millis(25))
-            .max(Duration::from_millis(100))
-            .jitter(Jitter::Full),
+            .with_max(Duration::from_millis(100))
+            .with_jitter(Jitter::Full),
         budget_percent: 10,
         budget_floor_per_sec: 10,
     };

@@ -161,15 +161,20 @@ impl Setup {
                 policy: service,
                 budget: strategy.has_budget(),
             },
-            statement: propagated
-                .then(|| StatementPolicy::capped(model.db_attempt).floor(model.db_floor)),
+            // The model's database is reached in no time: its statement timeout is all of
+            // the time left, with no margin for an answer's trip back.
+            statement: propagated.then(|| {
+                StatementPolicy::capped(model.db_attempt)
+                    .with_floor(model.db_floor)
+                    .with_margin(Duration::ZERO)
+            }),
             propagation: propagated.then(|| {
                 Propagation::DEFAULT
-                    .allowance(model.allowance)
-                    .max(one_second)
+                    .with_allowance(model.allowance)
+                    .with_max(one_second)
             }),
             budget: RetryBudget::percent(model.budget_percent)
-                .min_per_sec(model.budget_floor_per_sec),
+                .with_floor_per_sec(model.budget_floor_per_sec),
         }
     }
 

@@ -37,13 +37,13 @@
 //! use deadline_core::{Deadline, Instant, ms};
 //!
 //! // Client: 200 ms left at 0 ms; keep 5 ms of it for the network.
-//! let client = Propagation::DEFAULT.allowance(ms(5)).max(ms(30_000));
+//! let client = Propagation::DEFAULT.with_allowance(ms(5)).with_max(ms(30_000));
 //! let deadline = Deadline::after(Instant::ZERO, ms(200));
 //! let header = client.encode_grpc_timeout(deadline, Instant::ZERO).unwrap();
 //! assert_eq!((GRPC_TIMEOUT, header.as_str()), ("grpc-timeout", "195000u"));
 //!
 //! // Server, on its own clock (which reads 7 s): the local deadline is 195 ms away.
-//! let server = Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000));
+//! let server = Propagation::DEFAULT.with_allowance(ms(5)).with_max(ms(10_000));
 //! let arrival = Instant::from_secs(7);
 //! let local = server.decode_grpc_timeout(header.as_bytes(), arrival).unwrap();
 //! assert_eq!(local.remaining(arrival), ms(195));

@@ -28,7 +28,7 @@ use crate::time::{Instant, duration_min, duration_saturating_sub};
 /// use deadline_core::{Deadline, Instant, ms, Policy};
 /// use deadline_core::call::call_timeout;
 ///
-/// static HOP: Propagation = Propagation::DEFAULT.allowance(ms(2)).max(ms(5_000));
+/// static HOP: Propagation = Propagation::DEFAULT.with_allowance(ms(2)).with_max(ms(5_000));
 ///
 /// // The budget table: B starts with 1700 ms left and its cap is 500 ms.
 /// let b = Policy::required("B").with_cap(ms(500)).with_floor(ms(100));
@@ -47,14 +47,13 @@ use crate::time::{Instant, duration_min, duration_saturating_sub};
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[non_exhaustive]
 pub struct Propagation {
     /// Subtracted from the time left before it is sent: the network's share of one hop (the
     /// trip there and back, serialization). A few milliseconds within a data center.
-    pub allowance: Duration,
+    pub(crate) allowance: Duration,
     /// The largest budget this server accepts from a caller: incoming budgets are clamped to
     /// it, whatever the header says.
-    pub max: Duration,
+    pub(crate) max: Duration,
 }
 
 impl Propagation {
@@ -68,14 +67,14 @@ impl Propagation {
     /// The same propagation, keeping back `allowance` when sending: the network's share of
     /// one hop.
     #[must_use]
-    pub const fn allowance(mut self, allowance: Duration) -> Self {
+    pub const fn with_allowance(mut self, allowance: Duration) -> Self {
         self.allowance = allowance;
         self
     }
 
     /// The same propagation, clamping incoming budgets to `max`.
     #[must_use]
-    pub const fn max(mut self, max: Duration) -> Self {
+    pub const fn with_max(mut self, max: Duration) -> Self {
         self.max = max;
         self
     }
@@ -107,7 +106,7 @@ impl Propagation {
     /// use deadline_core::wire::{Propagation, WireError};
     /// use deadline_core::{Deadline, Instant, ms};
     ///
-    /// let hop = Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000));
+    /// let hop = Propagation::DEFAULT.with_allowance(ms(5)).with_max(ms(10_000));
     /// let deadline = Deadline::after(Instant::ZERO, ms(200));
     /// // Sent at 50 ms with 145 ms to send, it arrives 2 ms later: 145 ms from then.
     /// let next = hop.hop(deadline, Instant::from_millis(50), Instant::from_millis(52)).unwrap();
@@ -138,7 +137,7 @@ impl Propagation {
     /// use deadline_core::wire::Propagation;
     /// use deadline_core::{Instant, ms};
     ///
-    /// let server = Propagation::DEFAULT.allowance(ms(0)).max(ms(1_000));
+    /// let server = Propagation::DEFAULT.with_allowance(ms(0)).with_max(ms(1_000));
     /// let now = Instant::from_millis(40);
     /// assert_eq!(server.incoming(ms(250), now).instant(), Instant::from_millis(290));
     /// assert_eq!(server.incoming(ms(9_000), now).instant(), Instant::from_millis(1_040));
@@ -186,7 +185,7 @@ impl Propagation {
     /// use deadline_core::wire::Propagation;
     /// use deadline_core::{Deadline, Instant, ms};
     ///
-    /// let hop = Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000));
+    /// let hop = Propagation::DEFAULT.with_allowance(ms(5)).with_max(ms(10_000));
     /// let deadline = Deadline::after(Instant::ZERO, ms(300));
     /// let sent = hop.encode_connect_timeout(deadline, Instant::from_millis(6)).unwrap();
     /// assert_eq!(sent.as_str(), "289");
@@ -256,7 +255,7 @@ impl Propagation {
     /// use deadline_core::wire::{DeadlineHeader, Propagation, WireError};
     /// use deadline_core::{Deadline, Instant, ms};
     ///
-    /// let hop = Propagation::DEFAULT.allowance(ms(5));
+    /// let hop = Propagation::DEFAULT.with_allowance(ms(5));
     /// let request = Deadline::after(Instant::ZERO, ms(200));
     /// let out = hop.send(request, Instant::from_millis(50), None, DeadlineHeader::Both).unwrap();
     /// let headers: Vec<_> = out.headers().collect();
@@ -309,6 +308,19 @@ impl Propagation {
                 .transpose()?,
             sent: Sent::new(deadline, now, budget, self.allowance),
         })
+    }
+    /// Subtracted from the time left before it is sent: the network's share of one hop (the
+    /// trip there and back, serialization). A few milliseconds within a data center.
+    #[must_use]
+    pub const fn allowance(&self) -> Duration {
+        self.allowance
+    }
+
+    /// The largest budget this server accepts from a caller: incoming budgets are clamped to
+    /// it, whatever the header says.
+    #[must_use]
+    pub const fn max(&self) -> Duration {
+        self.max
     }
 }
 

@@ -20,7 +20,7 @@ use crate::time::Instant;
 /// use deadline_core::wire::{DeadlineHeader, Failure, Propagation};
 /// use deadline_core::{Deadline, Instant, ms};
 ///
-/// let hop = Propagation::DEFAULT.allowance(ms(5));
+/// let hop = Propagation::DEFAULT.with_allowance(ms(5));
 /// let request = Deadline::after(Instant::ZERO, ms(1_000));
 /// // The caller set a 50 ms timeout on this request (tonic's `Request::set_timeout`).
 /// let out = hop.send(request, Instant::ZERO, Some(ms(50)), DeadlineHeader::GrpcTimeout).unwrap();

@@ -48,7 +48,7 @@ use crate::time::Instant;
 /// use deadline_core::wire::Admission;
 ///
 /// // Callers are believed up to 10 s; silent ones get 1 s; the handler needs 20 ms at least.
-/// const SERVER: ServerPolicy = ServerPolicy::new(Propagation::DEFAULT.max(ms(10_000)), ms(1_000))
+/// const SERVER: ServerPolicy = ServerPolicy::new(Propagation::DEFAULT.with_max(ms(10_000)), ms(1_000))
 ///     .with_admission(Admission::new(ms(20)));
 ///
 /// let now = Instant::from_millis(7);

@@ -50,7 +50,7 @@
 //! use tower::{Layer, ServiceExt, service_fn};
 //!
 //! // Kept back per hop: 5 ms. The most a caller is believed: 10 s.
-//! static HOP: Propagation = Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000));
+//! static HOP: Propagation = Propagation::DEFAULT.with_allowance(ms(5)).with_max(ms(10_000));
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() {

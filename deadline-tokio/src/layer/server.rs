@@ -62,7 +62,7 @@ use crate::context::{Scoped, current, with_deadline};
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
 /// // Callers are believed up to 10 s; silent ones get 1 s; the handler needs 20 ms at least.
-/// let layer = DeadlineLayer::new(Propagation::DEFAULT.max(ms(10_000)), ms(1_000))
+/// let layer = DeadlineLayer::new(Propagation::DEFAULT.with_max(ms(10_000)), ms(1_000))
 ///     .with_admission(Admission::new(ms(20)));
 /// let server = layer.layer(service_fn(|_req: Request<String>| async {
 ///     tokio::time::sleep(ms(30)).await;

@@ -30,9 +30,11 @@ static PRICING: Policy = Policy::required("pricing")
     .with_floor(ms(30));
 /// The hop to the pricing service: 5 ms kept for the network; the service accepts at most
 /// 10 s from a caller.
-static HOP: Propagation = Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000));
+static HOP: Propagation = Propagation::DEFAULT
+    .with_allowance(ms(5))
+    .with_max(ms(10_000));
 /// Its database: at most 300 ms per query, none started with under 40 ms left.
-static ORDERS: StatementPolicy = StatementPolicy::capped(ms(300)).floor(ms(40));
+static ORDERS: StatementPolicy = StatementPolicy::capped(ms(300)).with_floor(ms(40));
 
 /// `d` in milliseconds, rounded to the nearest.
 fn millis(d: Duration) -> u128 {

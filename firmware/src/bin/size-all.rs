@@ -13,30 +13,35 @@ use core::time::Duration;
 
 use cortex_m_rt::entry;
 use deadline_core::wire::{DeadlineMs, GrpcTimeout, Propagation};
-use deadline_core::{
-    Admission, Backoff, BreakerConfig, BreakerOutcome, Call, CircuitBreaker, Deadline, HedgePolicy,
-    HedgeState, Instant, Jitter, Outcome, Plan, Policy, RetryBudget, RetryPolicy, RetryState,
-    SplitMix64, StatementPolicy, call_timeout, ms, parse_grpc_pushback, parse_retry_after,
-    statement_timeout,
-};
+use deadline_core::{Deadline, Instant, ms, Outcome, parse_grpc_pushback, parse_retry_after, Policy};
+use deadline_core::breaker::{BreakerConfig, BreakerOutcome, CircuitBreaker};
+use deadline_core::budget::RetryBudget;
+use deadline_core::call::{Call, call_timeout};
+use deadline_core::hedge::HedgeState;
+use deadline_core::plan::Plan;
+use deadline_core::policy::{Backoff, HedgePolicy, Jitter, RetryPolicy};
+use deadline_core::retry::RetryState;
+use deadline_core::rng::SplitMix64;
+use deadline_core::statement::{statement_timeout, StatementPolicy};
+use deadline_core::wire::Admission;
 
 static BACKOFF: Backoff = Backoff::exponential(ms(10))
     .max(ms(1_000))
     .jitter(Jitter::Full)
     .with_multiplier(8, 5);
 static POLICY: Policy = Policy::required("A")
-    .cap(ms(50))
-    .floor(ms(10))
-    .connect(ms(5))
+    .with_cap(ms(50))
+    .with_floor(ms(10))
+    .with_connect(ms(5))
     .retry(RetryPolicy::new(3, BACKOFF))
-    .hedge(HedgePolicy::new(ms(20), 1));
-static OPTIONAL: Policy = Policy::optional("C").cap(ms(60)).floor(ms(25));
+    .with_hedge(HedgePolicy::new(ms(20), 1));
+static OPTIONAL: Policy = Policy::optional("C").with_cap(ms(60)).with_floor(ms(25));
 static STATEMENT: StatementPolicy = StatementPolicy::capped(ms(300))
     .floor(ms(40))
     .reserve(ms(5));
 static ADMISSION: Admission = Admission::new(ms(5)).with_max_queue_delay(ms(50));
 static PROPAGATION: Propagation = Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000));
-static BUDGET: RetryBudget = RetryBudget::percent(10).min_per_sec(10);
+static BUDGET: RetryBudget = RetryBudget::percent(10).with_floor_per_sec(10);
 static BREAKER: CircuitBreaker = CircuitBreaker::new(BreakerConfig::DEFAULT);
 
 /// A duration the optimiser cannot see through.

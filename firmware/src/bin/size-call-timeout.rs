@@ -8,11 +8,12 @@
 use core::hint::black_box;
 
 use cortex_m_rt::entry;
-use deadline_core::{Deadline, Instant, Policy, call_timeout, ms};
+use deadline_core::{Deadline, Instant, ms, Policy};
+use deadline_core::call::call_timeout;
 
 /// The dependency's policy: static, as at a real call site, and seen by the optimiser only
 /// through `black_box`.
-static POLICY: Policy = Policy::optional("C").cap(ms(60)).floor(ms(25));
+static POLICY: Policy = Policy::optional("C").with_cap(ms(60)).with_floor(ms(25));
 
 #[entry]
 fn main() -> ! {

@@ -1,0 +1,241 @@
+//! The database a session's cancels go to: its address, its TLS connector, and what became of
+//! each cancel.
+
+use std::io;
+use std::ops::Deref;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio_postgres::error::SqlState;
+use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
+use tokio_postgres::{Client, Config, Socket};
+
+use super::cancel::{CancelTls, Target, cancel};
+use super::session::Session;
+
+/// How long a dropped query's cancel may take, from the connect to the server closing the
+/// cancel connection: past it the cancel counts as failed and the connection is closed.
+pub const CANCEL_LIMIT: Duration = Duration::from_secs(5);
+
+/// A PostgreSQL database, as [`Session`]s reach it to cancel a dropped query: the server's
+/// address (from the `tokio_postgres::Config` the connections use) and their TLS connector.
+/// Cheap to clone; make one at start-up, beside the pool.
+///
+/// ```no_run
+/// use deadline_tokio::postgres::Database;
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let config: tokio_postgres::Config = "host=db.internal user=app dbname=shop".parse()?;
+/// // The connector the connections use (here none; with TLS, the same `MakeTlsConnect`).
+/// let db = Database::new(&config, tokio_postgres::NoTls)?;
+/// let mut session = db.connect().await?;
+/// # let _ = &mut session;
+/// # Ok(())
+/// # }
+/// ```
+pub struct Database<M> {
+    shared: Arc<Shared<M>>,
+}
+
+struct Shared<M> {
+    config: Config,
+    target: Target,
+    tls: M,
+    sent: AtomicU64,
+    failed: AtomicU64,
+    closed: AtomicU64,
+}
+
+impl<M> Clone for Database<M> {
+    fn clone(&self) -> Self {
+        Database {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<M: CancelTls> Database<M> {
+    /// The database that `config` connects to, with `tls`, the connections' TLS connector.
+    ///
+    /// # Errors
+    ///
+    /// An [`io::ErrorKind::InvalidInput`] error when `config` names no host, or several hosts
+    /// or ports: a cancel must reach the one server its connection went to.
+    pub fn new(config: &Config, tls: M) -> io::Result<Self> {
+        Ok(Database {
+            shared: Arc::new(Shared {
+                target: Target::from_config(config)?,
+                config: config.clone(),
+                tls,
+                sent: AtomicU64::new(0),
+                failed: AtomicU64::new(0),
+                closed: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    /// Opens a connection of its own, with the configuration and TLS connector given to
+    /// [`Database::new`], and returns a session over it. The connection's task is spawned on
+    /// the current runtime.
+    ///
+    /// # Errors
+    ///
+    /// The connect's error.
+    pub async fn connect(&self) -> Result<Session<Client, M>, tokio_postgres::Error>
+    where
+        M: MakeTlsConnect<
+                Socket,
+                Stream: Send + 'static,
+                TlsConnect: TlsConnect<Socket, Future: Send> + Send,
+            >,
+    {
+        let (client, connection) = self.shared.config.connect(self.shared.tls.clone()).await?;
+        tokio::spawn(async move {
+            // The connection's end is the client's error to report.
+            let _ = connection.await;
+        });
+        Ok(self.session_with(client, |client| client))
+    }
+
+    /// A session over `conn`, a connection handle that dereferences to a
+    /// [`tokio_postgres::Client`]: bb8's `PooledConnection` (from `get_owned`), a
+    /// `Box<Client>`. When the session is dropped (and any cancel it sent has settled), the
+    /// handle is dropped: a pooled connection goes back to its pool.
+    ///
+    /// For other handles, [`Database::session_with`].
+    pub fn session<C>(&self, conn: C) -> Session<C, M>
+    where
+        C: Deref<Target = Client> + Send + 'static,
+    {
+        self.session_with(conn, |conn| conn)
+    }
+
+    /// A session over `conn`, whose `Client` `client` reaches. For deadpool-postgres's
+    /// `Object`, which dereferences to its `ClientWrapper` and that to the `Client`,
+    /// `|object| object` (the compiler dereferences twice); for a `Client` of your own,
+    /// `|client| client`.
+    ///
+    /// ```no_run
+    /// use deadline_tokio::postgres::Database;
+    /// use tokio_postgres::{Client, NoTls};
+    ///
+    /// # fn run(db: Database<NoTls>, client: Client) {
+    /// let session = db.session_with(client, |client| client);
+    /// # let _ = session;
+    /// # }
+    /// ```
+    pub fn session_with<C>(&self, conn: C, client: fn(&C) -> &Client) -> Session<C, M>
+    where
+        C: Send + 'static,
+    {
+        Session::new(conn, client, self.clone())
+    }
+
+    /// What became of the cancels sent so far.
+    #[must_use]
+    pub fn cancels(&self) -> Cancels {
+        Cancels {
+            sent: self.shared.sent.load(Ordering::Relaxed),
+            failed: self.shared.failed.load(Ordering::Relaxed),
+            closed: self.shared.closed.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Cancels the query `conn` was running when its future was dropped, waits until the
+    /// cancel has settled, and returns the connection: settled and idle, or closed.
+    ///
+    /// 1. The cancel request goes to the database's address through its TLS connector, and
+    ///    the wait lasts until the server closes the cancel connection (by then PostgreSQL has
+    ///    signalled the backend), at most [`CANCEL_LIMIT`].
+    /// 2. `ROLLBACK` ends the dropped query's transaction, and `SELECT 1` runs after it: by
+    ///    their answers, any signal the cancel sent has been taken by the dropped query, by
+    ///    these statements, or by the idle backend, which ignores it.
+    /// 3. If the cancel fails, or the settle's `SELECT 1` does not answer, the connection's
+    ///    backend is ended (`pg_terminate_backend`), so that no pool hands it out again.
+    pub(super) async fn settle<C>(&self, conn: C, client: fn(&C) -> &Client) -> C {
+        let shared = &*self.shared;
+        let pg = client(&conn);
+        let sent = tokio::time::timeout(
+            CANCEL_LIMIT,
+            cancel(&shared.target, &shared.tls, &pg.cancel_token()),
+        )
+        .await
+        .unwrap_or_else(|_| Err("no answer within the cancel limit".into()));
+        match sent {
+            Ok(()) => {
+                shared.sent.fetch_add(1, Ordering::Relaxed);
+                // The transaction's end; its warning when there is none is harmless.
+                let _ = pg.batch_execute("ROLLBACK").await;
+                match pg.simple_query("SELECT 1").await {
+                    Ok(_) => return conn,
+                    Err(error) => report("the settle after a cancel failed", &error),
+                }
+            }
+            Err(error) => {
+                shared.failed.fetch_add(1, Ordering::Relaxed);
+                report("a dropped query's cancel failed", &*error);
+            }
+        }
+        close(pg).await;
+        shared.closed.fetch_add(1, Ordering::Relaxed);
+        conn
+    }
+}
+
+/// Ends the connection's backend, so that the connection is closed and no pool reuses it. Up
+/// to three tries: a late signal of the failed cancel may cancel the statement that ends it.
+async fn close(client: &Client) {
+    for _ in 0..3 {
+        match client
+            .batch_execute("SELECT pg_terminate_backend(pg_backend_pid())")
+            .await
+        {
+            Err(error) if error.code() == Some(&SqlState::QUERY_CANCELED) => continue,
+            // Closed, or closing: the server's error for its own end, or the connection's.
+            _ => return,
+        }
+    }
+}
+
+#[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
+fn report(what: &str, error: &dyn std::error::Error) {
+    #[cfg(feature = "tracing")]
+    tracing::warn!(
+        target: "deadline_tokio::postgres",
+        error = %error,
+        "{what}: the connection is closed"
+    );
+}
+
+/// What became of a [`Database`]'s cancels (each sent when a [`Session`]'s query future was
+/// dropped before the query was done).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cancels {
+    sent: u64,
+    failed: u64,
+    closed: u64,
+}
+
+impl Cancels {
+    /// Cancels the server received and acted on (it closed the cancel connection).
+    #[must_use]
+    pub const fn sent(&self) -> u64 {
+        self.sent
+    }
+
+    /// Cancels that could not be sent or confirmed: no connection to the server, a TLS
+    /// failure, no answer within [`CANCEL_LIMIT`]. The query ran on until its statement
+    /// timeout. Each one is also a `tracing` warning under feature `tracing`.
+    #[must_use]
+    pub const fn failed(&self) -> u64 {
+        self.failed
+    }
+
+    /// Connections closed rather than reused, because their cancel failed or the settle
+    /// after it did not answer.
+    #[must_use]
+    pub const fn closed(&self) -> u64 {
+        self.closed
+    }
+}

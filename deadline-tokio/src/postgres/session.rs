@@ -1,0 +1,238 @@
+//! A connection held for queries under the current deadline: cancelled on the server when
+//! dropped, and not used again until the cancel has settled.
+
+use std::fmt;
+
+use deadline_core::Error;
+use deadline_core::statement::{StatementDecision, StatementPolicy};
+use tokio::sync::oneshot;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, Row};
+
+use super::cancel::CancelTls;
+use super::database::Database;
+use super::{Done, Kind, PgError};
+use crate::context::within_current;
+use crate::statement_timeout;
+
+/// A connection for queries under the current deadline, each cancelled on the server when its
+/// future is dropped before it is done. Made by [`Database::connect`], [`Database::session`]
+/// or [`Database::session_with`] (see the [module](super) for the rules).
+///
+/// A session holds its connection: when a query's future is dropped (the deadline passed, the
+/// caller left, a hedge lost), a task on the runtime takes the connection, cancels the query,
+/// waits until the cancel has settled, and gives the connection back. The session's next
+/// query (or [`Session::connection`]) waits for it, within its deadline; a session dropped
+/// meanwhile drops the connection once it is settled (a pooled one goes back to its pool
+/// then, not before).
+pub struct Session<C, M> {
+    db: Database<M>,
+    client: fn(&C) -> &Client,
+    slot: Slot<C>,
+}
+
+enum Slot<C> {
+    /// The connection, idle.
+    Ready(C),
+    /// A dropped query's cancel is settling; the connection comes back through this.
+    Settling(oneshot::Receiver<C>),
+    /// The task that settled a cancel ended without giving the connection back (its runtime
+    /// shut down).
+    Lost,
+}
+
+impl<C, M> fmt::Debug for Session<C, M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = match self.slot {
+            Slot::Ready(_) => "ready",
+            Slot::Settling(_) => "settling a cancel",
+            Slot::Lost => "lost",
+        };
+        f.debug_struct("Session").field("state", &state).finish()
+    }
+}
+
+impl<C: Send + 'static, M: CancelTls> Session<C, M> {
+    pub(super) fn new(conn: C, client: fn(&C) -> &Client, db: Database<M>) -> Self {
+        Session {
+            db,
+            client,
+            slot: Slot::Ready(conn),
+        }
+    }
+
+    /// Runs `statement` with `params` and returns its rows, under the current deadline: in a
+    /// transaction with `SET LOCAL statement_timeout` from the time left (see `policy`),
+    /// committed when it succeeds, cancelled on the server if the future is dropped first.
+    /// Outside any [`scope`](crate::scope) the statement timeout is the policy's cap and the
+    /// future is not bounded.
+    ///
+    /// # Errors
+    ///
+    /// [`PgError::Deadline`] for a query not started, timed out or cut at the deadline (also
+    /// when the deadline passes while a cancel before it settles); [`PgError::Db`] for
+    /// anything else the database or the connection reports; [`PgError::Lost`] when the
+    /// session has no connection any more.
+    pub async fn query(
+        &mut self,
+        policy: &StatementPolicy,
+        statement: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, PgError> {
+        self.run(policy, statement, params, Kind::Query)
+            .await
+            .map(Done::rows)
+    }
+
+    /// Runs `statement` with `params` and returns the number of rows it changed, under the
+    /// current deadline, as [`Session::query`] does.
+    ///
+    /// # Errors
+    ///
+    /// As [`Session::query`].
+    pub async fn execute(
+        &mut self,
+        policy: &StatementPolicy,
+        statement: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<u64, PgError> {
+        self.run(policy, statement, params, Kind::Execute)
+            .await
+            .map(Done::count)
+    }
+
+    /// The connection itself, for work of your own (prepared statements, `COPY`, a
+    /// transaction of several statements): once any cancel has settled, waiting within the
+    /// current deadline. Work done through it is not cancelled when dropped; bound it with a
+    /// statement timeout of its own.
+    ///
+    /// # Errors
+    ///
+    /// [`PgError::Deadline`] when the deadline passes first; [`PgError::Lost`] when the
+    /// session has no connection any more.
+    pub async fn connection(&mut self) -> Result<&mut C, PgError> {
+        self.settled().await?;
+        match &mut self.slot {
+            Slot::Ready(conn) => Ok(conn),
+            Slot::Settling(_) | Slot::Lost => Err(PgError::Lost),
+        }
+    }
+
+    /// Waits, within the current deadline, until no cancel is settling.
+    async fn settled(&mut self) -> Result<(), PgError> {
+        if let Slot::Settling(back) = &mut self.slot {
+            // The receiver stays in the slot while it waits: a caller that leaves now leaves
+            // the session as it was.
+            let back = within_current(back).await.map_err(PgError::Deadline)?;
+            self.slot = match back {
+                Ok(conn) => Slot::Ready(conn),
+                Err(_) => Slot::Lost,
+            };
+        }
+        Ok(())
+    }
+
+    async fn run(
+        &mut self,
+        policy: &StatementPolicy,
+        statement: &str,
+        params: &[&(dyn ToSql + Sync)],
+        kind: Kind,
+    ) -> Result<Done, PgError> {
+        self.settled().await?;
+        // Decided once the connection is free: the wait for it has used some of the time.
+        let timeout = match statement_timeout(policy) {
+            StatementDecision::Set(timeout) => timeout,
+            StatementDecision::DontStart(shortfall) => {
+                return Err(PgError::Deadline(shortfall.error()));
+            }
+        };
+        let Slot::Ready(conn) = std::mem::replace(&mut self.slot, Slot::Lost) else {
+            return Err(PgError::Lost);
+        };
+        // Armed until the transaction is over: dropped before that, it hands the connection to
+        // a task that cancels the query and settles the cancel.
+        let held = Held {
+            slot: &mut self.slot,
+            conn: Some(conn),
+            client: self.client,
+            db: &self.db,
+        };
+        let client = held.client();
+        let work = async {
+            // One round trip for both.
+            client.batch_execute(&format!("BEGIN; {timeout}")).await?;
+            let done = match kind {
+                Kind::Query => Done::Rows(client.query(statement, params).await?),
+                Kind::Execute => Done::Count(client.execute(statement, params).await?),
+            };
+            client.batch_execute("COMMIT").await?;
+            Ok::<_, tokio_postgres::Error>(done)
+        };
+        let done = match within_current(work).await {
+            // The deadline passed: the work is dropped, and so is `held`, armed.
+            Err(deadline) => return Err(PgError::Deadline(deadline)),
+            Ok(done) => done,
+        };
+        if done.is_err() {
+            // The transaction failed (or never began): end it before the next query.
+            let _ = client.batch_execute("ROLLBACK").await;
+        }
+        held.release();
+        done.map_err(|error| {
+            if error.code() == Some(&SqlState::QUERY_CANCELED) {
+                PgError::Deadline(Error::Timeout {
+                    after: timeout.as_duration(),
+                })
+            } else {
+                PgError::Db(error)
+            }
+        })
+    }
+}
+
+/// A session's connection during a query. Released, it goes back to the session; dropped
+/// unreleased, to a task that cancels the query and settles the cancel first.
+struct Held<'a, C: Send + 'static, M: CancelTls> {
+    slot: &'a mut Slot<C>,
+    conn: Option<C>,
+    client: fn(&C) -> &Client,
+    db: &'a Database<M>,
+}
+
+impl<C: Send + 'static, M: CancelTls> Held<'_, C, M> {
+    fn client(&self) -> &Client {
+        match &self.conn {
+            Some(conn) => (self.client)(conn),
+            None => unreachable!("a held connection is there until released or dropped"),
+        }
+    }
+
+    fn release(mut self) {
+        if let Some(conn) = self.conn.take() {
+            *self.slot = Slot::Ready(conn);
+        }
+    }
+}
+
+impl<C: Send + 'static, M: CancelTls> Drop for Held<'_, C, M> {
+    fn drop(&mut self) {
+        let Some(conn) = self.conn.take() else { return };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            // No runtime to cancel on (it is shutting down): the connection is dropped, with
+            // no cancel sent, so none can reach a later query; the statement timeout ends the
+            // query.
+            return;
+        };
+        let (back, settled) = oneshot::channel();
+        *self.slot = Slot::Settling(settled);
+        let db = self.db.clone();
+        let client = self.client;
+        runtime.spawn(async move {
+            let conn = db.settle(conn, client).await;
+            // A session dropped meanwhile: the connection is dropped here, settled.
+            let _ = back.send(conn);
+        });
+    }
+}

@@ -1,0 +1,416 @@
+//! PostgreSQL queries through sqlx under the current deadline (feature `sqlx`).
+//!
+//! sqlx has no cancel of its own: dropping a query's future stops the wait, not the query,
+//! which runs on in the server until it ends or its statement timeout fires. A query run here
+//! through a [`PgPool`]:
+//!
+//! 1. waits for a pooled connection within the deadline (the wait counts against it like any
+//!    other), and is not started when too little time is left then
+//!    ([`StatementPolicy::floor`]): the result is [`Error::DeadlineExceeded`] or the
+//!    shortfall's error ([`Error::InsufficientTime`]);
+//! 2. runs in a transaction whose `SET LOCAL statement_timeout` is the time left, less the
+//!    policy's margin, capped ([`statement_timeout`]);
+//! 3. is cancelled on the server the moment its future is dropped before it is done (the
+//!    caller left, the deadline passed, a hedge lost): a task on the runtime keeps the
+//!    connection, runs `pg_cancel_backend` on its backend from another connection (an idle
+//!    one of the pool, or a new one with the pool's options when none is idle), then
+//!    `ROLLBACK` and `SELECT 1` on the connection, and only then lets it go back to the pool.
+//!    `pg_cancel_backend` has signalled the backend when it answers, and by the settle's
+//!    answers the signal has been taken, so it never reaches a later query. A cancel that
+//!    fails closes the connection instead (counted in [`cancels`], and a `tracing` warning
+//!    under feature `tracing`);
+//! 4. reports SQLSTATE 57014 (`query_canceled`: the statement timeout fired) as the library's
+//!    timeout, [`Error::Timeout`], and the deadline passing as [`Error::DeadlineExceeded`].
+//!
+//! The backend's process id, which the cancel needs, comes back with the transaction's first
+//! round trip (`BEGIN; SET LOCAL ...; SELECT pg_backend_pid()`): no round trip of its own.
+//!
+//! ```no_run
+//! use deadline_core::ms;
+//! use deadline_core::statement::StatementPolicy;
+//! use deadline_tokio::scope_timeout;
+//! use deadline_tokio::sqlx::{self as db, SqlxError};
+//! use sqlx::PgPool;
+//!
+//! // At most 300 ms per query; under 20 ms left, do not start.
+//! const ORDERS: StatementPolicy = StatementPolicy::capped(ms(300)).with_floor(ms(20));
+//!
+//! # async fn run(pool: &PgPool) -> Result<(), SqlxError> {
+//! let rows = scope_timeout(ms(250), async {
+//!     let query = sqlx::query("SELECT id FROM orders WHERE user_id = $1").bind(42_i64);
+//!     db::fetch_all(pool, &ORDERS, query).await
+//! })
+//! .await??;
+//! # let _ = rows;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! [`statement_timeout`]: crate::statement::statement_timeout
+
+use core::fmt;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use ::sqlx::pool::PoolConnection;
+use ::sqlx::postgres::{PgConnection, PgPool, PgQueryResult, PgRow, Postgres};
+use ::sqlx::{Connection, Execute, Executor, Row};
+use deadline_core::Error;
+use deadline_core::statement::{StatementDecision, StatementPolicy};
+
+use crate::context::within_current;
+use crate::statement_timeout;
+
+/// How long a dropped query's cancel may take, from getting a connection to send it on to
+/// `pg_cancel_backend`'s answer: past it the cancel counts as failed and the connection is
+/// closed.
+pub const CANCEL_LIMIT: Duration = Duration::from_secs(5);
+
+/// The error of a query run under the deadline.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum SqlxError {
+    /// The deadline's: no pooled connection in time or the query not started (too little
+    /// time left: [`Error::InsufficientTime`]), its statement timeout fired on the server
+    /// (SQLSTATE 57014: [`Error::Timeout`]), or the deadline passed while it waited or ran
+    /// ([`Error::DeadlineExceeded`]; the query was cancelled on the server). Each maps to 504
+    /// and gRPC `DEADLINE_EXCEEDED`.
+    Deadline(Error),
+    /// sqlx's own error: the database's, the connection's or the pool's.
+    Db(::sqlx::Error),
+}
+
+/// The library's error (a scope cut at its deadline, say) is the deadline's, so that
+/// `scope_timeout(..).await??` reads as one error.
+impl From<Error> for SqlxError {
+    fn from(error: Error) -> Self {
+        SqlxError::Deadline(error)
+    }
+}
+
+impl SqlxError {
+    /// The deadline's error, if that is what this is.
+    #[must_use]
+    pub fn deadline(&self) -> Option<Error> {
+        match self {
+            SqlxError::Deadline(error) => Some(*error),
+            SqlxError::Db(_) => None,
+        }
+    }
+}
+
+/// `?` in an axum or hyper handler: the deadline's error is its status (504), sqlx's a 500.
+#[cfg(feature = "tower")]
+impl From<SqlxError> for http::StatusCode {
+    fn from(error: SqlxError) -> Self {
+        match error {
+            SqlxError::Deadline(error) => error.into(),
+            SqlxError::Db(_) => http::StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+/// `?` in a tonic handler: the deadline's error is its status (`DEADLINE_EXCEEDED`), sqlx's
+/// `INTERNAL`.
+#[cfg(feature = "tonic")]
+impl From<SqlxError> for tonic::Status {
+    fn from(error: SqlxError) -> Self {
+        match error {
+            SqlxError::Deadline(error) => error.into(),
+            SqlxError::Db(error) => tonic::Status::internal(error.to_string()),
+        }
+    }
+}
+
+impl fmt::Display for SqlxError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SqlxError::Deadline(error) => error.fmt(f),
+            SqlxError::Db(error) => error.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for SqlxError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SqlxError::Deadline(error) => Some(error),
+            SqlxError::Db(error) => Some(error),
+        }
+    }
+}
+
+/// Runs `query` on a connection of `pool` and returns its rows, under the current deadline
+/// (see the [module](self)). Outside any [`scope`](crate::scope) the statement timeout is the
+/// policy's cap and nothing is bounded.
+///
+/// # Errors
+///
+/// [`SqlxError::Deadline`] for no connection in time, a query not started, timed out or cut
+/// at the deadline; [`SqlxError::Db`] for anything else sqlx reports.
+pub async fn fetch_all<'q, E>(
+    pool: &PgPool,
+    policy: &StatementPolicy,
+    query: E,
+) -> Result<Vec<PgRow>, SqlxError>
+where
+    E: 'q + Execute<'q, Postgres>,
+{
+    run(pool, policy, query, Kind::Rows)
+        .await
+        .map(|done| match done {
+            Done::Rows(rows) => rows,
+            Done::Count(_) => Vec::new(),
+        })
+}
+
+/// Runs `query` on a connection of `pool` and returns the number of rows it changed, under
+/// the current deadline, as [`fetch_all`] does.
+///
+/// # Errors
+///
+/// As [`fetch_all`].
+pub async fn execute<'q, E>(
+    pool: &PgPool,
+    policy: &StatementPolicy,
+    query: E,
+) -> Result<u64, SqlxError>
+where
+    E: 'q + Execute<'q, Postgres>,
+{
+    run(pool, policy, query, Kind::Count)
+        .await
+        .map(|done| match done {
+            Done::Rows(rows) => rows.len() as u64,
+            Done::Count(count) => count,
+        })
+}
+
+enum Kind {
+    Rows,
+    Count,
+}
+
+enum Done {
+    Rows(Vec<PgRow>),
+    Count(u64),
+}
+
+async fn run<'q, E>(
+    pool: &PgPool,
+    policy: &StatementPolicy,
+    query: E,
+    kind: Kind,
+) -> Result<Done, SqlxError>
+where
+    E: 'q + Execute<'q, Postgres>,
+{
+    let conn = within_current(pool.acquire())
+        .await
+        .map_err(SqlxError::Deadline)?
+        .map_err(SqlxError::Db)?;
+    // Decided once the connection is there: the wait for it has used some of the time.
+    let timeout = match statement_timeout(policy) {
+        StatementDecision::Set(timeout) => timeout,
+        StatementDecision::DontStart(shortfall) => {
+            return Err(SqlxError::Deadline(shortfall.error()));
+        }
+    };
+    // Armed until the transaction is over: dropped before that, it hands the connection to a
+    // task that cancels the query and settles the cancel.
+    let mut held = Held {
+        conn: Some(conn),
+        pid: None,
+        pool: pool.clone(),
+    };
+    let Held { conn, pid, .. } = &mut held;
+    let Some(conn) = conn.as_mut() else {
+        unreachable!("the connection was just put there")
+    };
+    // `BEGIN` and the statement timeout, in one round trip that also reads the backend's pid.
+    let begin = format!("BEGIN; {timeout}; SELECT pg_backend_pid()");
+    let work = async {
+        let row = conn.fetch_one(begin.as_str()).await?;
+        *pid = Some(row.try_get::<i32, _>(0)?);
+        let done = match kind {
+            Kind::Rows => Done::Rows(conn.fetch_all(query).await?),
+            Kind::Count => Done::Count(conn.execute(query).await?.rows_affected()),
+        };
+        simple(conn, "COMMIT").await?;
+        Ok::<_, ::sqlx::Error>(done)
+    };
+    // The deadline passing drops the work, and `held`, armed, on the way out.
+    let done = within_current(work).await.map_err(SqlxError::Deadline)?;
+    if done.is_err() {
+        // The transaction failed (or never began): end it before the pool has it back.
+        let _ = simple(conn, "ROLLBACK").await;
+    }
+    held.release();
+    done.map_err(|error| {
+        let code = error.as_database_error().and_then(|e| e.code());
+        if code.as_deref() == Some("57014") {
+            SqlxError::Deadline(Error::Timeout {
+                after: timeout.as_duration(),
+            })
+        } else {
+            SqlxError::Db(error)
+        }
+    })
+}
+
+/// A pooled connection during a query. Released, it goes back to the pool; dropped
+/// unreleased, to a task that cancels the query and settles the cancel first.
+struct Held {
+    conn: Option<PoolConnection<Postgres>>,
+    /// The backend's process id, once the transaction's first round trip has answered.
+    pid: Option<i32>,
+    pool: PgPool,
+}
+
+impl Held {
+    fn release(mut self) {
+        // Dropped: back to the pool.
+        self.conn = None;
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let Some(conn) = self.conn.take() else { return };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            // No runtime to cancel on: the connection is dropped with no cancel sent, so none
+            // can reach a later query; the statement timeout ends the query.
+            return;
+        };
+        runtime.spawn(settle(conn, self.pid, self.pool.clone()));
+    }
+}
+
+/// Cancels the query `conn` was running when its future was dropped, waits until the cancel
+/// has settled, and lets the connection go back to the pool; closes it when the cancel fails.
+async fn settle(mut conn: PoolConnection<Postgres>, pid: Option<i32>, pool: PgPool) {
+    if let Some(pid) = pid {
+        // Without a pid the transaction's first round trip never answered: nothing but it
+        // has run, and no cancel is needed.
+        let sent = tokio::time::timeout(CANCEL_LIMIT, cancel_backend(&pool, pid))
+            .await
+            .unwrap_or_else(|_| Err(::sqlx::Error::PoolTimedOut));
+        match sent {
+            Ok(()) => {
+                COUNTS.sent.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(error) => {
+                COUNTS.failed.fetch_add(1, Ordering::Relaxed);
+                close(conn, "a dropped query's cancel failed", &error);
+                return;
+            }
+        }
+    }
+    // The transaction's end (its warning when there is none is harmless). The first try may
+    // answer with the dropped query's own error, which sqlx reads first: then once more.
+    for _ in 0..2 {
+        if simple(&mut conn, "ROLLBACK").await.is_ok() {
+            break;
+        }
+    }
+    if let Err(error) = simple(&mut conn, "SELECT 1").await {
+        close(conn, "the settle after a cancel failed", &error);
+    }
+    // Dropped here: back to the pool, settled.
+}
+
+/// Closes `conn` instead of returning it to the pool, and says why.
+#[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
+fn close(mut conn: PoolConnection<Postgres>, what: &str, error: &::sqlx::Error) {
+    COUNTS.closed.fetch_add(1, Ordering::Relaxed);
+    #[cfg(feature = "tracing")]
+    tracing::warn!(
+        target: "deadline_tokio::sqlx",
+        error = %error,
+        "{what}: the connection is closed"
+    );
+    conn.close_on_drop();
+}
+
+/// Signals backend `pid` with `pg_cancel_backend` from another connection: an idle one of the
+/// pool, or a new one with the pool's options. When it answers, the signal has been sent.
+async fn cancel_backend(pool: &PgPool, pid: i32) -> Result<(), ::sqlx::Error> {
+    match pool.try_acquire() {
+        Some(mut other) => signal(&mut other, pid).await.map(drop),
+        None => {
+            let mut other = PgConnection::connect_with(&pool.connect_options()).await?;
+            let sent = signal(&mut other, pid).await.map(drop);
+            let _ = other.close().await;
+            sent
+        }
+    }
+}
+
+// The statements, each a boxed `Send` future over one connection's borrow (sqlx's executor
+// futures, awaited in a generic `async fn`, are not provably `Send` to the compiler).
+
+/// One statement, or several, with no parameters, over the simple query protocol.
+fn simple<'c>(conn: &'c mut PgConnection, sql: &'c str) -> Statement<'c, PgQueryResult> {
+    conn.execute(sql)
+}
+
+/// `pg_cancel_backend(pid)`.
+fn signal(conn: &mut PgConnection, pid: i32) -> Statement<'_, PgQueryResult> {
+    conn.execute(::sqlx::query("SELECT pg_cancel_backend($1)").bind(pid))
+}
+
+type Statement<'c, T> = Pin<Box<dyn Future<Output = Result<T, ::sqlx::Error>> + Send + 'c>>;
+
+struct Counts {
+    sent: AtomicU64,
+    failed: AtomicU64,
+    closed: AtomicU64,
+}
+
+static COUNTS: Counts = Counts {
+    sent: AtomicU64::new(0),
+    failed: AtomicU64::new(0),
+    closed: AtomicU64::new(0),
+};
+
+/// What became of this process's cancels of dropped sqlx queries so far.
+#[must_use]
+pub fn cancels() -> Cancels {
+    Cancels {
+        sent: COUNTS.sent.load(Ordering::Relaxed),
+        failed: COUNTS.failed.load(Ordering::Relaxed),
+        closed: COUNTS.closed.load(Ordering::Relaxed),
+    }
+}
+
+/// What became of the cancels of dropped queries (see [`cancels`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cancels {
+    sent: u64,
+    failed: u64,
+    closed: u64,
+}
+
+impl Cancels {
+    /// Cancels sent: `pg_cancel_backend` answered, so the backend was signalled.
+    #[must_use]
+    pub const fn sent(&self) -> u64 {
+        self.sent
+    }
+
+    /// Cancels that could not be sent: no other connection, an error, no answer within
+    /// [`CANCEL_LIMIT`]. The query ran on until its statement timeout. Each one is also a
+    /// `tracing` warning under feature `tracing`.
+    #[must_use]
+    pub const fn failed(&self) -> u64 {
+        self.failed
+    }
+
+    /// Connections closed rather than returned to the pool, because their cancel failed or
+    /// the settle after it did not answer.
+    #[must_use]
+    pub const fn closed(&self) -> u64 {
+        self.closed
+    }
+}

@@ -1,0 +1,240 @@
+//! A dropped query's cancel over TLS, against a PostgreSQL server that accepts TLS connections
+//! alone (`ssl = on`, `hostssl` the one line of `pg_hba.conf`), with a self-signed certificate
+//! this test makes.
+//!
+//! The test starts that server itself, with `scripts/postgres.sh start-tls` (PostgreSQL's
+//! server programs: Debian's `postgresql`), and stops it at the end. Real sockets and a real
+//! server: nothing is timed; each wait on the server is a bounded poll.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use deadline_core::ms;
+use deadline_core::statement::StatementPolicy;
+use deadline_tokio::postgres::{Database, PgError};
+use tokio_postgres::config::SslMode;
+use tokio_postgres::{Client, Config, NoTls};
+use tokio_postgres_rustls::MakeRustlsConnect;
+
+/// At most 10 s per query: the statement timeout never ends these queries.
+const POLICY: StatementPolicy = StatementPolicy::capped(ms(10_000));
+
+/// A throwaway TLS-only server, stopped when dropped.
+struct TlsServer {
+    dir: String,
+    port: u16,
+    cert_der: Vec<u8>,
+    certs: PathBuf,
+}
+
+impl TlsServer {
+    fn start() -> TlsServer {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let certs = std::env::temp_dir().join(format!(
+            "deadline-tls-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&certs).unwrap();
+        let made = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+        std::fs::write(certs.join("server.crt"), made.cert.pem()).unwrap();
+        std::fs::write(certs.join("server.key"), made.key_pair.serialize_pem()).unwrap();
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/postgres.sh");
+        let out = Command::new("bash")
+            .arg(&script)
+            .arg("start-tls")
+            .arg(certs.join("server.crt"))
+            .arg(certs.join("server.key"))
+            .output()
+            .expect("run scripts/postgres.sh");
+        assert!(
+            out.status.success(),
+            "scripts/postgres.sh start-tls failed (it needs PostgreSQL's server programs): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let exports = String::from_utf8(out.stdout).unwrap();
+        let value = |name: &str| {
+            exports
+                .lines()
+                .find_map(|line| line.strip_prefix(&format!("export {name}=")))
+                .unwrap_or_else(|| panic!("no {name} in {exports}"))
+                .to_owned()
+        };
+        let url = value("DEADLINE_TEST_DATABASE_URL");
+        let port = url
+            .rsplit_once(':')
+            .and_then(|(_, rest)| rest.split('/').next())
+            .and_then(|port| port.parse().ok())
+            .unwrap_or_else(|| panic!("no port in {url}"));
+        TlsServer {
+            dir: value("DEADLINE_PG_DIR"),
+            port,
+            cert_der: made.cert.der().to_vec(),
+            certs,
+        }
+    }
+
+    /// The server over TLS, its certificate checked against `localhost`, at 127.0.0.1.
+    fn config(&self) -> Config {
+        let mut config = Config::new();
+        config
+            .host("localhost")
+            .hostaddr([127, 0, 0, 1].into())
+            .port(self.port)
+            .user("postgres")
+            .dbname("postgres")
+            .ssl_mode(SslMode::Require);
+        config
+    }
+
+    /// A TLS connector that trusts this server's certificate alone.
+    fn tls(&self) -> MakeRustlsConnect {
+        let mut roots = rustls::RootCertStore::empty();
+        roots
+            .add(rustls::pki_types::CertificateDer::from(
+                self.cert_der.clone(),
+            ))
+            .unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        MakeRustlsConnect::new(config)
+    }
+
+    async fn connect(&self) -> Client {
+        let (client, connection) = self.config().connect(self.tls()).await.unwrap();
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        client
+    }
+}
+
+impl Drop for TlsServer {
+    fn drop(&mut self) {
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/postgres.sh");
+        let _ = Command::new("bash")
+            .arg(script)
+            .arg("stop")
+            .arg(&self.dir)
+            .status();
+        let _ = std::fs::remove_dir_all(&self.certs);
+    }
+}
+
+/// The `pg_sleep` queries tagged `tag` still running, seen from `observer`.
+async fn running(observer: &Client, tag: &str) -> i64 {
+    observer
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' \
+             AND pid <> pg_backend_pid() AND position($1 in query) > 0",
+            &[&tag],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
+/// Polls (at most 5 s, 10 ms apart) until `want` queries tagged `tag` run.
+async fn until(observer: &Client, tag: &str, want: i64) -> bool {
+    for _ in 0..500 {
+        if running(observer, tag).await == want {
+            return true;
+        }
+        tokio::time::sleep(ms(10)).await;
+    }
+    false
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_querys_cancel_goes_over_the_connections_tls() {
+    let server = TlsServer::start();
+    let observer = server.connect().await;
+
+    // The server accepts TLS alone: a plaintext connection is refused.
+    let mut plain = server.config();
+    plain.ssl_mode(SslMode::Disable);
+    let refused = plain.connect(NoTls).await;
+    assert!(refused.is_err(), "a plaintext connection was accepted");
+    let ssl: bool = observer
+        .query_one(
+            "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(ssl, "the observer's connection is TLS");
+
+    // Before: a cancel with `NoTls` on a `sslmode=require` connection fails (and a caller
+    // that drops the error never knows), and the query runs on.
+    let client = server.connect().await;
+    let token = client.cancel_token();
+    let tag = "tls_notls_cancel_4e1b";
+    let sql = format!("SELECT pg_sleep(5) /* {tag} */");
+    let query = tokio::spawn(async move { client.simple_query(&sql).await.map(|_| ()) });
+    assert!(until(&observer, tag, 1).await, "the query started");
+    let failed = token.cancel_query(NoTls).await;
+    assert!(
+        failed.is_err(),
+        "a NoTls cancel on a TLS-only server: {failed:?}"
+    );
+    tokio::time::sleep(ms(300)).await;
+    assert_eq!(running(&observer, tag).await, 1, "the query runs on");
+    // The same cancel with the connection's connector stops it.
+    token.cancel_query(server.tls()).await.unwrap();
+    assert!(until(&observer, tag, 0).await, "the query was cancelled");
+    let ended = query.await.unwrap();
+    assert!(ended.is_err(), "the query ended by the cancel: {ended:?}");
+
+    // With a session: the query dropped mid-flight is cancelled over TLS, and is gone.
+    let db = Database::new(&server.config(), server.tls()).unwrap();
+    let mut session = db.connect().await.unwrap();
+    let tag = "tls_session_cancel_8c2d";
+    let sql = format!("SELECT pg_sleep(5) /* {tag} */");
+    let dropped = tokio::time::timeout(ms(200), session.query(&POLICY, &sql, &[])).await;
+    assert!(dropped.is_err(), "the caller left at 200 ms");
+    assert!(
+        until(&observer, tag, 0).await,
+        "the dropped query was cancelled"
+    );
+    let rows = session.query(&POLICY, "SELECT 1", &[]).await.unwrap();
+    assert_eq!(rows[0].get::<_, i32>(0), 1);
+    let cancels = db.cancels();
+    assert_eq!(
+        (cancels.sent(), cancels.failed(), cancels.closed()),
+        (1, 0, 0)
+    );
+}
+
+/// A database given the wrong connector (`NoTls` for TLS connections) cannot cancel: the
+/// failure is counted, and the connection, whose query may run on and whose state is
+/// unknown, is closed rather than reused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_that_fails_is_counted_and_its_connection_closed() {
+    let server = TlsServer::start();
+    let observer = server.connect().await;
+    let db = Database::new(&server.config(), NoTls).unwrap();
+    let mut session = db.session_with(server.connect().await, |client| client);
+    let tag = "tls_failed_cancel_2f7a";
+    let sql = format!("SELECT pg_sleep(1) /* {tag} */");
+    let dropped = tokio::time::timeout(ms(200), session.query(&POLICY, &sql, &[])).await;
+    assert!(dropped.is_err(), "the caller left at 200 ms");
+    // The query runs to its end (1 s); then the connection's backend is ended.
+    assert!(until(&observer, tag, 0).await, "the query ended");
+    let next = session.query(&POLICY, "SELECT 1", &[]).await;
+    assert!(
+        matches!(&next, Err(PgError::Db(e)) if e.is_closed()),
+        "the connection was closed: {next:?}"
+    );
+    let cancels = db.cancels();
+    assert_eq!(
+        (cancels.sent(), cancels.failed(), cancels.closed()),
+        (0, 1, 1)
+    );
+}

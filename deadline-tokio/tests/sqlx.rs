@@ -1,0 +1,241 @@
+//! sqlx queries under the deadline, against a real PostgreSQL: the statement timeout from the
+//! time left, the query gone from `pg_stat_activity` when its future is dropped, the pool's
+//! wait bounded, and a dropped query's cancel never reaching the next user of the connection.
+//!
+//! The database comes from `DEADLINE_TEST_DATABASE_URL`, as for the other database tests
+//! (`eval "$(bash scripts/postgres.sh start)"`, or `scripts/test.sh`, which starts one).
+//! Real sockets and a real server: nothing is timed; each wait on the server is a bounded
+//! poll, and the race runs `DEADLINE_PG_RACE_ITERATIONS` rounds (600 by default), as
+//! `tests/postgres_race.rs` does.
+
+use deadline_core::statement::StatementPolicy;
+use deadline_core::{Error, ms};
+use deadline_tokio::scope_timeout;
+use deadline_tokio::sqlx::{self as db, SqlxError};
+use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::{Executor, Row};
+
+/// At most 10 s per query: the statement timeout never ends these queries unless a test
+/// sets a shorter cap.
+const POLICY: StatementPolicy = StatementPolicy::capped(ms(10_000));
+
+fn database_url() -> String {
+    std::env::var("DEADLINE_TEST_DATABASE_URL").unwrap_or_else(|_| {
+        panic!(
+            "DEADLINE_TEST_DATABASE_URL is not set: these tests need a PostgreSQL server. \
+             Start a throwaway one with `eval \"$(bash scripts/postgres.sh start)\"`, \
+             or run `bash scripts/test.sh`, which does."
+        )
+    })
+}
+
+async fn pool(size: u32) -> PgPool {
+    PgPoolOptions::new()
+        .max_connections(size)
+        .connect(&database_url())
+        .await
+        .unwrap_or_else(|e| panic!("cannot connect to DEADLINE_TEST_DATABASE_URL: {e}"))
+}
+
+/// The queries tagged `tag` running, seen from `observer`.
+async fn running(observer: &PgPool, tag: &str) -> i64 {
+    sqlx::query(
+        "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' \
+         AND pid <> pg_backend_pid() AND position($1 in query) > 0",
+    )
+    .bind(tag)
+    .fetch_one(observer)
+    .await
+    .unwrap()
+    .get(0)
+}
+
+/// Polls (at most 5 s, 10 ms apart) until `want` queries tagged `tag` run.
+async fn until(observer: &PgPool, tag: &str, want: i64) -> bool {
+    for _ in 0..500 {
+        if running(observer, tag).await == want {
+            return true;
+        }
+        tokio::time::sleep(ms(10)).await;
+    }
+    false
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_query_runs_with_the_statement_timeout_from_the_time_left() {
+    let pool = pool(1).await;
+    let rows = scope_timeout(
+        ms(5_000),
+        db::fetch_all(
+            &pool,
+            &POLICY,
+            sqlx::query("SELECT $1::int + 1").bind(41_i32),
+        ),
+    )
+    .await
+    .expect("inside its scope")
+    .unwrap();
+    assert_eq!(rows[0].get::<i32, _>(0), 42);
+    // SET LOCAL inside the transaction: at most the 5 s left, less the margin.
+    let rows = scope_timeout(
+        ms(5_000),
+        db::fetch_all(
+            &pool,
+            &POLICY,
+            sqlx::query("SELECT current_setting('statement_timeout')"),
+        ),
+    )
+    .await
+    .expect("inside its scope")
+    .unwrap();
+    let shown: String = rows[0].get(0);
+    let millis: u64 = shown.trim_end_matches("ms").parse().unwrap();
+    assert!((1..=4_995).contains(&millis), "{shown}");
+    // And only there: outside, the session's own setting is untouched.
+    let row = sqlx::query("SHOW statement_timeout")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(row.get::<String, _>(0), "0");
+    let changed = scope_timeout(
+        ms(5_000),
+        db::execute(&pool, &POLICY, "SELECT * FROM generate_series(1, 3)"),
+    )
+    .await
+    .expect("inside its scope")
+    .unwrap();
+    assert_eq!(changed, 3);
+    // The future is `Send`: a handler may spawn it.
+    let spawned = tokio::spawn(async move {
+        scope_timeout(ms(5_000), db::fetch_all(&pool, &POLICY, "SELECT 1"))
+            .await
+            .expect("inside its scope")
+    });
+    assert_eq!(spawned.await.unwrap().unwrap().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlstate_57014_is_the_librarys_timeout() {
+    let pool = pool(1).await;
+    let short = StatementPolicy::capped(ms(50));
+    let result = scope_timeout(
+        ms(5_000),
+        db::fetch_all(&pool, &short, "SELECT pg_sleep(5) /* sqlx_timeout */"),
+    )
+    .await
+    .expect("inside its scope");
+    match result {
+        Err(SqlxError::Deadline(Error::Timeout { after })) => assert_eq!(after, ms(50)),
+        other => panic!("expected the timeout, got {other:?}"),
+    }
+    // Rolled back: the connection answers.
+    let row = sqlx::query("SELECT 1").fetch_one(&pool).await.unwrap();
+    assert_eq!(row.get::<i32, _>(0), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_query_is_not_started_with_too_little_time_left() {
+    let pool = pool(1).await;
+    let policy = StatementPolicy::capped(ms(10_000)).with_floor(ms(40));
+    let result = scope_timeout(ms(20), db::fetch_all(&pool, &policy, "SELECT 1"))
+        .await
+        .expect("inside its scope");
+    assert!(
+        matches!(
+            result,
+            Err(SqlxError::Deadline(Error::InsufficientTime { .. }))
+        ),
+        "{result:?}"
+    );
+}
+
+/// The pool's one connection is taken: the wait for it ends at the deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_wait_for_a_pooled_connection_is_bounded_by_the_deadline() {
+    let pool = pool(1).await;
+    let taken = pool.acquire().await.unwrap();
+    let result = scope_timeout(ms(100), db::fetch_all(&pool, &POLICY, "SELECT 1"))
+        .await
+        .expect("inside its scope");
+    assert!(
+        matches!(result, Err(SqlxError::Deadline(Error::DeadlineExceeded))),
+        "{result:?}"
+    );
+    drop(taken);
+    let rows = scope_timeout(ms(5_000), db::fetch_all(&pool, &POLICY, "SELECT 1"))
+        .await
+        .expect("inside its scope")
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+}
+
+/// The caller leaves at 100 ms: the query is cancelled on the server, and the pool's one
+/// connection serves the next query once the cancel has settled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_query_is_gone_from_the_server() {
+    let observer = pool(1).await;
+    let pool = pool(1).await;
+    let tag = "sqlx_dropped_3a9c";
+    let sql = format!("SELECT pg_sleep(5) /* {tag} */");
+    let before = db::cancels();
+    let dropped = tokio::time::timeout(
+        ms(100),
+        scope_timeout(ms(10_000), db::fetch_all(&pool, &POLICY, sql.as_str())),
+    )
+    .await;
+    assert!(dropped.is_err(), "the caller left at 100 ms");
+    assert!(
+        until(&observer, tag, 0).await,
+        "the dropped query was cancelled"
+    );
+    let row = sqlx::query("SELECT 1").fetch_one(&pool).await.unwrap();
+    assert_eq!(row.get::<i32, _>(0), 1);
+    let after = db::cancels();
+    assert!(after.sent() > before.sent(), "{before:?} -> {after:?}");
+    assert_eq!(after.failed(), before.failed());
+}
+
+/// The race of a cancel with the next query, on a pool of one connection: queries dropped
+/// within a millisecond or two of their end (`pg_sleep` of 3.0 to 7.0 ms, dropped at 5 ms),
+/// and an unrelated query at once on the pool's one connection, thousands of times: it never
+/// fails with 57014.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_querys_cancel_never_reaches_the_next_user_of_the_connection() {
+    let pool = pool(1).await;
+    let rounds = std::env::var("DEADLINE_PG_RACE_ITERATIONS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(600_usize);
+    let (mut dropped, mut answered, mut own_cancelled, mut unrelated_cancelled) = (0, 0, 0, 0);
+    for i in 0..rounds {
+        let sql = format!("SELECT pg_sleep({}e-6)", 3_000 + (i % 41) * 100);
+        match tokio::time::timeout(ms(5), db::fetch_all(&pool, &POLICY, sql.as_str())).await {
+            Ok(Ok(_)) => answered += 1,
+            Ok(Err(SqlxError::Deadline(Error::Timeout { .. }))) => own_cancelled += 1,
+            Ok(Err(e)) => panic!("the query failed otherwise: {e:?}"),
+            Err(_) => dropped += 1,
+        }
+        let mut conn = pool.acquire().await.unwrap();
+        match conn.execute("SELECT pg_sleep(0.010)").await {
+            Ok(_) => {}
+            Err(e) if e.as_database_error().and_then(|d| d.code()).as_deref() == Some("57014") => {
+                unrelated_cancelled += 1;
+            }
+            Err(e) => panic!("the unrelated query failed otherwise: {e:?}"),
+        }
+    }
+    let cancels = db::cancels();
+    eprintln!(
+        "sqlx, pool of one: {rounds} rounds, {dropped} dropped mid-query, {answered} answered; \
+         unrelated queries cancelled: {unrelated_cancelled}; the library's own queries \
+         cancelled: {own_cancelled}; cancels: {cancels:?}"
+    );
+    assert!(
+        dropped >= rounds / 10,
+        "too few queries were dropped mid-flight"
+    );
+    assert_eq!((unrelated_cancelled, own_cancelled), (0, 0));
+    assert_eq!(cancels.failed(), 0, "{cancels:?}");
+    // Every settle answered: no connection was closed.
+    assert_eq!(cancels.closed(), 0, "{cancels:?}");
+}
