@@ -1,15 +1,20 @@
-//! A connect limit apart from the read limit, per request (feature `tower`).
+//! A connect limit apart from the read limit, per request (feature `hyper-util`).
 //!
 //! hyper-util's and tonic's connectors take one fixed connect timeout per client, set when
 //! the client is built. [`Connector`] wraps any connector (a `tower::Service<Uri>`, such as
 //! hyper-util's `HttpConnector`) and bounds each connect, when it starts, by the shorter of
-//! the dependency's connect limit ([`Policy::get_connect`](deadline_core::Policy::get_connect))
-//! and the time left of the current deadline ([`current`]): inside a
-//! [`DependencyLayer`](crate::layer::DependencyLayer) call that is the time left of the
-//! attempt, whose scope ends at its timeout. Reaching a server in the same data centre
-//! takes milliseconds, so a host that does not answer is given up on after the connect
-//! limit, with the rest of the attempt's time left for a retry, instead of after the whole
-//! read limit.
+//! the dependency's connect limit ([`Policy::connect`]) and the time left of the current
+//! deadline ([`current`]): inside a [`DependencyLayer`](crate::layer::DependencyLayer) call
+//! that is the time left of the attempt, whose scope ends at its timeout. Reaching a server
+//! in the same data centre takes milliseconds, so a host that does not answer is given up
+//! on after the connect limit, with the rest of the attempt's time left for a retry,
+//! instead of after the whole read limit.
+//!
+//! Each connection it makes ([`Io`]) is given up when a write to it makes no progress for
+//! as long as the policy's cap ([`Policy::cap`]), the longest any attempt waits: by then
+//! every request writing to it has been given up. Without this, hyper's connection task
+//! keeps trying to send an abandoned request's body to a peer that has stopped reading, for
+//! as long as the peer keeps the connection open, and the task and its socket are left.
 //!
 //! What a failed connect means for the call is read from the client's error by
 //! [`ClassifyConnect`] (or [`outcome`]), which finds the [`ConnectError`] in the error's
@@ -49,7 +54,7 @@
 //! # async fn main() {
 //! // A port nothing listens on: each connect is refused.
 //! let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-//! let connector = Connector::new(HttpConnector::new(), PRICING.policy().get_connect());
+//! let connector = Connector::new(HttpConnector::new(), PRICING.policy());
 //! let client = Client::builder(TokioExecutor::new()).build(connector);
 //! let client = DependencyLayer::new(&PRICING, DeadlineHeader::DeadlineMs)
 //!     .classify_error(ClassifyConnect::new())
@@ -70,10 +75,13 @@ use core::pin::pin;
 use core::task::{Context, Poll};
 use core::time::Duration;
 use std::error::Error as StdError;
+use std::io;
 
 use deadline_core::drive::{AnyErrorFails, Classify};
-use deadline_core::{Clock, Outcome};
+use deadline_core::{Clock, Outcome, Policy};
 use http::Uri;
+use hyper::rt::{Read, ReadBufCursor, Write};
+use hyper_util::client::legacy::connect::{Connected, Connection};
 use tokio::time::Sleep;
 use tower_service::Service;
 
@@ -84,13 +92,13 @@ use crate::context::current;
 type BoxError = Box<dyn StdError + Send + Sync>;
 
 /// A connector whose every connect is bounded by the shorter of a connect limit and the
-/// time left of the current deadline, read when the connect starts: see the
-/// [module](self).
+/// time left of the current deadline, read when the connect starts, and whose connections
+/// are given up when a write stalls for the policy's cap: see the [module](self).
 ///
 /// Use it where a client takes a connector: hyper-util's
-/// `Client::builder(..).build(Connector::new(HttpConnector::new(), limit))`, tonic's
+/// `Client::builder(..).build(Connector::new(HttpConnector::new(), policy))`, tonic's
 /// `Endpoint::connect_with_connector(Connector::new(..))`. It answers with the inner
-/// connector's connection, unchanged.
+/// connector's connection, in an [`Io`].
 ///
 /// The deadline is read from the task that starts the connect. hyper-util's client starts
 /// it from the request's own future, so each connect sees its attempt's time left. tonic's
@@ -102,22 +110,35 @@ type BoxError = Box<dyn StdError + Send + Sync>;
 #[derive(Clone, Copy, Debug)]
 pub struct Connector<C> {
     inner: C,
-    limit: Duration,
+    connect: Duration,
+    stall: Duration,
 }
 
 impl<C> Connector<C> {
-    /// Wraps `inner`, bounding each connect by `limit` (the dependency's connect limit,
-    /// `policy.get_connect()`; [`Duration::MAX`] for none) or the time left, whichever is
-    /// shorter.
+    /// Wraps `inner` for the dependency whose policy is `policy`: each connect bounded by
+    /// the policy's connect limit ([`Policy::connect`]; none: the time left alone) or the
+    /// time left, whichever is shorter; each connection given up when a write makes no
+    /// progress for the policy's cap ([`Policy::cap`]; none: never).
     #[must_use]
-    pub const fn new(inner: C, limit: Duration) -> Self {
-        Connector { inner, limit }
+    pub const fn new(inner: C, policy: &Policy<'_>) -> Self {
+        Connector {
+            inner,
+            connect: policy.get_connect(),
+            stall: policy.get_cap(),
+        }
     }
 
-    /// The connect limit.
+    /// The connect limit ([`Duration::MAX`] for none).
     #[must_use]
-    pub const fn limit(&self) -> Duration {
-        self.limit
+    pub const fn connect_limit(&self) -> Duration {
+        self.connect
+    }
+
+    /// How long a write may make no progress before its connection is given up
+    /// ([`Duration::MAX`] for ever).
+    #[must_use]
+    pub const fn stall_limit(&self) -> Duration {
+        self.stall
     }
 
     /// The inner connector.
@@ -134,7 +155,7 @@ impl<C> Connector<C> {
     /// current deadline if that is shorter; `None` for no bound at all.
     fn bound(&self) -> Option<Duration> {
         let left = current().map_or(Duration::MAX, |d| d.remaining(TokioClock.now()));
-        let bound = self.limit.min(left);
+        let bound = self.connect.min(left);
         (bound != Duration::MAX).then_some(bound)
     }
 }
@@ -144,7 +165,7 @@ where
     C: Service<Uri>,
     C::Error: Into<BoxError>,
 {
-    type Response = C::Response;
+    type Response = Io<C::Response>;
     type Error = ConnectError;
     type Future = ConnectFuture<C::Future>;
 
@@ -155,15 +176,16 @@ where
     }
 
     fn call(&mut self, uri: Uri) -> ConnectFuture<C::Future> {
+        let stall = (self.stall != Duration::MAX).then_some(self.stall);
         let Some(bound) = self.bound() else {
-            return ConnectFuture::new(Some(self.inner.call(uri)), None, Duration::MAX);
+            return ConnectFuture::new(Some(self.inner.call(uri)), None, Duration::MAX, stall);
         };
         if bound.is_zero() {
             // Nothing left of the time: the connect is not started.
-            return ConnectFuture::new(None, None, bound);
+            return ConnectFuture::new(None, None, bound, stall);
         }
         let until = tokio::time::Instant::now().checked_add(bound);
-        ConnectFuture::new(Some(self.inner.call(uri)), until, bound)
+        ConnectFuture::new(Some(self.inner.call(uri)), until, bound, stall)
     }
 }
 
@@ -183,16 +205,24 @@ pin_project_lite::pin_project! {
         sleep: Option<Pin<Box<Sleep>>>,
         // The bound, for the error.
         after: Duration,
+        // The stall limit of the connection made.
+        stall: Option<Duration>,
     }
 }
 
 impl<F> ConnectFuture<F> {
-    fn new(connect: Option<F>, until: Option<tokio::time::Instant>, after: Duration) -> Self {
+    fn new(
+        connect: Option<F>,
+        until: Option<tokio::time::Instant>,
+        after: Duration,
+        stall: Option<Duration>,
+    ) -> Self {
         ConnectFuture {
             connect,
             until,
             sleep: None,
             after,
+            stall,
         }
     }
 }
@@ -202,7 +232,7 @@ where
     F: Future<Output = Result<T, E>>,
     E: Into<BoxError>,
 {
-    type Output = Result<T, ConnectError>;
+    type Output = Result<Io<T>, ConnectError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
@@ -215,7 +245,15 @@ where
         // kept.
         let had_budget = tokio::task::coop::has_budget_remaining();
         if let Poll::Ready(connected) = connect.poll(cx) {
-            return Poll::Ready(connected.map_err(|e| ConnectError::Failed(e.into())));
+            let stall = *this.stall;
+            return Poll::Ready(match connected {
+                Ok(io) => Ok(Io {
+                    io,
+                    stall,
+                    stalled: None,
+                }),
+                Err(e) => Err(ConnectError::Failed(e.into())),
+            });
         }
         let Some(until) = *this.until else {
             return Poll::Pending;
@@ -236,6 +274,114 @@ where
         } else {
             Poll::Pending
         }
+    }
+}
+
+/// A connection made by a [`Connector`]: the inner connector's, given up (its writes fail
+/// with [`io::ErrorKind::TimedOut`]) when a write or flush makes no progress for the stall
+/// limit, the policy's cap. Reads, and writes that progress, are the inner connection's.
+#[derive(Debug)]
+pub struct Io<T> {
+    io: T,
+    stall: Option<Duration>,
+    // Armed at the first write or flush that could not progress, cleared by the next one
+    // that does.
+    stalled: Option<Pin<Box<Sleep>>>,
+}
+
+impl<T> Io<T> {
+    /// The inner connection.
+    pub fn get_ref(&self) -> &T {
+        &self.io
+    }
+
+    /// The inner connection, mutably.
+    pub fn get_mut(&mut self) -> &mut T {
+        &mut self.io
+    }
+
+    /// The inner connection, unwrapped.
+    pub fn into_inner(self) -> T {
+        self.io
+    }
+
+    /// A write or flush polled to `polled`: progress clears the stall, and a stall that
+    /// has lasted the limit fails.
+    fn progress<R>(
+        &mut self,
+        polled: Poll<io::Result<R>>,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<R>> {
+        if polled.is_ready() {
+            self.stalled = None;
+            return polled;
+        }
+        let Some(limit) = self.stall else {
+            return Poll::Pending;
+        };
+        let stalled = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        if stalled.as_mut().poll(cx).is_ready() {
+            Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("no byte could be written for {limit:?}: the connection is given up"),
+            )))
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+impl<T: Read + Unpin> Read for Io<T> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
+    }
+}
+
+impl<T: Write + Unpin> Write for Io<T> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.io).poll_write(cx, buf);
+        this.progress(polled, cx)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
+        this.progress(polled, cx)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.io).poll_flush(cx);
+        this.progress(polled, cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
+}
+
+impl<T: Connection> Connection for Io<T> {
+    fn connected(&self) -> Connected {
+        self.io.connected()
     }
 }
 

@@ -72,6 +72,11 @@ fn uri(addr: SocketAddr) -> Uri {
     format!("http://{addr}/").parse().unwrap()
 }
 
+/// A policy with this connect limit (and no cap), for the connector alone.
+const fn connect_limit(connect: Duration) -> Policy<'static> {
+    Policy::required("connector alone").connect(connect)
+}
+
 /// 100 ms per attempt, of which at most 20 to connect; two retries, 10 ms apart.
 const fn connect_20(name: &'static str) -> Policy<'static> {
     Policy::required(name)
@@ -90,7 +95,7 @@ async fn a_connect_that_never_completes_ends_at_the_connect_limit() {
     let start = Instant::now();
     let error = scope_timeout(
         ms(100),
-        Connector::new(inner, ms(20)).oneshot(uri(closed_port())),
+        Connector::new(inner, &connect_limit(ms(20))).oneshot(uri(closed_port())),
     )
     .await
     .unwrap_err();
@@ -111,7 +116,7 @@ async fn the_time_left_bounds_the_connect_when_it_is_shorter() {
     let error = scope_timeout(ms(200), async {
         tokio::time::sleep(ms(190)).await;
         // 10 ms left, under the 20 ms connect limit.
-        Connector::new(inner, ms(20))
+        Connector::new(inner, &connect_limit(ms(20)))
             .oneshot(uri(closed_port()))
             .await
     })
@@ -124,7 +129,7 @@ async fn the_time_left_bounds_the_connect_when_it_is_shorter() {
     let (inner, _) = never();
     let error = scope_timeout(
         ms(70),
-        Connector::new(inner, Duration::MAX).oneshot(uri(closed_port())),
+        Connector::new(inner, &connect_limit(Duration::MAX)).oneshot(uri(closed_port())),
     )
     .await
     .unwrap_err();
@@ -135,7 +140,7 @@ async fn the_time_left_bounds_the_connect_when_it_is_shorter() {
 async fn outside_any_scope_the_connect_limit_alone_bounds_it() {
     let (inner, _) = never();
     let start = Instant::now();
-    let error = Connector::new(inner, ms(35))
+    let error = Connector::new(inner, &connect_limit(ms(35)))
         .oneshot(uri(closed_port()))
         .await
         .unwrap_err();
@@ -148,7 +153,7 @@ async fn with_no_time_left_no_connect_is_started() {
     let (inner, connects) = never();
     let error = scope_timeout(ms(10), async {
         tokio::time::sleep(ms(10)).await;
-        Connector::new(inner, ms(20))
+        Connector::new(inner, &connect_limit(ms(20)))
             .oneshot(uri(closed_port()))
             .await
     })
@@ -164,7 +169,7 @@ async fn a_refused_connect_is_refused_before_sending() {
     let start = Instant::now();
     let error = scope_timeout(
         ms(100),
-        Connector::new(HttpConnector::new(), ms(20)).oneshot(uri(closed_port())),
+        Connector::new(HttpConnector::new(), &connect_limit(ms(20))).oneshot(uri(closed_port())),
     )
     .await
     .unwrap_err();
@@ -184,7 +189,7 @@ async fn a_connect_to_a_live_server_gives_its_connection() {
         BOUND,
         scope_timeout(
             ms(10_000),
-            Connector::new(HttpConnector::new(), ms(5_000)).oneshot(uri(addr)),
+            Connector::new(HttpConnector::new(), &connect_limit(ms(5_000))).oneshot(uri(addr)),
         ),
     )
     .await
@@ -192,7 +197,7 @@ async fn a_connect_to_a_live_server_gives_its_connection() {
     .unwrap();
     let (accepted, _) = listener.accept().await.unwrap();
     assert_eq!(
-        connected.inner().local_addr().unwrap(),
+        connected.get_ref().inner().local_addr().unwrap(),
         accepted.peer_addr().unwrap()
     );
 }
@@ -266,10 +271,7 @@ async fn through_hyper_util_a_connect_that_runs_out_is_the_attempts_timeout() {
     let (inner, connects) = never();
     let client = DependencyLayer::new(&DEAD, DeadlineHeader::DeadlineMs)
         .classify_error(ClassifyConnect::new())
-        .layer(hyper_client(Connector::new(
-            inner,
-            DEAD.policy().get_connect(),
-        )));
+        .layer(hyper_client(Connector::new(inner, DEAD.policy())));
     let start = Instant::now();
     let error = scope_timeout(ms(1_000), client.oneshot(get(closed_port())))
         .await
@@ -291,10 +293,7 @@ async fn through_hyper_util_a_connect_that_runs_out_is_not_repeated_when_not_ide
     let (inner, connects) = never();
     let client = DependencyLayer::new(&ONCE, DeadlineHeader::DeadlineMs)
         .classify_error(ClassifyConnect::new())
-        .layer(hyper_client(Connector::new(
-            inner,
-            ONCE.policy().get_connect(),
-        )));
+        .layer(hyper_client(Connector::new(inner, ONCE.policy())));
     let error = scope_timeout(ms(1_000), client.oneshot(get(closed_port())))
         .await
         .unwrap_err();
@@ -310,10 +309,7 @@ async fn through_hyper_util_the_deadline_cuts_a_connect_shorter_than_its_limit()
     let (inner, connects) = never();
     let client = DependencyLayer::new(&SHORT, DeadlineHeader::DeadlineMs)
         .classify_error(ClassifyConnect::new())
-        .layer(hyper_client(Connector::new(
-            inner,
-            SHORT.policy().get_connect(),
-        )));
+        .layer(hyper_client(Connector::new(inner, SHORT.policy())));
     let start = Instant::now();
     // 15 ms for the whole request: the first connect gets 15, not 20; no retry fits.
     let error = scope_timeout(ms(15), client.oneshot(get(closed_port())))
@@ -330,7 +326,7 @@ async fn through_hyper_util_the_deadline_cuts_a_connect_shorter_than_its_limit()
 async fn through_hyper_util_a_refused_connect_is_retried_even_when_not_idempotent() {
     static REFUSING: Dependency = Dependency::new(connect_20("refusing"));
     let addr = closed_port();
-    let connector = Connector::new(HttpConnector::new(), REFUSING.policy().get_connect());
+    let connector = Connector::new(HttpConnector::new(), REFUSING.policy());
 
     // With the default classifier, a client error is a failure that may have run: the call
     // is not repeated.
@@ -361,6 +357,57 @@ async fn through_hyper_util_a_refused_connect_is_retried_even_when_not_idempoten
     assert_eq!((counts.calls, counts.retries, counts.timeouts), (2, 2, 0));
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_connection_whose_writes_stall_for_the_cap_is_given_up() {
+    // 100 ms per attempt, one attempt: the write of 16 MiB to a peer that never reads
+    // stalls, the attempt times out, and the connection, which hyper's task would keep
+    // trying to flush for as long as the peer holds it, is given up 100 ms into the stall.
+    static STALLED: Dependency = Dependency::new(connect_20("stalled"));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let held = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let peer = tokio::spawn({
+        let held = held.clone();
+        async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                held.lock().unwrap().push(stream);
+            }
+        }
+    });
+    let before = tokio::runtime::Handle::current()
+        .metrics()
+        .num_alive_tasks();
+    let client: Client<Connector<HttpConnector>, Full<Bytes>> =
+        Client::builder(TokioExecutor::new())
+            .pool_max_idle_per_host(0)
+            .build(Connector::new(HttpConnector::new(), STALLED.policy()));
+    let client = DependencyLayer::new(&STALLED, DeadlineHeader::DeadlineMs)
+        .classify_error(ClassifyConnect::new())
+        .layer(client);
+    let body = Full::new(Bytes::from(vec![b'x'; 16 << 20]));
+    let request = Request::put(uri(addr)).body(body).unwrap();
+    let error = scope_timeout(ms(1_000), client.oneshot(request))
+        .await
+        .unwrap_err();
+    assert_eq!(error.library(), Some(Error::Timeout { after: ms(100) }));
+    assert_eq!(
+        held.lock().unwrap().len(),
+        1,
+        "one connection, held by the peer"
+    );
+    // The stall limit has passed: the connection's task has ended, the peer still holding
+    // its end.
+    tokio::time::sleep(ms(100)).await;
+    assert_eq!(
+        tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks(),
+        before,
+        "the connection's task is gone"
+    );
+    peer.abort();
+}
+
 #[tokio::test]
 async fn through_hyper_util_a_live_server_answers() {
     static LIVE: Dependency = Dependency::new(
@@ -384,7 +431,7 @@ async fn through_hyper_util_a_live_server_answers() {
         .classify_error(ClassifyConnect::new())
         .layer(hyper_client(Connector::new(
             HttpConnector::new(),
-            LIVE.policy().get_connect(),
+            LIVE.policy(),
         )));
     let response = tokio::time::timeout(BOUND, client.oneshot(get(addr)))
         .await
@@ -424,7 +471,8 @@ mod tonic_channel {
         // under the 20 ms connect limit.
         let error = scope_timeout(
             ms(10),
-            endpoint(closed_port()).connect_with_connector(Connector::new(inner, ms(20))),
+            endpoint(closed_port())
+                .connect_with_connector(Connector::new(inner, &connect_limit(ms(20)))),
         )
         .await
         .unwrap_err();
@@ -438,7 +486,7 @@ mod tonic_channel {
     #[tokio::test(start_paused = true)]
     async fn connect_with_connector_to_a_closed_port_is_refused() {
         let error = endpoint(closed_port())
-            .connect_with_connector(Connector::new(HttpConnector::new(), ms(20)))
+            .connect_with_connector(Connector::new(HttpConnector::new(), &connect_limit(ms(20))))
             .await
             .unwrap_err();
         assert_eq!(outcome(&error), Some(Outcome::Refused), "{error:?}");
@@ -451,7 +499,7 @@ mod tonic_channel {
         // Lazy: each request finds the channel unconnected and its connect refused.
         let channel = endpoint(addr).connect_with_connector_lazy(Connector::new(
             HttpConnector::new(),
-            GRPC_REFUSED.policy().get_connect(),
+            GRPC_REFUSED.policy(),
         ));
         let client = DependencyLayer::new(&GRPC_REFUSED, DeadlineHeader::GrpcTimeout)
             .buffered(1_024)
@@ -475,7 +523,7 @@ mod tonic_channel {
         // The channel reconnects from its own task, where no request's deadline is current:
         // each connect there is bounded by the connect limit alone.
         let channel = endpoint(closed_port())
-            .connect_with_connector_lazy(Connector::new(inner, GRPC_DEAD.policy().get_connect()));
+            .connect_with_connector_lazy(Connector::new(inner, GRPC_DEAD.policy()));
         let client = DependencyLayer::new(&GRPC_DEAD, DeadlineHeader::GrpcTimeout)
             .buffered(1_024)
             .classify_error(ClassifyConnect::new())
@@ -525,10 +573,8 @@ mod tonic_channel {
         });
         let channel = tokio::time::timeout(
             BOUND,
-            endpoint(addr).connect_with_connector(Connector::new(
-                HttpConnector::new(),
-                GRPC_LIVE.policy().get_connect(),
-            )),
+            endpoint(addr)
+                .connect_with_connector(Connector::new(HttpConnector::new(), GRPC_LIVE.policy())),
         )
         .await
         .expect("the connect ended within its bound")
