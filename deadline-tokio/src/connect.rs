@@ -29,7 +29,7 @@
 //! classifier given to [`ClassifyConnect::otherwise`] ([`Outcome::Failed`] by default).
 //!
 //! ```
-//! use deadline_core::{Backoff, Error, Policy, ms};
+//! use deadline_core::{Backoff, Policy, ms};
 //! use deadline_tokio::connect::{ClassifyConnect, Connector};
 //! use deadline_tokio::layer::{DeadlineHeader, DependencyLayer};
 //! use deadline_tokio::{Dependency, scope_timeout};
