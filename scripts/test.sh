@@ -139,6 +139,13 @@ timeout 300 cargo run -p deadline-load --release -- --seconds 3 --check
 step "real services on loopback: client -> axum -> tonic -> PostgreSQL"
 bash scripts/services.sh
 
+step "faults on real sockets: the long command, run short"
+# Delay with jitter, 5% loss, a blackholed host (a network namespace the suite makes: root
+# and iproute2), a full listen backlog, a peer that never reads, a closed port, between two
+# services and PostgreSQL. deadline-tokio's tests above ran it with 10 requests a scenario;
+# this runs its command with 3 (`bash scripts/net-faults.sh` alone runs 300, about 8 minutes).
+bash scripts/net-faults.sh 3
+
 step "benches compile and run once"
 cargo bench -p deadline-core -- --test
 cargo bench -p deadline-cli -- --test

@@ -12,16 +12,19 @@ use core::time::Duration;
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub enum Outcome {
-    /// The attempt's timeout fired, or the connection broke after the request was sent. The
+    /// The attempt ran out of time: its timeout fired, or a limit of its own did (a socket's
+    /// read timeout set from its limits, its connect limit). Counted as a timeout, and the
+    /// call's error is the library's timeout, as when the driver cuts an attempt off. The
     /// server may have run it (and succeeded): not retried for a call that is not
     /// idempotent.
     TimedOut,
-    /// The attempt provably did not reach the server: connection refused, a connect timeout,
-    /// no route, a name that did not resolve. Safe to retry, idempotent or not.
+    /// The attempt provably did not reach the server: connection refused, no route, a name
+    /// that did not resolve. Safe to retry, idempotent or not.
     Refused,
     /// The server answered with a failure a retry may fix (a 500, 502 or 503; gRPC
-    /// `UNAVAILABLE`). It may have acted on the request before failing, so a non-idempotent
-    /// call is treated as for [`Outcome::TimedOut`].
+    /// `UNAVAILABLE`), or the connection broke after the request was sent. It may have acted
+    /// on the request before failing, so a non-idempotent call is treated as for
+    /// [`Outcome::TimedOut`].
     Failed,
     /// The server declined the request and said when to come back, or not to: an HTTP 429 or
     /// 503 with `Retry-After`, or gRPC's `grpc-retry-pushback-ms`. The server did not act on

@@ -42,6 +42,8 @@ impl Drop for DropGuard {
 enum DepError {
     Unavailable,
     Refused,
+    /// The attempt's connect limit ran out (before its timeout).
+    ConnectTimedOut,
     RetryAfter(Duration),
     NoRetry,
     BadRequest,
@@ -51,6 +53,7 @@ fn classify(e: &DepError) -> Outcome {
     match e {
         DepError::Unavailable => Outcome::Failed,
         DepError::Refused => Outcome::Refused,
+        DepError::ConnectTimedOut => Outcome::TimedOut,
         DepError::RetryAfter(d) => Outcome::Pushback(Pushback::After(*d)),
         DepError::NoRetry => Outcome::Pushback(Pushback::DontRetry),
         DepError::BadRequest => Outcome::Fatal,
@@ -445,6 +448,56 @@ fn not_idempotent_call_is_not_retried_after_a_timeout() {
     assert_eq!(called.report.gave_up, Some(GiveUp::MayHaveRun));
     assert_eq!((called.report.timeouts, called.report.hedges), (1, 0));
     assert_eq!(called.report.ended, Instant::from_millis(50));
+}
+
+#[test]
+fn a_connect_limit_that_runs_out_is_the_attempts_timeout() {
+    // Each attempt may take 50 ms, of which 10 to connect; the host never answers, and each
+    // connect gives up at its limit, well before the attempt's timeout.
+    let timer = ManualTimer::new();
+    let t = &timer;
+    let dead = Policy::required("dead host")
+        .idempotent()
+        .with_cap(ms(50))
+        .with_floor(ms(10))
+        .with_connect(ms(10))
+        .with_retries(2)
+        .with_backoff(Backoff::constant(ms(5)));
+    let call = Call::new(&dead, Deadline::after(t.now(), ms(200)), ms(0));
+    let starts = RefCell::new(Vec::new());
+    let called: Called<(), DepError> = timer
+        .run(
+            Driver::new(call, t, SplitMix64::new(0)).run(classify, |limits: Limits| {
+                starts.borrow_mut().push(t.now());
+                sim(t, limits.connect(), Err(DepError::ConnectTimedOut))
+            }),
+        )
+        .unwrap();
+    // Counted and retried as timeouts, and the call's error is the library's timeout after
+    // the 10 ms the last attempt ran, not the connect error.
+    assert_eq!(
+        starts.into_inner(),
+        [0, 15, 30].map(Instant::from_millis).to_vec()
+    );
+    assert_eq!((called.report.timeouts, called.report.retries), (3, 2));
+    assert_eq!(
+        called.result,
+        Err(CallError::Library(Error::Timeout { after: ms(10) }))
+    );
+    assert_eq!(called.report.ended, Instant::from_millis(40));
+
+    // Not idempotent: a connect that timed out is not repeated (the policy says so).
+    let once = dead.with_idempotence(Idempotence::NotIdempotent);
+    let call = Call::new(&once, Deadline::after(t.now(), ms(200)), ms(0));
+    let called: Called<(), DepError> = timer
+        .run(
+            Driver::new(call, t, SplitMix64::new(0)).run(classify, |limits: Limits| {
+                sim(t, limits.connect(), Err(DepError::ConnectTimedOut))
+            }),
+        )
+        .unwrap();
+    assert_eq!((called.report.attempts, called.report.timeouts), (1, 1));
+    assert_eq!(called.report.gave_up, Some(GiveUp::MayHaveRun));
 }
 
 #[test]

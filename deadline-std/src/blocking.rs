@@ -126,9 +126,9 @@ impl<'c, S: Sleeper, R: Rng> BlockingDriver<'c, S, R> {
     ///   [`Error::CircuitOpen`](deadline_core::Error::CircuitOpen); then `attempt` is never
     ///   invoked;
     /// - an attempt error classified
-    ///   [`Outcome::TimedOut`] at or after the
-    ///   attempt's [`Limits::until`] is its own limit firing (the socket's read timeout):
-    ///   with no retry to follow, the call ends with
+    ///   [`Outcome::TimedOut`] is its own limit firing (the socket's read timeout at the
+    ///   attempt's [`Limits::until`], or its connect limit before it): counted as a timeout,
+    ///   and with no retry to follow, the call ends with
     ///   [`Error::Timeout`](deadline_core::Error::Timeout), as the async driver does when it
     ///   cuts an attempt off;
     /// - any other failure with no retry to follow ends it with the attempt's own error,

@@ -27,6 +27,12 @@
 //!   bodies (streams) by the deadline too. `DependencyLayer` makes each request a client
 //!   sends one call to a [`Dependency`]: its retries, hedges, retry budget and breaker, with
 //!   each attempt's time left in its header and responses classified by status.
+//! - With feature `hyper-util`: `connect::Connector`, a connector wrapper (hyper-util's
+//!   `HttpConnector`, tonic's `Endpoint::connect_with_connector`) that bounds each connect by
+//!   the dependency's connect limit or the time left, whichever is shorter, and gives up a
+//!   connection whose writes stall for the policy's cap; and `connect::ClassifyConnect`,
+//!   which reads a connect that ran out as the attempt's timeout and a refused one as never
+//!   sent.
 //! - With feature `postgres`: a `postgres::Session` runs each query in a transaction with
 //!   `SET LOCAL statement_timeout` from the time left, cancels it on the server (over the
 //!   connection's own TLS) the moment its future is dropped, and does not use the connection
@@ -66,6 +72,8 @@
 mod bounded;
 mod call;
 mod clock;
+#[cfg(feature = "hyper-util")]
+pub mod connect;
 mod context;
 #[cfg(feature = "tower")]
 pub mod layer;

@@ -28,7 +28,8 @@ use super::tally::Tally;
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 enum Failure<E> {
-    /// The attempt had not answered when its timeout, `after`, ran out.
+    /// The attempt ran out of time `after` it started: its timeout, or a shorter limit of
+    /// its own (a connect limit).
     TimedOut { after: Duration },
     /// The attempt failed with its own error.
     Error(E),
@@ -166,12 +167,12 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
     /// would fail alike, so cancel the attempts still running and
     /// [`give_up`](Course::give_up) with [`GiveUp::NotRetryable`]).
     ///
-    /// An error read as [`Outcome::TimedOut`] at or after the attempt's
-    /// [`until`](Limits::until) is the attempt's own limit firing (a socket's read timeout
-    /// set from its limits): it counts as a timeout, exactly as if the driver had cut the
-    /// attempt off ([`timed_out`](Course::timed_out)), and the error itself is dropped.
-    /// Otherwise it is reported to the breaker as
-    /// [`BreakerOutcome::of_attempt`]`(outcome)`.
+    /// An error read as [`Outcome::TimedOut`] is a limit of the attempt's own running out: a
+    /// socket's read timeout set from its limits (at [`until`](Limits::until)), or a shorter
+    /// connect limit (before it). It counts as a timeout, exactly as if the driver had cut the
+    /// attempt off ([`timed_out`](Course::timed_out)), after the time the attempt ran (never
+    /// more than its timeout), and the error itself is dropped. Any other error is reported
+    /// to the breaker as [`BreakerOutcome::of_attempt`]`(outcome)`.
     ///
     /// The latest failure decides the retry and the call's error, except that a fatal error
     /// or a server's "do not retry" stands once seen. A server's word applies to the hedges
@@ -183,11 +184,12 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
         outcome: Outcome,
         now: Instant,
     ) -> bool {
-        let failure = if outcome == Outcome::TimedOut && now >= attempt.until {
+        let failure = if outcome == Outcome::TimedOut {
             self.tally.timed_out();
             self.settle_breaker(&mut attempt, BreakerOutcome::Timeout, now);
+            let ran = now.saturating_duration_since(attempt.started);
             Failure::TimedOut {
-                after: attempt.timeout(),
+                after: ran.min(attempt.timeout()),
             }
         } else {
             self.settle_breaker(&mut attempt, BreakerOutcome::of_attempt(outcome), now);
