@@ -114,6 +114,7 @@ mod counters;
 mod histogram;
 #[cfg(feature = "http")]
 mod http_status;
+pub mod latency;
 #[cfg(feature = "tonic")]
 mod tonic_status;
 #[cfg(feature = "tracing")]

@@ -9,10 +9,10 @@
 //! no interleavings and hides none.
 
 #[cfg(not(loom))]
-pub(crate) use portable_atomic::{AtomicU32, AtomicU64, Ordering};
+pub(crate) use portable_atomic::{AtomicU16, AtomicU32, AtomicU64, Ordering};
 
 #[cfg(loom)]
-pub(crate) use self::model::{AtomicU32, AtomicU64, Ordering};
+pub(crate) use self::model::{AtomicU16, AtomicU32, AtomicU64, Ordering};
 
 // Each type uses only some of the operations.
 #[cfg(loom)]
@@ -27,6 +27,7 @@ mod model {
     /// Where each model atomic's loom atomic lives, once made: leaked, so that the types
     /// holding them keep no drop glue (their `const fn`s take and return `self`). A test
     /// process makes a few thousand; the leak is the test's.
+    static MADE16: Mutex<Vec<&'static loom::sync::atomic::AtomicU16>> = Mutex::new(Vec::new());
     static MADE32: Mutex<Vec<&'static loom::sync::atomic::AtomicU32>> = Mutex::new(Vec::new());
     static MADE64: Mutex<Vec<&'static loom::sync::atomic::AtomicU64>> = Mutex::new(Vec::new());
 
@@ -124,6 +125,7 @@ mod model {
         };
     }
 
+    model_atomic!(AtomicU16, u16, MADE16);
     model_atomic!(AtomicU32, u32, MADE32);
     model_atomic!(AtomicU64, u64, MADE64);
 }

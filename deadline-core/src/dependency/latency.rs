@@ -3,7 +3,7 @@
 
 use core::time::Duration;
 
-use crate::histogram::Histogram;
+use crate::latency::DependencyHistogram;
 use crate::quantile::Quantile;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use crate::time::duration_to_micros;
@@ -20,7 +20,7 @@ const NONE: u64 = u64::MAX;
 /// halved, so older latencies fade and the delay follows what the dependency does now.
 #[derive(Debug)]
 pub(crate) struct LiveLatency {
-    histogram: Histogram,
+    histogram: DependencyHistogram,
     /// Latencies recorded through [`record`](Self::record).
     recorded: AtomicU32,
     /// The delay kept, in microseconds, or [`NONE`].
@@ -37,13 +37,13 @@ impl LiveLatency {
 
     pub(crate) const fn new() -> Self {
         LiveLatency {
-            histogram: Histogram::new(),
+            histogram: DependencyHistogram::with_layout(),
             recorded: AtomicU32::new(0),
             delay_us: AtomicU64::new(NONE),
         }
     }
 
-    pub(crate) const fn histogram(&self) -> &Histogram {
+    pub(crate) const fn histogram(&self) -> &DependencyHistogram {
         &self.histogram
     }
 

@@ -18,7 +18,7 @@ use crate::call_timeout::Limits;
 use crate::counters::Counters;
 use crate::deadline::Deadline;
 use crate::drive::{AnyErrorFails, Attempt, DeadlineOnly, Full, Mode, Runtime};
-use crate::histogram::Histogram;
+use crate::latency::DependencyHistogram;
 use latency::LiveLatency;
 
 use crate::policy::Policy;
@@ -30,9 +30,9 @@ pub use steps::Steps;
 
 /// One downstream dependency, shared by every request that calls it: its [`Policy`], its
 /// retry-and-hedge [`RetryBudget`], its [`CircuitBreaker`] (if it has one), its
-/// [`Counters`] and its live latency [`Histogram`]. Every setting is a `const fn`, so a
-/// dependency is one `static`; a call to it is one line ([`Dependency::run`]), and records
-/// itself.
+/// [`Counters`] and its live latency histogram ([`DependencyHistogram`]). Every setting is a
+/// `const fn`, so a dependency is one `static`; a call to it is one line
+/// ([`Dependency::run`]), and records itself.
 ///
 /// The runtime `Rt` is fixed with the type: each adapter crate names its own
 /// (`deadline_tokio::Dependency`, `deadline_std::Dependency`, ...), so application code
@@ -185,8 +185,11 @@ impl<'n, Rt, M> Dependency<'n, Rt, M> {
     /// follows what the dependency does now.
     /// Record into it with [`record_latency`](Self::record_latency), which keeps the live
     /// hedge delay up to date.
+    ///
+    /// It is the default [`Histogram`](crate::Histogram) on a target with 64-bit atomics, and
+    /// the compact one on a microcontroller without them ([`DependencyHistogram`]).
     #[must_use]
-    pub const fn latency(&self) -> &Histogram {
+    pub const fn latency(&self) -> &DependencyHistogram {
         self.latency.histogram()
     }
 

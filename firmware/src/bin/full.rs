@@ -52,7 +52,12 @@ const WARM: Case = Case {
 };
 
 /// A's first attempt fails and is retried after its 5 ms backoff; B's first attempt stalls,
-/// its hedge goes out after the live p95 (about 20 ms) and answers; C answers.
+/// its hedge goes out after the live p95 and answers; C answers.
+///
+/// B's live p95 is the upper bound of the bucket that holds its 20 ms warm-up latencies: in
+/// the compact histogram a dependency keeps on these targets (units of 1.024 ms), 20 ms is 20
+/// units (19.53, rounded up), in the bucket of 20 and 21 units, so the hedge waits 21.504 ms:
+/// sent at 17 + 21.504 ms, on the first tick after it, 39 ms.
 const FAULTS: Case = Case {
     name: "faults case",
     replies: [
@@ -66,17 +71,17 @@ const FAULTS: Case = Case {
         "    7 ms  A  called, timeout 50 ms",
         "   17 ms  A  answered after 1 retry",
         "   17 ms  B  called, timeout 110 ms",
-        "   38 ms  B  called, timeout 110 ms",
-        "   58 ms  B  answered by its hedge (1 hedge sent)",
-        "   58 ms  C  called, timeout 60 ms",
-        "   83 ms  C  answered",
-        "  103 ms  response sent: 200",
+        "   39 ms  B  called, timeout 110 ms",
+        "   59 ms  B  answered by its hedge (1 hedge sent)",
+        "   59 ms  C  called, timeout 60 ms",
+        "   84 ms  C  answered",
+        "  104 ms  response sent: 200",
     ],
 };
 
 /// The line the warm-up must print: B's live hedge delay read from its histogram.
 const WARMED: &[&str] =
-    &["warm-up: 62 requests, B answering in 20 ms; B now hedges after 20.479 ms, its live p95"];
+    &["warm-up: 62 requests, B answering in 20 ms; B now hedges after 21.504 ms, its live p95"];
 
 #[entry]
 fn main() -> ! {
