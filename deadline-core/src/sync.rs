@@ -2,14 +2,21 @@
 //! the counters): `portable-atomic`'s, or, when built with `--cfg loom`, the loom model
 //! checker's, so that `tests/loom.rs` explores every interleaving of the real code.
 //!
+//! `AtomicU64` exists only where the target has 64-bit atomics: elsewhere (thumbv6m,
+//! thumbv7m, thumbv7em) portable-atomic would make one from a global lock table, so the
+//! shared state keeps 32-bit (or narrower) atomics there, and a 64-bit one cannot creep back
+//! in unnoticed.
+//!
 //! Loom's atomics cannot be made in a `const fn`, and every type here is `const`-constructible
 //! (for `static`s). Under loom each atomic therefore keeps its initial value and makes its loom
 //! atomic on first use, inside the model run that uses it. The loom atomic is touched under a
 //! std mutex that loom does not see; loom runs one model thread at a time, so that mutex adds
 //! no interleavings and hides none.
 
+#[cfg(all(not(loom), target_has_atomic = "64"))]
+pub(crate) use portable_atomic::AtomicU64;
 #[cfg(not(loom))]
-pub(crate) use portable_atomic::{AtomicU16, AtomicU32, AtomicU64, Ordering};
+pub(crate) use portable_atomic::{AtomicU16, AtomicU32, Ordering};
 
 #[cfg(loom)]
 pub(crate) use self::model::{AtomicU16, AtomicU32, AtomicU64, Ordering};
