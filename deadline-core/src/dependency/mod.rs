@@ -122,9 +122,10 @@ impl<'n, Rt> Dependency<'n, Rt> {
     /// The dependency called as `policy` says, one attempt per call and nothing else: each
     /// call's timeout comes from the time left (the policy's cap, floor and connect limit), and
     /// its retries and hedges, if the policy has any, are not made. It has no retry budget and
-    /// no circuit breaker; it keeps its counters and latency histogram as any dependency does.
-    /// Its calls run the [`DeadlineOnly`] machine: none of the code for retries, hedges, the
-    /// budget or the breaker is linked for them, and their futures keep no room for it.
+    /// no circuit breaker; it keeps its counters and latency histogram as any dependency does,
+    /// but no live hedge delay. Its calls run the [`DeadlineOnly`] machine: none of the code
+    /// for retries, hedges (the live delay's quantile included), backoff, the budget or the
+    /// breaker is linked for them, and their futures keep no room for it.
     ///
     /// ```
     /// use deadline_core::drive::{DeadlineOnly, ManualRuntime};
@@ -193,6 +194,17 @@ impl<'n, Rt, M> Dependency<'n, Rt, M> {
         self.latency.histogram()
     }
 
+    /// The [`Call`] of this dependency within `deadline`, keeping `reserve` after it, with its
+    /// budget and breaker: for a driver of your own.
+    #[must_use]
+    pub const fn call(&self, deadline: Deadline, reserve: Duration) -> Call<'_> {
+        Call::new(&self.policy, deadline, reserve)
+            .with_budget_opt(self.budget.as_ref())
+            .with_breaker_opt(self.breaker.as_ref())
+    }
+}
+
+impl<'n, Rt, M: Mode> Dependency<'n, Rt, M> {
     /// Records one attempt's latency (as each call does): into the histogram, and into the
     /// live hedge delay when it is due to be read again.
     pub fn record_latency(&self, latency: Duration) {
@@ -200,9 +212,11 @@ impl<'n, Rt, M> Dependency<'n, Rt, M> {
     }
 
     /// The hedge delay read from the live histogram, when the policy hedges at a quantile of
-    /// it ([`Policy::hedge_at`]) and at least [`MIN_LIVE_SAMPLES`](Self::MIN_LIVE_SAMPLES)
+    /// it ([`Policy::hedge_at`]) and at least [`MIN_LIVE_SAMPLES`](Dependency::MIN_LIVE_SAMPLES)
     /// latencies were recorded; `None` otherwise (the policy's fixed delay applies). It is
-    /// the value read when the latest [`LIVE_REFRESH`](Self::LIVE_REFRESH) latencies began.
+    /// the value read when the latest [`LIVE_REFRESH`](Dependency::LIVE_REFRESH) latencies
+    /// began. Always `None` for a [`deadline_only`](Dependency::deadline_only) dependency, whose
+    /// calls never hedge: it keeps no live delay, and links none of the code that reads one.
     #[must_use]
     #[inline]
     pub fn live_hedge_delay(&self) -> Option<Duration> {
@@ -210,9 +224,13 @@ impl<'n, Rt, M> Dependency<'n, Rt, M> {
         self.latency.delay()
     }
 
-    /// The quantile of the live hedge delay, if the policy asks for one.
+    /// The quantile of the live hedge delay, if the policy asks for one and the calls may
+    /// hedge (not in [`DeadlineOnly`] mode: a constant, so that mode links no code for it).
     #[inline]
     const fn live_quantile(&self) -> Option<crate::quantile::Quantile> {
+        if !M::FULL {
+            return None;
+        }
         match self.policy.hedge {
             Some(h) => h.live,
             None => None,
@@ -224,15 +242,6 @@ impl<'n, Rt, M> Dependency<'n, Rt, M> {
     #[must_use]
     pub const fn recorder(&self) -> Recorder<'_> {
         Recorder::new(self.policy.name, &self.latency, self.live_quantile())
-    }
-
-    /// The [`Call`] of this dependency within `deadline`, keeping `reserve` after it, with its
-    /// budget and breaker: for a driver of your own.
-    #[must_use]
-    pub const fn call(&self, deadline: Deadline, reserve: Duration) -> Call<'_> {
-        Call::new(&self.policy, deadline, reserve)
-            .with_budget_opt(self.budget.as_ref())
-            .with_breaker_opt(self.breaker.as_ref())
     }
 }
 

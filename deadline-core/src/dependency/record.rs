@@ -1,7 +1,9 @@
 //! [`Recorder`]: the observer of a dependency's calls, feeding its latency histogram (and,
 //! with feature `tracing`, a tracing event per step).
 
-use crate::drive::{Event, EventKind, Observer};
+use core::marker::PhantomData;
+
+use crate::drive::{Event, EventKind, Full, Mode, Observer};
 use crate::quantile::Quantile;
 
 use super::latency::LiveLatency;
@@ -34,17 +36,50 @@ impl<'d> Recorder<'d> {
     }
 }
 
-impl Observer for Recorder<'_> {
+impl Recorder<'_> {
+    /// Hears `event` of a call made in mode `M`: a deadline-only call never hedges, so it
+    /// keeps no live hedge delay (a constant: none of the code that reads one is linked).
     #[inline]
-    fn on_event(&mut self, event: &Event) {
+    fn hear<M: Mode>(&mut self, event: &Event) {
+        let live = if M::FULL { self.live } else { None };
         match event.kind {
-            EventKind::Succeeded { took, .. } => self.latency.record(took, self.live),
-            EventKind::TimedOut { after, .. } => self.latency.record(after, self.live),
+            EventKind::Succeeded { took, .. } => self.latency.record(took, live),
+            EventKind::TimedOut { after, .. } => self.latency.record(after, live),
             _ => {}
         }
         #[cfg(feature = "tracing")]
         crate::trace::emit(self.name, event);
         #[cfg(not(feature = "tracing"))]
         let _ = self.name;
+    }
+}
+
+impl Observer for Recorder<'_> {
+    #[inline]
+    fn on_event(&mut self, event: &Event) {
+        self.hear::<Full>(event);
+    }
+}
+
+/// A [`Recorder`] for the calls of [`Dependency::run`](crate::Dependency::run) in mode `M`.
+#[derive(Clone, Debug)]
+pub(crate) struct ModeRecorder<'d, M> {
+    recorder: Recorder<'d>,
+    mode: PhantomData<fn() -> M>,
+}
+
+impl<'d, M> ModeRecorder<'d, M> {
+    pub(crate) const fn new(recorder: Recorder<'d>) -> Self {
+        ModeRecorder {
+            recorder,
+            mode: PhantomData,
+        }
+    }
+}
+
+impl<M: Mode> Observer for ModeRecorder<'_, M> {
+    #[inline]
+    fn on_event(&mut self, event: &Event) {
+        self.recorder.hear::<M>(event);
     }
 }

@@ -13,7 +13,7 @@ use crate::outcome::Outcome;
 use crate::rng::Rng;
 
 use super::Dependency;
-use super::record::Recorder;
+use super::record::ModeRecorder;
 use super::steps::Steps;
 
 /// One call to a [`Dependency`], not yet started: what [`Dependency::run`] returns. Adjust
@@ -155,8 +155,18 @@ where
 }
 
 /// The driver's future of one call, as a [`Run`] sets it up.
-type DriveOf<'d, Rt, A, C, R, F, T, E, M> =
-    Drive<'d, <Rt as Runtime>::Timer, R, C, InScope<Rt, A>, Recorder<'d>, Scoped<Rt, F>, T, E, M>;
+type DriveOf<'d, Rt, A, C, R, F, T, E, M> = Drive<
+    'd,
+    <Rt as Runtime>::Timer,
+    R,
+    C,
+    InScope<Rt, A>,
+    ModeRecorder<'d, M>,
+    Scoped<Rt, F>,
+    T,
+    E,
+    M,
+>;
 
 pin_project_lite::pin_project! {
     /// The call in progress: the driver's future, and the dependency it records into.
@@ -190,7 +200,7 @@ where
                 run.rng,
                 run.classify,
                 InScope::new(run.attempt),
-                dep.recorder(),
+                ModeRecorder::new(dep.recorder()),
             ),
             dep,
             deadline: run.deadline,
