@@ -242,7 +242,19 @@ impl<const N: usize, const SUB_BITS: u32, const UNIT_BITS: u32, C: Count>
     /// ([`Duration::MAX`] in the overflow bucket). `None` when empty.
     #[must_use]
     pub fn quantile(&self, q: Quantile) -> Option<Duration> {
-        let rank = q.nearest_rank(self.count());
+        self.quantile_bucket(q, self.count()).map(Self::high)
+    }
+
+    /// The `q` quantile among `count` latencies (the histogram's [`count`](Self::count)),
+    /// as the upper bound of its bucket in microseconds (`u64::MAX` in the overflow bucket).
+    /// `None` when `count` is zero.
+    pub(crate) fn quantile_micros(&self, q: Quantile, count: u64) -> Option<u64> {
+        self.quantile_bucket(q, count).map(Self::high_micros)
+    }
+
+    /// The bucket that holds the `q` quantile among `count` latencies.
+    fn quantile_bucket(&self, q: Quantile, count: u64) -> Option<usize> {
+        let rank = q.nearest_rank(count);
         if rank == 0 {
             return None;
         }
@@ -260,7 +272,7 @@ impl<const N: usize, const SUB_BITS: u32, const UNIT_BITS: u32, C: Count>
             }
         }
         // A concurrent reset can leave `seen` short of `rank`: report the last value seen.
-        last.map(Self::high)
+        last
     }
 
     /// The median.
@@ -458,13 +470,15 @@ impl<const N: usize, const SUB_BITS: u32, const UNIT_BITS: u32, C: Count>
             return (u64::MAX, u64::MAX);
         };
         let shift = octave.saturating_sub(1);
-        if shift >= 64 {
+        let top = offset.saturating_add(sub);
+        // `top << shift` loses bits (and the bucket lies past u64::MAX) exactly when the shift
+        // is more than `top`'s leading zeros. In u64: no u128 arithmetic on 32-bit targets.
+        if shift > top.leading_zeros() as u64 {
             return (u64::MAX, u64::MAX);
         }
-        let top = offset.saturating_add(sub) as u128;
         let low = top << shift;
-        let high = low.saturating_add((1u128 << shift).saturating_sub(1));
-        (saturate_u64(low), saturate_u64(high))
+        let high = low.saturating_add((1u64 << shift).wrapping_sub(1));
+        (low, high)
     }
 }
 
@@ -506,15 +520,6 @@ impl<const N: usize, const SUB_BITS: u32, const UNIT_BITS: u32, C: Count> defmt:
             self.p999(),
             self.max()
         );
-    }
-}
-
-/// `v` as a `u64`, saturating.
-const fn saturate_u64(v: u128) -> u64 {
-    if v > u64::MAX as u128 {
-        u64::MAX
-    } else {
-        v as u64
     }
 }
 

@@ -306,7 +306,47 @@ fn latency() -> impl Strategy<Value = Duration> {
     ]
 }
 
+/// `⌈ppm·n / 10^6⌉` clamped to `[1, n]`, in u128: the nearest rank as its definition says.
+fn nearest_rank_u128(ppm: u32, n: u64) -> u64 {
+    if n == 0 {
+        return 0;
+    }
+    let rank = (u128::from(ppm) * u128::from(n)).div_ceil(1_000_000);
+    u64::try_from(rank.clamp(1, u128::from(n))).unwrap()
+}
+
+#[test]
+fn nearest_rank_at_the_edges() {
+    for ppm in [0, 1, 500_000, 950_000, 999_000, 999_999, 1_000_000] {
+        for n in [
+            0,
+            1,
+            2,
+            19,
+            20,
+            999_999,
+            1_000_000,
+            1_000_001,
+            u64::MAX - 1,
+            u64::MAX,
+        ] {
+            assert_eq!(
+                Quantile::from_ppm(ppm).nearest_rank(n),
+                nearest_rank_u128(ppm, n),
+                "ppm {ppm}, n {n}"
+            );
+        }
+    }
+}
+
 proptest! {
+    #[test]
+    fn nearest_rank_is_the_exact_ceiling(ppm in 0u32..=1_000_000, n in any::<u64>(), small in 0u64..5_000) {
+        for n in [n, small] {
+            prop_assert_eq!(Quantile::from_ppm(ppm).nearest_rank(n), nearest_rank_u128(ppm, n));
+        }
+    }
+
     #[test]
     fn quantiles_are_monotone_in_q(
         calls in prop::collection::vec(latency(), 1..200),

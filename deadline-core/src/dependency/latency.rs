@@ -6,7 +6,6 @@ use core::time::Duration;
 use crate::latency::DependencyHistogram;
 use crate::quantile::Quantile;
 use crate::sync::{AtomicU32, Ordering};
-use crate::time::duration_to_micros;
 
 /// The delay kept: its microseconds plus one, and 0 for none. 64 bits where the target has
 /// 64-bit atomics; 32 elsewhere, where a delay is kept up to `u32::MAX - 1` µs (71 minutes)
@@ -107,13 +106,15 @@ impl LiveLatency {
 
     /// Reads the `quantile` from the histogram now and keeps it.
     pub(crate) fn refresh(&self, quantile: Quantile) {
+        let count = self.histogram.count();
         let delay = self
             .histogram
-            .quantile(quantile)
-            .filter(|_| self.histogram.count() >= u64::from(Self::MIN_SAMPLES));
-        let word = delay.map_or(0, |d| {
-            let us = DelayWord::try_from(duration_to_micros(d)).unwrap_or(DelayWord::MAX);
-            us.saturating_add(1)
+            .quantile_micros(quantile, count)
+            .filter(|_| count >= u64::from(Self::MIN_SAMPLES));
+        let word = delay.map_or(0, |us| {
+            DelayWord::try_from(us)
+                .unwrap_or(DelayWord::MAX)
+                .saturating_add(1)
         });
         self.delay.store(word, Ordering::Relaxed);
     }
