@@ -73,19 +73,22 @@ impl LiveLatency {
     }
 
     /// Records one latency; halves the histogram and reads the `live` quantile again when
-    /// they are due. Inlined, so that where `live` is a constant `None` (a deadline-only
-    /// call's) no code that reads a quantile is linked.
-    #[inline]
+    /// they are due.
     pub(crate) fn record(&self, latency: Duration, live: Option<Quantile>) {
         let n = self.record_latency(latency);
-        if let Some(quantile) = live {
-            self.refresh_if_due(n, quantile);
+        let Some(quantile) = live else {
+            return;
+        };
+        if n == Self::MIN_SAMPLES || (n > Self::MIN_SAMPLES && n % Self::REFRESH == 0) {
+            self.refresh(quantile);
         }
     }
 
-    /// Records one latency, halving the histogram when it is due; returns how many latencies
-    /// were recorded with it.
-    fn record_latency(&self, latency: Duration) -> u32 {
+    /// Records one latency, halving the histogram when it is due, and reads no quantile (for
+    /// a deadline-only call: none of the code that reads one is linked); returns how many
+    /// latencies were recorded with it.
+    #[inline]
+    pub(crate) fn record_latency(&self, latency: Duration) -> u32 {
         self.histogram.record(latency);
         let n = self
             .recorded
@@ -95,13 +98,6 @@ impl LiveLatency {
             self.histogram.halve();
         }
         n
-    }
-
-    /// Reads the `quantile` again if the `n`th latency is the one it is due at.
-    fn refresh_if_due(&self, n: u32, quantile: Quantile) {
-        if n == Self::MIN_SAMPLES || (n > Self::MIN_SAMPLES && n % Self::REFRESH == 0) {
-            self.refresh(quantile);
-        }
     }
 
     /// Reads the `quantile` from the histogram now and keeps it.

@@ -194,6 +194,12 @@ impl<'n, Rt, M> Dependency<'n, Rt, M> {
         self.latency.histogram()
     }
 
+    /// Its latency histogram and the live hedge delay read from it.
+    #[inline]
+    pub(crate) const fn live_latency(&self) -> &LiveLatency {
+        &self.latency
+    }
+
     /// The [`Call`] of this dependency within `deadline`, keeping `reserve` after it, with its
     /// budget and breaker: for a driver of your own.
     #[must_use]
@@ -227,7 +233,7 @@ impl<'n, Rt, M: Mode> Dependency<'n, Rt, M> {
     /// The quantile of the live hedge delay, if the policy asks for one and the calls may
     /// hedge (not in [`DeadlineOnly`] mode: a constant, so that mode links no code for it).
     #[inline]
-    const fn live_quantile(&self) -> Option<crate::quantile::Quantile> {
+    pub(crate) const fn live_quantile(&self) -> Option<crate::quantile::Quantile> {
         if !M::FULL {
             return None;
         }

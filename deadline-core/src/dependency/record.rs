@@ -1,11 +1,10 @@
 //! [`Recorder`]: the observer of a dependency's calls, feeding its latency histogram (and,
 //! with feature `tracing`, a tracing event per step).
 
-use core::marker::PhantomData;
-
 use crate::drive::{Event, EventKind, Full, Mode, Observer};
 use crate::quantile::Quantile;
 
+use super::Dependency;
 use super::latency::LiveLatency;
 
 /// Hears every step of one call to a dependency: records each attempt's latency in the
@@ -36,50 +35,53 @@ impl<'d> Recorder<'d> {
     }
 }
 
-impl Recorder<'_> {
-    /// Hears `event` of a call made in mode `M`: a deadline-only call never hedges, so it
-    /// keeps no live hedge delay (a constant: none of the code that reads one is linked).
-    #[inline]
-    fn hear<M: Mode>(&mut self, event: &Event) {
-        let live = if M::FULL { self.live } else { None };
-        match event.kind {
-            EventKind::Succeeded { took, .. } => self.latency.record(took, live),
-            EventKind::TimedOut { after, .. } => self.latency.record(after, live),
-            _ => {}
-        }
-        #[cfg(feature = "tracing")]
-        crate::trace::emit(self.name, event);
-        #[cfg(not(feature = "tracing"))]
-        let _ = self.name;
-    }
-}
-
 impl Observer for Recorder<'_> {
     #[inline]
     fn on_event(&mut self, event: &Event) {
-        self.hear::<Full>(event);
+        hear::<Full>(self.name, self.latency, self.live, event);
     }
 }
 
-/// A [`Recorder`] for the calls of [`Dependency::run`](crate::Dependency::run) in mode `M`.
-#[derive(Clone, Debug)]
-pub(crate) struct ModeRecorder<'d, M> {
-    recorder: Recorder<'d>,
-    mode: PhantomData<fn() -> M>,
-}
-
-impl<'d, M> ModeRecorder<'d, M> {
-    pub(crate) const fn new(recorder: Recorder<'d>) -> Self {
-        ModeRecorder {
-            recorder,
-            mode: PhantomData,
+/// Records `event` of a call, made in mode `M`, to the dependency named `name`: its latency, if
+/// it is an attempt's answer or timeout, keeping the `live` quantile's hedge delay up to date
+/// in a full call (a deadline-only call never hedges: a constant branch, so none of the code
+/// that reads a quantile is linked for it); with feature `tracing`, a tracing event.
+#[inline]
+fn hear<M: Mode>(name: &str, latency: &LiveLatency, live: Option<Quantile>, event: &Event) {
+    let took = match event.kind {
+        EventKind::Succeeded { took, .. } => Some(took),
+        EventKind::TimedOut { after, .. } => Some(after),
+        _ => None,
+    };
+    if let Some(took) = took {
+        if M::FULL {
+            latency.record(took, live);
+        } else {
+            let _ = latency.record_latency(took);
         }
     }
+    #[cfg(feature = "tracing")]
+    crate::trace::emit(name, event);
+    #[cfg(not(feature = "tracing"))]
+    let _ = name;
 }
 
-impl<M: Mode> Observer for ModeRecorder<'_, M> {
+/// The recorder of the calls of [`Dependency::run`](crate::Dependency::run): the dependency
+/// itself, one pointer in the call's future.
+pub(crate) struct ModeRecorder<'d, 'n, Rt, M> {
+    dep: &'d Dependency<'n, Rt, M>,
+}
+
+impl<'d, 'n, Rt, M> ModeRecorder<'d, 'n, Rt, M> {
+    pub(crate) const fn new(dep: &'d Dependency<'n, Rt, M>) -> Self {
+        ModeRecorder { dep }
+    }
+}
+
+impl<Rt, M: Mode> Observer for ModeRecorder<'_, '_, Rt, M> {
     #[inline]
     fn on_event(&mut self, event: &Event) {
-        self.recorder.hear::<M>(event);
+        let dep = self.dep;
+        hear::<M>(dep.name(), dep.live_latency(), dep.live_quantile(), event);
     }
 }
