@@ -36,6 +36,31 @@ TARGETS=(thumbv6m-none-eabi thumbv7m-none-eabi thumbv7em-none-eabihf)
 BINS=(deadline-firmware deadline-firmware-full deadline-firmware-driver)
 TARGET_DIR=${CARGO_TARGET_DIR:-target}
 
+# Size budgets, in bytes, on every target; the script fails when a figure exceeds one (a "-"
+# is no budget). The library's statics: the Dependency statics and the adapter's own, with
+# portable-atomic's lock table if one were linked. Library code: deadline-core and
+# deadline-embassy's .text, Rust core code inlined into them counted as theirs. The call's
+# future: one Dependency::run call's, its attempt one embassy timer. The request's future: the
+# whole handler's. The one-line call's targets: 1.5 KiB of statics (three dependencies, live
+# hedging included), 4 KiB of code deadline-only and 10 KiB in full mode, a 256-byte call
+# future deadline-only; the full call's future has no target and its budget is today's figure
+# with a tenth to spare; the sans-IO driver keeps its earlier targets (6 KiB, a 512-byte
+# request future).
+#                  binary                    statics  code  call  request
+BUDGETS=(
+  "deadline-firmware          1536   4096   256   -"
+  "deadline-firmware-full     1536  10240   720   -"
+  "deadline-firmware-driver      -   6144     -   512"
+)
+# Code that must not be linked, as "file function" patterns of the functions in the inline
+# chains of the binary's code (scripts/firmware-size.sh, FUNCTIONS_OUT): deadline-only calls
+# link no retry, backoff, jitter, hedge, live hedge delay, quantile, budget or breaker code;
+# a full call whose dependencies have no breaker links none of the breaker's slow paths.
+DEADLINE_ONLY_UNLINKED='deadline-core/src/(retry|backoff|rng|hedge|quantile|retry_budget|breaker)\.rs |deadline-core/src/drive/followups\.rs |deadline-core/src/histogram\.rs quantile|deadline-core/src/dependency/latency\.rs (refresh|delay) |live_hedge_delay '
+UNLINKED_deadline_firmware=$DEADLINE_ONLY_UNLINKED
+UNLINKED_deadline_firmware_driver=$DEADLINE_ONLY_UNLINKED
+UNLINKED_deadline_firmware_full='deadline-core/src/breaker\.rs (try_acquire_from|record_slow|record_call|record_probe|abandon_probe|stamp|pending|trips) '
+
 # Lines of the trace every binary must print: the worked example's figures, both cases.
 EXPECT=(
   '  115 ms  C  called, timeout 60 ms'
@@ -158,6 +183,50 @@ for b in "${BINS[@]}"; do
   echo "$b"
   awk -v b="$b" '$1 == b { printf "  %-22s flash %6d B  static RAM %5d B (library %5d B, lock table %4d B)  library code %5d B  call future %4s B  request future %4d B  stack %4d B\n", $2, $3, $4, $5, $6, $7, $8, $9, $10 }' "$FIGURES"
 done
+
+step "budgets and code that must not be linked"
+FAILED=0
+over() { echo "firmware: $*" >&2; FAILED=1; }
+while read -r b t flash ram statics locks library call request stack; do
+  read -r _ b_statics b_code b_call b_request < <(printf '%s\n' "${BUDGETS[@]}" | awk -v b="$b" '$1 == b')
+  check() { # figure budget what
+    if [ "$2" != - ] && { [ "$1" = - ] || [ "$1" -gt "$2" ]; }; then
+      over "$b on $t: $3 $1 B > its budget of $2 B"
+    fi
+  }
+  check "$statics" "$b_statics" "the library's statics"
+  check "$library" "$b_code" "library code"
+  check "$call" "$b_call" "one call's future"
+  check "$request" "$b_request" "the request's future"
+  if [ "$locks" -ne 0 ]; then
+    over "$b on $t: portable-atomic's lock table is linked ($locks B of static RAM)"
+  fi
+  var="UNLINKED_${b//-/_}"
+  linked=$(grep -E -- "${!var}" "$RUNS/$t.$b.functions" | cut -d' ' -f1-2 | sort -u || true)
+  if [ -n "$linked" ]; then
+    over "$b on $t: links code it must not: $(echo "$linked" | tr '\n' ';')"
+  fi
+done <"$FIGURES"
+if [ "$FAILED" -ne 0 ]; then
+  exit 1
+fi
+echo "every figure within its budget; no lock table; no code linked that must not be"
+
+step "thumbv6m with portable-atomic's critical-section backend instead (deadline-firmware)"
+# The other choice a thumbv6m binary has (see deadline-core's docs): atomics in critical
+# sections, here cortex-m's. Its own target directory, so that the binaries measured above stay.
+CS_DIR="$TARGET_DIR/critical-section-atomics"
+CARGO_TARGET_DIR="$CS_DIR" cargo build --locked --release --target thumbv6m-none-eabi \
+  --no-default-features --features critical-section-atomics --bin deadline-firmware
+out="$RUNS/critical-section"
+status=0
+CARGO_TARGET_DIR="$CS_DIR" timeout 60 cargo run --locked --release --target thumbv6m-none-eabi \
+  --no-default-features --features critical-section-atomics --bin deadline-firmware >"$out" 2>&1 || status=$?
+tail -n 4 "$out"
+if [ "$status" -ne 0 ] || ! grep -qxF 'trace matches the worked example' "$out"; then
+  echo "firmware: deadline-firmware with critical-section atomics: the run failed (exit status $status)" >&2
+  exit 1
+fi
 
 step "code size of deadline-core's decisions (thumbv7em-none-eabihf)"
 bash ../scripts/core-size.sh

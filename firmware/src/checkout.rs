@@ -10,7 +10,7 @@
 use core::fmt;
 use core::time::Duration;
 
-use deadline_core::{Policy, ms};
+use deadline_core::{Instant, Policy, ms};
 
 /// A, user profile: p50 10 ms (the floor), capped at 50 ms. Required.
 pub const A: Policy<'static> = Policy::required("A").cap(ms(50)).floor(ms(10));
@@ -144,6 +144,17 @@ pub const SLOW: Case = Case {
 /// `d` in whole milliseconds, rounded to the nearest.
 pub fn millis(d: Duration) -> u64 {
     // Every duration here is far below u64::MAX microseconds.
-    let micros = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+    millis_of(u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+}
+
+/// `micros` microseconds in whole milliseconds, rounded to the nearest.
+pub fn millis_of(micros: u64) -> u64 {
     micros.saturating_add(500) / 1000
+}
+
+/// The whole milliseconds from `arrival` to `t`, rounded to the nearest: the times of the
+/// trace. (In the core's microseconds, so that the trace's arithmetic is the firmware's own,
+/// not counted as the library's code.)
+pub fn since(arrival: Instant, t: Instant) -> u64 {
+    millis_of(t.as_micros().saturating_sub(arrival.as_micros()))
 }

@@ -16,7 +16,7 @@ use deadline_core::drive::{CallError, Driver};
 use deadline_core::{Clock, Deadline, Instant, Outcome, Plan, Policy};
 use deadline_embassy::{EmbassyTimer, to_embassy};
 
-use crate::checkout::{self, BUDGET, Case, OWN_WORK, Reply, millis};
+use crate::checkout::{self, BUDGET, Case, OWN_WORK, Reply, millis, millis_of, since};
 use crate::one_line::Refused;
 
 /// A, B and C's policies, as statics: the plan holds references to them.
@@ -35,7 +35,7 @@ pub async fn handle(case: &Case, log: &mut dyn FnMut(fmt::Arguments<'_>)) -> u16
     let timer = EmbassyTimer;
     let arrival = timer.now();
     let deadline = Deadline::after(arrival, BUDGET);
-    let since = |t: Instant| millis(t.saturating_duration_since(arrival));
+    let since = |t: Instant| since(arrival, t);
     case.headline(DEPENDENCIES.map(|p| p.name), log);
 
     let mut plan: Plan<'_, 3> = Plan::new(deadline, OWN_WORK);
@@ -60,7 +60,7 @@ pub async fn handle(case: &Case, log: &mut dyn FnMut(fmt::Arguments<'_>)) -> u16
                         "{:>5} ms  {}  called, timeout {} ms",
                         since(now),
                         policy.name,
-                        millis(limits.timeout())
+                        millis_of(limits.timeout_micros())
                     ));
                     async move {
                         match reply {

@@ -34,13 +34,28 @@ pub fn start_clock() {
     systick::start(peripherals.SYST);
 }
 
-/// Prints the sizes the size script reads (`request future`, `call future`) and the peak
-/// stack, then exits: with status 0 if `ok`, 1 otherwise.
-pub fn finish(ok: bool, request_future: usize, call_future: Option<usize>) -> ! {
+/// The sizes a binary prints.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Sizes {
+    /// The request handler's future.
+    pub request: usize,
+    /// One call's future, with the smallest attempt (one embassy timer), if the binary makes
+    /// its calls through `Dependency::run`.
+    pub call: Option<usize>,
+    /// One traced call's future (its attempt function logs and simulates the dependency).
+    pub traced_call: Option<usize>,
+}
+
+/// Prints the sizes the size script reads (`request future`, `call future`, `traced call
+/// future`) and the peak stack, then exits: with status 0 if `ok`, 1 otherwise.
+pub fn finish(ok: bool, sizes: Sizes) -> ! {
     let (stack, used) = stack::peak();
-    hprintln!("request future: {} bytes", request_future);
-    if let Some(call) = call_future {
+    hprintln!("request future: {} bytes", sizes.request);
+    if let Some(call) = sizes.call {
         hprintln!("call future: {} bytes", call);
+    }
+    if let Some(call) = sizes.traced_call {
+        hprintln!("traced call future: {} bytes", call);
     }
     hprintln!("peak stack: {} of {} bytes", used, stack);
     if ok {

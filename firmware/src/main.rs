@@ -15,7 +15,7 @@ use deadline_core::{Dependency, Steps};
 use deadline_embassy::Embassy;
 use deadline_firmware::checkout::{self, FAST, OWN_WORK, SLOW};
 use deadline_firmware::trace::Trace;
-use deadline_firmware::{executor, fail, finish, one_line, start_clock};
+use deadline_firmware::{Sizes, executor, fail, finish, one_line, start_clock};
 
 /// A, user profile.
 static A: Dependency<Embassy, DeadlineOnly> = Dependency::deadline_only(checkout::A);
@@ -39,17 +39,20 @@ fn main() -> ! {
 async fn app() {
     start_clock();
     let mut ok = true;
-    let mut sizes = (0, 0);
+    let mut sizes = Sizes {
+        call: Some(one_line::one_call_future(&STEPS)),
+        ..Sizes::default()
+    };
     for case in [&FAST, &SLOW] {
         let mut trace = Trace::new(case.expect);
         let mut log = |line: fmt::Arguments<'_>| trace.line(line);
         let handled = {
             let request = pin!(one_line::handle(&STEPS, case, &mut log));
-            sizes.0 = core::mem::size_of_val(&*request);
+            sizes.request = core::mem::size_of_val(&*request);
             request.await
         };
-        sizes.1 = handled.call_future;
+        sizes.traced_call = Some(handled.call_future);
         ok &= trace.finish() && handled.status == 200;
     }
-    finish(ok, sizes.0, Some(sizes.1));
+    finish(ok, sizes);
 }

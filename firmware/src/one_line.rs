@@ -8,25 +8,27 @@
 //! retries or hedges says so, from the dependency's own counters.
 
 use core::fmt;
-use core::future::IntoFuture;
+use core::future::{Future, IntoFuture};
 use core::pin::pin;
 
-use deadline_core::drive::{CallError, Mode, scope_timeout};
-use deadline_core::{Clock, CounterSnapshot, Instant, Limits, Steps};
+use deadline_core::drive::{AnyErrorFails, CallError, Mode, Report, scope_timeout};
+use deadline_core::{Clock, Dependency, Instant, Limits, RunFuture, SplitMix64, Steps};
 use deadline_embassy::{Embassy, EmbassyTimer, to_embassy};
 
-use crate::checkout::{BUDGET, Case, Reply, millis};
+use crate::checkout::{BUDGET, Case, Reply, millis, millis_of, since};
 
 /// The error of a simulated attempt that fails: a refusal, worth retrying.
 #[derive(Debug)]
 pub struct Refused;
 
-/// What one request left behind: the response's status and the size of one call's future.
+/// What one request left behind: the response's status and the size of one of its calls'
+/// futures.
 #[derive(Clone, Copy, Debug)]
 pub struct Handled {
     /// The response's HTTP status: 200, or the status of the error that failed the request.
     pub status: u16,
-    /// `size_of_val` of the future of one call (`DEP.run(..).in_plan(..)` awaited).
+    /// `size_of_val` of the future of one traced call (`DEP.run(..).in_plan(..)` awaited,
+    /// with the attempt function that logs and simulates the dependency).
     pub call_future: usize,
 }
 
@@ -49,14 +51,13 @@ async fn calls<M: Mode>(
     arrival: Instant,
 ) -> Handled {
     let timer = EmbassyTimer;
-    let since = |t: Instant| millis(t.saturating_duration_since(arrival));
+    let since = |t: Instant| since(arrival, t);
     let names = steps.dependencies().map(|d| d.name());
     case.headline(names, log);
     let mut call_future = 0;
     // A slice iterator (two pointers) keeps the request's future small.
     for (i, &dep) in steps.dependencies().iter().enumerate() {
-        let before = dep.counters().snapshot();
-        let result = {
+        let called = {
             let mut n = 0;
             let call = pin!(
                 dep.run(|limits: Limits| {
@@ -67,11 +68,12 @@ async fn calls<M: Mode>(
                         "{:>5} ms  {}  called, timeout {} ms",
                         since(now),
                         dep.name(),
-                        millis(limits.timeout())
+                        millis_of(limits.timeout_micros())
                     ));
                     attempt(now, reply)
                 })
                 .in_plan(steps)
+                .report()
                 .into_future()
             );
             call_future = core::mem::size_of_val(&*call);
@@ -79,11 +81,11 @@ async fn calls<M: Mode>(
         };
         let now = since(timer.now());
         let name = dep.name();
-        match result {
-            Ok(()) => {
-                let made = dep.counters().snapshot().since(&before);
-                log(format_args!("{now:>5} ms  {name}  answered{}", Extra(made)));
-            }
+        match called.result {
+            Ok(()) => log(format_args!(
+                "{now:>5} ms  {name}  answered{}",
+                Extra(called.report)
+            )),
             Err(CallError::Skipped(s)) => log(format_args!(
                 "{now:>5} ms  {name}  skipped: {} ms left for it < its {} ms floor; fallback used",
                 millis(s.available()),
@@ -114,29 +116,56 @@ async fn calls<M: Mode>(
 }
 
 /// One attempt of a simulated dependency started at `now`: it answers, fails or stalls as
-/// `reply` says.
-async fn attempt(now: Instant, reply: Reply) -> Result<(), Refused> {
-    match reply {
-        Reply::Answer(d) => {
-            embassy_time::Timer::at(to_embassy(now + d)).await;
-            Ok(())
+/// `reply` says. It keeps the instant it ends and its answer.
+fn attempt(now: Instant, reply: Reply) -> impl Future<Output = Result<(), Refused>> {
+    let (end, answer) = match reply {
+        Reply::Answer(d) => (Some(to_embassy(now + d)), Ok(())),
+        Reply::Fail(d) => (Some(to_embassy(now + d)), Err(Refused)),
+        Reply::Stall => (None, Ok(())),
+    };
+    async move {
+        match end {
+            Some(end) => {
+                embassy_time::Timer::at(end).await;
+                answer
+            }
+            None => core::future::pending().await,
         }
-        Reply::Fail(d) => {
-            embassy_time::Timer::at(to_embassy(now + d)).await;
-            Err(Refused)
-        }
-        Reply::Stall => core::future::pending().await,
     }
 }
 
-/// What a call did besides its first attempt, from its dependency's counters: nothing for a
-/// call that took one attempt, `" after 1 retry"`, `" by its hedge (1 hedge)"` and so on.
-struct Extra(CounterSnapshot);
+/// The size of the future of `dep.run(attempt).in_plan(..)` awaited (a [`RunFuture`]),
+/// without making one.
+fn call_future_size<'d, 'n, M, A, F, T, E>(
+    _dep: &'d Dependency<'n, Embassy, M>,
+    _attempt: &A,
+) -> usize
+where
+    M: Mode,
+    A: FnMut(Limits) -> F,
+    F: Future<Output = Result<T, E>>,
+{
+    core::mem::size_of::<RunFuture<'d, 'n, Embassy, A, AnyErrorFails, SplitMix64, F, T, E, M>>()
+}
+
+/// The size of one call's future with the smallest attempt: an embassy timer (the library's
+/// share of a call, with a dependency that is one timer), A's call in `steps`.
+pub fn one_call_future<M: Mode>(steps: &'static Steps<'static, 'static, Embassy, 3, M>) -> usize {
+    let attempt = |_: Limits| async {
+        embassy_time::Timer::after_millis(10).await;
+        Ok::<(), Refused>(())
+    };
+    call_future_size(steps.dependencies()[0], &attempt)
+}
+
+/// What a call did besides its first attempt, from its report: nothing for a call that took
+/// one attempt, `" after 1 retry"`, `" by its hedge (1 hedge sent)"` and so on.
+struct Extra(Report);
 
 impl fmt::Display for Extra {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let made = &self.0;
-        if made.hedge_wins > 0 {
+        if made.hedge_won {
             f.write_str(" by its hedge")?;
         }
         if made.retries > 0 {

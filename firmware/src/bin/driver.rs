@@ -11,7 +11,7 @@ use core::pin::pin;
 use cortex_m_rt::entry;
 use deadline_firmware::checkout::{FAST, SLOW};
 use deadline_firmware::trace::Trace;
-use deadline_firmware::{driver_chain, executor, fail, finish, start_clock};
+use deadline_firmware::{Sizes, driver_chain, executor, fail, finish, start_clock};
 
 #[entry]
 fn main() -> ! {
@@ -37,5 +37,11 @@ async fn app() {
         };
         ok &= trace.finish() && status == 200;
     }
-    finish(ok, request_size, None);
+    finish(
+        ok,
+        Sizes {
+            request: request_size,
+            ..Sizes::default()
+        },
+    );
 }
