@@ -48,6 +48,45 @@
 //!
 //! [`Duration`]: core::time::Duration
 //!
+//! # On a microcontroller
+//!
+//! The crate is `no_std` and allocates nothing, and builds for every Cortex-M target. Its
+//! shared state (a [`Dependency`](crate::Dependency)'s retry budget, breaker, counters and
+//! latency histogram) is atomics of 32 bits or less, from `portable-atomic`: no 64-bit atomic,
+//! so no lock table, on a target without them. A `Dependency` there keeps the compact latency
+//! histogram ([`latency::DependencyHistogram`]), under 500 bytes of static RAM each, and its
+//! initial value is all zeros but for its policy. What the final binary adds:
+//!
+//! | target | processors | the binary adds |
+//! |---|---|---|
+//! | `thumbv7m-none-eabi`, `thumbv7em-none-eabi`, `thumbv7em-none-eabihf` | Cortex-M3, M4, M7 | nothing: 32-bit compare-and-swap is the processor's |
+//! | `thumbv6m-none-eabi` | Cortex-M0, M0+ | how `portable-atomic` makes compare-and-swap: one of its two backends |
+//!
+//! On `thumbv6m-none-eabi`, a single-core chip running in privileged mode (the usual case)
+//! masks interrupts around each atomic operation:
+//!
+//! ```toml
+//! [dependencies]
+//! portable-atomic = { version = "1", default-features = false, features = ["unsafe-assume-single-core"] }
+//! ```
+//!
+//! or the binary runs them in critical sections, from a `critical-section` implementation it
+//! provides (here `cortex-m`'s, for a single core):
+//!
+//! ```toml
+//! [dependencies]
+//! portable-atomic = { version = "1", default-features = false, features = ["critical-section"] }
+//! cortex-m = { version = "0.7", features = ["critical-section-single-core"] }
+//! ```
+//!
+//! A build that chose neither stops with `portable-atomic`'s explanation of the two. (This
+//! crate turns on neither itself, as `portable-atomic` asks of libraries.)
+//!
+//! A dependency made with `Dependency::deadline_only` links none of the code for retries,
+//! backoff, hedges, the live hedge delay's quantile, the retry budget or the breaker; a
+//! breaker's slow paths are linked only into a program that makes a breaker. The firmware of
+//! the repository measures it all on three boards (BENCHMARKS.md, "On a microcontroller").
+//!
 //! # Feature flags
 #![doc = document_features::document_features!()]
 #![no_std]

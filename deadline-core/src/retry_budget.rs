@@ -98,7 +98,8 @@ const NO_WINDOW: u32 = 0;
 ///   32-bit word (second, grants used) updated by a single compare-and-swap as well.
 /// - **No lock, no heap, no clock.** Two `AtomicU32`s, `const` construction (usable in a
 ///   `static`), `now` passed in. On targets without compare-and-swap (thumbv6m),
-///   `portable-atomic` supplies the same operations through `critical-section`.
+///   `portable-atomic` supplies the same operations as the final binary chooses (the crate
+///   docs, "On a microcontroller").
 /// - **Bounded savings.** Deposits do not expire, but the balance is capped
 ///   ([`RetryBudget::with_max_balance`]): a long healthy spell cannot bank an unlimited burst
 ///   of retries to pour onto a dependency the moment it fails.
