@@ -498,9 +498,7 @@ impl CircuitBreaker {
     /// [`record`](Self::record), past its common case.
     fn record_slow(&self, permit: Permit, outcome: BreakerOutcome, now: Instant) {
         if matches!(outcome, BreakerOutcome::Abandoned) {
-            if permit.probe {
-                self.abandon_probe(permit.generation);
-            }
+            self.abandon(permit);
         } else if permit.probe {
             self.record_probe(permit.generation, outcome, now);
         } else {

@@ -247,7 +247,8 @@ impl<const N: usize, const SUB_BITS: u32, const UNIT_BITS: u32, C: Count>
 
     /// The `q` quantile among `count` latencies (the histogram's [`count`](Self::count)),
     /// as the upper bound of its bucket in microseconds (`u64::MAX` in the overflow bucket).
-    /// `None` when `count` is zero.
+    /// `None` when `count` is zero. (A dependency's live hedge delay.)
+    #[cfg(feature = "drive")]
     pub(crate) fn quantile_micros(&self, q: Quantile, count: u64) -> Option<u64> {
         self.quantile_bucket(q, count).map(Self::high_micros)
     }

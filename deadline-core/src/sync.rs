@@ -44,7 +44,10 @@ mod model {
     macro_rules! model_atomic {
         ($name:ident, $int:ty, $made:ident) => {
             /// A loom atomic with a `const` constructor: made on first use.
-            pub(crate) struct $name {
+            // `pub` (in this private module), as portable-atomic's are: the histogram's
+            // counters name it in a public trait's associated type.
+            #[allow(unreachable_pub)]
+            pub struct $name {
                 init: $int,
                 slot: core::sync::atomic::AtomicUsize,
             }
