@@ -75,7 +75,7 @@ impl LiveLatency {
     /// Records one latency; halves the histogram and reads the `live` quantile again when
     /// they are due.
     pub(crate) fn record(&self, latency: Duration, live: Option<Quantile>) {
-        let n = self.record_latency(latency);
+        let n = self.record_only(latency);
         let Some(quantile) = live else {
             return;
         };
@@ -88,7 +88,7 @@ impl LiveLatency {
     /// a deadline-only call: none of the code that reads one is linked); returns how many
     /// latencies were recorded with it.
     #[inline]
-    pub(crate) fn record_latency(&self, latency: Duration) -> u32 {
+    pub(crate) fn record_only(&self, latency: Duration) -> u32 {
         self.histogram.record(latency);
         let n = self
             .recorded

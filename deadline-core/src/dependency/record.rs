@@ -57,7 +57,7 @@ fn hear<M: Mode>(name: &str, latency: &LiveLatency, live: Option<Quantile>, even
         if M::FULL {
             latency.record(took, live);
         } else {
-            let _ = latency.record_latency(took);
+            let _ = latency.record_only(took);
         }
     }
     #[cfg(feature = "tracing")]
