@@ -12,6 +12,11 @@
 #   into the firmware's task counts as theirs, and code of Rust's `core` inlined into theirs
 #   counts as `core`'s. Bytes with no line row (hand-written assembly, compiler-builtins'
 #   intrinsics) are "no line info".
+#
+# With FUNCTIONS_OUT=<file>, also writes there every function of deadline-core and
+# deadline-embassy found in the inline chains of the code (the function, without its generic
+# arguments, and its source file, one per line, with the bytes of code it is part of), which
+# scripts/firmware.sh checks for code that must not be linked.
 set -euo pipefail
 
 for cmd in readelf objdump addr2line; do
@@ -48,8 +53,9 @@ for elf in "$@"; do
       if ($2 == "-") open = 0; else { open = 1; prev = a }
     }' >"$ROWS"
   # The inline chain of each row's first byte, innermost frame first.
-  awk '{ printf "0x%x\n", $1 }' "$ROWS" | addr2line -i -a -e "$elf" >"$CHAINS"
-  awk -v total="$text" "$HEX"'
+  # Each address, then a function name and a file:line per frame.
+  awk '{ printf "0x%x\n", $1 }' "$ROWS" | addr2line -i -a -f -e "$elf" >"$CHAINS"
+  awk -v total="$text" -v functions="${FUNCTIONS_OUT:-}" "$HEX"'
     function group(p) {
       if (p ~ /\/deadline-core\//) return "deadline-core"
       if (p ~ /\/deadline-embassy\//) return "deadline-embassy"
@@ -70,11 +76,18 @@ for elf in "$@"; do
       by_line[group(first)] += size[at]
       by_chain[group(owner)] += size[at]
       if (group(owner) ~ /^deadline-/) { o = owner; sub(/:[0-9?]+.*$/, "", o); sub(/.*\/deadline-/, "deadline-", o); by_file[o] += size[at] }
+      # Every deadline function in the chain, once per row.
+      for (k in seen) { by_function[k] += size[at]; delete seen[k] }
       at = ""
     }
     NR == FNR { size[$1] = $2; next }
-    /^0x/ { flush(); at = hex($1); owner = ""; first = ""; next }
-    { if (first == "") first = $1; if (owner == "" && !std($1)) owner = $1 }
+    /^0x/ { flush(); at = hex($1); owner = ""; first = ""; odd = 1; next }
+    odd { name = $0; sub(/<.*$/, "", name); odd = 0; next }
+    {
+      odd = 1
+      if (first == "") first = $1; if (owner == "" && !std($1)) owner = $1
+      if ($1 ~ /\/deadline-(core|embassy)\//) { f = $1; sub(/:[0-9?]+.*$/, "", f); sub(/.*\/deadline-/, "deadline-", f); seen[f " " name] = 1 }
+    }
     END {
       flush()
       printf "  .text by source file (DWARF line tables; code inlined into the task counted where it was written):\n"
@@ -88,5 +101,9 @@ for elf in "$@"; do
       printf "  deadline-core and deadline-embassy by file (with Rust core inlined into them):\n"
       for (k in by_file) printf "    %6d B  %s\n", by_file[k], k | "sort -rn"
       close("sort -rn")
+      if (functions != "") {
+        for (k in by_function) printf "%s %d\n", k, by_function[k] > functions
+        close(functions)
+      }
     }' "$ROWS" "$CHAINS"
 done

@@ -11,7 +11,7 @@ cd "$(dirname "$0")/../deadline-core/src"
 # From the bottom up. drive/, dependency/ and wire/ are one module each, with their own
 # order inside.
 ORDER=(sync time timer deadline grpc_code error rng outcome quantile manual_clock backoff dependency_policy
-  call_timeout admit wire breaker retry_budget statement call_context plan hedge retry counters histogram
+  call_timeout admit wire breaker retry_budget statement call_context plan hedge retry counters histogram latency
   analysis drive trace dependency tonic_status http_status guide)
 DRIVE=(flight followups report tally mode event classify runtime thread_deadline scoped attempt course call_machine
   run manual manual_runtime mod)

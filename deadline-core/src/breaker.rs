@@ -378,8 +378,18 @@ pub struct WindowStats {
 /// of order) keeps the breaker open. The price of the modular clock, documented rather than
 /// hidden: a breaker left untouched for more than 3.1 days while open can, with a probability
 /// of about `(cooldown + 65 s) / 3.1 days`, wait up to that long again before half-opening.
+///
+/// # Code size
+///
+/// A breaker's fast paths (a closed breaker's permit, a success into a window of successes)
+/// are a load and a compare, inlined where the driver asks. Its slow paths are reached through
+/// a table of functions that [`CircuitBreaker::new`] puts in the breaker: a program that makes
+/// no breaker (its dependencies have none) never refers to that table, and none of the slow
+/// paths' code is linked into it. On a microcontroller that is over a kilobyte of flash.
 #[derive(Debug)]
 pub struct CircuitBreaker {
+    /// The slow paths, through which they are linked only into a program that makes a breaker.
+    slow: &'static SlowPaths,
     /// The configuration as given.
     config: BreakerConfig,
     /// The configuration clamped to what the packed words hold.
@@ -397,6 +407,7 @@ impl CircuitBreaker {
     #[must_use]
     pub const fn new(config: BreakerConfig) -> Self {
         CircuitBreaker {
+            slow: &SLOW_PATHS,
             config,
             tuned: Tuned::new(&config),
             state: AtomicU32::new(pack_state(CLOSED, 0, 0, 0)),
@@ -429,7 +440,7 @@ impl CircuitBreaker {
                 probe: false,
             });
         }
-        self.try_acquire_from(s, now)
+        (self.slow.acquire)(self, s, now)
     }
 
     /// [`try_acquire`](Self::try_acquire) from state `s`, which is not closed (or was not
@@ -518,7 +529,7 @@ impl CircuitBreaker {
         {
             return;
         }
-        self.record_slow(permit, outcome, now);
+        (self.slow.record)(self, permit, outcome, now);
     }
 
     /// Whether the window of generation `g` is full, of successes only: a success into it
@@ -552,7 +563,11 @@ impl CircuitBreaker {
             // An abandoned call says nothing of the dependency.
             return;
         }
-        let g = permit.generation;
+        (self.slow.abandon_probe)(self, permit.generation);
+    }
+
+    /// Frees the slot of an abandoned probe of generation `g`, if its round still runs.
+    fn abandon_probe(&self, g: u32) {
         let mut s = self.state.load(Ordering::Acquire);
         loop {
             if mode_of(s) != HALF_OPEN || generation_of(s) != g {
@@ -707,6 +722,24 @@ impl CircuitBreaker {
         }
     }
 }
+
+/// A breaker's slow paths: see "Code size" in [`CircuitBreaker`]'s docs.
+#[derive(Debug)]
+struct SlowPaths {
+    /// [`CircuitBreaker::try_acquire`] past a closed breaker.
+    acquire: fn(&CircuitBreaker, u32, Instant) -> Result<Permit, Error>,
+    /// [`CircuitBreaker::record`] past a success into a window of successes.
+    record: fn(&CircuitBreaker, Permit, BreakerOutcome, Instant),
+    /// [`CircuitBreaker::abandon`] of a probe's permit.
+    abandon_probe: fn(&CircuitBreaker, u32),
+}
+
+/// The slow paths of every breaker.
+const SLOW_PATHS: SlowPaths = SlowPaths {
+    acquire: CircuitBreaker::try_acquire_from,
+    record: CircuitBreaker::record_slow,
+    abandon_probe: CircuitBreaker::abandon_probe,
+};
 
 impl Default for CircuitBreaker {
     fn default() -> Self {

@@ -1,9 +1,10 @@
 //! [`Histogram`]: a fixed-size, lock-free latency histogram with log-linear buckets, from
+//! which a dependency's [`Policy`] and hedge delay are derived; its [`Count`]ers.
 
 use core::fmt;
 use core::time::Duration;
 
-use crate::sync::{AtomicU32, Ordering};
+use crate::sync::{AtomicU16, AtomicU32, Ordering};
 
 use crate::dependency_policy::Policy;
 use crate::quantile::Quantile;
@@ -13,8 +14,15 @@ use crate::time::duration_to_micros_ceil;
 /// Made by [`SmallHistogram::with_layout`].
 pub type SmallHistogram = Histogram<384, 4>;
 
+/// The compact layout, for microcontrollers: 88 buckets of 16-bit counts (176 bytes), in
+/// units of 1.024 ms, at most 12.5% high plus one unit, up to about 7.9 s. Made by
+/// [`CompactHistogram::with_layout`]; what a [`Dependency`](crate::Dependency) keeps on a
+/// target without 64-bit atomics ([`DependencyHistogram`](crate::observe::DependencyHistogram)).
+pub type CompactHistogram = Histogram<88, 3, 10, u16>;
+
 /// A latency histogram of `N` log-linear buckets with `2^SUB_BITS` sub-buckets per power of
-/// two (see the docs above for the layout, error bound and size).
+/// two, in units of `2^UNIT_BITS` microseconds, each bucket a counter of type `C` (`u32` or
+/// `u16`): see below for the layout, the error bound and the size.
 ///
 /// ```
 /// use deadline_core::ms;
@@ -37,42 +45,47 @@ pub type SmallHistogram = Histogram<384, 4>;
 /// assert_eq!(LATENCY.hedge_delay(), LATENCY.p95());
 /// ```
 ///
-/// which a dependency's [`Policy`] and hedge delay are derived.
-///
 /// # Buckets
 ///
-/// Latencies are recorded in whole microseconds, **rounded up**. With `SUB_BITS = s` there are
-/// `2^s` sub-buckets per power of two (HdrHistogram's layout):
+/// Latencies are recorded in whole microseconds, **rounded up**, then in whole units of
+/// `2^UNIT_BITS` µs, rounded up again (one unit is one microsecond unless `UNIT_BITS` says
+/// otherwise). With `SUB_BITS = s` there are `2^s` sub-buckets per power of two (HdrHistogram's
+/// layout):
 ///
-/// - values under `2^(s+1)` µs each have a bucket of their own (exact);
+/// - values under `2^(s+1)` units each have a bucket of their own (exact, to the unit);
 /// - above that, the range `[2^k, 2^(k+1))` is split into `2^s` equal buckets of width
 ///   `2^(k−s)`.
 ///
 /// A bucket's width is therefore at most `1/2^s` of its lower bound: every value the histogram
 /// reports is within **`1/2^s` above** the true one (3.125% for the default `s = 5`, 6.25% for
-/// `s = 4`). The last of the `N` buckets also holds every value beyond its range
-/// ([`Histogram::OVERFLOW`] and up); a quantile that lands there reports [`Duration::MAX`].
+/// `s = 4`), plus the rounding up to a whole unit. The last of the `N` buckets also holds every
+/// value beyond its range ([`Histogram::OVERFLOW`] and up); a quantile that lands there reports
+/// [`Duration::MAX`].
 ///
 /// # Size
 ///
-/// The histogram is `N` atomic `u32` counters and nothing else: `4 × N` bytes, no heap.
+/// The histogram is `N` atomic counters and nothing else: `4 × N` bytes with `u32` counters,
+/// `2 × N` with `u16` ones, no heap. A bucket saturates at its counter's maximum
+/// (`u32::MAX`, or 65 535) instead of wrapping.
 ///
-/// | type | buckets | bytes | reported at most | bound holds below ([`OVERFLOW`](Histogram::OVERFLOW)) |
-/// |---|---|---|---|---|
-/// | [`Histogram`] (`Histogram<736, 5>`) | 736 | 2944 | 3.125% high | 132.1 s |
-/// | [`SmallHistogram`] (`Histogram<384, 4>`) | 384 | 1536 | 6.25% high | 130.0 s |
+/// | type | buckets | unit | bytes | reported at most | bound holds below ([`OVERFLOW`](Histogram::OVERFLOW)) |
+/// |---|---|---|---|---|---|
+/// | [`Histogram`] (`Histogram<736, 5>`) | 736 | 1 µs | 2944 | 3.125% high | 132.1 s |
+/// | [`SmallHistogram`] (`Histogram<384, 4>`) | 384 | 1 µs | 1536 | 6.25% high | 130.0 s |
+/// | [`CompactHistogram`] (`Histogram<88, 3, 10, u16>`) | 88 | 1.024 ms | 176 | 12.5% high, plus up to 1.024 ms | 7.9 s |
 ///
-/// With `s` sub-bucket bits, `N = (K − s + 1) · 2^s` buckets reach `2^K` µs, the last of
+/// With `s` sub-bucket bits, `N = (K − s + 1) · 2^s` buckets reach `2^K` units, the last of
 /// them shared with everything above.
 ///
 /// # Concurrency
 ///
-/// [`record`](Histogram::record) takes `&self` and is lock-free wherever 32-bit
-/// compare-and-swap is (thumbv7em and every server target; on thumbv6m `portable-atomic`
-/// uses a critical section): one histogram can sit in a `static` and be fed by every task,
-/// thread and interrupt handler. A bucket saturates at `u32::MAX` instead of wrapping.
-/// Queries read the buckets one at a time, so a query concurrent with recording sees some of
-/// the new values and not others, but never a torn count.
+/// [`record`](Histogram::record) takes `&self` and is lock-free wherever compare-and-swap is
+/// (thumbv7m, thumbv7em and every server target; on thumbv6m `portable-atomic` makes it as
+/// the final binary chooses, see the crate docs): one histogram can sit in a `static` and be
+/// fed by every task, thread and interrupt handler. An empty histogram is all zeros, so a
+/// `static` one costs no flash for its initial value. Queries read the buckets one at a time,
+/// so a query concurrent with recording sees some of the new values and not others, but never
+/// a torn count.
 ///
 /// # Errs high
 ///
@@ -80,8 +93,13 @@ pub type SmallHistogram = Histogram<384, 4>;
 /// never below the true nearest-rank value of the recorded latencies. A cap derived from it
 /// would have timed out at most the intended share of the recorded calls, and a hedge delay
 /// from it fires no earlier than intended.
-pub struct Histogram<const N: usize = 736, const SUB_BITS: u32 = 5> {
-    buckets: [AtomicU32; N],
+pub struct Histogram<
+    const N: usize = 736,
+    const SUB_BITS: u32 = 5,
+    const UNIT_BITS: u32 = 0,
+    C: Count = u32,
+> {
+    buckets: [C::Cell; N],
 }
 
 /// One non-empty bucket, from [`Histogram::buckets`].
@@ -92,7 +110,7 @@ pub struct Bucket {
     pub low: Duration,
     /// The largest latency the bucket holds ([`Duration::MAX`] for the overflow bucket).
     pub high: Duration,
-    /// How many latencies it holds (saturated at `u32::MAX`).
+    /// How many latencies it holds (saturated at its counter's maximum).
     pub count: u32,
 }
 
@@ -114,16 +132,26 @@ impl Histogram {
     }
 }
 
-impl<const N: usize, const SUB_BITS: u32> Histogram<N, SUB_BITS> {
+impl<const N: usize, const SUB_BITS: u32, const UNIT_BITS: u32, C: Count>
+    Histogram<N, SUB_BITS, UNIT_BITS, C>
+{
     /// Rejects layouts whose bucket arithmetic would not fit in a `u64`.
-    const VALID: () = assert!(SUB_BITS <= 16, "SUB_BITS must be at most 16");
+    const VALID: () = assert!(
+        SUB_BITS <= 16 && UNIT_BITS <= 32,
+        "SUB_BITS must be at most 16, UNIT_BITS at most 32"
+    );
 
     /// Sub-buckets per power of two: `2^SUB_BITS`. A reported value is at most
-    /// `value / SUB_BUCKETS` above the true one.
+    /// `value / SUB_BUCKETS` above the true one (plus the rounding up to a whole
+    /// [`UNIT`](Self::UNIT)).
     pub const SUB_BUCKETS: u64 = 1 << SUB_BITS;
 
-    /// The histogram's size in bytes: four per bucket.
-    pub const SIZE_BYTES: usize = N.saturating_mul(4);
+    /// The unit latencies are counted in: `2^UNIT_BITS` microseconds. Each is rounded up to a
+    /// whole unit, so a reported value may be up to one unit above the true one.
+    pub const UNIT: Duration = Duration::from_micros(1 << UNIT_BITS);
+
+    /// The histogram's size in bytes: four per bucket with `u32` counters, two with `u16`.
+    pub const SIZE_BYTES: usize = N.saturating_mul(C::BYTES);
 
     /// The lower bound of the last bucket: values at or above it all land there, and a
     /// quantile in it reports [`Duration::MAX`]. Below it, the error bound holds.
@@ -135,17 +163,19 @@ impl<const N: usize, const SUB_BITS: u32> Histogram<N, SUB_BITS> {
     /// other one:
     ///
     /// ```
+    /// use deadline_core::observe::CompactHistogram;
     /// use deadline_core::observe::{Histogram, SmallHistogram};
     ///
     /// static SMALL: SmallHistogram = SmallHistogram::with_layout();
+    /// static COMPACT: CompactHistogram = CompactHistogram::with_layout();
     /// let custom = Histogram::<128, 3>::with_layout();
-    /// assert_eq!((SMALL.count(), custom.count()), (0, 0));
+    /// assert_eq!((SMALL.count(), COMPACT.count(), custom.count()), (0, 0, 0));
     /// ```
     #[must_use]
     pub const fn with_layout() -> Self {
         let () = Self::VALID;
         Histogram {
-            buckets: [const { AtomicU32::new(0) }; N],
+            buckets: [const { C::ZERO }; N],
         }
     }
 
@@ -155,7 +185,7 @@ impl<const N: usize, const SUB_BITS: u32> Histogram<N, SUB_BITS> {
         self.record_n(latency, 1);
     }
 
-    /// Records `n` calls of the same latency (saturating the bucket at `u32::MAX`).
+    /// Records `n` calls of the same latency (saturating the bucket at its counter's maximum).
     pub fn record_n(&self, latency: Duration, n: u32) {
         if n == 0 {
             return;
@@ -163,16 +193,14 @@ impl<const N: usize, const SUB_BITS: u32> Histogram<N, SUB_BITS> {
         // Rounded up, so a bucket's upper bound is never below the latency.
         let micros = duration_to_micros_ceil(latency);
         if let Some(bucket) = self.buckets.get(Self::index(micros)) {
-            let _ = bucket.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
-                (c != u32::MAX).then(|| c.saturating_add(n))
-            });
+            C::add(bucket, n);
         }
     }
 
     /// Empties the histogram. Bucket by bucket: values recorded during a reset may survive it.
     pub fn reset(&self) {
         for bucket in &self.buckets {
-            bucket.store(0, Ordering::Relaxed);
+            C::clear(bucket);
         }
     }
 
@@ -193,9 +221,7 @@ impl<const N: usize, const SUB_BITS: u32> Histogram<N, SUB_BITS> {
     /// ```
     pub fn halve(&self) {
         for bucket in &self.buckets {
-            let _ = bucket.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
-                (c != 0).then_some(c >> 1)
-            });
+            C::halve(bucket);
         }
     }
 
@@ -204,14 +230,14 @@ impl<const N: usize, const SUB_BITS: u32> Histogram<N, SUB_BITS> {
     pub fn count(&self) -> u64 {
         self.buckets
             .iter()
-            .map(|b| u64::from(b.load(Ordering::Relaxed)))
+            .map(|b| u64::from(C::get(b)))
             .fold(0, u64::saturating_add)
     }
 
     /// Whether nothing is recorded.
     #[must_use]
     pub fn is_empty(&self) -> bool {
-        self.buckets.iter().all(|b| b.load(Ordering::Relaxed) == 0)
+        self.buckets.iter().all(|b| C::get(b) == 0)
     }
 
     /// The `q` quantile by nearest rank, reported as the upper bound of its bucket: never
@@ -219,14 +245,27 @@ impl<const N: usize, const SUB_BITS: u32> Histogram<N, SUB_BITS> {
     /// ([`Duration::MAX`] in the overflow bucket). `None` when empty.
     #[must_use]
     pub fn quantile(&self, q: Quantile) -> Option<Duration> {
-        let rank = q.nearest_rank(self.count());
+        self.quantile_bucket(q, self.count()).map(Self::high)
+    }
+
+    /// The `q` quantile among `count` latencies (the histogram's [`count`](Self::count)),
+    /// as the upper bound of its bucket in microseconds (`u64::MAX` in the overflow bucket).
+    /// `None` when `count` is zero. (A dependency's live hedge delay.)
+    #[cfg(feature = "drive")]
+    pub(crate) fn quantile_micros(&self, q: Quantile, count: u64) -> Option<u64> {
+        self.quantile_bucket(q, count).map(Self::high_micros)
+    }
+
+    /// The bucket that holds the `q` quantile among `count` latencies.
+    fn quantile_bucket(&self, q: Quantile, count: u64) -> Option<usize> {
+        let rank = q.nearest_rank(count);
         if rank == 0 {
             return None;
         }
         let mut seen = 0u64;
         let mut last = None;
         for (i, bucket) in self.buckets.iter().enumerate() {
-            let c = bucket.load(Ordering::Relaxed);
+            let c = C::get(bucket);
             if c == 0 {
                 continue;
             }
@@ -237,7 +276,7 @@ impl<const N: usize, const SUB_BITS: u32> Histogram<N, SUB_BITS> {
             }
         }
         // A concurrent reset can leave `seen` short of `rank`: report the last value seen.
-        last.map(Self::high)
+        last
     }
 
     /// The median.
@@ -270,7 +309,7 @@ impl<const N: usize, const SUB_BITS: u32> Histogram<N, SUB_BITS> {
     pub fn min(&self) -> Option<Duration> {
         self.buckets
             .iter()
-            .position(|b| b.load(Ordering::Relaxed) != 0)
+            .position(|b| C::get(b) != 0)
             .map(Self::low)
     }
 
@@ -280,7 +319,7 @@ impl<const N: usize, const SUB_BITS: u32> Histogram<N, SUB_BITS> {
     pub fn max(&self) -> Option<Duration> {
         self.buckets
             .iter()
-            .rposition(|b| b.load(Ordering::Relaxed) != 0)
+            .rposition(|b| C::get(b) != 0)
             .map(Self::high)
     }
 
@@ -291,7 +330,7 @@ impl<const N: usize, const SUB_BITS: u32> Histogram<N, SUB_BITS> {
         let mut total = 0u128;
         let mut sum = 0u128;
         for (i, bucket) in self.buckets.iter().enumerate() {
-            let c = u128::from(bucket.load(Ordering::Relaxed));
+            let c = u128::from(C::get(bucket));
             if c == 0 {
                 continue;
             }
@@ -313,7 +352,7 @@ impl<const N: usize, const SUB_BITS: u32> Histogram<N, SUB_BITS> {
     /// The non-empty buckets in ascending order, for export.
     pub fn buckets(&self) -> impl Iterator<Item = Bucket> + '_ {
         self.buckets.iter().enumerate().filter_map(|(i, b)| {
-            let count = b.load(Ordering::Relaxed);
+            let count = C::get(b);
             (count != 0).then(|| Bucket {
                 low: Self::low(i),
                 high: Self::high(i),
@@ -358,13 +397,19 @@ impl<const N: usize, const SUB_BITS: u32> Histogram<N, SUB_BITS> {
     /// The bucket of a latency in whole microseconds.
     fn index(micros: u64) -> usize {
         let sub = Self::SUB_BUCKETS;
-        let index = if micros < sub {
-            micros
+        // Whole units, rounded up (for a unit of one microsecond, `micros` itself).
+        let below_unit = micros & Self::UNIT_MASK;
+        let units = micros
+            .checked_shr(UNIT_BITS)
+            .unwrap_or(0)
+            .wrapping_add(u64::from(below_unit != 0));
+        let index = if units < sub {
+            units
         } else {
-            // `micros >= 2^SUB_BITS`, so its highest set bit is at or above SUB_BITS.
-            let msb = 63u32.saturating_sub(micros.leading_zeros());
+            // `units >= 2^SUB_BITS`, so its highest set bit is at or above SUB_BITS.
+            let msb = 63u32.saturating_sub(units.leading_zeros());
             let shift = msb.saturating_sub(SUB_BITS);
-            let top = micros.checked_shr(shift).unwrap_or(0);
+            let top = units.checked_shr(shift).unwrap_or(0);
             u64::from(shift).saturating_mul(sub).saturating_add(top)
         };
         usize::try_from(index)
@@ -372,9 +417,18 @@ impl<const N: usize, const SUB_BITS: u32> Histogram<N, SUB_BITS> {
             .min(N.saturating_sub(1))
     }
 
-    /// The smallest latency, in microseconds, of bucket `i` (ignoring overflow).
+    /// The microseconds under one unit: `2^UNIT_BITS - 1`.
+    const UNIT_MASK: u64 = (1u64 << UNIT_BITS).wrapping_sub(1);
+
+    /// The smallest latency, in microseconds, of bucket `i` (ignoring overflow): the bucket's
+    /// lowest unit less one, plus one microsecond (a latency rounds up into it), or zero.
     const fn low_micros(i: usize) -> u64 {
-        Self::bounds(i).0
+        let units = Self::bounds(i).0;
+        if units == 0 {
+            0
+        } else {
+            Self::micros_of(units.saturating_sub(1)).saturating_add(1)
+        }
     }
 
     /// The largest latency, in microseconds, of bucket `i` (`u64::MAX` for the last bucket).
@@ -382,7 +436,16 @@ impl<const N: usize, const SUB_BITS: u32> Histogram<N, SUB_BITS> {
         if i.saturating_add(1) >= N {
             u64::MAX
         } else {
-            Self::bounds(i).1
+            Self::micros_of(Self::bounds(i).1)
+        }
+    }
+
+    /// `units` in microseconds, saturating at `u64::MAX`.
+    const fn micros_of(units: u64) -> u64 {
+        if units > u64::MAX >> UNIT_BITS {
+            u64::MAX
+        } else {
+            units << UNIT_BITS
         }
     }
 
@@ -400,7 +463,7 @@ impl<const N: usize, const SUB_BITS: u32> Histogram<N, SUB_BITS> {
         }
     }
 
-    /// Bucket `i`'s range of microseconds, both ends included, saturating at `u64::MAX`.
+    /// Bucket `i`'s range of units, both ends included, saturating at `u64::MAX`.
     const fn bounds(i: usize) -> (u64, u64) {
         let sub = Self::SUB_BUCKETS;
         let i = i as u64;
@@ -411,23 +474,29 @@ impl<const N: usize, const SUB_BITS: u32> Histogram<N, SUB_BITS> {
             return (u64::MAX, u64::MAX);
         };
         let shift = octave.saturating_sub(1);
-        if shift >= 64 {
+        let top = offset.saturating_add(sub);
+        // `top << shift` loses bits (and the bucket lies past u64::MAX) exactly when the shift
+        // is more than `top`'s leading zeros. In u64: no u128 arithmetic on 32-bit targets.
+        if shift > top.leading_zeros() as u64 {
             return (u64::MAX, u64::MAX);
         }
-        let top = offset.saturating_add(sub) as u128;
         let low = top << shift;
-        let high = low.saturating_add((1u128 << shift).saturating_sub(1));
-        (saturate_u64(low), saturate_u64(high))
+        let high = low.saturating_add((1u64 << shift).wrapping_sub(1));
+        (low, high)
     }
 }
 
-impl<const N: usize, const SUB_BITS: u32> Default for Histogram<N, SUB_BITS> {
+impl<const N: usize, const SUB_BITS: u32, const UNIT_BITS: u32, C: Count> Default
+    for Histogram<N, SUB_BITS, UNIT_BITS, C>
+{
     fn default() -> Self {
         Histogram::with_layout()
     }
 }
 
-impl<const N: usize, const SUB_BITS: u32> fmt::Debug for Histogram<N, SUB_BITS> {
+impl<const N: usize, const SUB_BITS: u32, const UNIT_BITS: u32, C: Count> fmt::Debug
+    for Histogram<N, SUB_BITS, UNIT_BITS, C>
+{
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Histogram")
             .field("count", &self.count())
@@ -441,7 +510,9 @@ impl<const N: usize, const SUB_BITS: u32> fmt::Debug for Histogram<N, SUB_BITS> 
 }
 
 #[cfg(feature = "defmt")]
-impl<const N: usize, const SUB_BITS: u32> defmt::Format for Histogram<N, SUB_BITS> {
+impl<const N: usize, const SUB_BITS: u32, const UNIT_BITS: u32, C: Count> defmt::Format
+    for Histogram<N, SUB_BITS, UNIT_BITS, C>
+{
     fn format(&self, f: defmt::Formatter<'_>) {
         defmt::write!(
             f,
@@ -456,11 +527,98 @@ impl<const N: usize, const SUB_BITS: u32> defmt::Format for Histogram<N, SUB_BIT
     }
 }
 
-/// `v` as a `u64`, saturating.
-const fn saturate_u64(v: u128) -> u64 {
-    if v > u64::MAX as u128 {
-        u64::MAX
-    } else {
-        v as u64
+/// The counter of one bucket of a [`Histogram`]: `u32` (the default), or `u16` for half the
+/// room (a bucket saturates at 65 535; a [`Dependency`](crate::Dependency)'s histogram, halved
+/// every 4 096 latencies, stays far below). Sealed: these two are the counters.
+pub trait Count: sealed::Sealed {
+    /// The atomic that holds the count.
+    #[doc(hidden)]
+    type Cell: fmt::Debug + Send + Sync;
+    /// Bytes per bucket.
+    #[doc(hidden)]
+    const BYTES: usize;
+    /// An empty bucket.
+    // A constant to copy into each element of the buckets' array (`[const { C::ZERO }; N]`),
+    // never one shared cell.
+    #[allow(clippy::declare_interior_mutable_const)]
+    #[doc(hidden)]
+    const ZERO: Self::Cell;
+    /// The count.
+    #[doc(hidden)]
+    fn get(cell: &Self::Cell) -> u32;
+    /// Adds `n`, saturating at the counter's maximum.
+    #[doc(hidden)]
+    fn add(cell: &Self::Cell, n: u32);
+    /// Halves the count, rounding down.
+    #[doc(hidden)]
+    fn halve(cell: &Self::Cell);
+    /// Empties the bucket.
+    #[doc(hidden)]
+    fn clear(cell: &Self::Cell);
+}
+
+impl Count for u32 {
+    type Cell = AtomicU32;
+    const BYTES: usize = 4;
+    #[allow(clippy::declare_interior_mutable_const)]
+    const ZERO: AtomicU32 = AtomicU32::new(0);
+
+    #[inline]
+    fn get(cell: &AtomicU32) -> u32 {
+        cell.load(Ordering::Relaxed)
     }
+
+    #[inline]
+    fn add(cell: &AtomicU32, n: u32) {
+        let _ = cell.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
+            (c != u32::MAX).then(|| c.saturating_add(n))
+        });
+    }
+
+    fn halve(cell: &AtomicU32) {
+        let _ = cell.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
+            (c != 0).then_some(c >> 1)
+        });
+    }
+
+    fn clear(cell: &AtomicU32) {
+        cell.store(0, Ordering::Relaxed);
+    }
+}
+
+impl Count for u16 {
+    type Cell = AtomicU16;
+    const BYTES: usize = 2;
+    #[allow(clippy::declare_interior_mutable_const)]
+    const ZERO: AtomicU16 = AtomicU16::new(0);
+
+    #[inline]
+    fn get(cell: &AtomicU16) -> u32 {
+        u32::from(cell.load(Ordering::Relaxed))
+    }
+
+    #[inline]
+    fn add(cell: &AtomicU16, n: u32) {
+        let n = u16::try_from(n).unwrap_or(u16::MAX);
+        let _ = cell.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
+            (c != u16::MAX).then(|| c.saturating_add(n))
+        });
+    }
+
+    fn halve(cell: &AtomicU16) {
+        let _ = cell.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
+            (c != 0).then_some(c >> 1)
+        });
+    }
+
+    fn clear(cell: &AtomicU16) {
+        cell.store(0, Ordering::Relaxed);
+    }
+}
+
+mod sealed {
+    /// The counters a [`Histogram`](super::Histogram) may have.
+    pub trait Sealed {}
+    impl Sealed for u32 {}
+    impl Sealed for u16 {}
 }

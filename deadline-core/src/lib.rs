@@ -50,6 +50,45 @@
 //!
 //! [`Duration`]: core::time::Duration
 //!
+//! # On a microcontroller
+//!
+//! The crate is `no_std` and allocates nothing, and builds for every Cortex-M target. Its
+//! shared state (a [`Dependency`](crate::Dependency)'s retry budget, breaker, counters and
+//! latency histogram) is atomics of 32 bits or less, from `portable-atomic`: no 64-bit atomic,
+//! so no lock table, on a target without them. A `Dependency` there keeps the compact latency
+//! histogram ([`observe::DependencyHistogram`]), under 500 bytes of static RAM each, and its
+//! initial value is all zeros but for its policy. What the final binary adds:
+//!
+//! | target | processors | the binary adds |
+//! |---|---|---|
+//! | `thumbv7m-none-eabi`, `thumbv7em-none-eabi`, `thumbv7em-none-eabihf` | Cortex-M3, M4, M7 | nothing: 32-bit compare-and-swap is the processor's |
+//! | `thumbv6m-none-eabi` | Cortex-M0, M0+ | how `portable-atomic` makes compare-and-swap: one of its two backends |
+//!
+//! On `thumbv6m-none-eabi`, a single-core chip running in privileged mode (the usual case)
+//! masks interrupts around each atomic operation:
+//!
+//! ```toml
+//! [dependencies]
+//! portable-atomic = { version = "1", default-features = false, features = ["unsafe-assume-single-core"] }
+//! ```
+//!
+//! or the binary runs them in critical sections, from a `critical-section` implementation it
+//! provides (here `cortex-m`'s, for a single core):
+//!
+//! ```toml
+//! [dependencies]
+//! portable-atomic = { version = "1", default-features = false, features = ["critical-section"] }
+//! cortex-m = { version = "0.7", features = ["critical-section-single-core"] }
+//! ```
+//!
+//! A build that chose neither stops with `portable-atomic`'s explanation of the two. (This
+//! crate turns on neither itself, as `portable-atomic` asks of libraries.)
+//!
+//! A dependency made with `Dependency::deadline_only` links none of the code for retries,
+//! backoff, hedges, the live hedge delay's quantile, the retry budget or the breaker; a
+//! breaker's slow paths are linked only into a program that makes a breaker. The firmware of
+//! the repository measures it all on three boards (BENCHMARKS.md, "On a microcontroller").
+//!
 //! # Feature flags
 #![doc = document_features::document_features!()]
 #![no_std]
@@ -120,6 +159,7 @@ mod counters;
 mod histogram;
 #[cfg(feature = "http")]
 mod http_status;
+mod latency;
 #[cfg(feature = "tonic")]
 mod tonic_status;
 #[cfg(feature = "tracing")]
@@ -161,9 +201,18 @@ pub mod budget {
 }
 
 /// What a dependency's calls did: counters and a latency histogram.
+///
+/// A dependency's histogram ([`DependencyHistogram`](observe::DependencyHistogram)) is the
+/// default [`Histogram`](observe::Histogram) (736 buckets, 2 944 bytes, at most 3.125% high)
+/// where the target has 64-bit atomics, which every server target has; on a microcontroller
+/// without them (thumbv6m, thumbv7m, thumbv7em) it is the
+/// [`CompactHistogram`](observe::CompactHistogram) (88 buckets of 16-bit counts, 176 bytes,
+/// at most 12.5% high plus one unit of 1.024 ms). Both read the same way: quantiles, counts,
+/// the non-empty buckets.
 pub mod observe {
     pub use crate::counters::{CounterEvent, CounterSnapshot, Counters};
     pub use crate::histogram::{Bucket, Histogram, SmallHistogram};
+    pub use crate::latency::{CompactHistogram, Count, DependencyHistogram};
 }
 
 /// The one-line call's types: what [`Dependency::run`] returns, and how it is adjusted.

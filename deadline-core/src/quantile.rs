@@ -94,14 +94,29 @@ impl Quantile {
         if n == 0 {
             return 0;
         }
-        let scaled = (self.ppm as u128).saturating_mul(n as u128);
-        let rank = scaled.div_ceil(PPM as u128);
+        // ⌈ppm·n / 10^6⌉ in u64 (no u128: a Cortex-M has no 128-bit arithmetic, and its
+        // division builtin is large): with n = whole·10^6 + rest, it is
+        // ppm·whole + ⌈ppm·rest / 10^6⌉, where ppm·whole <= n and ppm·rest < 10^12.
+        let (ppm, per) = (self.ppm as u64, PPM as u64);
+        // The divisor is a non-zero constant: neither `checked_` operation fails.
+        let whole = match n.checked_div(per) {
+            Some(w) => w,
+            None => 0,
+        };
+        let rest = match n.checked_rem(per) {
+            Some(r) => r,
+            None => 0,
+        };
+        // Neither product wraps (bounded above); `div_ceil` by the constant cannot fail.
+        let rank = ppm
+            .wrapping_mul(whole)
+            .saturating_add(ppm.wrapping_mul(rest).div_ceil(per));
         if rank == 0 {
             1
-        } else if rank > n as u128 {
+        } else if rank > n {
             n
         } else {
-            rank as u64
+            rank
         }
     }
 }

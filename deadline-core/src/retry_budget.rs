@@ -18,9 +18,11 @@ const WINDOW_BITS: u32 = 32 - USED_BITS;
 const WINDOW_MASK: u32 = (1 << WINDOW_BITS) - 1;
 /// Window distances under this read as "later"; the others as "earlier or the same".
 const HALF_RING: u32 = 1 << (WINDOW_BITS - 1);
-/// The floor word of a budget that has not drawn on its floor yet: its "used" field holds a
-/// value that no floor reaches, so the first instant seen always opens a window.
-const NO_WINDOW: u32 = u32::MAX;
+/// The floor word of a budget that has not drawn on its floor yet, so that the first instant
+/// seen always opens a window. Zero, so that a budget in a `static` starts as zeroed memory
+/// does: a drawn window always has a grant used (at least 1 in its "used" field), so no drawn
+/// window's word is zero.
+const NO_WINDOW: u32 = 0;
 
 /// One budget shared by the retries and the hedges of a dependency (or a whole client).
 ///
@@ -97,7 +99,8 @@ const NO_WINDOW: u32 = u32::MAX;
 ///   32-bit word (second, grants used) updated by a single compare-and-swap as well.
 /// - **No lock, no heap, no clock.** Two `AtomicU32`s, `const` construction (usable in a
 ///   `static`), `now` passed in. On targets without compare-and-swap (thumbv6m),
-///   `portable-atomic` supplies the same operations through `critical-section`.
+///   `portable-atomic` supplies the same operations as the final binary chooses (the crate
+///   docs, "On a microcontroller").
 /// - **Bounded savings.** Deposits do not expire, but the balance is capped
 ///   ([`RetryBudget::with_max_balance`]): a long healthy spell cannot bank an unlimited burst
 ///   of retries to pour onto a dependency the moment it fails.
@@ -383,4 +386,25 @@ fn current_window(word: u32, window: u32) -> (u32, u32) {
 /// The floor word for `window` with `used` grants.
 fn pack(window: u32, used: u32) -> u32 {
     (window & WINDOW_MASK).checked_shl(USED_BITS).unwrap_or(0) | (used & USED_MASK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_budget_is_all_zeros_and_a_drawn_window_never_is() {
+        let budget = RetryBudget::percent(10)
+            .with_floor_per_sec(2)
+            .with_max_balance(5);
+        assert_eq!(budget.balance.load(Ordering::Relaxed), 0);
+        assert_eq!(budget.floor.load(Ordering::Relaxed), 0);
+        // The first floor grant, in window 0 itself, leaves a word that is not "no window".
+        assert!(budget.try_withdraw(Instant::ZERO));
+        assert_eq!(budget.floor.load(Ordering::Relaxed), pack(0, 1));
+        assert_ne!(budget.floor.load(Ordering::Relaxed), NO_WINDOW);
+        assert!(budget.try_withdraw(Instant::from_millis(999)));
+        assert!(!budget.try_withdraw(Instant::from_millis(999)));
+        assert!(budget.try_withdraw(Instant::from_secs(1)));
+    }
 }

@@ -2,17 +2,24 @@
 //! the counters): `portable-atomic`'s, or, when built with `--cfg loom`, the loom model
 //! checker's, so that `tests/loom.rs` explores every interleaving of the real code.
 //!
+//! `AtomicU64` exists only where the target has 64-bit atomics: elsewhere (thumbv6m,
+//! thumbv7m, thumbv7em) portable-atomic would make one from a global lock table, so the
+//! shared state keeps 32-bit (or narrower) atomics there, and a 64-bit one cannot creep back
+//! in unnoticed.
+//!
 //! Loom's atomics cannot be made in a `const fn`, and every type here is `const`-constructible
 //! (for `static`s). Under loom each atomic therefore keeps its initial value and makes its loom
 //! atomic on first use, inside the model run that uses it. The loom atomic is touched under a
 //! std mutex that loom does not see; loom runs one model thread at a time, so that mutex adds
 //! no interleavings and hides none.
 
+#[cfg(all(not(loom), target_has_atomic = "64"))]
+pub(crate) use portable_atomic::AtomicU64;
 #[cfg(not(loom))]
-pub(crate) use portable_atomic::{AtomicU32, AtomicU64, Ordering};
+pub(crate) use portable_atomic::{AtomicU16, AtomicU32, Ordering};
 
 #[cfg(loom)]
-pub(crate) use self::model::{AtomicU32, AtomicU64, Ordering};
+pub(crate) use self::model::{AtomicU16, AtomicU32, AtomicU64, Ordering};
 
 // Each type uses only some of the operations.
 #[cfg(loom)]
@@ -27,6 +34,7 @@ mod model {
     /// Where each model atomic's loom atomic lives, once made: leaked, so that the types
     /// holding them keep no drop glue (their `const fn`s take and return `self`). A test
     /// process makes a few thousand; the leak is the test's.
+    static MADE16: Mutex<Vec<&'static loom::sync::atomic::AtomicU16>> = Mutex::new(Vec::new());
     static MADE32: Mutex<Vec<&'static loom::sync::atomic::AtomicU32>> = Mutex::new(Vec::new());
     static MADE64: Mutex<Vec<&'static loom::sync::atomic::AtomicU64>> = Mutex::new(Vec::new());
 
@@ -36,7 +44,10 @@ mod model {
     macro_rules! model_atomic {
         ($name:ident, $int:ty, $made:ident) => {
             /// A loom atomic with a `const` constructor: made on first use.
-            pub(crate) struct $name {
+            // `pub` (in this private module), as portable-atomic's are: the histogram's
+            // counters name it in a public trait's associated type.
+            #[allow(unreachable_pub)]
+            pub struct $name {
                 init: $int,
                 slot: core::sync::atomic::AtomicUsize,
             }
@@ -124,6 +135,7 @@ mod model {
         };
     }
 
+    model_atomic!(AtomicU16, u16, MADE16);
     model_atomic!(AtomicU32, u32, MADE32);
     model_atomic!(AtomicU64, u64, MADE64);
 }

@@ -227,3 +227,40 @@ fn a_deadline_only_future_keeps_room_for_one_attempt_and_a_full_one_for_four() {
         .unwrap();
     assert_eq!(called.result, Ok(7));
 }
+
+#[test]
+fn a_deadline_only_dependency_records_latencies_but_keeps_no_live_hedge_delay() {
+    use deadline_core::Dependency;
+    use deadline_core::drive::DeadlineOnly;
+    use deadline_core::policy::Quantile;
+    use deadline_core::virtual_time::ManualRuntime;
+
+    // The same policy, hedging at its live p95, in both modes.
+    const HEDGED: Policy<'static> = Policy::required("B")
+        .idempotent()
+        .with_cap(ms(110))
+        .with_hedge_at(Quantile::P95, ms(60));
+    static FULL: Dependency<ManualRuntime> = Dependency::new(HEDGED);
+    static ONLY: Dependency<ManualRuntime, DeadlineOnly> = Dependency::deadline_only(HEDGED);
+    for _ in 0..Dependency::<ManualRuntime>::MIN_LIVE_SAMPLES {
+        FULL.record_latency(ms(20));
+        ONLY.record_latency(ms(20));
+    }
+    // Both histograms hold the latencies; only the full dependency reads a hedge delay from
+    // them (its calls hedge; the deadline-only one's never do).
+    assert_eq!(ONLY.latency().count(), FULL.latency().count());
+    assert_eq!(FULL.live_hedge_delay(), FULL.latency().p95());
+    assert_eq!(ONLY.live_hedge_delay(), None);
+    // Its calls record their latency too, and make one attempt.
+    let mut attempts = 0;
+    let answer = ManualRuntime::block_on(async {
+        ONLY.run(|_| {
+            attempts += 1;
+            async { Ok::<_, ()>(()) }
+        })
+        .await
+    });
+    assert_eq!((answer, attempts), (Ok(Ok(())), 1));
+    assert_eq!(ONLY.latency().count(), FULL.latency().count() + 1);
+    assert_eq!(ONLY.live_hedge_delay(), None);
+}

@@ -5,11 +5,13 @@ use core::time::Duration;
 
 use deadline_core::analysis::Sample;
 use deadline_core::ms;
+use deadline_core::observe::CompactHistogram;
 use deadline_core::observe::{Histogram, SmallHistogram};
 use deadline_core::policy::Quantile;
 use proptest::prelude::*;
 
 type Default = Histogram;
+type Compact = CompactHistogram;
 
 /// `reported` is at or above `exact` and at most `1/sub` of it above.
 fn within_bound(reported: Duration, exact: Duration, sub: u64) -> bool {
@@ -204,6 +206,93 @@ fn buckets_are_ascending_and_disjoint() {
     }
 }
 
+/// `reported` is at or above `exact`, and at most `1/sub` above `exact` rounded up to a whole
+/// `unit`: the compact layout's bound, in units rather than microseconds.
+fn within_unit_bound(reported: Duration, exact: Duration, sub: u64, unit: Duration) -> bool {
+    let unit_ns = unit.as_nanos();
+    let units = exact.as_nanos().div_ceil(unit_ns);
+    let bound_ns = (units + units / u128::from(sub)) * unit_ns;
+    reported >= exact && reported.as_nanos() <= bound_ns
+}
+
+#[test]
+fn the_compact_layout_is_176_bytes_of_16_bit_counts_in_1024_us_units() {
+    assert_eq!(core::mem::size_of::<Compact>(), 176);
+    assert_eq!(Compact::SIZE_BYTES, 176);
+    assert_eq!(Compact::UNIT, Duration::from_micros(1_024));
+    assert_eq!(Compact::SUB_BUCKETS, 8);
+    assert_eq!(Default::UNIT, Duration::from_micros(1));
+    // 2^13 units of 1.024 ms, the last bucket (from 7680 units) shared with all above.
+    assert_eq!(Compact::OVERFLOW, Duration::from_micros(7_679 * 1_024 + 1));
+}
+
+#[test]
+fn compact_values_are_rounded_up_to_whole_units_and_exact_in_them_below_16() {
+    let h = Compact::with_layout();
+    assert_eq!(Compact::with_layout().p50(), None);
+    h.record(Duration::ZERO);
+    assert_eq!(
+        (h.min(), h.max()),
+        (Some(Duration::ZERO), Some(Duration::ZERO))
+    );
+    for units in 1..16u64 {
+        for us in [(units - 1) * 1_024 + 1, units * 1_024] {
+            h.reset();
+            h.record(Duration::from_micros(us));
+            // Its own bucket: from one microsecond over the unit below, to this unit.
+            assert_eq!(
+                h.p50(),
+                Some(Duration::from_micros(units * 1_024)),
+                "{us} µs"
+            );
+            assert_eq!(
+                h.min(),
+                Some(Duration::from_micros((units - 1) * 1_024 + 1))
+            );
+        }
+    }
+    // The checkout example's 20 ms: 19.53 units, rounded up to 20, in the bucket of 20 and
+    // 21 units; reported as 21 units, 21.504 ms.
+    h.reset();
+    h.record(ms(20));
+    assert_eq!(h.p95(), Some(Duration::from_micros(21 * 1_024)));
+}
+
+#[test]
+fn a_compact_bucket_saturates_at_65535() {
+    let h = Compact::with_layout();
+    h.record_n(ms(10), 65_000);
+    h.record_n(ms(10), 1_000);
+    h.record_n(ms(10), u32::MAX);
+    assert_eq!(h.count(), 65_535);
+    h.record(ms(300));
+    assert_eq!(h.count(), 65_536);
+    h.halve();
+    assert_eq!(h.count(), 32_767);
+}
+
+#[test]
+fn compact_extremes_do_not_panic_and_overflow_reports_max() {
+    let h = Compact::with_layout();
+    h.record(Duration::MAX);
+    h.record(Compact::OVERFLOW);
+    h.record(Compact::OVERFLOW - Duration::from_micros(1));
+    assert_eq!(h.max(), Some(Duration::MAX));
+    assert_eq!(h.quantile(Quantile::MAX), Some(Duration::MAX));
+    let below = h.quantile(Quantile::MIN).unwrap();
+    assert!(below < Duration::MAX);
+    assert!(within_unit_bound(
+        below,
+        Compact::OVERFLOW - Duration::from_micros(1),
+        Compact::SUB_BUCKETS,
+        Compact::UNIT
+    ));
+    let buckets: Vec<_> = h.buckets().collect();
+    assert_eq!(buckets.len(), 2);
+    assert!(buckets[0].high < buckets[1].low);
+    assert_eq!(buckets[1].high, Duration::MAX);
+}
+
 /// Latencies across the whole range, with the extremes.
 fn latency() -> impl Strategy<Value = Duration> {
     prop_oneof![
@@ -215,7 +304,47 @@ fn latency() -> impl Strategy<Value = Duration> {
     ]
 }
 
+/// `⌈ppm·n / 10^6⌉` clamped to `[1, n]`, in u128: the nearest rank as its definition says.
+fn nearest_rank_u128(ppm: u32, n: u64) -> u64 {
+    if n == 0 {
+        return 0;
+    }
+    let rank = (u128::from(ppm) * u128::from(n)).div_ceil(1_000_000);
+    u64::try_from(rank.clamp(1, u128::from(n))).unwrap()
+}
+
+#[test]
+fn nearest_rank_at_the_edges() {
+    for ppm in [0, 1, 500_000, 950_000, 999_000, 999_999, 1_000_000] {
+        for n in [
+            0,
+            1,
+            2,
+            19,
+            20,
+            999_999,
+            1_000_000,
+            1_000_001,
+            u64::MAX - 1,
+            u64::MAX,
+        ] {
+            assert_eq!(
+                Quantile::from_ppm(ppm).nearest_rank(n),
+                nearest_rank_u128(ppm, n),
+                "ppm {ppm}, n {n}"
+            );
+        }
+    }
+}
+
 proptest! {
+    #[test]
+    fn nearest_rank_is_the_exact_ceiling(ppm in 0u32..=1_000_000, n in any::<u64>(), small in 0u64..5_000) {
+        for n in [n, small] {
+            prop_assert_eq!(Quantile::from_ppm(ppm).nearest_rank(n), nearest_rank_u128(ppm, n));
+        }
+    }
+
     #[test]
     fn quantiles_are_monotone_in_q(
         calls in prop::collection::vec(latency(), 1..200),
@@ -265,6 +394,46 @@ proptest! {
         prop_assert!(within_bound(reported, exact, Default::SUB_BUCKETS), "{reported:?} vs {exact:?}");
         let reported = small.quantile(q).unwrap();
         prop_assert!(within_bound(reported, exact, SmallHistogram::SUB_BUCKETS), "{reported:?} vs {exact:?}");
+    }
+
+    #[test]
+    fn compact_quantiles_err_high_within_12_5_percent_and_a_unit(
+        mut calls in prop::collection::vec((0u64..7_000_000_000).prop_map(Duration::from_nanos), 1..300),
+        q in 0u32..=1_000_000,
+    ) {
+        let h = Compact::with_layout();
+        for &c in &calls {
+            h.record(c);
+        }
+        let q = Quantile::from_ppm(q);
+        let exact = Sample::new(&mut calls).unwrap().percentile(q);
+        let reported = h.quantile(q).unwrap();
+        prop_assert!(
+            within_unit_bound(reported, exact, Compact::SUB_BUCKETS, Compact::UNIT),
+            "{reported:?} vs {exact:?}"
+        );
+    }
+
+    #[test]
+    fn compact_buckets_are_ascending_disjoint_and_hold_what_they_say(
+        calls in prop::collection::vec(latency(), 1..100),
+    ) {
+        for &c in &calls {
+            let h = Compact::with_layout();
+            h.record(c);
+            let b = h.buckets().next().unwrap();
+            // Rounded up to a whole microsecond, as recorded.
+            let us = Duration::from_micros(u64::try_from(c.as_nanos().div_ceil(1_000)).unwrap_or(u64::MAX));
+            prop_assert!(b.low <= us && us <= b.high, "{c:?} in {b:?}");
+        }
+        let h = Compact::with_layout();
+        for &c in &calls {
+            h.record(c);
+        }
+        let buckets: Vec<_> = h.buckets().collect();
+        for pair in buckets.windows(2) {
+            prop_assert!(pair[0].high < pair[1].low, "{pair:?}");
+        }
     }
 
     #[test]

@@ -59,6 +59,10 @@ struct Ratio {
     den: u64,
     /// Whether `(den - 1) * num` overflows a `u64`.
     wide: bool,
+    /// The largest `x / den` whose product with `num` fits in a `u64`: beyond it, the result
+    /// saturates (a compare, where `checked_mul` would take a 64-bit multiply's high half,
+    /// which a Cortex-M0 has no instruction for).
+    max_whole: u64,
 }
 
 impl Ratio {
@@ -70,6 +74,7 @@ impl Ratio {
                 num: 0,
                 den: 1,
                 wide: false,
+                max_whole: u64::MAX,
             };
         }
         let g = gcd(num, den);
@@ -78,32 +83,39 @@ impl Ratio {
             num,
             den,
             wide: (den - 1).checked_mul(num).is_none(),
+            max_whole: u64::MAX / num,
         }
     }
 
-    /// `x * num / den`, rounded down, saturating.
+    /// `x * num / den`, rounded down, saturating. Inlined, so that with embassy's tick rate
+    /// (a constant) the divisions by a `den` of 1 and the multiplications by a `num` of 1
+    /// vanish.
+    #[inline(always)]
     const fn floor(self, x: u64) -> u64 {
         if self.wide {
             return saturate((x as u128) * (self.num as u128) / (self.den as u128));
         }
         // The remainder's part fits: `(x % den) * num <= (den - 1) * num`, checked in `new`.
         let part = (x % self.den) * self.num / self.den;
-        match (x / self.den).checked_mul(self.num) {
-            Some(whole) => whole.saturating_add(part),
-            None => u64::MAX,
+        let whole = x / self.den;
+        if whole > self.max_whole {
+            return u64::MAX;
         }
+        (whole * self.num).saturating_add(part)
     }
 
-    /// `x * num / den`, rounded up, saturating.
+    /// `x * num / den`, rounded up, saturating. Inlined, as [`floor`](Self::floor) is.
+    #[inline(always)]
     const fn ceil(self, x: u64) -> u64 {
         if self.wide {
             return saturate(((x as u128) * (self.num as u128)).div_ceil(self.den as u128));
         }
         let part = ((x % self.den) * self.num).div_ceil(self.den);
-        match (x / self.den).checked_mul(self.num) {
-            Some(whole) => whole.saturating_add(part),
-            None => u64::MAX,
+        let whole = x / self.den;
+        if whole > self.max_whole {
+            return u64::MAX;
         }
+        (whole * self.num).saturating_add(part)
     }
 }
 
@@ -155,6 +167,9 @@ const fn micros_to_ticks(micros: u64, hz: u64) -> u64 {
 pub struct EmbassyClock;
 
 impl Clock for EmbassyClock {
+    // One copy on 32-bit targets, sized for flash: the tick conversion would be repeated
+    // wherever the clock is read.
+    #[cfg_attr(not(target_pointer_width = "64"), inline(never))]
     fn now(&self) -> Instant {
         from_embassy(embassy_time::Instant::now())
     }
@@ -162,8 +177,8 @@ impl Clock for EmbassyClock {
 
 /// The core's [`Timer`] on [`embassy_time::Timer::at`]; its clock is [`EmbassyClock`].
 ///
-/// The sleep is an [`EmbassySleep`]: embassy's own timer, owned and allocation-free; dropping
-/// it cancels it.
+/// The sleep is an [`EmbassySleep`]: the instant it ends, on embassy's timer queue, owned and
+/// allocation-free (8 bytes); dropping it cancels it.
 ///
 /// ```rust,standalone_crate
 /// use core::pin::pin;
@@ -192,34 +207,37 @@ impl Clock for EmbassyTimer {
 impl Timer for EmbassyTimer {
     type Sleep = EmbassySleep;
 
+    // One copy on 32-bit targets, as for `now`.
+    #[cfg_attr(not(target_pointer_width = "64"), inline(never))]
     fn sleep_until(&self, at: Instant) -> EmbassySleep {
-        let at = to_embassy(at);
-        EmbassySleep {
-            at,
-            timer: embassy_time::Timer::at(at),
-        }
+        EmbassySleep { at: to_embassy(at) }
     }
 }
 
-/// The future of [`EmbassyTimer::sleep_until`]: [`embassy_time::Timer`], except that an
+/// The future of [`EmbassyTimer::sleep_until`]: [`embassy_time::Timer`]'s, except that an
 /// instant already reached completes at the first poll (embassy's timer always yields once
-/// first), as the core's [`Timer`] contract asks.
+/// first), as the core's [`Timer`] contract asks. It keeps only the instant: each poll before
+/// it registers the waker for it on embassy's timer queue, as a new [`embassy_time::Timer`]
+/// does on its first poll.
 #[derive(Debug)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[must_use = "futures do nothing unless polled"]
 pub struct EmbassySleep {
     at: embassy_time::Instant,
-    timer: embassy_time::Timer,
 }
 
 impl Future for EmbassySleep {
     type Output = ();
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         if embassy_time::Instant::now() >= self.at {
             return Poll::Ready(());
         }
-        Pin::new(&mut self.timer).poll(cx)
+        // A timer polled for the first time schedules its wake-up and says it is pending
+        // (embassy's timers keep nothing in the queue and have no drop: only the waker is
+        // registered, at `at`).
+        let mut timer = embassy_time::Timer::at(self.at);
+        Pin::new(&mut timer).poll(cx)
     }
 }
 

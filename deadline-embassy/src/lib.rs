@@ -13,6 +13,29 @@
 //! Any tick rate works: ticks convert to the core's microseconds exactly (rounded down), and
 //! an instant converts back to the first tick at or after it, so a sleep never ends early.
 //!
+//! # What the final binary provides
+//!
+//! On every target: a time driver and its tick rate (an embassy HAL's, or one of your own), a
+//! timer queue, and a `critical-section` implementation (the current deadline lives behind
+//! one; embassy needs one too). On a Cortex-M with a single core, `cortex-m`'s:
+//!
+//! ```toml
+//! [dependencies]
+//! cortex-m = { version = "0.7", features = ["critical-section-single-core"] }
+//! embassy-time = { version = "0.5", features = ["tick-hz-1_000"] }
+//! ```
+//!
+//! On `thumbv7m-none-eabi` and `thumbv7em-none-eabi(hf)` (Cortex-M3, M4, M7) that is all.
+//! On `thumbv6m-none-eabi` (Cortex-M0, M0+), which has no compare-and-swap, the binary also
+//! picks how `portable-atomic` makes the core's atomics: by masking interrupts, or in the
+//! critical sections above (one of these lines; `deadline_core`'s docs, "On a
+//! microcontroller", say more):
+//!
+//! ```toml
+//! portable-atomic = { version = "1", default-features = false, features = ["unsafe-assume-single-core"] }
+//! portable-atomic = { version = "1", default-features = false, features = ["critical-section"] }
+//! ```
+//!
 //! # Feature flags
 #![doc = document_features::document_features!()]
 #![no_std]

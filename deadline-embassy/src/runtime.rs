@@ -10,8 +10,11 @@ use deadline_core::runtime::Runtime;
 
 use crate::clock::EmbassyTimer;
 
-/// The current deadline, and the count that seeds each call's jitter.
-static STATE: Mutex<Cell<(Option<Deadline>, u64)>> = Mutex::new(Cell::new((None, 0)));
+/// The current deadline.
+static CURRENT: Mutex<Cell<Option<Deadline>>> = Mutex::new(Cell::new(None));
+/// The calls made, which seed each call's jitter with the tick count (32 bits: they only tell
+/// apart calls made within one tick).
+static CALLS: Mutex<Cell<u32>> = Mutex::new(Cell::new(0));
 
 /// embassy as the core's [`Runtime`]: [`EmbassyTimer`], a [`SplitMix64`] per call seeded from
 /// the tick count and a call counter (a microcontroller has no operating system to ask for
@@ -36,18 +39,17 @@ impl Runtime for Embassy {
 
     fn rng() -> SplitMix64 {
         let count = critical_section::with(|cs| {
-            let cell = STATE.borrow(cs);
-            let (deadline, count) = cell.get();
-            let count = count.wrapping_add(1);
-            cell.set((deadline, count));
+            let calls = CALLS.borrow(cs);
+            let count = calls.get().wrapping_add(1);
+            calls.set(count);
             count
         });
         let ticks = embassy_time::Instant::now().as_ticks();
-        SplitMix64::new(ticks ^ count.rotate_left(32))
+        SplitMix64::new(ticks ^ u64::from(count).rotate_left(32))
     }
 
     fn current() -> Option<Deadline> {
-        critical_section::with(|cs| STATE.borrow(cs).get().0)
+        critical_section::with(|cs| CURRENT.borrow(cs).get())
     }
 
     fn enter<R>(deadline: Deadline, f: impl FnOnce() -> R) -> R {
@@ -56,19 +58,10 @@ impl Runtime for Embassy {
         impl Drop for Restore {
             fn drop(&mut self) {
                 let earlier = self.0;
-                critical_section::with(|cs| {
-                    let cell = STATE.borrow(cs);
-                    let (_, count) = cell.get();
-                    cell.set((earlier, count));
-                });
+                critical_section::with(|cs| CURRENT.borrow(cs).set(earlier));
             }
         }
-        let earlier = critical_section::with(|cs| {
-            let cell = STATE.borrow(cs);
-            let (earlier, count) = cell.get();
-            cell.set((Some(deadline), count));
-            earlier
-        });
+        let earlier = critical_section::with(|cs| CURRENT.borrow(cs).replace(Some(deadline)));
         let _restore = Restore(earlier);
         f()
     }

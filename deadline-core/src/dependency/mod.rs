@@ -18,7 +18,7 @@ use crate::call_timeout::Limits;
 use crate::counters::Counters;
 use crate::deadline::Deadline;
 use crate::drive::{AnyErrorFails, Attempt, DeadlineOnly, Full, Mode, Runtime};
-use crate::histogram::Histogram;
+use crate::latency::DependencyHistogram;
 use latency::LiveLatency;
 
 use crate::dependency_policy::Policy;
@@ -30,9 +30,9 @@ pub use steps::Steps;
 
 /// One downstream dependency, shared by every request that calls it: its [`Policy`], its
 /// retry-and-hedge [`RetryBudget`], its [`CircuitBreaker`] (if it has one), its
-/// [`Counters`] and its live latency [`Histogram`]. Every setting is a `const fn`, so a
-/// dependency is one `static`; a call to it is one line ([`Dependency::run`]), and records
-/// itself.
+/// [`Counters`] and its live latency histogram ([`DependencyHistogram`]). Every setting is a
+/// `const fn`, so a dependency is one `static`; a call to it is one line
+/// ([`Dependency::run`]), and records itself.
 ///
 /// The runtime `Rt` is fixed with the type: each adapter crate names its own
 /// (`deadline_tokio::Dependency`, `deadline_std::Dependency`, ...), so application code
@@ -123,9 +123,10 @@ impl<'n, Rt> Dependency<'n, Rt> {
     /// The dependency called as `policy` says, one attempt per call and nothing else: each
     /// call's timeout comes from the time left (the policy's cap, floor and connect limit), and
     /// its retries and hedges, if the policy has any, are not made. It has no retry budget and
-    /// no circuit breaker; it keeps its counters and latency histogram as any dependency does.
-    /// Its calls run the [`DeadlineOnly`] machine: none of the code for retries, hedges, the
-    /// budget or the breaker is linked for them, and their futures keep no room for it.
+    /// no circuit breaker; it keeps its counters and latency histogram as any dependency does,
+    /// but no live hedge delay. Its calls run the [`DeadlineOnly`] machine: none of the code
+    /// for retries, hedges (the live delay's quantile included), backoff, the budget or the
+    /// breaker is linked for them, and their futures keep no room for it.
     ///
     /// ```
     /// use deadline_core::drive::DeadlineOnly;
@@ -187,11 +188,31 @@ impl<'n, Rt, M> Dependency<'n, Rt, M> {
     /// follows what the dependency does now.
     /// Record into it with [`record_latency`](Self::record_latency), which keeps the live
     /// hedge delay up to date.
+    ///
+    /// It is the default [`Histogram`](crate::observe::Histogram) on a target with 64-bit atomics, and
+    /// the compact one on a microcontroller without them ([`DependencyHistogram`]).
     #[must_use]
-    pub const fn latency(&self) -> &Histogram {
+    pub const fn latency(&self) -> &DependencyHistogram {
         self.latency.histogram()
     }
 
+    /// Its latency histogram and the live hedge delay read from it.
+    #[inline]
+    pub(crate) const fn live_latency(&self) -> &LiveLatency {
+        &self.latency
+    }
+
+    /// The [`Call`] of this dependency within `deadline`, keeping `reserve` after it, with its
+    /// budget and breaker: for a driver of your own.
+    #[must_use]
+    pub const fn call(&self, deadline: Deadline, reserve: Duration) -> Call<'_> {
+        Call::new(&self.policy, deadline, reserve)
+            .with_budget_opt(self.budget.as_ref())
+            .with_breaker_opt(self.breaker.as_ref())
+    }
+}
+
+impl<'n, Rt, M: Mode> Dependency<'n, Rt, M> {
     /// Records one attempt's latency (as each call does): into the histogram, and into the
     /// live hedge delay when it is due to be read again.
     pub fn record_latency(&self, latency: Duration) {
@@ -199,9 +220,11 @@ impl<'n, Rt, M> Dependency<'n, Rt, M> {
     }
 
     /// The hedge delay read from the live histogram, when the policy hedges at a quantile of
-    /// it ([`Policy::hedge_at`](crate::Policy::with_hedge_at)) and at least [`MIN_LIVE_SAMPLES`](Self::MIN_LIVE_SAMPLES)
+    /// it ([`Policy::with_hedge_at`](crate::Policy::with_hedge_at)) and at least [`MIN_LIVE_SAMPLES`](Dependency::MIN_LIVE_SAMPLES)
     /// latencies were recorded; `None` otherwise (the policy's fixed delay applies). It is
-    /// the value read when the latest [`LIVE_REFRESH`](Self::LIVE_REFRESH) latencies began.
+    /// the value read when the latest [`LIVE_REFRESH`](Dependency::LIVE_REFRESH) latencies
+    /// began. Always `None` for a [`deadline_only`](Dependency::deadline_only) dependency, whose
+    /// calls never hedge: it keeps no live delay, and links none of the code that reads one.
     #[must_use]
     #[inline]
     pub fn live_hedge_delay(&self) -> Option<Duration> {
@@ -209,9 +232,13 @@ impl<'n, Rt, M> Dependency<'n, Rt, M> {
         self.latency.delay()
     }
 
-    /// The quantile of the live hedge delay, if the policy asks for one.
+    /// The quantile of the live hedge delay, if the policy asks for one and the calls may
+    /// hedge (not in [`DeadlineOnly`] mode: a constant, so that mode links no code for it).
     #[inline]
-    const fn live_quantile(&self) -> Option<crate::quantile::Quantile> {
+    pub(crate) const fn live_quantile(&self) -> Option<crate::quantile::Quantile> {
+        if !M::FULL {
+            return None;
+        }
         match self.policy.hedge {
             Some(h) => h.live,
             None => None,
@@ -223,15 +250,6 @@ impl<'n, Rt, M> Dependency<'n, Rt, M> {
     #[must_use]
     pub const fn recorder(&self) -> Recorder<'_> {
         Recorder::new(self.policy.name, &self.latency, self.live_quantile())
-    }
-
-    /// The [`Call`] of this dependency within `deadline`, keeping `reserve` after it, with its
-    /// budget and breaker: for a driver of your own.
-    #[must_use]
-    pub const fn call(&self, deadline: Deadline, reserve: Duration) -> Call<'_> {
-        Call::new(&self.policy, deadline, reserve)
-            .with_budget_opt(self.budget.as_ref())
-            .with_breaker_opt(self.breaker.as_ref())
     }
 }
 

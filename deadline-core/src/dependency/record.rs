@@ -1,9 +1,10 @@
 //! [`Recorder`]: the observer of a dependency's calls, feeding its latency histogram (and,
 //! with feature `tracing`, a tracing event per step).
 
-use crate::drive::{Event, EventKind, Observer};
+use crate::drive::{Event, EventKind, Full, Mode, Observer};
 use crate::quantile::Quantile;
 
+use super::Dependency;
 use super::latency::LiveLatency;
 
 /// Hears every step of one call to a dependency: records each attempt's latency in the
@@ -37,14 +38,50 @@ impl<'d> Recorder<'d> {
 impl Observer for Recorder<'_> {
     #[inline]
     fn on_event(&mut self, event: &Event) {
-        match event.kind {
-            EventKind::Succeeded { took, .. } => self.latency.record(took, self.live),
-            EventKind::TimedOut { after, .. } => self.latency.record(after, self.live),
-            _ => {}
+        hear::<Full>(self.name, self.latency, self.live, event);
+    }
+}
+
+/// Records `event` of a call, made in mode `M`, to the dependency named `name`: its latency, if
+/// it is an attempt's answer or timeout, keeping the `live` quantile's hedge delay up to date
+/// in a full call (a deadline-only call never hedges: a constant branch, so none of the code
+/// that reads a quantile is linked for it); with feature `tracing`, a tracing event.
+#[inline]
+fn hear<M: Mode>(name: &str, latency: &LiveLatency, live: Option<Quantile>, event: &Event) {
+    let took = match event.kind {
+        EventKind::Succeeded { took, .. } => Some(took),
+        EventKind::TimedOut { after, .. } => Some(after),
+        _ => None,
+    };
+    if let Some(took) = took {
+        if M::FULL {
+            latency.record(took, live);
+        } else {
+            let _ = latency.record_only(took);
         }
-        #[cfg(feature = "tracing")]
-        crate::trace::emit(self.name, event);
-        #[cfg(not(feature = "tracing"))]
-        let _ = self.name;
+    }
+    #[cfg(feature = "tracing")]
+    crate::trace::emit(name, event);
+    #[cfg(not(feature = "tracing"))]
+    let _ = name;
+}
+
+/// The recorder of the calls of [`Dependency::run`](crate::Dependency::run): the dependency
+/// itself, one pointer in the call's future.
+pub(crate) struct ModeRecorder<'d, 'n, Rt, M> {
+    dep: &'d Dependency<'n, Rt, M>,
+}
+
+impl<'d, 'n, Rt, M> ModeRecorder<'d, 'n, Rt, M> {
+    pub(crate) const fn new(dep: &'d Dependency<'n, Rt, M>) -> Self {
+        ModeRecorder { dep }
+    }
+}
+
+impl<Rt, M: Mode> Observer for ModeRecorder<'_, '_, Rt, M> {
+    #[inline]
+    fn on_event(&mut self, event: &Event) {
+        let dep = self.dep;
+        hear::<M>(dep.name(), dep.live_latency(), dep.live_quantile(), event);
     }
 }

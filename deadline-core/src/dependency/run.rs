@@ -13,7 +13,7 @@ use crate::outcome::Outcome;
 use crate::rng::Rng;
 
 use super::Dependency;
-use super::record::Recorder;
+use super::record::ModeRecorder;
 use super::steps::Steps;
 
 /// One call to a [`Dependency`], not yet started: what [`Dependency::run`] returns. Adjust
@@ -155,17 +155,25 @@ where
 }
 
 /// The driver's future of one call, as a [`Run`] sets it up.
-type DriveOf<'d, Rt, A, C, R, F, T, E, M> =
-    Drive<'d, <Rt as Runtime>::Timer, R, C, InScope<Rt, A>, Recorder<'d>, Scoped<Rt, F>, T, E, M>;
+type DriveOf<'d, 'n, Rt, A, C, R, F, T, E, M> = Drive<
+    'd,
+    <Rt as Runtime>::Timer,
+    R,
+    C,
+    InScope<Rt, A>,
+    ModeRecorder<'d, 'n, Rt, M>,
+    Scoped<Rt, F>,
+    T,
+    E,
+    M,
+>;
 
 pin_project_lite::pin_project! {
     /// The call in progress: the driver's future, and the dependency it records into.
     struct Calling<'d, 'n, Rt: Runtime, A, C, R, F, T, E, M: Mode> {
         #[pin]
-        drive: DriveOf<'d, Rt, A, C, R, F, T, E, M>,
+        drive: DriveOf<'d, 'n, Rt, A, C, R, F, T, E, M>,
         dep: &'d Dependency<'n, Rt, M>,
-        deadline: Option<Deadline>,
-        settled: bool,
     }
 }
 
@@ -181,8 +189,9 @@ where
     #[inline]
     fn new(run: Run<'d, 'n, Rt, A, C, R, M>) -> Self {
         let dep = run.dep;
-        // The deadline is settled at the first poll, inside whatever scope runs it.
-        let call = dep.call(Deadline::NEVER, run.reserve);
+        // The deadline given with `Run::deadline`, if any: at the first poll, inside whatever
+        // scope runs it, the call's deadline becomes the earlier of it and the current one.
+        let call = dep.call(run.deadline.unwrap_or(Deadline::NEVER), run.reserve);
         Calling {
             drive: Drive::new(
                 CallMachine::with_mode(call, None),
@@ -190,23 +199,21 @@ where
                 run.rng,
                 run.classify,
                 InScope::new(run.attempt),
-                dep.recorder(),
+                ModeRecorder::new(dep),
             ),
             dep,
-            deadline: run.deadline,
-            settled: false,
         }
     }
 
     #[inline]
     fn poll_called(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Called<T, E>> {
         let mut this = self.project();
-        if !*this.settled {
-            *this.settled = true;
+        let machine = this.drive.as_mut().machine_mut();
+        if !machine.has_started() {
+            // The first poll: the call's deadline becomes the earlier of its own (the one
+            // given, or none) and the current one.
             let current = Rt::current().unwrap_or(Deadline::NEVER);
-            let deadline = this.deadline.map_or(current, |d| d.min(current));
-            let live = this.dep.live_hedge_delay();
-            this.drive.as_mut().machine_mut().settle(deadline, live);
+            machine.settle(current, this.dep.live_hedge_delay());
         }
         let called = core::task::ready!(this.drive.poll(cx));
         called.record(this.dep.counters());

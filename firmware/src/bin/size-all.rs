@@ -12,35 +12,40 @@ use core::hint::black_box;
 use core::time::Duration;
 
 use cortex_m_rt::entry;
-use deadline_core::wire::{DeadlineMs, GrpcTimeout, Propagation};
-use deadline_core::{Deadline, Instant, ms, Outcome, parse_grpc_pushback, parse_retry_after, Policy};
 use deadline_core::breaker::{BreakerConfig, BreakerOutcome, CircuitBreaker};
 use deadline_core::budget::RetryBudget;
 use deadline_core::call::{Call, call_timeout};
 use deadline_core::hedge::HedgeState;
 use deadline_core::plan::Plan;
-use deadline_core::policy::{Backoff, HedgePolicy, Jitter, RetryPolicy};
+use deadline_core::policy::{Backoff, HedgePolicy, Jitter};
 use deadline_core::retry::RetryState;
 use deadline_core::rng::SplitMix64;
-use deadline_core::statement::{statement_timeout, StatementPolicy};
+use deadline_core::statement::{StatementPolicy, statement_timeout};
 use deadline_core::wire::Admission;
+use deadline_core::wire::{DeadlineMs, GrpcTimeout, Propagation};
+use deadline_core::wire::{parse_grpc_pushback, parse_retry_after};
+use deadline_core::{Deadline, Instant, Outcome, Policy, ms};
 
 static BACKOFF: Backoff = Backoff::exponential(ms(10))
-    .max(ms(1_000))
-    .jitter(Jitter::Full)
+    .with_max(ms(1_000))
+    .with_jitter(Jitter::Full)
     .with_multiplier(8, 5);
 static POLICY: Policy = Policy::required("A")
+    .idempotent()
     .with_cap(ms(50))
     .with_floor(ms(10))
     .with_connect(ms(5))
-    .retry(RetryPolicy::new(3, BACKOFF))
+    .with_retries(2)
+    .with_backoff(BACKOFF)
     .with_hedge(HedgePolicy::new(ms(20), 1));
 static OPTIONAL: Policy = Policy::optional("C").with_cap(ms(60)).with_floor(ms(25));
 static STATEMENT: StatementPolicy = StatementPolicy::capped(ms(300))
-    .floor(ms(40))
-    .reserve(ms(5));
+    .with_floor(ms(40))
+    .with_reserve(ms(5));
 static ADMISSION: Admission = Admission::new(ms(5)).with_max_queue_delay(ms(50));
-static PROPAGATION: Propagation = Propagation::DEFAULT.allowance(ms(5)).max(ms(10_000));
+static PROPAGATION: Propagation = Propagation::DEFAULT
+    .with_allowance(ms(5))
+    .with_max(ms(10_000));
 static BUDGET: RetryBudget = RetryBudget::percent(10).with_floor_per_sec(10);
 static BREAKER: CircuitBreaker = CircuitBreaker::new(BreakerConfig::DEFAULT);
 
@@ -95,7 +100,7 @@ fn main() -> ! {
 
         // Every backoff jitter, drawn.
         for jitter in jitters {
-            let b = black_box(backoff.jitter(jitter));
+            let b = black_box(backoff.with_jitter(jitter));
             keep(b.delay(black_box(3), d(40), &mut rng));
             keep(b.bounds(black_box(3), d(40)));
         }

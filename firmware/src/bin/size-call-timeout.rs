@@ -8,8 +8,8 @@
 use core::hint::black_box;
 
 use cortex_m_rt::entry;
-use deadline_core::{Deadline, Instant, ms, Policy};
 use deadline_core::call::call_timeout;
+use deadline_core::{Deadline, Instant, Policy, ms};
 
 /// The dependency's policy: static, as at a real call site, and seen by the optimiser only
 /// through `black_box`.
