@@ -19,9 +19,9 @@ use deadline_core::policy::{Backoff, HedgePolicy, Jitter};
 use deadline_core::rng::SplitMix64;
 use deadline_core::wire::GrpcTimeout;
 use deadline_core::{Clock, Deadline, Policy, ms};
-use deadline_tokio::{
-    Dependency, Tokio, TokioClock, TokioTimer, call, decide, drive, scope_timeout, within,
-};
+use deadline_tokio::low_level::{call, decide, drive, within};
+use deadline_tokio::time::{TokioClock, TokioTimer};
+use deadline_tokio::{Dependency, Tokio, scope_timeout};
 use tower::{Service, ServiceExt};
 
 /// The scenarios, by the name the programs take.

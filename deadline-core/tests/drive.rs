@@ -871,3 +871,35 @@ proptest! {
         }
     }
 }
+
+/// A client library's own timer set to the attempt's deadline (reqwest's `timeout`, tonic's
+/// `Channel`) fires at the same instant as the driver's, and its error (which the classifier
+/// reads as a plain failure) is polled first: the attempt ran out of time all the same. It is
+/// counted as a timeout, retried as one, and the call ends as the library's timeout (504),
+/// never as the dependency's own failure (502).
+#[test]
+fn a_client_timer_at_the_attempts_deadline_is_the_attempts_timeout() {
+    let timer = ManualTimer::new();
+    let t = &timer;
+    let slow = Policy::required("slow")
+        .idempotent()
+        .with_cap(ms(50))
+        .with_floor(ms(10))
+        .with_retries(1)
+        .with_backoff(Backoff::constant(ms(5)));
+    let call = Call::new(&slow, Deadline::after(t.now(), ms(500)), ms(0));
+    let called: Called<(), DepError> = timer
+        .run(
+            Driver::new(call, t, SplitMix64::new(0)).run(classify, |limits: Limits| {
+                // The client's timer fires at the attempt's deadline, with its own error.
+                sim(t, limits.timeout(), Err(DepError::Unavailable))
+            }),
+        )
+        .unwrap();
+    assert_eq!((called.report.timeouts, called.report.retries), (2, 1));
+    assert_eq!(
+        called.result,
+        Err(CallError::Library(Error::Timeout { after: ms(50) }))
+    );
+    assert_eq!(called.result.unwrap_err().http_status(), 504);
+}

@@ -32,7 +32,8 @@ pub fn call<'p>(policy: &'p Policy<'p>, reserve: Duration) -> Call<'p> {
 ///
 /// ```
 /// use deadline_core::{Outcome, Policy, ms};
-/// use deadline_tokio::{Entropy, call, drive, remaining, scope_timeout};
+/// use deadline_tokio::{Entropy, remaining, scope_timeout};
+/// use deadline_tokio::low_level::{call, drive};
 ///
 /// static PRICING: Policy = Policy::required("pricing").with_cap(ms(110)).with_floor(ms(30));
 ///

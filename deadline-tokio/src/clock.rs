@@ -29,7 +29,7 @@ use tokio::time::{Instant as TokioInstant, Sleep};
 /// gives [`Instant::ZERO`]).
 ///
 /// ```
-/// use deadline_tokio::{from_tokio, to_tokio};
+/// use deadline_tokio::time::{from_tokio, to_tokio};
 ///
 /// let now = tokio::time::Instant::now();
 /// let core = from_tokio(now);
@@ -70,7 +70,7 @@ fn far_future() -> TokioInstant {
 ///
 /// ```
 /// use deadline_core::{Clock, ms};
-/// use deadline_tokio::TokioClock;
+/// use deadline_tokio::time::TokioClock;
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
@@ -96,7 +96,7 @@ impl Clock for TokioClock {
 ///
 /// ```
 /// use deadline_core::{Clock, Timer, ms};
-/// use deadline_tokio::TokioTimer;
+/// use deadline_tokio::time::TokioTimer;
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {

@@ -4,7 +4,7 @@
 //! the client is built. [`Connector`] wraps any connector (a `tower::Service<Uri>`, such as
 //! hyper-util's `HttpConnector`) and bounds each connect, when it starts, by the shorter of
 //! the dependency's connect limit ([`Policy::connect`]) and the time left of the current
-//! deadline ([`current`]): inside a [`DependencyLayer`](crate::layer::DependencyLayer) call
+//! deadline ([`current`]): inside a [`DependencyLayer`](crate::DependencyLayer) call
 //! that is the time left of the attempt, whose scope ends at its timeout. Reaching a server
 //! in the same data centre takes milliseconds, so a host that does not answer is given up
 //! on after the connect limit, with the rest of the attempt's time left for a retry,
@@ -33,7 +33,7 @@
 //! use deadline_core::policy::Backoff;
 //! use deadline_tokio::connect::{ClassifyConnect, Connector};
 //! use deadline_core::wire::DeadlineHeader;
-//! use deadline_tokio::layer::DependencyLayer;
+//! use deadline_tokio::DependencyLayer;
 //! use deadline_tokio::{Dependency, scope_timeout};
 //! use http_body_util::Empty;
 //! use hyper_util::client::legacy::Client;
@@ -473,7 +473,7 @@ pub fn outcome(error: &(dyn StdError + 'static)) -> Option<Outcome> {
 /// A classifier for a client's errors ([`Classify`]): a failed connect by [`outcome`],
 /// any other error by the classifier it was given ([`otherwise`](Self::otherwise);
 /// [`AnyErrorFails`], so [`Outcome::Failed`], by default). Give it to
-/// [`DependencyLayer::classify_error`](crate::layer::DependencyLayer::classify_error)
+/// [`DependencyLayer::classify_error`](crate::DependencyLayer::classify_error)
 /// with a client that connects through a [`Connector`].
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ClassifyConnect<C = AnyErrorFails> {

@@ -40,7 +40,8 @@ use crate::clock::{TokioClock, TokioTimer};
 ///
 /// ```
 /// use deadline_core::{Clock, Deadline, Error, ms};
-/// use deadline_tokio::{TokioClock, current, scope};
+/// use deadline_tokio::{current, scope};
+/// use deadline_tokio::time::TokioClock;
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
@@ -218,7 +219,7 @@ pub fn current() -> Option<Deadline> {
 /// The current deadline, or [`Deadline::NEVER`] outside any [`scope`].
 #[must_use]
 #[inline]
-pub fn current_or_never() -> Deadline {
+pub(crate) fn current_or_never() -> Deadline {
     current().unwrap_or(Deadline::NEVER)
 }
 
@@ -230,20 +231,14 @@ pub fn remaining() -> Option<Duration> {
     current().map(|d| d.remaining(TokioClock.now()))
 }
 
-/// Whether the current deadline has passed (`false` outside any [`scope`]).
-#[must_use]
-#[inline]
-pub fn is_expired() -> bool {
-    current().is_some_and(|d| d.is_expired(TokioClock.now()))
-}
-
 /// The decision for a call to `policy`'s dependency starting now, under the current deadline,
 /// keeping `reserve` for the work after it: see [`call_timeout`](deadline_core::call::call_timeout).
 ///
 /// ```
 /// use deadline_core::{ms, Policy};
 /// use deadline_core::call::Decision;
-/// use deadline_tokio::{decide, scope_timeout};
+/// use deadline_tokio::scope_timeout;
+/// use deadline_tokio::low_level::decide;
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
@@ -269,7 +264,8 @@ pub fn decide(policy: &Policy, reserve: Duration) -> Decision {
 ///
 /// ```
 /// use deadline_core::{Error, Policy, ms};
-/// use deadline_tokio::{decide, remaining, scope_timeout, within};
+/// use deadline_tokio::{remaining, scope_timeout};
+/// use deadline_tokio::low_level::{decide, within};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {

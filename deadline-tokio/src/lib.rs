@@ -1,71 +1,51 @@
-//! Request deadlines on tokio.
+//! Request deadlines on tokio: [`deadline_core`] makes every decision, this crate gives it
+//! tokio's time, a place for the current deadline, and the glue to tower, hyper, tonic,
+//! reqwest, tokio-postgres and sqlx.
 //!
-//! [`deadline_core`] makes every decision; this crate gives it tokio's time and a place to keep
-//! the current deadline:
+//! One way per job:
 //!
-//! - [`Dependency`]: one `static` per dependency (its policy, retry budget, breaker, counters
-//!   and live latency histogram), called in one line: `PRICING.run(|limits| ..).await?`,
-//!   under the current deadline, each attempt in its own scope; [`Steps`] computes each
-//!   call's reserve for a request that calls several in turn. [`Tokio`] is the runtime they
-//!   run on.
-//! - [`TokioClock`] and [`TokioTimer`]: the core's [`Clock`](deadline_core::Clock) and
-//!   [`Timer`](deadline_core::Timer) on [`tokio::time`], so paused test time drives them.
-//! - [`scope`], [`current`], [`remaining`]: the request's deadline, carried by its future as a
-//!   task-local would be and inherited by every call made inside it; nested scopes can only
-//!   shorten it.
-//! - [`decide`] and [`within`]: one nested call's timeout from the time left, and the call run
-//!   under it with its own, shorter deadline.
-//! - [`call`] and [`drive`]: one dependency call run by the core's driver (timeouts,
-//!   retries, hedges) under the current deadline, each attempt in its own shorter scope.
-//! - [`statement_timeout`]: the database statement timeout from the time left.
-//! - [`Entropy`]: the default random source for jitter, a generator per thread seeded from
-//!   the operating system (`deadline_std::Entropy`, re-exported).
-//! - With feature `tower`: `DeadlineLayer`, which sets each incoming request's deadline from
-//!   its `grpc-timeout` or `x-deadline-ms` header (or a default), sheds what cannot be served
-//!   in time and answers 504 when the deadline passes; and `PropagateLayer`, which sends the
-//!   time left on outgoing requests and does not call when it is spent. Both bound response
-//!   bodies (streams) by the deadline too. `DependencyLayer` makes each request a client
-//!   sends one call to a [`Dependency`]: its retries, hedges, retry budget and breaker, with
-//!   each attempt's time left in its header and responses classified by status.
-//! - With feature `hyper-util`: `connect::Connector`, a connector wrapper (hyper-util's
-//!   `HttpConnector`, tonic's `Endpoint::connect_with_connector`) that bounds each connect by
-//!   the dependency's connect limit or the time left, whichever is shorter, and gives up a
-//!   connection whose writes stall for the policy's cap; and `connect::ClassifyConnect`,
-//!   which reads a connect that ran out as the attempt's timeout and a refused one as never
-//!   sent.
-//! - With feature `postgres`: a `postgres::Session` runs each query in a transaction with
-//!   `SET LOCAL statement_timeout` from the time left, cancels it on the server (over the
-//!   connection's own TLS) the moment its future is dropped, and does not use the connection
-//!   again until the cancel has settled.
-//! - With feature `sqlx`: `sqlx::fetch_all` and `sqlx::execute`, the same on a sqlx `PgPool`.
-//! - With feature `reqwest`: `reqwest::DeadlineRequest`, which sets a request's timeout and
-//!   deadline header from the time left and refuses to send a spent budget.
+//! | job | the way |
+//! |---|---|
+//! | a server reads the caller's deadline and answers in time | [`DeadlineLayer`] (feature `tower`) |
+//! | a downstream call in a handler | a [`Dependency`] static and its one-line `run` |
+//! | a tower client (hyper-util, tonic's `Channel`) | [`DependencyLayer`] (feature `tower`) |
+//! | bound a piece of work by a deadline | [`scope`] / [`scope_timeout`] |
+//! | a database query | [`postgres::Session`](crate::postgres) (feature `postgres`), [`sqlx`](crate::sqlx) (feature `sqlx`) |
 //!
 //! ```
-//! use deadline_core::{ms, Policy};
-//! use deadline_core::call::Decision;
-//! use deadline_tokio::{decide, scope_timeout, within};
+//! use deadline_core::{CallError, Policy, ms};
+//! use deadline_tokio::{Dependency, scope_timeout};
 //!
-//! static PRICING: Policy = Policy::required("pricing").with_cap(ms(110)).with_floor(ms(30));
+//! // One static per dependency: its policy, retry budget, breaker, counters and latency.
+//! static PRICING: Dependency = Dependency::new(
+//!     Policy::required("pricing").idempotent().with_cap(ms(110)).with_floor(ms(30)).with_retries(1),
+//! );
 //!
-//! async fn price() -> u32 {
+//! async fn price() -> Result<u32, std::io::Error> {
 //!     tokio::time::sleep(ms(105)).await; // the dependency's latency
-//!     42
+//!     Ok(42)
 //! }
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
-//! # async fn main() {
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! // The request arrives with 200 ms; our own work after the call takes 20 ms.
 //! let answer = scope_timeout(ms(200), async {
-//!     match decide(&PRICING, ms(20)) {
-//!         Decision::Call(limits) => within(limits, price()).await,
-//!         Decision::Skip(s) | Decision::Fail(s) => Err(s.error()),
-//!     }
+//!     PRICING.run(|_| price()).reserve(ms(20)).await // min(200 - 20, 110) = 110 ms
 //! })
-//! .await;
-//! assert_eq!(answer, Ok(Ok(42)));
+//! .await??;
+//! assert_eq!(answer, 42);
+//! # Ok(())
 //! # }
 //! ```
+//!
+//! The current deadline belongs to the future a scope wraps, as a task-local's value does:
+//! [`current`] and [`remaining`] read it anywhere below, a task started with `tokio::spawn`
+//! sees it only through [`propagate`], and nested scopes can only shorten it. [`Tokio`] is
+//! the runtime the core's types run on here; [`time`] holds its clock and timer, and
+//! [`low_level`] the pieces beneath `Dependency::run` for code that keeps no static.
+//!
+//! # Feature flags
+#![doc = document_features::document_features!()]
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -85,12 +65,28 @@ pub mod reqwest;
 pub mod sqlx;
 mod statement;
 
-pub use call::{call, drive};
-pub use clock::{TokioClock, TokioTimer, checked_to_tokio, from_tokio, to_tokio};
 pub use context::{
-    Scope, Scoped, Tokio, Within, current, current_or_never, decide, is_expired, propagate,
-    remaining, scope, scope_timeout, with_deadline, within,
+    Scope, Scoped, Tokio, current, propagate, remaining, scope, scope_timeout, with_deadline,
 };
+
+/// tokio's clock and timer as the core's, and the conversions between tokio's instants and
+/// the core's (on one time line with deadline-std's, so a deadline crosses to a blocking
+/// helper with the same time left).
+pub mod time {
+    pub use crate::clock::{TokioClock, TokioTimer, checked_to_tokio, from_tokio, to_tokio};
+}
+
+/// The pieces beneath [`Dependency::run`](deadline_core::Dependency::run), for code that keeps
+/// no `Dependency` static: one call's decision from the current deadline ([`decide`](deadline_core::runtime::decide)), a call
+/// run under it ([`within`](crate::low_level::within)), the core's driver on tokio ([`call`](crate::low_level::call), [`drive`](crate::low_level::drive)), and a
+/// statement timeout from the current deadline ([`statement_timeout`](deadline_core::statement::statement_timeout)). A service wants
+/// `Dependency::run` (counters, latency, retry budget, breaker included); these are for
+/// tools, tests and code that must do without.
+pub mod low_level {
+    pub use crate::call::{call, drive};
+    pub use crate::context::{Within, decide, within};
+    pub use crate::statement::statement_timeout;
+}
 
 /// A dependency called on tokio: the core's [`Dependency`](deadline_core::Dependency) with
 /// [`Tokio`] as its runtime, named by a `&'static str`. One `static` per dependency; one line
@@ -107,8 +103,9 @@ pub type Steps<const N: usize, M = deadline_core::drive::Full> =
     deadline_core::Steps<'static, 'static, Tokio, N, M>;
 pub use deadline_std::Entropy;
 #[cfg(feature = "tower")]
-pub use layer::{DeadlineLayer, PropagateLayer};
-pub use statement::statement_timeout;
+pub use layer::dependency::DependencyLayer;
+#[cfg(feature = "tower")]
+pub use layer::server::DeadlineLayer;
 
 /// The workspace README's Rust examples (the core's and this crate's), run as doctests.
 /// They need the `tonic` and `reqwest` features, which CI turns on (`--all-features`).

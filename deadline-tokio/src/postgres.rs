@@ -85,7 +85,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Row};
 
 use crate::context::within_current;
-use crate::statement_timeout;
+use crate::statement::statement_timeout;
 
 mod cancel;
 mod database;

@@ -1,9 +1,12 @@
 //! reqwest requests under the current deadline (feature `reqwest`).
 //!
-//! [`DeadlineRequest::deadline`] sets a request's timeout to the time left (reqwest's
-//! timeout covers the whole exchange, the body included) and its deadline header to the
-//! time left less the per-hop allowance, the way [`PropagateLayer`](crate::PropagateLayer)
-//! does; with nothing left to send, it refuses, and the request is never made.
+//! [`DeadlineRequest::deadline`] sets a request's deadline header to the time left less the
+//! per-hop allowance, the way [`PropagateLayer`](crate::layer::PropagateLayer) does; with
+//! nothing left to send, it refuses, and the request is never made. It also sets reqwest's
+//! own timeout (which covers the whole exchange, the body included), one allowance *after*
+//! the deadline, as a backstop: the library's timer (the scope's, or the attempt's under
+//! `Dependency::run`) always fires first, so a request that runs out of time ends as the
+//! library's timeout (counted, retried and answered as one), never as reqwest's error.
 //!
 //! ```
 //! use deadline_core::wire::Propagation;
@@ -25,7 +28,8 @@
 //!         .build()
 //!         .unwrap();
 //!     assert_eq!(request.headers()["x-deadline-ms"], "195");
-//!     assert_eq!(request.timeout(), Some(&ms(200)));
+//!     // reqwest's own timer, a backstop one allowance after the library's.
+//!     assert_eq!(request.timeout(), Some(&ms(205)));
 //!
 //!     tokio::time::sleep(ms(196)).await;
 //!     // 4 ms left, 5 ms kept per hop: not sent.
@@ -47,10 +51,11 @@ use crate::layer::headers::lookup;
 
 /// The deadline on a reqwest [`RequestBuilder`]: see the [module](self).
 pub trait DeadlineRequest: Sized {
-    /// Inside a [`scope`](crate::scope): sets the request's timeout to the time left, and
-    /// `header` to the time left less `propagation`'s allowance (or to a shorter timeout the
-    /// request already carries in `grpc-timeout`, `connect-timeout-ms` or `x-deadline-ms`).
-    /// Outside any scope, the request is returned unchanged.
+    /// Inside a [`scope`](crate::scope): sets `header` to the time left less `propagation`'s
+    /// allowance (or to a shorter timeout the request already carries in `grpc-timeout`,
+    /// `connect-timeout-ms` or `x-deadline-ms`), and reqwest's own timeout one allowance
+    /// after the deadline, as a backstop the library's timer beats. Outside any scope, the
+    /// request is returned unchanged.
     ///
     /// # Errors
     ///
@@ -92,7 +97,13 @@ impl DeadlineRequest for RequestBuilder {
             }
         }
         // `headers` replaces values of the same name, where `header` would append.
-        let until = outgoing.sent().deadline();
-        Ok(self.timeout(until.remaining(now)).headers(headers))
+        // reqwest's own timer is a backstop, one allowance after the library's: the
+        // library's timer decides.
+        let backstop = outgoing
+            .sent()
+            .deadline()
+            .remaining(now)
+            .saturating_add(propagation.allowance());
+        Ok(self.timeout(backstop).headers(headers))
     }
 }

@@ -60,7 +60,7 @@ use deadline_core::Error;
 use deadline_core::statement::{StatementDecision, StatementPolicy};
 
 use crate::context::within_current;
-use crate::statement_timeout;
+use crate::statement::statement_timeout;
 
 /// How long a dropped query's cancel may take, from getting a connection to send it on to
 /// `pg_cancel_backend`'s answer: past it the cancel counts as failed and the connection is

@@ -15,7 +15,8 @@ use crate::context::Tokio;
 /// ```
 /// use deadline_core::ms;
 /// use deadline_core::statement::{StatementDecision, StatementPolicy};
-/// use deadline_tokio::{scope_timeout, statement_timeout};
+/// use deadline_tokio::scope_timeout;
+/// use deadline_tokio::low_level::statement_timeout;
 ///
 /// const ORDERS: StatementPolicy = StatementPolicy::capped(ms(300)).with_floor(ms(40));
 ///

@@ -14,7 +14,8 @@ use std::cell::Cell;
 use deadline_core::policy::{Backoff, HedgePolicy};
 use deadline_core::rng::SplitMix64;
 use deadline_core::{Outcome, Policy, ms};
-use deadline_tokio::{Dependency, call, drive, scope_timeout};
+use deadline_tokio::low_level::{call, drive};
+use deadline_tokio::{Dependency, scope_timeout};
 
 struct Counting;
 

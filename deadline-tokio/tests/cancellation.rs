@@ -4,7 +4,9 @@ use deadline_core::policy::HedgePolicy;
 use deadline_core::rng::SplitMix64;
 use deadline_core::{Clock, Outcome, Policy, ms};
 use deadline_testkit::Attempts;
-use deadline_tokio::{TokioClock, call, drive, remaining, scope_timeout};
+use deadline_tokio::low_level::{call, drive};
+use deadline_tokio::time::TokioClock;
+use deadline_tokio::{remaining, scope_timeout};
 
 static B: Policy = Policy::required("B")
     .idempotent()

@@ -6,7 +6,8 @@
 
 use deadline_core::policy::{Backoff, Jitter};
 use deadline_core::{Outcome, Policy, ms};
-use deadline_tokio::{Entropy, call, drive, scope_timeout};
+use deadline_tokio::low_level::{call, drive};
+use deadline_tokio::{Entropy, scope_timeout};
 use tokio::time::Instant;
 
 static B: Policy = Policy::required("B")

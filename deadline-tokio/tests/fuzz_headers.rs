@@ -1,4 +1,4 @@
-//! The fuzz target's properties for [`DeadlineLayer`](deadline_tokio::layer::DeadlineLayer)'s
+//! The fuzz target's properties for [`DeadlineLayer`](deadline_tokio::DeadlineLayer)'s
 //! header handling (`fuzz/props/server.rs`), run by proptest on stable: on any bytes, and on
 //! requests shaped like real ones (a protocol, well-formed and malformed `grpc-timeout` and
 //! `x-deadline-ms` values, a second `grpc-timeout`, admission on or off, the handler's work).

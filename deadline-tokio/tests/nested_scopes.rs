@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use deadline_core::wire::Propagation;
 use deadline_core::{Clock, Deadline, Policy, ms};
-use deadline_tokio::{TokioClock, current, decide, propagate, remaining, scope, scope_timeout};
+use deadline_tokio::low_level::decide;
+use deadline_tokio::time::TokioClock;
+use deadline_tokio::{current, propagate, remaining, scope, scope_timeout};
 use http::{Request, Response};
 use tower::{Layer, Service, ServiceExt, service_fn};
 

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use deadline_core::{Clock, Deadline, ms};
 use deadline_std::{StdClock, from_std};
-use deadline_tokio::{TokioClock, from_tokio, remaining, scope};
+use deadline_tokio::time::{TokioClock, from_tokio};
+use deadline_tokio::{remaining, scope};
 
 #[test]
 fn a_deadline_crosses_from_tokio_to_std_with_the_same_time_left() {

@@ -10,7 +10,8 @@
 
 use deadline_core::ms;
 use deadline_core::statement::{StatementDecision, StatementPolicy};
-use deadline_tokio::{scope_timeout, statement_timeout};
+use deadline_tokio::low_level::statement_timeout;
+use deadline_tokio::scope_timeout;
 use tokio_postgres::{Client, NoTls};
 
 /// Queries of the tests: at most 5 s, never started with under 20 ms left.

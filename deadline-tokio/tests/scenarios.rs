@@ -1,7 +1,7 @@
 //! The scenario suite on tokio, in paused time: each scenario's sleeps are tokio timers, and
 //! the runtime's auto-advance moves the clock to the next one.
 
-use deadline_tokio::TokioTimer;
+use deadline_tokio::time::TokioTimer;
 
 macro_rules! on_tokio {
     ($name:ident) => {

@@ -16,7 +16,7 @@ use std::time::Duration;
 use axum::response::sse::{Event, Sse};
 use deadline_core::ms;
 use deadline_core::wire::Propagation;
-use deadline_tokio::layer::DeadlineLayer;
+use deadline_tokio::DeadlineLayer;
 use http::uri::PathAndQuery;
 use http_body_util::BodyExt;
 use tonic::codegen::tokio_stream::Stream;

@@ -22,8 +22,8 @@ use std::time::Duration;
 use deadline_core::wire::Admission;
 use deadline_core::wire::{DeadlineMs, GrpcTimeout, Propagation};
 use deadline_core::{Clock, Deadline, Error, Instant};
-use deadline_tokio::TokioClock;
-use deadline_tokio::layer::DeadlineLayer;
+use deadline_tokio::DeadlineLayer;
+use deadline_tokio::time::TokioClock;
 use http::{HeaderValue, Request, Response};
 use tower::{Layer, ServiceExt, service_fn};
 

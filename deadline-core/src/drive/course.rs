@@ -171,8 +171,12 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
     /// socket's read timeout set from its limits (at [`until`](Limits::until)), or a shorter
     /// connect limit (before it). It counts as a timeout, exactly as if the driver had cut the
     /// attempt off ([`timed_out`](Course::timed_out)), after the time the attempt ran (never
-    /// more than its timeout), and the error itself is dropped. Any other error is reported
-    /// to the breaker as [`BreakerOutcome::of_attempt`]`(outcome)`.
+    /// more than its timeout), and the error itself is dropped. So is any failure that comes
+    /// at or after the attempt's [`until`](Limits::until) and is not an answer of the
+    /// server's ([`Outcome::Fatal`], [`Outcome::Pushback`]): a client library's own timer set
+    /// to the attempt's deadline (reqwest's, tonic's) fires at the same instant as the
+    /// driver's, and whichever is polled first, the attempt ran out of time. Any other error
+    /// is reported to the breaker as [`BreakerOutcome::of_attempt`]`(outcome)`.
     ///
     /// The latest failure decides the retry and the call's error, except that a fatal error
     /// or a server's "do not retry" stands once seen. A server's word applies to the hedges
@@ -184,6 +188,16 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
         outcome: Outcome,
         now: Instant,
     ) -> bool {
+        let out_of_time = now >= attempt.until
+            && matches!(
+                outcome,
+                Outcome::TimedOut | Outcome::Failed | Outcome::Refused
+            );
+        let outcome = if out_of_time {
+            Outcome::TimedOut
+        } else {
+            outcome
+        };
         let failure = if outcome == Outcome::TimedOut {
             self.tally.timed_out();
             self.settle_breaker(&mut attempt, BreakerOutcome::Timeout, now);

@@ -100,7 +100,7 @@ use crate::Dependency;
 /// use deadline_core::{ms, Policy};
 /// use deadline_core::policy::Backoff;
 /// use deadline_core::wire::DeadlineHeader;
-/// use deadline_tokio::layer::{DependencyLayer};
+/// use deadline_tokio::DependencyLayer;
 /// use deadline_tokio::{Dependency, scope_timeout};
 /// use http::{Request, Response, StatusCode};
 /// use tower::{Layer, ServiceExt, service_fn};

@@ -1,4 +1,4 @@
-//! One attempt of a [`DependencyLayer`](super::DependencyLayer) call: a copy of the request
+//! One attempt of a [`DependencyLayer`](crate::DependencyLayer) call: a copy of the request
 //! sent through a ready clone of the inner service, and how it failed.
 
 use core::future::Future;

@@ -1,4 +1,4 @@
-//! [`DependencyError`]: why a request sent through a [`DependencyLayer`](super::DependencyLayer)
+//! [`DependencyError`]: why a request sent through a [`DependencyLayer`](crate::DependencyLayer)
 //! has no response.
 
 use core::fmt;
@@ -27,10 +27,10 @@ pub enum DependencyError<E> {
     ///   called.
     Call(CallError<E>),
     /// The request's body could not be read to be kept for the attempts
-    /// ([`DependencyLayer::buffered`](crate::layer::DependencyLayer::buffered)): the body's own error. Nothing was sent.
+    /// ([`DependencyLayer::buffered`](crate::DependencyLayer::buffered)): the body's own error. Nothing was sent.
     Body(Box<dyn core::error::Error + Send + Sync>),
     /// The request's body is longer than the limit of what is kept for the attempts
-    /// ([`DependencyLayer::buffered`](crate::layer::DependencyLayer::buffered)). Nothing was sent.
+    /// ([`DependencyLayer::buffered`](crate::DependencyLayer::buffered)). Nothing was sent.
     BodyTooLarge {
         /// The limit, in bytes.
         limit: usize,

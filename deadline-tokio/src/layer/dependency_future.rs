@@ -95,7 +95,7 @@ where
 
 pin_project_lite::pin_project! {
     /// The response future of a [`DependencyService`](super::DependencyService) that clones
-    /// each request ([`DependencyLayer::new`](super::DependencyLayer::new)): the call to the
+    /// each request ([`DependencyLayer::new`](crate::DependencyLayer::new)): the call to the
     /// dependency, with its attempts in flight and its one sleep inside it, no allocation of
     /// its own. Dropping it drops every attempt still running.
     #[must_use = "futures do nothing unless polled"]
@@ -133,7 +133,7 @@ pub(super) struct Next<S, C> {
 
 pin_project_lite::pin_project! {
     /// The response future of a [`DependencyService`](super::DependencyService) that buffers each request's body
-    /// ([`DependencyLayer::buffered`](super::DependencyLayer::buffered)): the body read into memory, then the call to the
+    /// ([`DependencyLayer::buffered`](crate::DependencyLayer::buffered)): the body read into memory, then the call to the
     /// dependency, as [`DependencyFuture`]. The bytes read are the one allocation of its
     /// own; dropping it drops every attempt still running.
     #[must_use = "futures do nothing unless polled"]

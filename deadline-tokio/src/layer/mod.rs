@@ -1,6 +1,6 @@
 //! Tower layers that carry the deadline across HTTP hops (feature `tower`).
 //!
-//! - [`DeadlineLayer`], on a server: each request's deadline comes from its deadline headers
+//! - [`DeadlineLayer`](crate::DeadlineLayer), on a server: each request's deadline comes from its deadline headers
 //!   (the earliest of `grpc-timeout`, `connect-timeout-ms`, `x-deadline-ms` and Envoy's
 //!   `x-envoy-expected-rq-timeout-ms`), clamped to the server's maximum, and the handler runs
 //!   in a [`scope`](crate::scope) with it. A request with no time to be served is answered at
@@ -10,12 +10,12 @@
 //!   minus the per-hop allowance, in a header; a request with nothing left to send is not
 //!   made, the call and its response body are bounded by what was sent, and a downstream
 //!   failure that is the deadline's is reported as the deadline's.
-//! - [`DependencyLayer`], on a client: each request is one call to a
+//! - [`DependencyLayer`](crate::DependencyLayer), on a client: each request is one call to a
 //!   [`Dependency`](crate::Dependency), with the retries, hedges, retry budget and circuit
 //!   breaker of its policy; each attempt sends a copy of the request through
 //!   [`PropagateService`], with the attempt's own time left in its header. Requests with a
 //!   body that is not `Clone` (tonic's) are read into memory once and sent again
-//!   ([`DependencyLayer::buffered`], [`ReplayBody`]).
+//!   ([`DependencyLayer::buffered`](crate::DependencyLayer::buffered), [`ReplayBody`]).
 //!
 //! Every protocol rule is the core's, in [`deadline_core::wire`]: which header wins
 //! ([`Incoming`](deadline_core::wire::Incoming)), what is sent
@@ -44,7 +44,8 @@
 //! use deadline_core::ms;
 //! use deadline_core::wire::Propagation;
 //! use deadline_core::wire::DeadlineHeader;
-//! use deadline_tokio::layer::{DeadlineLayer, PropagateLayer};
+//! use deadline_tokio::DeadlineLayer;
+//! use deadline_tokio::layer::PropagateLayer;
 //! use http::{Request, Response};
 //! use http_body_util::BodyExt;
 //! use tower::{Layer, ServiceExt, service_fn};
@@ -80,7 +81,7 @@
 
 mod answer;
 mod bounded_body;
-mod dependency;
+pub(crate) mod dependency;
 mod dependency_attempt;
 mod dependency_error;
 mod dependency_future;
@@ -89,17 +90,17 @@ mod propagate;
 mod propagate_body;
 mod propagate_error;
 mod replay;
-mod server;
+pub(crate) mod server;
 mod server_body;
 #[cfg(feature = "tonic")]
 mod tonic_status;
 
-pub use dependency::{Buffered, Cloned, DependencyLayer, DependencyService};
+pub use dependency::{Buffered, Cloned, DependencyService};
 pub use dependency_error::DependencyError;
 pub use dependency_future::{BufferedFuture, DependencyFuture};
 pub use propagate::{PropagateFuture, PropagateLayer, PropagateService};
 pub use propagate_body::PropagateBody;
 pub use propagate_error::PropagateError;
 pub use replay::ReplayBody;
-pub use server::{DeadlineFuture, DeadlineLayer, DeadlineService};
+pub use server::{DeadlineFuture, DeadlineService};
 pub use server_body::{BodyError, DeadlineBody};

@@ -9,7 +9,7 @@ use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
 
 /// A request body held in memory, so that it can be sent once per attempt: what
-/// [`DependencyLayer::buffered`](super::DependencyLayer::buffered) reads a body into
+/// [`DependencyLayer::buffered`](crate::DependencyLayer::buffered) reads a body into
 /// before the first attempt. Cloning it is cheap (the bytes are shared).
 ///
 /// It sends its bytes as one data frame, then its trailers, if it has any. With feature

@@ -34,7 +34,7 @@ use crate::context::{Scoped, current, with_deadline};
 ///    already passed 504 (`DEADLINE_EXCEEDED`); too little time for the
 ///    [admission](Self::with_admission) rule 503 (`UNAVAILABLE`).
 /// 3. **The handler** runs in a [`scope`](deadline_core::runtime::scope) with the deadline (also in the request's
-///    extensions): [`remaining`](crate::remaining), [`decide`](crate::decide),
+///    extensions): [`remaining`](crate::remaining), [`decide`](crate::low_level::decide),
 ///    [`Dependency::run`](crate::Dependency), [`PropagateLayer`](super::PropagateLayer) and
 ///    the database helpers inside it use it.
 /// 4. **At the deadline** a handler still running is dropped, which cancels its work, and
@@ -53,7 +53,7 @@ use crate::context::{Scoped, current, with_deadline};
 /// use deadline_core::wire::Propagation;
 /// use deadline_core::ms;
 /// use deadline_core::wire::Admission;
-/// use deadline_tokio::layer::DeadlineLayer;
+/// use deadline_tokio::DeadlineLayer;
 /// use deadline_tokio::remaining;
 /// use http::{Request, Response, StatusCode};
 /// use http_body_util::BodyExt;

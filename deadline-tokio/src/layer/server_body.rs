@@ -1,4 +1,4 @@
-//! [`DeadlineBody`]: the response body of [`DeadlineLayer`](super::DeadlineLayer).
+//! [`DeadlineBody`]: the response body of [`DeadlineLayer`](crate::DeadlineLayer).
 
 use core::pin::Pin;
 use core::task::{Context, Poll};
@@ -13,7 +13,7 @@ use super::bounded_body::{BoundedBody, Polled};
 use super::headers::set;
 
 pin_project_lite::pin_project! {
-    /// The response body of [`DeadlineLayer`](super::DeadlineLayer): the handler's own body,
+    /// The response body of [`DeadlineLayer`](crate::DeadlineLayer): the handler's own body,
     /// bounded by the request's deadline and polled inside the request's
     /// [`scope`](crate::scope), or the short answer the layer made itself.
     ///

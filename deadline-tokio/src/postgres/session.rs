@@ -14,7 +14,7 @@ use super::cancel::CancelTls;
 use super::database::Database;
 use super::{Done, Kind, PgError};
 use crate::context::within_current;
-use crate::statement_timeout;
+use crate::statement::statement_timeout;
 
 /// A connection for queries under the current deadline, each cancelled on the server when its
 /// future is dropped before it is done. Made by [`Database::connect`], [`Database::session`]

@@ -153,7 +153,9 @@ mod runtime {
             .build()
             .expect("a tokio runtime");
         match time {
-            super::Time::Real => runtime.block_on(super::app(deadline_tokio::TokioTimer, time)),
+            super::Time::Real => {
+                runtime.block_on(super::app(deadline_tokio::time::TokioTimer, time))
+            }
             super::Time::Virtual => {
                 let timer = super::ManualTimer::new();
                 runtime.block_on(timer.advancing(super::app(&timer, time)))

@@ -18,11 +18,10 @@ use std::time::Duration;
 
 use deadline_core::statement::{StatementDecision, StatementPolicy};
 use deadline_core::wire::{Propagation, X_DEADLINE_MS};
-use deadline_core::{Clock, Instant, Outcome, Policy, ms};
-use deadline_tokio::{
-    Entropy, TokioClock, call, current_or_never, drive, propagate, remaining, scope, scope_timeout,
-    statement_timeout,
-};
+use deadline_core::{Clock, Deadline, Instant, Outcome, Policy, ms};
+use deadline_tokio::low_level::{call, drive, statement_timeout};
+use deadline_tokio::time::TokioClock;
+use deadline_tokio::{Entropy, current, propagate, remaining, scope, scope_timeout};
 
 /// Pricing: p50 30 ms, p99.9 90 ms, capped at 110 ms.
 static PRICING: Policy = Policy::required("pricing")
@@ -55,7 +54,7 @@ fn left() -> u128 {
 async fn ask_pricing(t0: Instant) -> Result<u32, String> {
     println!("{:>4} ms  pricing attempt: {} ms left", at(t0), left());
     let header = HOP
-        .encode_deadline_ms(current_or_never(), TokioClock.now())
+        .encode_deadline_ms(current().unwrap_or(Deadline::NEVER), TokioClock.now())
         .map_err(|e| e.to_string())?;
     println!("{:>4} ms  sent {X_DEADLINE_MS}: {header}", at(t0));
     // The service runs apart: it inherits nothing from this task, only the header's text.
