@@ -428,9 +428,8 @@ impl CircuitBreaker {
     ///
     /// [`Error::CircuitOpen`] while the breaker is open, or half-open with all its probe slots
     /// taken. Fail the call at once: do not call the dependency.
-    // Inlined on 64-bit hosts (one load for a closed breaker); on 32-bit microcontrollers,
-    // sized for flash, the compiler decides.
-    #[cfg_attr(target_pointer_width = "64", inline)]
+    // A hint: a closed breaker is one load.
+    #[inline]
     pub fn try_acquire(&self, now: Instant) -> Result<Permit, Error> {
         // A closed breaker lets every call through: one load.
         let s = self.state.load(Ordering::Acquire);
@@ -519,9 +518,8 @@ impl CircuitBreaker {
     /// A result from an earlier generation (the breaker has changed state since the permit
     /// was issued) is ignored.
     // The common case, a success under a closed breaker whose window holds only successes,
-    // writes nothing and is a load and a compare: inlined on 64-bit hosts (one copy on 32-bit
-    // targets, sized for flash).
-    #[cfg_attr(target_pointer_width = "64", inline)]
+    // writes nothing and is a load and a compare.
+    #[inline]
     pub fn record(&self, permit: Permit, outcome: BreakerOutcome, now: Instant) {
         if !permit.probe
             && matches!(outcome, BreakerOutcome::Success)

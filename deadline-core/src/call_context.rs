@@ -115,8 +115,6 @@ impl<'a> Call<'a> {
 
     /// The decision for an attempt starting at `now`: [`call_timeout`](crate::call::call_timeout) with this call's
     /// policy, deadline and reserve.
-    // Inlined on 64-bit hosts, as `call_timeout` is (see there).
-    #[cfg_attr(target_pointer_width = "64", inline)]
     pub fn decide(&self, now: Instant) -> Decision {
         decide_micros(self.policy, self.deadline, self.reserve_us, now)
     }
@@ -128,7 +126,7 @@ impl<'a> Call<'a> {
     }
 
     /// Records one original call in the budget at `now` (nothing when there is no budget).
-    #[cfg_attr(target_pointer_width = "64", inline)]
+    #[inline]
     pub fn deposit(&self, now: Instant) {
         if let Some(b) = self.budget {
             b.deposit(now);

@@ -309,10 +309,6 @@ impl Shortfall {
 /// let d = call_timeout(&c, deadline, ms(20), Instant::from_millis(156));
 /// assert!(matches!(d, Decision::Skip(s) if s.available() == ms(24)));
 /// ```
-// Inlined into callers in other crates on 64-bit hosts, where a call costs more than the
-// decision; on 32-bit microcontrollers (built with LTO, sized for flash) the compiler decides,
-// and keeps one copy for the core's several callers.
-#[cfg_attr(target_pointer_width = "64", inline)]
 pub fn call_timeout(
     policy: &Policy,
     deadline: Deadline,
@@ -323,8 +319,7 @@ pub fn call_timeout(
 }
 
 /// [`call_timeout`] with the reserve in whole microseconds (a [`Call`](crate::call::Call) keeps it
-/// so). Inlined on 64-bit hosts; one copy on 32-bit targets, which both callers share.
-#[cfg_attr(target_pointer_width = "64", inline(always))]
+/// so): one body that both callers share.
 pub(crate) const fn decide_micros(
     policy: &Policy,
     deadline: Deadline,

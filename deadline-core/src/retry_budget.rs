@@ -231,9 +231,8 @@ impl RetryBudget {
     ///
     /// Adds the ratio's share of a token to the balance, up to the cap. `now` is accepted so
     /// that every method of the budget reads the same way; deposits do not expire.
-    // The common case, a budget already full, is a load and a compare: inlined on 64-bit
-    // hosts (one copy on 32-bit targets, sized for flash).
-    #[cfg_attr(target_pointer_width = "64", inline)]
+    // The common case, a budget already full, is a load and a compare.
+    #[inline]
     pub fn deposit(&self, now: Instant) {
         if self.balance.load(Ordering::Acquire) >= self.max_milli {
             // Full: nothing to add (and no read-modify-write on a healthy dependency).

@@ -14,10 +14,10 @@ const MICROS_PER_SEC: u64 = 1_000_000;
 /// In `u64` arithmetic only (no 128-bit multiply or division), so it is cheap on every
 /// target, microcontrollers included.
 #[must_use]
-// One copy on 32-bit targets, where the 64-bit multiply and its overflow check are a few
-// dozen bytes that every decision would otherwise repeat; inlined on 64-bit ones.
-#[cfg_attr(target_pointer_width = "64", inline)]
-#[cfg_attr(not(target_pointer_width = "64"), inline(never))]
+// One copy: inlined, its 64-bit multiply and overflow check would be repeated by every
+// decision, which on a microcontroller costs more flash than the call (measured by
+// scripts/firmware.sh's budgets).
+#[inline(never)]
 pub(crate) const fn duration_to_micros(d: Duration) -> u64 {
     // `subsec_micros` is below 1 000 000: the sum saturates only with the product.
     match d.as_secs().checked_mul(MICROS_PER_SEC) {
@@ -32,10 +32,8 @@ pub(crate) const fn duration_to_micros(d: Duration) -> u64 {
 /// A whole second is a whole number of microseconds, so only the nanoseconds round: no
 /// division, no `u128`.
 #[must_use]
-// One copy on 32-bit targets (see `duration_to_micros`); inlined on 64-bit ones, where a
-// constant (a reserve of zero, say) folds away.
-#[cfg_attr(target_pointer_width = "64", inline)]
-#[cfg_attr(not(target_pointer_width = "64"), inline(never))]
+// One copy, as `duration_to_micros`.
+#[inline(never)]
 pub(crate) const fn duration_to_micros_ceil(d: Duration) -> u64 {
     match d.as_secs().checked_mul(MICROS_PER_SEC) {
         Some(whole) => whole.saturating_add(d.subsec_nanos().div_ceil(1_000) as u64),
@@ -43,33 +41,15 @@ pub(crate) const fn duration_to_micros_ceil(d: Duration) -> u64 {
     }
 }
 
-/// Converts whole microseconds to a [`Duration`]: the same as [`Duration::from_micros`].
-///
-/// Without a 64-bit division: `Duration::from_micros` divides a `u64` by 1 000 000, which on
-/// a 32-bit microcontroller is a call into the 64-bit division builtin (about 0.9 KiB of
-/// code, and slow); here the quotient is a multiply-high by the divisor's reciprocal, the
-/// form compilers use on 64-bit targets, in 32 × 32 → 64-bit products. On a 64-bit target it
-/// is `Duration::from_micros`, whose division the compiler makes that multiply-high itself.
+/// Converts whole microseconds to a [`Duration`]: the same as [`Duration::from_micros`],
+/// without a 64-bit division, which on a 32-bit microcontroller is a call into the division
+/// builtin (about 0.9 KiB of code): the quotient is a multiply-high by the divisor's
+/// reciprocal ([`mul_wide`]), the form compilers use for this division on 64-bit targets.
+/// One code path on every target.
 #[must_use]
-#[inline]
-pub(crate) const fn micros_to_duration(micros: u64) -> Duration {
-    #[cfg(target_pointer_width = "64")]
-    {
-        Duration::from_micros(micros)
-    }
-    #[cfg(not(target_pointer_width = "64"))]
-    {
-        micros_to_duration_halves(micros)
-    }
-}
-
-/// [`micros_to_duration`] in 32 × 32 → 64-bit products, for targets without a 64-bit
-/// multiply (compiled on every target so that host tests check it). One copy: inlined, its
-/// four multiplies would be repeated at every call site.
-#[cfg_attr(target_pointer_width = "64", allow(dead_code))]
 #[inline(never)]
-const fn micros_to_duration_halves(micros: u64) -> Duration {
-    let secs = mul_wide_halves(micros, DIV_1_000_000).0 >> 18;
+pub(crate) const fn micros_to_duration(micros: u64) -> Duration {
+    let secs = mul_wide(micros, DIV_1_000_000).0 >> 18;
     // `secs × 10^6 <= micros`, so the product does not wrap, and the remainder is below
     // 10^6: it fits a u32, and its low 32 bits are all of it.
     let rest = (micros as u32).wrapping_sub((secs as u32).wrapping_mul(MICROS_PER_SEC as u32));
@@ -135,28 +115,11 @@ pub(crate) const fn duration_min(a: Duration, b: Duration) -> Duration {
     }
 }
 
-/// The full 128-bit product `a × b`, as its `(high, low)` halves. On a 64-bit target that is
-/// one multiply instruction.
-#[cfg(target_pointer_width = "64")]
-pub(crate) const fn mul_wide(a: u64, b: u64) -> (u64, u64) {
-    // A product of two u64 values is below 2^128: no wrap.
-    let product = (a as u128).wrapping_mul(b as u128);
-    ((product >> 64) as u64, product as u64)
-}
-
 /// The full 128-bit product `a × b`, as its `(high, low)` halves, from four
-/// 32 × 32 → 64-bit products: no `u128` and no builtin (one `UMULL` each on Armv7-M).
-#[cfg(not(target_pointer_width = "64"))]
-pub(crate) const fn mul_wide(a: u64, b: u64) -> (u64, u64) {
-    mul_wide_halves(a, b)
-}
-
-/// [`mul_wide`] from four 32 × 32 → 64-bit products, for targets without a 64-bit multiply
-/// (compiled on every target so that host tests check it). One copy: inlined, its four
-/// products and carries would be repeated at every caller.
-#[cfg_attr(target_pointer_width = "64", allow(dead_code))]
+/// 32 × 32 → 64-bit products: no `u128` and no builtin on any target (one `UMULL` each on
+/// Armv7-M). One code path on every target.
 #[inline(never)]
-const fn mul_wide_halves(a: u64, b: u64) -> (u64, u64) {
+pub(crate) const fn mul_wide(a: u64, b: u64) -> (u64, u64) {
     const LOW: u64 = 0xFFFF_FFFF;
     let (a1, a0) = (a >> 32, a & LOW);
     let (b1, b0) = (b >> 32, b & LOW);
@@ -299,9 +262,8 @@ impl Instant {
 
     /// `self + d`, saturating at [`Instant::MAX`].
     #[must_use]
-    // Inlined on 64-bit targets; one copy on 32-bit ones (see `duration_to_micros`).
-    #[cfg_attr(target_pointer_width = "64", inline)]
-    #[cfg_attr(not(target_pointer_width = "64"), inline(never))]
+    // One copy (see `duration_to_micros`).
+    #[inline(never)]
     pub const fn saturating_add(self, d: Duration) -> Instant {
         Instant {
             micros: self.micros.saturating_add(duration_to_micros(d)),
@@ -398,7 +360,7 @@ pub const fn ms(millis: u64) -> Duration {
 mod tests {
     use core::time::Duration;
 
-    use super::{duration_to_micros_ceil, micros_to_duration_halves, mul_wide_halves};
+    use super::{duration_to_micros_ceil, micros_to_duration, mul_wide};
 
     /// Rounded up, saturating: the `u128` form's answer on the edges.
     #[test]
@@ -421,7 +383,7 @@ mod tests {
         }
     }
 
-    /// The 32-bit targets' conversion agrees with `Duration::from_micros` at the edges of the
+    /// The conversion agrees with `Duration::from_micros` at the edges of the
     /// seconds and on a stream of pseudo-random values.
     #[test]
     #[cfg_attr(
@@ -439,14 +401,14 @@ mod tests {
         }
         for micros in values {
             assert_eq!(
-                micros_to_duration_halves(micros),
+                micros_to_duration(micros),
                 Duration::from_micros(micros),
                 "{micros}"
             );
         }
     }
 
-    /// The 32-bit targets' product agrees with the 128-bit one, at the edges and on a stream
+    /// The product agrees with the 128-bit one, at the edges and on a stream
     /// of pseudo-random operands.
     #[test]
     #[cfg_attr(
@@ -476,7 +438,7 @@ mod tests {
             for &b in operands.iter().step_by(37).chain(&edges) {
                 let full = u128::from(a) * u128::from(b);
                 let expected = ((full >> 64) as u64, full as u64);
-                assert_eq!(mul_wide_halves(a, b), expected, "{a} x {b}");
+                assert_eq!(mul_wide(a, b), expected, "{a} x {b}");
             }
         }
     }

@@ -167,9 +167,9 @@ const fn micros_to_ticks(micros: u64, hz: u64) -> u64 {
 pub struct EmbassyClock;
 
 impl Clock for EmbassyClock {
-    // One copy on 32-bit targets, sized for flash: the tick conversion would be repeated
-    // wherever the clock is read.
-    #[cfg_attr(not(target_pointer_width = "64"), inline(never))]
+    // One copy, sized for flash: the tick conversion would be repeated wherever the clock
+    // is read.
+    #[inline(never)]
     fn now(&self) -> Instant {
         from_embassy(embassy_time::Instant::now())
     }
@@ -207,8 +207,8 @@ impl Clock for EmbassyTimer {
 impl Timer for EmbassyTimer {
     type Sleep = EmbassySleep;
 
-    // One copy on 32-bit targets, as for `now`.
-    #[cfg_attr(not(target_pointer_width = "64"), inline(never))]
+    // One copy, as for `now`.
+    #[inline(never)]
     fn sleep_until(&self, at: Instant) -> EmbassySleep {
         EmbassySleep { at: to_embassy(at) }
     }

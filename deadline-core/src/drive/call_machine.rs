@@ -453,12 +453,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
             self.is_done() && matches!(self.ended, Some(Ok(()))),
             "only a call whose winner answered is finished as won"
         );
-        if cfg!(target_pointer_width = "64") {
-            self.course.end(Ok(value), now)
-        } else {
-            // Sized for flash: one copy of the call's end, `finish`'s.
-            self.finish(Some(value), now)
-        }
+        self.finish(Some(value), now)
     }
 
     /// Starts `attempt` in a free slot and says so.
@@ -589,14 +584,10 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
     }
 }
 
-/// Hands back the breaker permits of `machine`'s attempts still in flight, unused.
-///
-/// Nothing in it can panic, and its ABI says so to the compiler: a function of the "C" ABI
-/// cannot unwind (a panic would abort), so the driver's future, whose drop ends here, needs
-/// no unwinding path around it, and that drop is inlined where the future is awaited (about
-/// ten instructions per call, measured).
+/// Hands back the breaker permits of `machine`'s attempts still in flight, unused: out of
+/// line, since a call that ended holds none.
 #[inline(never)]
-extern "C" fn abandon_in_flight<E, M: Mode>(machine: &mut CallMachine<'_, E, M>) {
+fn abandon_in_flight<E, M: Mode>(machine: &mut CallMachine<'_, E, M>) {
     let breaker = machine.course.call().breaker;
     for flight in machine.in_flight.all_mut().iter_mut().flatten() {
         flight.abandon(breaker);

@@ -188,37 +188,31 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
         outcome: Outcome,
         now: Instant,
     ) -> bool {
-        let out_of_time = now >= attempt.until
-            && matches!(
-                outcome,
-                Outcome::TimedOut | Outcome::Failed | Outcome::Refused
-            );
-        let outcome = if out_of_time {
-            Outcome::TimedOut
-        } else {
-            outcome
-        };
-        let failure = if outcome == Outcome::TimedOut {
-            self.tally.timed_out();
-            self.settle_breaker(&mut attempt, BreakerOutcome::Timeout, now);
+        let out_of_time = outcome == Outcome::TimedOut
+            || (now >= attempt.until && matches!(outcome, Outcome::Failed | Outcome::Refused));
+        if out_of_time {
             let ran = now.saturating_duration_since(attempt.started);
-            Failure::TimedOut {
-                after: ran.min(attempt.timeout()),
-            }
-        } else {
-            self.settle_breaker(&mut attempt, BreakerOutcome::of_attempt(outcome), now);
-            Failure::Error(error)
-        };
-        self.record_failure(failure, outcome, now);
+            let after = ran.min(attempt.timeout());
+            self.ran_out(attempt, after, now);
+            return false;
+        }
+        self.settle_breaker(&mut attempt, BreakerOutcome::of_attempt(outcome), now);
+        self.record_failure(Failure::Error(error), outcome, now);
         outcome == Outcome::Fatal
     }
 
     /// The driver cut the attempt off at `now`, its timeout having passed with no answer.
     /// Reported to the breaker as a timeout.
-    pub(super) fn timed_out(&mut self, mut attempt: Attempt, now: Instant) {
+    pub(super) fn timed_out(&mut self, attempt: Attempt, now: Instant) {
+        let after = attempt.timeout();
+        self.ran_out(attempt, after, now);
+    }
+
+    /// The attempt ran out of time `after` it started: counted and reported to the breaker as
+    /// a timeout, and the call's latest failure.
+    fn ran_out(&mut self, mut attempt: Attempt, after: Duration, now: Instant) {
         self.tally.timed_out();
         self.settle_breaker(&mut attempt, BreakerOutcome::Timeout, now);
-        let after = attempt.timeout();
         self.record_failure(Failure::TimedOut { after }, Outcome::TimedOut, now);
     }
 

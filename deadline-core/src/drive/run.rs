@@ -18,12 +18,6 @@ use super::mode::sealed::Room;
 use super::mode::{Mode, Slots};
 use super::report::Called;
 
-/// Whether the first poll has a copy of the loop's start of its own, where the compiler knows
-/// which slot the first attempt takes and that nothing else runs: on 64-bit hosts, where it
-/// saves about a sixth of a call that answers at once. On 32-bit microcontrollers, sized for
-/// flash, the first poll goes through the loop (the same steps, in one copy).
-const FIRST_POLL_APART: bool = cfg!(target_pointer_width = "64");
-
 /// Everything the loop keeps between polls, apart from the pinned futures.
 pub(super) struct Run<'c, Tm, R, C, A, O, T, E, M: Mode> {
     pub(super) machine: CallMachine<'c, E, M>,
@@ -62,17 +56,6 @@ where
         if self.machine.has_started() {
             // A wake-up: any attempt may have moved.
             self.poll_attempts(cx, slots.as_mut(), now);
-        } else if FIRST_POLL_APART {
-            if let Action::Start { slot, limits } =
-                self.machine.poll(now, &mut self.rng, &mut self.observer)
-            {
-                // The first poll (none runs yet), on its own path: its attempt's slot is
-                // known here (the first), and a call whose first attempt answers at once
-                // ends on it (no sleep has been armed).
-                if let Some(value) = self.started(slot, limits, cx, slots.as_mut(), now) {
-                    return Poll::Ready(self.machine.finish_won(value, now));
-                }
-            }
         }
         loop {
             match self.machine.poll(now, &mut self.rng, &mut self.observer) {
