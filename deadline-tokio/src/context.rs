@@ -16,7 +16,7 @@ use core::pin::Pin;
 use core::task::{Context, Poll};
 use core::time::Duration;
 
-use deadline_core::call::{Decision, Limits};
+use deadline_core::call::{Decision, Limits, call_timeout};
 use deadline_core::runtime::{Runtime, ThreadDeadline};
 use deadline_core::{Clock, Deadline, Error, Policy};
 use deadline_std::Entropy;
@@ -253,7 +253,7 @@ pub fn remaining() -> Option<Duration> {
 /// ```
 #[inline]
 pub fn decide(policy: &Policy, reserve: Duration) -> Decision {
-    deadline_core::runtime::decide::<Tokio>(policy, reserve)
+    call_timeout(policy, current_or_never(), reserve, TokioClock.now())
 }
 
 /// A nested call under `limits`: `fut` runs with the call's deadline as the current deadline

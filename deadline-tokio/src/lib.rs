@@ -77,7 +77,7 @@ pub mod time {
 }
 
 /// The pieces beneath [`Dependency::run`](deadline_core::Dependency::run), for code that keeps
-/// no `Dependency` static: one call's decision from the current deadline ([`decide`](deadline_core::runtime::decide)), a call
+/// no `Dependency` static: one call's decision from the current deadline ([`decide`](low_level::decide)), a call
 /// run under it ([`within`](crate::low_level::within)), the core's driver on tokio ([`call`](crate::low_level::call), [`drive`](crate::low_level::drive)), and a
 /// statement timeout from the current deadline ([`statement_timeout`](deadline_core::statement::statement_timeout)). A service wants
 /// `Dependency::run` (counters, latency, retry budget, breaker included); these are for
@@ -85,7 +85,7 @@ pub mod time {
 pub mod low_level {
     pub use crate::call::{call, drive};
     pub use crate::context::{Within, decide, within};
-    pub use crate::statement::statement_timeout;
+    pub use crate::statement::decide_statement;
 }
 
 /// A dependency called on tokio: the core's [`Dependency`](deadline_core::Dependency) with

@@ -7,7 +7,7 @@
 //! 1. is not started when too little time is left ([`StatementPolicy::floor`]): the result
 //!    is the shortfall's error ([`Error::InsufficientTime`]);
 //! 2. runs in a transaction whose `SET LOCAL statement_timeout` is the time left, less the
-//!    policy's margin, capped ([`statement_timeout`]): at the deadline the server ends the
+//!    policy's margin, capped ([`decide_statement`](crate::low_level::decide_statement)): at the deadline the server ends the
 //!    statement itself, a few milliseconds before the caller would give up;
 //! 3. is cancelled on the server the moment its future is dropped before it is done (the
 //!    caller left, the deadline passed, a hedge lost), and its connection is not used again
@@ -85,7 +85,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Row};
 
 use crate::context::within_current;
-use crate::statement::statement_timeout;
+use crate::statement::decide_statement;
 
 mod cancel;
 mod database;
@@ -262,7 +262,7 @@ async fn run(
     params: &[&(dyn ToSql + Sync)],
     kind: Kind,
 ) -> Result<Done, PgError> {
-    let timeout = match statement_timeout(policy) {
+    let timeout = match decide_statement(policy) {
         StatementDecision::Set(timeout) => timeout,
         StatementDecision::DontStart(shortfall) => {
             return Err(PgError::Deadline(shortfall.error()));

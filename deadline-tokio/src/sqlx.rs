@@ -9,7 +9,7 @@
 //!    ([`StatementPolicy::floor`]): the result is [`Error::DeadlineExceeded`] or the
 //!    shortfall's error ([`Error::InsufficientTime`]);
 //! 2. runs in a transaction whose `SET LOCAL statement_timeout` is the time left, less the
-//!    policy's margin, capped ([`statement_timeout`]);
+//!    policy's margin, capped ([`decide_statement`]);
 //! 3. is cancelled on the server the moment its future is dropped before it is done (the
 //!    caller left, the deadline passed, a hedge lost): a task on the runtime keeps the
 //!    connection, runs `pg_cancel_backend` on its backend from another connection (an idle
@@ -46,7 +46,7 @@
 //! # }
 //! ```
 //!
-//! [`statement_timeout`]: crate::statement::statement_timeout
+//! [`decide_statement`]: crate::low_level::decide_statement
 
 use core::fmt;
 use std::pin::Pin;
@@ -60,7 +60,7 @@ use deadline_core::Error;
 use deadline_core::statement::{StatementDecision, StatementPolicy};
 
 use crate::context::within_current;
-use crate::statement::statement_timeout;
+use crate::statement::decide_statement;
 
 /// How long a dropped query's cancel may take, from getting a connection to send it on to
 /// `pg_cancel_backend`'s answer: past it the cancel counts as failed and the connection is
@@ -211,7 +211,7 @@ where
         .map_err(SqlxError::Deadline)?
         .map_err(SqlxError::Db)?;
     // Decided once the connection is there: the wait for it has used some of the time.
-    let timeout = match statement_timeout(policy) {
+    let timeout = match decide_statement(policy) {
         StatementDecision::Set(timeout) => timeout,
         StatementDecision::DontStart(shortfall) => {
             return Err(SqlxError::Deadline(shortfall.error()));

@@ -1,8 +1,10 @@
 //! Database statement timeouts from the current deadline.
 
-use deadline_core::statement::{StatementDecision, StatementPolicy};
+use deadline_core::Clock;
+use deadline_core::statement::{StatementDecision, StatementPolicy, statement_timeout};
 
-use crate::context::Tokio;
+use crate::context::current_or_never;
+use crate::time::TokioClock;
 
 /// The statement timeout for a query starting now, under the current deadline (see
 /// [`deadline_core::statement::statement_timeout`]). Outside any [`scope`](crate::scope) the time left is
@@ -16,7 +18,7 @@ use crate::context::Tokio;
 /// use deadline_core::ms;
 /// use deadline_core::statement::{StatementDecision, StatementPolicy};
 /// use deadline_tokio::scope_timeout;
-/// use deadline_tokio::low_level::statement_timeout;
+/// use deadline_tokio::low_level::decide_statement;
 ///
 /// const ORDERS: StatementPolicy = StatementPolicy::capped(ms(300)).with_floor(ms(40));
 ///
@@ -24,17 +26,17 @@ use crate::context::Tokio;
 /// # async fn main() {
 /// scope_timeout(ms(1000), async {
 ///     tokio::time::sleep(ms(850)).await;
-///     let StatementDecision::Set(t) = statement_timeout(&ORDERS) else { unreachable!() };
+///     let StatementDecision::Set(t) = decide_statement(&ORDERS) else { unreachable!() };
 ///     // 150 ms left, less the policy's margin (5 ms by default) for the server's answer.
 ///     assert_eq!(t.to_string(), "SET LOCAL statement_timeout = 145");
 ///
 ///     tokio::time::sleep(ms(125)).await;
 ///     // 25 ms left: under the 40 ms floor, the query is not started.
-///     assert!(matches!(statement_timeout(&ORDERS), StatementDecision::DontStart(_)));
+///     assert!(matches!(decide_statement(&ORDERS), StatementDecision::DontStart(_)));
 /// })
 /// .await;
 /// # }
 /// ```
-pub fn statement_timeout(policy: &StatementPolicy) -> StatementDecision {
-    deadline_core::runtime::statement_timeout::<Tokio>(policy)
+pub fn decide_statement(policy: &StatementPolicy) -> StatementDecision {
+    statement_timeout(policy, current_or_never(), TokioClock.now())
 }

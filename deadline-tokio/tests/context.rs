@@ -5,7 +5,7 @@ use std::time::Duration;
 use deadline_core::call::Decision;
 use deadline_core::statement::{StatementDecision, StatementPolicy};
 use deadline_core::{Clock, Deadline, Error, Instant, Policy, Timer, ms};
-use deadline_tokio::low_level::{decide, statement_timeout, within};
+use deadline_tokio::low_level::{decide, decide_statement, within};
 use deadline_tokio::time::{TokioClock, TokioTimer, from_tokio, to_tokio};
 use deadline_tokio::{current, propagate, remaining, scope, scope_timeout, with_deadline};
 
@@ -269,15 +269,15 @@ async fn a_driven_attempt_that_uses_up_the_budget_is_cut_off_at_its_timeout() {
 async fn statement_timeout_follows_the_current_deadline() {
     const ORDERS: StatementPolicy = StatementPolicy::capped(ms(300)).with_floor(ms(40));
     // Outside any scope: the cap.
-    let outside = statement_timeout(&ORDERS).timeout().map(|t| t.millis());
+    let outside = decide_statement(&ORDERS).timeout().map(|t| t.millis());
     assert_eq!(outside, Some(300));
     scope_timeout(ms(1000), async {
         tokio::time::sleep(ms(750)).await;
-        let t = statement_timeout(&ORDERS).timeout().unwrap();
+        let t = decide_statement(&ORDERS).timeout().unwrap();
         // 250 ms left, less the default margin of 5 ms.
         assert_eq!(t.to_string(), "SET LOCAL statement_timeout = 245");
         tokio::time::sleep(ms(206)).await;
-        let StatementDecision::DontStart(s) = statement_timeout(&ORDERS) else {
+        let StatementDecision::DontStart(s) = decide_statement(&ORDERS) else {
             panic!("44 ms left, 39 after the margin, must not start a query");
         };
         assert_eq!(s.available(), ms(39));

@@ -1,7 +1,7 @@
 //! Database queries left behind, seen in PostgreSQL's `pg_stat_activity`: a query whose
 //! future is dropped at the deadline keeps running on the server unless the server was told
 //! when to stop. With the statement timeout computed from the time left
-//! ([`statement_timeout`]), it stops by itself.
+//! ([`decide_statement`](deadline_tokio::low_level::decide_statement)), it stops by itself.
 //!
 //! These tests need a PostgreSQL server, named by `DEADLINE_TEST_DATABASE_URL`, as the other
 //! database tests do: `scripts/test.sh` starts a throwaway one on loopback
@@ -10,7 +10,7 @@
 
 use deadline_core::ms;
 use deadline_core::statement::{StatementDecision, StatementPolicy};
-use deadline_tokio::low_level::statement_timeout;
+use deadline_tokio::low_level::decide_statement;
 use deadline_tokio::scope_timeout;
 use tokio_postgres::{Client, NoTls};
 
@@ -96,7 +96,7 @@ async fn the_statement_timeout_from_the_time_left_leaves_nothing_behind() {
     // Awaited to the end: the server cancels it at the statement timeout.
     let tag = "awaited_5c1e";
     let outcome = scope_timeout(ms(1_000), async {
-        let StatementDecision::Set(timeout) = statement_timeout(&QUERIES) else {
+        let StatementDecision::Set(timeout) = decide_statement(&QUERIES) else {
             panic!("1 s left is enough to start");
         };
         assert!(timeout.as_duration() <= ms(1_000));
@@ -125,7 +125,7 @@ async fn the_statement_timeout_from_the_time_left_leaves_nothing_behind() {
     let dropped = tokio::time::timeout(
         ms(100),
         scope_timeout(ms(300), async {
-            let StatementDecision::Set(timeout) = statement_timeout(&QUERIES) else {
+            let StatementDecision::Set(timeout) = decide_statement(&QUERIES) else {
                 panic!("300 ms left is enough to start");
             };
             assert!(timeout.as_duration() <= ms(300));

@@ -8,11 +8,8 @@ use core::task::{Context, Poll};
 
 use core::time::Duration;
 
-use crate::call_timeout::{Decision, call_timeout};
 use crate::deadline::Deadline;
-use crate::dependency_policy::Policy;
 use crate::error::Error;
-use crate::statement::{StatementDecision, StatementPolicy};
 use crate::time::Clock;
 use crate::timer::Timer;
 
@@ -108,21 +105,6 @@ pub fn current<Rt: Runtime>() -> Option<Deadline> {
 #[must_use]
 pub fn remaining<Rt: Runtime>() -> Option<Duration> {
     current::<Rt>().map(|d| d.remaining(Rt::timer().now()))
-}
-
-/// The decision for a call to `policy`'s dependency starting now under `Rt`'s current
-/// deadline, keeping `reserve` for the work after it ([`call_timeout`]); outside any scope the
-/// deadline never comes.
-pub fn decide<Rt: Runtime>(policy: &Policy<'_>, reserve: Duration) -> Decision {
-    let deadline = Rt::current().unwrap_or(Deadline::NEVER);
-    call_timeout(policy, deadline, reserve, Rt::timer().now())
-}
-
-/// The database statement timeout for a query starting now under `Rt`'s current deadline
-/// ([`crate::statement::statement_timeout`]).
-pub fn statement_timeout<Rt: Runtime>(policy: &StatementPolicy) -> StatementDecision {
-    let deadline = Rt::current().unwrap_or(Deadline::NEVER);
-    crate::statement::statement_timeout(policy, deadline, Rt::timer().now())
 }
 
 impl<Rt, F> Scoped<Rt, F> {

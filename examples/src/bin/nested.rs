@@ -19,7 +19,7 @@ use std::time::Duration;
 use deadline_core::statement::{StatementDecision, StatementPolicy};
 use deadline_core::wire::{Propagation, X_DEADLINE_MS};
 use deadline_core::{Clock, Deadline, Instant, Outcome, Policy, ms};
-use deadline_tokio::low_level::{call, drive, statement_timeout};
+use deadline_tokio::low_level::{call, decide_statement, drive};
 use deadline_tokio::time::TokioClock;
 use deadline_tokio::{Entropy, current, propagate, remaining, scope, scope_timeout};
 
@@ -70,7 +70,7 @@ async fn pricing_service(t0: Instant, header: String) -> Result<u32, String> {
         .map_err(|e| e.to_string())?;
     scope(deadline, async move {
         println!("{:>4} ms  pricing service: {} ms left", at(t0), left());
-        match statement_timeout(&ORDERS) {
+        match decide_statement(&ORDERS) {
             StatementDecision::Set(timeout) => {
                 println!("{:>4} ms  database: {timeout}", at(t0));
                 let query = async {
