@@ -277,10 +277,9 @@ pub struct WindowStats {
     pub consecutive_failures: u32,
 }
 
-/// A circuit breaker, shared by every task that calls one dependency.
-///
-/// Sans-IO: each method takes `now` and never reads a clock. Lock-free and `Sync`; `const`
-/// construction, so it can live in a `static`.
+/// A circuit breaker, shared by every task that calls one dependency: after enough failures
+/// it fails calls at once, and after a cooldown it lets a bounded number of probes through.
+/// Sans-IO (each method takes `now`), lock-free, `const`: it can live in a `static`.
 ///
 /// ```
 /// use deadline_core::{Error, Instant, ms};
@@ -311,81 +310,7 @@ pub struct WindowStats {
 /// assert_eq!(breaker.state(), BreakerState::Closed);
 /// ```
 ///
-/// Timeouts are the last line of defence; a breaker is the first: after enough
-/// failures it stops spending request budgets on a dependency that is known to be down, and
-/// after a cooldown it lets a *bounded* number of probe calls through to see whether the
-/// dependency is back.
-///
-/// ```text
-///            N consecutive failures, or failure ratio over the window
-///   Closed ──────────────────────────────────────────────────────────▶ Open
-///     ▲                                                                 │ cooldown over
-///     │ every probe succeeded                                           ▼ (first acquire)
-///     └───────────────────────────── HalfOpen ◀─────────────────────────┘
-///                                  (at most `probes` calls) ── a probe fails ──▶ Open
-/// ```
-///
-/// - **Closed**: every call is let through; outcomes go into a window of the last `window`
-///   outcomes (up to 24). It opens on `consecutive_failures` failures in a row, or when at
-///   least `failure_percent` percent of the window failed once it holds `min_calls` outcomes.
-///   A timeout counts as a failure.
-/// - **Open**: every call fails at once with [`Error::CircuitOpen`] until the cooldown is over.
-/// - **HalfOpen**: at most `probes` calls are let through (failsafe-rs lets every call through
-///   in half-open; this does not). When all of them succeed the breaker closes with a fresh
-///   window; when one fails it opens for another cooldown.
-///
-/// # Permits: matching results to calls
-///
-/// [`try_acquire`](CircuitBreaker::try_acquire) returns a [`Permit`] that carries the breaker's
-/// *generation* (bumped at every transition) and whether it is a probe. Hand it back with the
-/// call's [`BreakerOutcome`] to [`record`](CircuitBreaker::record). A result whose generation is over
-/// is ignored: a slow call admitted while closed cannot close or reopen a breaker that has
-/// moved on, and a probe of an earlier half-open round cannot be counted in a later one.
-///
-/// A permit is plain data: it borrows nothing, so it can travel into a `'static` future. It has
-/// no `Drop` hook, hence these rules for a permit that never comes back:
-///
-/// - a closed breaker's permit costs nothing: its outcome is simply not counted;
-/// - a probe permit can be returned at once with [`BreakerOutcome::Abandoned`] (the call was cancelled
-///   for reasons of the caller's own), which frees its slot for another probe;
-/// - a probe permit that is dropped holds its slot until the round's `probe_timeout` has
-///   passed; the next acquire after that starts a new round with fresh slots (and results of
-///   the old round are then ignored). So a lost permit delays recovery by at most
-///   `probe_timeout`, and never leaks a slot forever.
-///
-/// The core's driver (feature `drive`, with
-/// [`Call::with_breaker`](crate::call::Call::with_breaker)) asks for a permit before every
-/// attempt and hands every one back: with the attempt's result, or as
-/// [`BreakerOutcome::Abandoned`] for an attempt cancelled because another won, and for one still
-/// running when the driver's future is dropped.
-///
-/// # Concurrency
-///
-/// The breaker is `Sync` and lock-free: three `AtomicU32`s, each changed by compare-and-swap
-/// only. The state word packs the mode, the generation and the half-open round's counts, so a
-/// half-open breaker hands out no more than `probes` permits however many threads race for
-/// them. The outcome window is a second word tagged with the generation it belongs to, and the
-/// end of the cooldown (or of a probe round) a third, tagged the same way; a thread that finds
-/// the deadline of the current generation unwritten (its writer was preempted) writes it from
-/// its own `now` rather than waiting, so no thread ever blocks another.
-///
-/// # Time
-///
-/// Deadlines are kept in whole milliseconds, modulo 2^28 ms (about 3.1 days): the breaker
-/// half-opens no earlier than the cooldown after it opened, and at most 1 ms later. Durations
-/// are clamped to [`BreakerConfig::MAX_DURATION`]. An instant up to about 65 s earlier than the
-/// one that started a cooldown (a clock that steps back, or threads whose readings arrive out
-/// of order) keeps the breaker open. The price of the modular clock, documented rather than
-/// hidden: a breaker left untouched for more than 3.1 days while open can, with a probability
-/// of about `(cooldown + 65 s) / 3.1 days`, wait up to that long again before half-opening.
-///
-/// # Code size
-///
-/// A breaker's fast paths (a closed breaker's permit, a success into a window of successes)
-/// are a load and a compare, inlined where the driver asks. Its slow paths are reached through
-/// a table of functions that [`CircuitBreaker::new`] puts in the breaker: a program that makes
-/// no breaker (its dependencies have none) never refers to that table, and none of the slow
-/// paths' code is linked into it. On a microcontroller that is over a kilobyte of flash.
+/// The states, the permits, concurrency and time: [the guide](crate::guide#the-circuit-breaker).
 #[derive(Debug)]
 pub struct CircuitBreaker {
     /// The slow paths, through which they are linked only into a program that makes a breaker.

@@ -8,38 +8,6 @@ use crate::time::Instant;
 
 /// The hedging bookkeeping of one call: hedges sent and the latest send. Small and `Copy`.
 ///
-/// A retry waits for a failure; for a slow call that means waiting for its timeout, and by
-/// then little time is left. A hedge does not wait: once an attempt has run longer than the
-/// dependency's p95, a copy is sent with the call timeout computed from the time left at that
-/// moment. Whichever answers first is used, and the others are cancelled (The Tail at Scale:
-/// about 5% more calls for a much shorter tail).
-///
-/// # Schedule
-///
-/// Each hedge is sent `delay` after the latest send of the call: the first attempt, the
-/// previous hedge, or a retry. With no retry and no refusal in between, hedge `k` therefore
-/// goes out at `first_start + k × delay`, the hedging schedule of gRPC. A retry starts the
-/// schedule again from the retry's start, and a hedge the budget refused moves it on by one
-/// delay.
-///
-/// `delay` is the policy's fixed [`HedgePolicy::delay`](crate::policy::HedgePolicy::delay), or a live value (for example the p95
-/// of the dependency's latency histogram) passed as `Some(live)` to each decision.
-///
-/// # Rules
-///
-/// A hedge is sent only when all of these hold, checked in this order:
-///
-/// 1. the dependency has a [`HedgePolicy`](crate::policy::HedgePolicy) and is idempotent (a copy of a call that is not
-///    idempotent could do its work twice);
-/// 2. fewer than [`HedgePolicy::max_hedges`](crate::policy::HedgePolicy::max_hedges) hedges have been sent for this call;
-/// 3. its time has come (see the schedule);
-/// 4. its call timeout, computed at `now` ([`crate::call::call_timeout`]), is at least the floor;
-/// 5. the retry-and-hedge budget (the same one retries draw from) grants a token.
-///
-/// A driver with a circuit breaker ([`Call::with_breaker`]) also asks it for leave, just
-/// before this decision (the core's driver does: a refusal stops the hedges of the
-/// attempt, and no budget token is spent on it).
-///
 /// ```
 /// use deadline_core::{Deadline, Instant, ms, Policy};
 /// use deadline_core::call::Call;
@@ -62,6 +30,8 @@ use crate::time::Instant;
 /// assert_eq!(limits.timeout(), ms(110));
 /// assert_eq!(hedges.next_at(&call, None), None); // max_hedges reached
 /// ```
+///
+/// The schedule and the rules of a hedge: [the guide](crate::guide#hedged-requests).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct HedgeState {

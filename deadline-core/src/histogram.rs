@@ -45,54 +45,7 @@ pub type CompactHistogram = Histogram<88, 3, 10, u16>;
 /// assert_eq!(LATENCY.hedge_delay(), LATENCY.p95());
 /// ```
 ///
-/// # Buckets
-///
-/// Latencies are recorded in whole microseconds, **rounded up**, then in whole units of
-/// `2^UNIT_BITS` µs, rounded up again (one unit is one microsecond unless `UNIT_BITS` says
-/// otherwise). With `SUB_BITS = s` there are `2^s` sub-buckets per power of two (HdrHistogram's
-/// layout):
-///
-/// - values under `2^(s+1)` units each have a bucket of their own (exact, to the unit);
-/// - above that, the range `[2^k, 2^(k+1))` is split into `2^s` equal buckets of width
-///   `2^(k−s)`.
-///
-/// A bucket's width is therefore at most `1/2^s` of its lower bound: every value the histogram
-/// reports is within **`1/2^s` above** the true one (3.125% for the default `s = 5`, 6.25% for
-/// `s = 4`), plus the rounding up to a whole unit. The last of the `N` buckets also holds every
-/// value beyond its range ([`Histogram::OVERFLOW`] and up); a quantile that lands there reports
-/// [`Duration::MAX`].
-///
-/// # Size
-///
-/// The histogram is `N` atomic counters and nothing else: `4 × N` bytes with `u32` counters,
-/// `2 × N` with `u16` ones, no heap. A bucket saturates at its counter's maximum
-/// (`u32::MAX`, or 65 535) instead of wrapping.
-///
-/// | type | buckets | unit | bytes | reported at most | bound holds below ([`OVERFLOW`](Histogram::OVERFLOW)) |
-/// |---|---|---|---|---|---|
-/// | [`Histogram`] (`Histogram<736, 5>`) | 736 | 1 µs | 2944 | 3.125% high | 132.1 s |
-/// | [`SmallHistogram`] (`Histogram<384, 4>`) | 384 | 1 µs | 1536 | 6.25% high | 130.0 s |
-/// | [`CompactHistogram`] (`Histogram<88, 3, 10, u16>`) | 88 | 1.024 ms | 176 | 12.5% high, plus up to 1.024 ms | 7.9 s |
-///
-/// With `s` sub-bucket bits, `N = (K − s + 1) · 2^s` buckets reach `2^K` units, the last of
-/// them shared with everything above.
-///
-/// # Concurrency
-///
-/// [`record`](Histogram::record) takes `&self` and is lock-free wherever compare-and-swap is
-/// (thumbv7m, thumbv7em and every server target; on thumbv6m `portable-atomic` makes it as
-/// the final binary chooses, see the crate docs): one histogram can sit in a `static` and be
-/// fed by every task, thread and interrupt handler. An empty histogram is all zeros, so a
-/// `static` one costs no flash for its initial value. Queries read the buckets one at a time,
-/// so a query concurrent with recording sees some of the new values and not others, but never
-/// a torn count.
-///
-/// # Errs high
-///
-/// Every quantile is reported as the **upper bound** of the bucket that holds it, so it is
-/// never below the true nearest-rank value of the recorded latencies. A cap derived from it
-/// would have timed out at most the intended share of the recorded calls, and a hedge delay
-/// from it fires no earlier than intended.
+/// Buckets, error bound, size and concurrency: [the guide](crate::guide#latency-histograms).
 pub struct Histogram<
     const N: usize = 736,
     const SUB_BITS: u32 = 5,

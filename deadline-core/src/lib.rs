@@ -165,7 +165,6 @@ mod tonic_status;
 #[cfg(feature = "tracing")]
 mod trace;
 
-/// A long explanation of the library: what each part is for and how they fit together.
 pub mod guide;
 
 // The vocabulary.

@@ -13,33 +13,6 @@ use crate::time::Instant;
 /// decorrelated jitter). Small and `Copy`; one per call, created when its first attempt
 /// starts.
 ///
-/// decision before each retry.
-///
-/// The decision is sans-IO. After an attempt fails, [`RetryState::decide`](crate::retry::RetryState::decide) takes the call
-/// ([`Call`]: policy, request deadline, reserve, retry budget), `now`, the attempt's
-/// [`Outcome`] and a random source, and answers with a [`RetryDecision`]: retry at an instant
-/// with freshly computed limits, or give up for a stated [`GiveUp`] reason. Nothing is
-/// slept and no clock is read; the caller sleeps until [`Retry::at`] and then makes the call.
-///
-/// The checks, in order (the first that fails ends the call):
-///
-/// 1. The outcome is retryable: not [`Outcome::Fatal`], not a [`Pushback::DontRetry`].
-/// 2. The attempt cannot have run twice: a call that is not idempotent is retried only after
-///    [`Outcome::Refused`] or [`Outcome::Pushback`] (the server did not act on it).
-/// 3. Attempts are left under [`RetryPolicy::attempts`](crate::policy::RetryPolicy::attempts).
-/// 4. The backoff ([`Backoff`](crate::policy::Backoff), lengthened to the server's pushback if that is longer)
-///    ends before the request deadline.
-/// 5. The call timeout computed again for a start at the end of the backoff
-///    ([`call_timeout`](crate::call::call_timeout)) is at least the dependency's floor.
-/// 6. The retry budget grants a token. It is asked last, so no token is taken for a retry
-///    that one of the checks above rules out.
-///
-/// The token is taken at the decision, before the backoff is slept. A driver that wakes so
-/// late that the retry no longer fits (the deadline has passed, or the timeout computed
-/// again at the real start is under the floor), or whose circuit breaker then refuses it,
-/// makes no retry, and the token is not given back: the budget errs towards fewer retries,
-/// never more.
-///
 /// ```
 /// use deadline_core::{Deadline, Instant, ms, Outcome, Policy};
 /// use deadline_core::call::Call;
@@ -66,6 +39,8 @@ use crate::time::Instant;
 /// let d = state.decide(&call, Outcome::Failed, &mut rng, retry.at + ms(400));
 /// assert_eq!(d, RetryDecision::GiveUp(GiveUp::Exhausted));
 /// ```
+///
+/// The checks before a retry, in order: [the guide](crate::guide#retries-and-what-may-be-repeated).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct RetryState {

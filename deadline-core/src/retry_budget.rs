@@ -24,13 +24,11 @@ const HALF_RING: u32 = 1 << (WINDOW_BITS - 1);
 /// window's word is zero.
 const NO_WINDOW: u32 = 0;
 
-/// One budget shared by the retries and the hedges of a dependency (or a whole client).
-///
-/// Call [`deposit`](Self::deposit) once per original call and
-/// [`try_withdraw`](Self::try_withdraw) before each retry or hedge; send the extra call only
-/// when it returns `true`. All methods take `&self` and are lock-free, so one budget (in a
-/// `static`, or behind an `Arc`) serves every task and thread. See the
-/// [`RetryBudget`] documentation for the exact bound it enforces.
+/// One budget shared by the retries and the hedges of a dependency (or a whole client): a
+/// share of the calls (10% by default) and a small floor per second. Call
+/// [`deposit`](Self::deposit) once per original call and [`try_withdraw`](Self::try_withdraw)
+/// before each retry or hedge, and send the extra call only when it returns `true`.
+/// Lock-free and `const`: one budget in a `static` serves every task and thread.
 ///
 /// ```
 /// use deadline_core::Instant;
@@ -53,68 +51,7 @@ const NO_WINDOW: u32 = 0;
 /// assert!(quiet.try_withdraw(Instant::from_secs(8)));
 /// ```
 ///
-/// small floor per second, shared lock-free by every task that calls one dependency.
-///
-/// Retrying inside one request is bounded by the attempt cap; retrying across *all* requests
-/// must be bounded too, or a dependency that starts failing receives `attempts x` its normal
-/// load exactly when it can least take it (a retry budget, such as at most 10%
-/// extra calls). A [`RetryBudget`] is that bound:
-///
-/// - every original call [`deposit`](RetryBudget::deposit)s a fraction of a token (10% of one
-///   token by default);
-/// - every retry and every hedge must [`try_withdraw`](RetryBudget::try_withdraw) one whole
-///   token, and is not sent when it gets none;
-/// - besides the deposits, each second of the budget's clock grants a few extra tokens (the
-///   *floor*), so a client with little traffic can still retry a little; the floor cannot be
-///   saved up: what a second does not use is gone.
-///
-/// # The bound
-///
-/// Over any run, with `D` deposits, a ratio of `p` percent and a floor of `f` per second, the
-/// number of withdrawals granted is at most
-///
-/// ```text
-/// floor(D x p / 100)  +  f x W
-/// ```
-///
-/// where `W` is the number of distinct seconds (of the instants passed to `try_withdraw`) in
-/// which the floor was drawn on: at most `last second - first second + 1`. Against a
-/// dependency that always fails, `R` requests therefore cause at most
-/// `R + floor(R x p / 100) + f x (seconds spanned + 1)` calls, however many attempts each
-/// request's policy allows. The bound holds under any interleaving of threads; the tests in
-/// `tests/throttle.rs` check it with equality where it is reached.
-///
-/// # How it differs from tower's `TpsBudget`
-///
-/// - **Exact ratio.** The balance is kept in *milli-tokens* in integers: at 10% a deposit adds
-///   100 and a withdrawal takes 1000, so ten deposits buy exactly one retry. tower derives its
-///   amounts from `1.0 / retry_percent` as a float cast to an integer, which truncates: at 60%
-///   a deposit buys a whole retry (tower's issue 857,
-///   <https://github.com/tower-rs/tower/issues/857>). Here any whole percentage, and any per-mille
-///   ratio ([`RetryBudget::per_mille`]), is exact.
-/// - **No over-draw under races.** tower's withdrawal reads the sum, compares, and then
-///   subtracts: two threads can both pass the comparison and both subtract. Here a withdrawal
-///   is one compare-and-swap that checks and takes in the same step, so the balance never goes
-///   below zero and no grant is counted twice. The floor's per-second count is one packed
-///   32-bit word (second, grants used) updated by a single compare-and-swap as well.
-/// - **No lock, no heap, no clock.** Two `AtomicU32`s, `const` construction (usable in a
-///   `static`), `now` passed in. On targets without compare-and-swap (thumbv6m),
-///   `portable-atomic` supplies the same operations as the final binary chooses (the crate
-///   docs, "On a microcontroller").
-/// - **Bounded savings.** Deposits do not expire, but the balance is capped
-///   ([`RetryBudget::with_max_balance`]): a long healthy spell cannot bank an unlimited burst
-///   of retries to pour onto a dependency the moment it fails.
-///
-/// # Clocks that step back
-///
-/// Instants are only used to tell seconds apart. An instant earlier than the current floor
-/// window (a clock stepping back, or two threads whose readings of the clock arrive out of
-/// order) is counted in the current window: it never opens a new one, so it never mints floor
-/// tokens. Windows are identified by the second modulo 2^22 (about 48.5 days); a step back of
-/// up to half that (about 24 days) is recognised as such. The price of this, documented rather
-/// than hidden: after a budget sits unused for more than 24 days, its first calls may be
-/// counted against the old window, so the floor can be withheld (never over-granted) until the
-/// clock reaches a second that reads as later. Deposits are unaffected.
+/// The bound it keeps, and how it differs from tower's `TpsBudget`: [the guide](crate::guide#the-retry-budget).
 #[derive(Debug)]
 pub struct RetryBudget {
     /// Milli-tokens one deposit adds: 10 x the percentage.

@@ -7,7 +7,7 @@
 //! 1. is not started when too little time is left ([`StatementPolicy::floor`]): the result
 //!    is the shortfall's error ([`Error::InsufficientTime`]);
 //! 2. runs in a transaction whose `SET LOCAL statement_timeout` is the time left, less the
-//!    policy's margin, capped ([`decide_statement`](crate::low_level::decide_statement)): at the deadline the server ends the
+//!    policy's margin, capped ([`decide_statement`]): at the deadline the server ends the
 //!    statement itself, a few milliseconds before the caller would give up;
 //! 3. is cancelled on the server the moment its future is dropped before it is done (the
 //!    caller left, the deadline passed, a hedge lost), and its connection is not used again

@@ -34,9 +34,11 @@ pub use steps::Steps;
 /// `const fn`, so a dependency is one `static`; a call to it is one line
 /// ([`Dependency::run`]), and records itself.
 ///
-/// The runtime `Rt` is fixed with the type: each adapter crate names its own
-/// (`deadline_tokio::Dependency`, `deadline_std::Dependency`, ...), so application code
-/// written against one of those names runs unchanged on another.
+/// The runtime `Rt` is fixed with the type: `deadline_tokio::Dependency` (an alias of
+/// `Dependency<'static, deadline_tokio::Tokio>`), `Dependency<deadline_std::Blocking>` on plain
+/// threads, `Dependency<deadline_std::AsyncIo>` on async-std and smol,
+/// `Dependency<deadline_embassy::Embassy>` on embassy. Application code written against an
+/// alias of its own runs unchanged on another runtime.
 ///
 /// ```
 /// use deadline_core::virtual_time::ManualRuntime;

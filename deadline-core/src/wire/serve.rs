@@ -16,32 +16,6 @@ use crate::time::Instant;
 /// the server answers. One decision per request, [`accept`](Self::accept); a server layer
 /// (deadline-tokio's `DeadlineLayer`) binds it to a server's requests.
 ///
-/// # The reply margin, and clients that time their own calls
-///
-/// The handler's deadline is the request's less the [reply margin](Self::reply_margin) (by
-/// default [`DEFAULT_REPLY_MARGIN`](Self::DEFAULT_REPLY_MARGIN), 5 ms): that much is kept for
-/// the answer to travel back. It matters because a client that times its own call gives up
-/// at the same instant the server's deadline falls, and whichever acts first decides what
-/// the client reads. tonic's `Channel`, for one, times each call whose `grpc-timeout` it
-/// sends and fails it with `CANCELLED` (not `DEADLINE_EXCEEDED`) when its timer fires before
-/// the answer arrives (grpc-java, grpc-dotnet and grpc-swift report their own timer as
-/// `DEADLINE_EXCEEDED`). What a server can do about that:
-///
-/// - **It can answer early**: with a margin longer than the answer's trip back (the network,
-///   the server's write, the client's read and scheduling), the server's
-///   `DEADLINE_EXCEEDED` arrives before the client's timer fires. On one machine, loopback,
-///   idle, 5 ms suffices; with twenty calls in flight on a loaded two-core machine, a tonic
-///   client read `CANCELLED` for most calls at 5 ms and for none at 20 ms. Pick the p99 of
-///   your response path under load, plus a few milliseconds.
-/// - **It cannot change what the client's own timer reports**: a request that spends longer
-///   than the margin in transit or in a queue arrives with the client's timer already
-///   running out, and that client reads its timer's `CANCELLED`. Only the client side can fix
-///   that: deadline-tokio's `PropagateLayer` under the client reports such a failure as the
-///   deadline's ([`Sent::is_deadline_failure`](super::Sent::is_deadline_failure)).
-///
-/// The margin is part of the budget, like a reserve: what the handler passes on to the next
-/// service is the request's time less the margin.
-///
 /// ```
 /// use deadline_core::wire::{Incoming, Propagation, Protocol, ServerPolicy};
 /// use deadline_core::{Error, Instant, ms};
@@ -67,6 +41,8 @@ use crate::time::Instant;
 /// let bad = SERVER.accept(Protocol::Http, headers(b"-5S"), now, None).unwrap_err();
 /// assert_eq!(bad.body().as_str(), "malformed grpc-timeout header: header value has a sign\n");
 /// ```
+///
+/// The reply margin, and what a server can and cannot do about its clients' timers: [the guide](crate::guide#clients-that-time-their-own-calls).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct ServerPolicy {

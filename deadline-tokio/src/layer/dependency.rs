@@ -33,65 +33,6 @@ use crate::Dependency;
 /// A tower layer for a client: each request is one call to a [`Dependency`], made as the
 /// dependency's policy says, with each attempt's time left in the request's deadline header.
 ///
-/// For each request, [`Dependency::run`] (here
-/// [`run_attempt`](deadline_core::Dependency::run_attempt)) runs the call under the current
-/// deadline (the request's [`scope`](crate::scope), if there is one), keeping the
-/// [`reserve`](Self::reserve) after it:
-///
-/// - **Attempts.** Each attempt (the first, each retry, each hedge) sends its own copy of the
-///   request through the inner service, wrapped in [`PropagateService`]: the copy carries the
-///   attempt's own time left (its timeout, `min(left - reserve, cap)`, as it runs down) less
-///   the per-hop allowance, in the [`DeadlineHeader`] chosen, and is not sent when nothing
-///   is left of it. Every attempt is bounded by its timeout; a hedge that loses, and every
-///   attempt still running when the call ends, is dropped (which, on a hyper or tonic
-///   connection, resets its stream). The response body of the attempt that answers is
-///   bounded by that attempt's deadline, as [`PropagateLayer`] bounds it.
-/// - **Retries, hedges, budget, breaker**: all the dependency's, as for any call to it: its
-///   policy's retries and hedges, its retry budget, its circuit breaker, and every call
-///   recorded in its counters and latency histogram.
-/// - **Responses** are classified by the core ([`ResponseHead::classify`]): a 2xx or 3xx (a gRPC status 0)
-///   is the answer; a 500, 502, 503, 504, 408 or 429 (gRPC `UNAVAILABLE` or
-///   `RESOURCE_EXHAUSTED`) is an attempt that failed, retried as the policy allows, after
-///   the server's `Retry-After` or `grpc-retry-pushback-ms` if it sent one; any other 4xx
-///   (gRPC status) ends the call at once. **A response is never lost**: when the call gives
-///   up after an attempt that answered, the caller gets that (last) response, as `Ok`, as
-///   it came, exactly as it would without the layer.
-/// - **The inner service's errors** (a connection refused, reset, ...) are
-///   [`Outcome::Failed`] unless [`classify_error`](Self::classify_error) says otherwise,
-///   and retried as the policy allows (not for a call that is not idempotent, unless the
-///   outcome is [`Outcome::Refused`]: the request never left). When the call ends on one, it
-///   is [`DependencyError::Call`]`(`[`CallError::Attempt`]`(e))`.
-/// - **The call's own ends**: no time for it, the breaker open, the last attempt timed out,
-///   the deadline passed: [`DependencyError::Call`] with the [`CallError`]. As
-///   [`PropagateLayer`] reads them, a 503 or 504 (a gRPC `UNAVAILABLE`, `DEADLINE_EXCEEDED`
-///   or `CANCELLED`) that arrives when nothing is left of the attempt's time to send is the
-///   attempt's deadline running out at the next hop: a timeout of the attempt, not a
-///   response.
-///
-/// **Requests are sent more than once**, so each attempt needs its own copy. With the
-/// layer as made by [`new`](Self::new), the service takes `http::Request<B>` with
-/// `B: Clone` (`String`, `Bytes`-backed bodies such as `http_body_util::Full<Bytes>` or
-/// `Empty`, hyper-util's legacy `Client` with either): each attempt sends a clone. A body
-/// that is not `Clone`, such as tonic's `tonic::body::Body` (a tonic `Channel`, or
-/// `tonic::client::Grpc` over any client), needs [`buffered`](Self::buffered): the body is
-/// read into memory once, before the first attempt, up to a limit, and each attempt sends
-/// it again ([`ReplayBody`]). That suits unary and server-streaming gRPC calls, whose
-/// request is one message; a client-streaming call would be read whole before it is sent,
-/// so send those without this layer.
-///
-/// The gRPC status of a response is read from its head only: a trailers-only response,
-/// which is how a gRPC server answers a failure before any message, such as tonic's answer
-/// to a handler's `Err(Status)`. A status that comes in the trailers, after a streamed
-/// body, cannot be read without reading the body, which the layer leaves to the caller:
-/// such a response is the answer.
-///
-/// The deadline is read from the task when the future is first polled, so put this layer
-/// where it is polled from the request's task: not behind a `Buffer`, whose worker runs in
-/// a task of its own (a `Buffer` *below* it, such as the one inside tonic's `Channel`, is
-/// fine). The layer's future is written by hand, not boxed: the call's state, its attempts
-/// in flight and its one sleep are all inside it; besides what the inner service does, each
-/// attempt costs a clone of the inner service and of the request.
-///
 /// ```
 /// use std::convert::Infallible;
 /// use std::sync::Arc;
@@ -140,6 +81,8 @@ use crate::Dependency;
 /// assert_eq!(PRICING.counters().snapshot().retries, 1);
 /// # }
 /// ```
+///
+/// What each attempt sends, which response is retried, and bodies that are not `Clone`: [the layer module](crate::layer#dependencylayer-in-detail).
 #[derive(Clone, Copy)]
 pub struct DependencyLayer<C = AnyErrorFails, M = Cloned> {
     dependency: &'static Dependency,

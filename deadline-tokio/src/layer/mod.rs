@@ -78,6 +78,116 @@
 //! assert_eq!(response.into_body().collect().await.unwrap().to_bytes(), "140000u");
 //! # }
 //! ```
+//!
+//! # DeadlineLayer in detail
+//!
+//! For each request, when the layer is called:
+//!
+//! 1. **The deadline** is the earliest of the request's `grpc-timeout`,
+//!    `connect-timeout-ms`, `x-deadline-ms` and Envoy's `x-envoy-expected-rq-timeout-ms`
+//!    headers ([`Incoming::budget`](deadline_core::wire::Incoming::budget)), or the default budget; clamped to
+//!    [`Propagation::max`](deadline_core::wire::Propagation::max); less the [reply margin](deadline_core::wire::ServerPolicy::reply_margin), kept for
+//!    the answer to reach the caller in time ([`ServerPolicy::accept`](deadline_core::wire::ServerPolicy::accept)).
+//! 2. **A request that cannot be served** is answered at once, without calling the
+//!    handler: a malformed deadline header 400 (`INVALID_ARGUMENT`), naming it; a deadline
+//!    already passed 504 (`DEADLINE_EXCEEDED`); too little time for the
+//!    [admission](crate::DeadlineLayer::with_admission) rule 503 (`UNAVAILABLE`).
+//! 3. **The handler** runs in a [`scope`](deadline_core::runtime::scope) with the deadline (also in the request's
+//!    extensions): [`remaining`](crate::remaining), [`decide`](crate::low_level::decide),
+//!    [`Dependency::run`](deadline_core::Dependency::run), [`PropagateLayer`] and
+//!    the database helpers inside it use it.
+//! 4. **At the deadline** a handler still running is dropped, which cancels its work, and
+//!    the answer is `DEADLINE_EXCEEDED`. A handler that has answered is never thrown away
+//!    for the timer, and its body is bounded as [`DeadlineBody`] says: a response complete
+//!    at the deadline is delivered whole.
+//!
+//! Every answer the layer makes is in the request's protocol ([`Answer`](deadline_core::wire::Answer)): a gRPC request
+//! gets HTTP 200 trailers-only with `grpc-status`, a Connect request Connect's error, any
+//! other an HTTP status with a short text. What margin to pick, and what a server can and
+//! cannot do about a client's own timer, is in [the guide](deadline_core::guide#clients-that-time-their-own-calls).
+//!
+//! # PropagateLayer in detail
+//!
+//! For each request, when the service is called ([`Propagation::send`](deadline_core::wire::Propagation::send) decides):
+//!
+//! - **The header** chosen ([`DeadlineHeader`](deadline_core::wire::DeadlineHeader)) is set to the time left less the
+//!   [allowance](deadline_core::wire::Propagation::allowance), or to a shorter timeout the request already
+//!   carries (tonic's `Request::set_timeout(50 ms)` inside a 1 s scope goes out with
+//!   50 ms). With nothing left to send, the request is not made:
+//!   [`PropagateError::Deadline`]`(`[`Error::DeadlineExceeded`](deadline_core::Error::DeadlineExceeded)`)`.
+//! - **The call** (and its response body, [`PropagateBody`]) is bounded by what was sent
+//!   plus the allowance, never past the scope's deadline ([`Sent::deadline`](deadline_core::wire::Sent::deadline)): the library's
+//!   timer, not a client's below it, decides.
+//! - **A failure that is the deadline's** is reported as the deadline's, 504 /
+//!   `DEADLINE_EXCEEDED`, not as a failed dependency: a transport error, an HTTP 408, 502,
+//!   503 or 504, a gRPC `CANCELLED`, `UNAVAILABLE` or `DEADLINE_EXCEEDED`, arriving when
+//!   the time sent has run out or is within the allowance of it
+//!   ([`Sent::is_deadline_failure`](deadline_core::wire::Sent::is_deadline_failure)). With time left, every answer is relayed as it came.
+//! - **Outside any scope** the request passes through unchanged and unbounded.
+//!
+//! The deadline is read when the service is *called*: put this layer where it is called
+//! from the request's task, not behind a `Buffer`, whose worker runs in a task of its own.
+//!
+//! # DependencyLayer in detail
+//!
+//! For each request, [`Dependency::run`](deadline_core::Dependency::run) (here
+//! [`run_attempt`](deadline_core::Dependency::run_attempt)) runs the call under the current
+//! deadline (the request's [`scope`](crate::scope), if there is one), keeping the
+//! [`reserve`](crate::DependencyLayer::reserve) after it:
+//!
+//! - **Attempts.** Each attempt (the first, each retry, each hedge) sends its own copy of the
+//!   request through the inner service, wrapped in [`PropagateService`]: the copy carries the
+//!   attempt's own time left (its timeout, `min(left - reserve, cap)`, as it runs down) less
+//!   the per-hop allowance, in the [`DeadlineHeader`](deadline_core::wire::DeadlineHeader) chosen, and is not sent when nothing
+//!   is left of it. Every attempt is bounded by its timeout; a hedge that loses, and every
+//!   attempt still running when the call ends, is dropped (which, on a hyper or tonic
+//!   connection, resets its stream). The response body of the attempt that answers is
+//!   bounded by that attempt's deadline, as [`PropagateLayer`] bounds it.
+//! - **Retries, hedges, budget, breaker**: all the dependency's, as for any call to it: its
+//!   policy's retries and hedges, its retry budget, its circuit breaker, and every call
+//!   recorded in its counters and latency histogram.
+//! - **Responses** are classified by the core ([`ResponseHead::classify`](deadline_core::wire::ResponseHead::classify)): a 2xx or 3xx (a gRPC status 0)
+//!   is the answer; a 500, 502, 503, 504, 408 or 429 (gRPC `UNAVAILABLE` or
+//!   `RESOURCE_EXHAUSTED`) is an attempt that failed, retried as the policy allows, after
+//!   the server's `Retry-After` or `grpc-retry-pushback-ms` if it sent one; any other 4xx
+//!   (gRPC status) ends the call at once. **A response is never lost**: when the call gives
+//!   up after an attempt that answered, the caller gets that (last) response, as `Ok`, as
+//!   it came, exactly as it would without the layer.
+//! - **The inner service's errors** (a connection refused, reset, ...) are
+//!   [`Outcome::Failed`](deadline_core::Outcome::Failed) unless [`classify_error`](crate::DependencyLayer::classify_error) says otherwise,
+//!   and retried as the policy allows (not for a call that is not idempotent, unless the
+//!   outcome is [`Outcome::Refused`](deadline_core::Outcome::Refused): the request never left). When the call ends on one, it
+//!   is [`DependencyError::Call`]`(`[`CallError::Attempt`](deadline_core::CallError::Attempt)`(e))`.
+//! - **The call's own ends**: no time for it, the breaker open, the last attempt timed out,
+//!   the deadline passed: [`DependencyError::Call`] with the [`CallError`](deadline_core::CallError). As
+//!   [`PropagateLayer`] reads them, a 503 or 504 (a gRPC `UNAVAILABLE`, `DEADLINE_EXCEEDED`
+//!   or `CANCELLED`) that arrives when nothing is left of the attempt's time to send is the
+//!   attempt's deadline running out at the next hop: a timeout of the attempt, not a
+//!   response.
+//!
+//! **Requests are sent more than once**, so each attempt needs its own copy. With the
+//! layer as made by [`new`](crate::DependencyLayer::new), the service takes `http::Request<B>` with
+//! `B: Clone` (`String`, `Bytes`-backed bodies such as `http_body_util::Full<Bytes>` or
+//! `Empty`, hyper-util's legacy `Client` with either): each attempt sends a clone. A body
+//! that is not `Clone`, such as tonic's `tonic::body::Body` (a tonic `Channel`, or
+//! `tonic::client::Grpc` over any client), needs [`buffered`](crate::DependencyLayer::buffered): the body is
+//! read into memory once, before the first attempt, up to a limit, and each attempt sends
+//! it again ([`ReplayBody`]). That suits unary and server-streaming gRPC calls, whose
+//! request is one message; a client-streaming call would be read whole before it is sent,
+//! so send those without this layer.
+//!
+//! The gRPC status of a response is read from its head only: a trailers-only response,
+//! which is how a gRPC server answers a failure before any message, such as tonic's answer
+//! to a handler's `Err(Status)`. A status that comes in the trailers, after a streamed
+//! body, cannot be read without reading the body, which the layer leaves to the caller:
+//! such a response is the answer.
+//!
+//! The deadline is read from the task when the future is first polled, so put this layer
+//! where it is polled from the request's task: not behind a `Buffer`, whose worker runs in
+//! a task of its own (a `Buffer` *below* it, such as the one inside tonic's `Channel`, is
+//! fine). The layer's future is written by hand, not boxed: the call's state, its attempts
+//! in flight and its one sleep are all inside it; besides what the inner service does, each
+//! attempt costs a clone of the inner service and of the request.
 
 mod answer;
 mod bounded_body;

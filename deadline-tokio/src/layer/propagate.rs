@@ -21,26 +21,6 @@ use crate::context::current;
 /// A tower layer for a client: each request made inside a deadline [`scope`](crate::scope)
 /// carries the time left, and the call is bounded by what was sent.
 ///
-/// For each request, when the service is called ([`Propagation::send`] decides):
-///
-/// - **The header** chosen ([`DeadlineHeader`]) is set to the time left less the
-///   [allowance](Propagation::allowance), or to a shorter timeout the request already
-///   carries (tonic's `Request::set_timeout(50 ms)` inside a 1 s scope goes out with
-///   50 ms). With nothing left to send, the request is not made:
-///   [`PropagateError::Deadline`]`(`[`Error::DeadlineExceeded`]`)`.
-/// - **The call** (and its response body, [`PropagateBody`]) is bounded by what was sent
-///   plus the allowance, never past the scope's deadline ([`Sent::deadline`]): the library's
-///   timer, not a client's below it, decides.
-/// - **A failure that is the deadline's** is reported as the deadline's, 504 /
-///   `DEADLINE_EXCEEDED`, not as a failed dependency: a transport error, an HTTP 408, 502,
-///   503 or 504, a gRPC `CANCELLED`, `UNAVAILABLE` or `DEADLINE_EXCEEDED`, arriving when
-///   the time sent has run out or is within the allowance of it
-///   ([`Sent::is_deadline_failure`]). With time left, every answer is relayed as it came.
-/// - **Outside any scope** the request passes through unchanged and unbounded.
-///
-/// The deadline is read when the service is *called*: put this layer where it is called
-/// from the request's task, not behind a `Buffer`, whose worker runs in a task of its own.
-///
 /// ```
 /// use std::convert::Infallible;
 ///
@@ -73,6 +53,8 @@ use crate::context::current;
 /// .await;
 /// # }
 /// ```
+///
+/// What it sends, and which failures it reports as the deadline's: [the layer module](crate::layer#propagatelayer-in-detail).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct PropagateLayer {
     propagation: Propagation,

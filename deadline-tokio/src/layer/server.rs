@@ -22,31 +22,6 @@ use crate::context::{Scoped, current, with_deadline};
 /// A tower layer that gives each HTTP or gRPC request a deadline and runs its handler under
 /// it: the core's [`ServerPolicy`], bound to a tower server (axum, hyper, tonic).
 ///
-/// For each request, when the layer is called:
-///
-/// 1. **The deadline** is the earliest of the request's `grpc-timeout`,
-///    `connect-timeout-ms`, `x-deadline-ms` and Envoy's `x-envoy-expected-rq-timeout-ms`
-///    headers ([`Incoming::budget`]), or the default budget; clamped to
-///    [`Propagation::max`]; less the [reply margin](ServerPolicy::reply_margin), kept for
-///    the answer to reach the caller in time ([`ServerPolicy::accept`]).
-/// 2. **A request that cannot be served** is answered at once, without calling the
-///    handler: a malformed deadline header 400 (`INVALID_ARGUMENT`), naming it; a deadline
-///    already passed 504 (`DEADLINE_EXCEEDED`); too little time for the
-///    [admission](Self::with_admission) rule 503 (`UNAVAILABLE`).
-/// 3. **The handler** runs in a [`scope`](deadline_core::runtime::scope) with the deadline (also in the request's
-///    extensions): [`remaining`](crate::remaining), [`decide`](crate::low_level::decide),
-///    [`Dependency::run`](crate::Dependency), [`PropagateLayer`](super::PropagateLayer) and
-///    the database helpers inside it use it.
-/// 4. **At the deadline** a handler still running is dropped, which cancels its work, and
-///    the answer is `DEADLINE_EXCEEDED`. A handler that has answered is never thrown away
-///    for the timer, and its body is bounded as [`DeadlineBody`] says: a response complete
-///    at the deadline is delivered whole.
-///
-/// Every answer the layer makes is in the request's protocol ([`Answer`]): a gRPC request
-/// gets HTTP 200 trailers-only with `grpc-status`, a Connect request Connect's error, any
-/// other an HTTP status with a short text. What margin to pick, and what a server can and
-/// cannot do about a client's own timer, is in [`ServerPolicy`]'s docs.
-///
 /// ```
 /// use std::convert::Infallible;
 ///
@@ -90,6 +65,8 @@ use crate::context::{Scoped, current, with_deadline};
 /// assert_eq!(response.headers()["grpc-status"], "4");
 /// # }
 /// ```
+///
+/// What it answers, and when: [the layer module](crate::layer#deadlinelayer-in-detail).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct DeadlineLayer {
     policy: ServerPolicy,
