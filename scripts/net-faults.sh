@@ -24,5 +24,5 @@ fi
 cargo test -p deadline-tokio --all-features --test net_faults --no-run
 # The bound on the whole run: 8 scenarios, each request at most its deadline (1 s), 5 s
 # more for an answer that never comes, and 2 s for what it left to go.
-DEADLINE_NET_FAULTS_REQUESTS=$REQUESTS timeout $((8 * REQUESTS * 8 + 300)) \
+DEADLINE_NET_FAULTS_CHECK_TIME=1 DEADLINE_NET_FAULTS_REQUESTS=$REQUESTS timeout $((8 * REQUESTS * 8 + 300)) \
   cargo test -p deadline-tokio --all-features --test net_faults -- --nocapture --test-threads=1

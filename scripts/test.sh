@@ -17,7 +17,7 @@ tests() { cargo test "$@" 2>&1 | tee -a "$RESULTS"; }
 
 # The library crates, whose features all combine. The examples crate picks one runtime per
 # build (two at once is a compile_error!), so it is checked once per runtime.
-CRATES=(deadline-core deadline-tokio deadline-std deadline-embassy deadline-testkit deadline-cli deadline-bench)
+CRATES=(deadline-core deadline-tokio deadline-std deadline-embassy deadline-testkit deadline-cli deadline-bench deadline-readme)
 # The crates published to crates.io (and so built by docs.rs); the others say `publish = false`.
 PUBLISHED=(deadline-core deadline-tokio deadline-std deadline-embassy)
 RUNTIMES=(tokio async-std smol embassy)

@@ -198,13 +198,18 @@ impl<'n> Policy<'n> {
     ///
     /// # Panics
     ///
-    /// If the policy already hedges and `idempotence` is not [`Idempotence::Idempotent`]. In
-    /// a `static` or a `const`, that is a compile error.
+    /// If the policy already hedges and `idempotence` is not [`Idempotence::Idempotent`], or
+    /// already retries and `idempotence` is [`Idempotence::Unstated`]. In a `static` or a
+    /// `const`, that is a compile error.
     #[must_use]
     pub const fn with_idempotence(mut self, idempotence: Idempotence) -> Self {
         assert!(
             self.hedge.is_none() || matches!(idempotence, Idempotence::Idempotent),
             "a policy that hedges must stay idempotent: a hedge runs the call twice"
+        );
+        assert!(
+            self.retry.max_attempts <= 1 || !matches!(idempotence, Idempotence::Unstated),
+            "a policy that retries must say whether a call may be repeated"
         );
         self.idempotence = idempotence;
         self

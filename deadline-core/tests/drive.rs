@@ -903,3 +903,40 @@ fn a_client_timer_at_the_attempts_deadline_is_the_attempts_timeout() {
     );
     assert_eq!(called.result.unwrap_err().http_status(), 504);
 }
+
+/// An attempt that does its whole call inside its first poll (a blocking socket read with the
+/// attempt's limits, on the blocking runtime) takes its time there: the driver reads the clock
+/// again when the attempt ends. A read that gave up at the attempt's deadline is the attempt's
+/// timeout, and the retry after it gets the time that is really left, not the time left
+/// before the first attempt ran.
+#[test]
+fn an_attempt_that_takes_its_time_inside_one_poll_is_timed() {
+    let timer = ManualTimer::new();
+    let t = &timer;
+    let blocking = Policy::required("blocking")
+        .idempotent()
+        .with_cap(ms(100))
+        .with_floor(ms(10))
+        .with_retries(1)
+        .with_backoff(Backoff::constant(ms(5)));
+    // 170 ms, keeping 20 ms for the work after the call.
+    let call = Call::new(&blocking, Deadline::after(t.now(), ms(170)), ms(20));
+    let timeouts = RefCell::new(Vec::new());
+    let called: Called<(), DepError> = timer
+        .run(
+            Driver::new(call, t, SplitMix64::new(0)).run(classify, |limits: Limits| {
+                timeouts.borrow_mut().push(limits.timeout());
+                // The read blocks until its socket limit, the attempt's deadline, then fails.
+                t.advance(limits.timeout());
+                std::future::ready(Err(DepError::Unavailable))
+            }),
+        )
+        .unwrap();
+    // 100 ms, then 170 - 105 - 20 = 45 ms: the retry's timeout is what is really left.
+    assert_eq!(*timeouts.borrow(), [ms(100), ms(45)]);
+    assert_eq!((called.report.timeouts, called.report.retries), (2, 1));
+    assert_eq!(
+        called.result,
+        Err(CallError::Library(Error::Timeout { after: ms(45) }))
+    );
+}

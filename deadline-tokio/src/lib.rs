@@ -106,9 +106,3 @@ pub use deadline_std::Entropy;
 pub use layer::dependency::DependencyLayer;
 #[cfg(feature = "tower")]
 pub use layer::server::DeadlineLayer;
-
-/// The workspace README's Rust examples (the core's and this crate's), run as doctests.
-/// They need the `tonic` and `reqwest` features, which CI turns on (`--all-features`).
-#[cfg(all(doctest, feature = "tonic", feature = "reqwest"))]
-#[doc = include_str!("../../README.md")]
-struct ReadmeDoctests;

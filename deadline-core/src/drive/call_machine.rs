@@ -443,19 +443,6 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
         self.course.end(result, now)
     }
 
-    /// What the call returns at `now` when its winner answered `value` and it is over (as
-    /// [`finish`](Self::finish) with `Some(value)` after a success, without reading back how
-    /// it ended): the driver's path for an attempt that answers as it starts, with nothing
-    /// else running.
-    #[inline]
-    pub(super) fn finish_won<T>(&mut self, value: T, now: Instant) -> Called<T, E> {
-        debug_assert!(
-            self.is_done() && matches!(self.ended, Some(Ok(()))),
-            "only a call whose winner answered is finished as won"
-        );
-        self.finish(Some(value), now)
-    }
-
     /// Starts `attempt` in a free slot and says so.
     fn launch<O: Observer + ?Sized>(&mut self, attempt: Attempt, observer: &mut O) -> Action {
         let free = self.in_flight.all().iter().position(Option::is_none);

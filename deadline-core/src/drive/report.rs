@@ -219,6 +219,15 @@ impl<E> CallError<E> {
     }
 }
 
+/// The library's error as a call's: [`CallError::Library`]. So `?` on a
+/// [`scope`](crate::runtime::scope)'s result, inside a function that returns a call's
+/// result, passes the scope's [`Error::DeadlineExceeded`] on as the call's.
+impl<E> From<Error> for CallError<E> {
+    fn from(error: Error) -> Self {
+        CallError::Library(error)
+    }
+}
+
 impl<E: fmt::Display> fmt::Display for CallError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

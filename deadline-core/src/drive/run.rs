@@ -55,15 +55,12 @@ where
         let mut now = self.timer.now();
         if self.machine.has_started() {
             // A wake-up: any attempt may have moved.
-            self.poll_attempts(cx, slots.as_mut(), now);
+            self.poll_attempts(cx, slots.as_mut(), &mut now);
         }
         loop {
             match self.machine.poll(now, &mut self.rng, &mut self.observer) {
                 Action::Start { slot, limits } => {
-                    if let Some(value) = self.started(slot, limits, cx, slots.as_mut(), now) {
-                        sleep.set(None);
-                        return Poll::Ready(self.machine.finish_won(value, now));
-                    }
+                    self.started(slot, limits, cx, slots.as_mut(), &mut now);
                 }
                 Action::Cancel { slot } => slots.as_mut().slot(slot).set(None),
                 Action::Done => {
@@ -88,17 +85,15 @@ where
                     // The clock, not the wake-up, says what is due: read it again, and give
                     // the attempts their chance before their timeouts are looked at.
                     now = self.timer.now();
-                    self.poll_attempts(cx, slots.as_mut(), now);
+                    self.poll_attempts(cx, slots.as_mut(), &mut now);
                 }
             }
         }
     }
 
     /// Starts an attempt in `slot` with `limits` and polls it at once (if it answers, no
-    /// timer is armed). Its value when it answered and nothing else runs: the call is over
-    /// (what `Action::Done` would say at the next poll, with nothing to cancel), and the
-    /// value goes straight to the caller; while others run, it is kept until they are
-    /// cancelled.
+    /// timer is armed). Its value, if it answered, is kept as the call's winner: the machine
+    /// then cancels whatever else runs and says the call is done.
     #[inline(always)]
     fn started(
         &mut self,
@@ -106,16 +101,13 @@ where
         limits: crate::call_timeout::Limits,
         cx: &mut Context<'_>,
         mut slots: Pin<&mut <M as Room>::Slots<F>>,
-        now: Instant,
-    ) -> Option<T> {
+        now: &mut Instant,
+    ) {
         let mut fut = slots.as_mut().slot(slot);
         let polled = self.attempt.start_in(limits, fut.as_mut(), cx);
-        let value = self.ended(slot, &mut fut, polled, now)?;
-        if self.machine.is_done() {
-            return Some(value);
+        if let Some(value) = self.ended(slot, &mut fut, polled, now) {
+            self.value = Some(value);
         }
-        self.value = Some(value);
-        None
     }
 
     /// Polls every attempt in flight, and tells the machine of
@@ -124,7 +116,7 @@ where
         &mut self,
         cx: &mut Context<'_>,
         mut slots: Pin<&mut <M as Room>::Slots<F>>,
-        now: Instant,
+        now: &mut Instant,
     ) {
         for slot in 0..<M::Slots<F> as Slots<F>>::LEN {
             let mut fut = slots.as_mut().slot(slot);
@@ -142,26 +134,33 @@ where
 
     /// Tells the machine how the attempt in `slot` did at its latest poll, and empties the
     /// slot if it ended. Its value when it answered: the call's winner.
+    ///
+    /// An attempt that ended is timed by the clock read again after its poll, and `now`
+    /// moves there: the poll itself may have taken time (a blocking attempt does its whole
+    /// call in it), and what is decided next (a retry's timeout, whether the attempt ran out
+    /// of time) must see the time it took.
     #[inline]
     fn ended(
         &mut self,
         slot: usize,
         fut: &mut Pin<&mut Option<F>>,
         polled: Poll<Result<T, E>>,
-        now: Instant,
+        now: &mut Instant,
     ) -> Option<T> {
-        match polled {
-            Poll::Pending => None,
-            Poll::Ready(Ok(value)) => {
-                fut.set(None);
-                self.machine.succeeded(slot, now, &mut self.observer);
+        let Poll::Ready(result) = polled else {
+            return None;
+        };
+        fut.set(None);
+        *now = self.timer.now().max(*now);
+        match result {
+            Ok(value) => {
+                self.machine.succeeded(slot, *now, &mut self.observer);
                 Some(value)
             }
-            Poll::Ready(Err(error)) => {
-                fut.set(None);
+            Err(error) => {
                 let outcome = self.classify.classify(&error);
                 self.machine
-                    .failed(slot, error, outcome, now, &mut self.observer);
+                    .failed(slot, error, outcome, *now, &mut self.observer);
                 None
             }
         }
