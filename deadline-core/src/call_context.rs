@@ -45,6 +45,10 @@ pub struct Call<'a> {
     pub budget: Option<&'a RetryBudget>,
     /// The dependency's circuit breaker, asked before every attempt; `None` for no breaker.
     pub breaker: Option<&'a CircuitBreaker>,
+    /// The cap each attempt gets at most, in whole microseconds: the policy's, or a
+    /// dependency's adaptive cap (feature `advice`).
+    #[cfg(feature = "advice")]
+    cap_us: u64,
 }
 
 impl<'a> Call<'a> {
@@ -59,6 +63,32 @@ impl<'a> Call<'a> {
             reserve_us: duration_to_micros_ceil(reserve),
             budget: None,
             breaker: None,
+            #[cfg(feature = "advice")]
+            cap_us: policy.cap_micros(),
+        }
+    }
+
+    /// The same call with `cap` in place of its policy's (a dependency's adaptive cap), in
+    /// whole microseconds (rounded down).
+    #[cfg(feature = "advice")]
+    #[must_use]
+    pub(crate) const fn with_cap(mut self, cap: Duration) -> Self {
+        self.cap_us = crate::time::duration_to_micros(cap);
+        self
+    }
+
+    /// The cap each attempt gets at most: the policy's, or the adaptive cap a
+    /// [`Dependency`](crate::Dependency) gave the call (feature `advice`).
+    #[must_use]
+    pub const fn cap(&self) -> Duration {
+        #[cfg(feature = "advice")]
+        let cap_us = self.cap_us;
+        #[cfg(not(feature = "advice"))]
+        let cap_us = self.policy.cap_micros();
+        if cap_us == u64::MAX {
+            Duration::MAX
+        } else {
+            micros_to_duration(cap_us)
         }
     }
 
@@ -118,7 +148,11 @@ impl<'a> Call<'a> {
     // Inlined on 64-bit hosts, as `call_timeout` is (see there).
     #[cfg_attr(target_pointer_width = "64", inline)]
     pub fn decide(&self, now: Instant) -> Decision {
-        decide_micros(self.policy, self.deadline, self.reserve_us, now)
+        #[cfg(feature = "advice")]
+        let cap_us = self.cap_us;
+        #[cfg(not(feature = "advice"))]
+        let cap_us = self.policy.cap_micros();
+        decide_micros(self.policy, cap_us, self.deadline, self.reserve_us, now)
     }
 
     /// Asks the budget for one retry or hedge at `now`; `true` when there is no budget.

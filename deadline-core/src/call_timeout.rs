@@ -319,7 +319,13 @@ pub fn call_timeout(
     reserve: Duration,
     now: Instant,
 ) -> Decision {
-    decide_micros(policy, deadline, duration_to_micros_ceil(reserve), now)
+    decide_micros(
+        policy,
+        policy.cap_micros(),
+        deadline,
+        duration_to_micros_ceil(reserve),
+        now,
+    )
 }
 
 /// [`call_timeout`] with the reserve in whole microseconds (a [`Call`](crate::call::Call) keeps it
@@ -327,12 +333,13 @@ pub fn call_timeout(
 #[cfg_attr(target_pointer_width = "64", inline(always))]
 pub(crate) const fn decide_micros(
     policy: &Policy,
+    cap: u64,
     deadline: Deadline,
     reserve: u64,
     now: Instant,
 ) -> Decision {
     let left = deadline.left_micros(now);
-    match within_budget(left, reserve, policy.cap_micros(), policy.floor_micros()) {
+    match within_budget(left, reserve, cap, policy.floor_micros()) {
         Ok(available) => Decision::Call(Limits {
             start: now,
             // At most the time left: no later than the deadline, so no overflow.
