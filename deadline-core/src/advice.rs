@@ -185,6 +185,21 @@ impl Advice {
             .clone()
             .map(|b| u64::from(b.count))
             .fold(0, u64::saturating_add);
+        Self::assess_counted(buckets, recorded, timed_out, policy, cap)
+    }
+
+    /// [`assess`](Self::assess) of buckets that hold `recorded` latencies in all (a
+    /// histogram's [`count`](crate::observe::Histogram::count), read without the buckets).
+    pub(crate) fn assess_counted<I>(
+        buckets: I,
+        recorded: u64,
+        timed_out: u64,
+        policy: &Policy,
+        cap: Duration,
+    ) -> Option<Self>
+    where
+        I: Iterator<Item = Bucket>,
+    {
         if recorded == 0 {
             return None;
         }

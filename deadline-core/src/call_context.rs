@@ -68,12 +68,13 @@ impl<'a> Call<'a> {
         }
     }
 
-    /// The same call with `cap` in place of its policy's (a dependency's adaptive cap), in
-    /// whole microseconds (rounded down).
+    /// The same call with a cap of `cap_us` whole microseconds in place of its policy's (a
+    /// dependency's adaptive cap).
     #[cfg(feature = "advice")]
     #[must_use]
-    pub(crate) const fn with_cap(mut self, cap: Duration) -> Self {
-        self.cap_us = crate::time::duration_to_micros(cap);
+    #[inline]
+    pub(crate) const fn with_cap_micros(mut self, cap_us: u64) -> Self {
+        self.cap_us = cap_us;
         self
     }
 

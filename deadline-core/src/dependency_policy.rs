@@ -409,6 +409,21 @@ impl<'n> Policy<'n> {
         self.advice
     }
 
+    /// The adaptive cap's bounds in whole microseconds, if the cap follows the live
+    /// latencies (feature `advice`).
+    #[cfg(feature = "advice")]
+    #[inline]
+    pub(crate) const fn adaptive_micros(&self) -> Option<(u64, u64)> {
+        self.advice.adaptive_micros()
+    }
+
+    /// Whether the cap follows the live latencies (feature `advice`).
+    #[cfg(feature = "advice")]
+    #[inline]
+    pub(crate) const fn is_adaptive(&self) -> bool {
+        self.advice.adaptive
+    }
+
     /// The dependency's name, for traces, metrics and errors.
     #[must_use]
     pub const fn name(&self) -> &'n str {
@@ -686,6 +701,17 @@ impl AdvicePolicy {
                 micros_to_duration(self.adaptive_min_us),
                 micros_to_duration(self.adaptive_max_us),
             ))
+        } else {
+            None
+        }
+    }
+
+    /// The adaptive cap's bounds in whole microseconds, `(min, max)`, if the cap follows the
+    /// live latencies.
+    #[inline]
+    pub(crate) const fn adaptive_micros(&self) -> Option<(u64, u64)> {
+        if self.adaptive {
+            Some((self.adaptive_min_us, self.adaptive_max_us))
         } else {
             None
         }

@@ -22,6 +22,21 @@ type DelayWord = u64;
 #[cfg(not(target_has_atomic = "64"))]
 type DelayWord = u32;
 
+/// A `u64` as a [`DelayWord`], saturating.
+#[cfg(all(feature = "advice", target_has_atomic = "64"))]
+const fn narrow(us: u64) -> DelayWord {
+    us
+}
+/// A `u64` as a [`DelayWord`], saturating.
+#[cfg(all(feature = "advice", not(target_has_atomic = "64")))]
+const fn narrow(us: u64) -> DelayWord {
+    if us > DelayWord::MAX as u64 {
+        DelayWord::MAX
+    } else {
+        us as DelayWord
+    }
+}
+
 /// A [`DelayWord`] as a `u64`.
 #[cfg(target_has_atomic = "64")]
 const fn widen(w: DelayWord) -> u64 {
@@ -43,6 +58,12 @@ impl MicrosCell {
         MicrosCell(DelayCell::new(0))
     }
 
+    /// A new cell keeping `micros`, saturating where the cell is 32 bits wide.
+    #[cfg(feature = "advice")]
+    pub(crate) const fn keeping(micros: u64) -> Self {
+        MicrosCell(DelayCell::new(narrow(micros).saturating_add(1)))
+    }
+
     /// Keeps `micros` (`None`: none), saturating where the cell is 32 bits wide.
     #[inline]
     pub(crate) fn store(&self, micros: Option<u64>) {
@@ -57,9 +78,15 @@ impl MicrosCell {
     /// The duration kept, if any.
     #[inline]
     pub(crate) fn load(&self) -> Option<Duration> {
+        self.load_micros().map(Duration::from_micros)
+    }
+
+    /// The duration kept, in microseconds, if any.
+    #[inline]
+    pub(crate) fn load_micros(&self) -> Option<u64> {
         match self.0.load(Ordering::Relaxed) {
             0 => None,
-            word => Some(Duration::from_micros(widen(word.wrapping_sub(1)))),
+            word => Some(widen(word.wrapping_sub(1))),
         }
     }
 }

@@ -88,7 +88,7 @@ impl<'n, Rt> Dependency<'n, Rt> {
     /// The latency histogram is halved every this many latencies recorded.
     pub const LATENCY_HALF_LIFE: u32 = LiveLatency::HALF_LIFE;
     /// The live advice is checked every this many latencies recorded by a call (feature
-    /// `advice`): see [`Dependency::advice`].
+    /// `advice`), the last before the histogram is halved: see [`Dependency::advice`].
     #[cfg(feature = "advice")]
     pub const ADVICE_EVERY: u32 = LiveAdvice::EVERY;
 
@@ -104,7 +104,7 @@ impl<'n, Rt> Dependency<'n, Rt> {
             counters: Counters::new(),
             latency: LiveLatency::new(),
             #[cfg(feature = "advice")]
-            advice: LiveAdvice::new(),
+            advice: LiveAdvice::new(&policy),
             runtime: PhantomData,
         }
     }
@@ -159,7 +159,7 @@ impl<'n, Rt> Dependency<'n, Rt> {
             counters: Counters::new(),
             latency: LiveLatency::new(),
             #[cfg(feature = "advice")]
-            advice: LiveAdvice::new(),
+            advice: LiveAdvice::new(&policy),
             runtime: PhantomData,
         }
     }
@@ -235,8 +235,8 @@ impl<'n, Rt, M> Dependency<'n, Rt, M> {
         let call = Call::new(&self.policy, deadline, reserve)
             .with_budget_opt(self.budget.as_ref())
             .with_breaker_opt(self.breaker.as_ref());
-        if self.policy.advice().adaptive_cap().is_some() {
-            call.with_cap(self.cap())
+        if self.policy.is_adaptive() {
+            call.with_cap_micros(self.advice.cap_micros(&self.policy))
         } else {
             call
         }
@@ -316,11 +316,10 @@ impl<'n, Rt, M> Dependency<'n, Rt, M> {
         )
     }
 
-    /// The policy and live advice to check, when something reads the advice (feature
-    /// `metrics` or `tracing`, or an adaptive cap).
+    /// Its policy and live advice, which its recorder checks.
     #[inline]
-    pub(crate) fn watch(&self) -> Option<(&Policy<'n>, &LiveAdvice)> {
-        LiveAdvice::watches(&self.policy).then_some((&self.policy, &self.advice))
+    pub(crate) const fn watch(&self) -> (&Policy<'n>, &LiveAdvice) {
+        (&self.policy, &self.advice)
     }
 }
 
@@ -381,8 +380,12 @@ impl<'n, Rt, M: Mode> Dependency<'n, Rt, M> {
     #[must_use]
     #[cfg(feature = "advice")]
     pub fn recorder(&self) -> Recorder<'_> {
-        let watch = if M::FULL { self.watch() } else { None };
-        Recorder::new(self.policy.name, &self.latency, self.live_quantile(), watch)
+        Recorder::new(
+            self.policy.name,
+            &self.latency,
+            self.live_quantile(),
+            self.watch(),
+        )
     }
 }
 

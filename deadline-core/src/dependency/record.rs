@@ -11,10 +11,10 @@ use super::watch::LiveAdvice;
 #[cfg(feature = "advice")]
 use crate::dependency_policy::Policy;
 
-/// The policy and the live advice of a dependency whose advice is checked (feature
-/// `advice`): `None` when nothing would read it.
+/// The policy and the live advice of a dependency, whose advice is checked every
+/// [`LiveAdvice::EVERY`] latencies when something reads it (feature `advice`).
 #[cfg(feature = "advice")]
-type Watch<'d> = Option<(&'d Policy<'d>, &'d LiveAdvice)>;
+type Watch<'d> = (&'d Policy<'d>, &'d LiveAdvice);
 
 /// Hears every step of one call to a dependency: records each attempt's latency in the
 /// dependency's histogram (an answer with its own latency, a timeout with its timeout, which
@@ -68,7 +68,8 @@ impl Observer for Recorder<'_> {
 /// in a full call (a deadline-only call never hedges: a constant branch, so none of the code
 /// that reads a quantile is linked for it); with feature `advice`, a timeout counted apart
 /// and, in a full call, the advice checked every [`LiveAdvice::EVERY`] latencies when
-/// `watch` says so; with feature `tracing`, a tracing event.
+/// something reads it (a deadline-only call checks nothing); with feature `tracing`, a
+/// tracing event.
 #[inline]
 fn hear<M: Mode>(
     name: &str,
@@ -90,10 +91,9 @@ fn hear<M: Mode>(
         if M::FULL {
             let n = latency.record(took, live);
             #[cfg(feature = "advice")]
-            if n % LiveAdvice::EVERY == 0 {
-                if let Some((policy, advice)) = watch {
-                    advice.check(policy, latency, event.at);
-                }
+            if n % LiveAdvice::EVERY == LiveAdvice::CHECK_AT {
+                let (policy, advice) = watch;
+                advice.check_due(policy, latency, event.at);
             }
             #[cfg(not(feature = "advice"))]
             let _ = n;

@@ -27,27 +27,53 @@ pub(crate) struct LiveAdvice {
 }
 
 impl LiveAdvice {
-    /// The advice is checked again after this many latencies.
-    pub(crate) const EVERY: u32 = 1_024;
+    /// The advice is checked again after this many latencies: as often as the histogram is
+    /// halved, just before, when it holds the most (a check walks the histogram twice; a
+    /// call pays a few instructions for it).
+    pub(crate) const EVERY: u32 = 4_096;
+    /// The check is made with the latency whose count leaves this remainder by
+    /// [`EVERY`](Self::EVERY): the last before the histogram is halved.
+    pub(crate) const CHECK_AT: u32 = Self::EVERY - 1;
 
-    pub(crate) const fn new() -> Self {
+    /// The live advice of a dependency called as `policy`: with an adaptive cap, the
+    /// policy's cap within its bounds, until the advice moves it.
+    pub(crate) const fn new(policy: &Policy) -> Self {
+        let cap = match policy.adaptive_micros() {
+            Some((min, max)) => {
+                let c = policy.cap_micros();
+                MicrosCell::keeping(if c < min {
+                    min
+                } else if c > max {
+                    max
+                } else {
+                    c
+                })
+            }
+            None => MicrosCell::new(),
+        };
         LiveAdvice {
-            cap: MicrosCell::new(),
+            cap,
             warned: AtomicU32::new(0),
         }
     }
 
-    /// The cap in use under `policy`: with an adaptive cap, the one it moved to (the
-    /// policy's until it moves), within its bounds; else the policy's.
+    /// The cap in use under `policy`, in whole microseconds (`u64::MAX` for none): with an
+    /// adaptive cap, where it moved (it starts at the policy's, within its bounds); else the
+    /// policy's.
     #[inline]
+    pub(crate) fn cap_micros(&self, policy: &Policy) -> u64 {
+        if policy.is_adaptive() {
+            self.cap.load_micros().unwrap_or(u64::MAX)
+        } else {
+            policy.cap_micros()
+        }
+    }
+
+    /// [`cap_micros`](Self::cap_micros) as a [`Duration`] ([`Duration::MAX`] for none).
     pub(crate) fn cap(&self, policy: &Policy) -> Duration {
-        match policy.advice().adaptive_cap() {
-            Some((min, max)) => self
-                .cap
-                .load()
-                .unwrap_or_else(|| policy.cap())
-                .clamp(min, max.max(min)),
-            None => policy.cap(),
+        match self.cap_micros(policy) {
+            u64::MAX => Duration::MAX,
+            us => Duration::from_micros(us),
         }
     }
 
@@ -55,7 +81,18 @@ impl LiveAdvice {
     /// published (feature `metrics` or `tracing`) or its cap follows the latencies.
     #[inline]
     pub(crate) const fn watches(policy: &Policy) -> bool {
-        PUBLISHES || policy.advice().adaptive_cap().is_some()
+        PUBLISHES || policy.is_adaptive()
+    }
+
+    /// Checks the advice if something reads it ([`watches`](Self::watches)): called after
+    /// every [`EVERY`](Self::EVERY)-th latency, rarely, so kept out of line and off the
+    /// call's own path.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn check_due(&self, policy: &Policy, latency: &LiveLatency, at: Instant) {
+        if Self::watches(policy) {
+            self.check(policy, latency, at);
+        }
     }
 
     /// Checks the advice of the dependency called as `policy`, whose histogram is `latency`,
@@ -64,8 +101,10 @@ impl LiveAdvice {
     /// its policy and the last warning is an interval old.
     pub(crate) fn check(&self, policy: &Policy, latency: &LiveLatency, at: Instant) {
         let cap = self.cap(policy);
-        let Some(advice) = Advice::assess(
-            latency.histogram().buckets(),
+        let histogram = latency.histogram();
+        let Some(advice) = Advice::assess_counted(
+            histogram.buckets(),
+            histogram.count(),
             latency.timed_out(),
             policy,
             cap,
@@ -113,7 +152,7 @@ mod tests {
 
     #[test]
     fn a_warning_is_claimed_once_per_interval() {
-        let live = LiveAdvice::new();
+        let live = LiveAdvice::new(&Policy::required("p"));
         let minute = Duration::from_secs(60);
         assert!(live.claim_warning(Instant::from_millis(0), minute));
         assert!(!live.claim_warning(Instant::from_millis(59_999), minute));
@@ -123,12 +162,13 @@ mod tests {
 
     #[test]
     fn the_adaptive_cap_starts_at_the_policys_within_its_bounds() {
-        let live = LiveAdvice::new();
         let fixed = Policy::required("p").with_cap(ms(50));
-        assert_eq!(live.cap(&fixed), ms(50));
-        assert_eq!(live.cap(&fixed.with_adaptive_cap(ms(60), ms(90))), ms(60));
-        live.cap.store(Some(200_000));
-        assert_eq!(live.cap(&fixed.with_adaptive_cap(ms(60), ms(90))), ms(90));
+        let adaptive = fixed.with_adaptive_cap(ms(60), ms(90));
+        assert_eq!(LiveAdvice::new(&fixed).cap(&fixed), ms(50));
+        let live = LiveAdvice::new(&adaptive);
+        assert_eq!(live.cap(&adaptive), ms(60));
+        live.cap.store(Some(80_000));
+        assert_eq!(live.cap(&adaptive), ms(80));
         assert_eq!(live.cap(&fixed), ms(50), "a fixed cap does not move");
     }
 }
