@@ -4,7 +4,7 @@
 //! A cap `T` is a decision to abandon the calls that would have answered after `T`: its
 //! **kill fraction** is `1 - F(T)`, read here off the histogram's buckets. With retries, its
 //! **worst case** is every attempt running to `T` and every backoff at its longest
-//! ([`worst_case_with_backoff`](crate::analysis::worst_case_with_backoff)), which must fit the
+//! ([`worst_case_with_backoff`]), which must fit the
 //! slice of the budget the dependency usually gets. And the cap a policy *should* have is the
 //! quantile its stated false-timeout rate names plus a margin: the p99.9 plus 10 ms by default.
 //!

@@ -371,7 +371,9 @@ impl<'n> Policy<'n> {
     /// call then waits longer before it is given up; the clamp is the defence, so set `max` to
     /// the longest wait the request can afford (its slice divided by its attempts). While the
     /// quantile lies among the timed-out attempts (above the cap, where nothing is measured)
-    /// the cap doubles at each check, up to `max`, to measure it.
+    /// the cap doubles at each check, up to `max`, to measure it. Only calls in full mode
+    /// check the advice (a [`deadline_only`](crate::Dependency::deadline_only) dependency's
+    /// cap stays at the policy's, within the bounds).
     ///
     /// # Panics
     ///

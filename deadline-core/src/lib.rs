@@ -214,7 +214,8 @@ pub mod budget {
 /// without them (thumbv6m, thumbv7m, thumbv7em) it is the
 /// [`CompactHistogram`](observe::CompactHistogram) (88 buckets of 16-bit counts, 176 bytes,
 /// at most 12.5% high plus one unit of 1.024 ms). Both read the same way: quantiles, counts,
-/// the non-empty buckets.
+/// the non-empty buckets. With feature `advice`, a `DependencySnapshot` holds a dependency's
+/// counters and histogram at one moment, to export.
 pub mod observe {
     pub use crate::counters::{CounterEvent, CounterSnapshot, Counters};
     pub use crate::histogram::{Bucket, Histogram, SmallHistogram};
