@@ -15,11 +15,12 @@ use super::latency::{LiveLatency, MicrosCell};
 /// warning with feature `tracing`.
 pub(crate) const PUBLISHES: bool = cfg!(feature = "metrics") || cfg!(feature = "tracing");
 
-/// What a dependency's live advice keeps between checks: the adaptive cap, once it moved,
-/// and when the advice last warned. All zeros when new.
+/// What a dependency's live advice keeps between checks: the adaptive cap in use, and when
+/// the advice last warned. All zeros when new, but for an adaptive cap, which starts at the
+/// policy's cap within its bounds.
 #[derive(Debug)]
 pub(crate) struct LiveAdvice {
-    /// The adaptive cap, once it moved.
+    /// The adaptive cap in use; none for a policy without one.
     cap: MicrosCell,
     /// The millisecond (of the clock's, wrapping at 2^32) of the last warning, plus one; 0
     /// for none yet.
