@@ -3,7 +3,11 @@
 use core::time::Duration;
 
 use crate::breaker::CircuitBreaker;
-use crate::call_timeout::{Decision, decide_micros};
+use crate::call_timeout::Decision;
+#[cfg(feature = "advice")]
+use crate::call_timeout::decide_capped;
+#[cfg(not(feature = "advice"))]
+use crate::call_timeout::decide_micros;
 use crate::deadline::Deadline;
 use crate::dependency_policy::Policy;
 use crate::retry_budget::RetryBudget;
@@ -150,10 +154,15 @@ impl<'a> Call<'a> {
     #[cfg_attr(target_pointer_width = "64", inline)]
     pub fn decide(&self, now: Instant) -> Decision {
         #[cfg(feature = "advice")]
-        let cap_us = self.cap_us;
+        return decide_capped(
+            self.policy,
+            self.cap_us,
+            self.deadline,
+            self.reserve_us,
+            now,
+        );
         #[cfg(not(feature = "advice"))]
-        let cap_us = self.policy.cap_micros();
-        decide_micros(self.policy, cap_us, self.deadline, self.reserve_us, now)
+        decide_micros(self.policy, self.deadline, self.reserve_us, now)
     }
 
     /// Asks the budget for one retry or hedge at `now`; `true` when there is no budget.

@@ -319,19 +319,25 @@ pub fn call_timeout(
     reserve: Duration,
     now: Instant,
 ) -> Decision {
-    decide_micros(
-        policy,
-        policy.cap_micros(),
-        deadline,
-        duration_to_micros_ceil(reserve),
-        now,
-    )
+    decide_micros(policy, deadline, duration_to_micros_ceil(reserve), now)
 }
 
 /// [`call_timeout`] with the reserve in whole microseconds (a [`Call`](crate::call::Call) keeps it
 /// so). Inlined on 64-bit hosts; one copy on 32-bit targets, which both callers share.
 #[cfg_attr(target_pointer_width = "64", inline(always))]
 pub(crate) const fn decide_micros(
+    policy: &Policy,
+    deadline: Deadline,
+    reserve: u64,
+    now: Instant,
+) -> Decision {
+    decide_capped(policy, policy.cap_micros(), deadline, reserve, now)
+}
+
+/// [`decide_micros`] with a cap of `cap` microseconds in place of the policy's (a
+/// dependency's adaptive cap). Inlined, so that [`decide_micros`] is what it was without it.
+#[inline(always)]
+pub(crate) const fn decide_capped(
     policy: &Policy,
     cap: u64,
     deadline: Deadline,
