@@ -7,6 +7,8 @@
 #
 #   bash scripts/instructions.sh            # every scenario
 #   bash scripts/instructions.sh NAME...    # some of them
+#   FEATURES=advice bash scripts/instructions.sh dependency_run dependency_run_advice
+#                                           # deadline-bench built with these features
 #
 # Needs valgrind (Debian: apt-get install valgrind).
 set -euo pipefail
@@ -17,7 +19,7 @@ if ! command -v valgrind >/dev/null; then
   exit 1
 fi
 
-cargo build --release -q -p deadline-bench --bin calls
+cargo build --release -q -p deadline-bench --bin calls ${FEATURES:+--features "$FEATURES"}
 BIN=${CARGO_TARGET_DIR:-target}/release/calls
 LOW=1000
 HIGH=11000

@@ -12,10 +12,10 @@ cd "$(dirname "$0")/../deadline-core/src"
 # order inside.
 ORDER=(sync time timer deadline grpc_code error rng outcome quantile manual_clock backoff dependency_policy
   call_timeout admit wire breaker retry_budget statement call_context plan hedge retry counters histogram latency
-  analysis drive trace dependency tonic_status http_status guide)
+  analysis advice snapshot drive trace dependency tonic_status http_status guide)
 DRIVE=(flight followups report tally mode event classify runtime thread_deadline scoped attempt course call_machine
   run manual manual_runtime mod)
-DEPENDENCY=(latency record steps metrics run mod)
+DEPENDENCY=(latency metrics watch record steps run mod)
 WIRE=(error digits grpc_timeout millis headers response sent propagation protocol answer serve mod)
 
 index() { # index NAME LIST...

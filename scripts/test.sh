@@ -83,6 +83,7 @@ for t in "${TARGETS[@]}"; do
   cargo build -p deadline-core --target "$t" --features defmt
   cargo build -p deadline-core --target "$t" --features drive,defmt
   cargo build -p deadline-core --target "$t" --features drive,analysis,defmt
+  cargo build -p deadline-core --target "$t" --features advice,serde,defmt
   cargo build -p deadline-embassy --target "$t"
   cargo build -p deadline-embassy --target "$t" --features defmt
   unset RUSTFLAGS
@@ -101,6 +102,10 @@ for c in "${CRATES[@]}"; do
   tests -p "$c" --all-features
 done
 tests -p deadline-examples
+# The live advice without feature `metrics` (whose labels allocate): no allocation per call,
+# across its checks; and deadline-tokio's allocation count with the advice compiled in.
+tests -p deadline-core --features advice,test-util --test advice_alloc
+tests -p deadline-tokio --features deadline-core/advice --test alloc
 # loom: every interleaving of the retry budget, breaker, histogram and counter models, within
 # the preemption bound (each model prints how many it explored).
 RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 CARGO_TARGET_DIR=target/loom \

@@ -24,7 +24,8 @@ use deadline_tokio::time::{TokioClock, TokioTimer};
 use deadline_tokio::{Dependency, Tokio, scope_timeout};
 use tower::{Service, ServiceExt};
 
-/// The scenarios, by the name the programs take.
+/// The scenarios, by the name the programs take (and, with feature `advice`,
+/// `dependency_run_advice`).
 pub const SCENARIOS: [&str; 18] = [
     "clock_tokio",
     "clock_deadline",
@@ -89,6 +90,17 @@ static ARMED_DEP: Dependency = Dependency::new(
 )
 .budget(RetryBudget::percent(10).with_floor_per_sec(10))
 .breaker(BreakerConfig::DEFAULT);
+
+/// The plain policy as a dependency whose cap follows its live latencies, between 1 ms and
+/// the plain cap: its advice is checked every `ADVICE_EVERY` latencies, and moves the cap
+/// (scenario `dependency_run_advice`, feature `advice`).
+#[cfg(feature = "advice")]
+static ADVICE_DEP: Dependency = Dependency::new(
+    Policy::required("advice")
+        .with_cap(TIMEOUT)
+        .with_floor(ms(1))
+        .with_adaptive_cap(ms(1), TIMEOUT),
+);
 
 /// A call to the armed policy under the current deadline, with its budget and breaker.
 #[inline]
@@ -327,6 +339,16 @@ pub async fn run(name: &str, n: u64) -> Option<u64> {
             scope_timeout(BUDGET, async {
                 for _ in 0..n {
                     sum += ARMED_DEP.run(|_| answer()).await.unwrap();
+                }
+            })
+            .await
+            .expect("inside its scope");
+        }
+        #[cfg(feature = "advice")]
+        "dependency_run_advice" => {
+            scope_timeout(BUDGET, async {
+                for _ in 0..n {
+                    sum += ADVICE_DEP.run(|_| answer()).await.unwrap();
                 }
             })
             .await

@@ -6,7 +6,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::error::InputError;
-use crate::{lab, plan, sample, sim, svg, table};
+use crate::{lab, live, plan, sample, sim, svg, table};
 
 /// Turn measured latencies into timeouts a team can defend, and see what deadlines save.
 #[derive(Debug, Parser)]
@@ -47,6 +47,11 @@ pub struct PlanArgs {
     /// Requests per second for Little's law (overrides the table's `rate_per_sec`).
     #[arg(long, value_name = "PER_SEC", value_parser = parse_rate)]
     pub rate: Option<f64>,
+    /// Snapshots a running service took of its dependencies (`Dependency::snapshot` as JSON):
+    /// print their live figures beside the table's, the changes they call for, and the
+    /// budget table with the changes made (repeat for several files).
+    #[arg(long, value_name = "SNAPSHOT.json")]
+    pub live: Vec<String>,
     /// Print JSON instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -78,6 +83,14 @@ pub struct LabArgs {
     /// file.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<String>,
+    /// Read the sample from a dependency's live snapshot (`Dependency::snapshot` as JSON)
+    /// instead: its histogram, each latency at its bucket's upper bound; its cap in use is a
+    /// candidate.
+    #[arg(long, value_name = "SNAPSHOT.json", conflicts_with = "sample")]
+    pub live: Option<String>,
+    /// The dependency to read from `--live` (needed when the file holds several).
+    #[arg(long, value_name = "NAME", requires = "live")]
+    pub dependency: Option<String>,
     /// Print JSON instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -155,6 +168,15 @@ pub fn execute(command: &Command) -> Result<String, Failure> {
                 Some(path) => table::read(path)?,
                 None => table::checkout()?,
             };
+            if !args.live.is_empty() {
+                let snapshots = live::read(&args.live)?;
+                let report = live::run(&table, &snapshots, args.rate)?;
+                return Ok(if args.json {
+                    to_json(&report)
+                } else {
+                    live::render(&report)
+                });
+            }
             let report = plan::run(&table, args.rate)?;
             Ok(if args.json {
                 to_json(&report)
@@ -163,17 +185,34 @@ pub fn execute(command: &Command) -> Result<String, Failure> {
             })
         }
         Command::Lab(args) => {
-            let options = lab::LabOptions {
+            let mut options = lab::LabOptions {
                 alloc: args.alloc,
                 timeouts: args.timeouts.clone(),
                 max_retries: args.retries,
             };
-            let (report, latencies) = match &args.sample {
-                Some(path) => {
+            let mut note = None;
+            let (report, latencies) = match (&args.live, &args.sample) {
+                (Some(path), _) => {
+                    let (name, snapshot) = live_snapshot(path, args.dependency.as_deref())?;
+                    if snapshot.cap() != Duration::MAX {
+                        options.timeouts.push(snapshot.cap());
+                    }
+                    let latencies = snapshot.latencies();
+                    let sample = format!("{path}: {name}");
+                    note = Some(format!(
+                        "\nfrom a live snapshot: each of its {} latencies at its bucket's upper \
+                         bound (within the histogram's error);\n{} of them timed out, recorded at their \
+                         timeout: their latency was at least that.\n",
+                        latencies.len(),
+                        snapshot.latency.timed_out
+                    ));
+                    (lab::run(&sample, &latencies, &options)?, latencies)
+                }
+                (None, Some(path)) => {
                     let latencies = sample::read(path)?;
                     (lab::run(path, &latencies, &options)?, latencies)
                 }
-                None => {
+                (None, None) => {
                     let latencies = sample::parse(lab::PRESET_NAME, lab::PRESET)?;
                     (lab::run(lab::PRESET_NAME, &latencies, &options)?, latencies)
                 }
@@ -186,7 +225,9 @@ pub fn execute(command: &Command) -> Result<String, Failure> {
             Ok(if args.json {
                 to_json(&report)
             } else {
-                lab::render(&report)
+                let mut text = lab::render(&report);
+                text.push_str(note.as_deref().unwrap_or_default());
+                text
             })
         }
         Command::Sim(args) => {
@@ -203,6 +244,46 @@ pub fn execute(command: &Command) -> Result<String, Failure> {
                 sim::render(&report)
             })
         }
+    }
+}
+
+/// The snapshot of `dependency` in the file at `path` (or its only one), and its name.
+fn live_snapshot(
+    path: &str,
+    dependency: Option<&str>,
+) -> Result<(String, live::Snapshot), InputError> {
+    let mut snapshots = live::read(&[path.to_owned()])?.by_name;
+    let name = match dependency {
+        Some(name) => name.to_owned(),
+        None if snapshots.len() == 1 => snapshots.keys().next().cloned().unwrap_or_default(),
+        None => {
+            let names: Vec<&str> = snapshots.keys().map(String::as_str).collect();
+            return Err(InputError::new(
+                path,
+                None,
+                Some("dependency"),
+                format!(
+                    "the file holds {} snapshots: name one with --dependency ({})",
+                    names.len(),
+                    names.join(", ")
+                ),
+            ));
+        }
+    };
+    match snapshots.remove(&name) {
+        Some(s) if s.latency.recorded > 0 => Ok((name, s)),
+        Some(_) => Err(InputError::new(
+            path,
+            None,
+            Some("latency"),
+            format!("`{name}` recorded no latency yet"),
+        )),
+        None => Err(InputError::new(
+            path,
+            None,
+            Some("dependency"),
+            format!("no snapshot of `{name}`"),
+        )),
     }
 }
 

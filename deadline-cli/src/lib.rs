@@ -12,6 +12,7 @@
 //! - [`table`]: the dependency table (TOML) `deadline plan` reads; [`sample`]: latency files.
 //! - [`plan`] and [`replay`]: proposals, the budget table of one screen, trace replays.
 //! - [`lab`] and [`svg`]: the timeout lab and its picture.
+//! - [`live`]: snapshots a running service exported, for `plan --live` and `lab --live`.
 //! - [`sim`]: the client → API → service → database simulator.
 //! - [`cli`]: the arguments and the dispatch the binary runs; [`output`]: shared formatting.
 //! - [`error`]: bad input, named by file, line and field.
@@ -42,6 +43,7 @@
 pub mod cli;
 pub mod error;
 pub mod lab;
+pub mod live;
 pub mod output;
 pub mod plan;
 pub mod replay;

@@ -73,6 +73,9 @@ pub struct Table {
     pub own_work: Duration,
     /// Requests per second, for Little's law, if the table states it.
     pub rate_per_sec: Option<f64>,
+    /// The margin added to a p99.9 for a cap, where a dependency states neither a cap nor a
+    /// margin of its own (`cap_margin_ms`, or [`DEFAULT_CAP_MARGIN`]).
+    pub cap_margin: Duration,
     /// The dependencies, in call order.
     pub dependencies: Vec<Dependency>,
     /// Replays to run through the plan.
@@ -368,6 +371,7 @@ pub fn parse(file: &str, source: &str, base_dir: Option<&Path>) -> Result<Table,
         budget,
         own_work,
         rate_per_sec,
+        cap_margin: table_margin,
         dependencies,
         traces,
     })

@@ -3,7 +3,11 @@
 use core::time::Duration;
 
 use crate::breaker::CircuitBreaker;
-use crate::call_timeout::{Decision, decide_micros};
+use crate::call_timeout::Decision;
+#[cfg(feature = "advice")]
+use crate::call_timeout::decide_capped;
+#[cfg(not(feature = "advice"))]
+use crate::call_timeout::decide_micros;
 use crate::deadline::Deadline;
 use crate::dependency_policy::Policy;
 use crate::retry_budget::RetryBudget;
@@ -45,6 +49,10 @@ pub struct Call<'a> {
     pub budget: Option<&'a RetryBudget>,
     /// The dependency's circuit breaker, asked before every attempt; `None` for no breaker.
     pub breaker: Option<&'a CircuitBreaker>,
+    /// The cap each attempt gets at most, in whole microseconds: the policy's, or a
+    /// dependency's adaptive cap (feature `advice`).
+    #[cfg(feature = "advice")]
+    cap_us: u64,
 }
 
 impl<'a> Call<'a> {
@@ -59,6 +67,33 @@ impl<'a> Call<'a> {
             reserve_us: duration_to_micros_ceil(reserve),
             budget: None,
             breaker: None,
+            #[cfg(feature = "advice")]
+            cap_us: policy.cap_micros(),
+        }
+    }
+
+    /// The same call with a cap of `cap_us` whole microseconds in place of its policy's (a
+    /// dependency's adaptive cap).
+    #[cfg(feature = "advice")]
+    #[must_use]
+    #[inline]
+    pub(crate) const fn with_cap_micros(mut self, cap_us: u64) -> Self {
+        self.cap_us = cap_us;
+        self
+    }
+
+    /// The cap each attempt gets at most: the policy's, or the adaptive cap a
+    /// [`Dependency`](crate::Dependency) gave the call (feature `advice`).
+    #[must_use]
+    pub const fn cap(&self) -> Duration {
+        #[cfg(feature = "advice")]
+        let cap_us = self.cap_us;
+        #[cfg(not(feature = "advice"))]
+        let cap_us = self.policy.cap_micros();
+        if cap_us == u64::MAX {
+            Duration::MAX
+        } else {
+            micros_to_duration(cap_us)
         }
     }
 
@@ -116,6 +151,15 @@ impl<'a> Call<'a> {
     /// The decision for an attempt starting at `now`: [`call_timeout`](crate::call::call_timeout) with this call's
     /// policy, deadline and reserve.
     pub fn decide(&self, now: Instant) -> Decision {
+        #[cfg(feature = "advice")]
+        return decide_capped(
+            self.policy,
+            self.cap_us,
+            self.deadline,
+            self.reserve_us,
+            now,
+        );
+        #[cfg(not(feature = "advice"))]
         decide_micros(self.policy, self.deadline, self.reserve_us, now)
     }
 

@@ -326,8 +326,21 @@ pub(crate) const fn decide_micros(
     reserve: u64,
     now: Instant,
 ) -> Decision {
+    decide_capped(policy, policy.cap_micros(), deadline, reserve, now)
+}
+
+/// [`decide_micros`] with a cap of `cap` microseconds in place of the policy's (a
+/// dependency's adaptive cap). Inlined, so that [`decide_micros`] is what it was without it.
+#[inline(always)]
+pub(crate) const fn decide_capped(
+    policy: &Policy,
+    cap: u64,
+    deadline: Deadline,
+    reserve: u64,
+    now: Instant,
+) -> Decision {
     let left = deadline.left_micros(now);
-    match within_budget(left, reserve, policy.cap_micros(), policy.floor_micros()) {
+    match within_budget(left, reserve, cap, policy.floor_micros()) {
         Ok(available) => Decision::Call(Limits {
             start: now,
             // At most the time left: no later than the deadline, so no overflow.

@@ -100,6 +100,9 @@ pub struct Policy<'n> {
     connect_us: u64,
     pub(crate) retry: RetryPolicy,
     pub(crate) hedge: Option<HedgePolicy>,
+    /// What the live advice measures the cap against (feature `advice`).
+    #[cfg(feature = "advice")]
+    advice: AdvicePolicy,
 }
 
 impl<'n> Policy<'n> {
@@ -119,6 +122,8 @@ impl<'n> Policy<'n> {
             connect_us: u64::MAX,
             retry: RetryPolicy::new(1, Backoff::DEFAULT),
             hedge: None,
+            #[cfg(feature = "advice")]
+            advice: AdvicePolicy::DEFAULT,
         }
     }
 
@@ -331,6 +336,101 @@ impl<'n> Policy<'n> {
         }
     }
 
+    /// The same policy, saying which quantile of the live latencies its cap should stand
+    /// at (feature `advice`): the cap's stated false-timeout rate is `1 - quantile`, and the
+    /// suggested cap is that quantile plus the margin ([`with_cap_margin`](Self::with_cap_margin)).
+    /// The default is [`Quantile::P999`]: a cap that kills at most 0.1% of the calls.
+    #[cfg(feature = "advice")]
+    #[must_use]
+    pub const fn with_cap_quantile(mut self, quantile: Quantile) -> Self {
+        self.advice.quantile = quantile;
+        self
+    }
+
+    /// The same policy, with `margin` added to the cap's quantile for the suggested cap
+    /// (feature `advice`), in whole microseconds (rounded up). The default is 10 ms.
+    #[cfg(feature = "advice")]
+    #[must_use]
+    pub const fn with_cap_margin(mut self, margin: Duration) -> Self {
+        self.advice.margin_us = duration_to_micros_ceil(margin);
+        self
+    }
+
+    /// The same policy, saying how much of the request's budget this dependency usually gets
+    /// (feature `advice`), in whole microseconds (rounded down): its worst case, every attempt
+    /// running to the cap and every backoff at its longest, is checked against it. Not stated
+    /// by default (nothing is checked).
+    #[cfg(feature = "advice")]
+    #[must_use]
+    pub const fn with_slice(mut self, slice: Duration) -> Self {
+        self.advice.slice_us = duration_to_micros(slice);
+        self
+    }
+
+    /// The same policy, with a cap that follows the live latencies (feature `advice`): the
+    /// cap's quantile plus its margin, clamped between `min` and `max`, moved only once enough
+    /// latencies were recorded (see [`Advice::adapted_cap`](crate::advice::Advice::adapted_cap)). Off by default: the
+    /// cap stays where [`with_cap`](Self::with_cap) put it.
+    ///
+    /// **Its risk**: a dependency that degrades slowly pulls its own cap up with it, and every
+    /// call then waits longer before it is given up; the clamp is the defence, so set `max` to
+    /// the longest wait the request can afford (its slice divided by its attempts). While the
+    /// quantile lies among the timed-out attempts (above the cap, where nothing is measured)
+    /// the cap doubles at each check, up to `max`, to measure it. Only calls in full mode
+    /// check the advice (a [`deadline_only`](crate::Dependency::deadline_only) dependency's
+    /// cap stays at the policy's, within the bounds).
+    ///
+    /// # Panics
+    ///
+    /// If `min > max`. In a `static` or a `const`, that is a compile error.
+    #[cfg(feature = "advice")]
+    #[must_use]
+    pub const fn with_adaptive_cap(mut self, min: Duration, max: Duration) -> Self {
+        let (min, max) = (duration_to_micros(min), duration_to_micros(max));
+        assert!(min <= max, "an adaptive cap needs min <= max");
+        self.advice.adaptive_min_us = min;
+        self.advice.adaptive_max_us = max;
+        self.advice.adaptive = true;
+        self
+    }
+
+    /// The same policy, warning at most once per `interval` (feature `advice` with
+    /// `tracing`) while its cap kills more than its stated rate or its worst case does not fit
+    /// its slice. Whole milliseconds (rounded down). The default is one minute.
+    #[cfg(feature = "advice")]
+    #[must_use]
+    pub const fn with_advice_interval(mut self, interval: Duration) -> Self {
+        let ms = interval.as_millis();
+        self.advice.interval_ms = if ms > u32::MAX as u128 {
+            u32::MAX
+        } else {
+            ms as u32
+        };
+        self
+    }
+
+    /// What the live advice measures the cap against (feature `advice`).
+    #[cfg(feature = "advice")]
+    #[must_use]
+    pub const fn advice(&self) -> AdvicePolicy {
+        self.advice
+    }
+
+    /// The adaptive cap's bounds in whole microseconds, if the cap follows the live
+    /// latencies (feature `advice`).
+    #[cfg(feature = "advice")]
+    #[inline]
+    pub(crate) const fn adaptive_micros(&self) -> Option<(u64, u64)> {
+        self.advice.adaptive_micros()
+    }
+
+    /// Whether the cap follows the live latencies (feature `advice`).
+    #[cfg(feature = "advice")]
+    #[inline]
+    pub(crate) const fn is_adaptive(&self) -> bool {
+        self.advice.adaptive
+    }
+
     /// The dependency's name, for traces, metrics and errors.
     #[must_use]
     pub const fn name(&self) -> &'n str {
@@ -514,5 +614,119 @@ impl HedgePolicy {
             Some(d) => d,
             None => self.delay,
         }
+    }
+}
+
+/// What a dependency's live timeout advice measures its cap against (feature `advice`): the
+/// cap's quantile and margin, the slice of the budget the dependency usually gets, the
+/// adaptive cap's bounds and the interval between warnings. Set with the policy's
+/// [`with_cap_quantile`](Policy::with_cap_quantile), [`with_cap_margin`](Policy::with_cap_margin),
+/// [`with_slice`](Policy::with_slice), [`with_adaptive_cap`](Policy::with_adaptive_cap) and
+/// [`with_advice_interval`](Policy::with_advice_interval); read with [`Policy::advice`].
+///
+/// ```
+/// use deadline_core::policy::Quantile;
+/// use deadline_core::{Policy, ms};
+///
+/// let pricing = Policy::required("pricing")
+///     .with_cap(ms(110))
+///     .with_cap_quantile(Quantile::P999)
+///     .with_cap_margin(ms(20))
+///     .with_slice(ms(170))
+///     .with_adaptive_cap(ms(60), ms(160));
+/// let advice = pricing.advice();
+/// assert_eq!(advice.stated_rate_ppm(), 1_000); // 0.1%
+/// assert_eq!((advice.margin(), advice.slice()), (ms(20), Some(ms(170))));
+/// assert_eq!(advice.adaptive_cap(), Some((ms(60), ms(160))));
+/// assert_eq!(Policy::required("plain").advice().adaptive_cap(), None);
+/// ```
+#[cfg(feature = "advice")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct AdvicePolicy {
+    quantile: Quantile,
+    /// The margin in whole microseconds, rounded up.
+    margin_us: u64,
+    /// The slice in whole microseconds, rounded down; `u64::MAX` for none stated.
+    slice_us: u64,
+    /// Whether the cap follows the live latencies.
+    adaptive: bool,
+    /// The adaptive cap's bounds, in whole microseconds.
+    adaptive_min_us: u64,
+    adaptive_max_us: u64,
+    /// The shortest time between two warnings, in whole milliseconds.
+    interval_ms: u32,
+}
+
+#[cfg(feature = "advice")]
+impl AdvicePolicy {
+    /// The defaults: the cap at the p99.9 plus 10 ms, no slice stated, no adaptive cap, a
+    /// warning at most once a minute.
+    pub const DEFAULT: AdvicePolicy = AdvicePolicy {
+        quantile: Quantile::P999,
+        margin_us: 10_000,
+        slice_us: u64::MAX,
+        adaptive: false,
+        adaptive_min_us: 0,
+        adaptive_max_us: 0,
+        interval_ms: 60_000,
+    };
+
+    /// The quantile of the live latencies the cap should stand at.
+    #[must_use]
+    pub const fn quantile(&self) -> Quantile {
+        self.quantile
+    }
+
+    /// The cap's stated false-timeout rate, `1 - quantile`, in parts per million.
+    #[must_use]
+    pub const fn stated_rate_ppm(&self) -> u32 {
+        1_000_000u32.saturating_sub(self.quantile.as_ppm())
+    }
+
+    /// The margin added to the quantile for the suggested cap.
+    #[must_use]
+    pub const fn margin(&self) -> Duration {
+        micros_to_duration(self.margin_us)
+    }
+
+    /// The slice of the request's budget the dependency usually gets, if stated.
+    #[must_use]
+    pub const fn slice(&self) -> Option<Duration> {
+        if self.slice_us == u64::MAX {
+            None
+        } else {
+            Some(micros_to_duration(self.slice_us))
+        }
+    }
+
+    /// The adaptive cap's bounds, `(min, max)`, if the cap follows the live latencies.
+    #[must_use]
+    pub const fn adaptive_cap(&self) -> Option<(Duration, Duration)> {
+        if self.adaptive {
+            Some((
+                micros_to_duration(self.adaptive_min_us),
+                micros_to_duration(self.adaptive_max_us),
+            ))
+        } else {
+            None
+        }
+    }
+
+    /// The adaptive cap's bounds in whole microseconds, `(min, max)`, if the cap follows the
+    /// live latencies.
+    #[inline]
+    pub(crate) const fn adaptive_micros(&self) -> Option<(u64, u64)> {
+        if self.adaptive {
+            Some((self.adaptive_min_us, self.adaptive_max_us))
+        } else {
+            None
+        }
+    }
+
+    /// The shortest time between two warnings.
+    #[must_use]
+    pub const fn interval(&self) -> Duration {
+        Duration::from_millis(self.interval_ms as u64)
     }
 }

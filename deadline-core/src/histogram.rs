@@ -303,7 +303,7 @@ impl<const N: usize, const SUB_BITS: u32, const UNIT_BITS: u32, C: Count>
     }
 
     /// The non-empty buckets in ascending order, for export.
-    pub fn buckets(&self) -> impl Iterator<Item = Bucket> + '_ {
+    pub fn buckets(&self) -> impl Iterator<Item = Bucket> + Clone + '_ {
         self.buckets.iter().enumerate().filter_map(|(i, b)| {
             let count = C::get(b);
             (count != 0).then(|| Bucket {
@@ -444,6 +444,20 @@ impl<const N: usize, const SUB_BITS: u32, const UNIT_BITS: u32, C: Count> Defaul
 {
     fn default() -> Self {
         Histogram::with_layout()
+    }
+}
+
+/// A copy of the counts as they are now, read bucket by bucket (as a query reads them): a
+/// snapshot to read at leisure while the original goes on recording.
+impl<const N: usize, const SUB_BITS: u32, const UNIT_BITS: u32, C: Count> Clone
+    for Histogram<N, SUB_BITS, UNIT_BITS, C>
+{
+    fn clone(&self) -> Self {
+        let copy = Histogram::with_layout();
+        for (from, to) in self.buckets.iter().zip(&copy.buckets) {
+            C::add(to, C::get(from));
+        }
+        copy
     }
 }
 

@@ -153,6 +153,8 @@ pub mod drive;
 #[cfg(feature = "drive")]
 mod dependency;
 // Beside: what is recorded, and what is worked out offline.
+#[cfg(feature = "advice")]
+pub mod advice;
 #[cfg(feature = "analysis")]
 pub mod analysis;
 mod counters;
@@ -160,6 +162,8 @@ mod histogram;
 #[cfg(feature = "http")]
 mod http_status;
 mod latency;
+#[cfg(feature = "advice")]
+mod snapshot;
 #[cfg(feature = "tonic")]
 mod tonic_status;
 #[cfg(feature = "tracing")]
@@ -183,6 +187,8 @@ pub use timer::Timer;
 /// may be repeated, its retries, backoff and hedges.
 pub mod policy {
     pub use crate::backoff::{Backoff, Jitter, Multiplier};
+    #[cfg(feature = "advice")]
+    pub use crate::dependency_policy::AdvicePolicy;
     pub use crate::dependency_policy::{HedgePolicy, Idempotence, Necessity, RetryPolicy};
     pub use crate::quantile::Quantile;
 }
@@ -207,11 +213,14 @@ pub mod budget {
 /// without them (thumbv6m, thumbv7m, thumbv7em) it is the
 /// [`CompactHistogram`](observe::CompactHistogram) (88 buckets of 16-bit counts, 176 bytes,
 /// at most 12.5% high plus one unit of 1.024 ms). Both read the same way: quantiles, counts,
-/// the non-empty buckets.
+/// the non-empty buckets. With feature `advice`, a `DependencySnapshot` holds a dependency's
+/// counters and histogram at one moment, to export.
 pub mod observe {
     pub use crate::counters::{CounterEvent, CounterSnapshot, Counters};
     pub use crate::histogram::{Bucket, Histogram, SmallHistogram};
     pub use crate::latency::{CompactHistogram, Count, DependencyHistogram};
+    #[cfg(feature = "advice")]
+    pub use crate::snapshot::DependencySnapshot;
 }
 
 /// The one-line call's types: what [`Dependency::run`] returns, and how it is adjusted.

@@ -6,6 +6,10 @@
 //! call not made and a call that gives up at `WARN` (its end, without an answer, is then at
 //! `DEBUG`: the reason was said). Every
 //! event names the dependency (`dependency`) and the attempt (`attempt`) where there is one.
+//!
+//! With feature `advice`, a `WARN` when a dependency's cap is not within its policy (it kills
+//! more than its stated rate, or its worst case does not fit its slice), at most once per
+//! interval, with the figures that say so.
 
 use tracing::{debug, info, trace, warn};
 
@@ -92,4 +96,30 @@ pub(crate) fn emit(name: &str, event: &Event) {
             }
         }
     }
+}
+
+/// Warns that the cap of dependency `name` is not within its policy, as `advice` says.
+#[cfg(feature = "advice")]
+pub(crate) fn advice(name: &str, advice: &crate::advice::Advice) {
+    let message = match (advice.kills_too_many, advice.fits) {
+        (true, Some(false)) => {
+            "timeout advice: the cap kills more than its stated rate, and its worst case does \
+             not fit its slice"
+        }
+        (true, _) => "timeout advice: the cap kills more than its stated rate",
+        (false, _) => "timeout advice: the cap's worst case does not fit its slice",
+    };
+    warn!(
+        dependency = name,
+        cap = ?advice.cap,
+        kill_fraction = advice.kill_fraction,
+        stated_rate = advice.stated_rate,
+        timed_out_share = advice.timed_out_share,
+        p999 = ?advice.p999,
+        suggested_cap = ?advice.suggested_cap,
+        worst_case = ?advice.worst_case,
+        slice = ?advice.slice,
+        recorded = advice.recorded,
+        "{message}"
+    );
 }

@@ -22,6 +22,21 @@ type DelayWord = u64;
 #[cfg(not(target_has_atomic = "64"))]
 type DelayWord = u32;
 
+/// A `u64` as a [`DelayWord`], saturating.
+#[cfg(all(feature = "advice", target_has_atomic = "64"))]
+const fn narrow(us: u64) -> DelayWord {
+    us
+}
+/// A `u64` as a [`DelayWord`], saturating.
+#[cfg(all(feature = "advice", not(target_has_atomic = "64")))]
+const fn narrow(us: u64) -> DelayWord {
+    if us > DelayWord::MAX as u64 {
+        DelayWord::MAX
+    } else {
+        us as DelayWord
+    }
+}
+
 /// A [`DelayWord`] as a `u64`.
 #[cfg(target_has_atomic = "64")]
 const fn widen(w: DelayWord) -> u64 {
@@ -31,6 +46,49 @@ const fn widen(w: DelayWord) -> u64 {
 #[cfg(not(target_has_atomic = "64"))]
 const fn widen(w: DelayWord) -> u64 {
     w as u64
+}
+
+/// An optional duration in one atomic: its microseconds plus one, and 0 for none (see
+/// [`DelayCell`]). A new one is zero: none.
+#[derive(Debug)]
+pub(crate) struct MicrosCell(DelayCell);
+
+impl MicrosCell {
+    pub(crate) const fn new() -> Self {
+        MicrosCell(DelayCell::new(0))
+    }
+
+    /// A new cell keeping `micros`, saturating where the cell is 32 bits wide.
+    #[cfg(feature = "advice")]
+    pub(crate) const fn keeping(micros: u64) -> Self {
+        MicrosCell(DelayCell::new(narrow(micros).saturating_add(1)))
+    }
+
+    /// Keeps `micros` (`None`: none), saturating where the cell is 32 bits wide.
+    #[inline]
+    pub(crate) fn store(&self, micros: Option<u64>) {
+        let word = micros.map_or(0, |us| {
+            DelayWord::try_from(us)
+                .unwrap_or(DelayWord::MAX)
+                .saturating_add(1)
+        });
+        self.0.store(word, Ordering::Relaxed);
+    }
+
+    /// The duration kept, if any.
+    #[inline]
+    pub(crate) fn load(&self) -> Option<Duration> {
+        self.load_micros().map(Duration::from_micros)
+    }
+
+    /// The duration kept, in microseconds, if any.
+    #[inline]
+    pub(crate) fn load_micros(&self) -> Option<u64> {
+        match self.0.load(Ordering::Relaxed) {
+            0 => None,
+            word => Some(widen(word.wrapping_sub(1))),
+        }
+    }
 }
 
 /// A dependency's latency histogram, and the hedge delay read from it.
@@ -48,8 +106,12 @@ pub(crate) struct LiveLatency {
     histogram: DependencyHistogram,
     /// Latencies recorded through [`record`](Self::record).
     recorded: AtomicU32,
-    /// The delay kept: microseconds plus one, or 0 for none.
-    delay: DelayCell,
+    /// The delay kept.
+    delay: MicrosCell,
+    /// Of the latencies in the histogram, the attempts that timed out (recorded at their
+    /// timeout, a lower bound of their latency), halved with the histogram.
+    #[cfg(feature = "advice")]
+    timed_out: AtomicU32,
 }
 
 impl LiveLatency {
@@ -64,7 +126,9 @@ impl LiveLatency {
         LiveLatency {
             histogram: DependencyHistogram::with_layout(),
             recorded: AtomicU32::new(0),
-            delay: DelayCell::new(0),
+            delay: MicrosCell::new(),
+            #[cfg(feature = "advice")]
+            timed_out: AtomicU32::new(0),
         }
     }
 
@@ -73,15 +137,28 @@ impl LiveLatency {
     }
 
     /// Records one latency; halves the histogram and reads the `live` quantile again when
-    /// they are due.
-    pub(crate) fn record(&self, latency: Duration, live: Option<Quantile>) {
+    /// they are due; returns how many latencies were recorded with it.
+    pub(crate) fn record(&self, latency: Duration, live: Option<Quantile>) -> u32 {
         let n = self.record_only(latency);
-        let Some(quantile) = live else {
-            return;
-        };
-        if n == Self::MIN_SAMPLES || (n > Self::MIN_SAMPLES && n % Self::REFRESH == 0) {
-            self.refresh(quantile);
+        if let Some(quantile) = live {
+            if n == Self::MIN_SAMPLES || (n > Self::MIN_SAMPLES && n % Self::REFRESH == 0) {
+                self.refresh(quantile);
+            }
         }
+        n
+    }
+
+    /// Counts one attempt that timed out, before its timeout is recorded as its latency.
+    #[cfg(feature = "advice")]
+    #[inline]
+    pub(crate) fn count_timeout(&self) {
+        self.timed_out.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Of the latencies in the histogram, the attempts that timed out.
+    #[cfg(feature = "advice")]
+    pub(crate) fn timed_out(&self) -> u64 {
+        u64::from(self.timed_out.load(Ordering::Relaxed))
     }
 
     /// Records one latency, halving the histogram when it is due, and reads no quantile (for
@@ -96,6 +173,10 @@ impl LiveLatency {
             .wrapping_add(1);
         if n % Self::HALF_LIFE == 0 {
             self.histogram.halve();
+            #[cfg(feature = "advice")]
+            let _ = self
+                .timed_out
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| Some(c >> 1));
         }
         n
     }
@@ -107,21 +188,13 @@ impl LiveLatency {
             .histogram
             .quantile_micros(quantile, count)
             .filter(|_| count >= u64::from(Self::MIN_SAMPLES));
-        let word = delay.map_or(0, |us| {
-            DelayWord::try_from(us)
-                .unwrap_or(DelayWord::MAX)
-                .saturating_add(1)
-        });
-        self.delay.store(word, Ordering::Relaxed);
+        self.delay.store(delay);
     }
 
     /// The delay kept, if any.
     #[inline]
     pub(crate) fn delay(&self) -> Option<Duration> {
-        match self.delay.load(Ordering::Relaxed) {
-            0 => None,
-            word => Some(Duration::from_micros(widen(word.wrapping_sub(1)))),
-        }
+        self.delay.load()
     }
 }
 
@@ -133,7 +206,7 @@ mod tests {
     fn a_new_one_is_all_zeros_and_keeps_no_delay() {
         let live = LiveLatency::new();
         assert_eq!(live.recorded.load(Ordering::Relaxed), 0);
-        assert_eq!(live.delay.load(Ordering::Relaxed), 0);
+        assert_eq!(live.delay.0.load(Ordering::Relaxed), 0);
         assert!(live.histogram.is_empty());
         assert_eq!(live.delay(), None);
     }
@@ -144,7 +217,7 @@ mod tests {
         for _ in 0..LiveLatency::MIN_SAMPLES {
             live.record(Duration::ZERO, Some(Quantile::P95));
         }
-        assert_eq!(live.delay.load(Ordering::Relaxed), 1);
+        assert_eq!(live.delay.0.load(Ordering::Relaxed), 1);
         assert_eq!(live.delay(), Some(Duration::ZERO));
     }
 

@@ -8,6 +8,12 @@
 //! `deadline_breaker_rejections_total`; and the histogram `deadline_call_seconds` of each
 //! call made, from its first attempt's start to its end. The deadline-exceeded rate of a
 //! dependency is `deadline_deadline_exceeded_total / deadline_calls_total`.
+//!
+//! With feature `advice`, the live advice's gauges, set each time it is checked:
+//! `deadline_kill_fraction` (the share of attempts the cap in use kills),
+//! `deadline_timed_out_fraction`, `deadline_suggested_cap_seconds` (the cap the stated
+//! false-timeout rate needs: its upper bound, or its lower bound while the quantile lies
+//! above the cap) and `deadline_cap_seconds` (the cap in use).
 
 use crate::counters::{CounterEvent, Counters};
 use crate::drive::Called;
@@ -48,4 +54,28 @@ pub(crate) fn publish<T, E>(name: &str, called: &Called<T, E>) {
         metrics::histogram!(CALL_SECONDS, "dependency" => std::string::String::from(name))
             .record(called.report.elapsed().as_secs_f64());
     }
+}
+
+/// The gauge of the share of attempts the cap in use kills.
+#[cfg(feature = "advice")]
+pub(crate) const KILL_FRACTION: &str = "deadline_kill_fraction";
+/// The gauge of the share of attempts that timed out.
+#[cfg(feature = "advice")]
+pub(crate) const TIMED_OUT_FRACTION: &str = "deadline_timed_out_fraction";
+/// The gauge of the suggested cap, in seconds.
+#[cfg(feature = "advice")]
+pub(crate) const SUGGESTED_CAP_SECONDS: &str = "deadline_suggested_cap_seconds";
+/// The gauge of the cap in use, in seconds.
+#[cfg(feature = "advice")]
+pub(crate) const CAP_SECONDS: &str = "deadline_cap_seconds";
+
+/// Sets the advice's gauges of dependency `name` on the installed `metrics` recorder.
+#[cfg(feature = "advice")]
+pub(crate) fn gauges(name: &str, advice: &crate::advice::Advice) {
+    let label = || std::string::String::from(name);
+    metrics::gauge!(KILL_FRACTION, "dependency" => label()).set(advice.kill_fraction);
+    metrics::gauge!(TIMED_OUT_FRACTION, "dependency" => label()).set(advice.timed_out_share);
+    metrics::gauge!(SUGGESTED_CAP_SECONDS, "dependency" => label())
+        .set(advice.suggested_cap.value().as_secs_f64());
+    metrics::gauge!(CAP_SECONDS, "dependency" => label()).set(advice.cap.as_secs_f64());
 }

@@ -8,6 +8,8 @@ mod metrics;
 mod record;
 mod run;
 mod steps;
+#[cfg(feature = "advice")]
+mod watch;
 
 use core::marker::PhantomData;
 use core::time::Duration;
@@ -20,6 +22,8 @@ use crate::deadline::Deadline;
 use crate::drive::{AnyErrorFails, Attempt, DeadlineOnly, Full, Mode, Runtime};
 use crate::latency::DependencyHistogram;
 use latency::LiveLatency;
+#[cfg(feature = "advice")]
+use watch::LiveAdvice;
 
 use crate::dependency_policy::Policy;
 use crate::retry_budget::RetryBudget;
@@ -66,6 +70,8 @@ pub struct Dependency<'n, Rt, M = Full> {
     breaker: Option<CircuitBreaker>,
     counters: Counters,
     latency: LiveLatency,
+    #[cfg(feature = "advice")]
+    advice: LiveAdvice,
     runtime: PhantomData<fn() -> (Rt, M)>,
 }
 
@@ -83,6 +89,10 @@ impl<'n, Rt> Dependency<'n, Rt> {
     pub const LIVE_REFRESH: u32 = LiveLatency::REFRESH;
     /// The latency histogram is halved every this many latencies recorded.
     pub const LATENCY_HALF_LIFE: u32 = LiveLatency::HALF_LIFE;
+    /// The live advice is checked every this many latencies recorded by a call (feature
+    /// `advice`), the last before the histogram is halved: see [`Dependency::advice`].
+    #[cfg(feature = "advice")]
+    pub const ADVICE_EVERY: u32 = LiveAdvice::EVERY;
 
     /// The dependency called as `policy` says, with the default retry budget
     /// ([`RetryBudget::default`]: 10% extra calls, 10 per second whatever the traffic), no
@@ -95,6 +105,8 @@ impl<'n, Rt> Dependency<'n, Rt> {
             breaker: None,
             counters: Counters::new(),
             latency: LiveLatency::new(),
+            #[cfg(feature = "advice")]
+            advice: LiveAdvice::new(&policy),
             runtime: PhantomData,
         }
     }
@@ -148,6 +160,8 @@ impl<'n, Rt> Dependency<'n, Rt> {
             breaker: None,
             counters: Counters::new(),
             latency: LiveLatency::new(),
+            #[cfg(feature = "advice")]
+            advice: LiveAdvice::new(&policy),
             runtime: PhantomData,
         }
     }
@@ -205,12 +219,119 @@ impl<'n, Rt, M> Dependency<'n, Rt, M> {
     }
 
     /// The [`Call`] of this dependency within `deadline`, keeping `reserve` after it, with its
-    /// budget and breaker: for a driver of your own.
+    /// budget and breaker (and its adaptive cap, feature `advice`): for a driver of your own.
     #[must_use]
+    #[cfg(not(feature = "advice"))]
     pub const fn call(&self, deadline: Deadline, reserve: Duration) -> Call<'_> {
         Call::new(&self.policy, deadline, reserve)
             .with_budget_opt(self.budget.as_ref())
             .with_breaker_opt(self.breaker.as_ref())
+    }
+
+    /// The [`Call`] of this dependency within `deadline`, keeping `reserve` after it, with its
+    /// budget and breaker (and its adaptive cap, feature `advice`): for a driver of your own.
+    #[must_use]
+    #[cfg(feature = "advice")]
+    #[inline]
+    pub fn call(&self, deadline: Deadline, reserve: Duration) -> Call<'_> {
+        let call = Call::new(&self.policy, deadline, reserve)
+            .with_budget_opt(self.budget.as_ref())
+            .with_breaker_opt(self.breaker.as_ref());
+        if self.policy.is_adaptive() {
+            call.with_cap_micros(self.advice.cap_micros(&self.policy))
+        } else {
+            call
+        }
+    }
+}
+
+/// The live timeout advice (feature `advice`).
+#[cfg(feature = "advice")]
+impl<'n, Rt, M> Dependency<'n, Rt, M> {
+    /// The cap its calls get now: the policy's, or, with an adaptive cap
+    /// ([`Policy::with_adaptive_cap`](crate::Policy::with_adaptive_cap)), where the advice
+    /// moved it, within its bounds.
+    #[must_use]
+    pub fn cap(&self) -> Duration {
+        self.advice.cap(&self.policy)
+    }
+
+    /// What its cap costs and what it should be, read now off its live latency histogram
+    /// ([`Advice`](crate::advice::Advice)): the cap's kill fraction, counting every attempt
+    /// that timed out as killed; the p50, p99 and p99.9, with the timed-out attempts
+    /// censored; the cap its stated false-timeout rate needs; its worst case against its
+    /// slice. `None` while nothing is recorded. It walks the histogram (a few microseconds):
+    /// call it from an exporter or a status page, not per call.
+    ///
+    /// Calls made through [`run`](Self::run) check it themselves every
+    /// [`ADVICE_EVERY`](Self::ADVICE_EVERY) latencies, with the instant of the latest one
+    /// (no clock is read): they move an adaptive cap; with feature `metrics` they set the
+    /// gauges `deadline_kill_fraction`, `deadline_timed_out_fraction`,
+    /// `deadline_suggested_cap_seconds` (the upper bound, or the lower one when the quantile
+    /// lies above the cap) and `deadline_cap_seconds` (label `dependency`); with feature
+    /// `tracing`, while the cap kills more than its stated rate or its worst case does not
+    /// fit its slice, they log a `WARN` at most once per
+    /// [`interval`](crate::Policy::with_advice_interval). (A
+    /// [`deadline_only`](Dependency::deadline_only) dependency's calls check nothing: its
+    /// advice is read on demand, and an adaptive cap stays where its policy puts it.)
+    ///
+    /// How fast it follows a change: the histogram is halved every
+    /// [`LATENCY_HALF_LIFE`](Self::LATENCY_HALF_LIFE) latencies (4 096), so the latencies of
+    /// before a shift weigh half after each half-life. A new tail shows in the kill fraction
+    /// at once and dominates it within two half-lives; a tail that goes away leaves the
+    /// p99.9 only once it weighs under 0.1% of the histogram, which for a tail of 20% takes
+    /// eight or nine half-lives (about 35 000 calls). The crate's test `advice_shift` shows
+    /// both on virtual time.
+    ///
+    /// ```
+    /// use deadline_core::virtual_time::ManualRuntime;
+    /// use deadline_core::{Dependency, Policy, ms};
+    ///
+    /// static PRICING: Dependency<ManualRuntime> = Dependency::new(
+    ///     Policy::required("pricing").with_cap(ms(50)).with_cap_margin(ms(10)),
+    /// );
+    ///
+    /// for n in 0..2_000u64 {
+    ///     if n % 200 == 199 {
+    ///         PRICING.record_timeout(ms(50)); // one call in two hundred is cut at the cap
+    ///     } else {
+    ///         PRICING.record_latency(ms(20 + n % 20));
+    ///     }
+    /// }
+    /// let advice = PRICING.advice().unwrap();
+    /// assert_eq!(advice.kill_fraction, 0.005); // 0.5% killed, over the stated 0.1%
+    /// assert!(advice.kills_too_many);
+    /// assert!(!advice.suggested_cap.is_bounded()); // the p99.9 lies above the cap
+    /// assert!(advice.p99.at_most.unwrap() < ms(41)); // the p99 does not
+    /// ```
+    #[must_use]
+    pub fn advice(&self) -> Option<crate::advice::Advice> {
+        crate::advice::Advice::assess(
+            self.latency.histogram().buckets(),
+            self.latency.timed_out(),
+            &self.policy,
+            self.cap(),
+        )
+    }
+
+    /// Its counters, a copy of its latency histogram, its policy and the cap in use, as they
+    /// are now ([`DependencySnapshot`](crate::observe::DependencySnapshot)), to export: with
+    /// feature `serde` it serialises to JSON, which `deadline plan --live` reads.
+    #[must_use]
+    pub fn snapshot(&self) -> crate::snapshot::DependencySnapshot<'n> {
+        crate::snapshot::DependencySnapshot::new(
+            self.policy,
+            self.cap(),
+            self.counters.snapshot(),
+            self.latency.histogram(),
+            self.latency.timed_out(),
+        )
+    }
+
+    /// Its policy and live advice, which its recorder checks.
+    #[inline]
+    pub(crate) const fn watch(&self) -> (&Policy<'n>, &LiveAdvice) {
+        (&self.policy, &self.advice)
     }
 }
 
@@ -218,7 +339,16 @@ impl<'n, Rt, M: Mode> Dependency<'n, Rt, M> {
     /// Records one attempt's latency (as each call does): into the histogram, and into the
     /// live hedge delay when it is due to be read again.
     pub fn record_latency(&self, latency: Duration) {
-        self.latency.record(latency, self.live_quantile());
+        let _ = self.latency.record(latency, self.live_quantile());
+    }
+
+    /// Records one attempt that timed out after `after` (as each call does; feature
+    /// `advice`): into the histogram at `after`, a lower bound of its latency, and counted
+    /// apart as censored (see [`advice`](Self::advice)).
+    #[cfg(feature = "advice")]
+    pub fn record_timeout(&self, after: Duration) {
+        self.latency.count_timeout();
+        let _ = self.latency.record(after, self.live_quantile());
     }
 
     /// The hedge delay read from the live histogram, when the policy hedges at a quantile of
@@ -250,8 +380,24 @@ impl<'n, Rt, M: Mode> Dependency<'n, Rt, M> {
     /// Its recorder, for a driver of your own ([`Recorder`]): it records each attempt's
     /// latency as [`record_latency`](Self::record_latency) does.
     #[must_use]
+    #[cfg(not(feature = "advice"))]
     pub const fn recorder(&self) -> Recorder<'_> {
         Recorder::new(self.policy.name, &self.latency, self.live_quantile())
+    }
+
+    /// Its recorder, for a driver of your own ([`Recorder`]): it records each attempt's
+    /// latency as [`record_latency`](Self::record_latency) does, and each timeout as
+    /// [`record_timeout`](Self::record_timeout), checking the advice as
+    /// [`run`](Self::run) does.
+    #[must_use]
+    #[cfg(feature = "advice")]
+    pub fn recorder(&self) -> Recorder<'_> {
+        Recorder::new(
+            self.policy.name,
+            &self.latency,
+            self.live_quantile(),
+            self.watch(),
+        )
     }
 }
 

@@ -6,6 +6,15 @@ use crate::quantile::Quantile;
 
 use super::Dependency;
 use super::latency::LiveLatency;
+#[cfg(feature = "advice")]
+use super::watch::LiveAdvice;
+#[cfg(feature = "advice")]
+use crate::dependency_policy::Policy;
+
+/// The policy and the live advice of a dependency, whose advice is checked every
+/// [`LiveAdvice::EVERY`] latencies when something reads it (feature `advice`).
+#[cfg(feature = "advice")]
+type Watch<'d> = (&'d Policy<'d>, &'d LiveAdvice);
 
 /// Hears every step of one call to a dependency: records each attempt's latency in the
 /// dependency's histogram (an answer with its own latency, a timeout with its timeout, which
@@ -17,6 +26,8 @@ pub struct Recorder<'d> {
     name: &'d str,
     latency: &'d LiveLatency,
     live: Option<Quantile>,
+    #[cfg(feature = "advice")]
+    watch: Watch<'d>,
 }
 
 impl<'d> Recorder<'d> {
@@ -26,11 +37,14 @@ impl<'d> Recorder<'d> {
         name: &'d str,
         latency: &'d LiveLatency,
         live: Option<Quantile>,
+        #[cfg(feature = "advice")] watch: Watch<'d>,
     ) -> Self {
         Recorder {
             name,
             latency,
             live,
+            #[cfg(feature = "advice")]
+            watch,
         }
     }
 }
@@ -38,24 +52,51 @@ impl<'d> Recorder<'d> {
 impl Observer for Recorder<'_> {
     #[inline]
     fn on_event(&mut self, event: &Event) {
-        hear::<Full>(self.name, self.latency, self.live, event);
+        hear::<Full>(
+            self.name,
+            self.latency,
+            self.live,
+            #[cfg(feature = "advice")]
+            self.watch,
+            event,
+        );
     }
 }
 
 /// Records `event` of a call, made in mode `M`, to the dependency named `name`: its latency, if
 /// it is an attempt's answer or timeout, keeping the `live` quantile's hedge delay up to date
 /// in a full call (a deadline-only call never hedges: a constant branch, so none of the code
-/// that reads a quantile is linked for it); with feature `tracing`, a tracing event.
+/// that reads a quantile is linked for it); with feature `advice`, a timeout counted apart
+/// and, in a full call, the advice checked every [`LiveAdvice::EVERY`] latencies when
+/// something reads it (a deadline-only call checks nothing); with feature `tracing`, a
+/// tracing event.
 #[inline]
-fn hear<M: Mode>(name: &str, latency: &LiveLatency, live: Option<Quantile>, event: &Event) {
+fn hear<M: Mode>(
+    name: &str,
+    latency: &LiveLatency,
+    live: Option<Quantile>,
+    #[cfg(feature = "advice")] watch: Watch<'_>,
+    event: &Event,
+) {
     let took = match event.kind {
         EventKind::Succeeded { took, .. } => Some(took),
-        EventKind::TimedOut { after, .. } => Some(after),
+        EventKind::TimedOut { after, .. } => {
+            #[cfg(feature = "advice")]
+            latency.count_timeout();
+            Some(after)
+        }
         _ => None,
     };
     if let Some(took) = took {
         if M::FULL {
-            latency.record(took, live);
+            let n = latency.record(took, live);
+            #[cfg(feature = "advice")]
+            if n % LiveAdvice::EVERY == LiveAdvice::CHECK_AT {
+                let (policy, advice) = watch;
+                advice.check_due(policy, latency, event.at);
+            }
+            #[cfg(not(feature = "advice"))]
+            let _ = n;
         } else {
             let _ = latency.record_only(took);
         }
@@ -82,6 +123,13 @@ impl<Rt, M: Mode> Observer for ModeRecorder<'_, '_, Rt, M> {
     #[inline]
     fn on_event(&mut self, event: &Event) {
         let dep = self.dep;
-        hear::<M>(dep.name(), dep.live_latency(), dep.live_quantile(), event);
+        hear::<M>(
+            dep.name(),
+            dep.live_latency(),
+            dep.live_quantile(),
+            #[cfg(feature = "advice")]
+            dep.watch(),
+            event,
+        );
     }
 }

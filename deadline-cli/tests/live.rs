@@ -1,0 +1,279 @@
+//! `deadline plan --live` and `deadline lab --live`: snapshots taken of live dependencies (the
+//! core's `Dependency::snapshot`, serialised as a service serialises it) read back into the
+//! budget table and the lab, with the core's figures.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{json, num, temp_dir, texts, write};
+use deadline_cli::lab::{self, LabOptions};
+use deadline_core::policy::Quantile;
+use deadline_core::rng::{Rng, SplitMix64};
+use deadline_core::runtime::scope_timeout;
+use deadline_core::virtual_time::ManualRuntime;
+use deadline_core::{Clock, Dependency, Policy, Timer, ms};
+
+/// How many calls each dependency of the example makes: fewer than a dependency's histogram
+/// takes before it halves (4 096), so that it holds every one of them, as the offline lab
+/// does.
+const CALLS: usize = 4_000;
+
+/// `n` latencies: uniform between `low` and `high` ms, but one in `every` between `high` and
+/// `tail` ms; whole microseconds, from a fixed seed.
+fn latencies(seed: u64, low: u64, high: u64, every: u64, tail: u64) -> Vec<Duration> {
+    let mut rng = SplitMix64::new(seed);
+    (0..CALLS)
+        .map(|_| {
+            let (from, to) = if rng.next_u64() % every == 0 {
+                (high, tail)
+            } else {
+                (low, high)
+            };
+            Duration::from_micros(from * 1_000 + rng.next_u64() % ((to - from) * 1_000))
+        })
+        .collect()
+}
+
+/// Calls `dep` once per latency, on virtual time, each attempt taking that long: an attempt
+/// slower than the cap times out at the cap.
+fn feed(dep: &Dependency<'_, ManualRuntime>, latencies: &[Duration]) {
+    ManualRuntime::block_on(async {
+        for &latency in latencies {
+            let answer = scope_timeout::<ManualRuntime, _>(ms(1_000), async {
+                dep.run(|_| async move {
+                    let t = ManualRuntime::timer();
+                    t.sleep_until(t.now() + latency).await;
+                    Ok::<_, ()>(())
+                })
+                .await
+            })
+            .await
+            .expect("inside the scope");
+            assert_eq!(answer.is_ok(), latency <= dep.cap());
+        }
+    })
+    .expect("the clock moves");
+}
+
+/// The checkout example's three dependencies as a service runs them, their live latencies
+/// (A a little slower than the table says, B's tail past its 110 ms cap, C, optional, with a
+/// cap at its p99), and the snapshots of all three as JSON.
+fn checkout_live() -> (Vec<Vec<Duration>>, String) {
+    let a: Dependency<ManualRuntime> =
+        Dependency::new(Policy::required("A").with_cap(ms(50)).with_floor(ms(10)));
+    let b: Dependency<ManualRuntime> =
+        Dependency::new(Policy::required("B").with_cap(ms(110)).with_floor(ms(30)));
+    let c: Dependency<ManualRuntime> = Dependency::new(
+        Policy::optional("C")
+            .with_cap(ms(60))
+            .with_floor(ms(25))
+            .with_cap_quantile(Quantile::P99),
+    );
+    let samples = vec![
+        latencies(1, 8, 16, 100, 45),
+        latencies(2, 25, 40, 40, 160),
+        latencies(3, 20, 35, 100, 70),
+    ];
+    for (dep, sample) in [&a, &b, &c].into_iter().zip(&samples) {
+        feed(dep, sample);
+    }
+    let snapshots = [a.snapshot(), b.snapshot(), c.snapshot()];
+    let text = serde_json::to_string(&snapshots).expect("a snapshot serialises");
+    (samples, text)
+}
+
+/// The snapshot example the README shows is what the core writes for the example above
+/// (`DEADLINE_BLESS=1` rewrites it).
+#[test]
+fn the_shipped_live_example_is_what_the_core_writes() {
+    let (_, text) = checkout_live();
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/data/checkout-live.json");
+    if std::env::var_os("DEADLINE_BLESS").is_some() {
+        std::fs::write(path, format!("{text}\n")).unwrap();
+    }
+    let shipped = std::fs::read_to_string(path).unwrap();
+    assert_eq!(
+        shipped.trim_end(),
+        text,
+        "run with DEADLINE_BLESS=1 to rewrite {path}"
+    );
+}
+
+#[test]
+fn plan_live_reads_the_cores_figures_and_proposes_the_changes() {
+    let dir = temp_dir("plan-live");
+    let (_, text) = checkout_live();
+    let file = write(&dir, "live.json", &text);
+    let v = json(&["plan", "--live", &file, "--json"]);
+    let rows = v["dependencies"].as_array().unwrap();
+    assert_eq!(rows.len(), 3);
+    let row = |name: &str| rows.iter().find(|r| r["name"] == name).unwrap();
+
+    // A: a little slower than the table says, nothing cut: the cap moves to the live p99.9
+    // plus the 10 ms margin, rounded up.
+    let a = row("A");
+    let p999 = num(&a["p999"]["at_most_ms"]);
+    assert!(p999 > 40.0 && p999 < 45.0 * (1.0 + 1.0 / 32.0), "{a}");
+    assert_eq!(num(&a["proposed_cap_ms"]), (p999 + 10.0).ceil());
+    assert_eq!(num(&a["timed_out_share"]), 0.0);
+
+    // B: one call in forty takes 40 to 160 ms, and those over 110 ms time out: its p99.9
+    // lies above the cap, so the cap is raised at least to the cap plus the margin, and its
+    // kill fraction is at least the timed-out share (the cap's bucket counts whole).
+    let b = row("B");
+    assert!(b["p999"]["at_most_ms"].is_null(), "{b}");
+    assert!(b["suggested_cap"]["at_most_ms"].is_null(), "{b}");
+    let killed = num(&b["kill_fraction"]);
+    assert!(
+        killed > 0.005 && killed >= num(&b["timed_out_share"]),
+        "{b}"
+    );
+    assert_eq!(b["recorded"], 4_000);
+    assert!(num(&b["proposed_cap_ms"]) >= 120.0, "{b}");
+
+    // C states a 1% rate: its suggested cap is the p99 plus the margin.
+    let c = row("C");
+    assert_eq!(num(&c["stated_rate"]), 0.01);
+    let p99 = num(&c["p99"]["at_most_ms"]);
+    assert_eq!(num(&c["proposed_cap_ms"]), (p99 + 10.0).ceil());
+
+    // The changes, each with its reason, and the budget table with them made.
+    let changes: Vec<&str> = v["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    assert!(
+        changes.iter().any(|c| c.starts_with("B: cap 110 -> ")),
+        "{changes:?}"
+    );
+    assert!(
+        changes.iter().any(|c| c.contains("lies above the cap")),
+        "{changes:?}"
+    );
+    let after = &v["plan"]["dependencies"];
+    for (i, name) in ["A", "B", "C"].into_iter().enumerate() {
+        assert_eq!(after[i]["name"], name);
+        assert_eq!(num(&after[i]["cap_ms"]), num(&row(name)["proposed_cap_ms"]));
+        assert!(after[i]["reason"].as_str().unwrap().contains("live"));
+    }
+
+    // The text: the rows beside the table's values, the changes, the table.
+    let (code, out, _) = texts(&["plan", "--live", &file]);
+    assert_eq!(code, 0);
+    assert!(out.contains("p99.9 table/live"), "{out}");
+    assert!(out.contains("changes it would make:"), "{out}");
+    assert!(
+        out.contains("the budget table with these changes:"),
+        "{out}"
+    );
+}
+
+/// The kill fraction read live agrees with the lab's offline figure on the same latencies,
+/// within the histogram's error: the lab over the snapshot's histogram, and the live advice
+/// the budget table shows, against the lab over the latencies themselves.
+#[test]
+fn the_live_kill_fraction_agrees_with_the_offline_lab() {
+    let dir = temp_dir("lab-live");
+    let (samples, text) = checkout_live();
+    let file = write(&dir, "live.json", &text);
+    let plan = json(&["plan", "--live", &file, "--json"]);
+    for (name, sample, cap) in [
+        ("A", &samples[0], ms(50)),
+        ("B", &samples[1], ms(110)),
+        ("C", &samples[2], ms(60)),
+    ] {
+        let options = LabOptions {
+            timeouts: vec![cap],
+            ..LabOptions::default()
+        };
+        let offline_at = |t: Duration| {
+            let report = lab::run(
+                "offline",
+                sample,
+                &LabOptions {
+                    timeouts: vec![t],
+                    ..options.clone()
+                },
+            )
+            .unwrap();
+            report
+                .rows
+                .iter()
+                .find(|r| r.timeout_ms == t)
+                .unwrap()
+                .kill_fraction
+        };
+        // One bucket below the cap: the histogram's stated error (1/32 of the value).
+        let low = cap - cap / 32 - Duration::from_micros(1);
+        let (offline, offline_low) = (offline_at(cap), offline_at(low));
+        // The live lab: the snapshot's histogram as its sample.
+        let live = json(&["lab", "--live", &file, "--dependency", name, "--json"]);
+        let row = live["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| num(&r["timeout_ms"]) == cap.as_secs_f64() * 1000.0 && r["retries"] == 0)
+            .unwrap();
+        let lab_live = num(&row["kill_fraction"]);
+        // The live advice, timeouts counted as killed.
+        let advice = plan["dependencies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name)
+            .map(|r| num(&r["kill_fraction"]))
+            .unwrap();
+        for (what, figure) in [("lab over the snapshot", lab_live), ("advice", advice)] {
+            assert!(
+                offline <= figure && figure <= offline_low,
+                "{name}: {what} {figure}, offline {offline} at the cap, {offline_low} one bucket below"
+            );
+        }
+    }
+}
+
+#[test]
+fn lab_live_draws_one_dependency_from_a_snapshot() {
+    let dir = temp_dir("lab-live-svg");
+    let (_, text) = checkout_live();
+    let file = write(&dir, "live.json", &text);
+    let svg = dir.join("b.svg");
+    let svg = svg.to_string_lossy();
+    let (code, out, err) = texts(&["lab", "--live", &file, "--dependency", "B", "--svg", &svg]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("live.json: B"), "{out}");
+    assert!(
+        out.contains("timed out, recorded at their timeout"),
+        "{out}"
+    );
+    let picture = std::fs::read_to_string(&*svg).unwrap();
+    assert!(picture.starts_with("<svg"), "an SVG document");
+    assert!(
+        picture.contains("given"),
+        "the cap in use is drawn as a candidate"
+    );
+
+    // Several snapshots in the file and none named: the command says which to name.
+    let (code, _, err) = texts(&["lab", "--live", &file]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--dependency (A, B, C)"), "{err}");
+}
+
+#[test]
+fn a_broken_snapshot_is_named() {
+    let dir = temp_dir("live-broken");
+    let (_, text) = checkout_live();
+    // The count no longer matches the buckets.
+    let broken = text.replacen("\"recorded\":", "\"recorded\":1", 1);
+    let file = write(&dir, "broken.json", &broken);
+    let (code, _, err) = texts(&["plan", "--live", &file]);
+    assert_eq!(code, 2);
+    assert!(err.contains("A.latency.recorded"), "{err}");
+    let file = write(&dir, "not.json", "{\"dependency\": \"A\"}");
+    let (code, _, err) = texts(&["plan", "--live", &file]);
+    assert_eq!(code, 2);
+    assert!(err.contains("not a dependency snapshot"), "{err}");
+}

@@ -1,0 +1,175 @@
+//! [`LiveAdvice`]: a dependency's advice kept up to date off the call path (feature
+//! `advice`): the adaptive cap in use, the gauges (feature `metrics`) and the warning
+//! (feature `tracing`), at most once per interval.
+
+use core::time::Duration;
+
+use crate::advice::Advice;
+use crate::dependency_policy::Policy;
+use crate::sync::{AtomicU32, Ordering};
+use crate::time::Instant;
+
+use super::latency::{LiveLatency, MicrosCell};
+
+/// Whether the advice is published when it is checked: gauges with feature `metrics`, a
+/// warning with feature `tracing`.
+pub(crate) const PUBLISHES: bool = cfg!(feature = "metrics") || cfg!(feature = "tracing");
+
+/// What a dependency's live advice keeps between checks: the adaptive cap in use, and when
+/// the advice last warned. All zeros when new, but for an adaptive cap, which starts at the
+/// policy's cap within its bounds.
+#[derive(Debug)]
+pub(crate) struct LiveAdvice {
+    /// The adaptive cap in use; none for a policy without one.
+    cap: MicrosCell,
+    /// The millisecond (of the clock's, wrapping at 2^32) of the last warning, plus one; 0
+    /// for none yet.
+    warned: AtomicU32,
+}
+
+impl LiveAdvice {
+    /// The advice is checked again after this many latencies: as often as the histogram is
+    /// halved, just before, when it holds the most (a check walks the histogram twice; a
+    /// call pays a few instructions for it).
+    pub(crate) const EVERY: u32 = 4_096;
+    /// The check is made with the latency whose count leaves this remainder by
+    /// [`EVERY`](Self::EVERY): the last before the histogram is halved.
+    pub(crate) const CHECK_AT: u32 = Self::EVERY - 1;
+
+    /// The live advice of a dependency called as `policy`: with an adaptive cap, the
+    /// policy's cap within its bounds, until the advice moves it.
+    pub(crate) const fn new(policy: &Policy) -> Self {
+        let cap = match policy.adaptive_micros() {
+            Some((min, max)) => {
+                let c = policy.cap_micros();
+                MicrosCell::keeping(if c < min {
+                    min
+                } else if c > max {
+                    max
+                } else {
+                    c
+                })
+            }
+            None => MicrosCell::new(),
+        };
+        LiveAdvice {
+            cap,
+            warned: AtomicU32::new(0),
+        }
+    }
+
+    /// The cap in use under `policy`, in whole microseconds (`u64::MAX` for none): with an
+    /// adaptive cap, where it moved (it starts at the policy's, within its bounds); else the
+    /// policy's.
+    #[inline]
+    pub(crate) fn cap_micros(&self, policy: &Policy) -> u64 {
+        if policy.is_adaptive() {
+            self.cap.load_micros().unwrap_or(u64::MAX)
+        } else {
+            policy.cap_micros()
+        }
+    }
+
+    /// [`cap_micros`](Self::cap_micros) as a [`Duration`] ([`Duration::MAX`] for none).
+    pub(crate) fn cap(&self, policy: &Policy) -> Duration {
+        match self.cap_micros(policy) {
+            u64::MAX => Duration::MAX,
+            us => Duration::from_micros(us),
+        }
+    }
+
+    /// Whether the advice is checked for a dependency called as `policy`: when it is
+    /// published (feature `metrics` or `tracing`) or its cap follows the latencies.
+    #[inline]
+    pub(crate) const fn watches(policy: &Policy) -> bool {
+        PUBLISHES || policy.is_adaptive()
+    }
+
+    /// Checks the advice if something reads it ([`watches`](Self::watches)): called after
+    /// every [`EVERY`](Self::EVERY)-th latency, rarely, so kept out of line and off the
+    /// call's own path.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn check_due(&self, policy: &Policy, latency: &LiveLatency, at: Instant) {
+        if Self::watches(policy) {
+            self.check(policy, latency, at);
+        }
+    }
+
+    /// Checks the advice of the dependency called as `policy`, whose histogram is `latency`,
+    /// at `at` (the instant of the event that recorded the latest latency: no clock is
+    /// read): moves the adaptive cap, sets the gauges, and warns if the cap is not within
+    /// its policy and the last warning is an interval old.
+    pub(crate) fn check(&self, policy: &Policy, latency: &LiveLatency, at: Instant) {
+        let cap = self.cap(policy);
+        let histogram = latency.histogram();
+        let Some(advice) = Advice::assess_counted(
+            histogram.buckets(),
+            histogram.count(),
+            latency.timed_out(),
+            policy,
+            cap,
+        ) else {
+            return;
+        };
+        if let Some((min, max)) = policy.advice().adaptive_cap() {
+            if let Some(next) = advice.adapted_cap(min, max) {
+                self.cap.store(Some(crate::time::duration_to_micros(next)));
+            }
+        }
+        #[cfg(feature = "metrics")]
+        super::metrics::gauges(policy.name(), &advice);
+        let warn = !advice.is_within_policy() && self.claim_warning(at, policy.advice().interval());
+        #[cfg(feature = "tracing")]
+        if warn {
+            crate::trace::advice(policy.name(), &advice);
+        }
+        #[cfg(not(feature = "tracing"))]
+        let _ = warn;
+    }
+
+    /// Whether a warning may be given at `at`: none yet, or the last one at least `interval`
+    /// ago. The caller that may is the one that records `at` (a compare-and-swap), so two
+    /// threads checking at once warn once.
+    fn claim_warning(&self, at: Instant, interval: Duration) -> bool {
+        // Milliseconds in 32 bits, wrapping: an interval is compared by the wrapping
+        // difference, exact for intervals under 24 days.
+        let now = (at.as_millis() as u32).wrapping_add(1);
+        let last = self.warned.load(Ordering::Relaxed);
+        let interval = u32::try_from(interval.as_millis()).unwrap_or(u32::MAX);
+        if last != 0 && now.wrapping_sub(last) < interval {
+            return false;
+        }
+        self.warned
+            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::time::ms;
+
+    #[test]
+    fn a_warning_is_claimed_once_per_interval() {
+        let live = LiveAdvice::new(&Policy::required("p"));
+        let minute = Duration::from_secs(60);
+        assert!(live.claim_warning(Instant::from_millis(0), minute));
+        assert!(!live.claim_warning(Instant::from_millis(59_999), minute));
+        assert!(live.claim_warning(Instant::from_millis(60_000), minute));
+        assert!(!live.claim_warning(Instant::from_millis(60_001), minute));
+    }
+
+    #[test]
+    fn the_adaptive_cap_starts_at_the_policys_within_its_bounds() {
+        let fixed = Policy::required("p").with_cap(ms(50));
+        let adaptive = fixed.with_adaptive_cap(ms(60), ms(90));
+        assert_eq!(LiveAdvice::new(&fixed).cap(&fixed), ms(50));
+        let live = LiveAdvice::new(&adaptive);
+        assert_eq!(live.cap(&adaptive), ms(60));
+        live.cap.store(Some(80_000));
+        assert_eq!(live.cap(&adaptive), ms(80));
+        assert_eq!(live.cap(&fixed), ms(50), "a fixed cap does not move");
+    }
+}

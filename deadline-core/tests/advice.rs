@@ -1,0 +1,242 @@
+//! A dependency's live advice against the lab's offline figures on the same latencies, its
+//! treatment of timed-out attempts, its snapshot, and the clock reads of a call with the
+//! advice on.
+
+use std::cell::Cell;
+use std::time::Duration;
+
+use deadline_core::analysis::Sample;
+use deadline_core::observe::Histogram;
+use deadline_core::rng::{Rng, SplitMix64};
+use deadline_core::runtime::{Runtime, scope_timeout};
+use deadline_core::virtual_time::{ManualRuntime, ManualSleep};
+use deadline_core::{Clock, Deadline, Dependency, Instant, Policy, Timer, ms};
+use proptest::prelude::*;
+
+/// The lab's kill fraction of `cap` over `latencies`: `Sample::kill_fraction`, which
+/// `deadline lab` prints.
+fn offline(latencies: &[Duration], cap: Duration) -> f64 {
+    let mut sorted = latencies.to_vec();
+    Sample::new(&mut sorted).unwrap().kill_fraction(cap)
+}
+
+/// The histogram's stated error around `cap`: the live kill fraction is the offline one at
+/// some `T'` between `cap` less one bucket width (at most `cap / SUB_BUCKETS`) and `cap`.
+fn within_the_error(live: f64, latencies: &[Duration], cap: Duration) -> bool {
+    let width = Duration::from_micros(cap.as_micros() as u64 / Histogram::<736, 5>::SUB_BUCKETS);
+    let low = cap
+        .saturating_sub(width)
+        .saturating_sub(Duration::from_micros(1));
+    offline(latencies, cap) <= live && live <= offline(latencies, low)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// Latencies recorded as answers (whole microseconds, fewer than a half-life, so the
+    /// histogram holds them all): the live kill fraction of any cap is the lab's, within the
+    /// histogram's error.
+    #[test]
+    fn the_live_kill_fraction_agrees_with_the_labs(
+        latencies in prop::collection::vec(1u64..300_000, 1..4_000),
+        cap in 1u64..320_000,
+    ) {
+        let latencies: Vec<Duration> = latencies.into_iter().map(Duration::from_micros).collect();
+        let cap = Duration::from_micros(cap);
+        let dep: Dependency<ManualRuntime> =
+            Dependency::new(Policy::required("p").with_cap(cap));
+        for &l in &latencies {
+            dep.record_latency(l);
+        }
+        let advice = dep.advice().unwrap();
+        prop_assert_eq!(advice.recorded, latencies.len() as u64);
+        prop_assert!(
+            within_the_error(advice.kill_fraction, &latencies, cap),
+            "live {} offline {} at {cap:?}", advice.kill_fraction, offline(&latencies, cap)
+        );
+    }
+
+    /// Answers and timeouts in any mix: the kill fraction is never below the timed-out share,
+    /// every quantile's bounds are in order, and a quantile has an upper bound exactly when it
+    /// does not fall among the timed-out attempts.
+    #[test]
+    fn timed_out_attempts_are_censored(
+        calls in prop::collection::vec((1u64..100_000, any::<bool>()), 1..4_000),
+    ) {
+        let dep: Dependency<ManualRuntime> =
+            Dependency::new(Policy::required("p").with_cap(ms(50)));
+        let mut timed_out = 0u64;
+        for &(us, timeout) in &calls {
+            let t = Duration::from_micros(us);
+            if timeout {
+                timed_out += 1;
+                dep.record_timeout(t);
+            } else {
+                dep.record_latency(t);
+            }
+        }
+        let a = dep.advice().unwrap();
+        let n = calls.len() as u64;
+        prop_assert_eq!((a.recorded, a.timed_out), (n, timed_out));
+        prop_assert!(a.kill_fraction >= timed_out as f64 / n as f64);
+        prop_assert!(a.kill_fraction <= 1.0);
+        for (q, r) in [(500_000u64, a.p50), (990_000, a.p99), (999_000, a.p999)] {
+            let rank = (q * n).div_ceil(1_000_000).max(1);
+            prop_assert_eq!(r.at_most.is_some(), rank + timed_out <= n);
+            if let Some(high) = r.at_most {
+                prop_assert!(r.at_least <= high);
+            }
+        }
+    }
+}
+
+static CUT: Dependency<ManualRuntime> = Dependency::new(Policy::required("cut").with_cap(ms(50)));
+
+/// Calls through the dependency's own `run`, on virtual time, some slower than the cap: the
+/// attempts slower than 50 ms time out there and are recorded at 50 ms. The live kill
+/// fraction agrees with the lab's on the latencies the dependency would have taken.
+#[test]
+fn the_kill_fraction_of_real_calls_agrees_with_the_labs() {
+    let mut rng = SplitMix64::new(7);
+    // Mostly 5 to 45 ms, one in eight 40 to 120 ms, each ending at a half millisecond (none
+    // exactly at the cap).
+    let latencies: Vec<Duration> = (0..3_000)
+        .map(|_| {
+            let slow = rng.next_u64() % 8 == 0;
+            let ms = if slow {
+                40 + rng.next_u64() % 80
+            } else {
+                5 + rng.next_u64() % 40
+            };
+            Duration::from_micros(ms * 1_000 + 500)
+        })
+        .collect();
+    ManualRuntime::block_on(async {
+        for &latency in &latencies {
+            let answer = scope_timeout::<ManualRuntime, _>(ms(1_000), async {
+                CUT.run(|_| async move {
+                    let t = ManualRuntime::timer();
+                    t.sleep_until(t.now() + latency).await;
+                    Ok::<_, ()>(())
+                })
+                .await
+            })
+            .await
+            .expect("inside the scope");
+            assert_eq!(answer.is_ok(), latency <= ms(50));
+        }
+    })
+    .unwrap();
+    let advice = CUT.advice().unwrap();
+    let slower = latencies.iter().filter(|&&l| l > ms(50)).count() as u64;
+    assert_eq!(advice.timed_out, slower);
+    assert_eq!(CUT.counters().snapshot().timeouts, slower);
+    assert!(
+        within_the_error(advice.kill_fraction, &latencies, ms(50)),
+        "live {} offline {}",
+        advice.kill_fraction,
+        offline(&latencies, ms(50))
+    );
+    assert!(advice.kill_fraction > 0.05, "{advice:?}");
+
+    // The snapshot holds the same: its advice is the dependency's.
+    let snapshot = CUT.snapshot();
+    assert_eq!(snapshot.name(), "cut");
+    assert_eq!(snapshot.advice(), Some(advice));
+    assert_eq!(snapshot.counters(), &CUT.counters().snapshot());
+    assert_eq!(snapshot.latency().count(), 3_000);
+}
+
+thread_local! {
+    /// The clock reads made through [`Counting`]'s timer on this thread.
+    static READS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// [`ManualRuntime`], with every reading of its clock counted.
+struct Counting;
+
+#[derive(Clone, Copy)]
+struct CountingTimer;
+
+impl Clock for CountingTimer {
+    fn now(&self) -> Instant {
+        READS.with(|r| r.set(r.get() + 1));
+        ManualRuntime::now()
+    }
+}
+
+impl Timer for CountingTimer {
+    type Sleep = ManualSleep<'static>;
+
+    fn sleep_until(&self, at: Instant) -> Self::Sleep {
+        ManualRuntime::timer().sleep_until(at)
+    }
+}
+
+impl Runtime for Counting {
+    type Timer = CountingTimer;
+    type Rng = SplitMix64;
+
+    fn timer() -> CountingTimer {
+        CountingTimer
+    }
+    fn rng() -> SplitMix64 {
+        <ManualRuntime as Runtime>::rng()
+    }
+    fn current() -> Option<Deadline> {
+        <ManualRuntime as Runtime>::current()
+    }
+    fn enter<R>(deadline: Deadline, f: impl FnOnce() -> R) -> R {
+        <ManualRuntime as Runtime>::enter(deadline, f)
+    }
+}
+
+static FIXED: Dependency<Counting> = Dependency::new(Policy::required("fixed").with_cap(ms(50)));
+static ADAPTIVE: Dependency<Counting> = Dependency::new(
+    Policy::required("adaptive")
+        .with_cap(ms(50))
+        .with_adaptive_cap(ms(50), ms(60)),
+);
+
+/// The clock reads of `calls` calls to `dep`, each taking 10 ms, but one in ten 80 ms: over
+/// the cap, 50 ms or 60 ms, so each of those times out.
+fn clock_reads(dep: &'static Dependency<'static, Counting>, calls: u64) -> u64 {
+    READS.with(|r| r.set(0));
+    ManualRuntime::block_on(async {
+        for n in 0..calls {
+            let latency = if n % 10 == 0 { ms(80) } else { ms(10) };
+            let _ = scope_timeout::<ManualRuntime, _>(ms(1_000), async {
+                dep.run(|_| async move {
+                    let t = ManualRuntime::timer();
+                    t.sleep_until(t.now() + latency).await;
+                    Ok::<_, ()>(())
+                })
+                .await
+            })
+            .await;
+        }
+    })
+    .unwrap();
+    READS.with(Cell::get)
+}
+
+/// The advice is checked with the instant of the event that recorded the latest latency: a
+/// dependency whose advice is checked (its adaptive cap moved, from 50 ms to its 60 ms
+/// bound, as 10% of the calls time out) reads the clock exactly as often as one whose
+/// advice is not, over enough calls for three checks.
+#[test]
+fn the_advice_reads_no_clock() {
+    let calls = 3 * u64::from(Dependency::<Counting>::ADVICE_EVERY) + 10;
+    let fixed = clock_reads(&FIXED, calls);
+    let adaptive = clock_reads(&ADAPTIVE, calls);
+    assert_eq!(
+        (FIXED.cap(), ADAPTIVE.cap()),
+        (ms(50), ms(60)),
+        "the checks ran"
+    );
+    assert!(fixed >= calls);
+    assert_eq!(
+        adaptive, fixed,
+        "clock reads with the advice checked, and without"
+    );
+}
