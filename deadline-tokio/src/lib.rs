@@ -55,6 +55,8 @@ mod clock;
 #[cfg(feature = "hyper-util")]
 pub mod connect;
 mod context;
+#[cfg(any(feature = "postgres", feature = "sqlx"))]
+pub mod database;
 #[cfg(feature = "tower")]
 pub mod layer;
 #[cfg(feature = "postgres")]

@@ -25,7 +25,7 @@
 //! - sends the cancel request with the connection's own TLS connector (the [`Database`]'s:
 //!   over TLS exactly when the connection is, never in plaintext behind its back), and waits
 //!   until the server closes the cancel connection, by which time PostgreSQL has signalled the
-//!   backend (at most [`CANCEL_LIMIT`]);
+//!   backend (at most [`CANCEL_LIMIT`](crate::database::CANCEL_LIMIT));
 //! - runs `ROLLBACK` and `SELECT 1` on the connection: by their answers the signal has been
 //!   taken, by the dropped query or by the idle backend;
 //! - gives the connection back: the session's next query waits for it (within its own
@@ -92,7 +92,7 @@ mod database;
 mod session;
 
 pub use cancel::{CancelSocket, CancelTls};
-pub use database::{CANCEL_LIMIT, Cancels, Database};
+pub use database::Database;
 pub use session::Session;
 
 /// The error of a query run under the deadline.

@@ -50,8 +50,6 @@
 
 use core::fmt;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
 use ::sqlx::pool::PoolConnection;
 use ::sqlx::postgres::{PgConnection, PgPool, PgQueryResult, PgRow, Postgres};
@@ -60,12 +58,8 @@ use deadline_core::Error;
 use deadline_core::statement::{StatementDecision, StatementPolicy};
 
 use crate::context::within_current;
+use crate::database::{CANCEL_LIMIT, CancelCounts, Cancels};
 use crate::statement::decide_statement;
-
-/// How long a dropped query's cancel may take, from getting a connection to send it on to
-/// `pg_cancel_backend`'s answer: past it the cancel counts as failed and the connection is
-/// closed.
-pub const CANCEL_LIMIT: Duration = Duration::from_secs(5);
 
 /// The error of a query run under the deadline.
 #[derive(Debug)]
@@ -298,10 +292,10 @@ async fn settle(mut conn: PoolConnection<Postgres>, pid: Option<i32>, pool: PgPo
             .unwrap_or_else(|_| Err(::sqlx::Error::PoolTimedOut));
         match sent {
             Ok(()) => {
-                COUNTS.sent.fetch_add(1, Ordering::Relaxed);
+                COUNTS.sent();
             }
             Err(error) => {
-                COUNTS.failed.fetch_add(1, Ordering::Relaxed);
+                COUNTS.failed();
                 close(conn, "a dropped query's cancel failed", &error);
                 return;
             }
@@ -323,7 +317,7 @@ async fn settle(mut conn: PoolConnection<Postgres>, pid: Option<i32>, pool: PgPo
 /// Closes `conn` instead of returning it to the pool, and says why.
 #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
 fn close(mut conn: PoolConnection<Postgres>, what: &str, error: &::sqlx::Error) {
-    COUNTS.closed.fetch_add(1, Ordering::Relaxed);
+    COUNTS.closed();
     #[cfg(feature = "tracing")]
     tracing::warn!(
         target: "deadline_tokio::sqlx",
@@ -362,55 +356,10 @@ fn signal(conn: &mut PgConnection, pid: i32) -> Statement<'_, PgQueryResult> {
 
 type Statement<'c, T> = Pin<Box<dyn Future<Output = Result<T, ::sqlx::Error>> + Send + 'c>>;
 
-struct Counts {
-    sent: AtomicU64,
-    failed: AtomicU64,
-    closed: AtomicU64,
-}
-
-static COUNTS: Counts = Counts {
-    sent: AtomicU64::new(0),
-    failed: AtomicU64::new(0),
-    closed: AtomicU64::new(0),
-};
+static COUNTS: CancelCounts = CancelCounts::new();
 
 /// What became of this process's cancels of dropped sqlx queries so far.
 #[must_use]
 pub fn cancels() -> Cancels {
-    Cancels {
-        sent: COUNTS.sent.load(Ordering::Relaxed),
-        failed: COUNTS.failed.load(Ordering::Relaxed),
-        closed: COUNTS.closed.load(Ordering::Relaxed),
-    }
-}
-
-/// What became of the cancels of dropped queries (see [`cancels`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Cancels {
-    sent: u64,
-    failed: u64,
-    closed: u64,
-}
-
-impl Cancels {
-    /// Cancels sent: `pg_cancel_backend` answered, so the backend was signalled.
-    #[must_use]
-    pub const fn sent(&self) -> u64 {
-        self.sent
-    }
-
-    /// Cancels that could not be sent: no other connection, an error, no answer within
-    /// [`CANCEL_LIMIT`]. The query ran on until its statement timeout. Each one is also a
-    /// `tracing` warning under feature `tracing`.
-    #[must_use]
-    pub const fn failed(&self) -> u64 {
-        self.failed
-    }
-
-    /// Connections closed rather than returned to the pool, because their cancel failed or
-    /// the settle after it did not answer.
-    #[must_use]
-    pub const fn closed(&self) -> u64 {
-        self.closed
-    }
+    COUNTS.read()
 }

@@ -76,7 +76,8 @@ impl<E> From<PropagateError<E>> for http::StatusCode {
     fn from(error: PropagateError<E>) -> Self {
         match error {
             PropagateError::Deadline(error) => error.into(),
-            PropagateError::Inner(_) => http::StatusCode::BAD_GATEWAY,
+            // The core's status for a dependency's own failure (502).
+            PropagateError::Inner(error) => deadline_core::CallError::Attempt(error).into(),
         }
     }
 }

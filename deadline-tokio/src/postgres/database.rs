@@ -4,8 +4,6 @@
 use std::io;
 use std::ops::Deref;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
 use tokio_postgres::error::SqlState;
 use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
@@ -13,10 +11,7 @@ use tokio_postgres::{Client, Config, Socket};
 
 use super::cancel::{CancelTls, Target, cancel};
 use super::session::Session;
-
-/// How long a dropped query's cancel may take, from the connect to the server closing the
-/// cancel connection: past it the cancel counts as failed and the connection is closed.
-pub const CANCEL_LIMIT: Duration = Duration::from_secs(5);
+use crate::database::{CANCEL_LIMIT, CancelCounts, Cancels};
 
 /// A PostgreSQL database, as [`Session`]s reach it to cancel a dropped query: the server's
 /// address (from the `tokio_postgres::Config` the connections use) and their TLS connector.
@@ -42,9 +37,7 @@ struct Shared<M> {
     config: Config,
     target: Target,
     tls: M,
-    sent: AtomicU64,
-    failed: AtomicU64,
-    closed: AtomicU64,
+    cancels: CancelCounts,
 }
 
 impl<M> Clone for Database<M> {
@@ -68,9 +61,7 @@ impl<M: CancelTls> Database<M> {
                 target: Target::from_config(config)?,
                 config: config.clone(),
                 tls,
-                sent: AtomicU64::new(0),
-                failed: AtomicU64::new(0),
-                closed: AtomicU64::new(0),
+                cancels: CancelCounts::new(),
             }),
         })
     }
@@ -135,11 +126,7 @@ impl<M: CancelTls> Database<M> {
     /// What became of the cancels sent so far.
     #[must_use]
     pub fn cancels(&self) -> Cancels {
-        Cancels {
-            sent: self.shared.sent.load(Ordering::Relaxed),
-            failed: self.shared.failed.load(Ordering::Relaxed),
-            closed: self.shared.closed.load(Ordering::Relaxed),
-        }
+        self.shared.cancels.read()
     }
 
     /// Cancels the query `conn` was running when its future was dropped, waits until the
@@ -164,7 +151,7 @@ impl<M: CancelTls> Database<M> {
         .unwrap_or_else(|_| Err("no answer within the cancel limit".into()));
         match sent {
             Ok(()) => {
-                shared.sent.fetch_add(1, Ordering::Relaxed);
+                shared.cancels.sent();
                 // The transaction's end; its warning when there is none is harmless.
                 let _ = pg.batch_execute("ROLLBACK").await;
                 match pg.simple_query("SELECT 1").await {
@@ -173,12 +160,12 @@ impl<M: CancelTls> Database<M> {
                 }
             }
             Err(error) => {
-                shared.failed.fetch_add(1, Ordering::Relaxed);
+                shared.cancels.failed();
                 report("a dropped query's cancel failed", &*error);
             }
         }
         close(pg).await;
-        shared.closed.fetch_add(1, Ordering::Relaxed);
+        shared.cancels.closed();
         conn
     }
 }
@@ -206,36 +193,4 @@ fn report(what: &str, error: &dyn std::error::Error) {
         error = %error,
         "{what}: the connection is closed"
     );
-}
-
-/// What became of a [`Database`]'s cancels (each sent when a [`Session`]'s query future was
-/// dropped before the query was done).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Cancels {
-    sent: u64,
-    failed: u64,
-    closed: u64,
-}
-
-impl Cancels {
-    /// Cancels the server received and acted on (it closed the cancel connection).
-    #[must_use]
-    pub const fn sent(&self) -> u64 {
-        self.sent
-    }
-
-    /// Cancels that could not be sent or confirmed: no connection to the server, a TLS
-    /// failure, no answer within [`CANCEL_LIMIT`]. The query ran on until its statement
-    /// timeout. Each one is also a `tracing` warning under feature `tracing`.
-    #[must_use]
-    pub const fn failed(&self) -> u64 {
-        self.failed
-    }
-
-    /// Connections closed rather than reused, because their cancel failed or the settle
-    /// after it did not answer.
-    #[must_use]
-    pub const fn closed(&self) -> u64 {
-        self.closed
-    }
 }
