@@ -6,7 +6,7 @@
 //! waiting, beside `deadline sim`'s figures for the same requests, stall share and seed.
 //!
 //! ```text
-//! bash scripts/chain.sh [--requests 2000] [--stall-rate 0.05 ...] [--clients 4] [--seed 2] [--check]
+//! bash scripts/chain.sh [--requests 2000] [--stall-rate 0.05 ...] [--clients 3] [--seed 2] [--check]
 //! ```
 //!
 //! `scripts/chain.sh` starts a throwaway PostgreSQL that logs every statement
@@ -24,11 +24,12 @@
 //! - **The figures are the server's.** Queries, their database time, and when each ended come
 //!   from PostgreSQL's statement log ([`accounting`]), not from the services' clocks; the
 //!   client's stop instant is compared with them on the same machine's clock.
-//! - **Clients.** Each strategy has `--clients` clients (4 by default), each sending its next
-//!   request when it stops waiting for the last one, as the model's client does; the four
-//!   strategies run at the same time, on their own services and connections. At 4 requests a
-//!   second when every query stalls, the retry budgets' floor of 10 a second still covers
-//!   every retry, as in the model.
+//! - **Clients.** Each strategy has `--clients` clients (3 by default), each sending its next
+//!   request when it stops waiting for the last one, as the model's one client does; the four
+//!   strategies run at the same time, on their own services and connections. When every query
+//!   stalls, each request takes about a second and asks for two retries, so 3 clients ask for
+//!   at most 9 in any second: the retry budgets' floor of 10 a second covers them all, and the
+//!   budgets refuse none, as in the model. (With more clients they start refusing.)
 //!
 //! Every loop is bounded: the clients stop after `--requests`, and the wait for the last
 //! stalled queries after 30 s. With `--check` (the short run CI makes) it exits non-zero
@@ -285,7 +286,7 @@ fn options() -> Options {
     let mut options = Options {
         requests: sim::DEFAULT_REQUESTS,
         stall_rates: Vec::new(),
-        clients: 4,
+        clients: 3,
         seed: sim::DEFAULT_SEED,
         check: false,
     };
@@ -328,7 +329,7 @@ fn options() -> Options {
 fn usage() -> ! {
     eprintln!(
         "usage: chain [--requests N (1 to 100000, default 2000)] [--stall-rate P (0 to 1; \
-         repeat it; default 0, 0.05 and 1)] [--clients N (1 to 16, default 4)] [--seed N \
+         repeat it; default 0, 0.05 and 1)] [--clients N (1 to 16, default 3)] [--seed N \
          (default 2)] [--check]"
     );
     std::process::exit(2);
