@@ -6,9 +6,9 @@
 //! id (`log_line_prefix = '%n [%p] '`):
 //!
 //! ```text
-//! 1764662689.611 [16120] LOG:  execute <unnamed>: SELECT pg_sleep(0.052) /* chain s=one-try r=17 */
+//! 1764662689.611 [16120] LOG:  execute s1: SELECT pg_sleep(0.052) /* chain run=0 s=one-try r=17 */
 //! 1764662689.663 [16120] LOG:  duration: 51.751 ms
-//! 1764662689.662 [16121] LOG:  execute <unnamed>: SELECT pg_sleep(1.9) /* chain s=propagated r=18 */
+//! 1764662689.662 [16121] LOG:  execute s2: SELECT pg_sleep(1.9) /* chain run=0 s=propagated r=18 */
 //! 1764662689.957 [16121] ERROR:  canceling statement due to statement timeout
 //! ```
 //!
@@ -27,6 +27,8 @@ use crate::workload::{TAG, parse_tag};
 /// One of the benchmark's queries, as the server ran it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct LoggedQuery {
+    /// The run (stall share) it belongs to.
+    pub(crate) run: u32,
     /// The strategy that sent it.
     pub(crate) strategy: String,
     /// The client's request it was for.
@@ -83,8 +85,9 @@ pub(crate) fn parse(text: &str) -> Log {
             && (line.message.starts_with("statement: ") || line.message.starts_with("execute "))
             && line.message.contains(TAG);
         if starts {
-            if let Some((strategy, request)) = parse_tag(line.message) {
+            if let Some((run, strategy, request)) = parse_tag(line.message) {
                 let query = LoggedQuery {
+                    run,
                     strategy: strategy.to_owned(),
                     request,
                     start_us: line.at_us,
@@ -161,21 +164,22 @@ mod tests {
         let text = "\
 1764662689.600 [7] LOG:  statement: BEGIN
 1764662689.600 [7] LOG:  duration: 0.050 ms
-1764662689.601 [7] LOG:  duration: 0.120 ms  parse <unnamed>: SELECT pg_sleep(1.9) /* chain s=propagated r=18 */
-1764662689.611 [9] LOG:  execute <unnamed>: SELECT pg_sleep(0.052) /* chain s=one-try r=17 */
-1764662689.612 [7] LOG:  execute <unnamed>: SELECT pg_sleep(1.9) /* chain s=propagated r=18 */
+1764662689.601 [7] LOG:  duration: 0.120 ms  parse <unnamed>: SELECT pg_sleep(1.9) /* chain run=1 s=propagated r=18 */
+1764662689.611 [9] LOG:  execute <unnamed>: SELECT pg_sleep(0.052) /* chain run=1 s=one-try r=17 */
+1764662689.612 [7] LOG:  execute <unnamed>: SELECT pg_sleep(1.9) /* chain run=1 s=propagated r=18 */
 1764662689.663 [9] LOG:  duration: 51.751 ms
 1764662689.907 [7] ERROR:  canceling statement due to statement timeout
-1764662689.907 [7] STATEMENT:  SELECT pg_sleep(1.9) /* chain s=propagated r=18 */
+1764662689.907 [7] STATEMENT:  SELECT pg_sleep(1.9) /* chain run=1 s=propagated r=18 */
 1764662689.908 [7] LOG:  statement: ROLLBACK
 1764662689.908 [7] LOG:  duration: 0.030 ms
-1764662690.000 [8] LOG:  execute <unnamed>: SELECT pg_sleep(2.1) /* chain s=one-try r=19 */
+1764662690.000 [8] LOG:  execute <unnamed>: SELECT pg_sleep(2.1) /* chain run=1 s=one-try r=19 */
 ";
         let log = parse(text);
         assert_eq!(
             log.queries,
             [
                 LoggedQuery {
+                    run: 1,
                     strategy: "one-try".into(),
                     request: 17,
                     start_us: 1_764_662_689_611_000,
@@ -183,6 +187,7 @@ mod tests {
                     ended_by_server: false,
                 },
                 LoggedQuery {
+                    run: 1,
                     strategy: "propagated".into(),
                     request: 18,
                     start_us: 1_764_662_689_612_000,
@@ -197,7 +202,7 @@ mod tests {
     #[test]
     fn lines_of_other_formats_are_skipped() {
         let log = parse(
-            "2026-12-02 08:04:49.611 UTC [16120] LOG:  statement: SELECT 1 /* chain s=one-try r=1 */\n\
+            "2026-12-02 08:04:49.611 UTC [16120] LOG:  statement: SELECT 1 /* chain run=1 s=one-try r=1 */\n\
              \tcontinued\n",
         );
         assert!(log.queries.is_empty());

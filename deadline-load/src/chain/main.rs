@@ -82,8 +82,8 @@ fn main() {
     let failed = runtime.block_on(async {
         let observer = observer(&config).await;
         let mut failed = Vec::new();
-        for &stall_rate in &options.stall_rates {
-            let rows = run_share(&options, stall_rate, &config, &observer, &log_path).await;
+        for (run, &stall_rate) in (0u32..).zip(&options.stall_rates) {
+            let rows = run_share(&options, run, stall_rate, &config, &observer, &log_path).await;
             if options.check {
                 failed.extend(report::check(&rows, stall_rate));
             }
@@ -113,6 +113,7 @@ fn main() {
 /// returns them.
 async fn run_share(
     options: &Options,
+    run: u32,
     stall_rate: f64,
     config: &Config,
     observer: &tokio_postgres::Client,
@@ -123,6 +124,7 @@ async fn run_share(
     let load_before = load_average();
     let started = Instant::now();
     let params = Params {
+        run,
         requests: options.requests,
         stall_rate,
         seed: options.seed,
@@ -150,13 +152,17 @@ async fn run_share(
     });
     let rows: Vec<Row> = runs
         .iter()
-        .map(|run| {
+        .map(|strategy_run| {
             let logged: Vec<_> = log
                 .queries
                 .iter()
-                .filter(|q| q.strategy == run.strategy.name())
+                .filter(|q| q.run == run && q.strategy == strategy_run.strategy.name())
                 .collect();
-            report::row(run, &logged, model_figures(&sim, run.strategy))
+            report::row(
+                strategy_run,
+                &logged,
+                model_figures(&sim, strategy_run.strategy),
+            )
         })
         .collect();
     println!(

@@ -370,6 +370,7 @@ mod tests {
 
     fn query(request: u64, start_us: u64, time_us: u64) -> LoggedQuery {
         LoggedQuery {
+            run: 0,
             strategy: "one-try".into(),
             request,
             start_us,

@@ -21,6 +21,8 @@ use crate::{plain, propagated};
 /// What every strategy's run is given.
 #[derive(Clone, Debug)]
 pub(crate) struct Params {
+    /// The run (stall share) of this program, which tags its queries.
+    pub(crate) run: u32,
     /// Requests per strategy.
     pub(crate) requests: u64,
     /// The share of queries that stall.
@@ -154,6 +156,7 @@ fn now_us() -> u64 {
 /// next request when it stops waiting for the last one.
 pub(crate) async fn run(strategy: Strategy, params: Params) -> StrategyRun {
     let work = Arc::new(Workload::new(
+        params.run,
         strategy,
         params.requests,
         params.stall_rate,

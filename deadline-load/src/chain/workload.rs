@@ -1,6 +1,6 @@
 //! What the database is asked: one `SELECT pg_sleep(..)` per query, as long as the propagation
-//! model's database takes for the same query, and tagged with its strategy and request so that
-//! the server's statement log says whose it was.
+//! model's database takes for the same query, and tagged with its run, strategy and request so
+//! that the server's statement log says whose it was.
 //!
 //! The query times are the model's own draws: before a run, `deadline sim`'s run of the same
 //! strategy, requests, stall share and seed is replayed, and the order service's `i`-th query
@@ -17,12 +17,15 @@ use deadline_core::Clock;
 use deadline_core::rng::{Rng, SplitMix64};
 use deadline_core::virtual_time::ManualClock;
 
-/// The text every query carries, before its strategy and request: `/* chain s=NAME r=N */`.
-pub(crate) const TAG: &str = "/* chain s=";
+/// The text every query carries, before its run, strategy and request:
+/// `/* chain run=N s=NAME r=N */`.
+pub(crate) const TAG: &str = "/* chain run=";
 
 /// The queries of one strategy's run: how long each one sleeps, and how many were sent.
 #[derive(Debug)]
 pub(crate) struct Workload {
+    /// The run (stall share) of this program the queries belong to.
+    run: u32,
     strategy: Strategy,
     stall_rate: f64,
     seed: u64,
@@ -34,10 +37,17 @@ pub(crate) struct Workload {
 }
 
 impl Workload {
-    /// The queries of `requests` requests under `strategy`, a share `stall_rate` of which
-    /// stall, drawn from `seed` as the model draws them.
-    pub(crate) fn new(strategy: Strategy, requests: u64, stall_rate: f64, seed: u64) -> Self {
+    /// The queries of `requests` requests under `strategy` in run `run`, a share `stall_rate`
+    /// of which stall, drawn from `seed` as the model draws them.
+    pub(crate) fn new(
+        run: u32,
+        strategy: Strategy,
+        requests: u64,
+        stall_rate: f64,
+        seed: u64,
+    ) -> Self {
         Workload {
+            run,
             strategy,
             stall_rate,
             seed,
@@ -64,8 +74,9 @@ impl Workload {
             .copied()
             .unwrap_or_else(|| fresh(self.seed, self.stall_rate, request, index));
         format!(
-            "SELECT pg_sleep({:.6}) {TAG}{} r={request} */",
+            "SELECT pg_sleep({:.6}) {TAG}{} s={} r={request} */",
             takes.as_secs_f64(),
+            self.run,
             self.strategy.name()
         )
     }
@@ -143,12 +154,13 @@ fn redraw(seed: u64, request: u64, index: u32, stalled: bool) -> Duration {
     SplitMix64::new(stream(seed, request, index)).duration_between(lo, hi)
 }
 
-/// The strategy and request a logged statement's text names, if it is one of ours.
-pub(crate) fn parse_tag(statement: &str) -> Option<(&str, u64)> {
+/// The run, strategy and request a logged statement's text names, if it is one of ours.
+pub(crate) fn parse_tag(statement: &str) -> Option<(u32, &str, u64)> {
     let rest = &statement[statement.find(TAG)? + TAG.len()..];
+    let (run, rest) = rest.split_once(" s=")?;
     let (name, rest) = rest.split_once(" r=")?;
     let (request, _) = rest.split_once(' ')?;
-    Some((name, request.parse().ok()?))
+    Some((run.parse().ok()?, name, request.parse().ok()?))
 }
 
 #[cfg(test)]
@@ -159,10 +171,10 @@ mod tests {
 
     #[test]
     fn a_query_names_its_strategy_and_request() {
-        let work = Workload::new(Strategy::RetryOneLayer, 10, 0.05, 2);
+        let work = Workload::new(3, Strategy::RetryOneLayer, 10, 0.05, 2);
         let sql = work.next_query(7);
         assert!(sql.starts_with("SELECT pg_sleep("), "{sql}");
-        assert_eq!(parse_tag(&sql), Some(("retry-one-layer", 7)));
+        assert_eq!(parse_tag(&sql), Some((3, "retry-one-layer", 7)));
         assert_eq!(parse_tag("execute <unnamed>: SELECT 1"), None);
         assert_eq!(work.sent(), 1);
     }
@@ -183,7 +195,7 @@ mod tests {
                 model,
             };
             let sim = sim::run_strategy(strategy, &options);
-            let work = Workload::new(strategy, 500, stall_rate, 2);
+            let work = Workload::new(0, strategy, 500, stall_rate, 2);
             let queries: usize = work.model.iter().map(Vec::len).sum();
             assert_eq!(
                 queries as f64 / 500.0,
@@ -205,7 +217,7 @@ mod tests {
 
     #[test]
     fn past_the_models_queries_the_draws_keep_its_stall_share() {
-        let work = Workload::new(Strategy::OneTry, 2_000, 0.05, 2);
+        let work = Workload::new(0, Strategy::OneTry, 2_000, 0.05, 2);
         // One-try's model made one query per request: the second ones are new draws.
         let stalls = (0..2_000)
             .filter(|&r| {
