@@ -76,13 +76,15 @@ pub(crate) struct Row {
     pub(crate) cancels: u64,
     /// Requests whose first query stalls.
     pub(crate) stalled_first: usize,
+    /// The longest any query ran on after its client stopped waiting, in milliseconds.
+    pub(crate) latest_after_ms: f64,
 }
 
 /// The figures of `run`, from the client's records and the server's log.
 pub(crate) fn row(run: &StrategyRun, logged: &[&LoggedQuery], model: Figures) -> Row {
     let n = run.records.len().max(1) as f64;
     let answered = run.records.iter().filter(|r| r.answered).count() as f64;
-    let (mut db_us, mut after_us, mut strays) = (0u64, 0u64, 0u64);
+    let (mut db_us, mut after_us, mut latest_after_us, mut strays) = (0u64, 0u64, 0u64, 0u64);
     for q in logged {
         let Some(record) = usize::try_from(q.request)
             .ok()
@@ -94,6 +96,7 @@ pub(crate) fn row(run: &StrategyRun, logged: &[&LoggedQuery], model: Figures) ->
         let end = q.start_us + q.time_us;
         db_us += q.time_us;
         after_us += end.saturating_sub(q.start_us.max(record.stop_us));
+        latest_after_us = latest_after_us.max(end.saturating_sub(record.stop_us));
     }
     Row {
         strategy: run.strategy,
@@ -116,6 +119,7 @@ pub(crate) fn row(run: &StrategyRun, logged: &[&LoggedQuery], model: Figures) ->
         connections: run.connections,
         cancels: run.cancels,
         stalled_first: run.stalled_first,
+        latest_after_ms: latest_after_us as f64 / 1_000.0,
     }
 }
 
@@ -223,12 +227,13 @@ pub(crate) fn render(rows: &[Row]) -> String {
     }
     let _ = writeln!(
         out,
-        "\n{}  {:>13}  {:>6}  {:>6}  {:>15}  {:>9}  {:>11}  {:>7}",
+        "\n{}  {:>13}  {:>6}  {:>6}  {:>15}  {:>17}  {:>9}  {:>11}  {:>7}",
         pad("strategy", 18),
         "first stalled",
         "sent",
         "logged",
         "ended by server",
+        "latest, client gone",
         "throttled",
         "connections",
         "cancels"
@@ -236,12 +241,13 @@ pub(crate) fn render(rows: &[Row]) -> String {
     for r in rows {
         let _ = writeln!(
             out,
-            "{}  {:>13}  {:>6}  {:>6}  {:>15}  {:>9}  {:>11}  {:>7}",
+            "{}  {:>13}  {:>6}  {:>6}  {:>15}  {:>16} ms  {:>9}  {:>11}  {:>7}",
             pad(r.strategy.name(), 18),
             r.stalled_first,
             r.sent,
             r.logged,
             r.ended_by_server,
+            fmt_num(r.latest_after_ms, 1),
             r.throttled,
             r.connections,
             r.cancels
@@ -396,6 +402,7 @@ mod tests {
         assert_eq!(r.chain.queries_per_request, 1.0);
         assert_eq!(r.chain.db_ms_per_request, 1_025.0);
         assert!((r.chain.db_after_client_gone - 1.5 / 2.05).abs() < 1e-9);
+        assert_eq!(r.latest_after_ms, 1_500.0);
         assert_eq!(r.strays, 0);
         let stray = query(7, 0, 1);
         assert_eq!(row(&one, &[&stray], zero).strays, 1);
