@@ -37,9 +37,21 @@ pub(crate) struct LoggedQuery {
     pub(crate) start_us: u64,
     /// How long the server worked on it, in microseconds.
     pub(crate) time_us: u64,
-    /// Whether the server ended it (statement timeout, cancel, lost connection) rather than
-    /// the query finishing.
-    pub(crate) ended_by_server: bool,
+    /// How it ended.
+    pub(crate) end: End,
+}
+
+/// How a query ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum End {
+    /// It finished.
+    Finished,
+    /// The server ended it at its statement timeout.
+    StatementTimeout,
+    /// The server ended it on a cancel request.
+    Cancelled,
+    /// The server ended it for another reason (its connection lost, an error).
+    Other,
 }
 
 /// What a stretch of the log holds.
@@ -92,7 +104,7 @@ pub(crate) fn parse(text: &str) -> Log {
                     request,
                     start_us: line.at_us,
                     time_us: 0,
-                    ended_by_server: false,
+                    end: End::Finished,
                 };
                 if open.insert(line.pid, query).is_some() {
                     log.unfinished += 1;
@@ -115,7 +127,13 @@ pub(crate) fn parse(text: &str) -> Log {
         } else if line.level == "ERROR" || line.level == "FATAL" {
             if let Some(mut query) = open.remove(line.pid) {
                 query.time_us = line.at_us.saturating_sub(query.start_us);
-                query.ended_by_server = true;
+                query.end = if line.message.contains("due to statement timeout") {
+                    End::StatementTimeout
+                } else if line.message.contains("due to user request") {
+                    End::Cancelled
+                } else {
+                    End::Other
+                };
                 log.queries.push(query);
             }
         }
@@ -173,6 +191,8 @@ mod tests {
 1764662689.908 [7] LOG:  statement: ROLLBACK
 1764662689.908 [7] LOG:  duration: 0.030 ms
 1764662690.000 [8] LOG:  execute <unnamed>: SELECT pg_sleep(2.1) /* chain run=1 s=one-try r=19 */
+1764662690.100 [10] LOG:  execute s3: SELECT pg_sleep(1.7) /* chain run=1 s=propagated r=20 */
+1764662690.180 [10] ERROR:  canceling statement due to user request
 ";
         let log = parse(text);
         assert_eq!(
@@ -184,7 +204,7 @@ mod tests {
                     request: 17,
                     start_us: 1_764_662_689_611_000,
                     time_us: 51_751,
-                    ended_by_server: false,
+                    end: End::Finished,
                 },
                 LoggedQuery {
                     run: 1,
@@ -192,7 +212,15 @@ mod tests {
                     request: 18,
                     start_us: 1_764_662_689_612_000,
                     time_us: 295_000,
-                    ended_by_server: true,
+                    end: End::StatementTimeout,
+                },
+                LoggedQuery {
+                    run: 1,
+                    strategy: "propagated".into(),
+                    request: 20,
+                    start_us: 1_764_662_690_100_000,
+                    time_us: 80_000,
+                    end: End::Cancelled,
                 },
             ]
         );
