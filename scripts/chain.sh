@@ -3,7 +3,7 @@
 # service (axum) and PostgreSQL on loopback, each strategy beside `deadline sim`'s figures.
 #
 #   bash scripts/chain.sh                # 2 000 requests per strategy at 0%, 5% and 100% stalls
-#                                        # (about 12 minutes; BENCHMARKS.md, "What propagation saves")
+#                                        # (about 13 minutes; BENCHMARKS.md, "What propagation saves")
 #   bash scripts/chain.sh --requests 300 --stall-rate 0.05 --check   # the short run CI makes
 #
 # Starts a throwaway PostgreSQL that logs every statement (scripts/postgres.sh start-logged),

@@ -152,7 +152,7 @@ step "the propagation model's four strategies on real services, run short"
 # throwaway server that logs its statements (the benchmark's account of the database's work).
 # It exits non-zero unless the log accounts for every query and the strategies come in the
 # order the model predicts; it checks no absolute time. (`bash scripts/chain.sh` alone runs
-# 2 000 requests at 0%, 5% and 100% stalls, about 12 minutes: BENCHMARKS.md.)
+# 2 000 requests at 0%, 5% and 100% stalls, about 13 minutes: BENCHMARKS.md.)
 bash scripts/chain.sh --requests 300 --stall-rate 0.05 --check
 
 step "faults on real sockets: the long command, run short"
