@@ -12,6 +12,12 @@
 #                                                # and key (PEM): `ssl = on`, and `hostssl`
 #                                                # the one line of pg_hba.conf
 #
+#   eval "$(bash scripts/postgres.sh start-logged)"  # the same as start, and the server logs
+#                                                    # every statement, its duration and its end
+#                                                    # (for the chain benchmark, scripts/chain.sh),
+#                                                    # each line prefixed '%n [%p] '; also exports
+#                                                    # DEADLINE_PG_LOG, the log's path
+#
 # Needs PostgreSQL's server programs (Debian: `apt-get install -y postgresql`).
 set -euo pipefail
 
@@ -42,7 +48,7 @@ as_user() {
 }
 
 start() {
-  local cert=${1:-} key=${2:-} bin dir port log tls=""
+  local cert=${1:-} key=${2:-} bin dir port log tls="" logged=${STATEMENT_LOG:-}
   bin=$(bindir)
   dir=$(mktemp -d "${TMPDIR:-/tmp}/deadline-pg.XXXXXX")
   if [ "$(id -u)" -eq 0 ]; then
@@ -55,6 +61,17 @@ start() {
     cat "$dir/initdb.log" >&2
     exit 1
   }
+  if [ -n "$logged" ]; then
+    # Every statement when it starts and its duration when it ends, each line with the time as
+    # a Unix epoch in milliseconds and the backend's process id; room for the connections a
+    # chain whose queries stall holds at once.
+    cat >>"$dir/data/postgresql.conf" <<'CONF'
+log_statement = 'all'
+log_min_duration_statement = 0
+log_line_prefix = '%n [%p] '
+max_connections = 300
+CONF
+  fi
   if [ -n "$cert" ]; then
     cp "$cert" "$dir/data/server.crt"
     cp "$key" "$dir/data/server.key"
@@ -73,6 +90,9 @@ start() {
       -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off $tls" start >/dev/null 2>&1; then
       echo "export DEADLINE_TEST_DATABASE_URL=postgres://postgres@127.0.0.1:$port/postgres"
       echo "export DEADLINE_PG_DIR=$dir"
+      if [ -n "$logged" ]; then
+        echo "export DEADLINE_PG_LOG=$log"
+      fi
       return
     fi
   done
@@ -91,10 +111,11 @@ stop() {
 PG_USER=${DEADLINE_PG_USER:-postgres}
 case "${1:-}" in
   start) start ;;
+  start-logged) STATEMENT_LOG=1 start ;;
   start-tls) start "${2:?usage: postgres.sh start-tls CERT KEY}" "${3:?usage: postgres.sh start-tls CERT KEY}" ;;
   stop) stop "${2:-}" ;;
   *)
-    echo "usage: postgres.sh start | start-tls CERT KEY | stop DIR" >&2
+    echo "usage: postgres.sh start | start-logged | start-tls CERT KEY | stop DIR" >&2
     exit 2
     ;;
 esac

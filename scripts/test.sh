@@ -128,6 +128,7 @@ tests -p deadline-examples
 # across its checks; and deadline-tokio's allocation count with the advice compiled in.
 tests -p deadline-core --features advice,test-util --test advice_alloc
 tests -p deadline-tokio --features deadline-core/advice --test alloc
+tests -p deadline-load
 # loom: every interleaving of the retry budget, breaker, histogram and counter models, within
 # the preemption bound (each model prints how many it explored).
 RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 CARGO_TARGET_DIR=target/loom \
@@ -172,6 +173,14 @@ timeout 300 cargo run -p deadline-load --release -- --seconds 3 --check
 
 step "real services on loopback: client -> axum -> tonic -> PostgreSQL"
 bash scripts/services.sh
+
+step "the propagation model's four strategies on real services, run short"
+# 300 requests per strategy at 5% stalls, client -> axum -> axum -> PostgreSQL, against a
+# throwaway server that logs its statements (the benchmark's account of the database's work).
+# It exits non-zero unless the log accounts for every query and the strategies come in the
+# order the model predicts; it checks no absolute time. (`bash scripts/chain.sh` alone runs
+# 2 000 requests at 0%, 5% and 100% stalls, about 13 minutes: BENCHMARKS.md.)
+bash scripts/chain.sh --requests 300 --stall-rate 0.05 --check
 
 step "faults on real sockets: the long command, run short"
 # Delay with jitter, 5% loss, a blackholed host (a network namespace the suite makes: root
