@@ -33,6 +33,18 @@ pub struct Database<M> {
     shared: Arc<Shared<M>>,
 }
 
+/// The database's address and its cancels' counts; the connector and the configuration's
+/// credentials are left out.
+impl<M> std::fmt::Debug for Database<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Database")
+            .field("hosts", &self.shared.config.get_hosts())
+            .field("ports", &self.shared.config.get_ports())
+            .field("cancels", &self.shared.cancels.read())
+            .finish_non_exhaustive()
+    }
+}
+
 struct Shared<M> {
     config: Config,
     target: Target,
