@@ -2,18 +2,15 @@
 //! each cancel.
 
 use std::io;
-use std::ops::Deref;
 use std::sync::Arc;
 
 use tokio_postgres::error::SqlState;
-use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
-use tokio_postgres::{Client, Config, Socket};
+use tokio_postgres::{Client, Config};
 
 use super::cancel::{CancelTls, Target, cancel};
-use super::session::Session;
 use crate::database::{CANCEL_LIMIT, CancelCounts, Cancels};
 
-/// A PostgreSQL database, as [`Session`]s reach it to cancel a dropped query: the server's
+/// A PostgreSQL database, as [`Session`](super::Session)s reach it to cancel a dropped query: the server's
 /// address (from the `tokio_postgres::Config` the connections use) and their TLS connector.
 /// Cheap to clone; make one at start-up, beside the pool.
 ///
@@ -78,61 +75,14 @@ impl<M: CancelTls> Database<M> {
         })
     }
 
-    /// Opens a connection of its own, with the configuration and TLS connector given to
-    /// [`Database::new`], and returns a session over it. The connection's task is spawned on
-    /// the current runtime.
-    ///
-    /// # Errors
-    ///
-    /// The connect's error.
-    pub async fn connect(&self) -> Result<Session<Client, M>, tokio_postgres::Error>
-    where
-        M: MakeTlsConnect<
-                Socket,
-                Stream: Send + 'static,
-                TlsConnect: TlsConnect<Socket, Future: Send> + Send,
-            >,
-    {
-        let (client, connection) = self.shared.config.connect(self.shared.tls.clone()).await?;
-        tokio::spawn(async move {
-            // The connection's end is the client's error to report.
-            let _ = connection.await;
-        });
-        Ok(self.session_with(client, |client| client))
+    /// The configuration the connections use.
+    pub(super) fn config(&self) -> &Config {
+        &self.shared.config
     }
 
-    /// A session over `conn`, a connection handle that dereferences to a
-    /// [`tokio_postgres::Client`]: bb8's `PooledConnection` (from `get_owned`), a
-    /// `Box<Client>`. When the session is dropped (and any cancel it sent has settled), the
-    /// handle is dropped: a pooled connection goes back to its pool.
-    ///
-    /// For other handles, [`Database::session_with`].
-    pub fn session<C>(&self, conn: C) -> Session<C, M>
-    where
-        C: Deref<Target = Client> + Send + 'static,
-    {
-        self.session_with(conn, |conn| conn)
-    }
-
-    /// A session over `conn`, whose `Client` `client` reaches. For deadpool-postgres's
-    /// `Object`, which dereferences to its `ClientWrapper` and that to the `Client`,
-    /// `|object| object` (the compiler dereferences twice); for a `Client` of your own,
-    /// `|client| client`.
-    ///
-    /// ```no_run
-    /// use deadline_tokio::postgres::Database;
-    /// use tokio_postgres::{Client, NoTls};
-    ///
-    /// # fn run(db: Database<NoTls>, client: Client) {
-    /// let session = db.session_with(client, |client| client);
-    /// # let _ = session;
-    /// # }
-    /// ```
-    pub fn session_with<C>(&self, conn: C, client: fn(&C) -> &Client) -> Session<C, M>
-    where
-        C: Send + 'static,
-    {
-        Session::new(conn, client, self.clone())
+    /// The connections' TLS connector.
+    pub(super) fn tls(&self) -> &M {
+        &self.shared.tls
     }
 
     /// What became of the cancels sent so far.
