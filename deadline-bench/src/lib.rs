@@ -20,12 +20,13 @@ use deadline_core::rng::SplitMix64;
 use deadline_core::wire::GrpcTimeout;
 use deadline_core::{Clock, Deadline, Policy, ms};
 use deadline_tokio::{
-    Dependency, Tokio, TokioClock, TokioTimer, call, decide, drive, scope_timeout, within,
+    Dependency, Tokio, TokioClock, TokioTimer, call, decide, drive, scope_timeout, with_deadline,
+    within,
 };
 use tower::{Service, ServiceExt};
 
 /// The scenarios, by the name the programs take.
-pub const SCENARIOS: [&str; 18] = [
+pub const SCENARIOS: [&str; 33] = [
     "clock_tokio",
     "clock_deadline",
     "call_timeout",
@@ -44,6 +45,23 @@ pub const SCENARIOS: [&str; 18] = [
     "dependency_run",
     "dependency_run_armed",
     "dependency_run_deadline_only",
+    // The attempt pending once (its timer armed), as a real dependency call is.
+    "tokio_timeout_pending",
+    "tower_timeout_pending",
+    "tower_timeout_hedge_pending",
+    "deadline_drive_only_pending",
+    "dependency_run_deadline_only_pending",
+    "dependency_run_pending",
+    "dependency_run_armed_pending",
+    // A scope per call, as a request handler has: the request's scope, and the call in it.
+    "scope_tokio_timeout",
+    "scope_dependency_run_deadline_only",
+    "scope_dependency_run",
+    "scope_dependency_run_armed",
+    "scope_tokio_timeout_pending",
+    "scope_dependency_run_deadline_only_pending",
+    "scope_dependency_run_pending",
+    "scope_dependency_run_armed_pending",
 ];
 
 /// The request's budget in every scenario: far more than any call here takes.
@@ -103,9 +121,46 @@ fn answer() -> Ready<Result<u64, ()>> {
     ready(Ok(black_box(7)))
 }
 
+/// The dependency as a real one answers: pending at its first poll (it wakes its task at once),
+/// ready at the second. Every timer around it is armed.
+fn pending_once() -> PendingOnce {
+    PendingOnce { polled: false }
+}
+
+/// The future of [`pending_once`].
+struct PendingOnce {
+    polled: bool,
+}
+
+impl core::future::Future for PendingOnce {
+    type Output = Result<u64, ()>;
+
+    fn poll(
+        mut self: core::pin::Pin<&mut Self>,
+        cx: &mut core::task::Context<'_>,
+    ) -> core::task::Poll<Self::Output> {
+        if self.polled {
+            core::task::Poll::Ready(Ok(black_box(7)))
+        } else {
+            self.polled = true;
+            cx.waker().wake_by_ref();
+            core::task::Poll::Pending
+        }
+    }
+}
+
 /// The same dependency as a tower service.
 fn service() -> impl Service<u64, Response = u64, Error = tower::BoxError, Future: Send> + Clone {
     tower::service_fn(|x: u64| ready(Ok::<_, tower::BoxError>(black_box(x))))
+}
+
+/// The pending-once dependency as a tower service.
+fn pending_service()
+-> impl Service<u64, Response = u64, Error = tower::BoxError, Future: Send> + Clone {
+    tower::service_fn(|x: u64| async move {
+        pending_once().await.map_err(|()| "never")?;
+        Ok::<_, tower::BoxError>(black_box(x))
+    })
 }
 
 /// tower's retry policy for the comparison: retry errors, within a 10% `TpsBudget`.
@@ -340,6 +395,136 @@ pub async fn run(name: &str, n: u64) -> Option<u64> {
             })
             .await
             .expect("inside its scope");
+        }
+        "tokio_timeout_pending" => {
+            for _ in 0..n {
+                sum += tokio::time::timeout(TIMEOUT, pending_once())
+                    .await
+                    .unwrap()
+                    .unwrap();
+            }
+        }
+        "tower_timeout_pending" => {
+            let mut svc = tower::timeout::Timeout::new(pending_service(), TIMEOUT);
+            for i in 0..n {
+                sum += svc.ready().await.unwrap().call(i).await.unwrap();
+            }
+        }
+        "tower_timeout_hedge_pending" => {
+            let timeout = tower::timeout::Timeout::new(pending_service(), TIMEOUT);
+            let mut svc =
+                tower::hedge::Hedge::new(timeout, Hedge, 10, 0.95, Duration::from_secs(10));
+            for i in 0..n {
+                sum += svc.ready().await.unwrap().call(i).await.unwrap();
+            }
+        }
+        "deadline_drive_only_pending" => {
+            with_deadline(Deadline::after(TokioClock.now(), BUDGET), async {
+                for _ in 0..n {
+                    let driver = Driver::deadline_only(call(&PLAIN, ms(0)), TokioTimer);
+                    let called = driver
+                        .run(|_: &()| Outcome::Failed, |_| pending_once())
+                        .await;
+                    sum += called.result.unwrap();
+                }
+            })
+            .await;
+        }
+        "dependency_run_deadline_only_pending" => {
+            with_deadline(Deadline::after(TokioClock.now(), BUDGET), async {
+                for _ in 0..n {
+                    sum += ONLY_DEP.run(|_| pending_once()).await.unwrap();
+                }
+            })
+            .await;
+        }
+        "dependency_run_pending" => {
+            with_deadline(Deadline::after(TokioClock.now(), BUDGET), async {
+                for _ in 0..n {
+                    sum += PLAIN_DEP.run(|_| pending_once()).await.unwrap();
+                }
+            })
+            .await;
+        }
+        "dependency_run_armed_pending" => {
+            with_deadline(Deadline::after(TokioClock.now(), BUDGET), async {
+                for _ in 0..n {
+                    sum += ARMED_DEP.run(|_| pending_once()).await.unwrap();
+                }
+            })
+            .await;
+        }
+        // A scope per call: each call inside a request's own scope, as a handler under
+        // `DeadlineLayer` (or a `scope` of its own) makes it.
+        "scope_tokio_timeout" => {
+            for _ in 0..n {
+                sum += scope_timeout(BUDGET, async {
+                    tokio::time::timeout(TIMEOUT, answer()).await
+                })
+                .await
+                .unwrap()
+                .unwrap()
+                .unwrap();
+            }
+        }
+        "scope_dependency_run_deadline_only" => {
+            for _ in 0..n {
+                sum += scope_timeout(BUDGET, async { ONLY_DEP.run(|_| answer()).await })
+                    .await
+                    .unwrap()
+                    .unwrap();
+            }
+        }
+        "scope_dependency_run" => {
+            for _ in 0..n {
+                sum += scope_timeout(BUDGET, async { PLAIN_DEP.run(|_| answer()).await })
+                    .await
+                    .unwrap()
+                    .unwrap();
+            }
+        }
+        "scope_dependency_run_armed" => {
+            for _ in 0..n {
+                sum += scope_timeout(BUDGET, async { ARMED_DEP.run(|_| answer()).await })
+                    .await
+                    .unwrap()
+                    .unwrap();
+            }
+        }
+        "scope_tokio_timeout_pending" => {
+            for _ in 0..n {
+                sum += scope_timeout(BUDGET, async {
+                    tokio::time::timeout(TIMEOUT, pending_once()).await
+                })
+                .await
+                .unwrap()
+                .unwrap()
+                .unwrap();
+            }
+        }
+        "scope_dependency_run_deadline_only_pending" => {
+            for _ in 0..n {
+                sum += scope_timeout(BUDGET, async { ONLY_DEP.run(|_| pending_once()).await })
+                    .await
+                    .unwrap()
+                    .unwrap();
+            }
+        }
+        "scope_dependency_run_pending" => {
+            for _ in 0..n {
+                sum += scope_timeout(BUDGET, async { PLAIN_DEP.run(|_| pending_once()).await })
+                    .await
+                    .unwrap()
+                    .unwrap();
+            }
+        }
+        "scope_dependency_run_armed_pending" => {
+            for _ in 0..n {
+                sum += scope_timeout(BUDGET, async { ARMED_DEP.run(|_| pending_once()).await })
+                    .await
+                    .unwrap()
+                    .unwrap();
+            }
         }
         _ => return None,
     }
