@@ -34,9 +34,11 @@ else
   read -r -a SCENARIOS <<<"$("$BIN" 2>&1 | sed -n 's/.*scenarios: //p')"
 fi
 
-# Each scenario is compared with tokio's own timeout in the same setting: ready at once or
-# pending once (`*_pending`), with or without a scope per call (`scope_*`).
+# Each call is compared with tokio's own timeout in the same setting: ready at once or
+# pending once (`*_pending`), with or without a scope per call (`scope_*`); each request
+# through the axum router (`axum_*`) with the router without a layer.
 base_of() {
+  case "$1" in axum_*) echo axum_request; return ;; esac
   local b=tokio_timeout
   case "$1" in scope_*) b=scope_$b ;; esac
   case "$1" in *_pending) b=${b}_pending ;; esac
@@ -59,7 +61,7 @@ for s in "${SCENARIOS[@]}"; do
   ratio="-"
   base=""
   case "$s" in
-    tokio_timeout* | tower_* | deadline_* | dependency_* | scope_*)
+    tokio_timeout* | tower_* | deadline_* | dependency_* | scope_* | axum_*)
       base=$(base_of "$s")
       per_call "$base"
       ratio=$(awk -v a="${PER[$s]}" -v b="${PER[$base]}" 'BEGIN { printf "%.2fx", a / b }')

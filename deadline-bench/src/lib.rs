@@ -1,10 +1,26 @@
-//! One call, made `n` times, in each of the ways this crate compares: tokio's own timeout,
-//! tower's `Timeout`, `Timeout` + `Retry` (with tower's `TpsBudget`) and `Timeout` + `Hedge`,
-//! and the deadline crates' call paths. Every call wraps the same future, one that is ready at
-//! once, so what is measured is each library's own cost per call.
+//! What the deadline crates cost and buy, measured beside the alternatives in the same run.
 //!
-//! Two programs run these: `src/bin/calls.rs`, under valgrind's callgrind, for instruction
-//! counts (`scripts/instructions.sh`), and the criterion bench `benches/calls.rs`, for time.
+//! - **Per call** (this module's root): one call, made `n` times, in each of the ways this
+//!   crate compares: tokio's own timeout, tower's `Timeout`, `Timeout` + `Retry` (with tower's
+//!   `TpsBudget`) and `Timeout` + `Hedge`, and the deadline crates' call paths; around a future
+//!   that is ready at once, one that is pending once (every timer armed, as a real
+//!   dependency's answer arms them), and each call in a scope of its own (as a request
+//!   handler makes it). `src/bin/calls.rs` runs them under valgrind's callgrind for
+//!   instruction counts (`scripts/instructions.sh`), and the criterion bench `benches/calls.rs`
+//!   for time.
+//! - **Where users feel it**: the programs `server` (a server's requests per second, latency
+//!   and CPU time per request, with and without `DeadlineLayer`), `downstream` (a downstream
+//!   call per request: reqwest, `Dependency::run`, tower's stack), `tail` (what hedging buys
+//!   against a heavy tail); each runs its servers in processes of their own ([`child`]), loads
+//!   them from its own runtime ([`load`]), and prints both sides of every comparison.
+
+pub mod apps;
+pub mod child;
+pub mod cpu;
+pub mod dependency;
+pub mod load;
+pub mod options;
+pub mod stats;
 
 use core::future::{Ready, ready};
 use core::hint::black_box;
@@ -26,7 +42,7 @@ use deadline_tokio::{
 use tower::{Service, ServiceExt};
 
 /// The scenarios, by the name the programs take.
-pub const SCENARIOS: [&str; 33] = [
+pub const SCENARIOS: [&str; 36] = [
     "clock_tokio",
     "clock_deadline",
     "call_timeout",
@@ -62,6 +78,10 @@ pub const SCENARIOS: [&str; 33] = [
     "scope_dependency_run_deadline_only_pending",
     "scope_dependency_run_pending",
     "scope_dependency_run_armed_pending",
+    // One request through the `server` program's axum router, in process (no sockets).
+    "axum_request",
+    "axum_request_deadline_layer",
+    "axum_request_tower_timeout",
 ];
 
 /// The request's budget in every scenario: far more than any call here takes.
@@ -524,6 +544,25 @@ pub async fn run(name: &str, n: u64) -> Option<u64> {
                     .await
                     .unwrap()
                     .unwrap();
+            }
+        }
+        "axum_request" | "axum_request_deadline_layer" | "axum_request_tower_timeout" => {
+            let mut router = match name {
+                "axum_request" => apps::plain(),
+                "axum_request_deadline_layer" => apps::deadline_layer(),
+                _ => apps::tower_timeout(),
+            };
+            for _ in 0..n {
+                let request = http::Request::get("/")
+                    .header("x-deadline-ms", "1000")
+                    .body(axum::body::Body::empty())
+                    .expect("a valid request");
+                let ready = ServiceExt::<http::Request<axum::body::Body>>::ready(&mut router);
+                let response = ready.await.unwrap().call(request).await.unwrap();
+                let body = http_body_util::BodyExt::collect(response.into_body())
+                    .await
+                    .expect("the whole body");
+                sum += body.to_bytes().len() as u64;
             }
         }
         _ => return None,
