@@ -44,14 +44,12 @@ fn app() -> axum::Router {
 }
 
 /// The handler with no layer.
-#[must_use]
 pub fn plain() -> axum::Router {
     app()
 }
 
 /// The handler behind `DeadlineLayer`: callers believed up to 10 s, 1 s for those that send
 /// no deadline.
-#[must_use]
 pub fn deadline_layer() -> axum::Router {
     app().layer(DeadlineLayer::new(
         Propagation::DEFAULT.with_max(ms(10_000)),
@@ -60,7 +58,6 @@ pub fn deadline_layer() -> axum::Router {
 }
 
 /// The handler behind tower's `TimeoutLayer` of 1 s.
-#[must_use]
 pub fn tower_timeout() -> axum::Router {
     app().layer(
         ServiceBuilder::new()
@@ -70,7 +67,6 @@ pub fn tower_timeout() -> axum::Router {
 }
 
 /// The three routers, in the order of [`VARIANTS`].
-#[must_use]
 pub fn routers() -> [axum::Router; 3] {
     [plain(), deadline_layer(), tower_timeout()]
 }

@@ -86,6 +86,11 @@ impl Child {
     pub fn received(&mut self) -> u64 {
         self.ask("received").parse().expect("a count")
     }
+
+    /// Connections the child has accepted so far (a dependency counts them).
+    pub fn connections(&mut self) -> u64 {
+        self.ask("connections").parse().expect("a count")
+    }
 }
 
 impl Drop for Child {

@@ -69,6 +69,7 @@ static CURRENT: Current = Current {
     fail_per_10k: AtomicU64::new(0),
 };
 static RECEIVED: AtomicU64 = AtomicU64::new(0);
+static CONNECTIONS: AtomicU64 = AtomicU64::new(0);
 static DRAWS: AtomicU64 = AtomicU64::new(0);
 
 fn set(model: Model) {
@@ -115,7 +116,8 @@ async fn answer() -> (StatusCode, &'static str) {
 }
 
 /// The child's main: serves the dependency with `model` on a multi-threaded runtime of
-/// `threads` workers, and answers `cpu`, `received` and `model A B C D E` on standard input
+/// `threads` workers, and answers `cpu`, `received`, `connections` and `model A B C D E` on
+/// standard input
 /// until it closes.
 pub fn child_main(model: Model, threads: usize) {
     set(model);
@@ -130,12 +132,20 @@ pub fn child_main(model: Model, threads: usize) {
             .expect("bind loopback");
         let addr = listener.local_addr().expect("an address");
         let app = axum::Router::new().route("/", axum::routing::get(answer));
+        // Counts the connections it accepts: a client that drops a request in flight (a
+        // hedge's loser, a timeout) cannot use its HTTP/1.1 connection again.
+        let listener = axum::serve::ListenerExt::tap_io(listener, |_| {
+            CONNECTIONS.fetch_add(1, Ordering::Relaxed);
+        });
         tokio::spawn(async move { axum::serve(listener, app).await });
         addr
     });
     crate::child::serve_commands(&[addr], |command| {
         if command == "received" {
             return Some(RECEIVED.load(Ordering::Relaxed).to_string());
+        }
+        if command == "connections" {
+            return Some(CONNECTIONS.load(Ordering::Relaxed).to_string());
         }
         let model = Model::parse(command.strip_prefix("model ")?)?;
         set(model);

@@ -18,6 +18,7 @@ pub mod apps;
 pub mod child;
 pub mod cpu;
 pub mod dependency;
+pub mod downstream;
 pub mod load;
 pub mod options;
 pub mod stats;
