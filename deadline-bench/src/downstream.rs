@@ -5,18 +5,21 @@
 //! - **`Dependency::run`**: behind `DeadlineLayer`, one line per call: the cap, two retries,
 //!   a hedge at the dependency's live p95, the default retry budget (10%, which hedges draw
 //!   from too), a circuit breaker, and the time left in `x-deadline-ms`.
-//! - **tower**: `Retry` (with a `TpsBudget` of 10%, two retries) around `Hedge` (at the p95
+//! - **tower**: `Retry` (with a `TpsBudget` of 10%, two retries after the library's default
+//!   backoff) around `Hedge` (at the p95
 //!   of tower's own latency histogram; behind a `Buffer`, since `Hedge` is not `Clone`)
 //!   around `Timeout` (the cap), over the same reqwest call, as a `BoxCloneSyncService`
 //!   cloned per request.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::StatusCode;
 use bytes::Bytes;
 use deadline_core::breaker::BreakerConfig;
+use deadline_core::rng::{Rng, SplitMix64};
 use deadline_core::wire::Propagation;
 use deadline_core::{Policy, ms};
 use deadline_tokio::reqwest::DeadlineRequest;
@@ -58,7 +61,7 @@ pub struct Front {
 }
 
 /// One GET of the dependency with `client`, its body read.
-async fn get(
+pub async fn get(
     client: &reqwest::Client,
     url: &str,
     timeout: Option<Duration>,
@@ -99,23 +102,34 @@ async fn library(State(front): State<Front>) -> Result<Bytes, StatusCode> {
 }
 
 async fn tower_stack(State(front): State<Front>) -> Result<Bytes, StatusCode> {
-    let mut stack = front.tower.clone();
-    let ready = stack.ready().await.map_err(|_| StatusCode::BAD_GATEWAY)?;
-    ready
-        .call(())
+    call_tower(&front.tower)
         .await
         .map_err(|e| bad_gateway(e.is::<tower::timeout::error::Elapsed>()))
 }
 
-/// tower's retry policy: an error is retried while attempts are left and the budget allows.
+/// One call through tower's stack (a clone of it, as each request makes).
+///
+/// # Errors
+///
+/// The stack's error.
+pub async fn call_tower(stack: &TowerStack) -> Result<Bytes, BoxError> {
+    let mut stack = stack.clone();
+    stack.ready().await?.call(()).await
+}
+
+/// tower's retry policy: an error is retried while attempts are left and the budget allows,
+/// after the library's default backoff (exponential from 10 ms, at most 100 ms, full jitter).
 #[derive(Clone, Debug)]
 struct RetryErrors {
     left: u32,
     budget: Arc<tower::retry::budget::TpsBudget>,
 }
 
+/// Seeds each request's jitter.
+static SEEDS: AtomicU64 = AtomicU64::new(1);
+
 impl tower::retry::Policy<(), Bytes, BoxError> for RetryErrors {
-    type Future = std::future::Ready<()>;
+    type Future = tokio::time::Sleep;
 
     fn retry(&mut self, _: &mut (), result: &mut Result<Bytes, BoxError>) -> Option<Self::Future> {
         use tower::retry::budget::Budget;
@@ -125,8 +139,12 @@ impl tower::retry::Policy<(), Bytes, BoxError> for RetryErrors {
                 None
             }
             Err(_) if self.left > 0 && self.budget.withdraw() => {
+                let retry = RETRIES - self.left;
                 self.left -= 1;
-                Some(std::future::ready(()))
+                let ceiling = (10_000u64 << retry).min(100_000);
+                let seed = SEEDS.fetch_add(1, Ordering::Relaxed);
+                let wait = SplitMix64::new(seed).u64_between(0, ceiling);
+                Some(tokio::time::sleep(Duration::from_micros(wait)))
             }
             Err(_) => None,
         }
@@ -151,17 +169,24 @@ impl tower::hedge::Policy<()> for HedgeAll {
     }
 }
 
-/// tower's stack over `client` and `url`, hedging at `percentile` of its latencies.
+/// tower's stack over `client` and `url`: each attempt limited to `cap`, hedged at
+/// `percentile` of its latencies, retried while the budget allows. Call it inside a tokio
+/// runtime (the `Buffer` spawns its worker).
 #[must_use]
-pub fn tower_stack_for(client: reqwest::Client, url: Arc<str>, percentile: f32) -> TowerStack {
+pub fn tower_stack_for(
+    client: reqwest::Client,
+    url: Arc<str>,
+    cap: Duration,
+    percentile: f32,
+) -> TowerStack {
     let call = tower::service_fn(move |()| {
         let (client, url) = (client.clone(), Arc::clone(&url));
         async move { get(&client, &url, None).await.map_err(BoxError::from) }
     });
-    let timeout = tower::timeout::Timeout::new(call, CAP);
-    // 20 latencies before hedging (the library waits for 20 too), over a 10 s window.
-    let hedge =
-        tower::hedge::Hedge::new(timeout, HedgeAll, 20, percentile, Duration::from_secs(10));
+    let timeout = tower::timeout::Timeout::new(call, cap);
+    // 20 latencies before hedging (the library waits for 20 too); the percentile is read
+    // from the latencies of the last whole second (tower's histogram rotates each period).
+    let hedge = tower::hedge::Hedge::new(timeout, HedgeAll, 20, percentile, Duration::from_secs(1));
     // `Hedge` is not `Clone`: shared by concurrent requests behind a `Buffer`, as tower has it.
     let hedge = tower::buffer::Buffer::new(hedge, 1_024);
     let budget = tower::retry::budget::TpsBudget::new(Duration::from_secs(10), 10, 0.1);
@@ -189,7 +214,7 @@ pub fn routers(url: &str) -> [axum::Router; 3] {
     let client = client();
     let url: Arc<str> = Arc::from(url);
     let front = Front {
-        tower: tower_stack_for(client.clone(), Arc::clone(&url), 0.95),
+        tower: tower_stack_for(client.clone(), Arc::clone(&url), CAP, 0.95),
         client,
         url,
     };
