@@ -157,6 +157,12 @@ step "benches compile and run once"
 cargo bench -p deadline-core -- --test
 cargo bench -p deadline-cli -- --test
 cargo bench -p deadline-bench -- --test
+# The loopback benchmarks, one short round each (about 40 s in all; the figures in
+# BENCHMARKS.md come from their long runs): each exits non-zero when a variant got no answer.
+cargo build --release -p deadline-bench --bins
+for program in server downstream tail; do
+  timeout 300 cargo run --release -q -p deadline-bench --bin "$program" -- --quick
+done
 
 passed=$(grep -Eo '^test result: ok\. [0-9]+ passed' "$RESULTS" | awk '{s += $4} END {print s + 0}')
 failed=$(grep -Eo '^test result: [A-Za-z]+\. [0-9]+ passed; [0-9]+ failed' "$RESULTS" | awk '{s += $6} END {print s + 0}')

@@ -221,4 +221,14 @@ fn main() {
         "load average at the end: {}",
         load_average().unwrap_or_default()
     );
+    // Not a check of speed: a variant that answered nothing, or lost connections, did not
+    // run as measured.
+    if phases
+        .iter()
+        .flatten()
+        .any(|p| p.per_second == 0.0 || p.errors > 0)
+    {
+        eprintln!("a variant answered nothing, or had transport errors");
+        std::process::exit(1);
+    }
 }
