@@ -38,7 +38,10 @@ fi
 # pending once (`*_pending`), with or without a scope per call (`scope_*`); each request
 # through the axum router (`axum_*`) with the router without a layer.
 base_of() {
-  case "$1" in axum_*) echo axum_request; return ;; esac
+  case "$1" in
+    axum_*) echo axum_request; return ;;
+    scope_timeout_*) echo scope_timeout_tokio_timeout; return ;;
+  esac
   local b=tokio_timeout
   case "$1" in scope_*) b=scope_$b ;; esac
   case "$1" in *_pending) b=${b}_pending ;; esac

@@ -1,6 +1,7 @@
-//! The server the `server` program measures, three ways: the same axum handler with no
-//! layer, with `DeadlineLayer`, and with tower's `TimeoutLayer` (as axum's documentation adds
-//! it: behind `HandleErrorLayer`). The per-call scenarios run the same routers in process.
+//! The server the `server` program measures, four ways: the same axum handler with no layer,
+//! with a layer that does nothing (what `Router::layer` itself costs), with `DeadlineLayer`,
+//! and with tower's `TimeoutLayer` (as axum's documentation adds it: behind
+//! `HandleErrorLayer`). The per-call scenarios run the same routers in process.
 
 use std::time::Duration;
 
@@ -12,7 +13,12 @@ use deadline_tokio::DeadlineLayer;
 use tower::ServiceBuilder;
 
 /// The variants, by name, in the order of [`routers`].
-pub const VARIANTS: [&str; 3] = ["no layer", "DeadlineLayer", "tower TimeoutLayer"];
+pub const VARIANTS: [&str; 4] = [
+    "no layer",
+    "an empty layer",
+    "DeadlineLayer",
+    "tower TimeoutLayer",
+];
 
 /// What the handler hashes: its little work.
 static PAYLOAD: [u8; 1024] = {
@@ -48,6 +54,12 @@ pub fn plain() -> axum::Router {
     app()
 }
 
+/// The handler behind a layer that does nothing (tower's `Identity`): what adding any layer
+/// through `Router::layer` costs (axum boxes each layered route's future).
+pub fn empty_layer() -> axum::Router {
+    app().layer(tower::layer::util::Identity::new())
+}
+
 /// The handler behind `DeadlineLayer`: callers believed up to 10 s, 1 s for those that send
 /// no deadline.
 pub fn deadline_layer() -> axum::Router {
@@ -55,6 +67,15 @@ pub fn deadline_layer() -> axum::Router {
         Propagation::DEFAULT.with_max(ms(10_000)),
         ms(1_000),
     ))
+}
+
+/// The handler's router wrapped whole in `DeadlineLayer` (rather than through
+/// `Router::layer`, which boxes the layer's response body).
+pub fn deadline_layer_around() -> deadline_tokio::layer::DeadlineService<axum::Router> {
+    tower::Layer::layer(
+        &DeadlineLayer::new(Propagation::DEFAULT.with_max(ms(10_000)), ms(1_000)),
+        app(),
+    )
 }
 
 /// The handler behind tower's `TimeoutLayer` of 1 s.
@@ -66,7 +87,7 @@ pub fn tower_timeout() -> axum::Router {
     )
 }
 
-/// The three routers, in the order of [`VARIANTS`].
-pub fn routers() -> [axum::Router; 3] {
-    [plain(), deadline_layer(), tower_timeout()]
+/// The routers, in the order of [`VARIANTS`].
+pub fn routers() -> [axum::Router; 4] {
+    [plain(), empty_layer(), deadline_layer(), tower_timeout()]
 }

@@ -37,13 +37,12 @@ use deadline_core::rng::SplitMix64;
 use deadline_core::wire::GrpcTimeout;
 use deadline_core::{Clock, Deadline, Policy, ms};
 use deadline_tokio::{
-    Dependency, Tokio, TokioClock, TokioTimer, call, decide, drive, scope_timeout, with_deadline,
-    within,
+    Dependency, Tokio, TokioClock, TokioTimer, call, decide, drive, scope, scope_timeout, within,
 };
 use tower::{Service, ServiceExt};
 
 /// The scenarios, by the name the programs take.
-pub const SCENARIOS: [&str; 36] = [
+pub const SCENARIOS: [&str; 42] = [
     "clock_tokio",
     "clock_deadline",
     "call_timeout",
@@ -70,7 +69,8 @@ pub const SCENARIOS: [&str; 36] = [
     "dependency_run_deadline_only_pending",
     "dependency_run_pending",
     "dependency_run_armed_pending",
-    // A scope per call, as a request handler has: the request's scope, and the call in it.
+    // A scope per call, as a request handler has under `DeadlineLayer`: the request's deadline
+    // read, then the handler's future built in its scope, with the call in it.
     "scope_tokio_timeout",
     "scope_dependency_run_deadline_only",
     "scope_dependency_run",
@@ -79,10 +79,18 @@ pub const SCENARIOS: [&str; 36] = [
     "scope_dependency_run_deadline_only_pending",
     "scope_dependency_run_pending",
     "scope_dependency_run_armed_pending",
+    // The same with `scope_timeout`, which reads the clock after the work's future is built.
+    "scope_timeout_tokio_timeout",
+    "scope_timeout_dependency_run_deadline_only",
     // One request through the `server` program's axum router, in process (no sockets).
     "axum_request",
     "axum_request_deadline_layer",
     "axum_request_tower_timeout",
+    "axum_request_deadline_layer_around",
+    "axum_request_empty_layer",
+    // One reqwest request built, with a timeout of its own or the time left.
+    "reqwest_build",
+    "reqwest_build_time_left",
 ];
 
 /// The request's budget in every scenario: far more than any call here takes.
@@ -135,6 +143,12 @@ fn armed_call() -> Call<'static> {
     call(&ARMED, ms(0))
         .with_budget(&BUDGET_10)
         .with_breaker(&BREAKER)
+}
+
+/// A request's deadline, as `DeadlineLayer` reads it when the request arrives.
+#[inline]
+fn request_deadline() -> Deadline {
+    Deadline::after(TokioClock.now(), BUDGET)
 }
 
 /// The dependency: answers at once.
@@ -440,46 +454,41 @@ pub async fn run(name: &str, n: u64) -> Option<u64> {
             }
         }
         "deadline_drive_only_pending" => {
-            with_deadline(Deadline::after(TokioClock.now(), BUDGET), async {
-                for _ in 0..n {
-                    let driver = Driver::deadline_only(call(&PLAIN, ms(0)), TokioTimer);
-                    let called = driver
-                        .run(|_: &()| Outcome::Failed, |_| pending_once())
-                        .await;
-                    sum += called.result.unwrap();
-                }
-            })
-            .await;
+            for _ in 0..n {
+                let driver = Driver::deadline_only(call(&PLAIN, ms(0)), TokioTimer);
+                let called = driver
+                    .run(|_: &()| Outcome::Failed, |_| pending_once())
+                    .await;
+                sum += called.result.unwrap();
+            }
         }
         "dependency_run_deadline_only_pending" => {
-            with_deadline(Deadline::after(TokioClock.now(), BUDGET), async {
-                for _ in 0..n {
-                    sum += ONLY_DEP.run(|_| pending_once()).await.unwrap();
-                }
-            })
-            .await;
+            // No scope around it, as tokio's timeout has none: the call's timeout is its
+            // cap, and its timer is armed.
+            for _ in 0..n {
+                sum += ONLY_DEP.run(|_| pending_once()).await.unwrap();
+            }
         }
         "dependency_run_pending" => {
-            with_deadline(Deadline::after(TokioClock.now(), BUDGET), async {
-                for _ in 0..n {
-                    sum += PLAIN_DEP.run(|_| pending_once()).await.unwrap();
-                }
-            })
-            .await;
+            // No scope around it, as tokio's timeout has none: the call's timeout is its
+            // cap, and its timer is armed.
+            for _ in 0..n {
+                sum += PLAIN_DEP.run(|_| pending_once()).await.unwrap();
+            }
         }
         "dependency_run_armed_pending" => {
-            with_deadline(Deadline::after(TokioClock.now(), BUDGET), async {
-                for _ in 0..n {
-                    sum += ARMED_DEP.run(|_| pending_once()).await.unwrap();
-                }
-            })
-            .await;
+            // No scope around it, as tokio's timeout has none: the call's timeout is its
+            // cap, and its timer is armed.
+            for _ in 0..n {
+                sum += ARMED_DEP.run(|_| pending_once()).await.unwrap();
+            }
         }
         // A scope per call: each call inside a request's own scope, as a handler under
-        // `DeadlineLayer` (or a `scope` of its own) makes it.
+        // `DeadlineLayer` has it (the deadline read first, then the handler's future built in
+        // the scope).
         "scope_tokio_timeout" => {
             for _ in 0..n {
-                sum += scope_timeout(BUDGET, async {
+                sum += scope(request_deadline(), async {
                     tokio::time::timeout(TIMEOUT, answer()).await
                 })
                 .await
@@ -490,31 +499,37 @@ pub async fn run(name: &str, n: u64) -> Option<u64> {
         }
         "scope_dependency_run_deadline_only" => {
             for _ in 0..n {
-                sum += scope_timeout(BUDGET, async { ONLY_DEP.run(|_| answer()).await })
-                    .await
-                    .unwrap()
-                    .unwrap();
+                sum += scope(request_deadline(), async {
+                    ONLY_DEP.run(|_| answer()).await
+                })
+                .await
+                .unwrap()
+                .unwrap();
             }
         }
         "scope_dependency_run" => {
             for _ in 0..n {
-                sum += scope_timeout(BUDGET, async { PLAIN_DEP.run(|_| answer()).await })
-                    .await
-                    .unwrap()
-                    .unwrap();
+                sum += scope(request_deadline(), async {
+                    PLAIN_DEP.run(|_| answer()).await
+                })
+                .await
+                .unwrap()
+                .unwrap();
             }
         }
         "scope_dependency_run_armed" => {
             for _ in 0..n {
-                sum += scope_timeout(BUDGET, async { ARMED_DEP.run(|_| answer()).await })
-                    .await
-                    .unwrap()
-                    .unwrap();
+                sum += scope(request_deadline(), async {
+                    ARMED_DEP.run(|_| answer()).await
+                })
+                .await
+                .unwrap()
+                .unwrap();
             }
         }
         "scope_tokio_timeout_pending" => {
             for _ in 0..n {
-                sum += scope_timeout(BUDGET, async {
+                sum += scope(request_deadline(), async {
                     tokio::time::timeout(TIMEOUT, pending_once()).await
                 })
                 .await
@@ -525,31 +540,60 @@ pub async fn run(name: &str, n: u64) -> Option<u64> {
         }
         "scope_dependency_run_deadline_only_pending" => {
             for _ in 0..n {
-                sum += scope_timeout(BUDGET, async { ONLY_DEP.run(|_| pending_once()).await })
-                    .await
-                    .unwrap()
-                    .unwrap();
+                sum += scope(request_deadline(), async {
+                    ONLY_DEP.run(|_| pending_once()).await
+                })
+                .await
+                .unwrap()
+                .unwrap();
             }
         }
         "scope_dependency_run_pending" => {
             for _ in 0..n {
-                sum += scope_timeout(BUDGET, async { PLAIN_DEP.run(|_| pending_once()).await })
-                    .await
-                    .unwrap()
-                    .unwrap();
+                sum += scope(request_deadline(), async {
+                    PLAIN_DEP.run(|_| pending_once()).await
+                })
+                .await
+                .unwrap()
+                .unwrap();
             }
         }
         "scope_dependency_run_armed_pending" => {
             for _ in 0..n {
-                sum += scope_timeout(BUDGET, async { ARMED_DEP.run(|_| pending_once()).await })
+                sum += scope(request_deadline(), async {
+                    ARMED_DEP.run(|_| pending_once()).await
+                })
+                .await
+                .unwrap()
+                .unwrap();
+            }
+        }
+        "scope_timeout_tokio_timeout" => {
+            for _ in 0..n {
+                sum += scope_timeout(BUDGET, async {
+                    tokio::time::timeout(TIMEOUT, answer()).await
+                })
+                .await
+                .unwrap()
+                .unwrap()
+                .unwrap();
+            }
+        }
+        "scope_timeout_dependency_run_deadline_only" => {
+            for _ in 0..n {
+                sum += scope_timeout(BUDGET, async { ONLY_DEP.run(|_| answer()).await })
                     .await
                     .unwrap()
                     .unwrap();
             }
         }
-        "axum_request" | "axum_request_deadline_layer" | "axum_request_tower_timeout" => {
+        "axum_request"
+        | "axum_request_empty_layer"
+        | "axum_request_deadline_layer"
+        | "axum_request_tower_timeout" => {
             let mut router = match name {
                 "axum_request" => apps::plain(),
+                "axum_request_empty_layer" => apps::empty_layer(),
                 "axum_request_deadline_layer" => apps::deadline_layer(),
                 _ => apps::tower_timeout(),
             };
@@ -559,6 +603,43 @@ pub async fn run(name: &str, n: u64) -> Option<u64> {
                     .body(axum::body::Body::empty())
                     .expect("a valid request");
                 let ready = ServiceExt::<http::Request<axum::body::Body>>::ready(&mut router);
+                let response = ready.await.unwrap().call(request).await.unwrap();
+                let body = http_body_util::BodyExt::collect(response.into_body())
+                    .await
+                    .expect("the whole body");
+                sum += body.to_bytes().len() as u64;
+            }
+        }
+        "reqwest_build" | "reqwest_build_time_left" => {
+            use deadline_tokio::reqwest::DeadlineRequest;
+            let client = reqwest::Client::builder()
+                .no_proxy()
+                .build()
+                .expect("a client");
+            let time_left = name == "reqwest_build_time_left";
+            scope_timeout(BUDGET, async {
+                for _ in 0..n {
+                    let builder = client.get("http://127.0.0.1:9/price");
+                    let builder = if time_left {
+                        builder.time_left().expect("time is left")
+                    } else {
+                        builder.timeout(TIMEOUT)
+                    };
+                    let request = builder.build().expect("a valid request");
+                    sum += request.headers().len() as u64;
+                }
+            })
+            .await
+            .expect("inside its scope");
+        }
+        "axum_request_deadline_layer_around" => {
+            let mut service = apps::deadline_layer_around();
+            for _ in 0..n {
+                let request = http::Request::get("/")
+                    .header("x-deadline-ms", "1000")
+                    .body(axum::body::Body::empty())
+                    .expect("a valid request");
+                let ready = ServiceExt::<http::Request<axum::body::Body>>::ready(&mut service);
                 let response = ready.await.unwrap().call(request).await.unwrap();
                 let body = http_body_util::BodyExt::collect(response.into_body())
                     .await
