@@ -8,9 +8,11 @@
 //!
 //! This program loads each front in turn from its own runtime, in a closed loop of
 //! `--connections` (32) connections, each request with a 200 ms deadline (`x-deadline-ms`),
-//! in rounds whose order rotates, and prints requests per second, latency (p50, p99,
-//! p99.9), the front's CPU time per request, and the requests the dependency received per
-//! request, each against plain reqwest in the same round.
+//! in rounds whose order rotates (each variant's turn starts with 2 s of warm-up, not
+//! counted: tower's latency histogram is emptied after two idle periods), and prints requests
+//! per second, latency (p50, p99, p99.9), the front's CPU time per request, and the requests
+//! and connections the dependency received per request, each against plain reqwest in the
+//! same round.
 //!
 //! ```text
 //! cargo run -p deadline-bench --release --bin downstream -- [--rounds 9] [--seconds 3] [--connections 32] [--threads 1] [--quick]
@@ -127,14 +129,22 @@ fn main() {
         .collect();
     let runtime = deadline_bench::load::runtime();
     // Warm-up, not counted: the connections, and each hedge's latency histogram.
+    let warm = if o.quick {
+        o.phase
+    } else {
+        Duration::from_secs(2)
+    };
     for target in &targets {
-        runtime.block_on(closed_loop(target, o.connections, o.phase / 3));
+        runtime.block_on(closed_loop(target, o.connections, warm));
     }
 
     let mut phases: Vec<Vec<Phase>> = vec![Vec::new(); VARIANTS.len()];
     for round in 0..o.rounds {
         for i in 0..VARIANTS.len() {
             let v = (round + i) % VARIANTS.len();
+            // Warmed again first, not counted: tower's latency histogram is emptied after
+            // two idle periods (a second each), which each variant's turn is for the others.
+            runtime.block_on(closed_loop(&targets[v], o.connections, warm));
             let (cpu_before, sent_before) = (front.cpu(), dependency.received());
             let connections_before = dependency.connections();
             let load = runtime.block_on(closed_loop(&targets[v], o.connections, o.phase));
