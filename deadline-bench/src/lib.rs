@@ -1,10 +1,27 @@
-//! One call, made `n` times, in each of the ways this crate compares: tokio's own timeout,
-//! tower's `Timeout`, `Timeout` + `Retry` (with tower's `TpsBudget`) and `Timeout` + `Hedge`,
-//! and the deadline crates' call paths. Every call wraps the same future, one that is ready at
-//! once, so what is measured is each library's own cost per call.
+//! What the deadline crates cost and buy, measured beside the alternatives in the same run.
 //!
-//! Two programs run these: `src/bin/calls.rs`, under valgrind's callgrind, for instruction
-//! counts (`scripts/instructions.sh`), and the criterion bench `benches/calls.rs`, for time.
+//! - **Per call** (this module's root): one call, made `n` times, in each of the ways this
+//!   crate compares: tokio's own timeout, tower's `Timeout`, `Timeout` + `Retry` (with tower's
+//!   `TpsBudget`) and `Timeout` + `Hedge`, and the deadline crates' call paths; around a future
+//!   that is ready at once, one that is pending once (every timer armed, as a real
+//!   dependency's answer arms them), and each call in a scope of its own (as a request
+//!   handler makes it). `src/bin/calls.rs` runs them under valgrind's callgrind for
+//!   instruction counts (`scripts/instructions.sh`), and the criterion bench `benches/calls.rs`
+//!   for time.
+//! - **Where users feel it**: the programs `server` (a server's requests per second, latency
+//!   and CPU time per request, with and without `DeadlineLayer`), `downstream` (a downstream
+//!   call per request: reqwest, `Dependency::run`, tower's stack), `tail` (what hedging buys
+//!   against a heavy tail); each runs its servers in processes of their own ([`child`]), loads
+//!   them from its own runtime ([`load`]), and prints both sides of every comparison.
+
+pub mod apps;
+pub mod child;
+pub mod cpu;
+pub mod dependency;
+pub mod downstream;
+pub mod load;
+pub mod options;
+pub mod stats;
 
 use core::future::{Ready, ready};
 use core::hint::black_box;
@@ -21,12 +38,12 @@ use deadline_core::wire::GrpcTimeout;
 use deadline_core::{Clock, Deadline, Policy, ms};
 use deadline_tokio::low_level::{call, decide, drive, within};
 use deadline_tokio::time::{TokioClock, TokioTimer};
-use deadline_tokio::{Dependency, Tokio, scope_timeout};
+use deadline_tokio::{Dependency, Tokio, scope, scope_timeout};
 use tower::{Service, ServiceExt};
 
 /// The scenarios, by the name the programs take (and, with feature `advice`,
 /// `dependency_run_advice`).
-pub const SCENARIOS: [&str; 18] = [
+pub const SCENARIOS: [&str; 42] = [
     "clock_tokio",
     "clock_deadline",
     "call_timeout",
@@ -45,6 +62,36 @@ pub const SCENARIOS: [&str; 18] = [
     "dependency_run",
     "dependency_run_armed",
     "dependency_run_deadline_only",
+    // The attempt pending once (its timer armed), as a real dependency call is.
+    "tokio_timeout_pending",
+    "tower_timeout_pending",
+    "tower_timeout_hedge_pending",
+    "deadline_drive_only_pending",
+    "dependency_run_deadline_only_pending",
+    "dependency_run_pending",
+    "dependency_run_armed_pending",
+    // A scope per call, as a request handler has under `DeadlineLayer`: the request's deadline
+    // read, then the handler's future built in its scope, with the call in it.
+    "scope_tokio_timeout",
+    "scope_dependency_run_deadline_only",
+    "scope_dependency_run",
+    "scope_dependency_run_armed",
+    "scope_tokio_timeout_pending",
+    "scope_dependency_run_deadline_only_pending",
+    "scope_dependency_run_pending",
+    "scope_dependency_run_armed_pending",
+    // The same with `scope_timeout`, which reads the clock after the work's future is built.
+    "scope_timeout_tokio_timeout",
+    "scope_timeout_dependency_run_deadline_only",
+    // One request through the `server` program's axum router, in process (no sockets).
+    "axum_request",
+    "axum_request_deadline_layer",
+    "axum_request_tower_timeout",
+    "axum_request_deadline_layer_around",
+    "axum_request_empty_layer",
+    // One reqwest request built, with a timeout of its own or the time left.
+    "reqwest_build",
+    "reqwest_build_time_left",
 ];
 
 /// The request's budget in every scenario: far more than any call here takes.
@@ -110,14 +157,57 @@ fn armed_call() -> Call<'static> {
         .with_breaker(&BREAKER)
 }
 
+/// A request's deadline, as `DeadlineLayer` reads it when the request arrives.
+#[inline]
+fn request_deadline() -> Deadline {
+    Deadline::after(TokioClock.now(), BUDGET)
+}
+
 /// The dependency: answers at once.
 fn answer() -> Ready<Result<u64, ()>> {
     ready(Ok(black_box(7)))
 }
 
+/// The dependency as a real one answers: pending at its first poll (it wakes its task at once),
+/// ready at the second. Every timer around it is armed.
+fn pending_once() -> PendingOnce {
+    PendingOnce { polled: false }
+}
+
+/// The future of [`pending_once`].
+struct PendingOnce {
+    polled: bool,
+}
+
+impl core::future::Future for PendingOnce {
+    type Output = Result<u64, ()>;
+
+    fn poll(
+        mut self: core::pin::Pin<&mut Self>,
+        cx: &mut core::task::Context<'_>,
+    ) -> core::task::Poll<Self::Output> {
+        if self.polled {
+            core::task::Poll::Ready(Ok(black_box(7)))
+        } else {
+            self.polled = true;
+            cx.waker().wake_by_ref();
+            core::task::Poll::Pending
+        }
+    }
+}
+
 /// The same dependency as a tower service.
 fn service() -> impl Service<u64, Response = u64, Error = tower::BoxError, Future: Send> + Clone {
     tower::service_fn(|x: u64| ready(Ok::<_, tower::BoxError>(black_box(x))))
+}
+
+/// The pending-once dependency as a tower service.
+fn pending_service()
+-> impl Service<u64, Response = u64, Error = tower::BoxError, Future: Send> + Clone {
+    tower::service_fn(|x: u64| async move {
+        pending_once().await.map_err(|()| "never")?;
+        Ok::<_, tower::BoxError>(black_box(x))
+    })
 }
 
 /// tower's retry policy for the comparison: retry errors, within a 10% `TpsBudget`.
@@ -362,6 +452,222 @@ pub async fn run(name: &str, n: u64) -> Option<u64> {
             })
             .await
             .expect("inside its scope");
+        }
+        "tokio_timeout_pending" => {
+            for _ in 0..n {
+                sum += tokio::time::timeout(TIMEOUT, pending_once())
+                    .await
+                    .unwrap()
+                    .unwrap();
+            }
+        }
+        "tower_timeout_pending" => {
+            let mut svc = tower::timeout::Timeout::new(pending_service(), TIMEOUT);
+            for i in 0..n {
+                sum += svc.ready().await.unwrap().call(i).await.unwrap();
+            }
+        }
+        "tower_timeout_hedge_pending" => {
+            let timeout = tower::timeout::Timeout::new(pending_service(), TIMEOUT);
+            let mut svc =
+                tower::hedge::Hedge::new(timeout, Hedge, 10, 0.95, Duration::from_secs(10));
+            for i in 0..n {
+                sum += svc.ready().await.unwrap().call(i).await.unwrap();
+            }
+        }
+        "deadline_drive_only_pending" => {
+            for _ in 0..n {
+                let driver = Driver::deadline_only(call(&PLAIN, ms(0)), TokioTimer);
+                let called = driver
+                    .run(|_: &()| Outcome::Failed, |_| pending_once())
+                    .await;
+                sum += called.result.unwrap();
+            }
+        }
+        "dependency_run_deadline_only_pending" => {
+            // No scope around it, as tokio's timeout has none: the call's timeout is its
+            // cap, and its timer is armed.
+            for _ in 0..n {
+                sum += ONLY_DEP.run(|_| pending_once()).await.unwrap();
+            }
+        }
+        "dependency_run_pending" => {
+            // No scope around it, as tokio's timeout has none: the call's timeout is its
+            // cap, and its timer is armed.
+            for _ in 0..n {
+                sum += PLAIN_DEP.run(|_| pending_once()).await.unwrap();
+            }
+        }
+        "dependency_run_armed_pending" => {
+            // No scope around it, as tokio's timeout has none: the call's timeout is its
+            // cap, and its timer is armed.
+            for _ in 0..n {
+                sum += ARMED_DEP.run(|_| pending_once()).await.unwrap();
+            }
+        }
+        // A scope per call: each call inside a request's own scope, as a handler under
+        // `DeadlineLayer` has it (the deadline read first, then the handler's future built in
+        // the scope).
+        "scope_tokio_timeout" => {
+            for _ in 0..n {
+                sum += scope(request_deadline(), async {
+                    tokio::time::timeout(TIMEOUT, answer()).await
+                })
+                .await
+                .unwrap()
+                .unwrap()
+                .unwrap();
+            }
+        }
+        "scope_dependency_run_deadline_only" => {
+            for _ in 0..n {
+                sum += scope(request_deadline(), async {
+                    ONLY_DEP.run(|_| answer()).await
+                })
+                .await
+                .unwrap()
+                .unwrap();
+            }
+        }
+        "scope_dependency_run" => {
+            for _ in 0..n {
+                sum += scope(request_deadline(), async {
+                    PLAIN_DEP.run(|_| answer()).await
+                })
+                .await
+                .unwrap()
+                .unwrap();
+            }
+        }
+        "scope_dependency_run_armed" => {
+            for _ in 0..n {
+                sum += scope(request_deadline(), async {
+                    ARMED_DEP.run(|_| answer()).await
+                })
+                .await
+                .unwrap()
+                .unwrap();
+            }
+        }
+        "scope_tokio_timeout_pending" => {
+            for _ in 0..n {
+                sum += scope(request_deadline(), async {
+                    tokio::time::timeout(TIMEOUT, pending_once()).await
+                })
+                .await
+                .unwrap()
+                .unwrap()
+                .unwrap();
+            }
+        }
+        "scope_dependency_run_deadline_only_pending" => {
+            for _ in 0..n {
+                sum += scope(request_deadline(), async {
+                    ONLY_DEP.run(|_| pending_once()).await
+                })
+                .await
+                .unwrap()
+                .unwrap();
+            }
+        }
+        "scope_dependency_run_pending" => {
+            for _ in 0..n {
+                sum += scope(request_deadline(), async {
+                    PLAIN_DEP.run(|_| pending_once()).await
+                })
+                .await
+                .unwrap()
+                .unwrap();
+            }
+        }
+        "scope_dependency_run_armed_pending" => {
+            for _ in 0..n {
+                sum += scope(request_deadline(), async {
+                    ARMED_DEP.run(|_| pending_once()).await
+                })
+                .await
+                .unwrap()
+                .unwrap();
+            }
+        }
+        "scope_timeout_tokio_timeout" => {
+            for _ in 0..n {
+                sum += scope_timeout(BUDGET, async {
+                    tokio::time::timeout(TIMEOUT, answer()).await
+                })
+                .await
+                .unwrap()
+                .unwrap()
+                .unwrap();
+            }
+        }
+        "scope_timeout_dependency_run_deadline_only" => {
+            for _ in 0..n {
+                sum += scope_timeout(BUDGET, async { ONLY_DEP.run(|_| answer()).await })
+                    .await
+                    .unwrap()
+                    .unwrap();
+            }
+        }
+        "axum_request"
+        | "axum_request_empty_layer"
+        | "axum_request_deadline_layer"
+        | "axum_request_tower_timeout" => {
+            let mut router = match name {
+                "axum_request" => apps::plain(),
+                "axum_request_empty_layer" => apps::empty_layer(),
+                "axum_request_deadline_layer" => apps::deadline_layer(),
+                _ => apps::tower_timeout(),
+            };
+            for _ in 0..n {
+                let request = http::Request::get("/")
+                    .header("x-deadline-ms", "1000")
+                    .body(axum::body::Body::empty())
+                    .expect("a valid request");
+                let ready = ServiceExt::<http::Request<axum::body::Body>>::ready(&mut router);
+                let response = ready.await.unwrap().call(request).await.unwrap();
+                let body = http_body_util::BodyExt::collect(response.into_body())
+                    .await
+                    .expect("the whole body");
+                sum += body.to_bytes().len() as u64;
+            }
+        }
+        "reqwest_build" | "reqwest_build_time_left" => {
+            use deadline_tokio::reqwest::DeadlineRequest;
+            let client = reqwest::Client::builder()
+                .no_proxy()
+                .build()
+                .expect("a client");
+            let time_left = name == "reqwest_build_time_left";
+            scope_timeout(BUDGET, async {
+                for _ in 0..n {
+                    let builder = client.get("http://127.0.0.1:9/price");
+                    let builder = if time_left {
+                        builder.time_left().expect("time is left")
+                    } else {
+                        builder.timeout(TIMEOUT)
+                    };
+                    let request = builder.build().expect("a valid request");
+                    sum += request.headers().len() as u64;
+                }
+            })
+            .await
+            .expect("inside its scope");
+        }
+        "axum_request_deadline_layer_around" => {
+            let mut service = apps::deadline_layer_around();
+            for _ in 0..n {
+                let request = http::Request::get("/")
+                    .header("x-deadline-ms", "1000")
+                    .body(axum::body::Body::empty())
+                    .expect("a valid request");
+                let ready = ServiceExt::<http::Request<axum::body::Body>>::ready(&mut service);
+                let response = ready.await.unwrap().call(request).await.unwrap();
+                let body = http_body_util::BodyExt::collect(response.into_body())
+                    .await
+                    .expect("the whole body");
+                sum += body.to_bytes().len() as u64;
+            }
         }
         _ => return None,
     }

@@ -1,15 +1,20 @@
 //! `overload`: a real HTTP/2 server on loopback with a fixed capacity, offered twice that
-//! capacity by an open-loop client, once with `DeadlineLayer` and admission and once
-//! without. It prints what it measured: throughput, the latency percentiles of the answers,
-//! the shed count, the answers that came after their deadline, and the server's queue.
+//! capacity by an open-loop client, three ways: with `DeadlineLayer` and admission; with
+//! tower's `ConcurrencyLimit` and `LoadShed`; and with neither. It prints what it measured:
+//! goodput (answers within their deadline per second) as a share of the capacity, the
+//! latency percentiles of the answers, the shed count, the answers that came after their
+//! deadline, and the server's queue.
 //!
 //! ```text
 //! cargo run -p deadline-load --release -- [--seconds 30] [--check]
 //! ```
 //!
-//! - **The server** serves [`WORKERS`] requests at once, each taking [`WORK`] (a semaphore
-//!   and a sleep): a capacity of `WORKERS / WORK` requests per second. The rest wait for a
-//!   permit, in a queue whose length a monitor samples every second.
+//! - **The server** serves [`WORKERS`] requests at once, each holding a worker for [`WORK`]:
+//!   a capacity of `WORKERS / WORK` requests per second. The work is a sleep on tokio's
+//!   blocking pool, which keeps time to a few tens of microseconds (tokio's timer rounds each
+//!   sleep up to a whole millisecond, which would make it about 11 ms, and the capacity about
+//!   360 per second). The rest wait for a worker, in a queue whose length a monitor samples
+//!   every second. The server runs on a runtime of its own, not the client's.
 //! - **The client** sends requests at twice the capacity, on a fixed schedule whatever the
 //!   answers (open loop), each with a 100 ms deadline, over one HTTP/2 connection: it sends
 //!   `x-deadline-ms: 95`, keeping 5 ms for the trip as `Propagation` does, and counts an
@@ -22,7 +27,9 @@
 //!   never past the point where its work would no longer fit, then is shed (503) by the
 //!   core's `Admission::admit_queued`; and the layer answers 504 for a handler still running
 //!   at its deadline.
-//! - **Without it**, the same handler waits for a worker however long it takes.
+//! - **With tower**, `ConcurrencyLimit` of [`WORKERS`] behind `LoadShed`: a request that
+//!   finds every worker busy is refused at once (503), with no queue.
+//! - **Without either**, the same handler waits for a worker however long it takes.
 //!
 //! With `--check` (the short run CI makes), it exits non-zero unless the outcome is the
 //! expected one: with the library every 200 came within its deadline, requests were shed,
@@ -50,7 +57,7 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
-use tower::{Layer, service_fn};
+use tower::{Layer, ServiceBuilder, ServiceExt, service_fn};
 
 /// Requests the server works on at once.
 const WORKERS: usize = 4;
@@ -77,8 +84,30 @@ const WINDOWS: usize = 6;
 enum Mode {
     /// `DeadlineLayer` with admission, and a queue wait bounded by the core's admission.
     Library,
+    /// tower's `ConcurrencyLimit` of [`WORKERS`] behind `LoadShed`: no queue.
+    Tower,
     /// The same handler with no deadline and no admission.
     Plain,
+}
+
+impl Mode {
+    fn label(self) -> &'static str {
+        match self {
+            Mode::Library => "with DeadlineLayer + Admission",
+            Mode::Tower => "with tower ConcurrencyLimit + LoadShed",
+            Mode::Plain => "without either",
+        }
+    }
+}
+
+/// One request's work: holds `permit` (a worker) for [`WORK`], on the blocking pool, and
+/// gives it back when the work ends (also if the request is dropped before).
+async fn work<P: Send + 'static>(permit: P) {
+    let worked = tokio::task::spawn_blocking(move || {
+        std::thread::sleep(WORK);
+        drop(permit);
+    });
+    let _ = worked.await;
 }
 
 /// What became of one request, as the client saw it.
@@ -127,9 +156,9 @@ async fn handler_with_library(
         .max_queue_delay()
         .map_or(fits, |max| max.min(fits));
     waiting.fetch_add(1, Ordering::Relaxed);
-    let permit = tokio::time::timeout(wait, workers.acquire()).await;
+    let permit = tokio::time::timeout(wait, workers.acquire_owned()).await;
     waiting.fetch_sub(1, Ordering::Relaxed);
-    let Ok(Ok(_permit)) = permit else {
+    let Ok(Ok(permit)) = permit else {
         return Ok(shed());
     };
     if admission
@@ -138,7 +167,7 @@ async fn handler_with_library(
     {
         return Ok(shed());
     }
-    tokio::time::sleep(WORK).await;
+    work(permit).await;
     Ok(text(StatusCode::OK, "ok\n"))
 }
 
@@ -148,17 +177,18 @@ async fn handler_plain(
     waiting: Arc<AtomicUsize>,
 ) -> Result<Response<Body>, Infallible> {
     waiting.fetch_add(1, Ordering::Relaxed);
-    let permit = workers.acquire().await;
+    let permit = workers.acquire_owned().await;
     waiting.fetch_sub(1, Ordering::Relaxed);
-    let Ok(_permit) = permit else {
+    let Ok(permit) = permit else {
         return Ok(text(StatusCode::INTERNAL_SERVER_ERROR, "closed\n"));
     };
-    tokio::time::sleep(WORK).await;
+    work(permit).await;
     Ok(text(StatusCode::OK, "ok\n"))
 }
 
-/// Serves HTTP/2 on `listener` until the task is aborted.
-async fn serve(mode: Mode, listener: TcpListener, waiting: Arc<AtomicUsize>) {
+/// Serves HTTP/2 on `listener` until its runtime is shut down.
+async fn serve(mode: Mode, listener: std::net::TcpListener, waiting: Arc<AtomicUsize>) {
+    let listener = TcpListener::from_std(listener).expect("a tokio listener");
     let workers = Arc::new(Semaphore::new(WORKERS));
     let admission = Admission::new(WORK).with_max_queue_delay(MAX_QUEUE_DELAY);
     let layer = DeadlineLayer::new(
@@ -188,6 +218,22 @@ async fn serve(mode: Mode, listener: TcpListener, waiting: Arc<AtomicUsize>) {
                 }));
                 tokio::spawn(http2.serve_connection(io, TowerToHyperService::new(service)));
             }
+            Mode::Tower => {
+                // The worker is the limit's permit, held until the answer is made.
+                let service = ServiceBuilder::new()
+                    .load_shed()
+                    .concurrency_limit(WORKERS)
+                    .service_fn(|_: Request<Incoming>| async {
+                        work(()).await;
+                        Ok::<_, Infallible>(text(StatusCode::OK, "ok\n"))
+                    })
+                    .map_result(|result: Result<Response<Body>, tower::BoxError>| {
+                        Ok::<_, tower::BoxError>(result.unwrap_or_else(|_overloaded| {
+                            text(StatusCode::SERVICE_UNAVAILABLE, "overloaded\n")
+                        }))
+                    });
+                tokio::spawn(http2.serve_connection(io, TowerToHyperService::new(service)));
+            }
             Mode::Plain => {
                 let service = service_fn(move |_: Request<Incoming>| {
                     handler_plain(Arc::clone(&workers), Arc::clone(&waiting))
@@ -200,12 +246,20 @@ async fn serve(mode: Mode, listener: TcpListener, waiting: Arc<AtomicUsize>) {
 
 /// One run: the server in `mode`, offered twice its capacity for `seconds`.
 async fn run(mode: Mode, seconds: u64) -> Report {
-    let listener = TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind loopback");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+    listener
+        .set_nonblocking(true)
+        .expect("a non-blocking listener");
     let address: SocketAddr = listener.local_addr().expect("local address");
     let waiting = Arc::new(AtomicUsize::new(0));
-    let server = tokio::spawn(serve(mode, listener, Arc::clone(&waiting)));
+    // The server on a runtime of its own, apart from the client's: two workers, and the
+    // blocking pool its work runs on.
+    let server = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("the server's runtime");
+    server.spawn(serve(mode, listener, Arc::clone(&waiting)));
 
     // The queue, sampled once a second (bounded: the run's seconds plus the drain).
     let queue = Arc::new(Mutex::new(Vec::new()));
@@ -291,7 +345,8 @@ async fn run(mode: Mode, seconds: u64) -> Report {
             .unwrap_or_default()
     };
     monitor.abort();
-    server.abort();
+    // Everything the server still runs (the queue without the library) stops here.
+    server.shutdown_background();
     let queue = queue.lock().unwrap_or_else(|e| e.into_inner()).clone();
     Report::new(
         mode,
@@ -396,11 +451,7 @@ impl Report {
 
     fn print(&self) {
         let ms = |d: Duration| format!("{:.1} ms", d.as_secs_f64() * 1e3);
-        let label = match self.mode {
-            Mode::Library => "with DeadlineLayer + Admission",
-            Mode::Plain => "without the library",
-        };
-        println!("== {label}");
+        println!("== {}", self.mode.label());
         println!(
             "offered: {} requests in {:.2} s ({} per second, twice the capacity of {} per second), deadline {}",
             self.sent,
@@ -462,6 +513,44 @@ impl Report {
         );
         println!();
     }
+}
+
+/// The three runs side by side: goodput (200s within their deadline per second) as a share of
+/// the nominal capacity and of the capacity measured without either (whose queue never
+/// empties, so its workers never rest: its 200s per second are what the server can do).
+fn summary(reports: &[&Report], without: &Report) {
+    let measured = without.ok.len() as f64 / without.elapsed.as_secs_f64();
+    let ms = |d: Duration| format!("{:.1} ms", d.as_secs_f64() * 1e3);
+    println!(
+        "== side by side: {} per second offered for {} s, each with a {} deadline; nominal capacity {} per second, \
+         measured {:.1} per second (without either: its workers never rest)",
+        OFFERED,
+        without.seconds,
+        ms(DEADLINE),
+        CAPACITY,
+        measured
+    );
+    println!(
+        "{:<40} {:>9} {:>10} {:>10} {:>9} {:>9} {:>8} {:>10} {:>10}",
+        "", "goodput", "of 400/s", "measured", "200s", "in time", "shed", "p50", "p99"
+    );
+    for r in reports {
+        let in_time = r.ok.len() as u64 - r.ok_late;
+        let goodput = in_time as f64 / r.elapsed.as_secs_f64();
+        println!(
+            "{:<40} {:>7.1}/s {:>9.1}% {:>9.1}% {:>9} {:>9} {:>8} {:>10} {:>10}",
+            r.mode.label(),
+            goodput,
+            goodput * 100.0 / CAPACITY as f64,
+            goodput * 100.0 / measured,
+            r.ok.len(),
+            in_time,
+            r.shed.len(),
+            ms(percentile(&r.ok, 50.0)),
+            ms(percentile(&r.ok, 99.0)),
+        );
+    }
+    println!();
 }
 
 /// The qualitative outcome `--check` asks for; the reasons it is not met.
@@ -537,20 +626,26 @@ fn main() {
             _ => usage(),
         }
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    // The client's runtime: one thread (each run's server has a runtime of its own).
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("a tokio runtime");
-    let (with, without) = runtime.block_on(async {
+    let (with, tower, without) = runtime.block_on(async {
         let with = run(Mode::Library, seconds).await;
         with.print();
+        let tower = run(Mode::Tower, seconds).await;
+        tower.print();
         let without = run(Mode::Plain, seconds).await;
         without.print();
-        (with, without)
+        (with, tower, without)
     });
+    summary(&[&with, &tower, &without], &without);
     if check_outcome {
-        let failed = check(&with, &without);
+        let mut failed = check(&with, &without);
+        if tower.ok.is_empty() || tower.shed.is_empty() {
+            failed.push("with tower, nothing was answered or nothing was shed".to_owned());
+        }
         for reason in &failed {
             eprintln!("check failed: {reason}");
         }

@@ -42,12 +42,12 @@
 
 use deadline_core::wire::{DeadlineHeader, Incoming, Propagation};
 use deadline_core::{Clock, Error};
-use http::{HeaderMap, HeaderValue};
+use http::HeaderMap;
 use reqwest::RequestBuilder;
 
 use crate::clock::TokioClock;
 use crate::context::current;
-use crate::layer::headers::lookup;
+use crate::layer::headers::{lookup, set};
 
 /// The deadline on a reqwest [`RequestBuilder`]: see the [module](self).
 pub trait DeadlineRequest: Sized {
@@ -90,11 +90,9 @@ impl DeadlineRequest for RequestBuilder {
         let outgoing = propagation
             .send(deadline, now, already, header)
             .map_err(Error::from)?;
-        let mut headers = HeaderMap::new();
+        let mut headers = HeaderMap::with_capacity(2);
         for (name, value) in outgoing.headers() {
-            if let Ok(value) = HeaderValue::from_bytes(value) {
-                headers.insert(name, value);
-            }
+            set(&mut headers, name, value);
         }
         // `headers` replaces values of the same name, where `header` would append.
         // reqwest's own timer is a backstop, one allowance after the library's: the

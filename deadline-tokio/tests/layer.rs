@@ -152,6 +152,37 @@ async fn x_deadline_ms_is_read_when_there_is_no_grpc_timeout() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_header_sent_twice_is_read_by_its_first_value_among_any_others() {
+    let layer = layer();
+    let headers = [
+        ("host", "example.test"),
+        ("accept", "*/*"),
+        ("x-deadline-ms", "350"),
+        ("user-agent", "test"),
+        ("x-deadline-ms", "90"),
+        ("x-request-id", "1"),
+    ];
+    assert_eq!(serve(layer, &headers).await.1.remaining, Some(ms(350)));
+    // The protocol too: a gRPC request among other headers gets a gRPC answer.
+    let grpc = [
+        ("accept", "*/*"),
+        ("content-type", "application/grpc"),
+        ("grpc-timeout", "0m"),
+    ];
+    let (status, seen) = serve(layer, &grpc).await;
+    assert_eq!(
+        seen,
+        Seen::default(),
+        "no time left: the handler is not called"
+    );
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "a gRPC answer (HTTP 200), not a plain 504"
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn the_earliest_deadline_header_wins_and_every_one_is_checked() {
     let layer = layer();
     let both = [("x-deadline-ms", "900"), ("grpc-timeout", "1500u")];
@@ -721,14 +752,16 @@ async fn the_layers_allocate_nothing_beyond_what_http_does() {
     assert!(by_hand > 0, "the instrument counts http's own allocations");
     assert_eq!(layered, by_hand);
 
-    // The client layer costs what writing the header costs.
+    // The client layer costs what writing the header costs (by a name made once, which
+    // allocates nothing for the name).
     let client = propagating(
         PropagateLayer::new(HOP, DeadlineHeader::GrpcTimeout),
         handler(),
     );
     let writes = service_fn(|mut req: Request<()>| {
         let value = HeaderValue::from_bytes(b"195000u").unwrap();
-        req.headers_mut().insert("grpc-timeout", value);
+        req.headers_mut()
+            .insert(http::HeaderName::from_static("grpc-timeout"), value);
         async { Ok::<_, Infallible>(Response::new(())) }
     });
     let no_header = || request(&[]);

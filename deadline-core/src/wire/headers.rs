@@ -123,8 +123,10 @@ impl<'a> Incoming<'a> {
     /// `x-deadline-ms`, `x-envoy-expected-rq-timeout-ms`.
     fn decoded(&self) -> [Option<(&'static str, Result<Duration, WireError>)>; 4] {
         let grpc = |v: &[u8]| GrpcTimeout::parse(v.trim_ascii()).map(|t| t.duration());
-        let connect = |v: &[u8]| ConnectTimeout::parse(v.trim_ascii()).map(|t| t.duration());
-        let millis = |v: &[u8]| DeadlineMs::parse(v.trim_ascii()).map(|t| t.duration());
+        // The milliseconds alone: the values' text (which `parse` also keeps) is not needed.
+        let connect =
+            |v: &[u8]| ConnectTimeout::parse_millis(v.trim_ascii()).map(Duration::from_millis);
+        let millis = |v: &[u8]| DeadlineMs::parse_millis(v.trim_ascii()).map(Duration::from_millis);
         [
             self.grpc_timeout.map(|v| (GRPC_TIMEOUT, grpc(v))),
             self.connect_timeout_ms

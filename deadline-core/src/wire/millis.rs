@@ -70,8 +70,14 @@ impl DeadlineMs {
     /// assert_eq!(DeadlineMs::parse(b"+5"), Err(WireError::Sign));
     /// ```
     pub fn parse(value: &[u8]) -> Result<DeadlineMs, WireError> {
+        Self::parse_millis(value).map(DeadlineMs::new)
+    }
+
+    /// Decodes a value as [`parse`](Self::parse) does, to its milliseconds alone: for a
+    /// reader that wants the budget, not the value's text.
+    pub(super) fn parse_millis(value: &[u8]) -> Result<u64, WireError> {
         check_prefix(value)?;
-        parse_digits(value, Self::MAX_DIGITS).map(DeadlineMs::new)
+        parse_digits(value, Self::MAX_DIGITS)
     }
 
     fn new(millis: u64) -> DeadlineMs {
@@ -152,9 +158,14 @@ impl ConnectTimeout {
     /// [`WireError::Empty`], [`WireError::Whitespace`], [`WireError::Sign`],
     /// [`WireError::InvalidDigit`] or [`WireError::TooManyDigits`].
     pub fn parse(value: &[u8]) -> Result<ConnectTimeout, WireError> {
+        Self::parse_millis(value).map(ConnectTimeout::new)
+    }
+
+    /// Decodes a value as [`parse`](Self::parse) does, to its milliseconds alone.
+    pub(super) fn parse_millis(value: &[u8]) -> Result<u64, WireError> {
         check_prefix(value)?;
         // At most 10 digits: the value is at most MAX_MILLIS.
-        parse_digits(value, Self::MAX_DIGITS).map(|m| ConnectTimeout::new(m.min(Self::MAX_MILLIS)))
+        parse_digits(value, Self::MAX_DIGITS).map(|m| m.min(Self::MAX_MILLIS))
     }
 
     /// The value with `millis <= MAX_MILLIS` (callers guarantee it).

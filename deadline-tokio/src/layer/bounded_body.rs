@@ -87,15 +87,18 @@ impl<B: Body> BoundedBody<B> {
         let this = self.project();
         let had_budget = tokio::task::coop::has_budget_remaining();
         let deadline = *this.deadline;
-        let body = this.body;
+        let mut body = this.body;
         let frame = if *this.scoped {
-            in_scope(deadline, || body.poll_frame(cx))
+            in_scope(deadline, || body.as_mut().poll_frame(cx))
         } else {
-            body.poll_frame(cx)
+            body.as_mut().poll_frame(cx)
         };
         match frame {
             Poll::Ready(Some(Ok(frame))) => {
-                if deadline.is_expired(TokioClock.now()) {
+                // A frame that ends the body is sent whatever the time: no clock to read. A
+                // frame with more to come counts against the frames allowed after the
+                // deadline.
+                if !body.is_end_stream() && deadline.is_expired(TokioClock.now()) {
                     if *this.late >= LATE_FRAMES {
                         return Poll::Ready(Polled::Cut);
                     }

@@ -13,7 +13,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use super::answer::render;
-use super::headers::lookup;
+use super::headers::Scanned;
 use super::server_body::DeadlineBody;
 use crate::bounded::Bounded;
 use crate::clock::TokioClock;
@@ -163,9 +163,9 @@ where
     }
 
     fn call(&mut self, mut request: Request<ReqBody>) -> DeadlineFuture<S::Future> {
-        let headers = request.headers();
-        let protocol = Protocol::read(lookup(headers));
-        let incoming = Incoming::read(lookup(headers));
+        let headers = Scanned::new(request.headers());
+        let protocol = Protocol::read(headers.lookup());
+        let incoming = Incoming::read(headers.lookup());
         let deadline = match self
             .policy
             .accept(protocol, incoming, TokioClock.now(), current())

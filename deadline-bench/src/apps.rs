@@ -1,0 +1,93 @@
+//! The server the `server` program measures, four ways: the same axum handler with no layer,
+//! with a layer that does nothing (what `Router::layer` itself costs), with `DeadlineLayer`,
+//! and with tower's `TimeoutLayer` (as axum's documentation adds it: behind
+//! `HandleErrorLayer`). The per-call scenarios run the same routers in process.
+
+use std::time::Duration;
+
+use axum::error_handling::HandleErrorLayer;
+use axum::http::StatusCode;
+use deadline_core::ms;
+use deadline_core::wire::Propagation;
+use deadline_tokio::DeadlineLayer;
+use tower::ServiceBuilder;
+
+/// The variants, by name, in the order of [`routers`].
+pub const VARIANTS: [&str; 4] = [
+    "no layer",
+    "an empty layer",
+    "DeadlineLayer",
+    "tower TimeoutLayer",
+];
+
+/// What the handler hashes: its little work.
+static PAYLOAD: [u8; 1024] = {
+    let mut p = [0u8; 1024];
+    let mut i = 0;
+    while i < p.len() {
+        p[i] = (i * 31 % 251) as u8;
+        i += 1;
+    }
+    p
+};
+
+/// The handler: FNV-1a over 1 KiB, answered as hex.
+pub async fn handler() -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in core::hint::black_box(&PAYLOAD) {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}\n")
+}
+
+/// tower's `TimeoutLayer` error, as axum answers it.
+async fn timed_out(_: tower::BoxError) -> (StatusCode, &'static str) {
+    (StatusCode::REQUEST_TIMEOUT, "timed out\n")
+}
+
+fn app() -> axum::Router {
+    axum::Router::new().route("/", axum::routing::get(handler))
+}
+
+/// The handler with no layer.
+pub fn plain() -> axum::Router {
+    app()
+}
+
+/// The handler behind a layer that does nothing (tower's `Identity`): what adding any layer
+/// through `Router::layer` costs (axum boxes each layered route's future).
+pub fn empty_layer() -> axum::Router {
+    app().layer(tower::layer::util::Identity::new())
+}
+
+/// The handler behind `DeadlineLayer`: callers believed up to 10 s, 1 s for those that send
+/// no deadline.
+pub fn deadline_layer() -> axum::Router {
+    app().layer(DeadlineLayer::new(
+        Propagation::DEFAULT.with_max(ms(10_000)),
+        ms(1_000),
+    ))
+}
+
+/// The handler's router wrapped whole in `DeadlineLayer` (rather than through
+/// `Router::layer`, which boxes the layer's response body).
+pub fn deadline_layer_around() -> deadline_tokio::layer::DeadlineService<axum::Router> {
+    tower::Layer::layer(
+        &DeadlineLayer::new(Propagation::DEFAULT.with_max(ms(10_000)), ms(1_000)),
+        app(),
+    )
+}
+
+/// The handler behind tower's `TimeoutLayer` of 1 s.
+pub fn tower_timeout() -> axum::Router {
+    app().layer(
+        ServiceBuilder::new()
+            .layer(HandleErrorLayer::new(timed_out))
+            .timeout(Duration::from_secs(1)),
+    )
+}
+
+/// The routers, in the order of [`VARIANTS`].
+pub fn routers() -> [axum::Router; 4] {
+    [plain(), empty_layer(), deadline_layer(), tower_timeout()]
+}

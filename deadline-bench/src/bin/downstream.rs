@@ -1,0 +1,259 @@
+//! `downstream`: what the library costs and buys on a downstream call per request. A front
+//! server (axum, in a process of its own) calls a loopback dependency (in another) on every
+//! request, three ways, each on its own port (`deadline_bench::downstream`): plain reqwest
+//! with a fixed timeout; `Dependency::run` behind `DeadlineLayer` (cap, two retries, a hedge at
+//! the live p95, the retry budget, a breaker, the time left in the header); tower's
+//! `Retry(TpsBudget)` + `Hedge` + `Timeout` with the same settings. The dependency answers in
+//! 1 to 3 ms, and 2% of its answers take 40 ms.
+//!
+//! This program loads each front in turn from its own runtime, in a closed loop of
+//! `--connections` (32) connections, each request with a 200 ms deadline (`x-deadline-ms`),
+//! in rounds whose order rotates (each variant's turn starts with 2 s of warm-up, not
+//! counted: tower's latency histogram is emptied after two idle periods), and prints requests
+//! per second, latency (p50, p99, p99.9), the front's CPU time per request, and the requests
+//! and connections the dependency received per request, each against plain reqwest in the
+//! same round.
+//!
+//! ```text
+//! cargo run -p deadline-bench --release --bin downstream -- [--rounds 9] [--seconds 3] [--connections 32] [--threads 1] [--quick]
+//! ```
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use deadline_bench::child::{Child, serve_commands};
+use deadline_bench::dependency::Model;
+use deadline_bench::downstream::{VARIANTS, routers};
+use deadline_bench::load::{Target, closed_loop};
+use deadline_bench::options::Options;
+use deadline_bench::stats::{load_average, median, ms, percentile};
+use http::{HeaderName, HeaderValue};
+
+/// The dependency: 1 to 3 ms, and 2% of answers at 40 ms.
+const MODEL: Model = Model {
+    fast: (1_000, 3_000),
+    slow_per_10k: 200,
+    slow: 40_000,
+    fail_per_10k: 0,
+};
+
+/// The front: the three servers, calling the dependency at `dependency`.
+fn front_main(threads: usize, dependency: &str) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let url = format!("http://{dependency}/");
+    let addrs: Vec<SocketAddr> = runtime.block_on(async {
+        let mut addrs = Vec::new();
+        for app in routers(&url) {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind loopback");
+            addrs.push(listener.local_addr().expect("an address"));
+            tokio::spawn(async move { axum::serve(listener, app).await });
+        }
+        addrs
+    });
+    serve_commands(&addrs, |_| None);
+    runtime.shutdown_timeout(Duration::from_secs(1));
+}
+
+/// One variant's figures in one round.
+#[derive(Clone, Copy, Debug, Default)]
+struct Phase {
+    per_second: f64,
+    p50: Duration,
+    p99: Duration,
+    p999: Duration,
+    cpu_per_request: Duration,
+    /// Requests the dependency received per request answered.
+    sent_per_request: f64,
+    /// Connections the dependency accepted per 1 000 requests answered.
+    connections_per_1000: f64,
+    not_ok: u64,
+    errors: u64,
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1).peekable();
+    match args.peek().map(String::as_str) {
+        Some("--dependency") => {
+            deadline_bench::dependency::child_main(MODEL, 1);
+            return;
+        }
+        Some("--front") => {
+            let rest: Vec<String> = args.skip(1).collect();
+            let threads = rest.first().and_then(|t| t.parse().ok()).unwrap_or(1);
+            front_main(threads, rest.get(1).map_or("", String::as_str));
+            return;
+        }
+        _ => {}
+    }
+    let o = Options::parse(
+        Options {
+            rounds: 9,
+            phase: Duration::from_secs(3),
+            connections: 32,
+            threads: 1,
+            rate: 1,
+            quick: false,
+        },
+        args,
+    );
+    println!(
+        "downstream: {} rounds of {:.2} s per variant, {} connections, front runtime of {} worker thread(s); \
+         the dependency answers in 1-3 ms, 2% at 40 ms; load average {}",
+        o.rounds,
+        o.phase.as_secs_f64(),
+        o.connections,
+        o.threads,
+        load_average().unwrap_or_default()
+    );
+    let mut dependency = Child::spawn(&["--dependency"]);
+    let threads = o.threads.to_string();
+    let dep_addr = dependency.addrs()[0].to_string();
+    let mut front = Child::spawn(&["--front", &threads, &dep_addr]);
+    let targets: Vec<Target> = front
+        .addrs()
+        .iter()
+        .map(|&addr| Target {
+            addr,
+            path: "/",
+            headers: vec![(
+                HeaderName::from_static("x-deadline-ms"),
+                HeaderValue::from_static("200"),
+            )],
+        })
+        .collect();
+    let runtime = deadline_bench::load::runtime();
+    // Warm-up, not counted: the connections, and each hedge's latency histogram.
+    let warm = if o.quick {
+        o.phase
+    } else {
+        Duration::from_secs(2)
+    };
+    for target in &targets {
+        runtime.block_on(closed_loop(target, o.connections, warm));
+    }
+
+    let mut phases: Vec<Vec<Phase>> = vec![Vec::new(); VARIANTS.len()];
+    for round in 0..o.rounds {
+        for i in 0..VARIANTS.len() {
+            let v = (round + i) % VARIANTS.len();
+            // Warmed again first, not counted: tower's latency histogram is emptied after
+            // two idle periods (a second each), which each variant's turn is for the others.
+            runtime.block_on(closed_loop(&targets[v], o.connections, warm));
+            let (cpu_before, sent_before) = (front.cpu(), dependency.received());
+            let connections_before = dependency.connections();
+            let load = runtime.block_on(closed_loop(&targets[v], o.connections, o.phase));
+            let cpu = front.cpu() - cpu_before;
+            let sent = dependency.received() - sent_before;
+            let connections = dependency.connections() - connections_before;
+            let served = (load.ok.len() as u64 + load.not_ok).max(1);
+            phases[v].push(Phase {
+                per_second: load.per_second(),
+                p50: percentile(&load.ok, 50.0),
+                p99: percentile(&load.ok, 99.0),
+                p999: percentile(&load.ok, 99.9),
+                cpu_per_request: cpu / u32::try_from(served).unwrap_or(u32::MAX),
+                sent_per_request: sent as f64 / served as f64,
+                connections_per_1000: connections as f64 * 1e3 / served as f64,
+                not_ok: load.not_ok,
+                errors: load.errors,
+            });
+        }
+        let line: Vec<String> = VARIANTS
+            .iter()
+            .zip(&phases)
+            .map(|(name, p)| {
+                let p = p[round];
+                format!("{name} {:.0}/s, p99 {}", p.per_second, ms(p.p99))
+            })
+            .collect();
+        println!("round {}: {}", round + 1, line.join("; "));
+    }
+    drop(front);
+    drop(dependency);
+
+    println!(
+        "\n{:<16} {:>11} {:>8} {:>10} {:>10} {:>10} {:>8} {:>12} {:>13} {:>12}",
+        "variant",
+        "requests/s",
+        "ratio",
+        "p50",
+        "p99",
+        "p99.9",
+        "ratio",
+        "CPU/request",
+        "sent/request",
+        "conns/1000"
+    );
+    let base = phases[0].clone();
+    let mut summary = Vec::new();
+    for (v, name) in VARIANTS.iter().enumerate() {
+        let p = &phases[v];
+        let med = |f: fn(&Phase) -> f64| median(&p.iter().map(f).collect::<Vec<_>>());
+        let ratio = |f: fn(&Phase) -> f64| -> f64 {
+            median(
+                &p.iter()
+                    .zip(&base)
+                    .map(|(a, b)| f(a) / f(b))
+                    .collect::<Vec<_>>(),
+            )
+        };
+        let rps_ratio = ratio(|p| p.per_second);
+        let p99_ratio = ratio(|p| p.p99.as_secs_f64());
+        let secs = |x: f64| ms(Duration::from_secs_f64(x));
+        println!(
+            "{:<16} {:>11.0} {:>7.3}x {:>10} {:>10} {:>10} {:>7.3}x {:>9.2} us {:>13.4} {:>12.2}",
+            name,
+            med(|p| p.per_second),
+            rps_ratio,
+            secs(med(|p| p.p50.as_secs_f64())),
+            secs(med(|p| p.p99.as_secs_f64())),
+            secs(med(|p| p.p999.as_secs_f64())),
+            p99_ratio,
+            med(|p| p.cpu_per_request.as_secs_f64()) * 1e6,
+            med(|p| p.sent_per_request),
+            med(|p| p.connections_per_1000),
+        );
+        let (not_ok, errors) = p
+            .iter()
+            .fold((0, 0), |(n, e), p| (n + p.not_ok, e + p.errors));
+        if not_ok + errors > 0 {
+            println!("  ({name}: {not_ok} answers other than 200, {errors} transport errors)");
+        }
+        summary.push((rps_ratio, p99_ratio));
+    }
+    println!(
+        "(medians over {} rounds; each ratio is to plain reqwest within its round, then their median)",
+        o.rounds
+    );
+    let (lib, tower) = (summary[1], summary[2]);
+    let met = lib.0 >= 0.95 && lib.1 <= 0.5 && lib.0 > tower.0 && lib.1 < tower.1;
+    println!(
+        "target: Dependency::run at least 0.95x plain reqwest's requests/s with p99 at most half of it, \
+         ahead of tower on both: {} (requests/s {:.3}x against tower's {:.3}x; p99 {:.3}x against tower's {:.3}x)",
+        if met { "met" } else { "not met" },
+        lib.0,
+        tower.0,
+        lib.1,
+        tower.1
+    );
+    println!(
+        "load average at the end: {}",
+        load_average().unwrap_or_default()
+    );
+    // Not a check of speed: a variant that answered nothing, or lost connections, did not
+    // run as measured.
+    if phases
+        .iter()
+        .flatten()
+        .any(|p| p.per_second == 0.0 || p.errors > 0)
+    {
+        eprintln!("a variant answered nothing, or had transport errors");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,129 @@
+//! A server in a process of its own, so that the load generator's CPU time never mixes with
+//! the server's, and the server can report its own (`getrusage` of its process).
+//!
+//! The benchmark program starts itself again with a role (`Child::spawn`); the child binds
+//! its listeners on loopback, prints `ready ADDR...` and then answers one command per line on
+//! its standard input (`serve_commands`) until that input closes, when it exits.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::SocketAddr;
+use std::process::{ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A server process this program started, and the addresses it listens on.
+#[derive(Debug)]
+pub struct Child {
+    process: std::process::Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+    addrs: Vec<SocketAddr>,
+}
+
+impl Child {
+    /// Starts this program again with `args` (the child's role), and waits for its `ready`
+    /// line.
+    ///
+    /// # Panics
+    ///
+    /// If the program cannot be started or does not announce its addresses.
+    #[must_use]
+    pub fn spawn(args: &[&str]) -> Child {
+        let exe = std::env::current_exe().expect("this program's path");
+        let mut process = Command::new(exe)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start the server process");
+        let stdin = process.stdin.take();
+        let mut stdout = BufReader::new(process.stdout.take().expect("the child's stdout"));
+        let mut line = String::new();
+        stdout.read_line(&mut line).expect("the child's ready line");
+        let addrs = line
+            .strip_prefix("ready")
+            .unwrap_or_else(|| panic!("the child said {line:?}, not ready"))
+            .split_whitespace()
+            .map(|a| a.parse().expect("a socket address"))
+            .collect();
+        Child {
+            process,
+            stdin,
+            stdout,
+            addrs,
+        }
+    }
+
+    /// The addresses the child listens on, in the order it bound them.
+    #[must_use]
+    pub fn addrs(&self) -> &[SocketAddr] {
+        &self.addrs
+    }
+
+    /// Sends one command and returns the child's one-line answer.
+    ///
+    /// # Panics
+    ///
+    /// If the child has gone.
+    pub fn ask(&mut self, command: &str) -> String {
+        let stdin = self.stdin.as_mut().expect("the child's stdin is open");
+        writeln!(stdin, "{command}").expect("write to the child");
+        stdin.flush().expect("write to the child");
+        let mut line = String::new();
+        self.stdout
+            .read_line(&mut line)
+            .expect("read the child's answer");
+        line.trim_end().to_owned()
+    }
+
+    /// The child's CPU time so far (user and system, all its threads).
+    pub fn cpu(&mut self) -> Duration {
+        let answer = self.ask("cpu");
+        Duration::from_micros(answer.parse().expect("microseconds of CPU"))
+    }
+
+    /// Requests the child has received so far (a dependency counts them).
+    pub fn received(&mut self) -> u64 {
+        self.ask("received").parse().expect("a count")
+    }
+
+    /// Connections the child has accepted so far (a dependency counts them).
+    pub fn connections(&mut self) -> u64 {
+        self.ask("connections").parse().expect("a count")
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        // Closing its input ends the child; give it 5 s, then kill it.
+        drop(self.stdin.take());
+        let until = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < until {
+            if let Ok(Some(_)) = self.process.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+    }
+}
+
+/// The child's side: announces `addrs`, then answers each command line on standard input
+/// with `answer` (`cpu` is answered here: this process's CPU time in microseconds), until the
+/// input closes.
+pub fn serve_commands(addrs: &[SocketAddr], mut answer: impl FnMut(&str) -> Option<String>) {
+    let list: Vec<String> = addrs.iter().map(ToString::to_string).collect();
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "ready {}", list.join(" ")).expect("write to the parent");
+    out.flush().expect("write to the parent");
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        let reply = match line.trim() {
+            "cpu" => crate::cpu::process_cpu().as_micros().to_string(),
+            command => answer(command).unwrap_or_else(|| format!("unknown command {command:?}")),
+        };
+        writeln!(out, "{reply}").expect("write to the parent");
+        out.flush().expect("write to the parent");
+    }
+}

@@ -1,0 +1,181 @@
+//! An HTTP/1.1 load generator for loopback servers, over a fixed number of keep-alive
+//! connections, each with one request at a time, for a fixed time: in a closed loop, each
+//! connection sends its next request as soon as the last answer's body has arrived (as
+//! `wrk -c N` does), which finds the server's throughput; at a fixed rate, each connection
+//! sends on a schedule, so that every server is offered the same load. Latency is measured
+//! from sending to the end of the answer's body. It runs in the benchmark's own process, on
+//! its own runtime, never in the server's.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderName, HeaderValue, Request, StatusCode};
+use http_body_util::{BodyExt, Empty};
+use hyper_util::rt::TokioIo;
+use tokio::time::Instant;
+
+/// Where and what to send.
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// The server's address (loopback).
+    pub addr: SocketAddr,
+    /// The request's path.
+    pub path: &'static str,
+    /// Headers sent with every request.
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+/// What one load phase measured, as the client saw it.
+#[derive(Clone, Debug, Default)]
+pub struct Load {
+    /// The latency of every 200 answer, from sending to the end of its body, sorted.
+    pub ok: Vec<Duration>,
+    /// Answers with any other status.
+    pub not_ok: u64,
+    /// Requests that failed in transport (a connection error).
+    pub errors: u64,
+    /// How long the phase ran, from its start to the last answer.
+    pub elapsed: Duration,
+}
+
+impl Load {
+    /// Answers 200 per second.
+    #[must_use]
+    pub fn per_second(&self) -> f64 {
+        self.ok.len() as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+}
+
+/// Sends requests to `target` over `connections` connections for `duration`, each connection
+/// one request at a time, each as soon as the last answer has arrived. A connection that
+/// fails is opened again (at most 100 times in a phase, so a server that is gone ends the
+/// phase).
+pub async fn closed_loop(target: &Target, connections: usize, duration: Duration) -> Load {
+    run(target, connections, duration, None).await
+}
+
+/// Sends `rate` requests per second to `target` for `duration`, spread over `connections`
+/// connections, each one request at a time on its own schedule (a request whose connection is
+/// still waiting for an answer when it is due goes out when the answer has come).
+pub async fn fixed_rate(
+    target: &Target,
+    connections: usize,
+    rate: u32,
+    duration: Duration,
+) -> Load {
+    let per_connection = Duration::from_secs(1) * u32::try_from(connections).unwrap_or(1) / rate;
+    run(target, connections, duration, Some(per_connection)).await
+}
+
+async fn run(
+    target: &Target,
+    connections: usize,
+    duration: Duration,
+    interval: Option<Duration>,
+) -> Load {
+    let start = Instant::now();
+    let end = start + duration;
+    let mut tasks = Vec::with_capacity(connections);
+    for c in 0..connections {
+        let target = target.clone();
+        // The connections' schedules are spread evenly over one interval.
+        let first = interval.map(|i| {
+            start + i * u32::try_from(c).unwrap_or(0) / u32::try_from(connections).unwrap_or(1)
+        });
+        tasks.push(tokio::spawn(async move {
+            one_connection(&target, end, first, interval).await
+        }));
+    }
+    let mut load = Load::default();
+    for task in tasks {
+        let part = task.await.expect("a load task");
+        load.ok.extend(part.ok);
+        load.not_ok += part.not_ok;
+        load.errors += part.errors;
+    }
+    load.elapsed = start.elapsed();
+    load.ok.sort_unstable();
+    load
+}
+
+async fn one_connection(
+    target: &Target,
+    end: Instant,
+    mut due: Option<Instant>,
+    interval: Option<Duration>,
+) -> Load {
+    let mut load = Load::default();
+    let mut reconnects = 0;
+    'connect: while Instant::now() < end && reconnects < 100 {
+        reconnects += 1;
+        let Ok(stream) = tokio::net::TcpStream::connect(target.addr).await else {
+            load.errors += 1;
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let Ok((mut sender, conn)) =
+            hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(TokioIo::new(stream)).await
+        else {
+            load.errors += 1;
+            continue;
+        };
+        tokio::spawn(conn);
+        while Instant::now() < end {
+            let mut request = Request::get(target.path)
+                .header(http::header::HOST, "127.0.0.1")
+                .body(Empty::new())
+                .expect("a valid request");
+            for (name, value) in &target.headers {
+                request.headers_mut().insert(name.clone(), value.clone());
+            }
+            let sent = match (due, interval) {
+                (Some(at), Some(every)) => {
+                    if at >= end {
+                        break 'connect;
+                    }
+                    tokio::time::sleep_until(at).await;
+                    // The next request is due one interval after this one was, however late
+                    // this one goes out (tokio's timer wakes at whole milliseconds).
+                    due = Some(at + every);
+                    Instant::now()
+                }
+                _ => Instant::now(),
+            };
+            if sender.ready().await.is_err() {
+                load.errors += 1;
+                continue 'connect;
+            }
+            let response = match sender.send_request(request).await {
+                Ok(response) => response,
+                Err(_) => {
+                    load.errors += 1;
+                    continue 'connect;
+                }
+            };
+            let status = response.status();
+            if response.into_body().collect().await.is_err() {
+                load.errors += 1;
+                continue 'connect;
+            }
+            if status == StatusCode::OK {
+                load.ok.push(sent.elapsed());
+            } else {
+                load.not_ok += 1;
+            }
+        }
+        break;
+    }
+    load
+}
+
+/// A current-thread tokio runtime for the load generator: one thread, so that on a small
+/// machine it leaves the other cores to the server.
+#[must_use]
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a current-thread runtime")
+}
