@@ -122,9 +122,10 @@ impl Deadline {
     /// deadline's start (a clock that stepped back) counts as the start: the time left is
     /// never more than the budget given to [`Deadline::after`].
     #[must_use]
-    // One copy: most decisions read it, and on a microcontroller the copies would cost more
-    // flash than the call (`call_timeout` inlines its own, `left`).
-    #[inline(never)]
+    // Inlined on 64-bit hosts, one copy on 32-bit targets, where most decisions read it: see
+    // `duration_to_micros` (`call_timeout` inlines its own, `left`).
+    #[cfg_attr(target_pointer_width = "64", inline)]
+    #[cfg_attr(not(target_pointer_width = "64"), inline(never))]
     pub const fn remaining(self, now: Instant) -> Duration {
         self.left(now)
     }

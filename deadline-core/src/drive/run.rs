@@ -55,7 +55,7 @@ where
         let mut now = self.timer.now();
         if self.machine.has_started() {
             // A wake-up: any attempt may have moved.
-            self.poll_attempts(cx, slots.as_mut(), &mut now);
+            self.poll_attempts(cx, slots.as_mut(), now);
         }
         loop {
             match self.machine.poll(now, &mut self.rng, &mut self.observer) {
@@ -85,7 +85,7 @@ where
                     // The clock, not the wake-up, says what is due: read it again, and give
                     // the attempts their chance before their timeouts are looked at.
                     now = self.timer.now();
-                    self.poll_attempts(cx, slots.as_mut(), &mut now);
+                    self.poll_attempts(cx, slots.as_mut(), now);
                 }
             }
         }
@@ -94,6 +94,12 @@ where
     /// Starts an attempt in `slot` with `limits` and polls it at once (if it answers, no
     /// timer is armed). Its value, if it answered, is kept as the call's winner: the machine
     /// then cancels whatever else runs and says the call is done.
+    ///
+    /// An attempt that ends in its first poll may have done its whole call there (a blocking
+    /// attempt, on the blocking runtime, does): the clock is read again, and `now` moves
+    /// there, so that what is decided next (whether it ran out of time, a retry's timeout)
+    /// sees the time it took. An attempt that ends at a later poll ended in a poll that
+    /// began at the wake-up, when `now` was read.
     #[inline(always)]
     fn started(
         &mut self,
@@ -105,7 +111,10 @@ where
     ) {
         let mut fut = slots.as_mut().slot(slot);
         let polled = self.attempt.start_in(limits, fut.as_mut(), cx);
-        if let Some(value) = self.ended(slot, &mut fut, polled, now) {
+        if polled.is_ready() {
+            *now = self.timer.now().max(*now);
+        }
+        if let Some(value) = self.ended(slot, &mut fut, polled, *now) {
             self.value = Some(value);
         }
     }
@@ -116,7 +125,7 @@ where
         &mut self,
         cx: &mut Context<'_>,
         mut slots: Pin<&mut <M as Room>::Slots<F>>,
-        now: &mut Instant,
+        now: Instant,
     ) {
         for slot in 0..<M::Slots<F> as Slots<F>>::LEN {
             let mut fut = slots.as_mut().slot(slot);
@@ -132,35 +141,29 @@ where
         }
     }
 
-    /// Tells the machine how the attempt in `slot` did at its latest poll, and empties the
-    /// slot if it ended. Its value when it answered: the call's winner.
-    ///
-    /// An attempt that ended is timed by the clock read again after its poll, and `now`
-    /// moves there: the poll itself may have taken time (a blocking attempt does its whole
-    /// call in it), and what is decided next (a retry's timeout, whether the attempt ran out
-    /// of time) must see the time it took.
+    /// Tells the machine how the attempt in `slot` did at its latest poll, at `now`, and
+    /// empties the slot if it ended. Its value when it answered: the call's winner.
     #[inline]
     fn ended(
         &mut self,
         slot: usize,
         fut: &mut Pin<&mut Option<F>>,
         polled: Poll<Result<T, E>>,
-        now: &mut Instant,
+        now: Instant,
     ) -> Option<T> {
         let Poll::Ready(result) = polled else {
             return None;
         };
         fut.set(None);
-        *now = self.timer.now().max(*now);
         match result {
             Ok(value) => {
-                self.machine.succeeded(slot, *now, &mut self.observer);
+                self.machine.succeeded(slot, now, &mut self.observer);
                 Some(value)
             }
             Err(error) => {
                 let outcome = self.classify.classify(&error);
                 self.machine
-                    .failed(slot, error, outcome, *now, &mut self.observer);
+                    .failed(slot, error, outcome, now, &mut self.observer);
                 None
             }
         }

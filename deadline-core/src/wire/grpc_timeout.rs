@@ -241,6 +241,19 @@ impl GrpcTimeout {
     /// assert_eq!(GrpcTimeout::parse(b"15s"), Err(WireError::UnknownUnit));
     /// ```
     pub fn parse(value: &[u8]) -> Result<GrpcTimeout, WireError> {
+        let (count, unit) = Self::parse_parts(value)?;
+        Ok(GrpcTimeout::new(count, unit))
+    }
+
+    /// The time a `grpc-timeout` header value stands for, read as [`parse`](Self::parse)
+    /// reads it, without keeping its text: what a server needs of it.
+    pub(crate) fn parse_duration(value: &[u8]) -> Result<Duration, WireError> {
+        let (count, unit) = Self::parse_parts(value)?;
+        Ok(unit.times_u32(count))
+    }
+
+    /// A value's count (at most [`MAX_VALUE`](Self::MAX_VALUE)) and unit.
+    fn parse_parts(value: &[u8]) -> Result<(u32, GrpcUnit), WireError> {
         check_prefix(value)?;
         let Some((&last, digits)) = value.split_last() else {
             return Err(WireError::Empty);
@@ -253,7 +266,7 @@ impl GrpcTimeout {
         let count = parse_digits(digits, Self::MAX_DIGITS)?;
         // At most 8 digits: the count is at most MAX_VALUE.
         let count = u32::try_from(count).map_or(Self::MAX_VALUE, |c| c.min(Self::MAX_VALUE));
-        Ok(GrpcTimeout::new(count, unit))
+        Ok((count, unit))
     }
 
     /// The value with `value <= MAX_VALUE` (callers guarantee it) in `unit`.

@@ -122,7 +122,7 @@ impl<'a> Incoming<'a> {
     /// allows it there), in a fixed order: `grpc-timeout`, `connect-timeout-ms`,
     /// `x-deadline-ms`, `x-envoy-expected-rq-timeout-ms`.
     fn decoded(&self) -> [Option<(&'static str, Result<Duration, WireError>)>; 4] {
-        let grpc = |v: &[u8]| GrpcTimeout::parse(v.trim_ascii()).map(|t| t.duration());
+        let grpc = |v: &[u8]| GrpcTimeout::parse_duration(v.trim_ascii());
         // The milliseconds alone: the values' text (which `parse` also keeps) is not needed.
         let connect =
             |v: &[u8]| ConnectTimeout::parse_millis(v.trim_ascii()).map(Duration::from_millis);

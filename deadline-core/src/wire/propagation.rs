@@ -228,7 +228,7 @@ impl Propagation {
     /// A decoding error from [`GrpcTimeout::parse`]. What to do then (reject the request, or
     /// use a default budget) is the server's choice.
     pub fn decode_grpc_timeout(&self, value: &[u8], now: Instant) -> Result<Deadline, WireError> {
-        GrpcTimeout::parse(value).map(|t| self.incoming(t.duration(), now))
+        GrpcTimeout::parse_duration(value).map(|left| self.incoming(left, now))
     }
 
     /// The local deadline for a request that arrived at `now` with this `x-deadline-ms`
