@@ -11,7 +11,7 @@
 //! attempt sends what is left of it, less the network's share, in an `x-deadline-ms` header
 //! ([`Propagation`]) to the pricing service, simulated as a task of its own that knows the
 //! deadline only from that header. The service turns the header back into a deadline
-//! ([`scope`]) and its database query into a statement timeout ([`statement_timeout`]),
+//! ([`scope`]) and its database query into a statement timeout ([`decide_statement`]),
 //! which bounds the query. A spawned task gets the deadline only through [`propagate`].
 
 use std::time::Duration;
