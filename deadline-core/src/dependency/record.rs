@@ -10,6 +10,10 @@ use super::latency::LiveLatency;
 use super::watch::LiveAdvice;
 #[cfg(feature = "advice")]
 use crate::dependency_policy::Policy;
+#[cfg(feature = "advice")]
+use crate::time::Instant;
+#[cfg(feature = "advice")]
+use core::time::Duration;
 
 /// The policy and the live advice of a dependency, whose advice is checked every
 /// [`LiveAdvice::EVERY`] latencies when something reads it (feature `advice`).
@@ -89,14 +93,10 @@ fn hear<M: Mode>(
     };
     if let Some(took) = took {
         if M::FULL {
-            let n = latency.record(took, live);
             #[cfg(feature = "advice")]
-            if n % LiveAdvice::EVERY == LiveAdvice::CHECK_AT {
-                let (policy, advice) = watch;
-                advice.check_due(policy, latency, event.at);
-            }
+            record_watched(latency, took, live, watch, event.at);
             #[cfg(not(feature = "advice"))]
-            let _ = n;
+            let _ = latency.record(took, live);
         } else {
             let _ = latency.record_only(took);
         }
@@ -105,6 +105,28 @@ fn hear<M: Mode>(
     crate::trace::emit(name, event);
     #[cfg(not(feature = "tracing"))]
     let _ = name;
+}
+
+/// Records `took` in a full call's `latency` (keeping the `live` quantile up to date) and
+/// checks the advice every [`LiveAdvice::EVERY`] latencies. One function, out of line as the
+/// recording alone is without the feature: inlined, the check made the machine's
+/// `succeeded` too large for the compiler to inline into the call's poll, and a
+/// `Dependency::run` that answers at once took 41 more instructions instead of a few
+/// (`FEATURES=advice bash scripts/instructions.sh dependency_run`).
+#[cfg(feature = "advice")]
+#[inline(never)]
+fn record_watched(
+    latency: &LiveLatency,
+    took: Duration,
+    live: Option<Quantile>,
+    watch: Watch<'_>,
+    at: Instant,
+) {
+    let n = latency.record(took, live);
+    if n % LiveAdvice::EVERY == LiveAdvice::CHECK_AT {
+        let (policy, advice) = watch;
+        advice.check_due(policy, latency, at);
+    }
 }
 
 /// The recorder of the calls of [`Dependency::run`](crate::Dependency::run): the dependency
