@@ -31,6 +31,7 @@ need() {
 need postgresql '/usr/lib/postgresql/*/bin/initdb'
 need iproute2 ip
 need qemu-system-arm qemu-system-arm
+need valgrind valgrind
 
 # Every test run's output is kept here too, to add up the results at the end.
 RESULTS=$(mktemp)
@@ -203,6 +204,18 @@ cargo build --release -p deadline-bench --bins
 for program in server downstream tail; do
   timeout 300 cargo run --release -q -p deadline-bench --bin "$program" -- --quick
 done
+
+step "instructions per call: the command, run on two scenarios"
+# `bash scripts/instructions.sh` counts every scenario under valgrind for BENCHMARKS.md; here
+# a call that is really pending once, the library's beside tokio's timeout.
+bash scripts/instructions.sh tokio_timeout_pending dependency_run_pending
+
+step "fuzz targets: each built with cargo-fuzz and run 10 s from its seeds"
+# `bash scripts/fuzz.sh` runs each 10 minutes for BENCHMARKS.md; here each target is built
+# with the sanitizer, holds its properties on its seeds and on what it finds in 10 s, and
+# exits non-zero on a failing input (kept in fuzz/artifacts/).
+command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
+bash scripts/fuzz.sh 10
 
 step "the firmware under QEMU: the one-line call on a Cortex-M0, M3 and M4F, with size budgets"
 bash scripts/firmware.sh 2>&1 | tee -a "$RESULTS"
