@@ -37,7 +37,7 @@ core_bytes() {
   }'
 }
 
-# Reports a size against its target (reported, not enforced: see BENCHMARKS.md).
+# Reports a size against its target (reported, not enforced: see the header).
 budget() {
   if [ "$1" -le "$2" ]; then
     echo "  target met: $3, $1 B of deadline-core <= $2 B"

@@ -169,12 +169,15 @@ async fn with_the_library_a_query_is_gone_when_the_deadline_passes() {
     let sql = stalled(&tag);
     let budget = ms(300);
     let start = Instant::now();
-    let result = scope_timeout(budget, postgres::query(&mut client, &POLICY, &sql, &[]))
-        .await
-        .expect("inside its scope");
+    // The statement timeout ends the query a margin before the deadline; on a busy machine
+    // the scope's own timer may still fire first and drop the query. Either is the deadline.
+    let result = scope_timeout(budget, postgres::query(&mut client, &POLICY, &sql, &[])).await;
     let ended = Instant::now();
     assert!(
-        matches!(result, Err(PgError::Deadline(_))),
+        matches!(
+            result,
+            Ok(Err(PgError::Deadline(_))) | Err(Error::DeadlineExceeded)
+        ),
         "the deadline's error: {result:?}"
     );
     let gone = until(&observer, &tag, false).await;
