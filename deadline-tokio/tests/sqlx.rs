@@ -154,11 +154,14 @@ async fn a_query_is_not_started_with_too_little_time_left() {
 async fn the_wait_for_a_pooled_connection_is_bounded_by_the_deadline() {
     let pool = pool(1).await;
     let taken = pool.acquire().await.unwrap();
-    let result = scope_timeout(ms(100), db::fetch_all(&pool, &POLICY, "SELECT 1"))
-        .await
-        .expect("inside its scope");
+    // The pool's wait ends at the scope's deadline; the scope's own timer, at the same
+    // instant, may be the one that fires first. Either is the deadline.
+    let result = scope_timeout(ms(100), db::fetch_all(&pool, &POLICY, "SELECT 1")).await;
     assert!(
-        matches!(result, Err(SqlxError::Deadline(Error::DeadlineExceeded))),
+        matches!(
+            result,
+            Ok(Err(SqlxError::Deadline(Error::DeadlineExceeded))) | Err(Error::DeadlineExceeded)
+        ),
         "{result:?}"
     );
     drop(taken);
