@@ -53,7 +53,7 @@
 //! # On a microcontroller
 //!
 //! The crate is `no_std` and allocates nothing, and builds for every Cortex-M target. Its
-//! shared state (a [`Dependency`](crate::Dependency)'s retry budget, breaker, counters and
+//! shared state (a [`Dependency`]'s retry budget, breaker, counters and
 //! latency histogram) is atomics of 32 bits or less, from `portable-atomic`: no 64-bit atomic,
 //! so no lock table, on a target without them. A `Dependency` there keeps the compact latency
 //! histogram ([`observe::DependencyHistogram`]), under 500 bytes of static RAM each, and its
