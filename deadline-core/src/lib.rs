@@ -185,25 +185,14 @@ pub use timer::Timer;
 
 /// A dependency's settings beside its [`Policy`]: whether it is required, whether a call
 /// may be repeated, its retries, backoff and hedges.
-pub mod policy {
-    pub use crate::backoff::{Backoff, Jitter, Multiplier};
-    #[cfg(feature = "advice")]
-    pub use crate::dependency_policy::AdvicePolicy;
-    pub use crate::dependency_policy::{HedgePolicy, Idempotence, Necessity, RetryPolicy};
-    pub use crate::quantile::Quantile;
-}
+pub mod policy;
 
 /// One call's timeout from the time left: the formula (`min(left - reserve, cap)`, and the
 /// floor below which a call is not made), and the call's context.
-pub mod call {
-    pub use crate::call_context::Call;
-    pub use crate::call_timeout::{Decision, Limits, Shortfall, call_timeout};
-}
+pub mod call;
 
 /// The retry budget: retries and hedges as a share of the calls.
-pub mod budget {
-    pub use crate::retry_budget::RetryBudget;
-}
+pub mod budget;
 
 /// What a dependency's calls did: counters and a latency histogram.
 ///
@@ -215,40 +204,19 @@ pub mod budget {
 /// at most 12.5% high plus one unit of 1.024 ms). Both read the same way: quantiles, counts,
 /// the non-empty buckets. With feature `advice`, a `DependencySnapshot` holds a dependency's
 /// counters and histogram at one moment, to export.
-pub mod observe {
-    pub use crate::counters::{CounterEvent, CounterSnapshot, Counters};
-    pub use crate::histogram::{Bucket, Histogram, SmallHistogram};
-    pub use crate::latency::{CompactHistogram, Count, DependencyHistogram};
-    #[cfg(feature = "advice")]
-    pub use crate::snapshot::DependencySnapshot;
-}
+pub mod observe;
 
 /// The one-line call's types: what [`Dependency::run`] returns, and how it is adjusted.
 #[cfg(feature = "drive")]
-pub mod run {
-    pub use crate::dependency::{Recorder, Run, RunFuture, WithReport, WithReportFuture};
-}
+pub mod run;
 
 /// The current deadline of a future on a [`Runtime`](runtime::Runtime), and the scopes that set and bound
 /// it.
 #[cfg(feature = "drive")]
-pub mod runtime {
-    pub use crate::drive::runtime::Runtime;
-    pub use crate::drive::scoped::{
-        Scope, Scoped, current, enter, propagate, remaining, scope, scope_timeout, with_deadline,
-    };
-    #[cfg(feature = "std")]
-    pub use crate::drive::thread_deadline::ThreadDeadline;
-}
+pub mod runtime;
 
 /// Virtual time (feature `test-util`): a manual clock, a timer on it, and a runtime whose
 /// clock moves only when every future it runs is waiting. For tests, simulations and
 /// replays, as tokio's `test-util` is.
 #[cfg(feature = "test-util")]
-pub mod virtual_time {
-    #[cfg(feature = "drive")]
-    pub use crate::drive::manual::{ManualSleep, ManualTimer, Stalled};
-    #[cfg(feature = "drive")]
-    pub use crate::drive::manual_runtime::ManualRuntime;
-    pub use crate::manual_clock::ManualClock;
-}
+pub mod virtual_time;

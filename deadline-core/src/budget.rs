@@ -1,0 +1,1 @@
+pub use crate::retry_budget::RetryBudget;

@@ -1,0 +1,1 @@
+pub use crate::dependency::{Recorder, Run, RunFuture, WithReport, WithReportFuture};
