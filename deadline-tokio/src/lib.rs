@@ -10,7 +10,7 @@
 //! | a downstream call in a handler | a [`Dependency`] static and its one-line `run` |
 //! | a tower client (hyper-util, tonic's `Channel`) | [`DependencyLayer`] (feature `tower`) |
 //! | bound a piece of work by a deadline | [`scope`] / [`scope_timeout`] |
-//! | a database query | [`postgres::Session`](crate::postgres) (feature `postgres`), [`sqlx`] (feature `sqlx`) |
+//! | a database query | [`postgres::Session`] (feature `postgres`), [`sqlx`] (feature `sqlx`) |
 //!
 //! ```
 //! use deadline_core::{CallError, Policy, ms};
