@@ -41,6 +41,9 @@ pub const fn from_embassy(t: embassy_time::Instant) -> Instant {
 /// assert!(from_embassy(to_embassy(at)) >= at);
 /// ```
 #[must_use]
+// One copy: at most tick rates the conversion is a 64-bit division, a builtin call and its
+// set-up on a microcontroller, and the timer and an application's own sleeps each use it.
+#[inline(never)]
 pub const fn to_embassy(t: Instant) -> embassy_time::Instant {
     embassy_time::Instant::from_ticks(MICROS_TO_TICKS.ceil(t.as_micros()))
 }

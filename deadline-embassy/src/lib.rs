@@ -6,7 +6,8 @@
 //! `#![no_std]` and allocates nothing. [`Embassy`] is the core's
 //! [`Runtime`](deadline_core::runtime::Runtime) on them, for a
 //! [`Dependency`](deadline_core::Dependency)'s one-line call: the same application code as
-//! on tokio, with the current deadline in a static behind a critical section.
+//! on tokio, with the current deadline in a static behind a critical section, and
+//! [`Entropy`], its default random source for the backoff's jitter.
 //!
 //! It enables no `tick-hz-*`, `generic-queue-*`, `std` or `mock-driver` feature of
 //! `embassy-time`: the final binary picks its tick rate, its timer queue and its time driver.
@@ -43,7 +44,9 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod clock;
+mod entropy;
 mod runtime;
 
 pub use clock::{EmbassyClock, EmbassySleep, EmbassyTimer, from_embassy, to_embassy};
+pub use entropy::Entropy;
 pub use runtime::Embassy;

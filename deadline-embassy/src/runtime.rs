@@ -5,21 +5,17 @@ use core::cell::Cell;
 
 use critical_section::Mutex;
 use deadline_core::Deadline;
-use deadline_core::rng::SplitMix64;
 use deadline_core::runtime::Runtime;
 
 use crate::clock::EmbassyTimer;
+use crate::entropy::Entropy;
 
 /// The current deadline.
 static CURRENT: Mutex<Cell<Option<Deadline>>> = Mutex::new(Cell::new(None));
-/// The calls made, which seed each call's jitter with the tick count (32 bits: they only tell
-/// apart calls made within one tick).
-static CALLS: Mutex<Cell<u32>> = Mutex::new(Cell::new(0));
 
-/// embassy as the core's [`Runtime`]: [`EmbassyTimer`], a [`SplitMix64`] per call seeded from
-/// the tick count and a call counter (a microcontroller has no operating system to ask for
-/// entropy; pass a hardware generator with `.rng(..)` where there is one), and the current
-/// deadline in a static behind a critical section, set around each poll of a scoped future.
+/// embassy as the core's [`Runtime`]: [`EmbassyTimer`], [`Entropy`] for the backoff's jitter
+/// (seeded from the tick count at each draw; pass a hardware generator with `.rng(..)` where
+/// there is one), and the current deadline in a static behind a critical section, set around each poll of a scoped future.
 ///
 /// The static is one per program: it is right for the futures of one executor (embassy's
 /// thread-mode executor, or any single one). A future on an interrupt executor that preempts
@@ -31,23 +27,18 @@ pub struct Embassy;
 
 impl Runtime for Embassy {
     type Timer = EmbassyTimer;
-    type Rng = SplitMix64;
+    type Rng = Entropy;
 
     fn timer() -> EmbassyTimer {
         EmbassyTimer
     }
 
-    fn rng() -> SplitMix64 {
-        let count = critical_section::with(|cs| {
-            let calls = CALLS.borrow(cs);
-            let count = calls.get().wrapping_add(1);
-            calls.set(count);
-            count
-        });
-        let ticks = embassy_time::Instant::now().as_ticks();
-        SplitMix64::new(ticks ^ u64::from(count).rotate_left(32))
+    fn rng() -> Entropy {
+        Entropy
     }
 
+    // One copy, as `replace_current` below: every scope and call reads it.
+    #[inline(never)]
     fn current() -> Option<Deadline> {
         critical_section::with(|cs| CURRENT.borrow(cs).get())
     }
@@ -57,12 +48,19 @@ impl Runtime for Embassy {
         struct Restore(Option<Deadline>);
         impl Drop for Restore {
             fn drop(&mut self) {
-                let earlier = self.0;
-                critical_section::with(|cs| CURRENT.borrow(cs).set(earlier));
+                replace_current(self.0);
             }
         }
-        let earlier = critical_section::with(|cs| CURRENT.borrow(cs).replace(Some(deadline)));
-        let _restore = Restore(earlier);
+        let _restore = Restore(replace_current(Some(deadline)));
         f()
     }
+}
+
+/// Makes `deadline` the current one, returning the one it replaces.
+///
+/// One copy for the whole program: every poll of a scoped future enters its deadline and puts
+/// the earlier one back, and a critical section inlined at each of them would repeat its code.
+#[inline(never)]
+fn replace_current(deadline: Option<Deadline>) -> Option<Deadline> {
+    critical_section::with(|cs| CURRENT.borrow(cs).replace(deadline))
 }

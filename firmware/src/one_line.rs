@@ -14,11 +14,10 @@ use core::pin::pin;
 use deadline_core::CallError;
 use deadline_core::call::Limits;
 use deadline_core::drive::{AnyErrorFails, Mode, Report};
-use deadline_core::rng::SplitMix64;
 use deadline_core::run::RunFuture;
 use deadline_core::runtime::scope_timeout;
 use deadline_core::{Clock, Dependency, Instant, Steps};
-use deadline_embassy::{Embassy, EmbassyTimer, to_embassy};
+use deadline_embassy::{Embassy, EmbassyTimer, Entropy, to_embassy};
 
 use crate::checkout::{BUDGET, Case, Reply, millis, millis_of, since};
 
@@ -156,7 +155,7 @@ where
     A: FnMut(Limits) -> F,
     F: Future<Output = Result<T, E>>,
 {
-    core::mem::size_of::<RunFuture<'d, 'n, Embassy, A, AnyErrorFails, SplitMix64, F, T, E, M>>()
+    core::mem::size_of::<RunFuture<'d, 'n, Embassy, A, AnyErrorFails, Entropy, F, T, E, M>>()
 }
 
 /// The size of one call's future with the smallest attempt: an embassy timer (the library's

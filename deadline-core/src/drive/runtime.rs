@@ -29,7 +29,10 @@ pub trait Runtime: 'static {
     /// The timer (a handle: cheap to make).
     fn timer() -> Self::Timer;
 
-    /// A random source for one call's jitter.
+    /// A random source for one call's jitter, made as the call is. Every call makes one,
+    /// and most draw nothing (a deadline-only dependency never does): a handle that reads its
+    /// source only when it draws, as `deadline-std`'s and `deadline-embassy`'s are, costs
+    /// such a call nothing.
     fn rng() -> Self::Rng;
 
     /// The current deadline, or `None` outside any scope.
