@@ -15,7 +15,8 @@ static CURRENT: Mutex<Cell<Option<Deadline>>> = Mutex::new(Cell::new(None));
 
 /// embassy as the core's [`Runtime`]: [`EmbassyTimer`], [`Entropy`] for the backoff's jitter
 /// (seeded from the tick count at each draw; pass a hardware generator with `.rng(..)` where
-/// there is one), and the current deadline in a static behind a critical section, set around each poll of a scoped future.
+/// there is one), and the current deadline in a static behind a critical section, set around
+/// each poll of a scoped future.
 ///
 /// The static is one per program: it is right for the futures of one executor (embassy's
 /// thread-mode executor, or any single one). A future on an interrupt executor that preempts
