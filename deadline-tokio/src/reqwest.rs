@@ -40,14 +40,16 @@
 //! # }
 //! ```
 
-use deadline_core::wire::{DeadlineHeader, Incoming, Propagation};
-use deadline_core::{Clock, Error};
+use core::time::Duration;
+
+use deadline_core::wire::{DeadlineHeader, Incoming, Outgoing, Propagation};
+use deadline_core::{Clock, Error, Instant};
 use http::HeaderMap;
 use reqwest::RequestBuilder;
 
 use crate::clock::TokioClock;
 use crate::context::current;
-use crate::layer::headers::{lookup, set};
+use crate::layer::headers::{Scanned, set};
 
 /// The deadline on a reqwest [`RequestBuilder`]: see the [module](self).
 pub trait DeadlineRequest: Sized {
@@ -81,27 +83,129 @@ impl DeadlineRequest for RequestBuilder {
             return Ok(self);
         };
         let now = TokioClock.now();
-        // A shorter timeout already on the request is kept. (A request whose body cannot be
-        // cloned, a stream, is not looked into: its headers are replaced.)
-        let already = self
-            .try_clone()
-            .and_then(|builder| builder.build().ok())
-            .and_then(|request| Incoming::read(lookup(request.headers())).shortest_valid());
+        // The request is looked into and changed in a copy, which is what is returned: a
+        // builder's request cannot be read in place. A builder that holds an error, or a
+        // body that cannot be copied (a stream), has no copy: its headers are then replaced
+        // without being read, and an error stays in the builder for `send` to return.
+        let Some((client, Ok(mut request))) = self.try_clone().map(RequestBuilder::build_split)
+        else {
+            let outgoing = propagation
+                .send(deadline, now, None, header)
+                .map_err(Error::from)?;
+            let mut headers = HeaderMap::with_capacity(2);
+            for (name, value) in outgoing.headers() {
+                set(&mut headers, name, value);
+            }
+            // `headers` replaces values of the same name, where `header` would append.
+            return Ok(self
+                .timeout(backstop(&outgoing, now, propagation))
+                .headers(headers));
+        };
+        // A shorter timeout already on the request is kept.
+        let already = Incoming::read(Scanned::new(request.headers()).lookup()).shortest_valid();
         let outgoing = propagation
             .send(deadline, now, already, header)
             .map_err(Error::from)?;
-        let mut headers = HeaderMap::with_capacity(2);
         for (name, value) in outgoing.headers() {
-            set(&mut headers, name, value);
+            set(request.headers_mut(), name, value);
         }
-        // `headers` replaces values of the same name, where `header` would append.
-        // reqwest's own timer is a backstop, one allowance after the library's: the
-        // library's timer decides.
-        let backstop = outgoing
-            .sent()
-            .deadline()
-            .remaining(now)
-            .saturating_add(propagation.allowance());
-        Ok(self.timeout(backstop).headers(headers))
+        *request.timeout_mut() = Some(backstop(&outgoing, now, propagation));
+        Ok(RequestBuilder::from_parts(client, request))
+    }
+}
+
+/// reqwest's own timeout: a backstop one allowance after the library's deadline, so that the
+/// library's timer decides.
+fn backstop(outgoing: &Outgoing, now: Instant, propagation: &Propagation) -> Duration {
+    outgoing
+        .sent()
+        .deadline()
+        .remaining(now)
+        .saturating_add(propagation.allowance())
+}
+
+#[cfg(test)]
+mod tests {
+    use deadline_core::wire::{DeadlineHeader, Propagation};
+    use deadline_core::{Error, ms};
+
+    use super::DeadlineRequest;
+    use crate::scope_timeout;
+
+    const URL: &str = "http://127.0.0.1:9/prices";
+
+    /// A request made in a 200 ms scope with `header` already set to `value`, then given the
+    /// time left.
+    async fn with_header(value: &'static str) -> reqwest::Request {
+        let client = reqwest::Client::new();
+        scope_timeout(ms(200), async {
+            client
+                .get(URL)
+                .header("x-deadline-ms", value)
+                .time_left()
+                .expect("time is left")
+                .build()
+                .expect("a valid request")
+        })
+        .await
+        .expect("inside its scope")
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn a_shorter_timeout_already_on_the_request_is_kept() {
+        let request = with_header("50").await;
+        let values: Vec<_> = request.headers().get_all("x-deadline-ms").iter().collect();
+        assert_eq!(values, ["50"]);
+        // 50 ms sent is a deadline 55 ms away here (the allowance kept for the hop), and
+        // reqwest's backstop is one allowance after that.
+        assert_eq!(request.timeout(), Some(&ms(60)));
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn a_longer_one_is_replaced_by_the_time_left() {
+        let request = with_header("500").await;
+        let values: Vec<_> = request.headers().get_all("x-deadline-ms").iter().collect();
+        assert_eq!(values, ["195"]);
+        assert_eq!(request.timeout(), Some(&ms(205)));
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn a_builder_that_holds_an_error_keeps_it() {
+        let client = reqwest::Client::new();
+        let built = scope_timeout(ms(200), async {
+            client
+                .get(URL)
+                .header("a name with spaces", "1")
+                .deadline(&Propagation::DEFAULT, DeadlineHeader::GrpcTimeout)
+                .expect("time is left")
+                .build()
+        })
+        .await
+        .expect("inside its scope");
+        assert!(built.expect_err("the builder's own error").is_builder());
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn with_nothing_left_to_send_the_request_is_refused() {
+        let client = reqwest::Client::new();
+        let refused = scope_timeout(ms(200), async {
+            tokio::time::sleep(ms(196)).await;
+            client.get(URL).time_left().map(|_| ())
+        })
+        .await
+        .expect("inside its scope");
+        assert_eq!(refused, Err(Error::DeadlineExceeded));
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn outside_any_scope_the_request_is_unchanged() {
+        let request = reqwest::Client::new()
+            .get(URL)
+            .time_left()
+            .expect("no deadline, nothing refused")
+            .build()
+            .expect("a valid request");
+        assert!(request.headers().is_empty());
+        assert_eq!(request.timeout(), None);
     }
 }
