@@ -341,7 +341,7 @@ pub const EXACT_RETRIES: u32 = 4_096;
 /// ```
 ///
 /// where `r` is the policy's retries ([`RetryPolicy::attempts`] minus one) and `previous` is
-/// the term before (zero before the first retry, as [`RetryState`](crate::retry::RetryState)
+/// the term before (zero before the first retry, as [`RetryState`](crate::call::RetryState)
 /// starts), so decorrelated jitter grows from its largest previous wait: `3 × base`, then
 /// `9 × base`, up to `max`. Saturates at [`Duration::MAX`].
 ///

@@ -30,7 +30,7 @@ use crate::time::{Instant, duration_to_micros_ceil, micros_to_duration};
 ///
 /// With a circuit breaker ([`Call::with_breaker`]), a driver asks it for leave before every
 /// attempt (the first, each retry and each hedge) and reports every attempt's result to it.
-/// The decisions of this module do not consult it: [`RetryState::decide`](crate::retry::RetryState::decide) answers as if it
+/// The decisions of this module do not consult it: [`RetryState::decide`](crate::call::RetryState::decide) answers as if it
 /// were closed, and the driver asks the breaker at the instant the retry starts.
 ///
 /// attempts takes: the policy, the request's deadline, the reserve, the retry budget and the

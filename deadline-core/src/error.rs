@@ -50,8 +50,8 @@ pub enum Error {
     ///
     /// The driver never ends a call with it: a call whose retry the budget refused, or
     /// whose server said not to retry, ends with its last attempt's failure, and
-    /// [`GiveUp::Throttled`](crate::retry::GiveUp::Throttled) or
-    /// [`GiveUp::ServerSaidNo`](crate::retry::GiveUp::ServerSaidNo) in its report. It is for
+    /// [`GiveUp::Throttled`](crate::call::GiveUp::Throttled) or
+    /// [`GiveUp::ServerSaidNo`](crate::call::GiveUp::ServerSaidNo) in its report. It is for
     /// code that answers its own caller: one that maps a dependency's 429 or
     /// `RESOURCE_EXHAUSTED` (classified as a [`Pushback`](crate::Pushback)) to the
     /// same signal upstream, or that refuses work itself while its retry budget is spent.

@@ -100,7 +100,7 @@
 //! The token is taken at the decision, before the backoff is slept. A driver that wakes so
 //! late that the retry no longer fits, or whose circuit breaker then refuses it, makes no
 //! retry, and the token is not given back: the budget errs towards fewer retries, never more.
-//! [`retry::RetryState`](crate::retry::RetryState) is this decision, sans-IO: it takes `now`
+//! [`call::RetryState`](crate::call::RetryState) is this decision, sans-IO: it takes `now`
 //! and answers with the instant to retry at and the retry's limits, or the reason to give up.
 //!
 //! A server's pushback is honoured: HTTP `Retry-After` and gRPC's `grpc-retry-pushback-ms`
@@ -129,7 +129,7 @@
 //! its call timeout, computed at that moment, is at least the floor; and the retry budget
 //! (the same one retries draw from) grants a token. A driver with a circuit breaker also asks
 //! it for leave, just before, and spends no token on a hedge it refuses.
-//! [`hedge::HedgeState`](crate::hedge::HedgeState) is this decision.
+//! [`call::HedgeState`](crate::call::HedgeState) is this decision.
 //!
 //! # Timeouts are timeouts
 //!

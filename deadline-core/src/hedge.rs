@@ -11,7 +11,7 @@ use crate::time::Instant;
 /// ```
 /// use deadline_core::{Deadline, Instant, ms, Policy};
 /// use deadline_core::call::Call;
-/// use deadline_core::hedge::{HedgeDecision, HedgeState};
+/// use deadline_core::call::{HedgeDecision, HedgeState};
 /// use deadline_core::policy::HedgePolicy;
 ///
 /// // B: p95 60 ms; at most one hedge.

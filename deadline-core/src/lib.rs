@@ -144,8 +144,8 @@ pub mod wire;
 // 3: the call context.
 mod call_context;
 // 4: the retry and hedge decisions.
-pub mod hedge;
-pub mod retry;
+mod hedge;
+mod retry;
 // 5 and 6: the call machine and the async driver.
 #[cfg(feature = "drive")]
 pub mod drive;
@@ -187,8 +187,12 @@ pub use timer::Timer;
 /// may be repeated, its retries, backoff and hedges.
 pub mod policy;
 
-/// One call's timeout from the time left: the formula (`min(left - reserve, cap)`, and the
-/// floor below which a call is not made), and the call's context.
+/// One call's decisions, sans-IO: its timeout from the time left (the formula,
+/// `min(left - reserve, cap)`, and the floor below which a call is not made), its context,
+/// whether and when to retry ([`RetryState`](call::RetryState): the attempt cap, what may be
+/// retried, server pushback, the backoff) and when to send a hedge
+/// ([`HedgeState`](call::HedgeState): a copy of a slow call sent before its timeout, the
+/// first answer wins).
 pub mod call;
 
 /// The retry budget: retries and hedges as a share of the calls.

@@ -1,4 +1,5 @@
 //! Retries within the deadline: the attempt cap, what may be retried, server pushback, and the
+//! backoff.
 
 use core::time::Duration;
 
@@ -17,7 +18,7 @@ use crate::time::Instant;
 /// use deadline_core::{Deadline, Instant, ms, Outcome, Policy};
 /// use deadline_core::call::Call;
 /// use deadline_core::policy::{Backoff, Jitter};
-/// use deadline_core::retry::{GiveUp, RetryDecision, RetryState};
+/// use deadline_core::call::{GiveUp, RetryDecision, RetryState};
 /// use deadline_core::rng::SplitMix64;
 ///
 /// // The budget table: a retry with 1450 ms left waits 200 ms, then has the rest of the time.

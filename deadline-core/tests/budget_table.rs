@@ -14,9 +14,8 @@
 
 use std::time::Duration;
 
-use deadline_core::call::{Call, Decision};
+use deadline_core::call::{Call, Decision, RetryDecision, RetryState};
 use deadline_core::policy::{Backoff, Jitter};
-use deadline_core::retry::{RetryDecision, RetryState};
 use deadline_core::rng::SplitMix64;
 use deadline_core::virtual_time::ManualClock;
 use deadline_core::{Clock, Deadline, Error, Outcome, Policy, ms};

@@ -10,11 +10,10 @@ use std::time::Duration;
 
 use deadline_core::CallError;
 use deadline_core::budget::RetryBudget;
-use deadline_core::call::{Call, Limits};
+use deadline_core::call::{Call, GiveUp, Limits};
 use deadline_core::drive::{Called, Driver};
 use deadline_core::plan::Plan;
 use deadline_core::policy::{Backoff, HedgePolicy, Idempotence, Jitter};
-use deadline_core::retry::GiveUp;
 use deadline_core::rng::{Sequence, SplitMix64};
 use deadline_core::virtual_time::ManualTimer;
 use deadline_core::{Clock, Deadline, Error, Instant, Outcome, Policy, Pushback, Timer, ms};

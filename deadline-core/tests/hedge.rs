@@ -4,10 +4,8 @@
 use std::time::Duration;
 
 use deadline_core::budget::RetryBudget;
-use deadline_core::call::Call;
-use deadline_core::hedge::{HedgeDecision, HedgeState, NoHedge};
+use deadline_core::call::{Call, HedgeDecision, HedgeState, NoHedge, RetryState};
 use deadline_core::policy::{Backoff, HedgePolicy};
-use deadline_core::retry::RetryState;
 use deadline_core::rng::SplitMix64;
 use deadline_core::{Deadline, Instant, Outcome, Policy, ms};
 

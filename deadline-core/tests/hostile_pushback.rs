@@ -6,10 +6,9 @@ use std::cell::Cell;
 use std::time::Duration;
 
 use deadline_core::CallError;
-use deadline_core::call::Call;
+use deadline_core::call::{Call, GiveUp};
 use deadline_core::drive::Driver;
 use deadline_core::policy::Backoff;
-use deadline_core::retry::GiveUp;
 use deadline_core::rng::SplitMix64;
 use deadline_core::virtual_time::ManualTimer;
 use deadline_core::wire::{parse_grpc_pushback, parse_retry_after};

@@ -7,9 +7,8 @@
 use std::time::Duration;
 
 use deadline_core::budget::RetryBudget;
-use deadline_core::call::{Call, Decision};
+use deadline_core::call::{Call, Decision, GiveUp, RetryDecision, RetryState};
 use deadline_core::policy::{Backoff, Idempotence, Jitter};
-use deadline_core::retry::{GiveUp, RetryDecision, RetryState};
 use deadline_core::rng::SplitMix64;
 use deadline_core::{Deadline, Instant, Outcome, Policy, Pushback, ms};
 use proptest::prelude::*;

@@ -3,12 +3,10 @@
 
 use deadline_core::CallError;
 use deadline_core::Outcome;
-use deadline_core::call::Call;
-use deadline_core::call::Limits;
+use deadline_core::call::{Call, GiveUp, Limits};
 use deadline_core::drive::{Called, Driver};
 use deadline_core::observe::{CounterSnapshot, Counters};
 use deadline_core::policy::{Backoff, HedgePolicy};
-use deadline_core::retry::GiveUp;
 use deadline_core::rng::SplitMix64;
 use deadline_core::virtual_time::ManualTimer;
 use deadline_core::{Clock, Deadline, Error, Instant, Policy, Timer, ms};

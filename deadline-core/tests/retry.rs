@@ -4,10 +4,9 @@
 use std::time::Duration;
 
 use deadline_core::budget::RetryBudget;
-use deadline_core::call::Call;
+use deadline_core::call::{Call, GiveUp, RetryDecision, RetryState};
 use deadline_core::policy::RetryPolicy;
 use deadline_core::policy::{Backoff, Idempotence, Jitter};
-use deadline_core::retry::{GiveUp, RetryDecision, RetryState};
 use deadline_core::rng::{Sequence, SplitMix64};
 use deadline_core::wire::{parse_grpc_pushback, parse_retry_after};
 use deadline_core::{Deadline, Instant, Policy, ms};

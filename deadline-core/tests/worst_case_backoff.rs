@@ -5,9 +5,8 @@
 use core::time::Duration;
 
 use deadline_core::analysis::{EXACT_RETRIES, worst_case, worst_case_with_backoff};
-use deadline_core::call::Call;
+use deadline_core::call::{Call, RetryDecision, RetryState};
 use deadline_core::policy::{Backoff, Jitter, RetryPolicy};
-use deadline_core::retry::{RetryDecision, RetryState};
 use deadline_core::rng::{Rng, Sequence, SplitMix64};
 use deadline_core::{Deadline, Instant, Outcome, Policy, ms};
 use proptest::prelude::*;

@@ -29,7 +29,7 @@ use deadline_tokio::sqlx::fetch_all;
 
 // The items of the "One way per job" table, in the crates it names.
 use deadline_core::{CallError, Policy, Steps};
-use deadline_core::{breaker, budget, call, hedge, observe, retry, wire};
+use deadline_core::{breaker, budget, call, observe, wire};
 use deadline_tokio::layer::PropagateLayer;
 use deadline_tokio::postgres::Session;
 use deadline_tokio::reqwest::DeadlineRequest;

@@ -8,10 +8,9 @@ use std::time::Duration;
 
 use deadline_core::CallError;
 use deadline_core::budget::RetryBudget;
-use deadline_core::call::{Call, Limits};
+use deadline_core::call::{Call, GiveUp, Limits};
 use deadline_core::plan::Plan;
 use deadline_core::policy::Backoff;
-use deadline_core::retry::GiveUp;
 use deadline_core::rng::SplitMix64;
 use deadline_core::virtual_time::ManualClock;
 use deadline_core::{Clock, Deadline, Error, Instant, Outcome, Policy, ms};

@@ -22,10 +22,9 @@ use core::time::Duration;
 
 use deadline_core::CallError;
 use deadline_core::budget::RetryBudget;
-use deadline_core::call::{Call, Limits};
+use deadline_core::call::{Call, GiveUp, Limits};
 use deadline_core::drive::Driver;
 use deadline_core::policy::{Backoff, HedgePolicy};
-use deadline_core::retry::GiveUp;
 use deadline_core::rng::SplitMix64;
 use deadline_core::{Clock, Deadline, Instant, Policy, Timer, ms};
 

@@ -11,11 +11,10 @@ use core::time::Duration;
 
 use deadline_core::CallError;
 use deadline_core::budget::RetryBudget;
-use deadline_core::call::{Call, Limits};
+use deadline_core::call::{Call, GiveUp, Limits};
 use deadline_core::drive::{Called, Driver};
 use deadline_core::plan::Plan;
 use deadline_core::policy::{Backoff, HedgePolicy};
-use deadline_core::retry::GiveUp;
 use deadline_core::rng::SplitMix64;
 use deadline_core::{Deadline, Error, Outcome, Policy, Timer, ms};
 

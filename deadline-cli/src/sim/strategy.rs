@@ -5,7 +5,7 @@
 //! Each layer calls the next through the core's [`Driver`] on a [`ManualTimer`]: the driver
 //! gives each attempt its timeout from the layer's deadline ([`deadline_core::call::call_timeout`]),
 //! drops the attempt when that timeout fires, and after a failure asks
-//! [`RetryState::decide`](deadline_core::retry::RetryState::decide) whether and when to retry
+//! [`RetryState::decide`](deadline_core::call::RetryState::decide) whether and when to retry
 //! (attempt cap, backoff with jitter, "fits before the deadline", floor, retry budget), exactly
 //! as it would in a server. What differs between strategies is the deadline each layer holds,
 //! its policy, and whether the database is told when to stop.

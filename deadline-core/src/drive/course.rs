@@ -48,7 +48,7 @@ enum Failure<E> {
 ///    (the driver cut it off at [`Limits::until`]) or [`cancel`](Course::cancel) (it is
 ///    dropped because the call ended otherwise);
 /// 3. when no attempt is left running after a failure, [`retry`](Course::retry); after
-///    sleeping until [`Retry::at`](crate::retry::Retry::at),
+///    sleeping until [`Retry::at`](crate::call::Retry::at),
 ///    [`restart`](Course::restart) at the instant it really woke;
 /// 4. while an attempt runs, [`hedge`](Course::hedge) when [`next_hedge`](Course::next_hedge)
 ///    is due (an async driver only);

@@ -18,9 +18,9 @@
 //!    so is it when the call's circuit breaker is open
 //!    ([`Error::CircuitOpen`](crate::Error::CircuitOpen));
 //! 2. runs the attempt, racing it against a sleep until its [`Limits::until`];
-//! 3. sends a hedge when one is due ([`HedgeState`](crate::hedge::HedgeState)), while the first is still running;
+//! 3. sends a hedge when one is due ([`HedgeState`](crate::call::HedgeState)), while the first is still running;
 //! 4. on a failure (the attempt's error, classified by [`Classify`], or its timeout) with no
-//!    other attempt running, asks [`RetryState::decide`](crate::retry::RetryState::decide),
+//!    other attempt running, asks [`RetryState::decide`](crate::call::RetryState::decide),
 //!    sleeps the backoff, computes the limits again at the instant it really wakes, and
 //!    starts the retry, or gives up;
 //! 5. returns the first success; every attempt still running is dropped at that moment,
@@ -50,7 +50,7 @@
 //! hedge) asks [`CircuitBreaker::try_acquire`](crate::breaker::CircuitBreaker::try_acquire) at the
 //! instant it would start. A refusal before the first attempt ends the call with
 //! [`Error::CircuitOpen`](crate::Error::CircuitOpen), the attempt function never invoked;
-//! before a retry it ends the call ([`GiveUp::CircuitOpen`](crate::retry::GiveUp::CircuitOpen))
+//! before a retry it ends the call ([`GiveUp::CircuitOpen`](crate::call::GiveUp::CircuitOpen))
 //! with the last attempt's failure; before a hedge it stops the hedges until the next
 //! retry. Each refusal is counted in [`Report::breaker_rejections`].
 //!
@@ -191,7 +191,7 @@ impl<'c, Tm: Timer> Driver<'c, Tm, NoJitter, NoObserver, DeadlineOnly> {
     /// A driver for `call` on `timer` that makes one attempt, with its timeout from the time
     /// left, and nothing else: whatever retries, hedges, retry budget or breaker the call has
     /// are not used (and their code is not linked). Its report says
-    /// [`GiveUp::Exhausted`](crate::retry::GiveUp::Exhausted) when the attempt fails.
+    /// [`GiveUp::Exhausted`](crate::call::GiveUp::Exhausted) when the attempt fails.
     ///
     /// ```
     /// use deadline_core::drive::Driver;
