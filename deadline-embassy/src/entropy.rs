@@ -32,19 +32,22 @@ pub struct Entropy;
 
 impl Rng for Entropy {
     fn next_u32(&mut self) -> u32 {
-        // The high half: the better-mixed bits.
-        let [a, b, c, d, ..] = self.next_u64().to_be_bytes();
-        u32::from_be_bytes([a, b, c, d])
+        seeded().next_u32()
     }
 
     fn next_u64(&mut self) -> u64 {
-        let count = critical_section::with(|cs| {
-            let draws = DRAWS.borrow(cs);
-            let count = draws.get().wrapping_add(1);
-            draws.set(count);
-            count
-        });
-        let ticks = embassy_time::Instant::now().as_ticks();
-        SplitMix64::new(ticks ^ u64::from(count).rotate_left(32)).next_u64()
+        seeded().next_u64()
     }
+}
+
+/// A generator for one draw, seeded from the tick count and the count of draws.
+fn seeded() -> SplitMix64 {
+    let count = critical_section::with(|cs| {
+        let draws = DRAWS.borrow(cs);
+        let count = draws.get().wrapping_add(1);
+        draws.set(count);
+        count
+    });
+    let ticks = embassy_time::Instant::now().as_ticks();
+    SplitMix64::new(ticks ^ u64::from(count).rotate_left(32))
 }

@@ -75,23 +75,25 @@ impl Entropy {
 
 impl Rng for Entropy {
     fn next_u32(&mut self) -> u32 {
-        // The high half: the better-mixed bits.
-        let [a, b, c, d, ..] = self.next_u64().to_be_bytes();
-        u32::from_be_bytes([a, b, c, d])
+        with_thread_rng(SplitMix64::next_u32)
     }
 
     fn next_u64(&mut self) -> u64 {
-        let draw = |cell: &Cell<Option<SplitMix64>>| {
+        with_thread_rng(SplitMix64::next_u64)
+    }
+}
+
+/// One draw from this thread's generator, seeded at its first use; while the thread's locals
+/// are being torn down, from a generator of its own for this draw.
+fn with_thread_rng<T>(draw: fn(&mut SplitMix64) -> T) -> T {
+    THREAD_RNG
+        .try_with(|cell: &Cell<Option<SplitMix64>>| {
             let mut rng = cell
                 .take()
                 .unwrap_or_else(|| SplitMix64::new(Entropy::seed()));
-            let value = rng.next_u64();
+            let value = draw(&mut rng);
             cell.set(Some(rng));
             value
-        };
-        // While the thread's locals are being torn down, a generator of its own for this draw.
-        THREAD_RNG
-            .try_with(draw)
-            .unwrap_or_else(|_| SplitMix64::new(Entropy::seed()).next_u64())
-    }
+        })
+        .unwrap_or_else(|_| draw(&mut SplitMix64::new(Entropy::seed())))
 }
