@@ -181,10 +181,14 @@ impl<const N: usize, const SUB_BITS: u32, const UNIT_BITS: u32, C: Count>
     /// How many latencies are recorded.
     #[must_use]
     pub fn count(&self) -> u64 {
+        // `N` counts of at most `u32::MAX` each: below `u64::MAX` while `N` is below 2^32 (a
+        // histogram of 16 GiB), so the sum cannot wrap. A plain add per bucket, not a
+        // saturating one: a dependency's live hedge delay walks every bucket this way each
+        // time it is read again.
         self.buckets
             .iter()
             .map(|b| u64::from(C::get(b)))
-            .fold(0, u64::saturating_add)
+            .fold(0, u64::wrapping_add)
     }
 
     /// Whether nothing is recorded.
@@ -222,7 +226,8 @@ impl<const N: usize, const SUB_BITS: u32, const UNIT_BITS: u32, C: Count>
             if c == 0 {
                 continue;
             }
-            seen = seen.saturating_add(u64::from(c));
+            // Cannot wrap: see `count`.
+            seen = seen.wrapping_add(u64::from(c));
             last = Some(i);
             if seen >= rank {
                 break;
