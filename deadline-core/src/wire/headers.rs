@@ -118,23 +118,30 @@ impl<'a> Incoming<'a> {
         }
     }
 
-    /// Each header present, decoded (the whitespace around its value removed first, as HTTP
-    /// allows it there), in a fixed order: `grpc-timeout`, `connect-timeout-ms`,
-    /// `x-deadline-ms`, `x-envoy-expected-rq-timeout-ms`.
-    fn decoded(&self) -> [Option<(&'static str, Result<Duration, WireError>)>; 4] {
-        let grpc = |v: &[u8]| GrpcTimeout::parse_duration(v.trim_ascii());
+    /// Hands each header present to `f`, decoded (the whitespace around its value removed
+    /// first, as HTTP allows it there), in a fixed order: `grpc-timeout`,
+    /// `connect-timeout-ms`, `x-deadline-ms`, `x-envoy-expected-rq-timeout-ms`; stops at the
+    /// first error `f` returns. Only the headers present are decoded.
+    fn for_each_decoded<E>(
+        &self,
+        mut f: impl FnMut(&'static str, Result<Duration, WireError>) -> Result<(), E>,
+    ) -> Result<(), E> {
         // The milliseconds alone: the values' text (which `parse` also keeps) is not needed.
-        let connect =
-            |v: &[u8]| ConnectTimeout::parse_millis(v.trim_ascii()).map(Duration::from_millis);
         let millis = |v: &[u8]| DeadlineMs::parse_millis(v.trim_ascii()).map(Duration::from_millis);
-        [
-            self.grpc_timeout.map(|v| (GRPC_TIMEOUT, grpc(v))),
-            self.connect_timeout_ms
-                .map(|v| (CONNECT_TIMEOUT_MS, connect(v))),
-            self.x_deadline_ms.map(|v| (X_DEADLINE_MS, millis(v))),
-            self.envoy_timeout_ms
-                .map(|v| (ENVOY_EXPECTED_RQ_TIMEOUT_MS, millis(v))),
-        ]
+        if let Some(v) = self.grpc_timeout {
+            f(GRPC_TIMEOUT, GrpcTimeout::parse_duration(v.trim_ascii()))?;
+        }
+        if let Some(v) = self.connect_timeout_ms {
+            let connect = ConnectTimeout::parse_millis(v.trim_ascii());
+            f(CONNECT_TIMEOUT_MS, connect.map(Duration::from_millis))?;
+        }
+        if let Some(v) = self.x_deadline_ms {
+            f(X_DEADLINE_MS, millis(v))?;
+        }
+        if let Some(v) = self.envoy_timeout_ms {
+            f(ENVOY_EXPECTED_RQ_TIMEOUT_MS, millis(v))?;
+        }
+        Ok(())
     }
 
     /// The request's budget, on a server: the shortest of the headers present, or `None`
@@ -148,10 +155,11 @@ impl<'a> Incoming<'a> {
     /// that sent a deadline means to keep it, so none is guessed at or skipped.
     pub fn budget(&self) -> Result<Option<Duration>, Malformed> {
         let mut shortest: Option<Duration> = None;
-        for (header, decoded) in self.decoded().into_iter().flatten() {
+        self.for_each_decoded(|header, decoded| {
             let budget = decoded.map_err(|error| Malformed { header, error })?;
             shortest = Some(shortest.map_or(budget, |s| s.min(budget)));
-        }
+            Ok(())
+        })?;
         Ok(shortest)
     }
 
@@ -161,11 +169,14 @@ impl<'a> Incoming<'a> {
     /// replaced by what is sent.
     #[must_use]
     pub fn shortest_valid(&self) -> Option<Duration> {
-        self.decoded()
-            .into_iter()
-            .flatten()
-            .filter_map(|(_, decoded)| decoded.ok())
-            .min()
+        let mut shortest: Option<Duration> = None;
+        let _: Result<(), core::convert::Infallible> = self.for_each_decoded(|_, decoded| {
+            if let Ok(timeout) = decoded {
+                shortest = Some(shortest.map_or(timeout, |s| s.min(timeout)));
+            }
+            Ok(())
+        });
+        shortest
     }
 }
 

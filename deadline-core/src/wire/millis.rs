@@ -6,7 +6,7 @@ use core::fmt;
 use core::str::FromStr;
 use core::time::Duration;
 
-use super::digits::{check_prefix, millis_to_send, parse_digits, write_decimal};
+use super::digits::{millis_to_send, read_number, write_decimal};
 use super::error::WireError;
 
 /// An `x-deadline-ms` header value: the time left in whole milliseconds, as ASCII digits.
@@ -76,8 +76,7 @@ impl DeadlineMs {
     /// Decodes a value as [`parse`](Self::parse) does, to its milliseconds alone: for a
     /// reader that wants the budget, not the value's text.
     pub(super) fn parse_millis(value: &[u8]) -> Result<u64, WireError> {
-        check_prefix(value)?;
-        parse_digits(value, Self::MAX_DIGITS)
+        read_number(value, Self::MAX_DIGITS)
     }
 
     fn new(millis: u64) -> DeadlineMs {
@@ -163,9 +162,8 @@ impl ConnectTimeout {
 
     /// Decodes a value as [`parse`](Self::parse) does, to its milliseconds alone.
     pub(super) fn parse_millis(value: &[u8]) -> Result<u64, WireError> {
-        check_prefix(value)?;
         // At most 10 digits: the value is at most MAX_MILLIS.
-        parse_digits(value, Self::MAX_DIGITS).map(|m| m.min(Self::MAX_MILLIS))
+        read_number(value, Self::MAX_DIGITS).map(|m| m.min(Self::MAX_MILLIS))
     }
 
     /// The value with `millis <= MAX_MILLIS` (callers guarantee it).
