@@ -120,30 +120,16 @@ pub(crate) const fn duration_min(a: Duration, b: Duration) -> Duration {
     }
 }
 
-/// The full 128-bit product `a × b`, as its `(high, low)` halves, from four
-/// 32 × 32 → 64-bit products: no `u128` and no builtin on any target (one `UMULL` each on
-/// Armv7-M). One code path on every target.
+/// The full 128-bit product `a × b`, as its `(high, low)` halves. The compiler makes it one
+/// multiply on a 64-bit host and, on a Cortex-M, code no larger than the product written out
+/// in 32-bit halves (`bash scripts/firmware.sh`), with no 128-bit builtin.
 #[cfg_attr(target_pointer_width = "64", inline)]
 #[cfg_attr(not(target_pointer_width = "64"), inline(never))]
 pub(crate) const fn mul_wide(a: u64, b: u64) -> (u64, u64) {
-    const LOW: u64 = 0xFFFF_FFFF;
-    let (a1, a0) = (a >> 32, a & LOW);
-    let (b1, b0) = (b >> 32, b & LOW);
-    // Each factor is below 2^32, so each product is at most (2^32 - 1)^2 < 2^64: none wraps.
-    let low = a0.wrapping_mul(b0);
-    let mid1 = a1.wrapping_mul(b0);
-    let mid2 = a0.wrapping_mul(b1);
-    let high = a1.wrapping_mul(b1);
-    // Three terms below 2^32 each: the sum is below 2^34, no wrap.
-    let mid = (low >> 32)
-        .wrapping_add(mid1 & LOW)
-        .wrapping_add(mid2 & LOW);
-    // The sum is the product's high half, which is below 2^64: no wrap.
-    let high = high
-        .wrapping_add(mid1 >> 32)
-        .wrapping_add(mid2 >> 32)
-        .wrapping_add(mid >> 32);
-    (high, (mid << 32) | (low & LOW))
+    // Below 2^128: the product of two numbers below 2^64 does not wrap.
+    let product = (a as u128).wrapping_mul(b as u128);
+    // The halves, each cut to its 64 bits on purpose.
+    ((product >> 64) as u64, product as u64)
 }
 
 /// `m = ceil(2^82 / 10^6)`: `x / 1 000 000` is `(x × m) >> (64 + 18)`, exactly, for every
