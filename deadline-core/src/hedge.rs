@@ -4,6 +4,7 @@ use core::time::Duration;
 
 use crate::call_context::Call;
 use crate::call_timeout::{Decision, Limits, Shortfall};
+use crate::dependency_policy::HedgePolicy;
 use crate::time::Instant;
 
 /// The hedging bookkeeping of one call: hedges sent and the latest send. Small and `Copy`.
@@ -79,35 +80,31 @@ impl HedgeState {
         self.stopped = true;
     }
 
-    /// Why this call gets no hedge at all, now or later, if that is so.
-    fn never(&self, call: &Call<'_>) -> Option<NoHedge> {
+    /// The call's hedge policy if it may still hedge, or why it gets no hedge at all, now
+    /// or later.
+    #[inline]
+    fn schedule(&self, call: &Call<'_>) -> Result<HedgePolicy, NoHedge> {
         let Some(policy) = call.policy.hedge else {
-            return Some(NoHedge::NotConfigured);
+            return Err(NoHedge::NotConfigured);
         };
         if !call.policy.is_idempotent() {
-            return Some(NoHedge::NotIdempotent);
+            return Err(NoHedge::NotIdempotent);
         }
         if self.sent >= policy.max_hedges {
-            return Some(NoHedge::AllSent);
+            return Err(NoHedge::AllSent);
         }
         if self.stopped {
-            return Some(NoHedge::Stopped);
+            return Err(NoHedge::Stopped);
         }
-        None
+        Ok(policy)
     }
 
     /// When the next hedge is due (`delay` after the latest send), or `None` if no hedge
     /// will be sent (see [`decide`](Self::decide) for the reasons).
     #[must_use]
     pub fn next_at(&self, call: &Call<'_>, live: Option<Duration>) -> Option<Instant> {
-        if self.never(call).is_some() {
-            return None;
-        }
-        let delay = call
-            .policy
-            .hedge
-            .map_or(Duration::ZERO, |h| h.delay_with(live));
-        Some(self.last_send.saturating_add(delay))
+        let policy = self.schedule(call).ok()?;
+        Some(self.last_send.saturating_add(policy.delay_with(live)))
     }
 
     /// Decides at `now` whether to send a hedge. The rules are in the docs above.
@@ -127,12 +124,9 @@ impl HedgeState {
         live: Option<Duration>,
         now: Instant,
     ) -> HedgeDecision {
-        if let Some(reason) = self.never(call) {
-            return HedgeDecision::Stop(reason);
-        }
-        let due = match self.next_at(call, live) {
-            Some(at) => at,
-            None => return HedgeDecision::Stop(NoHedge::NotConfigured),
+        let due = match self.schedule(call) {
+            Ok(policy) => self.last_send.saturating_add(policy.delay_with(live)),
+            Err(reason) => return HedgeDecision::Stop(reason),
         };
         if now < due {
             return HedgeDecision::NotYet(due);
