@@ -43,7 +43,7 @@ use tower::{Service, ServiceExt};
 
 /// The scenarios, by the name the programs take (and, with feature `advice`,
 /// `dependency_run_advice`).
-pub const SCENARIOS: [&str; 42] = [
+pub const SCENARIOS: [&str; 43] = [
     "clock_tokio",
     "clock_deadline",
     "call_timeout",
@@ -67,6 +67,7 @@ pub const SCENARIOS: [&str; 42] = [
     "tower_timeout_pending",
     "tower_timeout_hedge_pending",
     "deadline_drive_only_pending",
+    "deadline_run_armed_pending",
     "dependency_run_deadline_only_pending",
     "dependency_run_pending",
     "dependency_run_armed_pending",
@@ -478,6 +479,16 @@ pub async fn run(name: &str, n: u64) -> Option<u64> {
         "deadline_drive_only_pending" => {
             for _ in 0..n {
                 let driver = Driver::deadline_only(call(&PLAIN, ms(0)), TokioTimer);
+                let called = driver
+                    .run(|_: &()| Outcome::Failed, |_| pending_once())
+                    .await;
+                sum += called.result.unwrap();
+            }
+        }
+        "deadline_run_armed_pending" => {
+            let mut rng = SplitMix64::new(1);
+            for _ in 0..n {
+                let driver = Driver::new(armed_call(), TokioTimer, &mut rng);
                 let called = driver
                     .run(|_: &()| Outcome::Failed, |_| pending_once())
                     .await;
