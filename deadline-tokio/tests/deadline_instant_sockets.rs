@@ -4,7 +4,9 @@
 //! client (hyper-util's; for gRPC tonic's codec over hyper-util's HTTP/2, which keeps no timer
 //! of its own, so what it reads is what the server sent). Every one must get one complete
 //! answer: the handler's complete 200, or the layer's complete deadline answer (504 with its
-//! text; gRPC `DEADLINE_EXCEEDED`). No empty reply, no reset, no cut body, no 502.
+//! text; gRPC `DEADLINE_EXCEEDED`). No empty reply, no reset, no cut body, no 502. The axum
+//! server is checked both ways the layer is added: around the whole router
+//! (`axum::serve(listener, layer.layer(router))`) and through `Router::layer`.
 //!
 //! A chain of two servers (A calls B through hyper-util's client under `PropagateLayer`) is
 //! checked the same way: A answers B's 200 or a 504, never 502 for B's deadline.
@@ -100,17 +102,40 @@ async fn bind() -> (tokio::net::TcpListener, SocketAddr) {
     (listener, addr)
 }
 
+/// How `DeadlineLayer` is added to an axum router.
+#[derive(Clone, Copy, Debug)]
+enum Form {
+    /// Around the whole router: `axum::serve(listener, layer.layer(router))`.
+    Around,
+    /// Through `Router::layer`.
+    RouterLayer,
+}
+
+/// Serves `router` behind `DeadlineLayer` (1 s without a header), added as `form` says.
+async fn serve(router: axum::Router, form: Form) -> (SocketAddr, tokio::task::JoinHandle<()>) {
+    let (listener, addr) = bind().await;
+    let layer = DeadlineLayer::new(HOP, ms(1_000));
+    let server = match form {
+        Form::Around => {
+            let app = layer.layer(router);
+            tokio::spawn(async move { axum::serve(listener, app).await.unwrap() })
+        }
+        Form::RouterLayer => {
+            let app = router.layer(layer);
+            tokio::spawn(async move { axum::serve(listener, app).await.unwrap() })
+        }
+    };
+    (addr, server)
+}
+
 /// An axum server (HTTP/1.1 and HTTP/2) with `DeadlineLayer` whose handler finishes at the
 /// offset it is asked for.
-async fn server_b() -> (SocketAddr, tokio::task::JoinHandle<()>) {
-    let (listener, addr) = bind().await;
-    let app = axum::Router::new()
-        .route("/", axum::routing::get(handler))
-        .layer(DeadlineLayer::new(HOP, ms(1_000)));
-    (
-        addr,
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() }),
+async fn server_b(form: Form) -> (SocketAddr, tokio::task::JoinHandle<()>) {
+    serve(
+        axum::Router::new().route("/", axum::routing::get(handler)),
+        form,
     )
+    .await
 }
 
 fn client(http2: bool) -> Client<HttpConnector, Empty<Bytes>> {
@@ -190,15 +215,17 @@ where
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http1_and_http2_every_request_at_the_deadline_gets_one_complete_answer() {
-    let (addr, server) = server_b().await;
-    for (what, http2) in [("HTTP/1.1", false), ("HTTP/2", true)] {
-        let client = client(http2);
-        run_all(what, |i| {
-            get(client.clone(), addr, offset_us(i, REQUESTS), "30")
-        })
-        .await;
+    for form in [Form::Around, Form::RouterLayer] {
+        let (addr, server) = server_b(form).await;
+        for (protocol, http2) in [("HTTP/1.1", false), ("HTTP/2", true)] {
+            let client = client(http2);
+            run_all(&format!("{protocol}, {form:?}"), |i| {
+                get(client.clone(), addr, offset_us(i, REQUESTS), "30")
+            })
+            .await;
+        }
+        server.abort();
     }
-    server.abort();
 }
 
 /// A's state: its client to B, under `PropagateLayer`.
@@ -231,19 +258,14 @@ async fn via_b(State(to_b): State<ToB>, uri: http::Uri) -> (StatusCode, String) 
 
 /// Serves A, which calls `b`.
 async fn server_a(b: SocketAddr) -> (SocketAddr, tokio::task::JoinHandle<()>) {
-    let (listener, a) = bind().await;
     let state = ToB {
         client: PropagateLayer::new(HOP, DeadlineHeader::DeadlineMs).layer(client(false)),
         b,
     };
-    let app = axum::Router::new()
+    let router = axum::Router::new()
         .route("/", axum::routing::get(via_b))
-        .with_state(state)
-        .layer(DeadlineLayer::new(HOP, ms(1_000)));
-    (
-        a,
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() }),
-    )
+        .with_state(state);
+    serve(router, Form::Around).await
 }
 
 /// A chain, client -> A -> B: B's handlers finish around B's deadline, which is what A sent
@@ -251,7 +273,7 @@ async fn server_a(b: SocketAddr) -> (SocketAddr, tokio::task::JoinHandle<()>) {
 /// failed dependency (502).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chain_reports_the_next_services_deadline_as_the_deadline() {
-    let (b, b_server) = server_b().await;
+    let (b, b_server) = server_b(Form::RouterLayer).await;
     let (a, a_server) = server_a(b).await;
     let client = client(false);
     run_all("A -> B over HTTP/1.1", |i| {

@@ -26,6 +26,7 @@ use http_body_util::BodyExt;
 use tonic::Status;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Channel, Server};
+use tower::Layer;
 
 const HOP: Propagation = Propagation::DEFAULT
     .with_allowance(ms(5))
@@ -176,7 +177,8 @@ async fn bind() -> (tokio::net::TcpListener, SocketAddr) {
 }
 
 /// The chain: a tonic service and an axum service, each with a default budget of 10 s (the
-/// downstreams' own, longer timeouts), and an axum gateway in front of them.
+/// downstreams' own, longer timeouts), and an axum gateway in front of them. The axum service
+/// adds `DeadlineLayer` through `Router::layer`, the gateway around its whole router.
 async fn chain() -> (SocketAddr, Vec<tokio::task::JoinHandle<()>>) {
     let incoming = TcpIncoming::bind("127.0.0.1:0".parse().unwrap()).unwrap();
     let grpc_addr = incoming.local_addr().unwrap();
@@ -208,11 +210,12 @@ async fn chain() -> (SocketAddr, Vec<tokio::task::JoinHandle<()>>) {
         next_http: http_addr,
     };
     let (listener, addr) = bind().await;
-    let app = axum::Router::new()
+    let router = axum::Router::new()
         .route("/grpc", axum::routing::get(via_grpc))
         .route("/http", axum::routing::get(via_http))
-        .with_state(state)
-        .layer(DeadlineLayer::new(HOP, ms(10_000)));
+        .with_state(state);
+    // The gateway is served as the documentation adds the layer: around the whole router.
+    let app = DeadlineLayer::new(HOP, ms(10_000)).layer(router);
     let gateway = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     (addr, vec![grpc, http, gateway])
 }
@@ -308,14 +311,18 @@ async fn a_caller_sending_200_ms_gets_its_504_at_200_ms_plus_a_small_allowance()
 /// server stays up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_deadline_headers_get_the_documented_answer_over_http1_and_http2() {
-    let (listener, addr) = bind().await;
-    let app = axum::Router::new()
-        .route(
-            "/",
-            axum::routing::get(|| async { format!("{}", remaining().unwrap().as_millis()) }),
-        )
-        .layer(DeadlineLayer::new(HOP, ms(1_000)).with_reply_margin(Duration::ZERO));
+    let router = axum::Router::new().route(
+        "/",
+        axum::routing::get(|| async { format!("{}", remaining().unwrap().as_millis()) }),
+    );
+    let layer = DeadlineLayer::new(HOP, ms(1_000)).with_reply_margin(Duration::ZERO);
+    // The layer around the whole router, and through `Router::layer`.
+    let (listener, around) = bind().await;
+    let app = layer.layer(router.clone());
     let server = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let (listener, through) = bind().await;
+    let app = router.layer(layer);
+    let server_2 = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     let malformed = |header: &str, why: &str| format!("malformed {header} header: {why}\n");
     let cases: &[(&str, &[u8], u16, Option<&str>)] = &[
         (
@@ -407,7 +414,12 @@ async fn hostile_deadline_headers_get_the_documented_answer_over_http1_and_http2
         ),
         ("connect-timeout-ms", b"9999999999", 200, None),
     ];
-    for http2 in [false, true] {
+    for (addr, http2) in [
+        (around, false),
+        (around, true),
+        (through, false),
+        (through, true),
+    ] {
         let client = client(http2);
         for &(header, value, status, why) in cases {
             let (got, body) = get(&client, addr, "/", Some((header, value))).await;
@@ -428,4 +440,5 @@ async fn hostile_deadline_headers_get_the_documented_answer_over_http1_and_http2
         assert_eq!((got, body.parse::<u64>().unwrap() <= 250), (200, true));
     }
     server.abort();
+    server_2.abort();
 }

@@ -5,7 +5,11 @@
 //!   `x-envoy-expected-rq-timeout-ms`), clamped to the server's maximum, and the handler runs
 //!   in a [`scope`](crate::scope) with it. A request with no time to be served is answered at
 //!   once, without calling the handler; a handler still running at the deadline is dropped,
-//!   and the answer is 504 (`DEADLINE_EXCEEDED` for gRPC).
+//!   and the answer is 504 (`DEADLINE_EXCEEDED` for gRPC). With axum, wrap the whole router
+//!   and serve that: `axum::serve(listener, layer.layer(router))` (feature `axum`,
+//!   `AxumService`). `Router::layer(layer)` works too, at the cost of one more boxed
+//!   service and future on every route; it is the way when the router is served with
+//!   `into_make_service_with_connect_info`.
 //! - [`PropagateLayer`], on a client: each request made inside a scope carries the time left,
 //!   minus the per-hop allowance, in a header; a request with nothing left to send is not
 //!   made, the call and its response body are bounded by what was sent, and a downstream
@@ -190,6 +194,8 @@
 //! attempt costs a clone of the inner service and of the request.
 
 mod answer;
+#[cfg(feature = "axum")]
+mod axum_serve;
 mod bounded_body;
 pub(crate) mod dependency;
 mod dependency_attempt;
@@ -205,6 +211,8 @@ mod server_body;
 #[cfg(feature = "tonic")]
 mod tonic_status;
 
+#[cfg(feature = "axum")]
+pub use axum_serve::{AxumFuture, AxumService};
 pub use dependency::{Buffered, Cloned, DependencyService};
 pub use dependency_error::DependencyError;
 pub use dependency_future::{BufferedFuture, DependencyFuture};

@@ -22,6 +22,10 @@ use crate::context::{Scoped, current, with_deadline};
 /// A tower layer that gives each HTTP or gRPC request a deadline and runs its handler under
 /// it: the core's [`ServerPolicy`], bound to a tower server (axum, hyper, tonic).
 ///
+/// An axum app puts it around its whole router and serves that:
+/// `axum::serve(listener, layer.layer(router))` (feature `axum`); a tonic server adds it with
+/// `Server::builder().layer(layer)`.
+///
 /// ```
 /// use std::convert::Infallible;
 ///

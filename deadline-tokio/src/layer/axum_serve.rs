@@ -1,0 +1,107 @@
+//! `axum::serve(listener, layer.layer(router))`: a whole axum router behind
+//! [`DeadlineLayer`](crate::DeadlineLayer), served as axum serves a router (feature `axum`).
+
+use core::convert::Infallible;
+use core::future::{Future, Ready, ready};
+use core::pin::Pin;
+use core::task::{Context, Poll};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::Request;
+use axum::response::Response;
+use axum::routing::future::RouteFuture;
+use axum::serve::{IncomingStream, Listener};
+use tower_service::Service;
+
+use super::server::{DeadlineFuture, DeadlineService};
+
+/// A router wrapped whole in [`DeadlineLayer`](crate::DeadlineLayer) is what
+/// [`axum::serve`](fn@axum::serve) takes, as it takes the router itself: each connection gets an
+/// [`AxumService`].
+///
+/// ```no_run
+/// use axum::{Router, routing::get};
+/// use deadline_core::{ms, wire::Propagation};
+/// use deadline_tokio::{DeadlineLayer, remaining};
+/// use tower::Layer;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let app = Router::new().route("/", get(|| async { format!("{:?} left", remaining()) }));
+/// let layer = DeadlineLayer::new(Propagation::DEFAULT.with_max(ms(10_000)), ms(1_000));
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+/// axum::serve(listener, layer.layer(app)).await.unwrap();
+/// # }
+/// ```
+impl<L: Listener> Service<IncomingStream<'_, L>> for DeadlineService<Router> {
+    type Response = AxumService;
+    type Error = Infallible;
+    type Future = Ready<Result<AxumService, Infallible>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _stream: IncomingStream<'_, L>) -> Self::Future {
+        ready(Ok(AxumService {
+            inner: self.clone(),
+        }))
+    }
+}
+
+/// A router wrapped whole in [`DeadlineLayer`](crate::DeadlineLayer), answering with axum's
+/// own [`Response`]: what [`axum::serve`](fn@axum::serve) serves for each connection when given
+/// `layer.layer(router)`.
+///
+/// Wrapping the whole router costs a request less than adding the layer with
+/// [`Router::layer`], which puts every route behind one more boxed service and boxed
+/// future; here the layer's response body ([`DeadlineBody`](super::DeadlineBody)) is boxed
+/// once into axum's [`Body`], as `Router::layer` boxes it too.
+#[derive(Clone, Debug)]
+pub struct AxumService {
+    inner: DeadlineService<Router>,
+}
+
+impl From<DeadlineService<Router>> for AxumService {
+    fn from(inner: DeadlineService<Router>) -> Self {
+        AxumService { inner }
+    }
+}
+
+impl Service<Request> for AxumService {
+    type Response = Response;
+    type Error = Infallible;
+    type Future = AxumFuture;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Service::<Request>::poll_ready(&mut self.inner, cx)
+    }
+
+    fn call(&mut self, request: Request) -> AxumFuture {
+        AxumFuture {
+            inner: self.inner.call(request),
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The response future of [`AxumService`]: [`DeadlineService`]'s, its body boxed into
+    /// axum's [`Body`].
+    #[must_use = "futures do nothing unless polled"]
+    pub struct AxumFuture {
+        #[pin]
+        inner: DeadlineFuture<RouteFuture<Infallible>>,
+    }
+}
+
+impl Future for AxumFuture {
+    type Output = Result<Response, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.project()
+            .inner
+            .poll(cx)
+            .map_ok(|response| response.map(Body::new))
+    }
+}
