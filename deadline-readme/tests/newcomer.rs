@@ -78,6 +78,7 @@ mod always_slow {
     use deadline_core::wire::Propagation;
     use deadline_tokio::reqwest::DeadlineRequest;
     use deadline_tokio::{DeadlineLayer, Dependency};
+    use tower::Layer;
 
     static PRICING: Dependency = Dependency::new(
         Policy::required("pricing")
@@ -122,20 +123,15 @@ mod always_slow {
         let downstream = format!("http://{}/price", slow_listener.local_addr().unwrap());
         tokio::spawn(async move { axum::serve(slow_listener, slow).await.unwrap() });
 
-        // The service, with one layer.
-        let app = Router::new()
-            .route("/price", get(price))
-            .with_state(App {
-                http: reqwest::Client::new(),
-                downstream,
-            })
-            .layer(DeadlineLayer::new(
-                Propagation::DEFAULT.with_max(ms(10_000)),
-                ms(1_000),
-            ));
+        // The service, with one layer around its router, as the README serves it.
+        let layer = DeadlineLayer::new(Propagation::DEFAULT.with_max(ms(10_000)), ms(1_000));
+        let app = Router::new().route("/price", get(price)).with_state(App {
+            http: reqwest::Client::new(),
+            downstream,
+        });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let service = format!("http://{}/price", listener.local_addr().unwrap());
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        tokio::spawn(async move { axum::serve(listener, layer.layer(app)).await.unwrap() });
 
         // 200 requests with 250 ms each, 20 at a time.
         let client = reqwest::Client::new();
