@@ -1,7 +1,9 @@
-//! The server the `server` program measures, four ways: the same axum handler with no layer,
-//! with a layer that does nothing (what `Router::layer` itself costs), with `DeadlineLayer`,
-//! and with tower's `TimeoutLayer` (as axum's documentation adds it: behind
-//! `HandleErrorLayer`). The per-call scenarios run the same routers in process.
+//! The server the `server` program measures, five ways: the same axum handler with no layer,
+//! with a layer that does nothing (what `Router::layer` itself costs), with `DeadlineLayer`
+//! around the whole router (`axum::serve(listener, layer.layer(router))`, as the library's
+//! documentation adds it), with `DeadlineLayer` through `Router::layer`, and with tower's
+//! `TimeoutLayer` (as axum's documentation adds it: through `Router::layer`, behind
+//! `HandleErrorLayer`). The per-call scenarios run the same services in process.
 
 use std::time::Duration;
 
@@ -10,13 +12,15 @@ use axum::http::StatusCode;
 use deadline_core::ms;
 use deadline_core::wire::Propagation;
 use deadline_tokio::DeadlineLayer;
+use deadline_tokio::layer::DeadlineService;
 use tower::ServiceBuilder;
 
-/// The variants, by name, in the order of [`routers`].
-pub const VARIANTS: [&str; 4] = [
+/// The variants, by name, in the order of [`apps`].
+pub const VARIANTS: [&str; 5] = [
     "no layer",
     "an empty layer",
     "DeadlineLayer",
+    "DeadlineLayer, Router::layer",
     "tower TimeoutLayer",
 ];
 
@@ -69,9 +73,9 @@ pub fn deadline_layer() -> axum::Router {
     ))
 }
 
-/// The handler's router wrapped whole in `DeadlineLayer` (rather than through
-/// `Router::layer`, which boxes the layer's response body).
-pub fn deadline_layer_around() -> deadline_tokio::layer::DeadlineService<axum::Router> {
+/// The handler's router wrapped whole in `DeadlineLayer`, as `axum::serve` takes it (rather
+/// than through `Router::layer`, which boxes every route's service and future once more).
+pub fn deadline_layer_around() -> DeadlineService<axum::Router> {
     tower::Layer::layer(
         &DeadlineLayer::new(Propagation::DEFAULT.with_max(ms(10_000)), ms(1_000)),
         app(),
@@ -87,7 +91,31 @@ pub fn tower_timeout() -> axum::Router {
     )
 }
 
-/// The routers, in the order of [`VARIANTS`].
-pub fn routers() -> [axum::Router; 4] {
-    [plain(), empty_layer(), deadline_layer(), tower_timeout()]
+/// What `axum::serve` serves: a router, or a router wrapped whole in `DeadlineLayer`.
+pub enum App {
+    /// A router, with or without layers of its own.
+    Router(axum::Router),
+    /// A router behind `DeadlineLayer`.
+    Wrapped(DeadlineService<axum::Router>),
+}
+
+impl App {
+    /// Serves the app on `listener` until the task is dropped.
+    pub async fn serve(self, listener: tokio::net::TcpListener) -> std::io::Result<()> {
+        match self {
+            App::Router(router) => axum::serve(listener, router).await,
+            App::Wrapped(service) => axum::serve(listener, service).await,
+        }
+    }
+}
+
+/// The apps, in the order of [`VARIANTS`].
+pub fn apps() -> [App; 5] {
+    [
+        App::Router(plain()),
+        App::Router(empty_layer()),
+        App::Wrapped(deadline_layer_around()),
+        App::Router(deadline_layer()),
+        App::Router(tower_timeout()),
+    ]
 }

@@ -1,7 +1,8 @@
 //! `server`: what `DeadlineLayer` costs a server. An axum server on loopback, in a process of
-//! its own, serves the same handler four ways (no layer; a layer that does nothing, which
-//! shows what `Router::layer` itself costs; `DeadlineLayer`; tower's `TimeoutLayer`, as axum's
-//! documentation adds it), each on its own port; this program loads
+//! its own, serves the same handler five ways (no layer; a layer that does nothing, which
+//! shows what `Router::layer` itself costs; `DeadlineLayer` around the whole router, as the
+//! library's documentation adds it; `DeadlineLayer` through `Router::layer`; tower's
+//! `TimeoutLayer`, as axum's documentation adds it), each on its own port; this program loads
 //! each in turn from its own runtime, in rounds whose order rotates, and prints each figure
 //! as a ratio to no layer in the same round:
 //!
@@ -23,7 +24,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use deadline_bench::apps::{VARIANTS, routers};
+use deadline_bench::apps::{VARIANTS, apps};
 use deadline_bench::child::{Child, serve_commands};
 use deadline_bench::load::{Load, Target, closed_loop, fixed_rate};
 use deadline_bench::options::Options;
@@ -39,12 +40,12 @@ fn child_main(threads: usize) {
         .expect("a runtime");
     let addrs: Vec<SocketAddr> = runtime.block_on(async {
         let mut addrs = Vec::new();
-        for app in routers() {
+        for app in apps() {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
                 .await
                 .expect("bind loopback");
             addrs.push(listener.local_addr().expect("an address"));
-            tokio::spawn(async move { axum::serve(listener, app).await });
+            tokio::spawn(app.serve(listener));
         }
         addrs
     });
@@ -169,7 +170,7 @@ fn main() {
         o.rate, o.connections
     );
     println!(
-        "{:<20} {:>10} {:>24} {:>10} {:>10} {:>12} {:>10}",
+        "{:<30} {:>10} {:>24} {:>10} {:>10} {:>12} {:>10}",
         "variant", "CPU", "vs no layer (range)", "p50", "p99", "requests/s", "vs no layer"
     );
     let base = phases[0].clone();
@@ -187,7 +188,7 @@ fn main() {
             cpu_ratio_deadline = cpu_ratio;
         }
         println!(
-            "{:<20} {:>7.2} us {:>9.3}x ({:.3}-{:.3}) {:>10} {:>10} {:>12.0} {:>9.3}x",
+            "{:<30} {:>7.2} us {:>9.3}x ({:.3}-{:.3}) {:>10} {:>10} {:>12.0} {:>9.3}x",
             name,
             med(|p| p.cpu_per_request.as_secs_f64()) * 1e6,
             cpu_ratio,
@@ -210,7 +211,7 @@ fn main() {
         o.rounds
     );
     println!(
-        "target: DeadlineLayer within 3% of no layer in CPU time per request: {} ({:+.1}%)",
+        "target: DeadlineLayer (around the router) within 3% of no layer in CPU time per request: {} ({:+.1}%)",
         if cpu_ratio_deadline <= 1.03 {
             "met"
         } else {
