@@ -39,6 +39,7 @@ use tokio::sync::Mutex;
 use tonic::Status;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Channel, Server};
+use tower::Layer;
 
 /// 5 ms kept back per hop; callers believed up to 10 s.
 const HOP: Propagation = Propagation::DEFAULT
@@ -221,10 +222,10 @@ async fn main() {
         channel,
         PropagateLayer::new(HOP, DeadlineHeader::GrpcTimeout),
     );
-    let app = axum::Router::new()
+    let router = axum::Router::new()
         .route("/orders", axum::routing::get(orders))
-        .with_state(next)
-        .layer(DeadlineLayer::new(HOP, ms(10_000)));
+        .with_state(next);
+    let app = DeadlineLayer::new(HOP, ms(10_000)).layer(router);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let gateway: SocketAddr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });
