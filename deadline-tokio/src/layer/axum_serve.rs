@@ -63,6 +63,8 @@ pub struct AxumService {
     inner: DeadlineService<Router>,
 }
 
+/// What `axum::serve` makes for each connection, made by hand: to call the wrapped router in
+/// process (a test, a benchmark) as `axum::serve` calls it.
 impl From<DeadlineService<Router>> for AxumService {
     fn from(inner: DeadlineService<Router>) -> Self {
         AxumService { inner }
