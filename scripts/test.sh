@@ -76,6 +76,10 @@ done
 RUSTDOCFLAGS="-D warnings" cargo doc -p deadline-examples --no-deps
 RUSTDOCFLAGS="-D warnings" cargo doc -p deadline-loom --no-deps
 RUSTDOCFLAGS="-D warnings" cargo doc -p deadline-load --no-deps
+# And as a user's own `cargo doc` builds a published crate: its default features only.
+for c in "${PUBLISHED[@]}"; do
+  RUSTDOCFLAGS="-D warnings" cargo doc -p "$c" --no-deps
+done
 
 step "rustdoc as docs.rs builds it: nightly, --cfg docsrs, every published crate"
 # docs.rs builds on nightly with `--cfg docsrs`, which turns on `feature(doc_cfg)` in each
