@@ -2,7 +2,8 @@
 //! dependency, three ways, each on its own port.
 //!
 //! - **reqwest**: a plain call with a fixed timeout (the dependency's cap).
-//! - **`Dependency::run`**: behind `DeadlineLayer`, one line per call: the cap, two retries,
+//! - **`Dependency::run`**: behind `DeadlineLayer` (around the whole router, as the library's
+//!   documentation serves it), one line per call: the cap, two retries,
 //!   a hedge at the dependency's live p95, the default retry budget (10%, which hedges draw
 //!   from too), a circuit breaker, and the time left in `x-deadline-ms`.
 //! - **tower**: `Retry` (with a `TpsBudget` of 10%, two retries after the library's default
@@ -24,10 +25,13 @@ use deadline_core::wire::Propagation;
 use deadline_core::{Policy, ms};
 use deadline_tokio::reqwest::DeadlineRequest;
 use deadline_tokio::{DeadlineLayer, Dependency};
+use tower::Layer;
 use tower::util::BoxCloneSyncService;
 use tower::{BoxError, Service, ServiceExt};
 
-/// The variants, in the order of [`routers`].
+use crate::apps::App;
+
+/// The variants, in the order of [`apps`].
 pub const VARIANTS: [&str; 3] = ["reqwest", "Dependency::run", "tower stack"];
 
 /// Each attempt's limit: the cap of the library's policy, the fixed timeout of the plain call,
@@ -210,7 +214,7 @@ pub fn client() -> reqwest::Client {
 }
 
 /// The three front servers calling the dependency at `url`, in the order of [`VARIANTS`].
-pub fn routers(url: &str) -> [axum::Router; 3] {
+pub fn apps(url: &str) -> [App; 3] {
     let client = client();
     let url: Arc<str> = Arc::from(url);
     let front = Front {
@@ -223,12 +227,10 @@ pub fn routers(url: &str) -> [axum::Router; 3] {
             .route("/", handler)
             .with_state(front.clone())
     };
+    let deadline_layer = DeadlineLayer::new(Propagation::DEFAULT.with_max(ms(10_000)), ms(1_000));
     [
-        route(axum::routing::get(plain)),
-        route(axum::routing::get(library)).layer(DeadlineLayer::new(
-            Propagation::DEFAULT.with_max(ms(10_000)),
-            ms(1_000),
-        )),
-        route(axum::routing::get(tower_stack)),
+        App::Router(route(axum::routing::get(plain))),
+        App::Wrapped(deadline_layer.layer(route(axum::routing::get(library)))),
+        App::Router(route(axum::routing::get(tower_stack))),
     ]
 }

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use deadline_bench::child::{Child, serve_commands};
 use deadline_bench::dependency::Model;
-use deadline_bench::downstream::{VARIANTS, routers};
+use deadline_bench::downstream::{VARIANTS, apps};
 use deadline_bench::load::{Target, closed_loop};
 use deadline_bench::options::Options;
 use deadline_bench::stats::{load_average, median, ms, percentile};
@@ -47,12 +47,12 @@ fn front_main(threads: usize, dependency: &str) {
     let url = format!("http://{dependency}/");
     let addrs: Vec<SocketAddr> = runtime.block_on(async {
         let mut addrs = Vec::new();
-        for app in routers(&url) {
+        for app in apps(&url) {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
                 .await
                 .expect("bind loopback");
             addrs.push(listener.local_addr().expect("an address"));
-            tokio::spawn(async move { axum::serve(listener, app).await });
+            tokio::spawn(app.serve(listener));
         }
         addrs
     });
