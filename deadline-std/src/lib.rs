@@ -30,9 +30,9 @@
 #![doc = document_features::document_features!()]
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
-// Without feature `test-util` some links in these docs point at items that are not built:
-// they render as plain text. docs.rs builds every feature, where each link is checked
-// (`-D warnings`).
+// Without feature `test-util` some links in these docs point at items that are not built: they
+// render as plain text. docs.rs builds every feature, as the test command's rustdoc check
+// does, where every link must resolve.
 #![cfg_attr(not(feature = "test-util"), allow(rustdoc::broken_intra_doc_links))]
 
 #[cfg(feature = "async-io")]

@@ -48,9 +48,9 @@
 #![doc = document_features::document_features!()]
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
-// Without features `tower`, `postgres` and `sqlx` some links in these docs point at items
-// that are not built: they render as plain text. docs.rs builds every feature, where each
-// link is checked (`-D warnings`).
+// Without features `tower`, `postgres` and `sqlx` some links in these docs point at items that
+// are not built: they render as plain text. docs.rs builds every feature, as the test
+// command's rustdoc check does, where every link must resolve.
 #![cfg_attr(
     not(all(feature = "tower", feature = "postgres", feature = "sqlx")),
     allow(rustdoc::broken_intra_doc_links)
