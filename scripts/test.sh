@@ -211,6 +211,8 @@ cargo build --release -p deadline-bench --bins
 for program in server downstream tail; do
   timeout 300 cargo run --release -q -p deadline-bench --bin "$program" -- --quick
 done
+# The server's instructions per request over real sockets, under valgrind (a few seconds).
+timeout 300 cargo run --release -q -p deadline-bench --bin server -- --instructions --quick
 
 step "instructions per call: the command, run on two scenarios"
 # `bash scripts/instructions.sh` counts every scenario under valgrind for BENCHMARKS.md; here

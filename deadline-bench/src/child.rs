@@ -28,8 +28,27 @@ impl Child {
     /// If the program cannot be started or does not announce its addresses.
     #[must_use]
     pub fn spawn(args: &[&str]) -> Child {
+        Child::spawn_under(&[], args)
+    }
+
+    /// [`spawn`](Self::spawn), with the program run by another: `under` is that program and
+    /// its arguments (`valgrind --tool=callgrind ...`), this program's path and `args` follow.
+    ///
+    /// # Panics
+    ///
+    /// As [`spawn`](Self::spawn).
+    #[must_use]
+    pub fn spawn_under(under: &[&str], args: &[&str]) -> Child {
         let exe = std::env::current_exe().expect("this program's path");
-        let mut process = Command::new(exe)
+        let mut command = match under.split_first() {
+            Some((program, rest)) => {
+                let mut command = Command::new(program);
+                command.args(rest).arg(exe);
+                command
+            }
+            None => Command::new(exe),
+        };
+        let mut process = command
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -82,6 +101,26 @@ impl Child {
         Duration::from_micros(answer.parse().expect("microseconds of CPU"))
     }
 
+    /// The part of [`cpu`](Self::cpu) spent in user space (the rest is the kernel's).
+    pub fn user_cpu(&mut self) -> Duration {
+        let answer = self.ask("user");
+        Duration::from_micros(answer.parse().expect("microseconds of CPU"))
+    }
+
+    /// Closes the child's input, which ends it, and waits for it to exit, for at most
+    /// `limit`; true if it exited by itself, with success.
+    pub fn finish(mut self, limit: Duration) -> bool {
+        drop(self.stdin.take());
+        let until = Instant::now() + limit;
+        while Instant::now() < until {
+            if let Ok(Some(status)) = self.process.try_wait() {
+                return status.success();
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        false
+    }
+
     /// Requests the child has received so far (a dependency counts them).
     pub fn received(&mut self) -> u64 {
         self.ask("received").parse().expect("a count")
@@ -110,8 +149,8 @@ impl Drop for Child {
 }
 
 /// The child's side: announces `addrs`, then answers each command line on standard input
-/// with `answer` (`cpu` is answered here: this process's CPU time in microseconds), until the
-/// input closes.
+/// with `answer` (`cpu` and `user` are answered here: this process's CPU time, and the part
+/// of it in user space, in microseconds), until the input closes.
 pub fn serve_commands(addrs: &[SocketAddr], mut answer: impl FnMut(&str) -> Option<String>) {
     let list: Vec<String> = addrs.iter().map(ToString::to_string).collect();
     let mut out = std::io::stdout().lock();
@@ -121,6 +160,7 @@ pub fn serve_commands(addrs: &[SocketAddr], mut answer: impl FnMut(&str) -> Opti
         let Ok(line) = line else { break };
         let reply = match line.trim() {
             "cpu" => crate::cpu::process_cpu().as_micros().to_string(),
+            "user" => crate::cpu::process_user_cpu().as_micros().to_string(),
             command => answer(command).unwrap_or_else(|| format!("unknown command {command:?}")),
         };
         writeln!(out, "{reply}").expect("write to the parent");

@@ -10,16 +10,31 @@ use std::time::Duration;
 ///
 /// If `getrusage` fails, which it does only for an invalid argument.
 #[must_use]
-#[allow(unsafe_code)]
 pub fn process_cpu() -> Duration {
+    let usage = rusage();
+    timeval(usage.ru_utime) + timeval(usage.ru_stime)
+}
+
+/// The user CPU time of every thread of this process so far: [`process_cpu`] less the
+/// kernel's part.
+///
+/// # Panics
+///
+/// As [`process_cpu`].
+#[must_use]
+pub fn process_user_cpu() -> Duration {
+    timeval(rusage().ru_utime)
+}
+
+#[allow(unsafe_code)]
+fn rusage() -> libc::rusage {
     let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
     // SAFETY: `usage` is a valid, writable `rusage`; `getrusage` writes one there and
     // returns 0, or returns -1 and writes nothing (the zeroed value stays).
     let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
     assert_eq!(rc, 0, "getrusage(RUSAGE_SELF) failed");
     // SAFETY: zero-initialised, then written by `getrusage`: every field is an integer.
-    let usage = unsafe { usage.assume_init() };
-    timeval(usage.ru_utime) + timeval(usage.ru_stime)
+    unsafe { usage.assume_init() }
 }
 
 fn timeval(t: libc::timeval) -> Duration {

@@ -123,13 +123,7 @@ async fn one_connection(
         };
         tokio::spawn(conn);
         while Instant::now() < end {
-            let mut request = Request::get(target.path)
-                .header(http::header::HOST, "127.0.0.1")
-                .body(Empty::new())
-                .expect("a valid request");
-            for (name, value) in &target.headers {
-                request.headers_mut().insert(name.clone(), value.clone());
-            }
+            let request = request(target);
             let sent = match (due, interval) {
                 (Some(at), Some(every)) => {
                     if at >= end {
@@ -168,6 +162,62 @@ async fn one_connection(
         break;
     }
     load
+}
+
+/// Sends `requests` requests to `target` one after another over one keep-alive connection
+/// (for a count of what the server does per request, `server --instructions`), within
+/// `limit`. Stops at the first transport error.
+pub async fn count(target: &Target, requests: u64, limit: Duration) -> Load {
+    let start = Instant::now();
+    let mut load = Load::default();
+    let sent = tokio::time::timeout(limit, async {
+        let stream = tokio::net::TcpStream::connect(target.addr).await?;
+        stream.set_nodelay(true)?;
+        let (mut sender, conn) =
+            hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(TokioIo::new(stream))
+                .await
+                .map_err(std::io::Error::other)?;
+        tokio::spawn(conn);
+        for _ in 0..requests {
+            sender.ready().await.map_err(std::io::Error::other)?;
+            let sent = Instant::now();
+            let response = sender
+                .send_request(request(target))
+                .await
+                .map_err(std::io::Error::other)?;
+            let status = response.status();
+            response
+                .into_body()
+                .collect()
+                .await
+                .map_err(std::io::Error::other)?;
+            if status == StatusCode::OK {
+                load.ok.push(sent.elapsed());
+            } else {
+                load.not_ok += 1;
+            }
+        }
+        Ok::<(), std::io::Error>(())
+    })
+    .await;
+    if !matches!(sent, Ok(Ok(()))) {
+        load.errors += 1;
+    }
+    load.elapsed = start.elapsed();
+    load.ok.sort_unstable();
+    load
+}
+
+/// One request to `target`: its path, `Host` and headers.
+fn request(target: &Target) -> Request<Empty<Bytes>> {
+    let mut request = Request::get(target.path)
+        .header(http::header::HOST, "127.0.0.1")
+        .body(Empty::new())
+        .expect("a valid request");
+    for (name, value) in &target.headers {
+        request.headers_mut().insert(name.clone(), value.clone());
+    }
+    request
 }
 
 /// A current-thread tokio runtime for the load generator: one thread, so that on a small

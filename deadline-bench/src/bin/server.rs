@@ -18,6 +18,18 @@
 //! cargo run -p deadline-bench --release --bin server -- [--rounds 9] [--seconds 3] [--rate 10000] [--connections 32] [--threads 1] [--quick]
 //! ```
 //!
+//! The server's CPU time is split into user space (where every layer's work is) and the
+//! kernel's (the sockets): the "user" column is the user-space share.
+//!
+//! `--instructions [--quick]` counts instead, exactly and on any machine, what each variant
+//! costs the server in user space per request over real sockets: the server process runs
+//! under valgrind's callgrind, once loaded with 200 requests and once with 1 200 (20 and 120
+//! with `--quick`), one after another over one keep-alive connection, and one request costs
+//! the difference of the two counts over the difference of the two numbers (the start-up, the
+//! connection and the first requests' warm-up cancel out). A layer's share of the server's
+//! CPU time is about its share of these instructions times the user-space share above. Needs
+//! valgrind.
+//!
 //! Every request carries `x-deadline-ms: 1000`; the handler hashes 1 KiB and answers with the
 //! hash (`deadline_bench::apps`).
 
@@ -26,7 +38,7 @@ use std::time::Duration;
 
 use deadline_bench::apps::{VARIANTS, apps};
 use deadline_bench::child::{Child, serve_commands};
-use deadline_bench::load::{Load, Target, closed_loop, fixed_rate};
+use deadline_bench::load::{Load, Target, closed_loop, count, fixed_rate};
 use deadline_bench::options::Options;
 use deadline_bench::stats::{load_average, median, ms, percentile, range};
 use http::{HeaderName, HeaderValue};
@@ -53,11 +65,103 @@ fn child_main(threads: usize) {
     runtime.shutdown_timeout(Duration::from_secs(1));
 }
 
+/// What the load sends to the server at `addr`: `GET /` with `x-deadline-ms: 1000`.
+fn target(addr: SocketAddr) -> Target {
+    Target {
+        addr,
+        path: "/",
+        headers: vec![(
+            HeaderName::from_static("x-deadline-ms"),
+            HeaderValue::from_static("1000"),
+        )],
+    }
+}
+
+/// `--instructions`: each variant's user-space instructions per request over real sockets.
+fn instructions_main(quick: bool) {
+    if std::process::Command::new("valgrind")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!(
+            "server --instructions: valgrind is not installed (Debian: apt-get install valgrind)"
+        );
+        std::process::exit(1);
+    }
+    let (low, high): (u64, u64) = if quick { (20, 120) } else { (200, 1_200) };
+    println!(
+        "server --instructions: the server process under callgrind, {low} and then {high} requests over one keep-alive connection, per variant"
+    );
+    println!(
+        "{:<30} {:>22} {:>12} {:>12}",
+        "variant", "instructions/request", "vs no layer", "over it"
+    );
+    let mut base = 0;
+    for (v, name) in VARIANTS.iter().enumerate() {
+        let per_request = (callgrind_count(v, high) - callgrind_count(v, low)) / (high - low);
+        if v == 0 {
+            base = per_request;
+        }
+        println!(
+            "{:<30} {:>22} {:>11.3}x {:>+12}",
+            name,
+            per_request,
+            per_request as f64 / base.max(1) as f64,
+            i128::from(per_request) - i128::from(base),
+        );
+    }
+}
+
+/// The instructions callgrind counted for a whole run of the server process in which variant
+/// `variant` answered `requests` requests.
+fn callgrind_count(variant: usize, requests: u64) -> u64 {
+    let log = std::env::temp_dir().join(format!(
+        "deadline-bench-server-{}-{variant}-{requests}.log",
+        std::process::id()
+    ));
+    let log_file = format!("--log-file={}", log.display());
+    let child = Child::spawn_under(
+        &[
+            "valgrind",
+            "--tool=callgrind",
+            "--callgrind-out-file=/dev/null",
+            &log_file,
+        ],
+        &["--child", "--threads", "1"],
+    );
+    let load = deadline_bench::load::runtime().block_on(count(
+        &target(child.addrs()[variant]),
+        requests,
+        Duration::from_secs(600),
+    ));
+    assert!(
+        load.ok.len() as u64 == requests && load.errors == 0,
+        "{}: {} of {requests} requests answered 200, {} others, {} transport errors",
+        VARIANTS[variant],
+        load.ok.len(),
+        load.not_ok,
+        load.errors
+    );
+    assert!(
+        child.finish(Duration::from_secs(120)),
+        "the server under valgrind did not exit"
+    );
+    let text = std::fs::read_to_string(&log).expect("valgrind's log");
+    let _ = std::fs::remove_file(&log);
+    text.lines()
+        .find_map(|line| line.split("Collected :").nth(1))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no instruction count in valgrind's log:\n{text}"))
+}
+
 /// One variant's figures in one round.
 #[derive(Clone, Copy, Debug, Default)]
 struct Phase {
     /// At the fixed rate: the server's CPU time per request, and the latency.
     cpu_per_request: Duration,
+    /// The part of the server's CPU time in user space.
+    user_share: f64,
     p50: Duration,
     p99: Duration,
     /// In the closed loop: answers per second.
@@ -67,17 +171,19 @@ struct Phase {
     errors: u64,
 }
 
-/// Loads one variant at `rate`, measuring the child's CPU time around it.
+/// Loads one variant at `rate`, measuring the child's CPU time around it: per request, and
+/// the share of it in user space.
 fn cpu_phase(
     runtime: &tokio::runtime::Runtime,
     child: &mut Child,
     run: impl std::future::Future<Output = Load>,
-) -> (Load, Duration) {
-    let before = child.cpu();
+) -> (Load, Duration, f64) {
+    let (before, user_before) = (child.cpu(), child.user_cpu());
     let load = runtime.block_on(run);
-    let cpu = child.cpu() - before;
+    let (cpu, user) = (child.cpu() - before, child.user_cpu() - user_before);
     let served = (load.ok.len() as u64 + load.not_ok).max(1);
-    (load, cpu / u32::try_from(served).unwrap_or(u32::MAX))
+    let share = user.as_secs_f64() / cpu.as_secs_f64().max(1e-9);
+    (load, cpu / u32::try_from(served).unwrap_or(u32::MAX), share)
 }
 
 fn main() {
@@ -85,6 +191,23 @@ fn main() {
     if args.peek().map(String::as_str) == Some("--child") {
         let threads = args.nth(2).and_then(|t| t.parse().ok()).unwrap_or(1);
         child_main(threads);
+        return;
+    }
+    if args.peek().map(String::as_str) == Some("--instructions") {
+        let rest: Vec<String> = args.skip(1).collect();
+        match rest
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .as_slice()
+        {
+            [] => instructions_main(false),
+            ["--quick"] => instructions_main(true),
+            _ => {
+                eprintln!("usage: server --instructions [--quick]");
+                std::process::exit(2);
+            }
+        }
         return;
     }
     let o = Options::parse(
@@ -111,18 +234,7 @@ fn main() {
     );
     let threads = o.threads.to_string();
     let mut child = Child::spawn(&["--child", "--threads", &threads]);
-    let targets: Vec<Target> = child
-        .addrs()
-        .iter()
-        .map(|&addr| Target {
-            addr,
-            path: "/",
-            headers: vec![(
-                HeaderName::from_static("x-deadline-ms"),
-                HeaderValue::from_static("1000"),
-            )],
-        })
-        .collect();
+    let targets: Vec<Target> = child.addrs().iter().map(|&addr| target(addr)).collect();
     let runtime = deadline_bench::load::runtime();
     // Warm-up: each variant once, not counted.
     for target in &targets {
@@ -133,7 +245,7 @@ fn main() {
     for round in 0..o.rounds {
         for i in 0..VARIANTS.len() {
             let v = (round + i) % VARIANTS.len();
-            let (fixed, cpu_per_request) = cpu_phase(
+            let (fixed, cpu_per_request, user_share) = cpu_phase(
                 &runtime,
                 &mut child,
                 fixed_rate(&targets[v], o.connections, o.rate, o.phase),
@@ -141,6 +253,7 @@ fn main() {
             let closed = runtime.block_on(closed_loop(&targets[v], o.connections, o.phase));
             phases[v].push(Phase {
                 cpu_per_request,
+                user_share,
                 p50: percentile(&fixed.ok, 50.0),
                 p99: percentile(&fixed.ok, 99.0),
                 per_second: closed.per_second(),
@@ -170,8 +283,8 @@ fn main() {
         o.rate, o.connections
     );
     println!(
-        "{:<30} {:>10} {:>24} {:>10} {:>10} {:>12} {:>10}",
-        "variant", "CPU", "vs no layer (range)", "p50", "p99", "requests/s", "vs no layer"
+        "{:<30} {:>10} {:>24} {:>6} {:>10} {:>10} {:>12} {:>10}",
+        "variant", "CPU", "vs no layer (range)", "user", "p50", "p99", "requests/s", "vs no layer"
     );
     let base = phases[0].clone();
     let mut cpu_ratio_deadline = 0.0;
@@ -188,12 +301,13 @@ fn main() {
             cpu_ratio_deadline = cpu_ratio;
         }
         println!(
-            "{:<30} {:>7.2} us {:>9.3}x ({:.3}-{:.3}) {:>10} {:>10} {:>12.0} {:>9.3}x",
+            "{:<30} {:>7.2} us {:>9.3}x ({:.3}-{:.3}) {:>5.1}% {:>10} {:>10} {:>12.0} {:>9.3}x",
             name,
             med(|p| p.cpu_per_request.as_secs_f64()) * 1e6,
             cpu_ratio,
             lo,
             hi,
+            med(|p| p.user_share) * 100.0,
             ms(Duration::from_secs_f64(med(|p| p.p50.as_secs_f64()))),
             ms(Duration::from_secs_f64(med(|p| p.p99.as_secs_f64()))),
             med(|p| p.per_second),
