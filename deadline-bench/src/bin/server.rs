@@ -99,7 +99,10 @@ fn instructions_main(quick: bool) {
     );
     let mut base = 0;
     for (v, name) in VARIANTS.iter().enumerate() {
-        let per_request = (callgrind_count(v, high) - callgrind_count(v, low)) / (high - low);
+        let (more, fewer) = (callgrind_count(v, high), callgrind_count(v, low));
+        let per_request = more.checked_sub(fewer).unwrap_or_else(|| {
+            panic!("{name}: {high} requests counted {more}, {low} counted {fewer}")
+        }) / (high - low);
         if v == 0 {
             base = per_request;
         }
