@@ -110,15 +110,22 @@ impl Child {
     /// Closes the child's input, which ends it, and waits for it to exit, for at most
     /// `limit`; true if it exited by itself, with success.
     pub fn finish(mut self, limit: Duration) -> bool {
+        self.close_and_wait(limit)
+            .is_some_and(|status| status.success())
+    }
+
+    /// Closes the child's input, which ends it, and waits for it to exit, for at most
+    /// `limit`: its exit status, or `None` if it is still running.
+    fn close_and_wait(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
         drop(self.stdin.take());
         let until = Instant::now() + limit;
         while Instant::now() < until {
             if let Ok(Some(status)) = self.process.try_wait() {
-                return status.success();
+                return Some(status);
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        false
+        None
     }
 
     /// Requests the child has received so far (a dependency counts them).
@@ -135,13 +142,8 @@ impl Child {
 impl Drop for Child {
     fn drop(&mut self) {
         // Closing its input ends the child; give it 5 s, then kill it.
-        drop(self.stdin.take());
-        let until = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < until {
-            if let Ok(Some(_)) = self.process.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
+        if self.close_and_wait(Duration::from_secs(5)).is_some() {
+            return;
         }
         let _ = self.process.kill();
         let _ = self.process.wait();

@@ -12,6 +12,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue, Request, StatusCode};
 use http_body_util::{BodyExt, Empty};
+use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use tokio::time::Instant;
 
@@ -109,19 +110,11 @@ async fn one_connection(
     let mut reconnects = 0;
     'connect: while Instant::now() < end && reconnects < 100 {
         reconnects += 1;
-        let Ok(stream) = tokio::net::TcpStream::connect(target.addr).await else {
+        let Ok(mut sender) = connect(target.addr).await else {
             load.errors += 1;
             tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
         };
-        let _ = stream.set_nodelay(true);
-        let Ok((mut sender, conn)) =
-            hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(TokioIo::new(stream)).await
-        else {
-            load.errors += 1;
-            continue;
-        };
-        tokio::spawn(conn);
         while Instant::now() < end {
             let request = request(target);
             let sent = match (due, interval) {
@@ -171,13 +164,7 @@ pub async fn count(target: &Target, requests: u64, limit: Duration) -> Load {
     let start = Instant::now();
     let mut load = Load::default();
     let sent = tokio::time::timeout(limit, async {
-        let stream = tokio::net::TcpStream::connect(target.addr).await?;
-        stream.set_nodelay(true)?;
-        let (mut sender, conn) =
-            hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(TokioIo::new(stream))
-                .await
-                .map_err(std::io::Error::other)?;
-        tokio::spawn(conn);
+        let mut sender = connect(target.addr).await?;
         for _ in 0..requests {
             sender.ready().await.map_err(std::io::Error::other)?;
             let sent = Instant::now();
@@ -206,6 +193,17 @@ pub async fn count(target: &Target, requests: u64, limit: Duration) -> Load {
     load.elapsed = start.elapsed();
     load.ok.sort_unstable();
     load
+}
+
+/// An HTTP/1.1 connection to `addr`, without Nagle's delay, its driver spawned.
+async fn connect(addr: SocketAddr) -> std::io::Result<SendRequest<Empty<Bytes>>> {
+    let stream = tokio::net::TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(std::io::Error::other)?;
+    tokio::spawn(conn);
+    Ok(sender)
 }
 
 /// One request to `target`: its path, `Host` and headers.
