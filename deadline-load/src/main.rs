@@ -136,14 +136,13 @@ async fn handler_with_library(
     workers: Arc<Semaphore>,
     waiting: Arc<AtomicUsize>,
     admission: Admission,
-    request: Request<Incoming>,
 ) -> Result<Response<Body>, Infallible> {
     let shed = || {
         let status = StatusCode::from_u16(Error::Shed.http_status())
             .unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
         text(status, "request shed at admission\n")
     };
-    let Some(deadline) = request.extensions().get::<Deadline>().copied() else {
+    let Some(deadline) = deadline_tokio::current() else {
         return Ok(text(StatusCode::INTERNAL_SERVER_ERROR, "no deadline\n"));
     };
     let enqueued = TokioClock.now();
@@ -208,13 +207,8 @@ async fn serve(mode: Mode, listener: std::net::TcpListener, waiting: Arc<AtomicU
         let io = TokioIo::new(stream);
         match mode {
             Mode::Library => {
-                let service = layer.layer(service_fn(move |request| {
-                    handler_with_library(
-                        Arc::clone(&workers),
-                        Arc::clone(&waiting),
-                        admission,
-                        request,
-                    )
+                let service = layer.layer(service_fn(move |_: Request<Incoming>| {
+                    handler_with_library(Arc::clone(&workers), Arc::clone(&waiting), admission)
                 }));
                 tokio::spawn(http2.serve_connection(io, TowerToHyperService::new(service)));
             }

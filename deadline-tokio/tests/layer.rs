@@ -64,7 +64,8 @@ where
 struct Seen {
     remaining: Option<Duration>,
     current: Option<Deadline>,
-    extension: Option<Deadline>,
+    /// The current deadline in the service's `call`, before its future is polled.
+    in_call: Option<Deadline>,
 }
 
 /// A request with the given headers and no body.
@@ -98,15 +99,15 @@ fn reporting_server(
 + Clone
 + use<> {
     let calls = calls.clone();
-    layer.layer(service_fn(move |req: Request<()>| {
+    layer.layer(service_fn(move |_req: Request<()>| {
         calls.count();
-        let extension = req.extensions().get::<Deadline>().copied();
+        let in_call = current();
         async move {
             let mut response = Response::new(String::new());
             response.extensions_mut().insert(Seen {
                 remaining: remaining(),
                 current: current(),
-                extension,
+                in_call,
             });
             Ok::<_, Infallible>(response)
         }
@@ -139,7 +140,7 @@ async fn grpc_timeout_sets_the_handlers_deadline() {
         Seen {
             remaining: Some(ms(200)),
             current: Some(expected),
-            extension: Some(expected),
+            in_call: Some(expected),
         }
     );
 }
@@ -456,6 +457,29 @@ async fn the_handler_passes_the_time_left_on() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_proxy_stack_forwards_the_time_left() {
+    // A gateway made of layers alone: the server layer, then the client layer, then the next
+    // service. The client layer reads the deadline in its `call`, which the server layer
+    // makes inside the request's scope.
+    let calls = Calls::default();
+    let proxy = layer().layer(
+        propagating(
+            PropagateLayer::new(HOP, DeadlineHeader::GrpcTimeout),
+            echo_headers(&calls),
+        )
+        .map_response(Response::new),
+    );
+    let response = proxy
+        .oneshot(request(&[("grpc-timeout", "200m")]))
+        .await
+        .unwrap();
+    let sent = body(response);
+    // 200 ms in, 5 ms kept for the network: the incoming header is replaced, not passed on.
+    assert_eq!(sent["grpc-timeout"], "195000u");
+    assert_eq!(calls.get(), 1);
+}
+
+#[tokio::test(start_paused = true)]
 async fn each_header_choice_writes_its_header_only_and_replaces_a_longer_value() {
     let cases = [
         (DeadlineHeader::GrpcTimeout, Some("195000u"), Some("9000")),
@@ -740,17 +764,20 @@ async fn the_layers_allocate_nothing_beyond_what_http_does() {
         || service_fn(|_req: Request<()>| async { Ok::<_, Infallible>(Response::new(())) });
     let with_header = || request(&[("grpc-timeout", "200m")]);
 
-    // The server layer costs what inserting the deadline into the extensions costs, no more:
-    // its futures are not boxed.
+    // The server layer allocates nothing: its futures are not boxed, and the deadline is kept
+    // in the scope, not in the request.
     let server = layer().layer(handler());
     let inserts = service_fn(|mut req: Request<()>| {
         req.extensions_mut().insert(Deadline::NEVER);
         async { Ok::<_, Infallible>(Response::new(())) }
     });
     let layered = allocations(server, with_header).await;
-    let by_hand = allocations(inserts, with_header).await;
-    assert!(by_hand > 0, "the instrument counts http's own allocations");
-    assert_eq!(layered, by_hand);
+    let bare = allocations(handler(), with_header).await;
+    assert!(
+        allocations(inserts, with_header).await > 0,
+        "the instrument counts http's own allocations"
+    );
+    assert_eq!(layered, bare);
 
     // The client layer costs what writing the header costs (by a name made once, which
     // allocates nothing for the name).

@@ -154,9 +154,9 @@ async fn serve(data: &[u8]) {
     }
     let seen: Rc<RefCell<Option<Seen>>> = Rc::default();
     let record = Rc::clone(&seen);
-    let service = layer.layer(service_fn(move |request: Request<String>| {
+    let service = layer.layer(service_fn(move |_request: Request<String>| {
         *record.borrow_mut() = Some(Seen {
-            deadline: request.extensions().get::<Deadline>().copied(),
+            deadline: deadline_tokio::current(),
             at: TokioClock.now(),
         });
         async move {

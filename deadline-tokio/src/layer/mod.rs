@@ -32,9 +32,8 @@
 //! then a timer made only when it is pending.
 //!
 //! The futures are written by hand, not boxed: a layer allocates nothing per request beyond
-//! what `http` itself does (the header value a client writes; the
-//! [`Deadline`](deadline_core::Deadline) the server inserts into the request's extensions),
-//! and the short text of an answer it makes itself.
+//! what `http` itself does (the header value a client writes) and the short text of an
+//! answer it makes itself.
 //!
 //! # One layer on the server, one on its client
 //!
@@ -96,10 +95,12 @@
 //!    handler: a malformed deadline header 400 (`INVALID_ARGUMENT`), naming it; a deadline
 //!    already passed 504 (`DEADLINE_EXCEEDED`); too little time for the
 //!    [admission](crate::DeadlineLayer::with_admission) rule 503 (`UNAVAILABLE`).
-//! 3. **The handler** runs in a [`scope`](deadline_core::runtime::scope) with the deadline (also in the request's
-//!    extensions): [`remaining`](crate::remaining), [`decide`](crate::low_level::decide),
+//! 3. **The handler** runs in a [`scope`](deadline_core::runtime::scope) with the deadline,
+//!    from the inner service's `call` on: [`current`](crate::current),
+//!    [`remaining`](crate::remaining), [`decide`](crate::low_level::decide),
 //!    [`Dependency::run`](deadline_core::Dependency::run), [`PropagateLayer`] and
-//!    the database helpers inside it use it.
+//!    the database helpers inside it read it there, the one place the request's deadline is
+//!    kept (a task the handler spawns takes it along with [`propagate`](crate::propagate)).
 //! 4. **At the deadline** a handler still running is dropped, which cancels its work, and
 //!    the answer is `DEADLINE_EXCEEDED`. A handler that has answered is never thrown away
 //!    for the timer, and its body is bounded as [`DeadlineBody`] says: a response complete

@@ -17,7 +17,7 @@ use super::headers::Scanned;
 use super::server_body::DeadlineBody;
 use crate::bounded::Bounded;
 use crate::clock::TokioClock;
-use crate::context::{Scoped, current, with_deadline};
+use crate::context::{Scoped, current, in_scope, with_deadline};
 
 /// A tower layer that gives each HTTP or gRPC request a deadline and runs its handler under
 /// it: the core's [`ServerPolicy`], bound to a tower server (axum, hyper, tonic).
@@ -166,7 +166,7 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, mut request: Request<ReqBody>) -> DeadlineFuture<S::Future> {
+    fn call(&mut self, request: Request<ReqBody>) -> DeadlineFuture<S::Future> {
         let headers = Scanned::new(request.headers());
         let protocol = Protocol::read(headers.lookup());
         let incoming = Incoming::read(headers.lookup());
@@ -177,13 +177,12 @@ where
             Ok(deadline) => deadline,
             Err(answer) => return DeadlineFuture::answered(answer),
         };
-        request.extensions_mut().insert(deadline);
+        // The inner service is called in the scope too: a service that reads the deadline in
+        // its `call` (as the client layers do) sees this request's.
+        let handler = in_scope(deadline, || self.inner.call(request));
         DeadlineFuture {
             state: State::Running {
-                handler: Bounded::new(
-                    deadline.instant(),
-                    with_deadline(deadline, self.inner.call(request)),
-                ),
+                handler: Bounded::new(deadline.instant(), with_deadline(deadline, handler)),
                 deadline,
                 protocol,
             },
