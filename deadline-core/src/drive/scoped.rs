@@ -71,6 +71,7 @@ pub fn scope<Rt: Runtime, F: IntoFuture>(deadline: Deadline, fut: F) -> Scope<Rt
 
 /// Runs `f` with `deadline` as `Rt`'s current deadline, or with the enclosing one if that is
 /// earlier: the synchronous step of one [`Scoped`] poll.
+#[inline]
 pub fn enter<Rt: Runtime, R>(deadline: Deadline, f: impl FnOnce() -> R) -> R {
     let deadline = Rt::current().map_or(deadline, |outer| outer.min(deadline));
     Rt::enter(deadline, f)

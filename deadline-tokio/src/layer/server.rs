@@ -179,14 +179,16 @@ where
         };
         // The inner service is called in the scope too: a service that reads the deadline in
         // its `call` (as the client layers do) sees this request's.
-        let handler = in_scope(deadline, || self.inner.call(request));
-        DeadlineFuture {
+        in_scope(deadline, || DeadlineFuture {
             state: State::Running {
-                handler: Bounded::new(deadline.instant(), with_deadline(deadline, handler)),
+                handler: Bounded::new(
+                    deadline.instant(),
+                    with_deadline(deadline, self.inner.call(request)),
+                ),
                 deadline,
                 protocol,
             },
-        }
+        })
     }
 }
 
