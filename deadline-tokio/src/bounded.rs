@@ -81,14 +81,33 @@ pub(crate) fn poll_timer(
     if sleep.is_none() {
         sleep.set(Some(TokioTimer.sleep_until(until)));
     }
-    let elapsed = sleep.as_pin_mut().is_none_or(|sleep| {
-        if had_budget && !tokio::task::coop::has_budget_remaining() {
-            // The work used up the task's budget: the timer is read all the same.
-            pin!(tokio::task::unconstrained(sleep)).poll(cx).is_ready()
-        } else {
-            sleep.poll(cx).is_ready()
-        }
-    });
+    match sleep.as_pin_mut() {
+        Some(sleep) => poll_sleep(sleep, had_budget, cx),
+        None => Poll::Ready(Elapsed),
+    }
+}
+
+/// [`poll_timer`] with the timer on the heap, for work that is rarely pending (a response
+/// body, nearly always complete when it is answered): the work stays small to move and to box.
+pub(crate) fn poll_boxed_timer(
+    sleep: &mut Option<Pin<Box<Sleep>>>,
+    until: Instant,
+    had_budget: bool,
+    cx: &mut Context<'_>,
+) -> Poll<Elapsed> {
+    let sleep = sleep.get_or_insert_with(|| Box::pin(TokioTimer.sleep_until(until)));
+    poll_sleep(sleep.as_mut(), had_budget, cx)
+}
+
+/// Polls the timer of work that is pending; `had_budget` says whether the task had coop
+/// budget left before the work was polled.
+fn poll_sleep(sleep: Pin<&mut Sleep>, had_budget: bool, cx: &mut Context<'_>) -> Poll<Elapsed> {
+    let elapsed = if had_budget && !tokio::task::coop::has_budget_remaining() {
+        // The work used up the task's budget: the timer is read all the same.
+        pin!(tokio::task::unconstrained(sleep)).poll(cx).is_ready()
+    } else {
+        sleep.poll(cx).is_ready()
+    };
     if elapsed {
         Poll::Ready(Elapsed)
     } else {

@@ -8,7 +8,7 @@ use deadline_core::{Clock, Deadline};
 use http_body::{Body, Frame};
 use tokio::time::Sleep;
 
-use crate::bounded::poll_timer;
+use crate::bounded::poll_boxed_timer;
 use crate::clock::TokioClock;
 use crate::context::in_scope;
 
@@ -29,8 +29,9 @@ pin_project_lite::pin_project! {
     pub(crate) struct BoundedBody<B> {
         #[pin]
         body: B,
-        #[pin]
-        sleep: Option<Sleep>,
+        // Made the first time the body waits, on the heap: a body that is complete when it is
+        // answered (most responses) never needs it, and stays small to move and to box.
+        sleep: Option<Pin<Box<Sleep>>>,
         deadline: Deadline,
         // Polled inside a scope with the deadline (a handler's body), or not.
         scoped: bool,
@@ -108,9 +109,8 @@ impl<B: Body> BoundedBody<B> {
             }
             Poll::Ready(Some(Err(error))) => Poll::Ready(Polled::Failed(error)),
             Poll::Ready(None) => Poll::Ready(Polled::End),
-            Poll::Pending => {
-                poll_timer(this.sleep, deadline.instant(), had_budget, cx).map(|_| Polled::Cut)
-            }
+            Poll::Pending => poll_boxed_timer(this.sleep, deadline.instant(), had_budget, cx)
+                .map(|_| Polled::Cut),
         }
     }
 }
