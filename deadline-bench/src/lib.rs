@@ -624,12 +624,14 @@ pub async fn run(name: &str, n: u64) -> Option<u64> {
         | "axum_request_empty_layer"
         | "axum_request_deadline_layer"
         | "axum_request_tower_timeout" => {
+            // As `axum::serve` serves a router: its handlers made into routes once.
             let mut router = match name {
                 "axum_request" => apps::plain(),
                 "axum_request_empty_layer" => apps::empty_layer(),
                 "axum_request_deadline_layer" => apps::deadline_layer(),
                 _ => apps::tower_timeout(),
-            };
+            }
+            .with_state::<()>(());
             for _ in 0..n {
                 let request = http::Request::get("/")
                     .header("x-deadline-ms", "1000")

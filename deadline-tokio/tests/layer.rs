@@ -739,11 +739,11 @@ static GLOBAL: Counting = Counting;
 
 /// Allocations on this thread while `service` answers 100 requests from `make`, after 10
 /// requests of warm-up. The requests are built before counting starts.
-async fn allocations<S, F>(service: S, make: F) -> u64
+async fn allocations<S, F, B>(service: S, make: F) -> u64
 where
-    S: Service<Request<()>> + Clone,
+    S: Service<Request<B>> + Clone,
     S::Error: std::fmt::Debug,
-    F: Fn() -> Request<()>,
+    F: Fn() -> Request<B>,
 {
     for _ in 0..10 {
         service.clone().oneshot(make()).await.unwrap();
@@ -911,4 +911,24 @@ async fn the_reply_margin_comes_off_the_handlers_deadline() {
     // Answered the default margin, 5 ms, before the caller's 200 ms.
     assert_eq!(*dropped.lock().unwrap(), Some(arrival + ms(195)));
     assert_eq!(ServerPolicy::DEFAULT_REPLY_MARGIN, ms(5));
+}
+
+#[cfg(feature = "axum")]
+#[tokio::test(start_paused = true)]
+async fn around_a_router_the_layer_adds_one_allocation_to_what_axum_serve_makes() {
+    use deadline_tokio::layer::AxumService;
+    let router = || axum::Router::new().route("/", axum::routing::get(|| async { "served" }));
+    let with_header = || {
+        Request::get("/")
+            .header("x-deadline-ms", "1000")
+            .body(axum::body::Body::empty())
+            .unwrap()
+    };
+    // What `axum::serve` makes of a router for each connection: its handlers made into
+    // routes once.
+    let bare = allocations(router().with_state::<()>(()), with_header).await;
+    // What it makes of the router behind the layer: the same, and the response body's box.
+    let layered = allocations(AxumService::from(layer().layer(router())), with_header).await;
+    assert!(bare > 0, "the instrument counts axum's own allocations");
+    assert_eq!(layered, bare + 100, "one box per request, for 100 requests");
 }

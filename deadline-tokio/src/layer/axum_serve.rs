@@ -44,9 +44,7 @@ impl<L: Listener> Service<IncomingStream<'_, L>> for DeadlineService<Router> {
     }
 
     fn call(&mut self, _stream: IncomingStream<'_, L>) -> Self::Future {
-        ready(Ok(AxumService {
-            inner: self.clone(),
-        }))
+        ready(Ok(AxumService::new(self)))
     }
 }
 
@@ -63,11 +61,23 @@ pub struct AxumService {
     inner: DeadlineService<Router>,
 }
 
+impl AxumService {
+    /// The service for one connection. As `axum::serve` does with a router, the router's
+    /// handlers are made into routes here, once per connection
+    /// ([`Router::with_state`]); a router called as it is would make each request's route
+    /// again (a clone and an allocation per request).
+    fn new(service: &DeadlineService<Router>) -> Self {
+        AxumService {
+            inner: service.map_ref(|router| router.clone().with_state(())),
+        }
+    }
+}
+
 /// What `axum::serve` makes for each connection, made by hand: to call the wrapped router in
 /// process (a test, a benchmark) as `axum::serve` calls it.
 impl From<DeadlineService<Router>> for AxumService {
-    fn from(inner: DeadlineService<Router>) -> Self {
-        AxumService { inner }
+    fn from(service: DeadlineService<Router>) -> Self {
+        AxumService::new(&service)
     }
 }
 

@@ -152,6 +152,15 @@ impl<S> DeadlineService<S> {
     pub fn into_inner(self) -> S {
         self.inner
     }
+
+    /// The same rules around `f(inner)`.
+    #[cfg(feature = "axum")]
+    pub(crate) fn map_ref<T>(&self, f: impl FnOnce(&S) -> T) -> DeadlineService<T> {
+        DeadlineService {
+            inner: f(&self.inner),
+            policy: self.policy,
+        }
+    }
 }
 
 impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for DeadlineService<S>
