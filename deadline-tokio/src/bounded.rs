@@ -89,6 +89,7 @@ pub(crate) fn poll_timer(
 
 /// [`poll_timer`] with the timer on the heap, for work that is rarely pending (a response
 /// body, nearly always complete when it is answered): the work stays small to move and to box.
+#[cfg(feature = "tower")]
 pub(crate) fn poll_boxed_timer(
     sleep: &mut Option<Pin<Box<Sleep>>>,
     until: Instant,
