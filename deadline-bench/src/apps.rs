@@ -24,6 +24,9 @@ pub const VARIANTS: [&str; 5] = [
     "tower TimeoutLayer",
 ];
 
+/// Where `DeadlineLayer` around the router, the way the README serves it, is in [`VARIANTS`].
+pub const DEADLINE_LAYER: usize = 2;
+
 /// What the handler hashes: its little work.
 static PAYLOAD: [u8; 1024] = {
     let mut p = [0u8; 1024];

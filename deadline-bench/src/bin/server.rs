@@ -36,7 +36,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use deadline_bench::apps::{VARIANTS, apps};
+use deadline_bench::apps::{DEADLINE_LAYER, VARIANTS, apps};
 use deadline_bench::child::{Child, serve_commands};
 use deadline_bench::load::{Load, Target, closed_loop, count, fixed_rate};
 use deadline_bench::options::Options;
@@ -113,7 +113,7 @@ fn instructions_main(quick: bool) {
             per_request as f64 / base.max(1) as f64,
             i128::from(per_request) - i128::from(base),
         );
-        if *name == "DeadlineLayer" {
+        if v == DEADLINE_LAYER {
             deadline = per_request;
         }
     }
@@ -121,7 +121,8 @@ fn instructions_main(quick: bool) {
     // the user-space instructions times the user-space share of that time.
     let more = (deadline as f64 / base.max(1) as f64 - 1.0) * 100.0;
     println!(
-        "DeadlineLayer (around the router): {more:.2}% more user-space instructions per request; times the user-space share of the server's CPU time (the timed run's \"user\" column), within 3% of no layer while that share is at most {:.0}%",
+        "{} (around the router): {more:.2}% more user-space instructions per request; times the user-space share of the server's CPU time (the timed run's \"user\" column), within 3% of no layer while that share is at most {:.0}%",
+        VARIANTS[DEADLINE_LAYER],
         (300.0 / more).min(100.0)
     );
 }
@@ -310,7 +311,7 @@ fn main() {
         let cpu_ratios = ratios(|p| p.cpu_per_request.as_secs_f64());
         let (lo, hi) = range(&cpu_ratios);
         let cpu_ratio = median(&cpu_ratios);
-        if VARIANTS[v] == "DeadlineLayer" {
+        if v == DEADLINE_LAYER {
             (cpu_ratio_deadline, deadline_range) = (cpu_ratio, (lo, hi));
         }
         println!(
@@ -339,7 +340,8 @@ fn main() {
     );
     let (lo, hi) = deadline_range;
     println!(
-        "target: DeadlineLayer (around the router) within 3% of no layer in CPU time per request: timed, {} ({:+.1}%, rounds from {:+.1}% to {:+.1}%){}",
+        "target: {} (around the router) within 3% of no layer in CPU time per request: timed, {} ({:+.1}%, rounds from {:+.1}% to {:+.1}%){}",
+        VARIANTS[DEADLINE_LAYER],
         if cpu_ratio_deadline <= 1.03 {
             "met"
         } else {
