@@ -291,6 +291,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
                 return Action::Cancel { slot };
             }
 
+            let mut hedge = None;
             match self.stage {
                 Stage::Running if self.running() == 0 && !M::FULL => {
                     // A deadline-only call makes one attempt: it has been made.
@@ -330,13 +331,19 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
                     }
                 }
                 Stage::Running if M::FULL && self.running() < self.in_flight.all().len() => {
-                    if let Some(hedge) = self.course.hedge(now) {
-                        return self.launch(hedge, observer);
+                    // Worked out once per poll: sent now if due, else the wait ends there.
+                    hedge = self.course.next_hedge();
+                    if hedge.is_some_and(|due| now >= due) {
+                        if let Some(sent) = self.course.send_hedge(now) {
+                            return self.launch(sent, observer);
+                        }
+                        // Not sent (refused or stopped): when the next one is due, if ever.
+                        hedge = self.course.next_hedge();
                     }
                 }
                 Stage::Start | Stage::Running | Stage::Backoff | Stage::Done => {}
             }
-            return match self.poll_timeout() {
+            return match self.wait_until(hedge) {
                 Some(until) => Action::Wait { until },
                 None => continue,
             };
@@ -349,27 +356,26 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
     /// [`poll`](Self::poll) and once the call is over (poll at once).
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let backoff = match self.stage {
+        let room = M::FULL && self.running() > 0 && self.running() < self.in_flight.all().len();
+        let hedge = if room { self.course.next_hedge() } else { None };
+        self.wait_until(hedge)
+    }
+
+    /// [`poll_timeout`](Self::poll_timeout), with `hedge` the next hedge's time when a slot is
+    /// free for one while attempts run (it counts only if it is after the latest poll: one
+    /// due then was sent or refused then).
+    fn wait_until(&self, hedge: Option<Instant>) -> Option<Instant> {
+        // The end of the backoff, or the next hedge.
+        let next = match self.stage {
             Stage::Start | Stage::Done => return None,
             Stage::Backoff => Some(self.course.backoff_end()),
-            Stage::Running => None,
+            Stage::Running => hedge.filter(|&at| at > self.course.latest_poll()),
         };
         let mut target = self.call().deadline.instant();
         for flight in self.in_flight.all().iter().flatten() {
             target = target.min(flight.until);
         }
-        if let Some(at) = backoff {
-            target = target.min(at);
-        } else if M::FULL && self.running() < self.in_flight.all().len() && self.running() > 0 {
-            if let Some(at) = self
-                .course
-                .next_hedge()
-                .filter(|&at| at > self.course.latest_poll())
-            {
-                target = target.min(at);
-            }
-        }
-        Some(target)
+        Some(next.map_or(target, |at| target.min(at)))
     }
 
     /// The attempt in `slot` answered at `now`: it wins, and the call is over (the attempts

@@ -321,24 +321,12 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
         }
     }
 
-    /// Sends a hedge at `now` if one is due and may be sent: the breaker is asked first
-    /// (a refusal stops the hedges of this attempt and is counted in
-    /// [`Report::breaker_rejections`]), then [`HedgeState::decide`] (a refusal of the retry
-    /// budget is counted in [`Report::budget_refusals`]). Call it only while an attempt is
-    /// running and the driver has room for another.
-    // Asked at every poll of a call in flight, and nearly always not due yet: that check is
-    // inlined where the machine asks, and sending one is not.
-    #[inline]
-    pub(super) fn hedge(&mut self, now: Instant) -> Option<Attempt> {
-        let due = self.next_hedge()?;
-        if now < due {
-            return None;
-        }
-        self.send_hedge(now)
-    }
-
-    /// [`hedge`](Self::hedge), once one is due at `now`.
-    fn send_hedge(&mut self, now: Instant) -> Option<Attempt> {
+    /// Sends a hedge at `now`, once [`next_hedge`](Self::next_hedge) says one is due, if it
+    /// may be sent: the breaker is asked first (a refusal stops the hedges of this attempt
+    /// and is counted in [`Report::breaker_rejections`]), then [`HedgeState::decide`] (a
+    /// refusal of the retry budget is counted in [`Report::budget_refusals`]). Call it only
+    /// while an attempt is running and the driver has room for another.
+    pub(super) fn send_hedge(&mut self, now: Instant) -> Option<Attempt> {
         let first = self.tally.started_at();
         let Ok(permit) = self.admit(now) else {
             if let Some(f) = self.followups.made(first) {

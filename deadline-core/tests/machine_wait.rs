@@ -1,0 +1,124 @@
+//! The sans-IO machine's waits, driven through whole calls on a simulated clock: every
+//! `Action::Wait` names the same instant as `poll_timeout` (a driver may sleep on either),
+//! that instant is after the clock's reading (so a driver that sleeps until it never spins),
+//! and every call ends. Calls with retries, backoff, hedges, a retry budget and a breaker, and
+//! deadline-only ones, with attempts that answer, fail or outlive their timeout.
+#![cfg(feature = "drive")]
+
+use deadline_core::breaker::{BreakerConfig, CircuitBreaker};
+use deadline_core::budget::RetryBudget;
+use deadline_core::call::Call;
+use deadline_core::drive::{Action, CallMachine, Mode, NoObserver};
+use deadline_core::policy::{Backoff, HedgePolicy, Jitter};
+use deadline_core::rng::SplitMix64;
+use deadline_core::{Deadline, Instant, Outcome, Policy, ms};
+use proptest::prelude::*;
+
+/// The most steps one call may take: far more than any call here needs (at most 4 attempts
+/// and their hedges, a handful of steps apiece). A call still going after it never ends.
+const MAX_STEPS: usize = 1_000;
+
+/// How one attempt goes: its latency, and whether it answers (0), fails (1) or is refused (2).
+type Script = (u64, u8);
+
+/// Runs `machine` to its end at `start`, each attempt going as the next entry of `script`
+/// says (cycling); checks every wait, and returns how many attempts started.
+fn run_checking_waits<M: Mode>(
+    mut machine: CallMachine<'_, &'static str, M>,
+    start: Instant,
+    script: &[Script],
+    seed: u64,
+) -> Result<usize, TestCaseError> {
+    let mut rng = SplitMix64::new(seed);
+    let mut observer = NoObserver;
+    let mut now = start;
+    // What each slot's attempt does: when it ends, and how.
+    let mut running: [Option<(Instant, u8)>; 4] = [None; 4];
+    let mut started = 0usize;
+    for _ in 0..MAX_STEPS {
+        match machine.poll(now, &mut rng, &mut observer) {
+            Action::Start { slot, .. } => {
+                let (latency, how) = script[started % script.len()];
+                started += 1;
+                prop_assert!(slot < running.len(), "slot {slot} past the room");
+                running[slot] = Some((now + ms(latency), how));
+            }
+            Action::Cancel { slot } => running[slot] = None,
+            Action::Wait { until } => {
+                prop_assert_eq!(machine.poll_timeout(), Some(until));
+                prop_assert!(until > now, "a wait until {until:?} at {now:?} would spin");
+                // The first attempt to end before `until` ends; else the clock reaches it.
+                let first = running
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(slot, r)| r.map(|(end, how)| (end, slot, how)))
+                    .filter(|&(end, _, _)| end < until)
+                    .min();
+                match first {
+                    Some((end, slot, how)) => {
+                        now = end;
+                        running[slot] = None;
+                        match how {
+                            0 => machine.succeeded(slot, now, &mut observer),
+                            1 => machine.failed(slot, "503", Outcome::Failed, now, &mut observer),
+                            _ => machine.failed(
+                                slot,
+                                "refused",
+                                Outcome::Refused,
+                                now,
+                                &mut observer,
+                            ),
+                        }
+                    }
+                    None => now = until,
+                }
+            }
+            Action::Done => {
+                let called = machine.finish(Some("answer"), now);
+                prop_assert!(called.report.ended >= start);
+                return Ok(started);
+            }
+        }
+    }
+    Err(TestCaseError::fail(format!(
+        "the call did not end in {MAX_STEPS} steps"
+    )))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn every_wait_is_the_poll_timeout_and_after_now(
+        budget_ms in 1u64..1_500,
+        cap_ms in 1u64..500,
+        floor_ms in 0u64..40,
+        reserve_ms in 0u64..30,
+        retries in 0u32..4,
+        backoff_ms in 1u64..80,
+        hedge_ms in 1u64..120,
+        max_hedges in 0u32..3,
+        floor_per_sec in 0u32..20,
+        script in prop::collection::vec((0u64..600, 0u8..3), 1..8),
+        seed in any::<u64>(),
+    ) {
+        let policy = Policy::required("B")
+            .idempotent()
+            .with_cap(ms(cap_ms))
+            .with_floor(ms(floor_ms))
+            .with_retries(retries)
+            .with_backoff(Backoff::exponential(ms(backoff_ms)).with_jitter(Jitter::Full))
+            .with_hedge(HedgePolicy::new(ms(hedge_ms), max_hedges));
+        let budget = RetryBudget::percent(10).with_floor_per_sec(floor_per_sec);
+        let breaker = CircuitBreaker::new(BreakerConfig::DEFAULT);
+        let start = Instant::from_millis(1_000);
+        let deadline = Deadline::after(start, ms(budget_ms));
+        let call = Call::new(&policy, deadline, ms(reserve_ms))
+            .with_budget(&budget)
+            .with_breaker(&breaker);
+
+        run_checking_waits(CallMachine::new(call), start, &script, seed)?;
+        let only = run_checking_waits(CallMachine::deadline_only(call), start, &script, seed)?;
+        prop_assert!(only <= 1);
+    }
+}
