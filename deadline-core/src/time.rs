@@ -283,6 +283,7 @@ impl Instant {
     /// The time from `earlier` to `self`, or zero if `earlier` is later (a clock that stepped
     /// back).
     #[must_use]
+    #[inline]
     pub const fn saturating_duration_since(self, earlier: Instant) -> Duration {
         micros_to_duration(self.micros.saturating_sub(earlier.micros))
     }
