@@ -58,6 +58,7 @@ pub fn to_std(t: Instant) -> std::time::Instant {
 
 /// Converts a core [`Instant`] to a std instant, or `None` if the platform cannot represent it.
 #[must_use]
+#[inline]
 pub fn checked_to_std(t: Instant) -> Option<std::time::Instant> {
     // std's own conversion: on a host a little cheaper than the core's (6 instructions of
     // each sleep a tokio call arms: `bash scripts/instructions.sh

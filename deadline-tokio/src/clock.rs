@@ -46,6 +46,7 @@ pub fn from_tokio(t: TokioInstant) -> Instant {
 /// Converts a core [`Instant`] to a tokio instant, or `None` if the platform's instant cannot
 /// represent it (such as [`Instant::MAX`] on some platforms).
 #[must_use]
+#[inline]
 pub fn checked_to_tokio(t: Instant) -> Option<TokioInstant> {
     deadline_std::checked_to_std(t).map(TokioInstant::from_std)
 }
