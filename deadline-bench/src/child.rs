@@ -137,6 +137,12 @@ impl Child {
     pub fn connections(&mut self) -> u64 {
         self.ask("connections").parse().expect("a count")
     }
+
+    /// Of those connections, the ones closed before a byte arrived on them (a dependency
+    /// counts them).
+    pub fn unused(&mut self) -> u64 {
+        self.ask("unused").parse().expect("a count")
+    }
 }
 
 impl Drop for Child {

@@ -4,11 +4,16 @@
 //! included. Each request draws on its own, so a hedge of a slow request is as likely to be
 //! fast as any.
 
+use std::io;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::http::StatusCode;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
 
 /// How the dependency answers: a fast latency drawn uniformly from `fast`, or with
 /// probability `slow_per_10k` / 10 000 the `slow` latency; and with probability
@@ -70,6 +75,7 @@ static CURRENT: Current = Current {
 };
 static RECEIVED: AtomicU64 = AtomicU64::new(0);
 static CONNECTIONS: AtomicU64 = AtomicU64::new(0);
+static UNUSED: AtomicU64 = AtomicU64::new(0);
 static DRAWS: AtomicU64 = AtomicU64::new(0);
 
 fn set(model: Model) {
@@ -116,8 +122,8 @@ async fn answer() -> (StatusCode, &'static str) {
 }
 
 /// The child's main: serves the dependency with `model` on a multi-threaded runtime of
-/// `threads` workers, and answers `cpu`, `received`, `connections` and `model A B C D E` on
-/// standard input
+/// `threads` workers, and answers `cpu`, `received`, `connections`, `unused` and
+/// `model A B C D E` on standard input
 /// until it closes.
 pub fn child_main(model: Model, threads: usize) {
     set(model);
@@ -127,16 +133,14 @@ pub fn child_main(model: Model, threads: usize) {
         .build()
         .expect("a runtime");
     let addr: SocketAddr = runtime.block_on(async {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind loopback");
         let addr = listener.local_addr().expect("an address");
         let app = axum::Router::new().route("/", axum::routing::get(answer));
         // Counts the connections it accepts: a client that drops a request in flight (a
         // hedge's loser, a timeout) cannot use its HTTP/1.1 connection again.
-        let listener = axum::serve::ListenerExt::tap_io(listener, |_| {
-            CONNECTIONS.fetch_add(1, Ordering::Relaxed);
-        });
+        let listener = Counting(listener);
         tokio::spawn(async move { axum::serve(listener, app).await });
         addr
     });
@@ -147,9 +151,93 @@ pub fn child_main(model: Model, threads: usize) {
         if command == "connections" {
             return Some(CONNECTIONS.load(Ordering::Relaxed).to_string());
         }
+        if command == "unused" {
+            return Some(UNUSED.load(Ordering::Relaxed).to_string());
+        }
         let model = Model::parse(command.strip_prefix("model ")?)?;
         set(model);
         Some("ok".to_owned())
     });
     runtime.shutdown_timeout(Duration::from_secs(1));
+}
+
+/// The dependency's listener: counts the connections it accepts, and of them those closed
+/// before a byte arrived on them (a client that gave up on a connection it was opening: a
+/// hedge dropped before its request was written, because the first attempt answered first).
+struct Counting(TcpListener);
+
+impl axum::serve::Listener for Counting {
+    type Io = Counted;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Counted, SocketAddr) {
+        loop {
+            match self.0.accept().await {
+                Ok((stream, addr)) => {
+                    CONNECTIONS.fetch_add(1, Ordering::Relaxed);
+                    return (
+                        Counted {
+                            stream,
+                            used: false,
+                        },
+                        addr,
+                    );
+                }
+                // Out of file descriptors, or a connection reset before it was accepted:
+                // wait a moment rather than spin, as axum's own listener does.
+                Err(_) => tokio::time::sleep(Duration::from_millis(1)).await,
+            }
+        }
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.0.local_addr()
+    }
+}
+
+/// An accepted connection: counted in `UNUSED` when it closes without a byte read from it.
+struct Counted {
+    stream: TcpStream,
+    used: bool,
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        if !self.used {
+            UNUSED.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl AsyncRead for Counted {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.stream).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.used = true;
+        }
+        polled
+    }
+}
+
+impl AsyncWrite for Counted {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, data)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
 }

@@ -10,9 +10,9 @@
 //! `--connections` (32) connections, each request with a 200 ms deadline (`x-deadline-ms`),
 //! in rounds whose order rotates (each variant's turn starts with 2 s of warm-up, not
 //! counted: tower's latency histogram is emptied after two idle periods), and prints requests
-//! per second, latency (p50, p99, p99.9), the front's CPU time per request, and the requests
-//! and connections the dependency received per request, each against plain reqwest in the
-//! same round.
+//! per second, latency (p50, p99, p99.9), the front's CPU time per request, the requests and
+//! connections the dependency received per request (and of those connections, the ones
+//! closed before a request arrived on them), each against plain reqwest in the same round.
 //!
 //! ```text
 //! cargo run -p deadline-bench --release --bin downstream -- [--rounds 9] [--seconds 3] [--connections 32] [--threads 1] [--quick]
@@ -72,6 +72,8 @@ struct Phase {
     sent_per_request: f64,
     /// Connections the dependency accepted per 1 000 requests answered.
     connections_per_1000: f64,
+    /// Of those, the ones closed before a request arrived on them, per 1 000 requests.
+    unused_per_1000: f64,
     not_ok: u64,
     errors: u64,
 }
@@ -146,11 +148,13 @@ fn main() {
             // two idle periods (a second each), which each variant's turn is for the others.
             runtime.block_on(closed_loop(&targets[v], o.connections, warm));
             let (cpu_before, sent_before) = (front.cpu(), dependency.received());
-            let connections_before = dependency.connections();
+            let (connections_before, unused_before) =
+                (dependency.connections(), dependency.unused());
             let load = runtime.block_on(closed_loop(&targets[v], o.connections, o.phase));
             let cpu = front.cpu() - cpu_before;
             let sent = dependency.received() - sent_before;
             let connections = dependency.connections() - connections_before;
+            let unused = dependency.unused() - unused_before;
             let served = (load.ok.len() as u64 + load.not_ok).max(1);
             phases[v].push(Phase {
                 per_second: load.per_second(),
@@ -160,6 +164,7 @@ fn main() {
                 cpu_per_request: cpu / u32::try_from(served).unwrap_or(u32::MAX),
                 sent_per_request: sent as f64 / served as f64,
                 connections_per_1000: connections as f64 * 1e3 / served as f64,
+                unused_per_1000: unused as f64 * 1e3 / served as f64,
                 not_ok: load.not_ok,
                 errors: load.errors,
             });
@@ -178,7 +183,7 @@ fn main() {
     drop(dependency);
 
     println!(
-        "\n{:<16} {:>11} {:>8} {:>10} {:>10} {:>10} {:>8} {:>12} {:>13} {:>12}",
+        "\n{:<16} {:>11} {:>8} {:>10} {:>10} {:>10} {:>8} {:>12} {:>13} {:>12} {:>13}",
         "variant",
         "requests/s",
         "ratio",
@@ -188,7 +193,8 @@ fn main() {
         "ratio",
         "CPU/request",
         "sent/request",
-        "conns/1000"
+        "conns/1000",
+        "unused/1000"
     );
     let base = phases[0].clone();
     let mut summary = Vec::new();
@@ -207,7 +213,7 @@ fn main() {
         let p99_ratio = ratio(|p| p.p99.as_secs_f64());
         let secs = |x: f64| ms(Duration::from_secs_f64(x));
         println!(
-            "{:<16} {:>11.0} {:>7.3}x {:>10} {:>10} {:>10} {:>7.3}x {:>9.2} us {:>13.4} {:>12.2}",
+            "{:<16} {:>11.0} {:>7.3}x {:>10} {:>10} {:>10} {:>7.3}x {:>9.2} us {:>13.4} {:>12.2} {:>13.2}",
             name,
             med(|p| p.per_second),
             rps_ratio,
@@ -218,6 +224,7 @@ fn main() {
             med(|p| p.cpu_per_request.as_secs_f64()) * 1e6,
             med(|p| p.sent_per_request),
             med(|p| p.connections_per_1000),
+            med(|p| p.unused_per_1000),
         );
         let (not_ok, errors) = p
             .iter()
