@@ -123,8 +123,7 @@ async fn answer() -> (StatusCode, &'static str) {
 
 /// The child's main: serves the dependency with `model` on a multi-threaded runtime of
 /// `threads` workers, and answers `cpu`, `received`, `connections`, `unused` and
-/// `model A B C D E` on standard input
-/// until it closes.
+/// `model A B C D E` on standard input until it closes.
 pub fn child_main(model: Model, threads: usize) {
     set(model);
     let runtime = tokio::runtime::Builder::new_multi_thread()
