@@ -211,7 +211,7 @@ fn main() {
     let mut summary = Vec::new();
     for (v, name) in VARIANTS.iter().enumerate() {
         let p = &phases[v];
-        let med = |f: fn(&Phase) -> f64| median(&p.iter().map(f).collect::<Vec<_>>());
+        let med = |f: fn(&Phase) -> f64| median_of(p, f);
         let ratio = |f: fn(&Phase) -> f64| -> f64 {
             median(
                 &p.iter()
@@ -249,7 +249,7 @@ fn main() {
         "(medians over {} rounds; each ratio is to plain reqwest within its round, then their median)",
         o.rounds
     );
-    let lib_median = |f: fn(&Phase) -> f64| median(&phases[1].iter().map(f).collect::<Vec<_>>());
+    let lib_median = |f: fn(&Phase) -> f64| median_of(&phases[1], f);
     println!(
         "Dependency::run by its own count: {:.2} hedges sent per 1 000 requests (the dependency \
          received {:.2} requests beyond one per 1 000, and accepted {:.2} connections, {:.2} unused)",
@@ -283,6 +283,11 @@ fn main() {
         eprintln!("a variant answered nothing, or had transport errors");
         std::process::exit(1);
     }
+}
+
+/// The median over `phases` of one figure, `f`.
+fn median_of(phases: &[Phase], f: fn(&Phase) -> f64) -> f64 {
+    median(&phases.iter().map(f).collect::<Vec<_>>())
 }
 
 /// The hedges the library's call has sent so far, by its own count (the front answers it).
