@@ -211,8 +211,11 @@ cargo build --release -p deadline-bench --bins
 for program in server downstream tail; do
   timeout 300 cargo run --release -q -p deadline-bench --bin "$program" -- --quick
 done
-# The server's instructions per request over real sockets, under valgrind (a few seconds).
-timeout 300 cargo run --release -q -p deadline-bench --bin server -- --instructions --quick
+# Instructions per request over real sockets, under valgrind (a few seconds each): the
+# server's, and the front's with its downstream call.
+for program in server downstream; do
+  timeout 300 cargo run --release -q -p deadline-bench --bin "$program" -- --instructions --quick
+done
 
 step "instructions per call: the command, run on two scenarios"
 # `bash scripts/instructions.sh` counts every scenario under valgrind for BENCHMARKS.md; here

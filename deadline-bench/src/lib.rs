@@ -12,9 +12,11 @@
 //!   and CPU time per request, with and without `DeadlineLayer`), `downstream` (a downstream
 //!   call per request: reqwest, `Dependency::run`, tower's stack), `tail` (what hedging buys
 //!   against a heavy tail); each runs its servers in processes of their own ([`child`]), loads
-//!   them from its own runtime ([`load`]), and prints both sides of every comparison.
+//!   them from its own runtime ([`load`]), and prints both sides of every comparison; `server`
+//!   and `downstream` also count a request's instructions exactly ([`callgrind`]).
 
 pub mod apps;
+pub mod callgrind;
 pub mod child;
 pub mod cpu;
 pub mod dependency;

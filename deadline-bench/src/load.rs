@@ -27,6 +27,21 @@ pub struct Target {
     pub headers: Vec<(HeaderName, HeaderValue)>,
 }
 
+impl Target {
+    /// `GET /` on the server at `addr`, with a deadline of `millis` (`x-deadline-ms`).
+    #[must_use]
+    pub fn get_within(addr: SocketAddr, millis: &'static str) -> Target {
+        Target {
+            addr,
+            path: "/",
+            headers: vec![(
+                HeaderName::from_static("x-deadline-ms"),
+                HeaderValue::from_static(millis),
+            )],
+        }
+    }
+}
+
 /// What one load phase measured, as the client saw it.
 #[derive(Clone, Debug, Default)]
 pub struct Load {
@@ -41,6 +56,21 @@ pub struct Load {
 }
 
 impl Load {
+    /// Panics, naming `name`, unless every one of `requests` requests was answered 200.
+    ///
+    /// # Panics
+    ///
+    /// As said: a count of requests some of which failed is not a count of what was asked.
+    pub fn assert_all_ok(&self, name: &str, requests: u64) {
+        assert!(
+            self.ok.len() as u64 == requests && self.errors == 0,
+            "{name}: {} of {requests} requests answered 200, {} others, {} transport errors",
+            self.ok.len(),
+            self.not_ok,
+            self.errors
+        );
+    }
+
     /// Answers 200 per second.
     #[must_use]
     pub fn per_second(&self) -> f64 {

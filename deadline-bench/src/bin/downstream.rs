@@ -17,18 +17,29 @@
 //! ```text
 //! cargo run -p deadline-bench --release --bin downstream -- [--rounds 9] [--seconds 3] [--connections 32] [--threads 1] [--quick]
 //! ```
+//!
+//! `--instructions [--quick]` counts instead, exactly and on any machine, what each variant
+//! costs the front in user space per request, its downstream call included: the front process
+//! runs under valgrind's callgrind, once loaded with 200 requests and once with 1 200 (20 and
+//! 120 with `--quick`), one after another over one keep-alive connection, and one request
+//! costs the difference of the two counts over the difference of the two numbers (the
+//! start-up, the connections and the first requests' warm-up cancel out; 5 requests go
+//! before each load, whatever they answer, as the first requests under valgrind can run out
+//! of time while valgrind translates the code they run). The dependency is
+//! the same, so the count includes each variant's hedges and the connections they cost; the
+//! program prints those beside it. Needs valgrind.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use deadline_bench::callgrind::{Counted, per_request, quick_arg, require_valgrind};
 use deadline_bench::child::{Child, serve_commands};
 use deadline_bench::dependency::Model;
 use deadline_bench::downstream::{DEPENDENCY, VARIANTS, apps};
-use deadline_bench::load::{Target, closed_loop};
+use deadline_bench::load::{Target, closed_loop, count};
 use deadline_bench::options::Options;
 use deadline_bench::stats::{load_average, median, ms, percentile};
 use deadline_core::observe::CounterEvent;
-use http::{HeaderName, HeaderValue};
 
 /// The dependency: 1 to 3 ms, and 2% of answers at 40 ms.
 const MODEL: Model = Model {
@@ -65,6 +76,120 @@ fn front_main(threads: usize, dependency: &str) {
     runtime.shutdown_timeout(Duration::from_secs(1));
 }
 
+/// What the load sends to the front at `addr`: `GET /` with `x-deadline-ms: 200`.
+fn target(addr: SocketAddr) -> Target {
+    Target::get_within(addr, "200")
+}
+
+/// Requests sent before each counted load of `--instructions`, whatever they answer.
+const WARM_UP: u64 = 5;
+
+/// `--instructions`: each variant's user-space instructions per request in the front, its
+/// downstream call included.
+fn instructions_main(quick: bool) {
+    require_valgrind("downstream --instructions");
+    let (low, high): (u64, u64) = if quick { (20, 120) } else { (200, 1_200) };
+    println!(
+        "downstream --instructions: the front process under callgrind, {low} and then {high} requests over one keep-alive connection, per variant; \
+         the dependency answers in 1-3 ms, 2% at 40 ms"
+    );
+    println!(
+        "{:<16} {:>22} {:>12} {:>10} {:>13} {:>12} {:>12}",
+        "variant",
+        "instructions/request",
+        "vs reqwest",
+        "over it",
+        "sent/request",
+        "conns/1000",
+        "hedges/1000"
+    );
+    let mut dependency = Child::spawn(&["--dependency"]);
+    let dependency_addr = dependency.addrs()[0].to_string();
+    let mut base = 0;
+    let mut per_variant = Vec::new();
+    for (v, name) in VARIANTS.iter().enumerate() {
+        let fewer = counted_run(&mut dependency, &dependency_addr, v, low);
+        let more = counted_run(&mut dependency, &dependency_addr, v, high);
+        let requests = high - low;
+        let per_request = per_request(name, (low, fewer.instructions), (high, more.instructions));
+        if v == 0 {
+            base = per_request;
+        }
+        let per =
+            |f: fn(&Counts) -> u64| f(&more).saturating_sub(f(&fewer)) as f64 / requests as f64;
+        // The library's hedges by its own count (the library is second in `VARIANTS`); the
+        // others keep no count of their own.
+        let hedges = if v == 1 {
+            format!("{:.1}", per(|c| c.hedges) * 1e3)
+        } else {
+            "-".to_owned()
+        };
+        println!(
+            "{:<16} {:>22} {:>11.3}x {:>+10} {:>13.4} {:>12.1} {:>12}",
+            name,
+            per_request,
+            per_request as f64 / base.max(1) as f64,
+            i128::from(per_request) - i128::from(base),
+            per(|c| c.sent),
+            per(|c| c.connections) * 1e3,
+            hedges,
+        );
+        per_variant.push(per_request);
+    }
+    let (library, tower) = (per_variant[1], per_variant[2]);
+    println!(
+        "Dependency::run against tower's stack: {:.3}x the front's instructions per request ({:+})",
+        library as f64 / tower.max(1) as f64,
+        i128::from(library) - i128::from(tower)
+    );
+}
+
+/// What one counted run of the front saw.
+struct Counts {
+    /// The instructions callgrind counted for the front's whole run.
+    instructions: u64,
+    /// Requests the dependency received during the load.
+    sent: u64,
+    /// Connections the dependency accepted during the load.
+    connections: u64,
+    /// Hedges the library's call sent, by its own count.
+    hedges: u64,
+}
+
+/// Starts the front under callgrind, loads variant `variant` with [`WARM_UP`] requests and
+/// then `requests` more, one after another over one keep-alive connection, and ends it.
+fn counted_run(
+    dependency: &mut Child,
+    dependency_addr: &str,
+    variant: usize,
+    requests: u64,
+) -> Counts {
+    let mut front = Counted::spawn(
+        &format!("downstream-{variant}-{requests}"),
+        &["--front", "1", dependency_addr],
+    );
+    let target = target(front.child().addrs()[variant]);
+    let runtime = deadline_bench::load::runtime();
+    // Under valgrind the first requests are slow (valgrind translates the code they run the
+    // first time), slow enough to run out of time: a few go first, in both runs, whatever
+    // they answer.
+    let _ = runtime.block_on(count(&target, WARM_UP, Duration::from_secs(600)));
+    let (sent, connections) = (dependency.received(), dependency.connections());
+    let load = runtime.block_on(count(&target, requests, Duration::from_secs(600)));
+    load.assert_all_ok(VARIANTS[variant], requests);
+    let hedges = hedges(front.child());
+    let (sent, connections) = (
+        dependency.received() - sent,
+        dependency.connections() - connections,
+    );
+    Counts {
+        instructions: front.finish(),
+        sent,
+        connections,
+        hedges,
+    }
+}
+
 /// One variant's figures in one round.
 #[derive(Clone, Copy, Debug, Default)]
 struct Phase {
@@ -99,6 +224,10 @@ fn main() {
             front_main(threads, rest.get(1).map_or("", String::as_str));
             return;
         }
+        Some("--instructions") => {
+            instructions_main(quick_arg("downstream", args.skip(1)));
+            return;
+        }
         _ => {}
     }
     let o = Options::parse(
@@ -125,18 +254,7 @@ fn main() {
     let threads = o.threads.to_string();
     let dep_addr = dependency.addrs()[0].to_string();
     let mut front = Child::spawn(&["--front", &threads, &dep_addr]);
-    let targets: Vec<Target> = front
-        .addrs()
-        .iter()
-        .map(|&addr| Target {
-            addr,
-            path: "/",
-            headers: vec![(
-                HeaderName::from_static("x-deadline-ms"),
-                HeaderValue::from_static("200"),
-            )],
-        })
-        .collect();
+    let targets: Vec<Target> = front.addrs().iter().map(|&addr| target(addr)).collect();
     let runtime = deadline_bench::load::runtime();
     // Warm-up, not counted: the connections, and each hedge's latency histogram.
     let warm = if o.quick {

@@ -37,11 +37,11 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use deadline_bench::apps::{DEADLINE_LAYER, VARIANTS, apps};
+use deadline_bench::callgrind::{Counted, per_request, quick_arg, require_valgrind};
 use deadline_bench::child::{Child, serve_commands};
 use deadline_bench::load::{Load, Target, closed_loop, count, fixed_rate};
 use deadline_bench::options::Options;
 use deadline_bench::stats::{load_average, median, ms, percentile, range};
-use http::{HeaderName, HeaderValue};
 
 /// The child: the servers on one runtime of `threads` workers.
 fn child_main(threads: usize) {
@@ -67,28 +67,12 @@ fn child_main(threads: usize) {
 
 /// What the load sends to the server at `addr`: `GET /` with `x-deadline-ms: 1000`.
 fn target(addr: SocketAddr) -> Target {
-    Target {
-        addr,
-        path: "/",
-        headers: vec![(
-            HeaderName::from_static("x-deadline-ms"),
-            HeaderValue::from_static("1000"),
-        )],
-    }
+    Target::get_within(addr, "1000")
 }
 
 /// `--instructions`: each variant's user-space instructions per request over real sockets.
 fn instructions_main(quick: bool) {
-    if std::process::Command::new("valgrind")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!(
-            "server --instructions: valgrind is not installed (Debian: apt-get install valgrind)"
-        );
-        std::process::exit(1);
-    }
+    require_valgrind("server --instructions");
     let (low, high): (u64, u64) = if quick { (20, 120) } else { (200, 1_200) };
     println!(
         "server --instructions: the server process under callgrind, {low} and then {high} requests over one keep-alive connection, per variant"
@@ -100,9 +84,7 @@ fn instructions_main(quick: bool) {
     let (mut base, mut deadline) = (0, 0);
     for (v, name) in VARIANTS.iter().enumerate() {
         let (more, fewer) = (callgrind_count(v, high), callgrind_count(v, low));
-        let per_request = more.checked_sub(fewer).unwrap_or_else(|| {
-            panic!("{name}: {high} requests counted {more}, {low} counted {fewer}")
-        }) / (high - low);
+        let per_request = per_request(name, (low, fewer), (high, more));
         if v == 0 {
             base = per_request;
         }
@@ -135,43 +117,17 @@ fn instructions_main(quick: bool) {
 /// The instructions callgrind counted for a whole run of the server process in which variant
 /// `variant` answered `requests` requests.
 fn callgrind_count(variant: usize, requests: u64) -> u64 {
-    let log = std::env::temp_dir().join(format!(
-        "deadline-bench-server-{}-{variant}-{requests}.log",
-        std::process::id()
-    ));
-    let log_file = format!("--log-file={}", log.display());
-    let child = Child::spawn_under(
-        &[
-            "valgrind",
-            "--tool=callgrind",
-            "--callgrind-out-file=/dev/null",
-            &log_file,
-        ],
+    let mut server = Counted::spawn(
+        &format!("server-{variant}-{requests}"),
         &["--child", "--threads", "1"],
     );
     let load = deadline_bench::load::runtime().block_on(count(
-        &target(child.addrs()[variant]),
+        &target(server.child().addrs()[variant]),
         requests,
         Duration::from_secs(600),
     ));
-    assert!(
-        load.ok.len() as u64 == requests && load.errors == 0,
-        "{}: {} of {requests} requests answered 200, {} others, {} transport errors",
-        VARIANTS[variant],
-        load.ok.len(),
-        load.not_ok,
-        load.errors
-    );
-    assert!(
-        child.finish(Duration::from_secs(120)),
-        "the server under valgrind did not exit"
-    );
-    let text = std::fs::read_to_string(&log).expect("valgrind's log");
-    let _ = std::fs::remove_file(&log);
-    text.lines()
-        .find_map(|line| line.split("Collected :").nth(1))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no instruction count in valgrind's log:\n{text}"))
+    load.assert_all_ok(VARIANTS[variant], requests);
+    server.finish()
 }
 
 /// One variant's figures in one round.
@@ -213,20 +169,7 @@ fn main() {
         return;
     }
     if args.peek().map(String::as_str) == Some("--instructions") {
-        let rest: Vec<String> = args.skip(1).collect();
-        match rest
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>()
-            .as_slice()
-        {
-            [] => instructions_main(false),
-            ["--quick"] => instructions_main(true),
-            _ => {
-                eprintln!("usage: server --instructions [--quick]");
-                std::process::exit(2);
-            }
-        }
+        instructions_main(quick_arg("server", args.skip(1)));
         return;
     }
     let o = Options::parse(
