@@ -37,15 +37,9 @@ pub fn per_request(name: &str, (low, fewer): (u64, u64), (high, more): (u64, u64
 /// Reads the arguments after `--instructions`: none, or `--quick` (true). Exits with a usage
 /// line naming `program` on anything else.
 pub fn quick_arg(program: &str, rest: impl Iterator<Item = String>) -> bool {
-    let rest: Vec<String> = rest.collect();
-    match rest
-        .iter()
-        .map(String::as_str)
-        .collect::<Vec<_>>()
-        .as_slice()
-    {
+    match rest.collect::<Vec<_>>().as_slice() {
         [] => false,
-        ["--quick"] => true,
+        [quick] if quick == "--quick" => true,
         _ => {
             eprintln!("usage: {program} --instructions [--quick]");
             std::process::exit(2);
