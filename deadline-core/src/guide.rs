@@ -131,6 +131,11 @@
 //! it for leave, just before, and spends no token on a hedge it refuses.
 //! [`call::HedgeState`](crate::call::HedgeState) is this decision.
 //!
+//! A copy that fails while others still run is retried at once, as the rules above allow: a
+//! hedge that fails fast does not wait for a slow first copy to end, its retry starts after
+//! its backoff in the slot it left, and whichever copy answers first is used. With no retry
+//! allowed, the call waits for the copies still running.
+//!
 //! # Timeouts are timeouts
 //!
 //! An attempt that runs out of time ends as the library's timeout, whichever timer noticed

@@ -382,6 +382,75 @@ fn dont_retry_stops_hedges_and_retries_but_lets_running_copies_finish() {
     assert!(called.report.retries > 0);
 }
 
+/// A hedged call whose first copy answers `1` after 200 ms, while its hedge (sent at 30 ms)
+/// fails after 40 ms and each retry answers its number after 10 ms; `retries` retries, 5 ms
+/// of backoff, a 400 ms deadline. Returns the result, the report and when each attempt
+/// started.
+fn slow_first_failed_hedge(retries: u32) -> (Called<u32, DepError>, Vec<Instant>) {
+    let timer = ManualTimer::new();
+    let t = &timer;
+    let b = Policy::required("B")
+        .idempotent()
+        .with_cap(ms(300))
+        .with_floor(ms(10))
+        .with_retries(retries)
+        .with_backoff(Backoff::constant(ms(5)))
+        .with_hedge(HedgePolicy::new(ms(30), 1));
+    let call = Call::new(&b, Deadline::after(t.now(), ms(400)), ms(0));
+    let starts = RefCell::new(Vec::new());
+    let called = timer
+        .run(Driver::new(call, t, SplitMix64::new(3)).run(classify, |_| {
+            starts.borrow_mut().push(t.now());
+            let n = u32::try_from(starts.borrow().len()).unwrap();
+            let (latency, out) = match n {
+                1 => (ms(200), Ok(1)),
+                2 => (ms(40), Err(DepError::Unavailable)),
+                _ => (ms(10), Ok(n)),
+            };
+            sim(t, latency, out)
+        }))
+        .unwrap();
+    (called, starts.into_inner())
+}
+
+#[test]
+fn a_failed_hedge_is_retried_while_the_slow_first_copy_runs() {
+    // The hedge fails at 70 ms. Its retry does not wait for the first copy (due at 200 ms):
+    // it starts after its backoff, at 75 ms, in the slot the hedge left, answers at 85 ms and
+    // wins; the first copy is cancelled.
+    let (called, starts) = slow_first_failed_hedge(2);
+    assert_eq!(
+        starts,
+        [
+            Instant::ZERO,
+            Instant::from_millis(30),
+            Instant::from_millis(75)
+        ]
+    );
+    assert_eq!(called.result, Ok(3));
+    let r = called.report;
+    assert_eq!(
+        (r.attempts, r.hedges, r.retries, r.winner, r.cancelled),
+        (3, 1, 1, Some(2), 1)
+    );
+    assert_eq!(r.ended, Instant::from_millis(85));
+}
+
+#[test]
+fn a_failed_hedge_with_no_retry_left_waits_for_the_first_copy() {
+    // No retry allowed: the failure does not end the call while a copy still runs, and the
+    // first copy's answer at 200 ms is the call's.
+    let (called, starts) = slow_first_failed_hedge(0);
+    assert_eq!(starts, [Instant::ZERO, Instant::from_millis(30)]);
+    assert_eq!(called.result, Ok(1));
+    let r = called.report;
+    assert_eq!(
+        (r.attempts, r.retries, r.winner, r.gave_up),
+        (2, 0, Some(0), None)
+    );
+    assert_eq!(r.ended, Instant::from_millis(200));
+}
+
 #[test]
 fn hedge_uses_the_live_delay_when_given() {
     let timer = ManualTimer::new();

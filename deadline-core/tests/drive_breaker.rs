@@ -187,6 +187,45 @@ fn a_retry_the_breaker_refuses_is_not_made() {
 }
 
 #[test]
+fn a_retry_the_breaker_refuses_while_a_copy_runs_leaves_that_copy_running() {
+    // The hedge (sent at 30 ms) fails at 70 ms, which opens the breaker (one failure in a row
+    // opens it). Its retry is decided at once, but the breaker refuses it when its backoff
+    // ends, at 75 ms: the first copy, still running, is not cancelled, and its answer at
+    // 200 ms is the call's.
+    let timer = ManualTimer::new();
+    let t = &timer;
+    let breaker = CircuitBreaker::new(config(1, 1));
+    let b = Policy::required("B")
+        .idempotent()
+        .with_cap(ms(300))
+        .with_floor(ms(10))
+        .with_retries(2)
+        .with_backoff(Backoff::constant(ms(5)))
+        .with_hedge(HedgePolicy::new(ms(30), 1));
+    let call = Call::new(&b, Deadline::after(t.now(), ms(400)), ms(0)).with_breaker(&breaker);
+    let invoked = Cell::new(0);
+    let called = timer
+        .run(Driver::new(call, t, SplitMix64::new(2)).run(classify, |_| {
+            invoked.set(invoked.get() + 1);
+            if invoked.get() == 1 {
+                sim(t, ms(200), Ok(1))
+            } else {
+                sim(t, ms(40), Err(DepError::Unavailable))
+            }
+        }))
+        .unwrap();
+    assert_eq!(invoked.get(), 2);
+    assert_eq!(called.result, Ok(1));
+    let r = called.report;
+    assert_eq!(
+        (r.attempts, r.hedges, r.retries, r.winner, r.cancelled),
+        (2, 1, 0, Some(0), 0)
+    );
+    assert_eq!((r.breaker_rejections, r.gave_up), (1, None));
+    assert_eq!(r.ended, Instant::from_millis(200));
+}
+
+#[test]
 fn a_half_open_breaker_admits_only_its_probes_across_concurrent_calls() {
     let timer = ManualTimer::new();
     let t = &timer;

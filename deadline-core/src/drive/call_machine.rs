@@ -67,7 +67,8 @@ enum Stage {
     Start,
     /// Attempts in flight (or about to be retried).
     Running,
-    /// Waiting for a retry to start at the end of its backoff (which the course keeps).
+    /// Waiting for a retry to start at the end of its backoff (which the course keeps); copies
+    /// started before it may still be running.
     Backoff,
     /// Over (with how it ended, until [`CallMachine::finish`] takes it); the attempts still
     /// marked in flight are to be cancelled.
@@ -133,6 +134,9 @@ pub struct CallMachine<'c, E, M: Mode = Full> {
     /// How many of the records hold an attempt in flight, in a full call (so that "none" is
     /// one compare); unused in a deadline-only one, whose one record says.
     running: u8,
+    /// A copy failed (or timed out) and its retry is not decided yet, in a full call: decided
+    /// at the next poll, even while other copies still run.
+    retry_due: bool,
     /// The attempt running in each slot: room for as many as the mode runs at once.
     in_flight: <M as Room>::Records,
 }
@@ -146,6 +150,7 @@ impl<'c, E> CallMachine<'c, E, Full> {
             stage: Stage::Start,
             ended: None,
             running: 0,
+            retry_due: false,
             in_flight: <<Full as Room>::Records as Records>::EMPTY,
         }
     }
@@ -161,6 +166,7 @@ impl<'c, E> CallMachine<'c, E, DeadlineOnly> {
             stage: Stage::Start,
             ended: None,
             running: 0,
+            retry_due: false,
             in_flight: <<DeadlineOnly as Room>::Records as Records>::EMPTY,
         }
     }
@@ -176,6 +182,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
             stage: Stage::Start,
             ended: None,
             running: 0,
+            retry_due: false,
             in_flight: <M::Records as Records>::empty(),
         }
     }
@@ -280,6 +287,9 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
                     let after = late.timeout();
                     let number = late.number();
                     self.course.timed_out(late, now);
+                    if M::FULL {
+                        self.retry_due = true;
+                    }
                     observer.on_event(&Event::new(
                         now,
                         EventKind::TimedOut {
@@ -298,7 +308,15 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
                     self.give_up(GiveUp::Exhausted, now, observer);
                     continue;
                 }
-                Stage::Running if M::FULL && self.running() == 0 => {
+                // After a failure, its retry is decided at once, even while other copies still
+                // run: a failed hedge's retry does not wait for a slow first copy. It runs in
+                // the slot the failure left, after its backoff.
+                Stage::Running
+                    if M::FULL
+                        && (self.running() == 0
+                            || (self.retry_due && self.running() < self.in_flight.all().len())) =>
+                {
+                    self.retry_due = false;
                     match self.course.retry(rng, now) {
                         RetryDecision::Retry(retry) => {
                             observer.on_event(&Event::new(
@@ -312,20 +330,26 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
                             self.stage = Stage::Backoff;
                         }
                         RetryDecision::GiveUp(reason) => {
-                            self.give_up(reason, now, observer);
+                            // With copies still running, the call waits for them (and may
+                            // still hedge), and decides again if they fail too.
+                            if self.running() == 0 {
+                                self.give_up(reason, now, observer);
+                            }
                             continue;
                         }
                     }
                 }
                 // Computed again at the instant the retry really starts.
                 Stage::Backoff if M::FULL && now >= self.course.backoff_end() => {
+                    self.stage = Stage::Running;
                     match self.course.restart(now) {
-                        Ok(retry) => {
-                            self.stage = Stage::Running;
-                            return self.launch(retry, observer);
-                        }
+                        Ok(retry) => return self.launch(retry, observer),
                         Err(reason) => {
-                            self.give_up(reason, now, observer);
+                            // Not made after all: with copies still running, the call waits
+                            // for them, as when no retry is allowed.
+                            if self.running() == 0 {
+                                self.give_up(reason, now, observer);
+                            }
                             continue;
                         }
                     }
@@ -403,8 +427,10 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
     }
 
     /// The attempt in `slot` failed at `now` with its own `error`, which the classifier read
-    /// as `outcome`. A fatal error ends the call ([`GiveUp::NotRetryable`]); any other waits
-    /// for the attempts still running, or for a retry.
+    /// as `outcome`. A fatal error ends the call ([`GiveUp::NotRetryable`]); after any other,
+    /// the next [`poll`](Self::poll) decides its retry, even while other attempts still run
+    /// (the retry then runs beside them); with no retry allowed, the call waits for the
+    /// attempts still running.
     pub fn failed<O: Observer + ?Sized>(
         &mut self,
         slot: usize,
@@ -422,6 +448,9 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
         };
         let number = failed.number();
         let fatal = self.course.failed(failed, error, outcome, now);
+        if M::FULL {
+            self.retry_due = true;
+        }
         observer.on_event(&Event::new(
             now,
             EventKind::Failed {

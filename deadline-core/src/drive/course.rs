@@ -47,7 +47,7 @@ enum Failure<E> {
 ///    [`failed`](Course::failed) (the attempt's own error), [`timed_out`](Course::timed_out)
 ///    (the driver cut it off at [`Limits::until`]) or [`cancel`](Course::cancel) (it is
 ///    dropped because the call ended otherwise);
-/// 3. when no attempt is left running after a failure, [`retry`](Course::retry); after
+/// 3. after each failure, [`retry`](Course::retry) (even while other attempts run); after
 ///    sleeping until [`Retry::at`](crate::call::Retry::at),
 ///    [`restart`](Course::restart) at the instant it really woke;
 /// 4. while an attempt runs, [`hedge`](Course::hedge) when [`next_hedge`](Course::next_hedge)
@@ -224,8 +224,8 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
         self.settle_breaker(&mut attempt, BreakerOutcome::Abandoned, now);
     }
 
-    /// Decides, at `now`, whether to retry after the latest failure, once no attempt is
-    /// running: [`RetryState::decide`] with the latest failure's outcome. A refusal of the
+    /// Decides, at `now`, whether to retry after the latest failure (other attempts may still
+    /// be running): [`RetryState::decide`] with the latest failure's outcome. A refusal of the
     /// retry budget is counted in [`Report::budget_refusals`].
     pub(super) fn retry<R: Rng + ?Sized>(&mut self, rng: &mut R, now: Instant) -> RetryDecision {
         let first = self.tally.started_at();

@@ -19,18 +19,20 @@
 //!    ([`Error::CircuitOpen`](crate::Error::CircuitOpen));
 //! 2. runs the attempt, racing it against a sleep until its [`Limits::until`];
 //! 3. sends a hedge when one is due ([`HedgeState`](crate::call::HedgeState)), while the first is still running;
-//! 4. on a failure (the attempt's error, classified by [`Classify`], or its timeout) with no
-//!    other attempt running, asks [`RetryState::decide`](crate::call::RetryState::decide),
-//!    sleeps the backoff, computes the limits again at the instant it really wakes, and
-//!    starts the retry, or gives up;
+//! 4. on a failure (the attempt's error, classified by [`Classify`], or its timeout), asks
+//!    [`RetryState::decide`](crate::call::RetryState::decide), sleeps the backoff, computes
+//!    the limits again at the instant it really wakes, and starts the retry; with no retry
+//!    allowed, it gives up, or waits for the other attempts if any still run;
 //! 5. returns the first success; every attempt still running is dropped at that moment,
 //!    which cancels it (so is everything, if the driver's own future is dropped).
 //!
 //! Every one of these decisions, and the error the call ends with, is the machine's.
 //!
-//! While several attempts run (a hedge was sent), a failure of one of them ends nothing:
-//! the driver waits for the others, and decides on a retry only when none is left, from the
-//! latest failure. As in gRPC's hedging (gRFC A6), two failures are exceptions: an
+//! While several attempts run (a hedge was sent), a failure of one of them ends nothing: its
+//! retry is decided at once, as after any failure, and runs beside the others (a hedge that
+//! fails fast does not wait for a slow first attempt to end), as gRPC's hedging (gRFC A6)
+//! sends its next copy at once when one fails; with no retry allowed, the driver waits for
+//! the others. As in gRPC's hedging, two failures are exceptions: an
 //! [`Outcome::Fatal`] error cancels the other attempts and
 //! ends the call at once, and a server's "do not retry"
 //! ([`Pushback::DontRetry`](crate::Pushback::DontRetry)) stops further hedges and
@@ -150,8 +152,9 @@ pub use report::{Called, Report};
 pub(crate) use runtime::Runtime;
 pub(crate) use scoped::Scoped;
 
-/// The most attempts one driven call has running at once: the first (or a retry) and up to
-/// three hedges. Hedges beyond it wait for a slot to free up.
+/// The most attempts one driven call has running at once (the first, its hedges, and the
+/// retries of copies that failed while others ran). Hedges and retries beyond it wait for a
+/// slot to free up.
 pub const MAX_IN_FLIGHT: usize = 4;
 
 /// Runs one dependency call under its policy on a [`Timer`]. See the [module docs](self).
