@@ -211,6 +211,8 @@ cargo build --release -p deadline-bench --bins
 for program in server downstream tail; do
   timeout 300 cargo run --release -q -p deadline-bench --bin "$program" -- --quick
 done
+# The tail of your own (here a 20x tail, as slow answers 40 ms): the options, run once.
+timeout 300 cargo run --release -q -p deadline-bench --bin tail -- --quick --slow-ms 40 --slow-percent 2
 # Instructions per request over real sockets, under valgrind (a few seconds each): the
 # server's, and the front's with its downstream call.
 for program in server downstream; do

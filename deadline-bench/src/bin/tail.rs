@@ -1,6 +1,7 @@
 //! `tail`: what hedging buys against a heavy tail, and what drawing hedges from the retry
 //! budget costs and buys. A loopback dependency (in a process of its own) answers in 2 ms,
-//! and 2% of its answers take 100 times as long (200 ms); this program calls it from its own
+//! and 2% of its answers take 100 times as long (200 ms; `--slow-ms` and `--slow-percent`
+//! set another tail); this program calls it from its own
 //! runtime, `--connections` (16) calls in flight at a time, each way in turn, in rounds whose
 //! order rotates (each way's turn starts with a warm-up that is not counted: tower's latency
 //! histogram is emptied after two idle periods, a second each here), and prints each way's
@@ -15,7 +16,7 @@
 //!   library's (found in this run: see "calibration"), and at p95 (the library's setting);
 //!   its hedges draw from no budget.
 //!
-//! Then two scenarios the budget is for:
+//! Then two scenarios the budget is for, the library's two ways beside tower's `Hedge` at p95:
 //!
 //! - **an incident**: the dependency turns slow for every answer (20 ms) from a warm steady
 //!   state: the extra requests each way sends while its latency estimate catches up;
@@ -24,7 +25,7 @@
 //!   hedges.
 //!
 //! ```text
-//! cargo run -p deadline-bench --release --bin tail -- [--rounds 5] [--seconds 3] [--connections 16] [--quick]
+//! cargo run -p deadline-bench --release --bin tail -- [--slow-ms 200] [--slow-percent 2] [--rounds 5] [--seconds 3] [--connections 16] [--quick]
 //! ```
 
 use std::sync::Arc;
@@ -46,24 +47,81 @@ const CAP: Duration = millis(1_000);
 /// Each call's deadline.
 const BUDGET: Duration = millis(2_000);
 
-/// 2 ms, and 2% of answers 100 times slower.
-const STEADY: Model = Model {
-    fast: (2_000, 2_000),
-    slow_per_10k: 200,
-    slow: 200_000,
-    fail_per_10k: 0,
-};
+/// The fast answers' latency (microseconds).
+const FAST: u64 = 2_000;
+
+/// The tail the program is run with: 2 ms, and `slow_percent` of answers at `slow_ms`.
+#[derive(Clone, Copy, Debug)]
+struct Tail {
+    slow_ms: f64,
+    slow_percent: f64,
+}
+
+impl Tail {
+    /// The Tail at Scale's shape: 2% of answers 100 times slower.
+    const DEFAULT: Tail = Tail {
+        slow_ms: 200.0,
+        slow_percent: 2.0,
+    };
+
+    /// Takes `--slow-ms MS` and `--slow-percent P` out of `args`, and leaves the rest. Exits
+    /// with a usage message on a value that is not a number in range.
+    fn take(args: &mut Vec<String>) -> Tail {
+        let mut tail = Tail::DEFAULT;
+        let mut rest = Vec::new();
+        let mut it = std::mem::take(args).into_iter();
+        while let Some(arg) = it.next() {
+            let field = match arg.as_str() {
+                "--slow-ms" => &mut tail.slow_ms,
+                "--slow-percent" => &mut tail.slow_percent,
+                _ => {
+                    rest.push(arg);
+                    continue;
+                }
+            };
+            let (least, most) = if arg == "--slow-ms" {
+                (0.001, 60_000.0)
+            } else {
+                (0.0, 100.0)
+            };
+            *field = it
+                .next()
+                .and_then(|v| v.parse::<f64>().ok())
+                .filter(|v| (least..=most).contains(v))
+                .unwrap_or_else(|| {
+                    eprintln!("{arg} takes a number from {least} to {most}\nusage: [--slow-ms MS] [--slow-percent P] [--rounds N] [--seconds S] [--connections C] [--quick]");
+                    std::process::exit(2);
+                });
+        }
+        *args = rest;
+        tail
+    }
+
+    /// The dependency's model: 2 ms, and the slow answers.
+    fn steady(self) -> Model {
+        Model {
+            fast: (FAST, FAST),
+            // Per 10 000, from a percentage: rounded to the nearest whole answer.
+            slow_per_10k: (self.slow_percent * 100.0).round() as u64,
+            slow: (self.slow_ms * 1_000.0).round() as u64,
+            fail_per_10k: 0,
+        }
+    }
+
+    /// The tail, and 10% of answers failing (503) after the usual latency.
+    fn failing(self) -> Model {
+        Model {
+            fail_per_10k: 1_000,
+            ..self.steady()
+        }
+    }
+}
 /// An incident: every answer takes 20 ms.
 const INCIDENT: Model = Model {
     fast: (20_000, 20_000),
     slow_per_10k: 0,
     slow: 0,
     fail_per_10k: 0,
-};
-/// The tail, and 10% of answers failing (503) after the usual latency.
-const FAILING: Model = Model {
-    fail_per_10k: 1_000,
-    ..STEADY
 };
 
 /// The dependency, hedged at its live p95 (10 ms until 20 latencies are known), two retries,
@@ -205,11 +263,13 @@ fn table(title: &str, rows: &[(String, Measured)]) {
 }
 
 fn main() {
-    let mut args = std::env::args().skip(1).peekable();
-    if args.peek().map(String::as_str) == Some("--dependency") {
-        deadline_bench::dependency::child_main(STEADY, 1);
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--dependency") {
+        // Told its tail at once, with the `model` command.
+        deadline_bench::dependency::child_main(Tail::DEFAULT.steady(), 1);
         return;
     }
+    let tail = Tail::take(&mut args);
     let o = Options::parse(
         Options {
             rounds: 5,
@@ -222,13 +282,16 @@ fn main() {
         args,
     );
     println!(
-        "tail: {} rounds of {:.2} s per way, {} calls in flight; load average {}",
+        "tail: 2 ms, and {}% of answers at {} ms; {} rounds of {:.2} s per way, {} calls in flight; load average {}",
+        tail.slow_percent,
+        tail.slow_ms,
         o.rounds,
         o.phase.as_secs_f64(),
         o.connections,
         load_average().unwrap_or_default()
     );
     let mut dependency = Child::spawn(&["--dependency"]);
+    dependency.ask(&tail.steady().command());
     let url: Arc<str> = Arc::from(format!("http://{}/", dependency.addrs()[0]));
     let runtime = deadline_bench::load::runtime();
     let client = client();
@@ -280,8 +343,8 @@ fn main() {
         Way::Plain,
         library.clone(),
         no_budget.clone(),
-        tower.clone(),
-        tower_p95,
+        tower,
+        tower_p95.clone(),
     ];
     for way in &ways[1..] {
         run(&mut dependency, way, warm);
@@ -305,7 +368,10 @@ fn main() {
         .map(|(w, m)| (w.name().to_owned(), m.clone()))
         .collect();
     table(
-        "a heavy tail: 2 ms, and 2% of answers at 200 ms (latencies pooled over the rounds)",
+        &format!(
+            "a heavy tail: 2 ms, and {}% of answers at {} ms (latencies pooled over the rounds)",
+            tail.slow_percent, tail.slow_ms
+        ),
         &rows,
     );
     let (plain, lib, tow) = (&steady[0], &steady[1], &steady[3]);
@@ -327,7 +393,10 @@ fn main() {
     );
 
     // An incident, from a warm steady state each time.
-    let hedgers = [library, no_budget, tower];
+    // Tower's `Hedge` at p95, the library's own setting: its "same load" percentile lies
+    // between the fast answers and the slow ones, and from one run to the next it lands on
+    // either side.
+    let hedgers = [library, no_budget, tower_p95];
     let mut incident: Vec<Measured> = vec![Measured::default(); hedgers.len()];
     for round in 0..o.rounds {
         for i in 0..hedgers.len() {
@@ -335,7 +404,7 @@ fn main() {
             run(&mut dependency, &hedgers[w], warm);
             dependency.ask(&INCIDENT.command());
             let m = run(&mut dependency, &hedgers[w], o.phase);
-            dependency.ask(&STEADY.command());
+            dependency.ask(&tail.steady().command());
             incident[w].add(m);
         }
     }
@@ -353,7 +422,7 @@ fn main() {
     );
 
     // Failures: retries and hedges from one budget.
-    dependency.ask(&FAILING.command());
+    dependency.ask(&tail.failing().command());
     let mut failing: Vec<Measured> = vec![Measured::default(); hedgers.len()];
     for round in 0..o.rounds {
         for i in 0..hedgers.len() {
