@@ -374,20 +374,27 @@ fn main() {
         ),
         &rows,
     );
-    let (plain, lib, tow) = (&steady[0], &steady[1], &steady[3]);
+    let (plain, lib) = (&steady[0], &steady[1]);
     let p999 = |m: &Measured| {
         let mut ok = m.ok.clone();
         ok.sort_unstable();
         percentile(&ok, 99.9).as_secs_f64()
     };
+    // Tower's better row: at the same extra load, or at p95.
+    let (tow, tow_name) = if p999(&steady[3]) <= p999(&steady[4]) {
+        (&steady[3], ways[3].name())
+    } else {
+        (&steady[4], ways[4].name())
+    };
     let cut = p999(plain) / p999(lib);
     let met = cut >= 10.0 && lib.extra() <= 0.05 && p999(lib) <= p999(tow);
     println!(
         "target: the library's hedge cuts p99.9 at least 10x for at most 5% extra requests, no worse than tower's: {} \
-         (p99.9 {:.1}x lower, {:.2}% extra; tower's p99.9 {} for {:.2}% extra)",
+         (p99.9 {:.1}x lower, {:.2}% extra; tower's best, {}: p99.9 {} for {:.2}% extra)",
         if met { "met" } else { "not met" },
         cut,
         lib.extra() * 100.0,
+        tow_name,
         ms(Duration::from_secs_f64(p999(tow))),
         tow.extra() * 100.0
     );
