@@ -43,8 +43,8 @@
 //! policy's [`attempts`](crate::policy::RetryPolicy::attempts); hedges count against
 //! [`max_hedges`](crate::policy::HedgePolicy::max_hedges) only. A retry's token is withdrawn
 //! when the retry is decided, before its backoff; if the driver then wakes too late for it,
-//! or the breaker refuses it, the token is not given back (the budget errs towards fewer
-//! retries).
+//! the breaker refuses it, or another attempt answers during the backoff, the token is not
+//! given back (the budget errs towards fewer retries).
 //!
 //! # Circuit breaker
 //!
