@@ -50,41 +50,39 @@ const BUDGET: Duration = millis(2_000);
 /// The fast answers' latency (microseconds).
 const FAST: u64 = 2_000;
 
-/// The tail the program is run with: 2 ms, and `slow_percent` of answers at `slow_ms`.
+/// The tail the program is run with: 2 ms, and `slow_per_10k` answers in 10 000 at
+/// `slow_us` microseconds (the dependency's own units: what is printed is what it does).
 #[derive(Clone, Copy, Debug)]
 struct Tail {
-    slow_ms: f64,
-    slow_percent: f64,
+    slow_us: u64,
+    slow_per_10k: u64,
 }
 
 impl Tail {
     /// The Tail at Scale's shape: 2% of answers 100 times slower.
     const DEFAULT: Tail = Tail {
-        slow_ms: 200.0,
-        slow_percent: 2.0,
+        slow_us: 200_000,
+        slow_per_10k: 200,
     };
 
-    /// Takes `--slow-ms MS` and `--slow-percent P` out of `args`, and leaves the rest. Exits
-    /// with a usage message on a value that is not a number in range.
+    /// Takes `--slow-ms MS` (0.001 to 60 000, to the microsecond) and `--slow-percent P` (0 to
+    /// 100, to 0.01) out of `args`, and leaves the rest. Exits with a usage message on a value
+    /// that is not a number in range.
     fn take(args: &mut Vec<String>) -> Tail {
         let mut tail = Tail::DEFAULT;
         let mut rest = Vec::new();
         let mut it = std::mem::take(args).into_iter();
         while let Some(arg) = it.next() {
-            let field = match arg.as_str() {
-                "--slow-ms" => &mut tail.slow_ms,
-                "--slow-percent" => &mut tail.slow_percent,
+            // The range, and the scale to the dependency's units.
+            let (field, least, most, scale) = match arg.as_str() {
+                "--slow-ms" => (&mut tail.slow_us, 0.001, 60_000.0, 1_000.0),
+                "--slow-percent" => (&mut tail.slow_per_10k, 0.0, 100.0, 100.0),
                 _ => {
                     rest.push(arg);
                     continue;
                 }
             };
-            let (least, most) = if arg == "--slow-ms" {
-                (0.001, 60_000.0)
-            } else {
-                (0.0, 100.0)
-            };
-            *field = it
+            let value = it
                 .next()
                 .and_then(|v| v.parse::<f64>().ok())
                 .filter(|v| (least..=most).contains(v))
@@ -92,18 +90,29 @@ impl Tail {
                     eprintln!("{arg} takes a number from {least} to {most}\nusage: [--slow-ms MS] [--slow-percent P] [--rounds N] [--seconds S] [--connections C] [--quick]");
                     std::process::exit(2);
                 });
+            // In range, so the product is a small whole number after rounding.
+            *field = (value * scale).round() as u64;
         }
         *args = rest;
         tail
+    }
+
+    /// The slow answers' latency, in milliseconds.
+    fn slow_ms(self) -> f64 {
+        self.slow_us as f64 / 1_000.0
+    }
+
+    /// The share of slow answers, in percent.
+    fn slow_percent(self) -> f64 {
+        self.slow_per_10k as f64 / 100.0
     }
 
     /// The dependency's model: 2 ms, and the slow answers.
     fn steady(self) -> Model {
         Model {
             fast: (FAST, FAST),
-            // Per 10 000, from a percentage: rounded to the nearest whole answer.
-            slow_per_10k: (self.slow_percent * 100.0).round() as u64,
-            slow: (self.slow_ms * 1_000.0).round() as u64,
+            slow_per_10k: self.slow_per_10k,
+            slow: self.slow_us,
             fail_per_10k: 0,
         }
     }
@@ -283,8 +292,8 @@ fn main() {
     );
     println!(
         "tail: 2 ms, and {}% of answers at {} ms; {} rounds of {:.2} s per way, {} calls in flight; load average {}",
-        tail.slow_percent,
-        tail.slow_ms,
+        tail.slow_percent(),
+        tail.slow_ms(),
         o.rounds,
         o.phase.as_secs_f64(),
         o.connections,
@@ -370,7 +379,8 @@ fn main() {
     table(
         &format!(
             "a heavy tail: 2 ms, and {}% of answers at {} ms (latencies pooled over the rounds)",
-            tail.slow_percent, tail.slow_ms
+            tail.slow_percent(),
+            tail.slow_ms()
         ),
         &rows,
     );
