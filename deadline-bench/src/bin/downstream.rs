@@ -4,7 +4,8 @@
 //! with a fixed timeout; `Dependency::run` behind `DeadlineLayer` (cap, two retries, a hedge at
 //! the live p95, the retry budget, a breaker, the time left in the header); tower's
 //! `Retry(TpsBudget)` + `Hedge` + `Timeout` with the same settings. The dependency answers in
-//! 1 to 3 ms, and 2% of its answers take 40 ms.
+//! 1 to 3 ms, and 2% of its answers take 40 ms (`--slow-ms` and `--slow-percent` set another
+//! tail).
 //!
 //! This program loads each front in turn from its own runtime, in a closed loop of
 //! `--connections` (32) connections, each request with a 200 ms deadline (`x-deadline-ms`),
@@ -15,7 +16,7 @@
 //! closed before a request arrived on them), each against plain reqwest in the same round.
 //!
 //! ```text
-//! cargo run -p deadline-bench --release --bin downstream -- [--rounds 9] [--seconds 3] [--connections 32] [--threads 1] [--quick]
+//! cargo run -p deadline-bench --release --bin downstream -- [--slow-ms 40] [--slow-percent 2] [--rounds 9] [--seconds 3] [--connections 32] [--threads 1] [--quick]
 //! ```
 //!
 //! `--instructions [--quick]` counts instead, exactly and on any machine, what each variant
@@ -26,8 +27,8 @@
 //! start-up, the connections and the first requests' warm-up cancel out; 5 requests go
 //! before each load, whatever they answer, as the first requests under valgrind can run out
 //! of time while valgrind translates the code they run). The dependency is
-//! the same, so the count includes each variant's hedges and the connections they cost; the
-//! program prints those beside it. Needs valgrind.
+//! the same (with the default tail), so the count includes each variant's hedges and the
+//! connections they cost; the program prints those beside it. Needs valgrind.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -37,17 +38,25 @@ use deadline_bench::child::{Child, serve_commands};
 use deadline_bench::dependency::Model;
 use deadline_bench::downstream::{DEPENDENCY, VARIANTS, apps};
 use deadline_bench::load::{Target, closed_loop, count};
-use deadline_bench::options::Options;
+use deadline_bench::options::{Options, Slow};
 use deadline_bench::stats::{load_average, median, ms, percentile};
 use deadline_core::observe::CounterEvent;
 
-/// The dependency: 1 to 3 ms, and 2% of answers at 40 ms.
-const MODEL: Model = Model {
-    fast: (1_000, 3_000),
-    slow_per_10k: 200,
-    slow: 40_000,
-    fail_per_10k: 0,
+/// The dependency's slow answers unless told otherwise: 2% at 40 ms.
+const SLOW: Slow = Slow {
+    us: 40_000,
+    per_10k: 200,
 };
+
+/// The dependency: 1 to 3 ms, and the `slow` answers.
+fn model(slow: Slow) -> Model {
+    Model {
+        fast: (1_000, 3_000),
+        slow_per_10k: slow.per_10k,
+        slow: slow.us,
+        fail_per_10k: 0,
+    }
+}
 
 /// The front: the three servers, calling the dependency at `dependency`.
 fn front_main(threads: usize, dependency: &str) {
@@ -215,7 +224,8 @@ fn main() {
     let mut args = std::env::args().skip(1).peekable();
     match args.peek().map(String::as_str) {
         Some("--dependency") => {
-            deadline_bench::dependency::child_main(MODEL, 1);
+            // Told its tail at once, with the `model` command.
+            deadline_bench::dependency::child_main(model(SLOW), 1);
             return;
         }
         Some("--front") => {
@@ -238,19 +248,24 @@ fn main() {
             threads: 1,
             rate: 1,
             quick: false,
+            slow: Some(SLOW),
         },
         args,
     );
+    let slow = o.slow.unwrap_or(SLOW);
     println!(
         "downstream: {} rounds of {:.2} s per variant, {} connections, front runtime of {} worker thread(s); \
-         the dependency answers in 1-3 ms, 2% at 40 ms; load average {}",
+         the dependency answers in 1-3 ms, {}% at {} ms; load average {}",
         o.rounds,
         o.phase.as_secs_f64(),
         o.connections,
         o.threads,
+        slow.percent(),
+        slow.ms(),
         load_average().unwrap_or_default()
     );
     let mut dependency = Child::spawn(&["--dependency"]);
+    dependency.ask(&model(slow).command());
     let threads = o.threads.to_string();
     let dep_addr = dependency.addrs()[0].to_string();
     let mut front = Child::spawn(&["--front", &threads, &dep_addr]);

@@ -180,6 +180,7 @@ fn main() {
             threads: 1,
             rate: 10_000,
             quick: false,
+            slow: None,
         },
         args,
     );

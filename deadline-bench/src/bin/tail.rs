@@ -34,7 +34,7 @@ use std::time::Duration;
 use deadline_bench::child::Child;
 use deadline_bench::dependency::Model;
 use deadline_bench::downstream::{TowerStack, call_tower, client, get, tower_stack_for};
-use deadline_bench::options::Options;
+use deadline_bench::options::{Options, Slow};
 use deadline_bench::stats::{load_average, ms, percentile};
 use deadline_core::{Policy, ms as millis};
 use deadline_tokio::reqwest::DeadlineRequest;
@@ -50,81 +50,30 @@ const BUDGET: Duration = millis(2_000);
 /// The fast answers' latency (microseconds).
 const FAST: u64 = 2_000;
 
-/// The tail the program is run with: 2 ms, and `slow_per_10k` answers in 10 000 at
-/// `slow_us` microseconds (the dependency's own units: what is printed is what it does).
-#[derive(Clone, Copy, Debug)]
-struct Tail {
-    slow_us: u64,
-    slow_per_10k: u64,
-}
+/// The Tail at Scale's shape: 2% of answers 100 times slower (200 ms).
+const TAIL_AT_SCALE: Slow = Slow {
+    us: 200_000,
+    per_10k: 200,
+};
 
-impl Tail {
-    /// The Tail at Scale's shape: 2% of answers 100 times slower.
-    const DEFAULT: Tail = Tail {
-        slow_us: 200_000,
-        slow_per_10k: 200,
-    };
-
-    /// Takes `--slow-ms MS` (0.001 to 60 000, to the microsecond) and `--slow-percent P` (0 to
-    /// 100, to 0.01) out of `args`, and leaves the rest. Exits with a usage message on a value
-    /// that is not a number in range.
-    fn take(args: &mut Vec<String>) -> Tail {
-        let mut tail = Tail::DEFAULT;
-        let mut rest = Vec::new();
-        let mut it = std::mem::take(args).into_iter();
-        while let Some(arg) = it.next() {
-            // The range, and the scale to the dependency's units.
-            let (field, least, most, scale) = match arg.as_str() {
-                "--slow-ms" => (&mut tail.slow_us, 0.001, 60_000.0, 1_000.0),
-                "--slow-percent" => (&mut tail.slow_per_10k, 0.0, 100.0, 100.0),
-                _ => {
-                    rest.push(arg);
-                    continue;
-                }
-            };
-            let value = it
-                .next()
-                .and_then(|v| v.parse::<f64>().ok())
-                .filter(|v| (least..=most).contains(v))
-                .unwrap_or_else(|| {
-                    eprintln!("{arg} takes a number from {least} to {most}\nusage: [--slow-ms MS] [--slow-percent P] [--rounds N] [--seconds S] [--connections C] [--quick]");
-                    std::process::exit(2);
-                });
-            // In range, so the product is a small whole number after rounding.
-            *field = (value * scale).round() as u64;
-        }
-        *args = rest;
-        tail
-    }
-
-    /// The slow answers' latency, in milliseconds.
-    fn slow_ms(self) -> f64 {
-        self.slow_us as f64 / 1_000.0
-    }
-
-    /// The share of slow answers, in percent.
-    fn slow_percent(self) -> f64 {
-        self.slow_per_10k as f64 / 100.0
-    }
-
-    /// The dependency's model: 2 ms, and the slow answers.
-    fn steady(self) -> Model {
-        Model {
-            fast: (FAST, FAST),
-            slow_per_10k: self.slow_per_10k,
-            slow: self.slow_us,
-            fail_per_10k: 0,
-        }
-    }
-
-    /// The tail, and 10% of answers failing (503) after the usual latency.
-    fn failing(self) -> Model {
-        Model {
-            fail_per_10k: 1_000,
-            ..self.steady()
-        }
+/// The dependency's model: 2 ms, and the `slow` answers.
+fn steady_model(slow: Slow) -> Model {
+    Model {
+        fast: (FAST, FAST),
+        slow_per_10k: slow.per_10k,
+        slow: slow.us,
+        fail_per_10k: 0,
     }
 }
+
+/// The tail, and 10% of answers failing (503) after the usual latency.
+fn failing_model(slow: Slow) -> Model {
+    Model {
+        fail_per_10k: 1_000,
+        ..steady_model(slow)
+    }
+}
+
 /// An incident: every answer takes 20 ms.
 const INCIDENT: Model = Model {
     fast: (20_000, 20_000),
@@ -272,13 +221,12 @@ fn table(title: &str, rows: &[(String, Measured)]) {
 }
 
 fn main() {
-    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("--dependency") {
         // Told its tail at once, with the `model` command.
-        deadline_bench::dependency::child_main(Tail::DEFAULT.steady(), 1);
+        deadline_bench::dependency::child_main(steady_model(TAIL_AT_SCALE), 1);
         return;
     }
-    let tail = Tail::take(&mut args);
     let o = Options::parse(
         Options {
             rounds: 5,
@@ -287,20 +235,22 @@ fn main() {
             threads: 1,
             rate: 1,
             quick: false,
+            slow: Some(TAIL_AT_SCALE),
         },
         args,
     );
+    let tail = o.slow.unwrap_or(TAIL_AT_SCALE);
     println!(
         "tail: 2 ms, and {}% of answers at {} ms; {} rounds of {:.2} s per way, {} calls in flight; load average {}",
-        tail.slow_percent(),
-        tail.slow_ms(),
+        tail.percent(),
+        tail.ms(),
         o.rounds,
         o.phase.as_secs_f64(),
         o.connections,
         load_average().unwrap_or_default()
     );
     let mut dependency = Child::spawn(&["--dependency"]);
-    dependency.ask(&tail.steady().command());
+    dependency.ask(&steady_model(tail).command());
     let url: Arc<str> = Arc::from(format!("http://{}/", dependency.addrs()[0]));
     let runtime = deadline_bench::load::runtime();
     let client = client();
@@ -379,8 +329,8 @@ fn main() {
     table(
         &format!(
             "a heavy tail: 2 ms, and {}% of answers at {} ms (latencies pooled over the rounds)",
-            tail.slow_percent(),
-            tail.slow_ms()
+            tail.percent(),
+            tail.ms()
         ),
         &rows,
     );
@@ -421,7 +371,7 @@ fn main() {
             run(&mut dependency, &hedgers[w], warm);
             dependency.ask(&INCIDENT.command());
             let m = run(&mut dependency, &hedgers[w], o.phase);
-            dependency.ask(&tail.steady().command());
+            dependency.ask(&steady_model(tail).command());
             incident[w].add(m);
         }
     }
@@ -439,7 +389,7 @@ fn main() {
     );
 
     // Failures: retries and hedges from one budget.
-    dependency.ask(&tail.failing().command());
+    dependency.ask(&failing_model(tail).command());
     let mut failing: Vec<Measured> = vec![Measured::default(); hedgers.len()];
     for round in 0..o.rounds {
         for i in 0..hedgers.len() {
