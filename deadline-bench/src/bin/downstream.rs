@@ -224,7 +224,8 @@ fn main() {
     let mut args = std::env::args().skip(1).peekable();
     match args.peek().map(String::as_str) {
         Some("--dependency") => {
-            // Told its tail at once, with the `model` command.
+            // The default tail, which `--instructions` counts with; the timed run tells it the
+            // tail it was given at once, with the `model` command.
             deadline_bench::dependency::child_main(model(SLOW), 1);
             return;
         }
