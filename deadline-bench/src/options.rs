@@ -76,7 +76,7 @@ impl Options {
                     o.phase = Duration::from_secs_f64(value(
                         positive,
                         1e9,
-                        "a positive number of seconds",
+                        "a positive number of seconds, at most 1e9",
                     ));
                 }
                 ("--connections", _) => {
