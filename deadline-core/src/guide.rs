@@ -106,7 +106,9 @@
 //! A server's pushback is honoured: HTTP `Retry-After` and gRPC's `grpc-retry-pushback-ms`
 //! ([`wire::parse_retry_after`](crate::wire::parse_retry_after),
 //! [`wire::parse_grpc_pushback`](crate::wire::parse_grpc_pushback)) lengthen the backoff, and a
-//! pushback that would end after the deadline ends the call instead of waiting for it.
+//! pushback that would end after the deadline ends the call instead of waiting for it. The
+//! server's word counts whenever it comes: said by one copy while another copy's retry backs
+//! off, "retry after" postpones that retry, and "do not retry" calls it off.
 //!
 //! # Hedged requests
 //!

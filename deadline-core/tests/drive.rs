@@ -451,6 +451,70 @@ fn a_failed_hedge_with_no_retry_left_waits_for_the_first_copy() {
     assert_eq!(r.ended, Instant::from_millis(200));
 }
 
+/// A hedged call whose hedge (sent at 30 ms) fails after 10 ms, so that its retry backs off
+/// from 40 ms to 60 ms, while the first copy fails at 50 ms, in the middle of that backoff,
+/// with `first`; each retry answers its number after 10 ms. Two retries, a 400 ms deadline.
+/// Returns the result, the report and when each attempt started.
+fn server_word_during_a_backoff(first: DepError) -> (Called<u32, DepError>, Vec<Instant>) {
+    let timer = ManualTimer::new();
+    let t = &timer;
+    let b = Policy::required("B")
+        .idempotent()
+        .with_cap(ms(300))
+        .with_floor(ms(10))
+        .with_retries(2)
+        .with_backoff(Backoff::constant(ms(20)))
+        .with_hedge(HedgePolicy::new(ms(30), 1));
+    let call = Call::new(&b, Deadline::after(t.now(), ms(400)), ms(0));
+    let starts = RefCell::new(Vec::new());
+    let called = timer
+        .run(Driver::new(call, t, SplitMix64::new(3)).run(classify, |_| {
+            starts.borrow_mut().push(t.now());
+            let n = u32::try_from(starts.borrow().len()).unwrap();
+            let (latency, out) = match n {
+                1 => (ms(50), Err(first)),
+                2 => (ms(10), Err(DepError::Unavailable)),
+                _ => (ms(10), Ok(n)),
+            };
+            sim(t, latency, out)
+        }))
+        .unwrap();
+    (called, starts.into_inner())
+}
+
+#[test]
+fn a_server_s_dont_retry_during_a_backoff_calls_off_the_retry() {
+    // The hedge's failure at 40 ms gets a retry, due at 60 ms. The first copy's "do not retry"
+    // at 50 ms stands for the whole call (gRFC A6): the retry is never made, and with no copy
+    // left the call ends there, with the server's answer.
+    let (called, starts) = server_word_during_a_backoff(DepError::NoRetry);
+    assert_eq!(starts, [Instant::ZERO, Instant::from_millis(30)]);
+    assert_eq!(called.result, Err(CallError::Attempt(DepError::NoRetry)));
+    let r = called.report;
+    assert_eq!((r.attempts, r.retries), (2, 0));
+    assert_eq!(r.gave_up, Some(GiveUp::ServerSaidNo));
+    assert_eq!(r.ended, Instant::from_millis(50));
+}
+
+#[test]
+fn a_server_s_retry_after_during_a_backoff_postpones_the_retry() {
+    // The retry due at 60 ms waits for the first copy's "retry after 40 ms", said at 50 ms: it
+    // starts at 90 ms and answers at 100 ms.
+    let (called, starts) = server_word_during_a_backoff(DepError::RetryAfter(ms(40)));
+    assert_eq!(
+        starts,
+        [
+            Instant::ZERO,
+            Instant::from_millis(30),
+            Instant::from_millis(90)
+        ]
+    );
+    assert_eq!(called.result, Ok(3));
+    let r = called.report;
+    assert_eq!((r.attempts, r.retries, r.winner), (3, 1, Some(2)));
+    assert_eq!(r.ended, Instant::from_millis(100));
+}
+
 #[test]
 fn hedge_uses_the_live_delay_when_given() {
     let timer = ManualTimer::new();

@@ -16,7 +16,7 @@ use core::time::Duration;
 use crate::breaker::BreakerOutcome;
 use crate::call_context::Call;
 use crate::call_timeout::Limits;
-use crate::outcome::Outcome;
+use crate::outcome::{Outcome, Pushback};
 use crate::retry::{GiveUp, RetryDecision};
 use crate::rng::Rng;
 use crate::time::Instant;
@@ -430,7 +430,8 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
     /// as `outcome`. A fatal error ends the call ([`GiveUp::NotRetryable`]); after any other,
     /// the next [`poll`](Self::poll) decides its retry, even while other attempts still run
     /// (the retry then runs beside them); with no retry allowed, the call waits for the
-    /// attempts still running.
+    /// attempts still running. A server's pushback that comes while another retry backs off
+    /// applies to that retry: "do not retry" calls it off, "retry after" postpones it.
     pub fn failed<O: Observer + ?Sized>(
         &mut self,
         slot: usize,
@@ -460,6 +461,31 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
         ));
         if fatal {
             self.give_up(GiveUp::NotRetryable, now, observer);
+        } else if M::FULL && self.stage == Stage::Backoff {
+            self.pushback_on_backoff(outcome, now, observer);
+        }
+    }
+
+    /// A copy failed with `outcome` at `now` while a retry backs off: a server's word applies
+    /// to that retry too, as it does to the hedges (gRFC A6). "Do not retry" calls the retry
+    /// off: the next [`poll`](Self::poll) decides again, and gives up, or waits for the copies
+    /// still running. "Retry after" postpones it until then, if that is later.
+    fn pushback_on_backoff<O: Observer + ?Sized>(
+        &mut self,
+        outcome: Outcome,
+        now: Instant,
+        observer: &mut O,
+    ) {
+        match outcome {
+            Outcome::Pushback(Pushback::DontRetry) => self.stage = Stage::Running,
+            Outcome::Pushback(Pushback::After(wait)) => {
+                let until = now.saturating_add(wait);
+                if until > self.course.backoff_end() {
+                    self.course.back_off_until(until);
+                    observer.on_event(&Event::new(now, EventKind::Backoff { until, wait }));
+                }
+            }
+            Outcome::Fatal | Outcome::TimedOut | Outcome::Refused | Outcome::Failed => {}
         }
     }
 

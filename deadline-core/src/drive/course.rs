@@ -180,7 +180,8 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
     ///
     /// The latest failure decides the retry and the call's error, except that a fatal error
     /// or a server's "do not retry" stands once seen. A server's word applies to the hedges
-    /// too (gRFC A6): "do not retry" stops them, a delay postpones the next one.
+    /// too (gRFC A6): "do not retry" stops them, a delay postpones the next one (and the
+    /// [`CallMachine`](super::CallMachine) applies it to a retry backing off).
     pub(super) fn failed(
         &mut self,
         mut attempt: Attempt,

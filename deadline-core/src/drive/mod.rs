@@ -36,7 +36,9 @@
 //! [`Outcome::Fatal`] error cancels the other attempts and
 //! ends the call at once, and a server's "do not retry"
 //! ([`Pushback::DontRetry`](crate::Pushback::DontRetry)) stops further hedges and
-//! rules out a retry, while the attempts already running may still win.
+//! rules out a retry, one already backing off included, while the attempts already running
+//! may still win. A server's "retry after" that comes during a backoff postpones that retry
+//! too.
 //!
 //! The first attempt is an original call and is [deposited](crate::budget::RetryBudget::deposit)
 //! in the budget; each retry and each hedge withdraws a token. Retries count against the
