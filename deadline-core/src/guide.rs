@@ -368,7 +368,7 @@
 //! dependency. With time left, every answer is relayed as it came. Which response is retried
 //! is the core's rule too ([`ResponseHead::classify`](crate::wire::ResponseHead::classify)): a
 //! 500, 502, 503, 504, 408 or 429 (gRPC `UNAVAILABLE`, `RESOURCE_EXHAUSTED`) is a failure a
-//! retry may fix; any other 4xx ends the call.
+//! retry may fix; any other 4xx or 5xx (a 400, a 404, a 501, a 505) ends the call.
 //!
 //! # Clients that time their own calls
 //!

@@ -30,8 +30,9 @@ pub enum Outcome {
     /// 503 with `Retry-After`, or gRPC's `grpc-retry-pushback-ms`. The server did not act on
     /// it, so it may be retried even if not idempotent.
     Pushback(Pushback),
-    /// A failure a retry would not fix (a 4xx other than 408 and 429, gRPC
-    /// `INVALID_ARGUMENT`, `NOT_FOUND`, `PERMISSION_DENIED`...). Never retried.
+    /// A failure a retry would not fix (a 4xx other than 408 and 429, a 5xx other than 500,
+    /// 502, 503 and 504, gRPC `INVALID_ARGUMENT`, `NOT_FOUND`, `PERMISSION_DENIED`...).
+    /// Never retried.
     Fatal,
 }
 

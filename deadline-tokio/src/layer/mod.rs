@@ -156,8 +156,8 @@
 //! - **Responses** are classified by the core ([`ResponseHead::classify`](deadline_core::wire::ResponseHead::classify)): a 2xx or 3xx (a gRPC status 0)
 //!   is the answer; a 500, 502, 503, 504, 408 or 429 (gRPC `UNAVAILABLE` or
 //!   `RESOURCE_EXHAUSTED`) is an attempt that failed, retried as the policy allows, after
-//!   the server's `Retry-After` or `grpc-retry-pushback-ms` if it sent one; any other 4xx
-//!   (gRPC status) ends the call at once. **A response is never lost**: when the call gives
+//!   the server's `Retry-After` or `grpc-retry-pushback-ms` if it sent one; any other 4xx or
+//!   5xx (gRPC status) ends the call at once. **A response is never lost**: when the call gives
 //!   up after an attempt that answered, the caller gets that (last) response, as `Ok`, as
 //!   it came, exactly as it would without the layer.
 //! - **The inner service's errors** (a connection refused, reset, ...) are
