@@ -8,6 +8,15 @@
 //! `Dependency::run`) always fires first, so a request that runs out of time ends as the
 //! library's timeout (counted, retried and answered as one), never as reqwest's error.
 //!
+//! What comes back is the attempt's own to read: the library never sees reqwest's response.
+//! A next service that runs out of the time it was sent answers (a 504, say) an allowance
+//! and its own reply margin before the attempt's end, so under
+//! [`Dependency::run`](deadline_core::Dependency::run) an error made of that answer
+//! (`error_for_status()?`) is the dependency's failure: retried as one, and the call's error
+//! (a 502 through the axum answer) if it then gives up. A tower client (hyper-util) under
+//! [`DependencyLayer`](crate::DependencyLayer) reads such answers as the deadline's, by the
+//! core's rule ([`Sent::is_deadline_failure`](deadline_core::wire::Sent::is_deadline_failure)).
+//!
 //! ```
 //! use deadline_core::wire::Propagation;
 //! use deadline_core::{Error, ms};
