@@ -1,8 +1,9 @@
 //! The command line the loopback benchmarks share: `--rounds N`, `--seconds S` (each phase),
-//! `--connections C`, `--threads T` (the server's worker threads), `--rate R` (requests per
-//! second of a fixed-rate phase) and `--quick` (one short round, the form CI runs to prove
-//! the program works); and, for the programs whose loopback dependency has a tail,
-//! `--slow-ms MS` and `--slow-percent P` (its slow answers).
+//! `--connections C` and `--quick` (one short round, the form CI runs to prove the program
+//! works); and, only for the programs that use them, `--threads T` (the server's worker
+//! threads), `--rate R` (requests per second of a fixed-rate phase), and `--slow-ms MS` and
+//! `--slow-percent P` (the slow answers of a loopback dependency with a tail). A program
+//! rejects an option it does not use, rather than ignore it.
 
 use std::time::Duration;
 
@@ -15,10 +16,11 @@ pub struct Options {
     pub phase: Duration,
     /// Concurrent requests (connections of the load generator, or calls in flight).
     pub connections: usize,
-    /// The server's tokio worker threads.
-    pub threads: usize,
-    /// Requests per second offered in a fixed-rate phase.
-    pub rate: u32,
+    /// The server's tokio worker threads (`None`: the program takes no `--threads`).
+    pub threads: Option<usize>,
+    /// Requests per second offered in a fixed-rate phase (`None`: the program has no such
+    /// phase, and takes no `--rate`).
+    pub rate: Option<u32>,
     /// One short round, to prove the program works (CI).
     pub quick: bool,
     /// The dependency's slow answers, for a program whose loopback dependency has a tail
@@ -53,11 +55,12 @@ impl Slow {
 
 impl Options {
     /// Reads the command line after the program's name, starting from `defaults`; `--quick`
-    /// sets one round of a quarter of a second. Exits with a usage message on anything else.
+    /// sets one round of a quarter of a second. The options whose default is `None` are not
+    /// taken. Exits with a usage message on anything else.
     #[must_use]
     pub fn parse(defaults: Options, args: impl IntoIterator<Item = String>) -> Options {
         let mut o = defaults;
-        let takes_slow = o.slow.is_some();
+        let usage = |why: &str| -> ! { usage(why, &defaults) };
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
             // The next argument as a number from `least` to `most`.
@@ -65,38 +68,40 @@ impl Options {
                 args.next()
                     .and_then(|v| v.parse::<f64>().ok())
                     .filter(|v| v.is_finite() && *v >= least && *v <= most)
-                    .unwrap_or_else(|| usage(&format!("{arg} takes {what}"), takes_slow))
+                    .unwrap_or_else(|| usage(&format!("{arg} takes {what}")))
             };
             let positive = f64::MIN_POSITIVE;
-            match (arg.as_str(), &mut o.slow) {
-                ("--rounds", _) => {
-                    o.rounds = value(positive, f64::MAX, "a positive count") as usize
-                }
-                ("--seconds", _) => {
+            match arg.as_str() {
+                "--rounds" => o.rounds = value(positive, f64::MAX, "a positive count") as usize,
+                "--seconds" => {
                     o.phase = Duration::from_secs_f64(value(
                         positive,
                         1e9,
                         "a positive number of seconds, at most 1e9",
                     ));
                 }
-                ("--connections", _) => {
+                "--connections" => {
                     o.connections = value(positive, f64::MAX, "a positive count") as usize;
                 }
-                ("--threads", _) => {
-                    o.threads = value(positive, f64::MAX, "a positive count") as usize
+                "--threads" if o.threads.is_some() => {
+                    o.threads = Some(value(positive, f64::MAX, "a positive count") as usize);
                 }
-                ("--rate", _) => o.rate = value(positive, f64::MAX, "a positive rate") as u32,
-                ("--quick", _) => o.quick = true,
+                "--rate" if o.rate.is_some() => {
+                    o.rate = Some(value(positive, f64::MAX, "a positive rate") as u32);
+                }
+                "--quick" => o.quick = true,
                 // In range, so each product is a small whole number after rounding.
-                ("--slow-ms", Some(slow)) => {
-                    slow.us = (value(0.001, 60_000.0, "a number from 0.001 to 60000") * 1_000.0)
+                "--slow-ms" if o.slow.is_some() => {
+                    let us = (value(0.001, 60_000.0, "a number from 0.001 to 60000") * 1_000.0)
                         .round() as u64;
+                    o.slow = o.slow.map(|slow| Slow { us, ..slow });
                 }
-                ("--slow-percent", Some(slow)) => {
-                    slow.per_10k =
+                "--slow-percent" if o.slow.is_some() => {
+                    let per_10k =
                         (value(0.0, 100.0, "a number from 0 to 100") * 100.0).round() as u64;
+                    o.slow = o.slow.map(|slow| Slow { per_10k, ..slow });
                 }
-                _ => usage(&format!("unknown argument {arg:?}"), takes_slow),
+                _ => usage(&format!("unknown argument {arg:?}")),
             }
         }
         if o.quick {
@@ -105,39 +110,50 @@ impl Options {
         }
         o.rounds = o.rounds.max(1);
         o.connections = o.connections.max(1);
-        o.threads = o.threads.max(1);
-        o.rate = o.rate.max(1);
+        o.threads = o.threads.map(|t| t.max(1));
+        o.rate = o.rate.map(|r| r.max(1));
         o
     }
 }
 
-/// Prints `why` and the usage line (with the tail's options when the program takes them),
-/// and exits with status 2.
-fn usage(why: &str, takes_slow: bool) -> ! {
-    let slow = if takes_slow {
-        "[--slow-ms MS] [--slow-percent P] "
-    } else {
-        ""
-    };
-    eprintln!(
-        "{why}\nusage: {slow}[--rounds N] [--seconds S] [--connections C] [--threads T] [--rate R] [--quick]"
-    );
+/// Prints `why` and the usage line of a program with these defaults (the options it takes,
+/// and no other), and exits with status 2.
+fn usage(why: &str, defaults: &Options) -> ! {
+    eprintln!("{why}\nusage: {}", usage_line(defaults));
     std::process::exit(2);
+}
+
+/// The options a program with these defaults takes.
+fn usage_line(defaults: &Options) -> String {
+    let mut line = String::new();
+    if defaults.slow.is_some() {
+        line.push_str("[--slow-ms MS] [--slow-percent P] ");
+    }
+    line.push_str("[--rounds N] [--seconds S] [--connections C] ");
+    if defaults.threads.is_some() {
+        line.push_str("[--threads T] ");
+    }
+    if defaults.rate.is_some() {
+        line.push_str("[--rate R] ");
+    }
+    line.push_str("[--quick]");
+    line
 }
 
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
-    use super::{Options, Slow};
+    use super::{Options, Slow, usage_line};
 
-    /// A program with a tail: 2% of answers at 40 ms unless told otherwise.
+    /// A program with a tail (2% of answers at 40 ms unless told otherwise) and a server of
+    /// its own, but no fixed-rate phase.
     const WITH_TAIL: Options = Options {
         rounds: 9,
         phase: Duration::from_secs(3),
         connections: 32,
-        threads: 1,
-        rate: 1,
+        threads: Some(1),
+        rate: None,
         quick: false,
         slow: Some(Slow {
             us: 40_000,
@@ -177,5 +193,28 @@ mod tests {
     fn quick_is_one_short_round_whatever_else_is_given() {
         let o = parse(&["--rounds", "7", "--seconds", "10", "--quick"]);
         assert_eq!((o.rounds, o.phase), (1, Duration::from_millis(250)));
+    }
+
+    /// The usage line lists exactly the options the program takes: those with no default
+    /// are left out, and `parse` rejects them as unknown.
+    #[test]
+    fn the_usage_line_lists_only_the_options_taken() {
+        assert_eq!(
+            usage_line(&WITH_TAIL),
+            "[--slow-ms MS] [--slow-percent P] [--rounds N] [--seconds S] [--connections C] \
+             [--threads T] [--quick]"
+        );
+        let bare = Options {
+            threads: None,
+            slow: None,
+            rate: Some(10),
+            ..WITH_TAIL
+        };
+        assert_eq!(
+            usage_line(&bare),
+            "[--rounds N] [--seconds S] [--connections C] [--rate R] [--quick]"
+        );
+        let o = parse(&["--threads", "4"]);
+        assert_eq!((o.threads, o.rate), (Some(4), None));
     }
 }

@@ -50,3 +50,32 @@ fn an_unknown_argument_gets_the_program_s_own_usage_line() {
     assert!(err.contains("unknown argument \"--slow-ms\""), "{err}");
     assert!(!err.contains("--slow-percent"), "{err}");
 }
+
+/// `tail` runs no server of its own and no fixed-rate phase, and `downstream` has no
+/// fixed-rate phase: each rejects the option it would otherwise ignore, and its usage line
+/// does not offer it.
+#[test]
+fn an_option_the_program_does_not_use_is_rejected() {
+    for (program, args, option) in [
+        (env!("CARGO_BIN_EXE_tail"), ["--threads", "4"], "--threads"),
+        (env!("CARGO_BIN_EXE_tail"), ["--rate", "500"], "--rate"),
+        (
+            env!("CARGO_BIN_EXE_downstream"),
+            ["--rate", "500"],
+            "--rate",
+        ),
+    ] {
+        let (code, err) = run(program, &args);
+        assert_eq!(code, Some(2), "{program} {args:?}: {err}");
+        assert!(
+            err.contains(&format!("unknown argument \"{option}\"")),
+            "{err}"
+        );
+        assert!(!err.contains(&format!("[{option} ")), "{err}");
+    }
+    // The server takes both, and offers both.
+    let (code, err) = run(env!("CARGO_BIN_EXE_server"), &["--threads", "0"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--threads takes a positive count"), "{err}");
+    assert!(err.contains("[--threads T] [--rate R]"), "{err}");
+}

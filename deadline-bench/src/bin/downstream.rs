@@ -241,33 +241,36 @@ fn main() {
         }
         _ => {}
     }
+    // The front server's worker threads, unless told otherwise.
+    const THREADS: usize = 1;
     let o = Options::parse(
         Options {
             rounds: 9,
             phase: Duration::from_secs(3),
             connections: 32,
-            threads: 1,
-            rate: 1,
+            threads: Some(THREADS),
+            rate: None,
             quick: false,
             slow: Some(SLOW),
         },
         args,
     );
     let slow = o.slow.unwrap_or(SLOW);
+    let threads = o.threads.unwrap_or(THREADS);
     println!(
         "downstream: {} rounds of {:.2} s per variant, {} connections, front runtime of {} worker thread(s); \
          the dependency answers in 1-3 ms, {}% at {} ms; load average {}",
         o.rounds,
         o.phase.as_secs_f64(),
         o.connections,
-        o.threads,
+        threads,
         slow.percent(),
         slow.ms(),
         load_average().unwrap_or_default()
     );
     let mut dependency = Child::spawn(&["--dependency"]);
     dependency.ask(&model(slow).command());
-    let threads = o.threads.to_string();
+    let threads = threads.to_string();
     let dep_addr = dependency.addrs()[0].to_string();
     let mut front = Child::spawn(&["--front", &threads, &dep_addr]);
     let targets: Vec<Target> = front.addrs().iter().map(|&addr| target(addr)).collect();

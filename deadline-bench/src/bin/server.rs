@@ -172,30 +172,35 @@ fn main() {
         instructions_main(quick_arg("server", args.skip(1)));
         return;
     }
+    // The server's worker threads and the fixed-rate phase's requests per second, unless
+    // told otherwise.
+    const THREADS: usize = 1;
+    const RATE: u32 = 10_000;
     let o = Options::parse(
         Options {
             rounds: 9,
             phase: Duration::from_secs(3),
             connections: 32,
-            threads: 1,
-            rate: 10_000,
+            threads: Some(THREADS),
+            rate: Some(RATE),
             quick: false,
             slow: None,
         },
         args,
     );
+    let (threads, rate) = (o.threads.unwrap_or(THREADS), o.rate.unwrap_or(RATE));
     println!(
         "server: {} rounds; each variant {:.2} s at {} requests/s and {:.2} s in a closed loop of {} connections; \
          the server's runtime has {} worker thread(s); load average {}",
         o.rounds,
         o.phase.as_secs_f64(),
-        o.rate,
+        rate,
         o.phase.as_secs_f64(),
         o.connections,
-        o.threads,
+        threads,
         load_average().unwrap_or_default()
     );
-    let threads = o.threads.to_string();
+    let threads = threads.to_string();
     let mut child = Child::spawn(&["--child", "--threads", &threads]);
     let targets: Vec<Target> = child.addrs().iter().map(|&addr| target(addr)).collect();
     let runtime = deadline_bench::load::runtime();
@@ -211,7 +216,7 @@ fn main() {
             let (fixed, cpu_per_request, user_share) = cpu_phase(
                 &runtime,
                 &mut child,
-                fixed_rate(&targets[v], o.connections, o.rate, o.phase),
+                fixed_rate(&targets[v], o.connections, rate, o.phase),
             );
             let closed = runtime.block_on(closed_loop(&targets[v], o.connections, o.phase));
             phases[v].push(Phase {
@@ -243,7 +248,7 @@ fn main() {
 
     println!(
         "\nat {} requests/s: the server's CPU time per request and the latency; in a closed loop of {} connections: requests/s",
-        o.rate, o.connections
+        rate, o.connections
     );
     println!(
         "{:<30} {:>10} {:>24} {:>6} {:>10} {:>10} {:>12} {:>10}",
