@@ -316,6 +316,63 @@ fn propagation_subtracts_the_allowance_before_sending() {
     assert_eq!(hop.encode_deadline_ms(deadline, now), Err(WireError::Spent));
 }
 
+/// What a request was told is what its header says, rounded down to the header's unit, not
+/// the budget it was written from: a next service (behind the same library) that runs out of
+/// that time answers its reply margin before it, and that answer, back after a little
+/// latency, is within the allowance of what was sent: the deadline's, not a failed
+/// dependency. With the budget's unrounded end it was up to a millisecond outside.
+#[test]
+fn a_next_service_that_runs_out_answers_within_the_allowance_of_what_it_was_told() {
+    use deadline_core::wire::{DeadlineHeader, Failure, ResponseHead, ServerPolicy};
+
+    let hop = Propagation::DEFAULT
+        .with_allowance(ms(5))
+        .with_max(ms(10_000));
+    let next = ServerPolicy::new(hop, ms(1_000));
+    let request = Deadline::after(Instant::ZERO, ms(200));
+    let latency = Duration::from_micros(100);
+    let gateway_timeout = Failure::Response(ResponseHead::read(504, |_| None));
+    // Sent at every microsecond offset in one millisecond: the budget's fraction of a
+    // millisecond is what the millisecond header drops.
+    for offset in (0..1_000).step_by(7) {
+        let now = Instant::from_micros(20_000 + offset);
+        for header in [
+            DeadlineHeader::DeadlineMs,
+            DeadlineHeader::ConnectTimeout,
+            DeadlineHeader::GrpcTimeout,
+            DeadlineHeader::Both,
+        ] {
+            let out = hop.send(request, now, None, header).unwrap();
+            let sent = out.sent();
+            // The next service reads the headers as they are written, the earliest first.
+            let told = out
+                .headers()
+                .filter_map(|(name, value)| match name {
+                    "x-deadline-ms" => DeadlineMs::parse(value).ok().map(|t| t.duration()),
+                    "grpc-timeout" => GrpcTimeout::parse(value).ok().map(|t| t.duration()),
+                    _ => deadline_core::wire::ConnectTimeout::parse(value)
+                        .ok()
+                        .map(|t| t.duration()),
+                })
+                .min()
+                .unwrap();
+            assert_eq!(sent.until(), now + told, "{header:?} at {now:?}");
+            // It arrives one latency later, and its handler's deadline is the reply margin
+            // before what it was told: there it answers 504, one latency from here.
+            let arrived = now + latency;
+            let answered = arrived + told - next.reply_margin();
+            let back = answered + latency;
+            assert!(
+                sent.is_deadline_failure(gateway_timeout, back),
+                "{header:?} at {now:?}: told {told:?}, back at {back:?}, sent until {:?}",
+                sent.until()
+            );
+            // A failure well before then is the dependency's own.
+            assert!(!sent.is_deadline_failure(gateway_timeout, now + ms(50)));
+        }
+    }
+}
+
 #[test]
 fn propagation_clamps_incoming_budgets_to_the_maximum() {
     let server = Propagation::DEFAULT

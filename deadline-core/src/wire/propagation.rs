@@ -296,17 +296,32 @@ impl Propagation {
         let grpc = matches!(header, DeadlineHeader::GrpcTimeout | DeadlineHeader::Both);
         let millis = matches!(header, DeadlineHeader::DeadlineMs | DeadlineHeader::Both);
         let connect = matches!(header, DeadlineHeader::ConnectTimeout);
+        let grpc_timeout = grpc
+            .then(|| GrpcTimeout::from_duration(budget))
+            .transpose()?;
+        let x_deadline_ms = millis
+            .then(|| DeadlineMs::from_duration(budget))
+            .transpose()?;
+        let connect_timeout_ms = connect
+            .then(|| ConnectTimeout::from_duration(budget))
+            .transpose()?;
+        // What the next service is told is what the headers say, rounded down to their
+        // units (the earliest, when there are two), not the budget they were written from:
+        // its answer that it ran out comes back by that, up to a millisecond before the
+        // budget's end.
+        let told = [
+            grpc_timeout.map(|t| t.duration()),
+            x_deadline_ms.map(|t| t.duration()),
+            connect_timeout_ms.map(|t| t.duration()),
+        ]
+        .into_iter()
+        .flatten()
+        .fold(budget, duration_min);
         Ok(Outgoing {
-            grpc_timeout: grpc
-                .then(|| GrpcTimeout::from_duration(budget))
-                .transpose()?,
-            x_deadline_ms: millis
-                .then(|| DeadlineMs::from_duration(budget))
-                .transpose()?,
-            connect_timeout_ms: connect
-                .then(|| ConnectTimeout::from_duration(budget))
-                .transpose()?,
-            sent: Sent::new(deadline, now, budget, self.allowance),
+            grpc_timeout,
+            x_deadline_ms,
+            connect_timeout_ms,
+            sent: Sent::new(deadline, now, told, self.allowance),
         })
     }
     /// Subtracted from the time left before it is sent: the network's share of one hop (the

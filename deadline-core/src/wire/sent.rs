@@ -13,8 +13,10 @@ use crate::time::Instant;
 /// Made by [`Propagation::send`](super::Propagation::send).
 ///
 /// The instant told is the request's effective outgoing deadline: the shorter of its time
-/// left (less the per-hop allowance) and a timeout the request already carried. The client
-/// waits an allowance past it for the answer to come back, never past its own deadline.
+/// left (less the per-hop allowance) and a timeout the request already carried, as its
+/// header says it (rounded down to the header's unit: whole milliseconds in
+/// `x-deadline-ms`). The client waits an allowance past it for the answer to come back,
+/// never past its own deadline.
 ///
 /// ```
 /// use deadline_core::wire::{DeadlineHeader, Failure, Propagation};
@@ -43,15 +45,16 @@ pub struct Sent {
 }
 
 impl Sent {
-    /// What was sent at `now`: `budget` (after the allowance and any shorter timeout
-    /// already on the request), for work that must end by `request`.
+    /// What was sent at `now`: `told`, the time the headers say (after the allowance and
+    /// any shorter timeout already on the request, rounded down to the headers' units), for
+    /// work that must end by `request`.
     pub(super) const fn new(
         request: Deadline,
         now: Instant,
-        budget: Duration,
+        told: Duration,
         allowance: Duration,
     ) -> Sent {
-        let until = now.saturating_add(budget);
+        let until = now.saturating_add(told);
         Sent {
             until,
             deadline: request.min(Deadline::at(until.saturating_add(allowance))),
