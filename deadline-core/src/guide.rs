@@ -151,6 +151,16 @@
 //! allowance *after* the library's, as a backstop, so the library's timer wins the race by
 //! default.
 //!
+//! A next service that runs out of the time it was sent answers so (a 504, gRPC
+//! `DEADLINE_EXCEEDED`) before the attempt's own deadline: the time sent is the attempt's
+//! less the per-hop allowance, and it answers its reply margin before that. An adapter that
+//! sends the time left with a request whose answer the library never sees (reqwest's
+//! `.time_left()`) tells the runtime what it sent ([`runtime::note_sent`](crate::runtime::note_sent));
+//! a failure a retry may fix that the attempt then returns once the time sent is running out
+//! ([`Sent::running_out_from`](crate::wire::Sent::running_out_from)) is the attempt's
+//! timeout too, whatever error it was made of. A tower client reads the answer itself by the
+//! same rule.
+//!
 //! # The retry budget
 //!
 //! Retrying inside one request is bounded by the attempt cap; retrying across *all* requests

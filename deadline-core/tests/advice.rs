@@ -176,6 +176,7 @@ impl Timer for CountingTimer {
 impl Runtime for Counting {
     type Timer = CountingTimer;
     type Rng = SplitMix64;
+    const KEEPS_SENT: bool = true;
 
     fn timer() -> CountingTimer {
         CountingTimer
@@ -188,6 +189,9 @@ impl Runtime for Counting {
     }
     fn enter<R>(deadline: Deadline, f: impl FnOnce() -> R) -> R {
         <ManualRuntime as Runtime>::enter(deadline, f)
+    }
+    fn enter_attempt<R>(deadline: Deadline, f: impl FnOnce() -> R) -> (R, Option<Instant>) {
+        <ManualRuntime as Runtime>::enter_attempt(deadline, f)
     }
 }
 

@@ -6,7 +6,7 @@ use core::marker::PhantomData;
 use core::pin::Pin;
 use core::task::{Context, Poll};
 
-use deadline_core::runtime::{Runtime, ThreadDeadline};
+use deadline_core::runtime::{KeepsSent, Runtime, ThreadDeadline};
 use deadline_core::{Clock, Deadline, Instant, Timer};
 
 use crate::clock::StdClock;
@@ -24,6 +24,7 @@ pub struct OnThreads<T> {
 impl<T: Timer + Default + 'static> Runtime for OnThreads<T> {
     type Timer = T;
     type Rng = Entropy;
+    const KEEPS_SENT: bool = true;
 
     fn timer() -> T {
         T::default()
@@ -39,6 +40,18 @@ impl<T: Timer + Default + 'static> Runtime for OnThreads<T> {
 
     fn enter<R>(deadline: Deadline, f: impl FnOnce() -> R) -> R {
         ThreadDeadline::enter(deadline, f)
+    }
+
+    #[inline]
+    fn enter_attempt<R>(deadline: Deadline, f: impl FnOnce() -> R) -> (R, Option<Instant>) {
+        ThreadDeadline::enter_attempt(deadline, f)
+    }
+}
+
+impl<T: Timer + Default + 'static> KeepsSent for OnThreads<T> {
+    #[inline]
+    fn note_sent(running_out_from: Instant) {
+        ThreadDeadline::note_sent(running_out_from);
     }
 }
 

@@ -17,8 +17,8 @@ use core::task::{Context, Poll};
 use core::time::Duration;
 
 use deadline_core::call::{Decision, Limits, call_timeout};
-use deadline_core::runtime::{Runtime, ThreadDeadline};
-use deadline_core::{Clock, Deadline, Error, Policy};
+use deadline_core::runtime::{KeepsSent, Runtime, ThreadDeadline};
+use deadline_core::{Clock, Deadline, Error, Instant, Policy};
 use deadline_std::Entropy;
 
 use crate::bounded::Bounded;
@@ -178,7 +178,9 @@ pub(crate) fn in_scope<R>(deadline: Deadline, f: impl FnOnce() -> R) -> R {
 /// unwind): the core's [`ThreadDeadline`], whose constant-initialised `Cell` is read and set in
 /// a few instructions (a task-local's `RefCell` and lazy slot cost about fifty per scope
 /// entry). Because every poll sets it, it follows the future across the worker threads of the
-/// multi-threaded runtime, and a spawned task does not inherit it. Name it to build a
+/// multi-threaded runtime, and a spawned task does not inherit it. It keeps what an attempt
+/// sends onward ([`KeepsSent`]: reqwest's `.time_left()` tells it), so a next service's
+/// answer that the time sent ran out is the attempt's timeout. Name it to build a
 /// [`Dependency`](crate::Dependency) for tokio, or use that alias.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Tokio;
@@ -186,6 +188,7 @@ pub struct Tokio;
 impl Runtime for Tokio {
     type Timer = TokioTimer;
     type Rng = Entropy;
+    const KEEPS_SENT: bool = true;
 
     #[inline]
     fn timer() -> TokioTimer {
@@ -205,6 +208,18 @@ impl Runtime for Tokio {
     #[inline]
     fn enter<R>(deadline: Deadline, f: impl FnOnce() -> R) -> R {
         ThreadDeadline::enter(deadline, f)
+    }
+
+    #[inline]
+    fn enter_attempt<R>(deadline: Deadline, f: impl FnOnce() -> R) -> (R, Option<Instant>) {
+        ThreadDeadline::enter_attempt(deadline, f)
+    }
+}
+
+impl KeepsSent for Tokio {
+    #[inline]
+    fn note_sent(running_out_from: Instant) {
+        ThreadDeadline::note_sent(running_out_from);
     }
 }
 

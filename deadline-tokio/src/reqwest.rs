@@ -10,12 +10,15 @@
 //!
 //! What comes back is the attempt's own to read: the library never sees reqwest's response.
 //! A next service that runs out of the time it was sent answers (a 504, say) an allowance
-//! and its own reply margin before the attempt's end, so under
-//! [`Dependency::run`](deadline_core::Dependency::run) an error made of that answer
-//! (`error_for_status()?`) is the dependency's failure: retried as one, and the call's error
-//! (a 502 through the axum answer) if it then gives up. A tower client (hyper-util) under
-//! [`DependencyLayer`](crate::DependencyLayer) reads such answers as the deadline's, by the
-//! core's rule ([`Sent::is_deadline_failure`](deadline_core::wire::Sent::is_deadline_failure)).
+//! and its own reply margin before the attempt's end. So the request tells the runtime what
+//! it sent ([`note_sent`]): inside a
+//! [`Dependency::run`](deadline_core::Dependency::run) attempt, a failure that comes once that
+//! is running out (an error made of that answer with `error_for_status()?`, a connection
+//! closed) is the attempt running out of time, by the core's rule
+//! ([`Sent::running_out_from`](deadline_core::wire::Sent::running_out_from)): counted and
+//! retried as a timeout, and a 504 through the axum answer if the call then gives up, never
+//! a 502. A tower client (hyper-util) under [`DependencyLayer`](crate::DependencyLayer) reads
+//! such answers by the same rule as it sees them.
 //!
 //! ```
 //! use deadline_core::wire::Propagation;
@@ -51,13 +54,14 @@
 
 use core::time::Duration;
 
+use deadline_core::runtime::note_sent;
 use deadline_core::wire::{DeadlineHeader, Incoming, Outgoing, Propagation};
 use deadline_core::{Clock, Error, Instant};
 use http::HeaderMap;
 use reqwest::RequestBuilder;
 
 use crate::clock::TokioClock;
-use crate::context::current;
+use crate::context::{Tokio, current};
 use crate::layer::headers::{Scanned, set};
 
 /// The deadline on a reqwest [`RequestBuilder`]: see the [module](self).
@@ -101,6 +105,7 @@ impl DeadlineRequest for RequestBuilder {
             let outgoing = propagation
                 .send(deadline, now, None, header)
                 .map_err(Error::from)?;
+            note_sent::<Tokio>(&outgoing.sent());
             let mut headers = HeaderMap::with_capacity(2);
             for (name, value) in outgoing.headers() {
                 set(&mut headers, name, value);
@@ -118,6 +123,7 @@ impl DeadlineRequest for RequestBuilder {
         for (name, value) in outgoing.headers() {
             set(request.headers_mut(), name, value);
         }
+        note_sent::<Tokio>(&outgoing.sent());
         *request.timeout_mut() = Some(backstop(&outgoing, now, propagation));
         Ok(RequestBuilder::from_parts(client, request))
     }

@@ -85,3 +85,49 @@ async fn retries_and_propagation_in_one_expression() {
     let counts = PRICING.counters().snapshot();
     assert_eq!((counts.calls, counts.retries, counts.successes), (1, 1, 1));
 }
+
+/// A next service behind `DeadlineLayer` that runs out of the time it was sent answers 504
+/// its reply margin before that, which is an allowance and a margin before the attempt's own
+/// end: the call times out (a 504 from this service too), it does not fail (a 502). The
+/// answer comes back either inside the time sent's allowance (the rule of what was sent) or,
+/// on a slow machine, after the attempt's end (the attempt's own timeout): a timeout both
+/// ways, so nothing here depends on how fast the machine is.
+#[tokio::test]
+async fn a_next_service_that_runs_out_makes_a_timeout_not_a_failure() {
+    use deadline_core::drive::DeadlineOnly;
+    use deadline_core::wire::Propagation;
+    use deadline_core::{CallError, Error};
+    use deadline_tokio::DeadlineLayer;
+    use tower::Layer;
+
+    static SLOW: Dependency<DeadlineOnly> =
+        Dependency::deadline_only(Policy::required("slow").with_cap(ms(100)));
+
+    async fn never_in_time() -> &'static str {
+        tokio::time::sleep(std::time::Duration::from_secs(10)).await;
+        "too late"
+    }
+    let next = DeadlineLayer::new(Propagation::DEFAULT, ms(1_000))
+        .layer(axum::Router::new().route("/slow", axum::routing::get(never_in_time)));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/slow", listener.local_addr().unwrap());
+    let server = tokio::spawn(async move { axum::serve(listener, next).await.unwrap() });
+    let client = reqwest::Client::new();
+
+    let called = scope_timeout(ms(2_000), async {
+        SLOW.run(|_| async {
+            let response = client.get(&url).time_left()?.send().await?;
+            Ok::<_, BoxError>(response.error_for_status()?.text().await?)
+        })
+        .await
+    })
+    .await
+    .expect("inside its scope");
+    server.abort();
+
+    match called {
+        Err(CallError::Library(Error::Timeout { after })) => assert!(after <= ms(100)),
+        other => panic!("a timeout, not {other:?}"),
+    }
+    assert_eq!(SLOW.counters().snapshot().timeouts, 1);
+}

@@ -7,7 +7,8 @@ use core::time::Duration;
 
 use crate::deadline::Deadline;
 use crate::drive::{
-    Attempt, CallError, CallMachine, Called, Classify, Drive, Full, InScope, Mode, Runtime, Scoped,
+    Attempt, CallError, CallMachine, Called, Classify, Drive, Full, InScope, InScopeFuture, Mode,
+    Runtime,
 };
 use crate::outcome::Outcome;
 use crate::rng::Rng;
@@ -162,7 +163,7 @@ type DriveOf<'d, 'n, Rt, A, C, R, F, T, E, M> = Drive<
     C,
     InScope<Rt, A>,
     ModeRecorder<'d, 'n, Rt, M>,
-    Scoped<Rt, F>,
+    InScopeFuture<Rt, F>,
     T,
     E,
     M,

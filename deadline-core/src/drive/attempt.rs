@@ -6,9 +6,11 @@ use core::pin::Pin;
 use core::task::{Context, Poll};
 
 use crate::call_timeout::Limits;
+use crate::deadline::Deadline;
+use crate::time::Instant;
 
 use super::runtime::Runtime;
-use super::scoped::{Scoped, enter, with_deadline};
+use super::scoped::{Scoped, enter_attempt, with_deadline};
 
 /// Starts one attempt of a driven call with its limits: any `FnMut(Limits) -> impl Future`,
 /// an [`InScope`] attempt, or a type of your own (one a library can name in a future type of
@@ -20,6 +22,18 @@ pub trait Attempt {
 
     /// Starts an attempt under `limits`.
     fn start(&mut self, limits: Limits) -> Self::Future;
+
+    /// The instant from which what `future`, a running attempt, sent onward is running out
+    /// ([`Sent::running_out_from`](crate::wire::Sent::running_out_from)), if it sent
+    /// anything the runtime was told of ([`note_sent`](crate::runtime::note_sent)). The
+    /// driver asks when the attempt fails: a failure a retry may fix that comes from then on
+    /// is the attempt running out of time. `None` unless the attempt runs in its own scope
+    /// ([`InScope`]) on a runtime that keeps it ([`KeepsSent`](crate::runtime::KeepsSent)),
+    /// where what it sends is told apart from what the code around it sends.
+    fn running_out_from(future: Pin<&Self::Future>) -> Option<Instant> {
+        let _ = future;
+        None
+    }
 
     /// Starts an attempt under `limits` in `slot`, and polls it once: what a driver does
     /// with a new attempt (it answers at once, or it is pending and its timer is armed).
@@ -63,13 +77,24 @@ impl<Rt, A> InScope<Rt, A> {
 }
 
 impl<Rt: Runtime, A: Attempt> Attempt for InScope<Rt, A> {
-    type Future = Scoped<Rt, A::Future>;
+    type Future = InScopeFuture<Rt, A::Future>;
 
     #[inline]
-    fn start(&mut self, limits: Limits) -> Scoped<Rt, A::Future> {
+    fn start(&mut self, limits: Limits) -> InScopeFuture<Rt, A::Future> {
         let deadline = limits.deadline();
         let attempt = &mut self.attempt;
-        with_deadline(deadline, enter::<Rt, _>(deadline, || attempt.start(limits)))
+        let mut sent = None;
+        let fut = entered::<Rt, _>(deadline, &mut sent, || attempt.start(limits));
+        InScopeFuture {
+            fut: with_deadline(deadline, fut),
+            sent,
+        }
+    }
+
+    #[inline]
+    fn running_out_from(future: Pin<&InScopeFuture<Rt, A::Future>>) -> Option<Instant> {
+        // Nothing to read on a runtime that keeps nothing: no code for it either.
+        if Rt::KEEPS_SENT { future.sent } else { None }
     }
 
     /// The attempt function and the first poll of its future in one scope (one entry into
@@ -78,15 +103,63 @@ impl<Rt: Runtime, A: Attempt> Attempt for InScope<Rt, A> {
     fn start_in(
         &mut self,
         limits: Limits,
-        mut slot: Pin<&mut Option<Scoped<Rt, A::Future>>>,
+        mut slot: Pin<&mut Option<InScopeFuture<Rt, A::Future>>>,
         cx: &mut Context<'_>,
     ) -> Poll<<A::Future as Future>::Output> {
         let deadline = limits.deadline();
         let attempt = &mut self.attempt;
-        enter::<Rt, _>(deadline, || {
-            slot.set(Some(with_deadline(deadline, attempt.start(limits))));
-            slot.as_pin_mut()
-                .map_or(Poll::Pending, |scoped| scoped.poll_entered(cx))
-        })
+        let mut sent = None;
+        let polled = entered::<Rt, _>(deadline, &mut sent, || {
+            slot.set(Some(InScopeFuture {
+                fut: with_deadline(deadline, attempt.start(limits)),
+                sent: None,
+            }));
+            slot.as_mut().as_pin_mut().map_or(Poll::Pending, |running| {
+                running.project().fut.poll_entered(cx)
+            })
+        });
+        if let (Some(sent), Some(running)) = (sent, slot.as_pin_mut()) {
+            running.project().sent.replace(sent);
+        }
+        polled
+    }
+}
+
+/// Runs `f` in `deadline`'s scope on `Rt` as an attempt ([`Runtime::enter_attempt`]), and
+/// keeps in `kept` the latest of it and what `f` sent onward: a failure is the deadline's
+/// once every request the attempt made is running out.
+#[inline]
+fn entered<Rt: Runtime, R>(
+    deadline: Deadline,
+    kept: &mut Option<Instant>,
+    f: impl FnOnce() -> R,
+) -> R {
+    let (r, sent) = enter_attempt::<Rt, _>(deadline, f);
+    if let Some(sent) = sent {
+        *kept = Some(kept.map_or(sent, |k| k.max(sent)));
+    }
+    r
+}
+
+pin_project_lite::pin_project! {
+    /// The future of an [`InScope`] attempt: the attempt's future, each poll of it inside the
+    /// attempt's scope, and the instant from which what it sent onward is running out
+    /// ([`Attempt::running_out_from`]).
+    #[must_use = "futures do nothing unless polled"]
+    pub struct InScopeFuture<Rt, F> {
+        #[pin]
+        fut: Scoped<Rt, F>,
+        sent: Option<Instant>,
+    }
+}
+
+impl<Rt: Runtime, F: Future> Future for InScopeFuture<Rt, F> {
+    type Output = F::Output;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        let fut = this.fut;
+        entered::<Rt, _>(fut.deadline(), this.sent, || fut.poll_entered(cx))
     }
 }

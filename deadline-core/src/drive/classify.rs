@@ -1,6 +1,7 @@
 //! [`Classify`]: what an attempt's error means for retrying.
 
 use crate::outcome::Outcome;
+use crate::time::Instant;
 
 /// Classifies an attempt's error for the retry decision.
 ///
@@ -43,5 +44,22 @@ impl<E> Classify<E> for AnyErrorFails {
     #[inline]
     fn classify(&mut self, _error: &E) -> Outcome {
         Outcome::Failed
+    }
+}
+
+/// How an attempt's failure counts once what the attempt sent onward is running out, from
+/// `running_out_from` on ([`Sent::running_out_from`](crate::wire::Sent::running_out_from)):
+/// a failure a retry may fix ([`Outcome::Failed`], [`Outcome::Refused`]) that comes at `now`,
+/// then or later, is the attempt running out of time ([`Outcome::TimedOut`]): the next
+/// service answering that the time it was told ran out (a 504, an `UNAVAILABLE`), or the
+/// connection closing, which comes back before the attempt's own end. The server's own
+/// answers ([`Outcome::Fatal`], [`Outcome::Pushback`]) stand. The same rule as
+/// [`Sent::is_deadline_failure`](crate::wire::Sent::is_deadline_failure), for an error the
+/// library cannot look into.
+#[must_use]
+pub(super) fn once_sent(outcome: Outcome, running_out_from: Instant, now: Instant) -> Outcome {
+    match outcome {
+        Outcome::Failed | Outcome::Refused if now >= running_out_from => Outcome::TimedOut,
+        other => other,
     }
 }

@@ -8,7 +8,7 @@ use crate::rng::SplitMix64;
 use crate::time::{Clock, Instant};
 
 use super::manual::{ManualTimer, Stalled};
-use super::runtime::Runtime;
+use super::runtime::{KeepsSent, Runtime};
 use super::thread_deadline::ThreadDeadline;
 
 std::thread_local! {
@@ -74,6 +74,7 @@ impl ManualRuntime {
 impl Runtime for ManualRuntime {
     type Timer = &'static ManualTimer;
     type Rng = SplitMix64;
+    const KEEPS_SENT: bool = true;
 
     fn timer() -> &'static ManualTimer {
         ManualRuntime::timer()
@@ -94,5 +95,15 @@ impl Runtime for ManualRuntime {
 
     fn enter<R>(deadline: Deadline, f: impl FnOnce() -> R) -> R {
         ThreadDeadline::enter(deadline, f)
+    }
+
+    fn enter_attempt<R>(deadline: Deadline, f: impl FnOnce() -> R) -> (R, Option<Instant>) {
+        ThreadDeadline::enter_attempt(deadline, f)
+    }
+}
+
+impl KeepsSent for ManualRuntime {
+    fn note_sent(running_out_from: Instant) {
+        ThreadDeadline::note_sent(running_out_from);
     }
 }

@@ -142,7 +142,7 @@ use crate::rng::{NoJitter, Rng};
 use crate::time::Instant;
 use crate::timer::Timer;
 
-pub use attempt::{Attempt, InScope};
+pub use attempt::{Attempt, InScope, InScopeFuture};
 pub use call_machine::{Action, CallMachine};
 pub use classify::{AnyErrorFails, Classify};
 pub use event::{Event, EventKind, NoObserver, Observe, Observer};
@@ -152,7 +152,6 @@ pub use mode::{DeadlineOnly, Full, Mode};
 pub(crate) use report::CallError;
 pub use report::{Called, Report};
 pub(crate) use runtime::Runtime;
-pub(crate) use scoped::Scoped;
 
 /// The most attempts one driven call has running at once (the first, its hedges, and the
 /// retries of copies that failed while others ran). Hedges and retries beyond it wait for a
@@ -295,7 +294,7 @@ impl<'c, Tm: Timer, R: Rng, O: Observer, M: Mode> Driver<'c, Tm, R, O, M> {
 /// The future of [`Driver::run_scoped`]: a [`Drive`] whose attempts run in their own scopes
 /// on `Rt`.
 pub type ScopedDrive<'c, Tm, R, C, A, O, Rt, F, T, E, M> =
-    Drive<'c, Tm, R, C, InScope<Rt, A>, O, Scoped<Rt, F>, T, E, M>;
+    Drive<'c, Tm, R, C, InScope<Rt, A>, O, InScopeFuture<Rt, F>, T, E, M>;
 
 impl<'c, Tm: Timer, R: Rng, O: Observer, M: Mode> Driver<'c, Tm, R, O, M> {
     /// Runs the call as [`run`](Self::run) does, each attempt inside its own scope on `Rt`

@@ -12,7 +12,7 @@ use crate::timer::Timer;
 
 use super::attempt::Attempt;
 use super::call_machine::{Action, CallMachine};
-use super::classify::Classify;
+use super::classify::{Classify, once_sent};
 use super::event::Observer;
 use super::mode::sealed::Room;
 use super::mode::{Mode, Slots};
@@ -154,6 +154,11 @@ where
         let Poll::Ready(result) = polled else {
             return None;
         };
+        // What a failed attempt sent onward, read before its future goes.
+        let sent = match &result {
+            Ok(_) => None,
+            Err(_) => fut.as_ref().as_pin_ref().and_then(A::running_out_from),
+        };
         fut.set(None);
         match result {
             Ok(value) => {
@@ -162,6 +167,7 @@ where
             }
             Err(error) => {
                 let outcome = self.classify.classify(&error);
+                let outcome = sent.map_or(outcome, |from| once_sent(outcome, from, now));
                 self.machine
                     .failed(slot, error, outcome, now, &mut self.observer);
                 None

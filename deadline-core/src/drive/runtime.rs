@@ -3,6 +3,7 @@
 
 use crate::deadline::Deadline;
 use crate::rng::Rng;
+use crate::time::Instant;
 use crate::timer::Timer;
 
 /// A runtime as the call site sees it: its timer, its default random source, and where the
@@ -18,8 +19,12 @@ use crate::timer::Timer;
 ///
 /// [`enter`](Runtime::enter) makes `deadline` the one [`current`](Runtime::current) returns
 /// while `f` runs, on the thread (or task) that runs it, and puts back what was there before
-/// when `f` returns or unwinds. [`Scoped`](super::Scoped) calls it around every poll of the
+/// when `f` returns or unwinds. [`Scoped`](crate::runtime::Scoped) calls it around every poll of the
 /// future it wraps, so the deadline follows the future across threads and tasks.
+///
+/// [`enter_attempt`](Runtime::enter_attempt) does the same for one poll of an attempt run in
+/// its own scope ([`InScope`](crate::drive::InScope)); a runtime that keeps what an attempt
+/// sent onward ([`KeepsSent`]) also returns it there.
 pub trait Runtime: 'static {
     /// The runtime's timer.
     type Timer: Timer;
@@ -41,4 +46,38 @@ pub trait Runtime: 'static {
     /// Runs `f` with `deadline` as the current deadline (as it is: the caller takes the
     /// earlier of it and the enclosing one).
     fn enter<R>(deadline: Deadline, f: impl FnOnce() -> R) -> R;
+
+    /// Whether the runtime keeps what an attempt sent onward: `true` for one that implements
+    /// [`KeepsSent`] (and [`enter_attempt`](Runtime::enter_attempt) to return it). Where it is
+    /// `false`, the attempts' futures carry no code to read it.
+    const KEEPS_SENT: bool = false;
+
+    /// [`enter`](Runtime::enter) for one poll of an attempt (or its start), also returning
+    /// the latest instant given to [`KeepsSent::note_sent`] while `f` ran, none given before
+    /// counted. A runtime that does not implement [`KeepsSent`] keeps nothing: this default
+    /// returns `None`, and its attempts' failures are judged by their own ends alone.
+    #[inline]
+    fn enter_attempt<R>(deadline: Deadline, f: impl FnOnce() -> R) -> (R, Option<Instant>) {
+        (Self::enter(deadline, f), None)
+    }
+}
+
+/// A [`Runtime`] that keeps what an attempt sent onward, so that a failure that comes once it
+/// is running out counts as the attempt running out of time
+/// ([`note_sent`](crate::runtime::note_sent)): tokio's and std's, where an adapter (reqwest)
+/// sends the time left with requests whose answers the library never sees. A runtime that
+/// implements it also implements [`Runtime::enter_attempt`] to return what was noted, and sets
+/// [`Runtime::KEEPS_SENT`].
+///
+/// embassy's does not (no adapter there sends a deadline onward, and keeping it would cost
+/// every attempt's poll code on a microcontroller): there, `note_sent` does not compile, and
+/// code that sends the time left itself reads its deadline failures as
+/// [`Outcome::TimedOut`](crate::Outcome::TimedOut) by
+/// [`Sent::is_deadline_failure`](crate::wire::Sent::is_deadline_failure).
+pub trait KeepsSent: Runtime {
+    /// Keeps `running_out_from` for the attempt being entered, if one is (the latest, if
+    /// given more than once): a request sent from it told its next service a deadline that is
+    /// running out from then on
+    /// ([`Sent::running_out_from`](crate::wire::Sent::running_out_from)).
+    fn note_sent(running_out_from: Instant);
 }

@@ -10,10 +10,11 @@ use core::time::Duration;
 
 use crate::deadline::Deadline;
 use crate::error::Error;
-use crate::time::Clock;
+use crate::time::{Clock, Instant};
 use crate::timer::Timer;
+use crate::wire::Sent;
 
-use super::runtime::Runtime;
+use super::runtime::{KeepsSent, Runtime};
 
 pin_project_lite::pin_project! {
     /// A future running with a current deadline, not bounded by it ([`with_deadline`]).
@@ -77,6 +78,17 @@ pub fn enter<Rt: Runtime, R>(deadline: Deadline, f: impl FnOnce() -> R) -> R {
     Rt::enter(deadline, f)
 }
 
+/// [`enter`] for one poll of an attempt ([`Runtime::enter_attempt`]): also returns the latest
+/// instant from which what `f` sent onward is running out ([`note_sent`]), if it sent any.
+#[inline]
+pub(crate) fn enter_attempt<Rt: Runtime, R>(
+    deadline: Deadline,
+    f: impl FnOnce() -> R,
+) -> (R, Option<Instant>) {
+    let deadline = Rt::current().map_or(deadline, |outer| outer.min(deadline));
+    Rt::enter_attempt(deadline, f)
+}
+
 /// [`scope`] with a deadline `timeout` from now on `Rt`'s clock.
 pub fn scope_timeout<Rt: Runtime, F: IntoFuture>(
     timeout: Duration,
@@ -90,6 +102,47 @@ pub fn scope_timeout<Rt: Runtime, F: IntoFuture>(
 /// spawned, which would not see the deadline otherwise.
 pub fn propagate<Rt: Runtime, F: Future>(fut: F) -> Scoped<Rt, F> {
     with_deadline(Rt::current().unwrap_or(Deadline::NEVER), fut)
+}
+
+/// Tells `Rt` what a request sent from the current scope told its next service: an adapter
+/// calls it when it writes the time left into a request it does not see the answer to (a
+/// reqwest request). When the scope is an attempt's ([`InScope`](crate::drive::InScope), as
+/// [`Dependency::run`](crate::Dependency::run) runs them), a failure of that attempt that
+/// comes at or after [`Sent::running_out_from`] (the next service answering that the time it
+/// was told ran out, say, which arrives before the attempt's own end) is the attempt running
+/// out of time: counted, retried and answered as a timeout, not as a failed dependency.
+/// Outside an attempt, nothing reads it.
+///
+/// ```
+/// use deadline_core::drive::DeadlineOnly;
+/// use deadline_core::runtime::note_sent;
+/// use deadline_core::virtual_time::ManualRuntime;
+/// use deadline_core::wire::{DeadlineHeader, Propagation};
+/// use deadline_core::{CallError, Clock, Dependency, Error, Policy, Timer, ms};
+///
+/// static PRICES: Dependency<ManualRuntime, DeadlineOnly> =
+///     Dependency::deadline_only(Policy::required("prices").with_cap(ms(100)));
+///
+/// let call = PRICES.run(|limits| async move {
+///     let t = ManualRuntime::timer();
+///     // The request carries the attempt's time left less 5 ms: 95 ms.
+///     let out = Propagation::DEFAULT
+///         .send(limits.deadline(), t.now(), None, DeadlineHeader::DeadlineMs)
+///         .unwrap();
+///     note_sent::<ManualRuntime>(&out.sent());
+///     // The next service ran out of those 95 ms and answered 504 its 5 ms reply margin
+///     // before them: at 90 ms, 10 ms before the attempt's own end.
+///     t.sleep_until(t.now() + ms(90)).await;
+///     Err::<(), _>("504 Gateway Timeout")
+/// });
+/// let called = ManualRuntime::block_on(async { call.await }).unwrap();
+/// // The attempt ran out of the time it sent: the call timed out, it did not fail.
+/// assert_eq!(called, Err(CallError::Library(Error::Timeout { after: ms(90) })));
+/// assert_eq!(PRICES.counters().snapshot().timeouts, 1);
+/// ```
+#[inline]
+pub fn note_sent<Rt: KeepsSent>(sent: &Sent) {
+    Rt::note_sent(sent.running_out_from());
 }
 
 /// `Rt`'s current deadline, or `None` where there is none: outside any scope, and in a scope

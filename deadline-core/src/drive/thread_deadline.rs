@@ -4,16 +4,19 @@
 use core::cell::Cell;
 
 use crate::deadline::Deadline;
+use crate::time::Instant;
 
 std::thread_local! {
     static CURRENT: Cell<Option<Deadline>> = const { Cell::new(None) };
+    static SENT: Cell<Option<Instant>> = const { Cell::new(None) };
 }
 
 /// The current deadline kept in a thread-local, set only while a scoped future is polled (or
 /// a scoped closure runs): the [`Runtime::current`](super::Runtime::current) and
 /// [`Runtime::enter`](super::Runtime::enter) of a runtime on std threads (async-std, smol,
 /// plain threads). Because it is set around each poll and put back after it, the deadline
-/// follows its future across the threads of a work-stealing executor.
+/// follows its future across the threads of a work-stealing executor. It also keeps what an
+/// attempt sent onward ([`note_sent`](Self::note_sent)), for the driver to take.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct ThreadDeadline;
 
@@ -39,5 +42,30 @@ impl ThreadDeadline {
         }
         let _restore = Restore(CURRENT.with(|c| c.replace(Some(deadline))));
         f()
+    }
+
+    /// Keeps `running_out_from` on this thread, or the instant already kept if that is later:
+    /// [`KeepsSent::note_sent`](super::runtime::KeepsSent::note_sent).
+    #[inline]
+    pub fn note_sent(running_out_from: Instant) {
+        SENT.with(|s| {
+            s.set(Some(
+                s.get()
+                    .map_or(running_out_from, |kept| kept.max(running_out_from)),
+            ))
+        });
+    }
+
+    /// [`enter`](Self::enter), returning the latest instant given to
+    /// [`note_sent`](Self::note_sent) on this thread while `f` ran:
+    /// [`Runtime::enter_attempt`](super::Runtime::enter_attempt). What was kept before is
+    /// put back after, so an attempt made inside another attempt's poll takes only its own.
+    #[inline]
+    pub fn enter_attempt<R>(deadline: Deadline, f: impl FnOnce() -> R) -> (R, Option<Instant>) {
+        Self::enter(deadline, || {
+            let before = SENT.with(Cell::take);
+            let r = f();
+            (r, SENT.with(|s| s.replace(before)))
+        })
     }
 }

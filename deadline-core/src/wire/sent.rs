@@ -86,10 +86,21 @@ impl Sent {
         failure.is_deadline_shaped() && self.is_running_out(now)
     }
 
-    /// Whether the time sent has passed at `now`, or is within the allowance of passing.
+    /// Whether the time sent has passed at `now`, or is within the allowance of passing: from
+    /// [`running_out_from`](Self::running_out_from) on.
     #[must_use]
     pub fn is_running_out(&self, now: Instant) -> bool {
-        Deadline::at(self.until).remaining(now) <= self.allowance
+        now >= self.running_out_from()
+    }
+
+    /// The instant from which the time sent is running out: [`until`](Self::until) less the
+    /// allowance. A failure of the deadline's shape that comes back from then on is the
+    /// deadline's. Inside an attempt of a driven call, hand it to the runtime
+    /// ([`runtime::note_sent`](crate::runtime::note_sent)), so that the call counts such a
+    /// failure as the attempt running out of time, whatever error it comes back as.
+    #[must_use]
+    pub const fn running_out_from(&self) -> Instant {
+        self.until.saturating_sub(self.allowance)
     }
 }
 

@@ -1,0 +1,176 @@
+//! What an attempt sent onward decides how its failure counts: a next service that runs out
+//! of the time it was told answers (a 504, an `UNAVAILABLE`) before the attempt's own end,
+//! and through a client whose answer the library never sees (reqwest) it comes back as the
+//! attempt's own error. Once what the attempt sent is running out
+//! ([`Sent::running_out_from`]), such a failure is the attempt running out of time: counted
+//! as a timeout, retried as one, and the call's error a timeout, never a failed dependency.
+//!
+//! Virtual time (`ManualRuntime`): every instant here is exact.
+
+use deadline_core::drive::DeadlineOnly;
+use deadline_core::runtime::{note_sent, scope_timeout};
+use deadline_core::virtual_time::ManualRuntime;
+use deadline_core::wire::{DeadlineHeader, Propagation};
+use deadline_core::{CallError, Clock, Dependency, Error, Outcome, Policy, Timer, ms};
+
+/// Sends the attempt's time left, as an adapter does (5 ms kept per hop), tells the runtime,
+/// and waits `after_ms` for the next service's answer: a failure.
+async fn sends_then_fails(
+    deadline: deadline_core::Deadline,
+    after_ms: u64,
+) -> Result<(), &'static str> {
+    let t = ManualRuntime::timer();
+    let out = Propagation::DEFAULT
+        .send(deadline, t.now(), None, DeadlineHeader::DeadlineMs)
+        .unwrap();
+    note_sent::<ManualRuntime>(&out.sent());
+    t.sleep_until(t.now() + ms(after_ms)).await;
+    Err("504 Gateway Timeout")
+}
+
+/// Waits `after_ms`, then fails, having sent nothing.
+async fn fails(after_ms: u64) -> Result<(), &'static str> {
+    let t = ManualRuntime::timer();
+    t.sleep_until(t.now() + ms(after_ms)).await;
+    Err("502 Bad Gateway")
+}
+
+#[test]
+fn a_failure_once_what_was_sent_runs_out_is_a_timeout() {
+    static DEP: Dependency<ManualRuntime, DeadlineOnly> =
+        Dependency::deadline_only(Policy::required("a").with_cap(ms(100)));
+    // Sent 95 ms (until 95); running out from 90 ms: the answer at 90 ms is the deadline's.
+    let called = ManualRuntime::block_on(async {
+        DEP.run(|limits| sends_then_fails(limits.deadline(), 90))
+            .await
+    })
+    .unwrap();
+    assert_eq!(
+        called,
+        Err(CallError::Library(Error::Timeout { after: ms(90) }))
+    );
+    let counts = DEP.counters().snapshot();
+    assert_eq!(counts.timeouts, 1);
+}
+
+#[test]
+fn a_failure_before_what_was_sent_runs_out_is_the_dependencys() {
+    static DEP: Dependency<ManualRuntime, DeadlineOnly> =
+        Dependency::deadline_only(Policy::required("b").with_cap(ms(100)));
+    // At 89 ms, 1 ms before the time sent is within the allowance of running out.
+    let called = ManualRuntime::block_on(async {
+        DEP.run(|limits| sends_then_fails(limits.deadline(), 89))
+            .await
+    })
+    .unwrap();
+    assert_eq!(called, Err(CallError::Attempt("504 Gateway Timeout")));
+    let counts = DEP.counters().snapshot();
+    assert_eq!(counts.timeouts, 0);
+}
+
+#[test]
+fn what_was_sent_before_the_call_is_not_the_attempts() {
+    static DEP: Dependency<ManualRuntime, DeadlineOnly> =
+        Dependency::deadline_only(Policy::required("c").with_cap(ms(100)));
+    // The handler sends the time left itself, in its own scope, then makes the call: the
+    // attempt sends nothing, and its failure at 90 ms of 100 is the dependency's.
+    let called = ManualRuntime::block_on(scope_timeout::<ManualRuntime, _>(ms(100), async {
+        let t = ManualRuntime::timer();
+        let own = Propagation::DEFAULT
+            .send(
+                deadline_core::runtime::current::<ManualRuntime>().unwrap(),
+                t.now(),
+                None,
+                DeadlineHeader::DeadlineMs,
+            )
+            .unwrap();
+        note_sent::<ManualRuntime>(&own.sent());
+        DEP.run(|_| fails(90)).await
+    }))
+    .unwrap()
+    .expect("inside its scope");
+    assert_eq!(called, Err(CallError::Attempt("502 Bad Gateway")));
+    let counts = DEP.counters().snapshot();
+    assert_eq!(counts.timeouts, 0);
+}
+
+#[test]
+fn each_attempt_is_judged_by_what_it_sent() {
+    static DEP: Dependency<ManualRuntime> = Dependency::new(
+        Policy::required("d")
+            .idempotent()
+            .with_cap(ms(100))
+            .with_floor(ms(10))
+            .with_retries(1),
+    );
+    // The first attempt sends nothing and fails at 90 ms of its 100: the dependency's
+    // failure, retried. The retry sends its time left and its next service runs out of it:
+    // a timeout, and the call's error.
+    let mut tries = 0;
+    let called = ManualRuntime::block_on(async {
+        DEP.run(|limits| {
+            tries += 1;
+            let first = tries == 1;
+            async move {
+                if first {
+                    fails(90).await
+                } else {
+                    sends_then_fails(limits.deadline(), limits.timeout().as_millis() as u64 - 10)
+                        .await
+                }
+            }
+        })
+        .await
+    })
+    .unwrap();
+    assert!(
+        matches!(called, Err(CallError::Library(Error::Timeout { .. }))),
+        "{called:?}"
+    );
+    let counts = DEP.counters().snapshot();
+    assert_eq!((counts.retries, counts.timeouts), (1, 1));
+}
+
+#[test]
+fn a_fatal_answer_stays_fatal() {
+    static DEP: Dependency<ManualRuntime, DeadlineOnly> =
+        Dependency::deadline_only(Policy::required("e").with_cap(ms(100)));
+    // A 404 at 95 ms is the server's answer, not the deadline's.
+    let called = ManualRuntime::block_on(async {
+        DEP.run(|limits| sends_then_fails(limits.deadline(), 95))
+            .classify(|_| Outcome::Fatal)
+            .await
+    })
+    .unwrap();
+    assert_eq!(called, Err(CallError::Attempt("504 Gateway Timeout")));
+    assert_eq!(DEP.counters().snapshot().timeouts, 0);
+}
+
+#[test]
+fn a_call_made_inside_an_attempt_does_not_take_what_the_attempt_sent() {
+    static OUTER: Dependency<ManualRuntime, DeadlineOnly> =
+        Dependency::deadline_only(Policy::required("outer").with_cap(ms(100)));
+    static INNER: Dependency<ManualRuntime, DeadlineOnly> =
+        Dependency::deadline_only(Policy::required("inner").with_cap(ms(50)));
+    // The attempt sends its time left, then makes a call of its own in the same poll (one
+    // that answers at once, having sent nothing), then its next service runs out.
+    let called = ManualRuntime::block_on(async {
+        OUTER
+            .run(|limits| async move {
+                let t = ManualRuntime::timer();
+                let out = Propagation::DEFAULT
+                    .send(limits.deadline(), t.now(), None, DeadlineHeader::DeadlineMs)
+                    .unwrap();
+                note_sent::<ManualRuntime>(&out.sent());
+                INNER.run(|_| async { Ok::<_, ()>(1) }).await.unwrap();
+                t.sleep_until(t.now() + ms(90)).await;
+                Err::<(), _>("504 Gateway Timeout")
+            })
+            .await
+    })
+    .unwrap();
+    assert_eq!(
+        called,
+        Err(CallError::Library(Error::Timeout { after: ms(90) }))
+    );
+}
