@@ -11,14 +11,14 @@
 //! What comes back is the attempt's own to read: the library never sees reqwest's response.
 //! A next service that runs out of the time it was sent answers (a 504, say) an allowance
 //! and its own reply margin before the attempt's end. So the request tells the runtime what
-//! it sent ([`note_sent`]): inside a
-//! [`Dependency::run`](deadline_core::Dependency::run) attempt, a failure that comes once that
-//! is running out (an error made of that answer with `error_for_status()?`, a connection
-//! closed) is the attempt running out of time, by the core's rule
-//! ([`Sent::running_out_from`](deadline_core::wire::Sent::running_out_from)): counted and
-//! retried as a timeout, and a 504 through the axum answer if the call then gives up, never
-//! a 502. A tower client (hyper-util) under [`DependencyLayer`](crate::DependencyLayer) reads
-//! such answers by the same rule as it sees them.
+//! it sent ([`note_sent`]): inside a [`Dependency::run`](deadline_core::Dependency::run)
+//! attempt, a failure that comes once that is running out (an error made of that answer with
+//! `error_for_status()?`, a connection closed) is the attempt running out of time, by the
+//! core's rule ([`Sent::running_out_from`](deadline_core::wire::Sent::running_out_from)):
+//! counted and retried as a timeout, and a 504 through the axum answer if the call then gives
+//! up, never a 502. A tower client (hyper-util) under
+//! [`DependencyLayer`](crate::DependencyLayer) reads such answers by the same rule as it sees
+//! them.
 //!
 //! ```
 //! use deadline_core::wire::Propagation;

@@ -93,7 +93,10 @@ impl<Rt: Runtime, A: Attempt> Attempt for InScope<Rt, A> {
 
     #[inline]
     fn running_out_from(future: Pin<&InScopeFuture<Rt, A::Future>>) -> Option<Instant> {
-        // Nothing to read on a runtime that keeps nothing: no code for it either.
+        // Nothing to read on a runtime that keeps nothing, and no code for it either: on the
+        // Cortex-M0, reading the field anyway took the deadline-only firmware's library code
+        // from 4 052 to 4 112 bytes and the full one's from 10 082 to 10 342, past their
+        // 4 096 and 10 240 budgets (`bash scripts/firmware.sh`).
         if Rt::KEEPS_SENT { future.sent } else { None }
     }
 

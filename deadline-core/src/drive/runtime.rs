@@ -19,8 +19,8 @@ use crate::timer::Timer;
 ///
 /// [`enter`](Runtime::enter) makes `deadline` the one [`current`](Runtime::current) returns
 /// while `f` runs, on the thread (or task) that runs it, and puts back what was there before
-/// when `f` returns or unwinds. [`Scoped`](crate::runtime::Scoped) calls it around every poll of the
-/// future it wraps, so the deadline follows the future across threads and tasks.
+/// when `f` returns or unwinds. [`Scoped`](crate::runtime::Scoped) calls it around every poll
+/// of the future it wraps, so the deadline follows the future across threads and tasks.
 ///
 /// [`enter_attempt`](Runtime::enter_attempt) does the same for one poll of an attempt run in
 /// its own scope ([`InScope`](crate::drive::InScope)); a runtime that keeps what an attempt
