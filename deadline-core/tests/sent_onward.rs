@@ -35,22 +35,29 @@ async fn fails(after_ms: u64) -> Result<(), &'static str> {
     Err("502 Bad Gateway")
 }
 
+/// One call to `dep` (a 100 ms cap) whose attempt sends its time left, 95 ms, and fails
+/// `after_ms` in: what the call returned, and the timeouts `dep` counted.
+fn sends_then_fails_after(
+    dep: &'static Dependency<ManualRuntime, DeadlineOnly>,
+    after_ms: u64,
+) -> (Result<(), CallError<&'static str>>, u64) {
+    let called = ManualRuntime::block_on(async {
+        dep.run(|limits| sends_then_fails(limits.deadline(), after_ms))
+            .await
+    })
+    .unwrap();
+    (called, dep.counters().snapshot().timeouts)
+}
+
 #[test]
 fn a_failure_once_what_was_sent_runs_out_is_a_timeout() {
     static DEP: Dependency<ManualRuntime, DeadlineOnly> =
         Dependency::deadline_only(Policy::required("a").with_cap(ms(100)));
     // Sent 95 ms (until 95); running out from 90 ms: the answer at 90 ms is the deadline's.
-    let called = ManualRuntime::block_on(async {
-        DEP.run(|limits| sends_then_fails(limits.deadline(), 90))
-            .await
-    })
-    .unwrap();
     assert_eq!(
-        called,
-        Err(CallError::Library(Error::Timeout { after: ms(90) }))
+        sends_then_fails_after(&DEP, 90),
+        (Err(CallError::Library(Error::Timeout { after: ms(90) })), 1)
     );
-    let counts = DEP.counters().snapshot();
-    assert_eq!(counts.timeouts, 1);
 }
 
 #[test]
@@ -58,14 +65,10 @@ fn a_failure_before_what_was_sent_runs_out_is_the_dependencys() {
     static DEP: Dependency<ManualRuntime, DeadlineOnly> =
         Dependency::deadline_only(Policy::required("b").with_cap(ms(100)));
     // At 89 ms, 1 ms before the time sent is within the allowance of running out.
-    let called = ManualRuntime::block_on(async {
-        DEP.run(|limits| sends_then_fails(limits.deadline(), 89))
-            .await
-    })
-    .unwrap();
-    assert_eq!(called, Err(CallError::Attempt("504 Gateway Timeout")));
-    let counts = DEP.counters().snapshot();
-    assert_eq!(counts.timeouts, 0);
+    assert_eq!(
+        sends_then_fails_after(&DEP, 89),
+        (Err(CallError::Attempt("504 Gateway Timeout")), 0)
+    );
 }
 
 #[test]
