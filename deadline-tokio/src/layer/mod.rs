@@ -130,6 +130,12 @@
 //!   503 or 504, a gRPC `CANCELLED`, `UNAVAILABLE` or `DEADLINE_EXCEEDED`, arriving when
 //!   the time sent has run out or is within the allowance of it
 //!   ([`Sent::is_deadline_failure`](deadline_core::wire::Sent::is_deadline_failure)). With time left, every answer is relayed as it came.
+//! - **Inside a [`Dependency::run`](deadline_core::Dependency::run) attempt**, the layer tells
+//!   the runtime what it sent ([`note_sent`](deadline_core::runtime::note_sent)): whatever
+//!   error the attempt makes of a failure that comes once that is running out (the layer's
+//!   own [`PropagateError::Deadline`], a 504 turned into an error), the call counts it as the
+//!   attempt's timeout and answers [`Error::Timeout`](deadline_core::Error::Timeout) (504)
+//!   if it then gives up, never a failed dependency (502).
 //! - **Outside any scope** the request passes through unchanged and unbounded.
 //!
 //! The deadline is read when the service is *called*: put this layer where it is called

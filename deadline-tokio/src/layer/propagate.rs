@@ -5,6 +5,7 @@ use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll};
 
+use deadline_core::runtime::note_sent;
 use deadline_core::wire::{DeadlineHeader, Failure, Incoming, Propagation, ResponseHead, Sent};
 use deadline_core::{Clock, Error};
 use http::{Request, Response};
@@ -16,7 +17,7 @@ use super::propagate_body::PropagateBody;
 use super::propagate_error::PropagateError;
 use crate::bounded::Bounded;
 use crate::clock::TokioClock;
-use crate::context::current;
+use crate::context::{Tokio, current};
 
 /// A tower layer for a client: each request made inside a deadline [`scope`](crate::scope)
 /// carries the time left, and the call is bounded by what was sent.
@@ -168,6 +169,9 @@ where
             set(request.headers_mut(), name, value);
         }
         let sent = outgoing.sent();
+        // Inside a `Dependency::run` attempt, a failure once this is running out is the
+        // attempt's timeout, whatever error the caller makes of it.
+        note_sent::<Tokio>(&sent);
         PropagateFuture {
             state: State::Bounded {
                 call: Bounded::new(sent.deadline().instant(), self.inner.call(request)),
