@@ -56,7 +56,7 @@ use core::time::Duration;
 
 use deadline_core::runtime::note_sent;
 use deadline_core::wire::{DeadlineHeader, Incoming, Outgoing, Propagation};
-use deadline_core::{Clock, Error, Instant};
+use deadline_core::{Clock, Deadline, Error, Instant};
 use http::HeaderMap;
 use reqwest::RequestBuilder;
 
@@ -69,8 +69,12 @@ pub trait DeadlineRequest: Sized {
     /// Inside a [`scope`](crate::scope): sets `header` to the time left less `propagation`'s
     /// allowance (or to a shorter timeout the request already carries in `grpc-timeout`,
     /// `connect-timeout-ms` or `x-deadline-ms`), and reqwest's own timeout one allowance
-    /// after the deadline, as a backstop the library's timer beats. Outside any scope, the
-    /// request is returned unchanged.
+    /// after the deadline, as a backstop the library's timer beats. A shorter timeout set
+    /// with reqwest's [`RequestBuilder::timeout`] is the request's deadline: it stays
+    /// reqwest's timeout, and the header carries it less the allowance (on a request whose
+    /// body cannot be copied, a stream, it cannot be read, and is replaced). A client-wide
+    /// `ClientBuilder::timeout` is not seen, and reqwest lets the request's own win over it.
+    /// Outside any scope, the request is returned unchanged.
     ///
     /// # Errors
     ///
@@ -115,8 +119,11 @@ impl DeadlineRequest for RequestBuilder {
                 .timeout(backstop(&outgoing, now, propagation))
                 .headers(headers));
         };
-        // A shorter timeout already on the request is kept.
+        // A shorter timeout already on the request is kept: in its headers, what the next
+        // service is told; reqwest's own, a deadline for this request.
         let already = Incoming::read(Scanned::new(request.headers()).lookup()).shortest_valid();
+        let own = request.timeout().copied();
+        let deadline = own.map_or(deadline, |own| deadline.min(Deadline::after(now, own)));
         let outgoing = propagation
             .send(deadline, now, already, header)
             .map_err(Error::from)?;
@@ -124,7 +131,8 @@ impl DeadlineRequest for RequestBuilder {
             set(request.headers_mut(), name, value);
         }
         note_sent::<Tokio>(&outgoing.sent());
-        *request.timeout_mut() = Some(backstop(&outgoing, now, propagation));
+        let backstop = backstop(&outgoing, now, propagation);
+        *request.timeout_mut() = Some(own.map_or(backstop, |own| own.min(backstop)));
         Ok(RequestBuilder::from_parts(client, request))
     }
 }
@@ -181,6 +189,29 @@ mod tests {
                 Some(&backstop),
                 "with {already} ms already set"
             );
+        }
+    }
+
+    /// reqwest's own timeout set shorter than the time left (50 ms in a 200 ms scope) is the
+    /// request's deadline: it is kept as reqwest's timeout, and the header tells the next
+    /// service 45 ms (50 less the 5 ms allowance). A longer one gives way to the time left.
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn a_shorter_reqwest_timeout_is_kept_and_sent() {
+        let client = reqwest::Client::new();
+        for (own, sent, timeout) in [(ms(50), "45", ms(50)), (ms(500), "195", ms(205))] {
+            let request = scope_timeout(ms(200), async {
+                client
+                    .get(URL)
+                    .timeout(own)
+                    .time_left()
+                    .expect("time is left")
+                    .build()
+                    .expect("a valid request")
+            })
+            .await
+            .expect("inside its scope");
+            assert_eq!(request.headers()["x-deadline-ms"], sent, "{own:?}");
+            assert_eq!(request.timeout(), Some(&timeout), "{own:?}");
         }
     }
 
