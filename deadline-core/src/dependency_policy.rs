@@ -314,9 +314,11 @@ impl<'n> Policy<'n> {
         self.with_hedge_at(Quantile::P95, fallback)
     }
 
-    /// The same policy with up to `hedges` hedged copies per call (after the delay of
-    /// [`with_hedge_after`](Policy::with_hedge_after), or the cap if none was set); 0 turns
-    /// hedging off.
+    /// The same policy with up to `hedges` hedged copies per call, after the delay that
+    /// [`with_hedge_after`](Policy::with_hedge_after) or
+    /// [`with_hedge_at_p95`](Policy::with_hedge_at_p95) sets (before or after this); 0 turns
+    /// hedging off. Hedges with no delay set are never due: a
+    /// [`Dependency`](crate::Dependency) made with them does not compile.
     ///
     /// # Panics
     ///
@@ -329,10 +331,8 @@ impl<'n> Policy<'n> {
                 self
             }
             (Some(h), n) => self.with_hedge(HedgePolicy { max_hedges: n, ..h }),
-            (None, n) => {
-                let delay = self.cap();
-                self.with_hedge(HedgePolicy::new(delay, n))
-            }
+            // No delay yet: never, until one is set.
+            (None, n) => self.with_hedge(HedgePolicy::new(Duration::MAX, n)),
         }
     }
 
@@ -520,6 +520,33 @@ impl<'n> Policy<'n> {
     #[inline(always)]
     pub(crate) const fn connect_micros(&self) -> u64 {
         self.connect_us
+    }
+
+    /// Panics when a setting could never act: a floor above the cap (no call would ever be
+    /// made), or, when `hedged` (the calls may hedge), a fixed hedge delay at or past the cap
+    /// (each attempt has timed out by the time its hedge is due). A
+    /// [`Dependency`](crate::Dependency) checks its policy when it is made: in a `static` or
+    /// a `const`, a compile error.
+    pub(crate) const fn assert_every_setting_acts(&self, hedged: bool) {
+        assert!(
+            self.floor_us <= self.cap_us,
+            "the floor is above the cap: no call would ever be made; lower .with_floor(..) or \
+             raise .with_cap(..)"
+        );
+        if let (
+            true,
+            Some(HedgePolicy {
+                delay, live: None, ..
+            }),
+        ) = (hedged, self.hedge)
+        {
+            assert!(
+                duration_to_micros(delay) < self.cap_us,
+                "the hedge delay is not under the cap: every attempt times out before its hedge \
+                 is due; set one with .with_hedge_after(..) under the cap, or \
+                 .with_hedge_at_p95(..)"
+            );
+        }
     }
 }
 

@@ -186,3 +186,43 @@ fn a_hedging_policy_cannot_be_made_not_idempotent() {
         .with_hedge_after(ms(50))
         .not_idempotent();
 }
+
+/// Hedges whose delay is not under the cap (none set, `with_hedges` alone, or one at the cap)
+/// would be due only once each attempt had timed out: the dependency is refused where it is
+/// made, at compile time for a `static`, with a panic at run time.
+#[test]
+fn a_hedge_that_could_never_be_due_is_refused_where_the_dependency_is_made() {
+    use deadline_core::Dependency;
+    use deadline_core::virtual_time::ManualRuntime;
+
+    let capped = || Policy::required("B").idempotent().with_cap(ms(110));
+    let made = |policy: Policy<'static>| {
+        std::panic::catch_unwind(|| {
+            let _ = Dependency::<ManualRuntime>::new(policy);
+        })
+        .map_err(|panic| *panic.downcast::<&str>().expect("a message"))
+    };
+    let refused = Err(
+        "the hedge delay is not under the cap: every attempt times out before its hedge is due; \
+         set one with .with_hedge_after(..) under the cap, or .with_hedge_at_p95(..)",
+    );
+    assert_eq!(made(capped().with_hedges(1)), refused);
+    assert_eq!(made(capped().with_hedge_after(ms(110))), refused);
+    // A delay under the cap, set before or after the number of hedges, or a live one.
+    assert_eq!(made(capped().with_hedges(2).with_hedge_after(ms(60))), Ok(()));
+    assert_eq!(made(capped().with_hedge_after(ms(60)).with_hedges(2)), Ok(()));
+    assert_eq!(made(capped().with_hedges(1).with_hedge_at_p95(ms(200))), Ok(()));
+}
+
+/// A floor above the cap would never make a call: refused where the dependency is made.
+#[test]
+#[should_panic(expected = "the floor is above the cap")]
+fn a_floor_above_the_cap_is_refused_where_the_dependency_is_made() {
+    use deadline_core::Dependency;
+    use deadline_core::drive::DeadlineOnly;
+    use deadline_core::virtual_time::ManualRuntime;
+
+    let _: Dependency<ManualRuntime, DeadlineOnly> = Dependency::<ManualRuntime>::deadline_only(
+        Policy::required("B").with_cap(ms(20)).with_floor(ms(30)),
+    );
+}

@@ -97,8 +97,47 @@ impl<'n, Rt> Dependency<'n, Rt> {
     /// The dependency called as `policy` says, with the default retry budget
     /// ([`RetryBudget::default`]: 10% extra calls, 10 per second whatever the traffic), no
     /// circuit breaker, and empty counters and histogram.
+    ///
+    /// # Panics
+    ///
+    /// When a setting of `policy` could never act; in a `static` or a `const`, that is a
+    /// compile error. A floor above the cap would never make a call, and a hedge delay at or
+    /// past the cap (or none set, with [`Policy::with_hedges`] alone) would come after every
+    /// attempt had timed out:
+    ///
+    /// ```compile_fail
+    /// use deadline_core::virtual_time::ManualRuntime;
+    /// use deadline_core::{Dependency, Policy, ms};
+    ///
+    /// static PRICING: Dependency<ManualRuntime> =
+    ///     Dependency::new(Policy::required("pricing").with_cap(ms(20)).with_floor(ms(30)));
+    /// ```
+    ///
+    /// ```compile_fail
+    /// use deadline_core::virtual_time::ManualRuntime;
+    /// use deadline_core::{Dependency, Policy, ms};
+    ///
+    /// static PRICING: Dependency<ManualRuntime> =
+    ///     Dependency::new(Policy::required("pricing").idempotent().with_cap(ms(110)).with_hedges(1));
+    /// ```
+    ///
+    /// With a delay under the cap, fixed or live, it hedges:
+    ///
+    /// ```
+    /// use deadline_core::virtual_time::ManualRuntime;
+    /// use deadline_core::{Dependency, Policy, ms};
+    ///
+    /// static PRICING: Dependency<ManualRuntime> = Dependency::new(
+    ///     Policy::required("pricing").idempotent().with_cap(ms(110)).with_hedges(2).with_hedge_after(ms(60)),
+    /// );
+    /// static QUOTES: Dependency<ManualRuntime> = Dependency::new(
+    ///     Policy::required("quotes").idempotent().with_cap(ms(110)).with_hedge_at_p95(ms(60)),
+    /// );
+    /// # let _ = (&PRICING, &QUOTES);
+    /// ```
     #[must_use]
     pub const fn new(policy: Policy<'n>) -> Self {
+        policy.assert_every_setting_acts(true);
         Dependency {
             policy,
             budget: Some(RetryBudget::percent(RetryBudget::DEFAULT_PERCENT)),
@@ -152,8 +191,14 @@ impl<'n, Rt> Dependency<'n, Rt> {
     ///
     /// assert!(PRICING.retry_budget().is_none());
     /// ```
+    ///
+    /// # Panics
+    ///
+    /// When `policy`'s floor is above its cap (no call would ever be made); in a `static` or
+    /// a `const`, that is a compile error.
     #[must_use]
     pub const fn deadline_only(policy: Policy<'n>) -> Dependency<'n, Rt, DeadlineOnly> {
+        policy.assert_every_setting_acts(false);
         Dependency {
             policy,
             budget: None,
