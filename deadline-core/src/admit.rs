@@ -7,8 +7,7 @@ use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::time::Instant;
 
-/// When a request is admitted: the least time its handler needs and, optionally, the longest
-/// queue delay accepted.
+/// When a request is admitted: the least time its handler needs.
 ///
 /// ```
 /// use deadline_core::{Deadline, Error, Instant, ms};
@@ -38,18 +37,15 @@ use crate::time::Instant;
 /// (14 `UNAVAILABLE`), which tell the client the server is overloaded and another replica
 /// may serve it.
 ///
-/// [`Admission::admit_queued`] adds a queue-delay threshold, for servers that want to shed on
-/// a long queue even when the request itself would still have time (the queue is then the
-/// signal of overload, as in CoDel).
+/// [`Admission::with_max_queue_delay`] adds a queue-delay threshold ([`QueueAdmission`]), for
+/// a server that keeps its own queue and wants to shed on a long one even when the request
+/// itself would still have time (the queue is then the signal of overload, as in CoDel).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Admission {
     /// The least time the handler needs to produce an answer (for example its own p50): a
     /// request with less time left is shed.
     pub(crate) need: Duration,
-    /// The longest queue delay accepted by [`Admission::admit_queued`], whatever the time
-    /// left; `None` for no such limit.
-    pub(crate) max_queue_delay: Option<Duration>,
 }
 
 impl Admission {
@@ -59,18 +55,28 @@ impl Admission {
     /// Sheds requests with less than `need` left when their handler would start.
     #[must_use]
     pub const fn new(need: Duration) -> Self {
-        Admission {
-            need,
-            max_queue_delay: None,
-        }
+        Admission { need }
     }
 
-    /// The same rule, also shedding requests that waited longer than `max` in the queue (used
-    /// by [`admit_queued`](Self::admit_queued)).
+    /// The same rule where the requests wait in a queue of the server's own: also shedding
+    /// those that waited longer than `max` in it ([`QueueAdmission::admit_queued`], which
+    /// needs the instant each entered the queue). A server layer that admits each request
+    /// as it arrives, before any queue (`DeadlineLayer`), takes an [`Admission`], not this:
+    ///
+    /// ```compile_fail
+    /// use deadline_core::ms;
+    /// use deadline_core::wire::{Admission, Propagation, ServerPolicy};
+    ///
+    /// // A server policy admits at arrival: it has no queue delay to read.
+    /// let server = ServerPolicy::new(Propagation::DEFAULT, ms(1_000))
+    ///     .with_admission(Admission::new(ms(5)).with_max_queue_delay(ms(50)));
+    /// ```
     #[must_use]
-    pub const fn with_max_queue_delay(mut self, max: Duration) -> Self {
-        self.max_queue_delay = Some(max);
-        self
+    pub const fn with_max_queue_delay(self, max: Duration) -> QueueAdmission {
+        QueueAdmission {
+            admission: self,
+            max_queue_delay: max,
+        }
     }
 
     /// Decides at `now`, the instant the handler would start, whether a request with
@@ -99,7 +105,31 @@ impl Admission {
         }
     }
 
-    /// As [`admit`](Self::admit), for a request that entered the queue at `enqueued`: also
+    /// The least time the handler needs to produce an answer (for example its own p50): a
+    /// request with less time left is shed.
+    #[must_use]
+    pub const fn need(&self) -> Duration {
+        self.need
+    }
+}
+
+impl Default for Admission {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+/// An [`Admission`] for requests that wait in a queue of the server's own, with the longest
+/// queue delay accepted: made by [`Admission::with_max_queue_delay`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct QueueAdmission {
+    admission: Admission,
+    max_queue_delay: Duration,
+}
+
+impl QueueAdmission {
+    /// As [`Admission::admit`], for a request that entered the queue at `enqueued`: also
     /// shed when it waited longer than [`max_queue_delay`](Self::max_queue_delay). A clock
     /// reading earlier than `enqueued` counts as no wait.
     ///
@@ -123,31 +153,22 @@ impl Admission {
         enqueued: Instant,
         now: Instant,
     ) -> Result<Duration, Error> {
-        if let Some(max) = self.max_queue_delay {
-            let waited = now.saturating_duration_since(enqueued);
-            if waited.as_nanos() > max.as_nanos() {
-                return Err(Error::Shed);
-            }
+        let waited = now.saturating_duration_since(enqueued);
+        if waited.as_nanos() > self.max_queue_delay.as_nanos() {
+            return Err(Error::Shed);
         }
-        self.admit(deadline, now)
-    }
-    /// The least time the handler needs to produce an answer (for example its own p50): a
-    /// request with less time left is shed.
-    #[must_use]
-    pub const fn need(&self) -> Duration {
-        self.need
+        self.admission.admit(deadline, now)
     }
 
-    /// The longest queue delay accepted by [`Admission::admit_queued`], whatever the time
-    /// left; `None` for no such limit.
+    /// The rule on the time left, without the queue's.
     #[must_use]
-    pub const fn max_queue_delay(&self) -> Option<Duration> {
+    pub const fn admission(&self) -> Admission {
+        self.admission
+    }
+
+    /// The longest queue delay accepted, whatever the time left.
+    #[must_use]
+    pub const fn max_queue_delay(&self) -> Duration {
         self.max_queue_delay
-    }
-}
-
-impl Default for Admission {
-    fn default() -> Self {
-        Self::DEFAULT
     }
 }

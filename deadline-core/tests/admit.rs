@@ -69,27 +69,14 @@ fn the_queue_delay_threshold_sheds_a_long_wait_even_with_time_left() {
         admission.admit_queued(deadline, enqueued, over),
         Err(Error::Shed)
     );
-    // `admit` alone does not look at the queue.
-    assert!(admission.admit(deadline, over).is_ok());
+    // The rule on the time left alone does not look at the queue.
+    assert!(admission.admission().admit(deadline, over).is_ok());
     // A clock reading before the enqueue instant counts as no wait.
     assert!(
         admission
             .admit_queued(deadline, enqueued, Instant::ZERO)
             .is_ok()
     );
-}
-
-#[test]
-fn without_a_threshold_admit_queued_is_admit() {
-    let admission = Admission::new(ms(20));
-    let deadline = Deadline::after(Instant::ZERO, ms(100));
-    for t in [0, 50, 80, 81, 200] {
-        let now = Instant::from_millis(t);
-        assert_eq!(
-            admission.admit_queued(deadline, Instant::ZERO, now),
-            admission.admit(deadline, now)
-        );
-    }
 }
 
 #[test]

@@ -209,9 +209,18 @@ fn a_hedge_that_could_never_be_due_is_refused_where_the_dependency_is_made() {
     assert_eq!(made(capped().with_hedges(1)), refused);
     assert_eq!(made(capped().with_hedge_after(ms(110))), refused);
     // A delay under the cap, set before or after the number of hedges, or a live one.
-    assert_eq!(made(capped().with_hedges(2).with_hedge_after(ms(60))), Ok(()));
-    assert_eq!(made(capped().with_hedge_after(ms(60)).with_hedges(2)), Ok(()));
-    assert_eq!(made(capped().with_hedges(1).with_hedge_at_p95(ms(200))), Ok(()));
+    assert_eq!(
+        made(capped().with_hedges(2).with_hedge_after(ms(60))),
+        Ok(())
+    );
+    assert_eq!(
+        made(capped().with_hedge_after(ms(60)).with_hedges(2)),
+        Ok(())
+    );
+    assert_eq!(
+        made(capped().with_hedges(1).with_hedge_at_p95(ms(200))),
+        Ok(())
+    );
 }
 
 /// A floor above the cap would never make a call: refused where the dependency is made.

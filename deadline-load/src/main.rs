@@ -23,10 +23,10 @@
 //!   outstanding and counts the rest as unanswered. Every loop is bounded in count and time.
 //! - **With the library**, the server reads each request's deadline with `DeadlineLayer`,
 //!   which refuses (503) a request with less time left than the work needs (`Admission`); a
-//!   request waits for a worker at most `Admission::max_queue_delay` ([`MAX_QUEUE_DELAY`]) and
-//!   never past the point where its work would no longer fit, then is shed (503) by the
-//!   core's `Admission::admit_queued`; and the layer answers 504 for a handler still running
-//!   at its deadline.
+//!   request waits for a worker at most `QueueAdmission::max_queue_delay`
+//!   ([`MAX_QUEUE_DELAY`]) and never past the point where its work would no longer fit, then
+//!   is shed (503) by the core's `QueueAdmission::admit_queued`; and the layer answers 504
+//!   for a handler still running at its deadline.
 //! - **With tower**, `ConcurrencyLimit` of [`WORKERS`] behind `LoadShed`: a request that
 //!   finds every worker busy is refused at once (503), with no queue.
 //! - **Without either**, the same handler waits for a worker however long it takes.
@@ -43,8 +43,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use deadline_core::wire::Admission;
 use deadline_core::wire::Propagation;
+use deadline_core::wire::{Admission, QueueAdmission};
 use deadline_core::{Clock, Deadline, Error, ms};
 use deadline_tokio::DeadlineLayer;
 use deadline_tokio::time::TokioClock;
@@ -135,7 +135,7 @@ fn text(status: StatusCode, body: &'static str) -> Response<Body> {
 async fn handler_with_library(
     workers: Arc<Semaphore>,
     waiting: Arc<AtomicUsize>,
-    admission: Admission,
+    admission: QueueAdmission,
 ) -> Result<Response<Body>, Infallible> {
     let shed = || {
         let status = StatusCode::from_u16(Error::Shed.http_status())
@@ -150,10 +150,8 @@ async fn handler_with_library(
     // work no longer fits before the deadline.
     let fits = deadline
         .remaining(enqueued)
-        .saturating_sub(admission.need());
-    let wait = admission
-        .max_queue_delay()
-        .map_or(fits, |max| max.min(fits));
+        .saturating_sub(admission.admission().need());
+    let wait = admission.max_queue_delay().min(fits);
     waiting.fetch_add(1, Ordering::Relaxed);
     let permit = tokio::time::timeout(wait, workers.acquire_owned()).await;
     waiting.fetch_sub(1, Ordering::Relaxed);
@@ -196,7 +194,7 @@ async fn serve(mode: Mode, listener: std::net::TcpListener, waiting: Arc<AtomicU
             .with_max(ms(10_000)),
         ms(1_000),
     )
-    .with_admission(admission);
+    .with_admission(admission.admission());
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             continue;

@@ -116,7 +116,7 @@ mod response;
 mod sent;
 mod serve;
 
-pub use crate::admit::Admission;
+pub use crate::admit::{Admission, QueueAdmission};
 pub use crate::grpc_code::GrpcCode;
 pub use answer::{Answer, Cut, Text};
 pub use error::WireError;

@@ -19,7 +19,7 @@ use deadline_core::plan::Plan;
 use deadline_core::policy::{Backoff, HedgePolicy, Jitter};
 use deadline_core::rng::SplitMix64;
 use deadline_core::statement::{StatementPolicy, statement_timeout};
-use deadline_core::wire::Admission;
+use deadline_core::wire::{Admission, QueueAdmission};
 use deadline_core::wire::{DeadlineMs, GrpcTimeout, Propagation};
 use deadline_core::wire::{parse_grpc_pushback, parse_retry_after};
 use deadline_core::{Deadline, Instant, Outcome, Policy, ms};
@@ -40,7 +40,7 @@ static OPTIONAL: Policy = Policy::optional("C").with_cap(ms(60)).with_floor(ms(2
 static STATEMENT: StatementPolicy = StatementPolicy::capped(ms(300))
     .with_floor(ms(40))
     .with_reserve(ms(5));
-static ADMISSION: Admission = Admission::new(ms(5)).with_max_queue_delay(ms(50));
+static ADMISSION: QueueAdmission = Admission::new(ms(5)).with_max_queue_delay(ms(50));
 static PROPAGATION: Propagation = Propagation::DEFAULT
     .with_allowance(ms(5))
     .with_max(ms(10_000));
@@ -71,7 +71,7 @@ fn main() -> ! {
     let policy: &Policy = black_box(&POLICY);
     let optional: &Policy = black_box(&OPTIONAL);
     let statement: &StatementPolicy = black_box(&STATEMENT);
-    let admission: &Admission = black_box(&ADMISSION);
+    let admission: &QueueAdmission = black_box(&ADMISSION);
     let propagation: &Propagation = black_box(&PROPAGATION);
     let backoff: Backoff = *black_box(&BACKOFF);
     let mut rng = SplitMix64::new(black_box(7));
@@ -110,7 +110,7 @@ fn main() -> ! {
             BREAKER.record(permit, black_box(BreakerOutcome::Failure), at(20));
         }
         keep(BREAKER.state());
-        keep(admission.admit(deadline, now));
+        keep(admission.admission().admit(deadline, now));
         keep(admission.admit_queued(deadline, at(1), now));
         keep(statement_timeout(statement, deadline, now));
 
