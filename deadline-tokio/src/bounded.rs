@@ -56,17 +56,35 @@ impl<F> Bounded<F> {
     }
 }
 
-impl<F: Future> Future for Bounded<F> {
-    type Output = Result<F::Output, Elapsed>;
-
+impl<F: Future> Bounded<F> {
+    /// As [`Future::poll`], the bound moved first to `enclosing`'s instant if that is earlier:
+    /// read once, when the work is first pending and its timer is made.
     #[inline]
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+    pub(crate) fn poll_within(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        enclosing: impl FnOnce() -> Option<Instant>,
+    ) -> Poll<Result<F::Output, Elapsed>> {
         let this = self.project();
         let had_budget = tokio::task::coop::has_budget_remaining();
         if let Poll::Ready(output) = this.fut.poll(cx) {
             return Poll::Ready(Ok(output));
         }
+        if this.sleep.is_none() {
+            if let Some(outer) = enclosing() {
+                *this.until = (*this.until).min(outer);
+            }
+        }
         poll_timer(this.sleep, *this.until, had_budget, cx).map(Err)
+    }
+}
+
+impl<F: Future> Future for Bounded<F> {
+    type Output = Result<F::Output, Elapsed>;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.poll_within(cx, || None)
     }
 }
 

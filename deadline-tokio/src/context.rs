@@ -26,7 +26,7 @@ use crate::clock::{TokioClock, TokioTimer};
 
 /// Runs `fut` under `deadline` and bounds it: `fut` reads `deadline` as the current
 /// deadline (or the enclosing one, if that is earlier: a nested scope can shorten the
-/// deadline, never extend it), and at the deadline it is dropped and the result is
+/// deadline, never extend it), and at that deadline it is dropped and the result is
 /// [`Error::DeadlineExceeded`]. Takes anything that can be awaited
 /// ([`IntoFuture`](core::future::IntoFuture)), a `Dependency::run` call included.
 ///
@@ -109,9 +109,12 @@ impl<F: Future> Future for Scope<F> {
 
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // Bounded by the enclosing deadline too, if that is earlier (read here, outside the
+        // scope's own): a scope inside a task that carries a shorter deadline
+        // ([`propagate`]) is cut at that one, the deadline its work reads.
         self.project()
             .bounded
-            .poll(cx)
+            .poll_within(cx, || current().map(|d| d.instant()))
             .map(|out| out.map_err(|_elapsed| Error::DeadlineExceeded))
     }
 }

@@ -63,6 +63,28 @@ async fn propagate_built_outside_a_scope_runs_with_the_scope_it_is_awaited_in() 
     assert_eq!(left, Some(ms(70)));
 }
 
+/// A scope asking for longer than the deadline around it is bounded by that one too: in a
+/// spawned task that carries a 200 ms request's deadline (`propagate`, which bounds nothing
+/// itself), a 5 s scope over a second of work is cut at 200 ms, the deadline its work reads.
+#[tokio::test(start_paused = true)]
+async fn a_longer_scope_is_cut_at_the_earlier_deadline_around_it() {
+    let start = tokio::time::Instant::now();
+    let mut spawned = None;
+    scope_timeout(ms(200), async {
+        spawned = Some(tokio::spawn(propagate(scope_timeout(
+            ms(5_000),
+            tokio::time::sleep(ms(1_000)),
+        ))));
+    })
+    .await
+    .expect("inside its scope");
+    assert_eq!(
+        spawned.expect("spawned").await.unwrap(),
+        Err(deadline_core::Error::DeadlineExceeded)
+    );
+    assert_eq!(start.elapsed(), ms(200));
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_enclosing_deadline_is_read_at_each_poll() {
     // A future polled first outside any scope, then moved into one: from then on it sees it.
