@@ -138,6 +138,30 @@ impl StatementTimeout {
     pub const fn as_duration(self) -> Duration {
         Duration::from_millis(self.millis as u64)
     }
+
+    /// For a statement timeout decided at `decided` (the `now` of [`statement_timeout`]):
+    /// the instant from which the statement's time is running out. The server starts the
+    /// timeout when the statement reaches it, after `decided`, so its own timeout (SQLSTATE
+    /// 57014) comes at this instant or later. Inside an attempt of a driven call, hand it
+    /// to the runtime ([`KeepsSent::note_sent`](crate::runtime::KeepsSent::note_sent)), as
+    /// for a deadline sent in a header: a failure from then on is the attempt running out
+    /// of time, counted and answered as a timeout.
+    ///
+    /// ```
+    /// use deadline_core::{Deadline, Instant, ms};
+    /// use deadline_core::statement::{statement_timeout, StatementPolicy};
+    ///
+    /// let policy = StatementPolicy::capped(ms(300));
+    /// let now = Instant::from_millis(900);
+    /// let decided = statement_timeout(&policy, Deadline::after(Instant::ZERO, ms(1_000)), now);
+    /// // 100 ms left, less the 5 ms margin: the statement runs out from 995 ms on.
+    /// let timeout = decided.timeout().unwrap();
+    /// assert_eq!(timeout.running_out_from(now), Instant::from_millis(995));
+    /// ```
+    #[must_use]
+    pub const fn running_out_from(self, decided: Instant) -> Instant {
+        decided.saturating_add(self.as_duration())
+    }
 }
 
 /// `SET LOCAL statement_timeout = N`, with `N` in milliseconds.

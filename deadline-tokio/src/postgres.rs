@@ -13,7 +13,11 @@
 //!    caller left, the deadline passed, a hedge lost), and its connection is not used again
 //!    until the cancel has settled (below);
 //! 4. reports SQLSTATE 57014 (`query_canceled`: the statement timeout fired) as the library's
-//!    timeout, [`Error::Timeout`], and the deadline passing as [`Error::DeadlineExceeded`].
+//!    timeout, [`Error::Timeout`], and the deadline passing as [`Error::DeadlineExceeded`];
+//!    inside a [`Dependency::run`](deadline_core::Dependency::run) attempt, whose error it
+//!    becomes, the call counts it as the attempt's timeout and answers `Error::Timeout` if it
+//!    gives up, never a failed dependency (the statement timeout is noted with the runtime,
+//!    as a deadline sent in a header is: [`note_sent`](deadline_core::runtime::note_sent)).
 //!
 //! # The cancel, and why the session holds the connection
 //!
@@ -75,6 +79,8 @@
 //! timeout and floor, but no cancel. The caller has the client back the moment the future is
 //! dropped, so a cancel sent then could reach its next query; a dropped query runs on until
 //! its statement timeout (at most the deadline, less the margin) instead.
+//!
+//! [`decide_statement`]: crate::low_level::decide_statement
 
 use core::fmt;
 
@@ -85,7 +91,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Row};
 
 use crate::context::within_current;
-use crate::statement::decide_statement;
+use crate::statement::decide_and_note_statement;
 
 mod cancel;
 mod database;
@@ -262,7 +268,7 @@ async fn run(
     params: &[&(dyn ToSql + Sync)],
     kind: Kind,
 ) -> Result<Done, PgError> {
-    let timeout = match decide_statement(policy) {
+    let timeout = match decide_and_note_statement(policy) {
         StatementDecision::Set(timeout) => timeout,
         StatementDecision::DontStart(shortfall) => {
             return Err(PgError::Deadline(shortfall.error()));

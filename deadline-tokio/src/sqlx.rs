@@ -20,7 +20,10 @@
 //!    fails closes the connection instead (counted in [`cancels`], and a `tracing` warning
 //!    under feature `tracing`);
 //! 4. reports SQLSTATE 57014 (`query_canceled`: the statement timeout fired) as the library's
-//!    timeout, [`Error::Timeout`], and the deadline passing as [`Error::DeadlineExceeded`].
+//!    timeout, [`Error::Timeout`], and the deadline passing as [`Error::DeadlineExceeded`];
+//!    inside a [`Dependency::run`](deadline_core::Dependency::run) attempt, whose error it
+//!    becomes, the call counts it as the attempt's timeout and answers `Error::Timeout` if it
+//!    gives up, never a failed dependency.
 //!
 //! The backend's process id, which the cancel needs, comes back with the transaction's first
 //! round trip (`BEGIN; SET LOCAL ...; SELECT pg_backend_pid()`): no round trip of its own.
@@ -59,7 +62,7 @@ use deadline_core::statement::{StatementDecision, StatementPolicy};
 
 use crate::context::within_current;
 use crate::database::{CANCEL_LIMIT, CancelCounts, Cancels};
-use crate::statement::decide_statement;
+use crate::statement::decide_and_note_statement;
 
 /// The error of a query run under the deadline.
 #[derive(Debug)]
@@ -205,7 +208,7 @@ where
         .map_err(SqlxError::Deadline)?
         .map_err(SqlxError::Db)?;
     // Decided once the connection is there: the wait for it has used some of the time.
-    let timeout = match decide_statement(policy) {
+    let timeout = match decide_and_note_statement(policy) {
         StatementDecision::Set(timeout) => timeout,
         StatementDecision::DontStart(shortfall) => {
             return Err(SqlxError::Deadline(shortfall.error()));

@@ -1,9 +1,10 @@
 //! Database statement timeouts from the current deadline.
 
 use deadline_core::Clock;
+use deadline_core::runtime::KeepsSent;
 use deadline_core::statement::{StatementDecision, StatementPolicy, statement_timeout};
 
-use crate::context::current_or_never;
+use crate::context::{Tokio, current_or_never};
 use crate::time::TokioClock;
 
 /// The statement timeout for a query starting now, under the current deadline (see
@@ -39,4 +40,19 @@ use crate::time::TokioClock;
 /// ```
 pub fn decide_statement(policy: &StatementPolicy) -> StatementDecision {
     statement_timeout(policy, current_or_never(), TokioClock.now())
+}
+
+/// [`decide_statement`] for a query about to be sent, as the adapters run one: a statement
+/// timeout set is also noted with the runtime
+/// ([`StatementTimeout::running_out_from`](deadline_core::statement::StatementTimeout::running_out_from)),
+/// so that inside a `Dependency::run` attempt the statement's own timeout (SQLSTATE 57014),
+/// which comes the policy's margin before the attempt's end, is counted and answered as the
+/// attempt's timeout, not as a failed dependency.
+pub(crate) fn decide_and_note_statement(policy: &StatementPolicy) -> StatementDecision {
+    let now = TokioClock.now();
+    let decision = statement_timeout(policy, current_or_never(), now);
+    if let StatementDecision::Set(timeout) = decision {
+        Tokio::note_sent(timeout.running_out_from(now));
+    }
+    decision
 }

@@ -140,6 +140,38 @@ async fn sqlstate_57014_is_the_librarys_timeout() {
     assert_eq!(row.get::<_, i32>(0), 1);
 }
 
+/// A query as a dependency's attempt (`Dependency::run`): the statement timeout, decided from
+/// the attempt's 200 ms less a 60 ms margin, fires in the server about 60 ms before the
+/// attempt's own end. The attempt ran out of its time: the call's error is the library's
+/// timeout (504), counted as one, not the dependency failing (502).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_timeout_in_a_dependency_call_is_the_calls_timeout() {
+    use deadline_core::drive::DeadlineOnly;
+    use deadline_core::{CallError, Policy};
+    use deadline_tokio::Dependency;
+
+    static ORDERS: Dependency<DeadlineOnly> =
+        Dependency::deadline_only(Policy::required("orders").with_cap(ms(200)));
+    const MARGIN: StatementPolicy = StatementPolicy::capped(ms(10_000))
+        .with_floor(ms(1))
+        .with_margin(ms(60));
+    let statement = stalled(&tag("dependency"));
+    let called = scope_timeout(
+        ms(5_000),
+        ORDERS.run(|_| async {
+            let mut client = connect().await;
+            postgres::query(&mut client, &MARGIN, &statement, &[]).await
+        }),
+    )
+    .await
+    .expect("inside its scope");
+    match called {
+        Err(CallError::Library(Error::Timeout { after })) => assert!(after <= ms(200)),
+        other => panic!("the call's timeout, not {other:?}"),
+    }
+    assert_eq!(ORDERS.counters().snapshot().timeouts, 1);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_query_is_not_started_with_too_little_time_left() {
     let mut client = connect().await;
