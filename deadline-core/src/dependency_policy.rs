@@ -183,6 +183,13 @@ impl<'n> Policy<'n> {
     /// failed attempt provably never reached the server (a refused connection, a server's
     /// pushback), and never hedged.
     ///
+    /// Which errors are refused connections is the classifier's to say
+    /// ([`Outcome::Refused`](crate::Outcome::Refused)): with the default one of
+    /// [`Dependency::run`](crate::Dependency::run), every error is
+    /// [`Outcome::Failed`](crate::Outcome::Failed), and only a server's pushback is retried.
+    /// Give the call one that knows your client's errors (`.classify(..)`; deadline-tokio's
+    /// `ClassifyConnect` for a client that connects through its `Connector`).
+    ///
     /// # Panics
     ///
     /// If the policy already hedges (a hedge is a second copy while the first may run). In a
