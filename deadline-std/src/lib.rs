@@ -37,6 +37,7 @@
 
 #[cfg(feature = "async-io")]
 mod async_timer;
+mod block_on;
 pub mod blocking;
 mod clock;
 mod entropy;

@@ -92,15 +92,18 @@ pub type AsyncIo = OnThreads<crate::AsyncIoTimer>;
 pub type Blocking = OnThreads<ThreadTimer>;
 
 impl OnThreads<ThreadTimer> {
-    /// Runs `future` to its end on this thread, parking it while the future waits.
+    /// Runs `future` to its end on this thread, parking it while the future waits: until
+    /// something wakes it (work on another thread answering) or a [`ThreadSleep`] inside it
+    /// is due (a scope's deadline, a backoff).
     pub fn block_on<F: Future>(future: F) -> F::Output {
-        futures_executor::block_on(future)
+        crate::block_on::block_on(future)
     }
 }
 
-/// A [`Timer`] whose sleep blocks the thread when polled, on [`StdClock`]: the timer of the
-/// [`Blocking`] runtime. Polled on an async executor it would block that executor's thread;
-/// it is for [`Blocking::block_on`].
+/// A [`Timer`] on [`StdClock`] for [`Blocking::block_on`]: the timer of the [`Blocking`]
+/// runtime. There its sleep waits beside the rest of the future, and `block_on` wakes it at
+/// its instant; polled anywhere else, it blocks the thread until then (on an async
+/// executor, that executor's thread).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct ThreadTimer;
 
@@ -118,8 +121,9 @@ impl Timer for ThreadTimer {
     }
 }
 
-/// The sleep of [`ThreadTimer`]: its first poll blocks the thread until the clock reads its
-/// instant.
+/// The sleep of [`ThreadTimer`]: ready once the clock reads its instant. Inside
+/// [`Blocking::block_on`] it is pending until then, and `block_on` wakes it; elsewhere its
+/// first poll blocks the thread until then.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[must_use = "futures do nothing unless polled"]
 pub struct ThreadSleep {
@@ -129,8 +133,13 @@ pub struct ThreadSleep {
 impl Future for ThreadSleep {
     type Output = ();
 
-    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
-        crate::blocking::Sleeper::sleep_until(&crate::blocking::ThreadSleeper, self.at);
-        Poll::Ready(())
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if StdClock.now() >= self.at || !crate::block_on::wake_at(self.at, cx.waker()) {
+            // Due, or outside `block_on` (nothing there would wake it): no waiting, or the
+            // thread's own.
+            crate::blocking::Sleeper::sleep_until(&crate::blocking::ThreadSleeper, self.at);
+            return Poll::Ready(());
+        }
+        Poll::Pending
     }
 }
