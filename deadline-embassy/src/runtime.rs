@@ -19,9 +19,11 @@ static CURRENT: Mutex<Cell<Option<Deadline>>> = Mutex::new(Cell::new(None));
 /// each poll of a scoped future.
 ///
 /// The static is one per program: it is right for the futures of one executor (embassy's
-/// thread-mode executor, or any single one). A future on an interrupt executor that preempts
-/// a poll of another would see that poll's deadline: give such calls their deadline with
-/// `.deadline(..)` instead of a scope.
+/// thread-mode executor, or any single one). Run deadline-bounded calls on that executor
+/// only: a future on an interrupt executor that preempts one of its polls reads that poll's
+/// deadline as the current one, and every call and scope there takes the earlier of it and
+/// its own (`.deadline(..)` included), so its calls may be cut short or refused, never
+/// lengthened.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Embassy;
