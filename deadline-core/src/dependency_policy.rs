@@ -534,6 +534,7 @@ impl<'n> Policy<'n> {
     /// (each attempt has timed out by the time its hedge is due). A
     /// [`Dependency`](crate::Dependency) checks its policy when it is made: in a `static` or
     /// a `const`, a compile error.
+    #[cfg(feature = "drive")]
     pub(crate) const fn assert_every_setting_acts(&self, hedged: bool) {
         assert!(
             self.floor_us <= self.cap_us,

@@ -1,10 +1,9 @@
 //! Database statement timeouts from the current deadline.
 
 use deadline_core::Clock;
-use deadline_core::runtime::KeepsSent;
 use deadline_core::statement::{StatementDecision, StatementPolicy, statement_timeout};
 
-use crate::context::{Tokio, current_or_never};
+use crate::context::current_or_never;
 use crate::time::TokioClock;
 
 /// The statement timeout for a query starting now, under the current deadline (see
@@ -48,7 +47,12 @@ pub fn decide_statement(policy: &StatementPolicy) -> StatementDecision {
 /// so that inside a `Dependency::run` attempt the statement's own timeout (SQLSTATE 57014),
 /// which comes the policy's margin before the attempt's end, is counted and answered as the
 /// attempt's timeout, not as a failed dependency.
+#[cfg(any(feature = "postgres", feature = "sqlx"))]
 pub(crate) fn decide_and_note_statement(policy: &StatementPolicy) -> StatementDecision {
+    use deadline_core::runtime::KeepsSent;
+
+    use crate::context::Tokio;
+
     let now = TokioClock.now();
     let decision = statement_timeout(policy, current_or_never(), now);
     if let StatementDecision::Set(timeout) = decision {
