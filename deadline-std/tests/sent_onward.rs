@@ -39,7 +39,7 @@ type Called = Result<(), CallError<&'static str>>;
 fn call<Rt: KeepsSent>(
     dep: &'static Dependency<Rt, DeadlineOnly>,
     left_ms: u64,
-    block_on: impl FnOnce(Pin<Box<dyn Future<Output = Called>>>) -> Called,
+    block_on: &impl Fn(Pin<Box<dyn Future<Output = Called>>>) -> Called,
 ) -> (Called, u64) {
     let called = block_on(Box::pin(async move {
         scope_timeout::<Rt, _>(ms(3_600_000), async {
@@ -51,9 +51,24 @@ fn call<Rt: KeepsSent>(
     (called, dep.counters().snapshot().timeouts)
 }
 
-/// Whether `result` is the library's timeout.
-fn is_timeout(result: &Called) -> bool {
-    matches!(result, Err(CallError::Library(Error::Timeout { .. })))
+/// On `Rt`, run by `block_on`: a call whose attempt sent 1 ms (running out already when it
+/// fails) is the call's timeout; one whose attempt sent an hour is the dependency's failure.
+fn what_was_sent_decides<Rt: KeepsSent>(
+    runs_out: &'static Dependency<Rt, DeadlineOnly>,
+    has_time: &'static Dependency<Rt, DeadlineOnly>,
+    block_on: impl Fn(Pin<Box<dyn Future<Output = Called>>>) -> Called,
+) {
+    let (result, timeouts) = call(runs_out, 6, &block_on);
+    assert!(
+        matches!(result, Err(CallError::Library(Error::Timeout { .. }))),
+        "{result:?}"
+    );
+    assert_eq!(timeouts, 1);
+
+    // An hour sent: the same failure, at once, is the dependency's own.
+    let (result, timeouts) = call(has_time, 3_600_000, &block_on);
+    assert_eq!(result, Err(CallError::Attempt("504 Gateway Timeout")));
+    assert_eq!(timeouts, 0);
 }
 
 #[test]
@@ -62,15 +77,7 @@ fn on_plain_threads_a_failure_once_what_was_sent_runs_out_is_a_timeout() {
         Dependency::deadline_only(Policy::required("runs-out").with_cap(ms(60_000)));
     static HAS_TIME: Dependency<Blocking, DeadlineOnly> =
         Dependency::deadline_only(Policy::required("has-time").with_cap(ms(60_000)));
-
-    let (result, timeouts) = call(&RUNS_OUT, 6, Blocking::block_on);
-    assert!(is_timeout(&result), "{result:?}");
-    assert_eq!(timeouts, 1);
-
-    // An hour sent: the same failure, at once, is the dependency's own.
-    let (result, timeouts) = call(&HAS_TIME, 3_600_000, Blocking::block_on);
-    assert_eq!(result, Err(CallError::Attempt("504 Gateway Timeout")));
-    assert_eq!(timeouts, 0);
+    what_was_sent_decides(&RUNS_OUT, &HAS_TIME, Blocking::block_on);
 }
 
 #[test]
@@ -79,12 +86,5 @@ fn on_smol_a_failure_once_what_was_sent_runs_out_is_a_timeout() {
         Dependency::deadline_only(Policy::required("runs-out").with_cap(ms(60_000)));
     static HAS_TIME: Dependency<AsyncIo, DeadlineOnly> =
         Dependency::deadline_only(Policy::required("has-time").with_cap(ms(60_000)));
-
-    let (result, timeouts) = call(&RUNS_OUT, 6, smol::block_on);
-    assert!(is_timeout(&result), "{result:?}");
-    assert_eq!(timeouts, 1);
-
-    let (result, timeouts) = call(&HAS_TIME, 3_600_000, smol::block_on);
-    assert_eq!(result, Err(CallError::Attempt("504 Gateway Timeout")));
-    assert_eq!(timeouts, 0);
+    what_was_sent_decides(&RUNS_OUT, &HAS_TIME, smol::block_on);
 }
