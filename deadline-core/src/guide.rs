@@ -154,12 +154,17 @@
 //! A next service that runs out of the time it was sent answers so (a 504, gRPC
 //! `DEADLINE_EXCEEDED`) before the attempt's own deadline: the time sent is the attempt's
 //! less the per-hop allowance, and it answers its reply margin before that. An adapter that
-//! sends the time left with a request whose answer the library never sees (reqwest's
-//! `.time_left()`) tells the runtime what it sent ([`runtime::note_sent`](crate::runtime::note_sent));
-//! a failure a retry may fix that the attempt then returns once the time sent is running out
+//! sends the time left with a request whose answer the attempt reads (reqwest's
+//! `.time_left()`, deadline-tokio's `PropagateLayer`) tells the runtime what it sent
+//! ([`runtime::note_sent`](crate::runtime::note_sent)); a failure a retry may fix that the
+//! attempt then returns once the time sent is running out
 //! ([`Sent::running_out_from`](crate::wire::Sent::running_out_from)) is the attempt's
-//! timeout too, whatever error it was made of. A tower client reads the answer itself by the
-//! same rule.
+//! timeout too, whatever error it was made of. A database's statement timeout is a deadline
+//! sent onward as well: deadline-tokio's PostgreSQL and sqlx queries note it
+//! ([`StatementTimeout::running_out_from`](crate::statement::StatementTimeout::running_out_from)),
+//! so a query the database ends at its statement timeout, the policy's margin before the
+//! attempt's end, is the attempt's timeout. A tower client (`DependencyLayer`) reads the
+//! answer itself by the same rule.
 //!
 //! # The retry budget
 //!
