@@ -188,7 +188,8 @@ impl<'n> Policy<'n> {
     /// [`Dependency::run`](crate::Dependency::run), every error is
     /// [`Outcome::Failed`](crate::Outcome::Failed), and only a server's pushback is retried.
     /// Give the call one that knows your client's errors (`.classify(..)`; deadline-tokio's
-    /// `ClassifyConnect` for a client that connects through its `Connector`).
+    /// `reqwest::classify` for reqwest, `ClassifyConnect` for a client that connects through
+    /// its `Connector`).
     ///
     /// # Panics
     ///

@@ -18,7 +18,8 @@
 //! counted and retried as a timeout, and a 504 through the axum answer if the call then gives
 //! up, never a 502. A tower client (hyper-util) under
 //! [`DependencyLayer`](crate::DependencyLayer) reads such answers by the same rule as it sees
-//! them.
+//! them. Which of reqwest's other errors may be retried, [`classify`] says: a refused
+//! connection is the one failure a policy that is not idempotent retries.
 //!
 //! ```
 //! use deadline_core::wire::Propagation;
@@ -55,8 +56,8 @@
 use core::time::Duration;
 
 use deadline_core::runtime::note_sent;
-use deadline_core::wire::{DeadlineHeader, Incoming, Outgoing, Propagation};
-use deadline_core::{Clock, Deadline, Error, Instant};
+use deadline_core::wire::{DeadlineHeader, Incoming, Outgoing, Propagation, ResponseHead};
+use deadline_core::{Clock, Deadline, Error, Instant, Outcome};
 use http::HeaderMap;
 use reqwest::RequestBuilder;
 
@@ -137,6 +138,65 @@ impl DeadlineRequest for RequestBuilder {
     }
 }
 
+/// Classifies an attempt's error for a call ([`Run::classify`](deadline_core::run::Run::classify)),
+/// when it is, or boxes, a reqwest error: a connection that was never made
+/// ([`reqwest::Error::is_connect`]: refused, or failed while connecting) is
+/// [`Outcome::Refused`], the one failure a policy that is not idempotent retries, since the
+/// request never left; an error made of a response (`error_for_status`) is read by its status
+/// ([`ResponseHead::classify`]: a 4xx is final, a 408, 429, 500, 502, 503 or 504 may be
+/// retried); anything else is [`Outcome::Failed`], as by default.
+///
+/// ```
+/// use deadline_core::policy::Backoff;
+/// use deadline_core::{CallError, Policy, ms};
+/// use deadline_tokio::reqwest::{DeadlineRequest, classify};
+/// use deadline_tokio::{Dependency, scope_timeout};
+///
+/// type BoxError = Box<dyn std::error::Error + Send + Sync>;
+///
+/// // A payment: never sent twice, but a connection that was refused may be tried again.
+/// static PAY: Dependency = Dependency::new(
+///     Policy::required("pay")
+///         .not_idempotent()
+///         .with_cap(ms(500))
+///         .with_retries(2)
+///         .with_backoff(Backoff::constant(ms(1))),
+/// );
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// // A port with nothing listening on it: each connection is refused.
+/// let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+/// let url = format!("http://{closed}/pay");
+/// let client = reqwest::Client::new();
+/// let called = scope_timeout(ms(5_000), async {
+///     PAY.run(|_| async {
+///         let response = client.post(&url).time_left()?.send().await?;
+///         Ok::<_, BoxError>(response.error_for_status()?.status())
+///     })
+///     .classify(|e| classify(&**e))
+///     .report()
+///     .await
+/// })
+/// .await
+/// .expect("inside its scope");
+/// // Refused three times: the first attempt and both retries were made.
+/// assert!(matches!(called.result, Err(CallError::Attempt(_))));
+/// assert_eq!(called.report.attempts, 3);
+/// # }
+/// ```
+#[must_use]
+pub fn classify(error: &(dyn std::error::Error + 'static)) -> Outcome {
+    match error.downcast_ref::<reqwest::Error>() {
+        Some(error) if error.is_connect() => Outcome::Refused,
+        Some(error) => error
+            .status()
+            .and_then(|status| ResponseHead::read(status.as_u16(), |_| None).classify())
+            .unwrap_or(Outcome::Failed),
+        None => Outcome::Failed,
+    }
+}
+
 /// reqwest's own timeout: a backstop one allowance after the library's deadline, so that the
 /// library's timer decides.
 fn backstop(outgoing: &Outgoing, now: Instant, propagation: &Propagation) -> Duration {
@@ -213,6 +273,25 @@ mod tests {
             assert_eq!(request.headers()["x-deadline-ms"], sent, "{own:?}");
             assert_eq!(request.timeout(), Some(&timeout), "{own:?}");
         }
+    }
+
+    /// An error made of a response is read by its status, as the core reads one; an error
+    /// that is not reqwest's fails as by default.
+    #[test]
+    fn a_response_error_is_classified_by_its_status() {
+        use deadline_core::Outcome;
+
+        use super::classify;
+
+        let error_of = |status: u16| {
+            let response = http::Response::builder().status(status).body("").unwrap();
+            reqwest::Response::from(response)
+                .error_for_status()
+                .unwrap_err()
+        };
+        assert_eq!(classify(&error_of(503)), Outcome::Failed);
+        assert_eq!(classify(&error_of(404)), Outcome::Fatal);
+        assert_eq!(classify(&Error::DeadlineExceeded), Outcome::Failed);
     }
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]
