@@ -24,6 +24,7 @@ use deadline_tokio::Dependency;
 use deadline_tokio::low_level;
 use deadline_tokio::postgres::Database;
 use deadline_tokio::reqwest;
+use deadline_tokio::reqwest::classify;
 use deadline_tokio::scope_timeout;
 use deadline_tokio::sqlx::fetch_all;
 
