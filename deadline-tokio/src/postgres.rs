@@ -91,7 +91,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Row};
 
 use crate::context::within_current;
-use crate::statement::decide_and_note_statement;
+use crate::statement::decide_statement;
 
 mod cancel;
 mod database;
@@ -268,7 +268,7 @@ async fn run(
     params: &[&(dyn ToSql + Sync)],
     kind: Kind,
 ) -> Result<Done, PgError> {
-    let timeout = match decide_and_note_statement(policy) {
+    let timeout = match decide_statement(policy) {
         StatementDecision::Set(timeout) => timeout,
         StatementDecision::DontStart(shortfall) => {
             return Err(PgError::Deadline(shortfall.error()));

@@ -62,7 +62,7 @@ use deadline_core::statement::{StatementDecision, StatementPolicy};
 
 use crate::context::within_current;
 use crate::database::{CANCEL_LIMIT, CancelCounts, Cancels};
-use crate::statement::decide_and_note_statement;
+use crate::statement::decide_statement;
 
 /// The error of a query run under the deadline.
 #[derive(Debug)]
@@ -208,7 +208,7 @@ where
         .map_err(SqlxError::Deadline)?
         .map_err(SqlxError::Db)?;
     // Decided once the connection is there: the wait for it has used some of the time.
-    let timeout = match decide_and_note_statement(policy) {
+    let timeout = match decide_statement(policy) {
         StatementDecision::Set(timeout) => timeout,
         StatementDecision::DontStart(shortfall) => {
             return Err(SqlxError::Deadline(shortfall.error()));

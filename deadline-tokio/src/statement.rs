@@ -1,9 +1,10 @@
 //! Database statement timeouts from the current deadline.
 
 use deadline_core::Clock;
+use deadline_core::runtime::KeepsSent;
 use deadline_core::statement::{StatementDecision, StatementPolicy, statement_timeout};
 
-use crate::context::current_or_never;
+use crate::context::{Tokio, current_or_never};
 use crate::time::TokioClock;
 
 /// The statement timeout for a query starting now, under the current deadline (see
@@ -13,6 +14,12 @@ use crate::time::TokioClock;
 /// Run the [`StatementTimeout`](deadline_core::statement::StatementTimeout)'s SQL at the start
 /// of the query's transaction; on [`StatementDecision::DontStart`], do not run the query and
 /// report [`Shortfall::error`](deadline_core::call::Shortfall::error).
+///
+/// A timeout set is also noted with the runtime
+/// ([`StatementTimeout::running_out_from`](deadline_core::statement::StatementTimeout::running_out_from)),
+/// as a deadline sent in a header is: inside a `Dependency::run` attempt, the statement's own
+/// timeout (SQLSTATE 57014), which comes the policy's margin before the attempt's end, is
+/// then counted and answered as the attempt's timeout, not as a failed dependency.
 ///
 /// ```
 /// use deadline_core::ms;
@@ -38,21 +45,6 @@ use crate::time::TokioClock;
 /// # }
 /// ```
 pub fn decide_statement(policy: &StatementPolicy) -> StatementDecision {
-    statement_timeout(policy, current_or_never(), TokioClock.now())
-}
-
-/// [`decide_statement`] for a query about to be sent, as the adapters run one: a statement
-/// timeout set is also noted with the runtime
-/// ([`StatementTimeout::running_out_from`](deadline_core::statement::StatementTimeout::running_out_from)),
-/// so that inside a `Dependency::run` attempt the statement's own timeout (SQLSTATE 57014),
-/// which comes the policy's margin before the attempt's end, is counted and answered as the
-/// attempt's timeout, not as a failed dependency.
-#[cfg(any(feature = "postgres", feature = "sqlx"))]
-pub(crate) fn decide_and_note_statement(policy: &StatementPolicy) -> StatementDecision {
-    use deadline_core::runtime::KeepsSent;
-
-    use crate::context::Tokio;
-
     let now = TokioClock.now();
     let decision = statement_timeout(policy, current_or_never(), now);
     if let StatementDecision::Set(timeout) = decision {

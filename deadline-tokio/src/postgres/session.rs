@@ -19,7 +19,7 @@ use super::cancel::CancelTls;
 use super::database::Database;
 use super::{Done, Kind, PgError};
 use crate::context::within_current;
-use crate::statement::decide_and_note_statement;
+use crate::statement::decide_statement;
 
 /// A connection for queries under the current deadline, each cancelled on the server when its
 /// future is dropped before it is done. Made by [`Database::connect`], [`Database::session`]
@@ -147,7 +147,7 @@ impl<C: Send + 'static, M: CancelTls> Session<C, M> {
     ) -> Result<Done, PgError> {
         self.settled().await?;
         // Decided once the connection is free: the wait for it has used some of the time.
-        let timeout = match decide_and_note_statement(policy) {
+        let timeout = match decide_statement(policy) {
             StatementDecision::Set(timeout) => timeout,
             StatementDecision::DontStart(shortfall) => {
                 return Err(PgError::Deadline(shortfall.error()));
