@@ -16,7 +16,8 @@
 //!
 //! - **Kill fraction**: the larger of the histogram's share above `T` (each timed-out attempt
 //!   counted at its timeout) and the share of attempts that timed out. Each timed-out attempt
-//!   is counted as killed, whatever cut it (the cap, or a deadline with less time left), so
+//!   is counted as killed, whatever cut it (the cap, a deadline with less time left, or the
+//!   next service answering that the time it was given ran out), so
 //!   the figure is never lower than the timed-out share.
 //! - **Quantiles** are [`Reading`]s, two bounds: `at_least`, the histogram's quantile with each
 //!   timed-out attempt at its timeout, and `at_most`, the quantile with each timed-out attempt

@@ -166,6 +166,15 @@
 //! attempt's end, is the attempt's timeout. A tower client (`DependencyLayer`) reads the
 //! answer itself by the same rule.
 //!
+//! A next service told a deadline answers its 504 (`DEADLINE_EXCEEDED`) by its own margins
+//! before it: its reply margin, and a database's statement timeout a margin before its
+//! handler's deadline, which its caller cannot know. So an explicit 504 or
+//! `DEADLINE_EXCEEDED` is the attempt running out of time whenever it comes
+//! ([`ResponseHead::classify`](crate::wire::ResponseHead::classify) reads it as
+//! [`Outcome::TimedOut`](crate::Outcome::TimedOut)), where a failure of another kind is the
+//! attempt's timeout only once the time sent is running out. `DependencyLayer` and
+//! deadline-tokio's `reqwest::classify` read responses with it.
+//!
 //! # The retry budget
 //!
 //! Retrying inside one request is bounded by the attempt cap; retrying across *all* requests
@@ -382,8 +391,9 @@
 //! `DEADLINE_EXCEEDED` / 504, so a caller three hops up reads the deadline, not a failed
 //! dependency. With time left, every answer is relayed as it came. Which response is retried
 //! is the core's rule too ([`ResponseHead::classify`](crate::wire::ResponseHead::classify)): a
-//! 500, 502, 503, 504, 408 or 429 (gRPC `UNAVAILABLE`, `RESOURCE_EXHAUSTED`) is a failure a
-//! retry may fix; any other 4xx or 5xx (a 400, a 404, a 501, a 505) ends the call.
+//! 500, 502, 503, 408 or 429 (gRPC `UNAVAILABLE`, `RESOURCE_EXHAUSTED`) is a failure a
+//! retry may fix; a 504 (gRPC `DEADLINE_EXCEEDED`) is the attempt's timeout, retried as one;
+//! any other 4xx or 5xx (a 400, a 404, a 501, a 505) ends the call.
 //!
 //! # Clients that time their own calls
 //!

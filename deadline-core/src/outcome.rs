@@ -12,8 +12,10 @@ use core::time::Duration;
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub enum Outcome {
-    /// The attempt ran out of time: its timeout fired, or a limit of its own did (a socket's
-    /// read timeout set from its limits, its connect limit). Counted as a timeout, and the
+    /// The attempt ran out of time: its timeout fired, a limit of its own did (a socket's
+    /// read timeout set from its limits, its connect limit), or the next service answered
+    /// that its time ran out (an HTTP 504, gRPC `DEADLINE_EXCEEDED`:
+    /// [`ResponseHead::classify`](crate::wire::ResponseHead::classify)). Counted as a timeout, and the
     /// call's error is the library's timeout, as when the driver cuts an attempt off. The
     /// server may have run it (and succeeded): not retried for a call that is not
     /// idempotent.

@@ -143,8 +143,10 @@ impl DeadlineRequest for RequestBuilder {
 /// ([`reqwest::Error::is_connect`]: refused, or failed while connecting) is
 /// [`Outcome::Refused`], the one failure a policy that is not idempotent retries, since the
 /// request never left; an error made of a response (`error_for_status`) is read by its status
-/// ([`ResponseHead::classify`]: a 4xx is final, a 408, 429, 500, 502, 503 or 504 may be
-/// retried); anything else is [`Outcome::Failed`], as by default.
+/// ([`ResponseHead::classify`]: a 4xx is final, a 408, 429, 500, 502 or 503 may be retried,
+/// a 504 is the attempt running out of time, so that the call answers it as the library's
+/// timeout, whenever the next service sent it); anything else is [`Outcome::Failed`], as by
+/// default.
 ///
 /// ```
 /// use deadline_core::policy::Backoff;
@@ -291,6 +293,7 @@ mod tests {
         };
         assert_eq!(classify(&error_of(503)), Outcome::Failed);
         assert_eq!(classify(&error_of(404)), Outcome::Fatal);
+        assert_eq!(classify(&error_of(504)), Outcome::TimedOut);
         assert_eq!(classify(&Error::DeadlineExceeded), Outcome::Failed);
     }
 

@@ -416,6 +416,40 @@ async fn grpc_invalid_argument_is_returned_and_not_retried() {
     assert_eq!(GRPC.counters().snapshot().retries, 0);
 }
 
+/// A next service told a deadline answers `DEADLINE_EXCEEDED` (or 504) by its own margins
+/// before the time it was sent, long before this attempt's end: the attempt ran out of time
+/// below. The call ends as the library's timeout, counted as one (a response relayed as a
+/// fatal answer before), and answers the same code.
+#[tokio::test(start_paused = true)]
+async fn an_early_deadline_exceeded_or_504_is_the_attempts_timeout() {
+    static GRPC_DEADLINE: Dependency =
+        Dependency::new(twice("grpc deadline", Idempotence::NotIdempotent));
+    static HTTP_DEADLINE: Dependency =
+        Dependency::new(twice("http deadline", Idempotence::NotIdempotent));
+    for (dependency, header, answer) in [
+        (&GRPC_DEADLINE, DeadlineHeader::GrpcTimeout, grpc("4", &[])),
+        (&HTTP_DEADLINE, DeadlineHeader::DeadlineMs, status(504)),
+    ] {
+        let answer = Arc::new(Mutex::new(Some(answer)));
+        let (next, log) = scripted(move |_| answer.lock().unwrap().take().unwrap());
+        let client = DependencyLayer::new(dependency, header).layer(next);
+        let error = scope_timeout(ms(1_000), client.oneshot(Request::new(String::new())))
+            .await
+            .expect("inside its scope")
+            .unwrap_err();
+        // Answered at once, with 100 ms of the attempt left: the attempt's own timeout, after
+        // the time it ran.
+        assert!(
+            matches!(error.library(), Some(Error::Timeout { after }) if after == ms(0)),
+            "{error:?}"
+        );
+        assert_eq!(StatusCode::from(error), StatusCode::GATEWAY_TIMEOUT);
+        assert_eq!(seen(&log).len(), 1);
+        let counts = dependency.counters().snapshot();
+        assert_eq!((counts.calls, counts.timeouts, counts.successes), (1, 1, 0));
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_negative_or_unreadable_grpc_pushback_stops_the_retries() {
     static GRPC: Dependency = Dependency::new(twice("grpc do not retry", Idempotence::Idempotent));

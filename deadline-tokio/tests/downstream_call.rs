@@ -131,3 +131,51 @@ async fn a_next_service_that_runs_out_makes_a_timeout_not_a_failure() {
     }
     assert_eq!(SLOW.counters().snapshot().timeouts, 1);
 }
+
+/// A next service told a deadline answers 504 by its own margins before the time it was sent
+/// (here at once, as one whose database ended the query at its statement timeout, a margin
+/// before its handler's deadline, would): long before the attempt's end, and before the time
+/// sent is running out. Read by `reqwest::classify`, that 504 is the attempt's timeout: the
+/// call answers 504 and counts a timeout, where it answered 502 as a failed dependency.
+#[tokio::test]
+async fn a_next_services_early_504_is_the_attempts_timeout() {
+    use deadline_core::{CallError, Error};
+    use deadline_tokio::reqwest::classify;
+
+    static EARLY: Dependency = Dependency::new(
+        Policy::required("early")
+            .not_idempotent()
+            .with_cap(ms(1_000)),
+    );
+
+    async fn ran_out() -> StatusCode {
+        StatusCode::GATEWAY_TIMEOUT
+    }
+    let next = axum::Router::new().route("/early", axum::routing::get(ran_out));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/early", listener.local_addr().unwrap());
+    let server = tokio::spawn(async move { axum::serve(listener, next).await.unwrap() });
+    let client = reqwest::Client::new();
+
+    let called = scope_timeout(ms(5_000), async {
+        EARLY
+            .run(|_| async {
+                let response = client.get(&url).time_left()?.send().await?;
+                Ok::<_, BoxError>(response.error_for_status()?.text().await?)
+            })
+            .classify(|e| classify(&**e))
+            .await
+    })
+    .await
+    .expect("inside its scope");
+    server.abort();
+
+    let error = called.expect_err("the service answered 504");
+    assert!(
+        matches!(error, CallError::Library(Error::Timeout { after }) if after < ms(1_000)),
+        "{error:?}"
+    );
+    assert_eq!(StatusCode::from(error), StatusCode::GATEWAY_TIMEOUT);
+    let counts = EARLY.counters().snapshot();
+    assert_eq!((counts.calls, counts.timeouts), (1, 1));
+}

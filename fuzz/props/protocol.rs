@@ -316,6 +316,7 @@ pub fn check_response(data: &[u8]) {
     let code = (grpc && flags & 2 != 0).then(|| GrpcCode::parse(values[0]));
     match code {
         Some(Some(GrpcCode::Ok)) => assert_eq!(outcome, None),
+        Some(Some(GrpcCode::DeadlineExceeded)) => assert_eq!(outcome, Some(Outcome::TimedOut)),
         Some(Some(GrpcCode::Unavailable | GrpcCode::ResourceExhausted)) => {
             assert!(matches!(
                 outcome,
@@ -324,7 +325,8 @@ pub fn check_response(data: &[u8]) {
         }
         Some(_) => assert_eq!(outcome, Some(Outcome::Fatal)),
         None => match status {
-            500 | 502 | 503 | 504 | 408 | 429 => {
+            504 => assert_eq!(outcome, Some(Outcome::TimedOut)),
+            500 | 502 | 503 | 408 | 429 => {
                 assert!(matches!(
                     outcome,
                     Some(Outcome::Failed | Outcome::Pushback(_))

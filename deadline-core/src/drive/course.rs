@@ -168,8 +168,9 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
     /// [`give_up`](Course::give_up) with [`GiveUp::NotRetryable`]).
     ///
     /// An error read as [`Outcome::TimedOut`] is a limit of the attempt's own running out: a
-    /// socket's read timeout set from its limits (at [`until`](Limits::until)), or a shorter
-    /// connect limit (before it). It counts as a timeout, exactly as if the driver had cut the
+    /// socket's read timeout set from its limits (at [`until`](Limits::until)), a shorter
+    /// connect limit (before it), or the time the next service was told (its 504, by its own
+    /// margins before it). It counts as a timeout, exactly as if the driver had cut the
     /// attempt off ([`timed_out`](Course::timed_out)), after the time the attempt ran (never
     /// more than its timeout), and the error itself is dropped. So is any failure that comes
     /// at or after the attempt's [`until`](Limits::until) and is not an answer of the

@@ -24,6 +24,8 @@ use crate::outcome::{Outcome, Pushback};
 /// assert_eq!(unavailable.classify(), Some(Outcome::Failed));
 /// assert!(unavailable.is_deadline_shaped());
 /// assert_eq!(ResponseHead::read(404, |_| None).classify(), Some(Outcome::Fatal));
+/// // The next service's time ran out: the attempt's timeout, not a failed dependency.
+/// assert_eq!(ResponseHead::read(504, |_| None).classify(), Some(Outcome::TimedOut));
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct ResponseHead<'a> {
@@ -72,12 +74,24 @@ impl<'a> ResponseHead<'a> {
     /// | response | outcome |
     /// |---|---|
     /// | gRPC `grpc-status: 0`, or a gRPC response without `grpc-status` in its head | `None` |
+    /// | gRPC `DEADLINE_EXCEEDED` (4) | [`Outcome::TimedOut`] |
     /// | gRPC `UNAVAILABLE` (14) or `RESOURCE_EXHAUSTED` (8) | [`Outcome::Failed`], or with `grpc-retry-pushback-ms` [`Outcome::Pushback`] ([`parse_grpc_pushback`]) |
     /// | any other gRPC status, or one that cannot be read | [`Outcome::Fatal`] |
+    /// | HTTP 504 (a Connect `deadline_exceeded` too) | [`Outcome::TimedOut`] |
     /// | HTTP 429 or 503 with `Retry-After` in seconds | [`Outcome::Pushback`] ([`parse_retry_after`]) |
-    /// | HTTP 500, 502, 503, 504, 408, 429 (without a readable `Retry-After`) | [`Outcome::Failed`] |
+    /// | HTTP 500, 502, 503, 408, 429 (without a readable `Retry-After`) | [`Outcome::Failed`] |
     /// | any other 4xx or 5xx (400, 404, 501, ...) | [`Outcome::Fatal`] |
     /// | 1xx, 2xx, 3xx | `None` |
+    ///
+    /// An HTTP 504 or a gRPC `DEADLINE_EXCEEDED` is the next service saying that the time it
+    /// had ran out: the attempt ran out of time below, whenever the answer comes. A service
+    /// that was told a deadline answers so before the time it was told, by its own margins
+    /// (its reply margin, a database's statement timeout set a margin earlier), which the
+    /// caller cannot know; read as a failure, such an answer would make the call's error a
+    /// failed dependency (a 502) for what was a deadline. As [`Outcome::TimedOut`] it is
+    /// counted as the attempt's timeout and the call's error is the library's timeout, as when
+    /// the call's own timer fires; it is retried as a timeout is, when the call is idempotent
+    /// and time is left.
     ///
     /// A `Retry-After` in its HTTP-date form is not read (the core does not read the wall
     /// clock): the response is [`Outcome::Failed`]. A gRPC status that comes in the
@@ -87,6 +101,7 @@ impl<'a> ResponseHead<'a> {
     pub fn classify(&self) -> Option<Outcome> {
         match self.grpc_code() {
             Some(Ok(GrpcCode::Ok)) => None,
+            Some(Ok(GrpcCode::DeadlineExceeded)) => Some(Outcome::TimedOut),
             Some(Ok(GrpcCode::Unavailable | GrpcCode::ResourceExhausted)) => {
                 Some(self.grpc_retry_pushback_ms.map_or(Outcome::Failed, |v| {
                     Outcome::Pushback(parse_grpc_pushback(v))
@@ -105,7 +120,8 @@ impl<'a> ResponseHead<'a> {
                     .and_then(parse_retry_after)
                     .map_or(Outcome::Failed, Outcome::Pushback),
             ),
-            500 | 502 | 504 | 408 => Some(Outcome::Failed),
+            504 => Some(Outcome::TimedOut),
+            500 | 502 | 408 => Some(Outcome::Failed),
             400..=599 => Some(Outcome::Fatal),
             _ => None,
         }

@@ -10,8 +10,12 @@ use super::propagate_error::PropagateError;
 
 /// Why a request sent through a [`DependencyService`](crate::layer::DependencyService) has no response.
 ///
-/// A response of the dependency is never an error: whatever its status, when the call ends
-/// with one it is the service's `Ok`.
+/// A response of the dependency is the service's `Ok` whatever its status, when the call ends
+/// with one, except a response that is the attempt running out of time: a 504 or gRPC
+/// `DEADLINE_EXCEEDED` ([`ResponseHead::classify`](deadline_core::wire::ResponseHead::classify)),
+/// or a failure that comes once the time sent is running out. The call then ends as the
+/// library's timeout ([`Error::Timeout`], counted as one), which answers the same 504 or
+/// `DEADLINE_EXCEEDED`.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum DependencyError<E> {
