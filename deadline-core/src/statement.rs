@@ -5,6 +5,7 @@ use core::time::Duration;
 
 use crate::call_timeout::{Shortfall, within_budget};
 use crate::deadline::Deadline;
+use crate::error::Error;
 use crate::time::{Instant, div_1_000, duration_to_micros, duration_to_micros_ceil};
 
 /// The largest statement timeout PostgreSQL accepts, in milliseconds (`INT_MAX`).
@@ -162,7 +163,37 @@ impl StatementTimeout {
     pub const fn running_out_from(self, decided: Instant) -> Instant {
         decided.saturating_add(self.as_duration())
     }
+
+    /// What a database error with this SQLSTATE is, for a query run with this statement
+    /// timeout: [`Error::Timeout`] after the timeout when it is the timeout firing (PostgreSQL's
+    /// `query_canceled`, 57014: the statement ran out of the time it was given, which is the
+    /// caller's deadline less the margin), `None` for any other error, the database's own.
+    /// `sqlstate` is the error's five-character code, as the client library gives it.
+    ///
+    /// ```
+    /// use deadline_core::{Deadline, Error, Instant, ms};
+    /// use deadline_core::statement::{statement_timeout, StatementPolicy};
+    ///
+    /// let decided = statement_timeout(
+    ///     &StatementPolicy::capped(ms(300)),
+    ///     Deadline::after(Instant::ZERO, ms(1_000)),
+    ///     Instant::ZERO,
+    /// );
+    /// let timeout = decided.timeout().unwrap();
+    /// assert_eq!(timeout.error_of(b"57014"), Some(Error::Timeout { after: ms(300) }));
+    /// // A unique violation is the database's own error.
+    /// assert_eq!(timeout.error_of(b"23505"), None);
+    /// ```
+    #[must_use]
+    pub fn error_of(self, sqlstate: &[u8]) -> Option<Error> {
+        (sqlstate == QUERY_CANCELED).then(|| Error::Timeout {
+            after: self.as_duration(),
+        })
+    }
 }
+
+/// PostgreSQL's SQLSTATE for a statement cancelled, by its statement timeout among others.
+const QUERY_CANCELED: &[u8] = b"57014";
 
 /// `SET LOCAL statement_timeout = N`, with `N` in milliseconds.
 impl fmt::Display for StatementTimeout {
@@ -241,7 +272,7 @@ impl StatementDecision {
 /// Without the margin, a statement that runs to its timeout ends on the server within a
 /// millisecond of the caller's deadline, and the caller, whose timer fires first, cancels a
 /// statement that was about to end by itself. The margin lets the server's own timeout win:
-/// the caller gets the statement's error ([`Error::Timeout`](crate::Error::Timeout) in the
+/// the caller gets the statement's error ([`Error::Timeout`] in the
 /// adapters) before its deadline, and no cancel is sent.
 pub fn statement_timeout(
     policy: &StatementPolicy,

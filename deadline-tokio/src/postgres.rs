@@ -13,7 +13,8 @@
 //!    caller left, the deadline passed, a hedge lost), and its connection is not used again
 //!    until the cancel has settled (below);
 //! 4. reports SQLSTATE 57014 (`query_canceled`: the statement timeout fired) as the library's
-//!    timeout, [`Error::Timeout`], and the deadline passing as [`Error::DeadlineExceeded`];
+//!    timeout, [`Error::Timeout`] (the core's rule:
+//!    [`StatementTimeout::error_of`](deadline_core::statement::StatementTimeout::error_of)), and the deadline passing as [`Error::DeadlineExceeded`];
 //!    inside a [`Dependency::run`](deadline_core::Dependency::run) attempt, whose error it
 //!    becomes, the call counts it as the attempt's timeout and answers `Error::Timeout` if it
 //!    gives up, never a failed dependency (the statement timeout is noted with the runtime,
@@ -85,8 +86,7 @@
 use core::fmt;
 
 use deadline_core::Error;
-use deadline_core::statement::{StatementDecision, StatementPolicy};
-use tokio_postgres::error::SqlState;
+use deadline_core::statement::{StatementDecision, StatementPolicy, StatementTimeout};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Row};
 
@@ -288,14 +288,18 @@ async fn run(
         // The deadline passed: the work is dropped (its transaction's drop queues a
         // `ROLLBACK` behind the query), and the query ends at its statement timeout.
         Err(deadline) => Err(PgError::Deadline(deadline)),
-        Ok(done) => done.map_err(|error| {
-            if error.code() == Some(&SqlState::QUERY_CANCELED) {
-                PgError::Deadline(Error::Timeout {
-                    after: timeout.as_duration(),
-                })
-            } else {
-                PgError::Db(error)
-            }
-        }),
+        Ok(done) => done.map_err(|error| of_statement(error, timeout)),
+    }
+}
+
+/// The error of a query run with `timeout`: the statement timeout firing is the library's
+/// timeout ([`StatementTimeout::error_of`]), any other error the database's own.
+fn of_statement(error: tokio_postgres::Error, timeout: StatementTimeout) -> PgError {
+    match error
+        .code()
+        .and_then(|code| timeout.error_of(code.code().as_bytes()))
+    {
+        Some(timed_out) => PgError::Deadline(timed_out),
+        None => PgError::Db(error),
     }
 }

@@ -20,7 +20,8 @@
 //!    fails closes the connection instead (counted in [`cancels`], and a `tracing` warning
 //!    under feature `tracing`);
 //! 4. reports SQLSTATE 57014 (`query_canceled`: the statement timeout fired) as the library's
-//!    timeout, [`Error::Timeout`], and the deadline passing as [`Error::DeadlineExceeded`];
+//!    timeout, [`Error::Timeout`] (the core's rule:
+//!    [`StatementTimeout::error_of`](deadline_core::statement::StatementTimeout::error_of)), and the deadline passing as [`Error::DeadlineExceeded`];
 //!    inside a [`Dependency::run`](deadline_core::Dependency::run) attempt, whose error it
 //!    becomes, the call counts it as the attempt's timeout and answers `Error::Timeout` if it
 //!    gives up, never a failed dependency.
@@ -246,12 +247,9 @@ where
     held.release();
     done.map_err(|error| {
         let code = error.as_database_error().and_then(|e| e.code());
-        if code.as_deref() == Some("57014") {
-            SqlxError::Deadline(Error::Timeout {
-                after: timeout.as_duration(),
-            })
-        } else {
-            SqlxError::Db(error)
+        match code.and_then(|code| timeout.error_of(code.as_bytes())) {
+            Some(timed_out) => SqlxError::Deadline(timed_out),
+            None => SqlxError::Db(error),
         }
     })
 }

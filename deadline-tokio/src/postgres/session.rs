@@ -3,10 +3,8 @@
 
 use std::fmt;
 
-use deadline_core::Error;
 use deadline_core::statement::{StatementDecision, StatementPolicy};
 use tokio::sync::oneshot;
-use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Row};
 
@@ -17,7 +15,7 @@ use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
 
 use super::cancel::CancelTls;
 use super::database::Database;
-use super::{Done, Kind, PgError};
+use super::{Done, Kind, PgError, of_statement};
 use crate::context::within_current;
 use crate::statement::decide_statement;
 
@@ -185,15 +183,7 @@ impl<C: Send + 'static, M: CancelTls> Session<C, M> {
             let _ = client.batch_execute("ROLLBACK").await;
         }
         held.release();
-        done.map_err(|error| {
-            if error.code() == Some(&SqlState::QUERY_CANCELED) {
-                PgError::Deadline(Error::Timeout {
-                    after: timeout.as_duration(),
-                })
-            } else {
-                PgError::Db(error)
-            }
-        })
+        done.map_err(|error| of_statement(error, timeout))
     }
 }
 
