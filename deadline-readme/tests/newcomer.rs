@@ -4,7 +4,9 @@
 //!    runs in it (a one-second sleep is cut at 500 ms);
 //! 2. an axum service that calls an always-slow downstream over reqwest: every request is
 //!    answered 504 (the deadline's), never 502, and the dependency's `timeouts` counter is
-//!    the number of attempts that timed out;
+//!    the number of attempts that timed out; the same with a downstream on the library that
+//!    answers its own 504 early, as one does whose database ends its query at the statement
+//!    timeout, a margin before its handler's deadline;
 //! 3. a blocking program with a `Dependency` on plain threads and `std::net` sockets: a
 //!    failed attempt is retried, and a peer that never answers ends as the library's timeout.
 //!
@@ -76,7 +78,7 @@ mod always_slow {
     use axum::http::StatusCode;
     use axum::{Router, extract::State, routing::get};
     use deadline_core::wire::Propagation;
-    use deadline_tokio::reqwest::DeadlineRequest;
+    use deadline_tokio::reqwest::{DeadlineRequest, classify};
     use deadline_tokio::{DeadlineLayer, Dependency};
     use tower::Layer;
 
@@ -106,7 +108,39 @@ mod always_slow {
                 reply.error_for_status()?.text().await?,
             )
         });
-        Ok(price.reserve(ms(5)).await?)
+        Ok(price.classify(|e| classify(&**e)).reserve(ms(5)).await?)
+    }
+
+    /// The service, with one layer around its router, as the README serves it, calling
+    /// `downstream`; its address.
+    async fn serve(downstream: String) -> String {
+        let layer = DeadlineLayer::new(Propagation::DEFAULT.with_max(ms(10_000)), ms(1_000));
+        let app = Router::new().route("/price", get(price)).with_state(App {
+            http: reqwest::Client::new(),
+            downstream,
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let service = format!("http://{}/price", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, layer.layer(app)).await.unwrap() });
+        service
+    }
+
+    /// The statuses of 200 requests to `service` with 250 ms each, 20 at a time.
+    async fn statuses_of(service: &str) -> Vec<StatusCode> {
+        let client = reqwest::Client::new();
+        let mut statuses = Vec::new();
+        for _ in 0..10 {
+            let batch: Vec<_> = (0..20)
+                .map(|_| {
+                    let request = client.get(service).header("x-deadline-ms", "250");
+                    tokio::spawn(async move { request.send().await.unwrap().status() })
+                })
+                .collect();
+            for request in batch {
+                statuses.push(request.await.unwrap());
+            }
+        }
+        statuses
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -123,30 +157,8 @@ mod always_slow {
         let downstream = format!("http://{}/price", slow_listener.local_addr().unwrap());
         tokio::spawn(async move { axum::serve(slow_listener, slow).await.unwrap() });
 
-        // The service, with one layer around its router, as the README serves it.
-        let layer = DeadlineLayer::new(Propagation::DEFAULT.with_max(ms(10_000)), ms(1_000));
-        let app = Router::new().route("/price", get(price)).with_state(App {
-            http: reqwest::Client::new(),
-            downstream,
-        });
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let service = format!("http://{}/price", listener.local_addr().unwrap());
-        tokio::spawn(async move { axum::serve(listener, layer.layer(app)).await.unwrap() });
-
-        // 200 requests with 250 ms each, 20 at a time.
-        let client = reqwest::Client::new();
-        let mut statuses = Vec::new();
-        for _ in 0..10 {
-            let batch: Vec<_> = (0..20)
-                .map(|_| {
-                    let request = client.get(&service).header("x-deadline-ms", "250");
-                    tokio::spawn(async move { request.send().await.unwrap().status() })
-                })
-                .collect();
-            for request in batch {
-                statuses.push(request.await.unwrap());
-            }
-        }
+        let service = serve(downstream).await;
+        let statuses = statuses_of(&service).await;
 
         let gateway_timeouts = statuses
             .iter()
@@ -160,6 +172,42 @@ mod always_slow {
         assert_eq!(counts.timeouts, attempts, "{counts:?}");
         assert_eq!(attempts, 200 + counts.retries);
         assert!(counts.retries > 0);
+
+        // A downstream on the library that answers its own 504 20 ms before its handler's
+        // deadline, as one does whose query the database ends at its statement timeout: its
+        // 504 comes before the time it was sent is running out, and is still the deadline's.
+        let early = DeadlineLayer::new(Propagation::DEFAULT, ms(1_000)).layer(Router::new().route(
+            "/price",
+            get(|| async {
+                let left = deadline_tokio::remaining().expect("inside the layer's deadline");
+                tokio::time::sleep(left.saturating_sub(ms(20))).await;
+                StatusCode::GATEWAY_TIMEOUT
+            }),
+        ));
+        let early_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let downstream = format!("http://{}/price", early_listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(early_listener, early).await.unwrap() });
+
+        let service = serve(downstream).await;
+        let statuses = statuses_of(&service).await;
+
+        let gateway_timeouts = statuses
+            .iter()
+            .filter(|s| **s == StatusCode::GATEWAY_TIMEOUT)
+            .count();
+        assert_eq!(gateway_timeouts, 200, "statuses: {statuses:?}");
+        let before = counts;
+        let counts = PRICING.counters().snapshot();
+        let early_attempts = u64::from(ATTEMPTS.load(Ordering::Relaxed)) - attempts;
+        assert_eq!(counts.calls - before.calls, 200);
+        // Each 504 is counted as the attempt's timeout, and retried as one.
+        assert_eq!(
+            counts.timeouts - before.timeouts,
+            early_attempts,
+            "{counts:?}"
+        );
+        assert_eq!(early_attempts, 200 + counts.retries - before.retries);
+        assert!(counts.retries > before.retries);
     }
 }
 
