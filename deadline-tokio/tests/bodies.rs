@@ -124,7 +124,8 @@ async fn the_server_reads_connect_timeout_ms() {
         response.into_body().collect().await.unwrap().to_bytes(),
         "40ms"
     );
-    // Eleven digits: malformed, 400, named.
+    // Eleven digits: malformed, 400, named, in Connect's JSON error (a request with
+    // Connect's own timeout header is a Connect request).
     let response = server
         .clone()
         .oneshot(request(&[("connect-timeout-ms", "10000000000")]))
@@ -134,7 +135,7 @@ async fn the_server_reads_connect_timeout_ms() {
     let text = response.into_body().collect().await.unwrap().to_bytes();
     assert_eq!(
         text,
-        "malformed connect-timeout-ms header: header value has too many digits\n"
+        r#"{"code":"invalid_argument","message":"malformed connect-timeout-ms header: header value has too many digits"}"#
     );
 }
 
@@ -151,6 +152,21 @@ async fn a_connect_request_gets_a_connect_answer() {
         ("connect-timeout-ms", "50"),
     ]);
     let response = server.clone().oneshot(unary).await.unwrap();
+    assert_eq!(response.status(), StatusCode::GATEWAY_TIMEOUT);
+    assert_eq!(response.headers()["content-type"], "application/json");
+    let text = response.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(
+        text,
+        r#"{"code":"deadline_exceeded","message":"deadline exceeded"}"#
+    );
+    // A unary request without `connect-protocol-version` (Connect clients should send it,
+    // and may not; a GET carries `connect=v1` in its query instead) is Connect's by its
+    // `connect-timeout-ms`: a plain 504 would read as `unavailable` to a Connect client.
+    let unversioned = request(&[
+        ("content-type", "application/json"),
+        ("connect-timeout-ms", "50"),
+    ]);
+    let response = server.clone().oneshot(unversioned).await.unwrap();
     assert_eq!(response.status(), StatusCode::GATEWAY_TIMEOUT);
     assert_eq!(response.headers()["content-type"], "application/json");
     let text = response.into_body().collect().await.unwrap().to_bytes();

@@ -1,6 +1,6 @@
 //! [`Protocol`]: how a request wants to be answered (gRPC, Connect, plain HTTP).
 
-use super::headers::{CONNECT_PROTOCOL_VERSION, CONTENT_TYPE};
+use super::headers::{CONNECT_PROTOCOL_VERSION, CONNECT_TIMEOUT_MS, CONTENT_TYPE};
 
 /// How a request wants to be answered, read from its headers ([`Protocol::read`]).
 ///
@@ -11,6 +11,9 @@ use super::headers::{CONNECT_PROTOCOL_VERSION, CONTENT_TYPE};
 /// assert_eq!(grpc, Protocol::Grpc);
 /// let connect = Protocol::read(|name| (name == "connect-protocol-version").then_some(&b"1"[..]));
 /// assert_eq!(connect, Protocol::ConnectUnary);
+/// // Only Connect sends its timeout in `connect-timeout-ms`: a request with it is Connect's.
+/// let timed = Protocol::read(|name| (name == "connect-timeout-ms").then_some(&b"250"[..]));
+/// assert_eq!(timed, Protocol::ConnectUnary);
 /// assert_eq!(Protocol::read(|_| None), Protocol::Http);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -20,8 +23,10 @@ pub enum Protocol {
     /// A gRPC request (`content-type: application/grpc`, with or without a `+proto`-like
     /// suffix, and gRPC-Web's `application/grpc-web`): answered with a gRPC status.
     Grpc,
-    /// A Connect unary request (it has a `connect-protocol-version` header): answered with
-    /// the HTTP status of the error's Connect code and Connect's JSON error body.
+    /// A Connect unary request (it has a `connect-protocol-version` header, which Connect
+    /// clients should send and may leave out, or Connect's own `connect-timeout-ms`): answered
+    /// with the HTTP status of the error's Connect code and Connect's JSON error body, which a
+    /// Connect client reads as that code (a plain 504 it would read as `unavailable`).
     ConnectUnary,
     /// A Connect streaming request (`content-type: application/connect+...`): answered with
     /// HTTP 200 and an end-of-stream message carrying the error.
@@ -43,7 +48,11 @@ impl Protocol {
             Some(value) if value.starts_with(b"application/connect+") => Protocol::ConnectStream {
                 json: value.starts_with(b"application/connect+json"),
             },
-            _ if header(CONNECT_PROTOCOL_VERSION).is_some() => Protocol::ConnectUnary,
+            _ if header(CONNECT_PROTOCOL_VERSION).is_some()
+                || header(CONNECT_TIMEOUT_MS).is_some() =>
+            {
+                Protocol::ConnectUnary
+            }
             _ => Protocol::Http,
         }
     }
