@@ -55,8 +55,10 @@
 
 use core::time::Duration;
 
-use deadline_core::runtime::note_sent;
-use deadline_core::wire::{DeadlineHeader, Incoming, Outgoing, Propagation, ResponseHead};
+use deadline_core::runtime::{KeepsSent, note_sent};
+use deadline_core::wire::{
+    DeadlineHeader, Incoming, Outgoing, Propagation, ResponseHead, WireError,
+};
 use deadline_core::{Clock, Deadline, Error, Instant, Outcome};
 use http::HeaderMap;
 use reqwest::RequestBuilder;
@@ -107,10 +109,7 @@ impl DeadlineRequest for RequestBuilder {
         // without being read, and an error stays in the builder for `send` to return.
         let Some((client, Ok(mut request))) = self.try_clone().map(RequestBuilder::build_split)
         else {
-            let outgoing = propagation
-                .send(deadline, now, None, header)
-                .map_err(Error::from)?;
-            note_sent::<Tokio>(&outgoing.sent());
+            let outgoing = noted(propagation.send(deadline, now, None, header), now)?;
             let mut headers = HeaderMap::with_capacity(2);
             for (name, value) in outgoing.headers() {
                 set(&mut headers, name, value);
@@ -125,13 +124,10 @@ impl DeadlineRequest for RequestBuilder {
         let already = Incoming::read(Scanned::new(request.headers()).lookup()).shortest_valid();
         let own = request.timeout().copied();
         let deadline = own.map_or(deadline, |own| deadline.min(Deadline::after(now, own)));
-        let outgoing = propagation
-            .send(deadline, now, already, header)
-            .map_err(Error::from)?;
+        let outgoing = noted(propagation.send(deadline, now, already, header), now)?;
         for (name, value) in outgoing.headers() {
             set(request.headers_mut(), name, value);
         }
-        note_sent::<Tokio>(&outgoing.sent());
         let backstop = backstop(&outgoing, now, propagation);
         *request.timeout_mut() = Some(own.map_or(backstop, |own| own.min(backstop)));
         Ok(RequestBuilder::from_parts(client, request))
@@ -196,6 +192,23 @@ pub fn classify(error: &(dyn std::error::Error + 'static)) -> Outcome {
             .and_then(|status| ResponseHead::read(status.as_u16(), |_| None).classify())
             .unwrap_or(Outcome::Failed),
         None => Outcome::Failed,
+    }
+}
+
+/// What a request sends, decided at `now`, told to the runtime: inside a
+/// [`Dependency::run`](deadline_core::Dependency::run) attempt, a failure once it is running
+/// out is the attempt's timeout; with nothing left to send, the time it would have sent has
+/// run out already, and the attempt's failure (this refusal) is its timeout too.
+fn noted(sent: Result<Outgoing, WireError>, now: Instant) -> Result<Outgoing, Error> {
+    match sent {
+        Ok(outgoing) => {
+            note_sent::<Tokio>(&outgoing.sent());
+            Ok(outgoing)
+        }
+        Err(spent) => {
+            Tokio::note_sent(now);
+            Err(Error::from(spent))
+        }
     }
 }
 
@@ -311,6 +324,39 @@ mod tests {
         .await
         .expect("inside its scope");
         assert!(built.expect_err("the builder's own error").is_builder());
+    }
+
+    /// Inside a `Dependency::run` attempt with less time than the allowance, the refusal is
+    /// the attempt out of time: counted as a timeout and answered 504, not a failed
+    /// dependency (502).
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn a_refusal_inside_an_attempt_is_its_timeout() {
+        use deadline_core::Policy;
+        use deadline_core::drive::DeadlineOnly;
+
+        use crate::Dependency;
+
+        static SPENT: Dependency<DeadlineOnly> =
+            Dependency::deadline_only(Policy::required("spent").with_cap(ms(100)));
+        let client = reqwest::Client::new();
+        // 4 ms left: under the 5 ms allowance.
+        let called = scope_timeout(
+            ms(4),
+            SPENT.run(|_| async {
+                // Refused before anything is sent: no connection is made.
+                let request = client.get(URL).time_left()?;
+                Ok::<_, Box<dyn std::error::Error + Send + Sync>>(request.send().await?.status())
+            }),
+        )
+        .await
+        .expect("inside its scope");
+        let error = called.expect_err("nothing could be sent");
+        assert_eq!(
+            error.library(),
+            Some(Error::Timeout { after: ms(0) }),
+            "{error:?}"
+        );
+        assert_eq!(SPENT.counters().snapshot().timeouts, 1);
     }
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]

@@ -44,3 +44,31 @@ async fn a_call_cut_by_what_propagate_layer_sent_is_a_timeout() {
     }
     assert_eq!(NEVER.counters().snapshot().timeouts, 1);
 }
+
+/// An attempt with less time than the allowance has nothing to send: `PropagateLayer` fails
+/// the call at once. That refusal is the attempt out of time, counted as a timeout and
+/// answered 504, not a failed dependency (502).
+#[tokio::test(start_paused = true)]
+async fn nothing_left_to_send_is_the_attempts_timeout() {
+    static SPENT: Dependency<DeadlineOnly> =
+        Dependency::deadline_only(Policy::required("spent").with_cap(ms(100)));
+    let client = PropagateLayer::new(Propagation::DEFAULT, DeadlineHeader::DeadlineMs).layer(
+        service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new(())) }),
+    );
+
+    // 4 ms left: under the 5 ms allowance.
+    let called = scope_timeout(
+        ms(4),
+        SPENT.run(|_| client.clone().oneshot(Request::new(()))),
+    )
+    .await
+    .expect("inside its scope");
+
+    let error = called.expect_err("nothing could be sent");
+    assert_eq!(
+        error.library(),
+        Some(Error::Timeout { after: ms(0) }),
+        "{error:?}"
+    );
+    assert_eq!(SPENT.counters().snapshot().timeouts, 1);
+}

@@ -5,7 +5,7 @@ use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll};
 
-use deadline_core::runtime::note_sent;
+use deadline_core::runtime::{KeepsSent, note_sent};
 use deadline_core::wire::{DeadlineHeader, Failure, Incoming, Propagation, ResponseHead, Sent};
 use deadline_core::{Clock, Error};
 use http::{Request, Response};
@@ -156,11 +156,15 @@ where
             };
         };
         let already = Incoming::read(lookup(request.headers())).shortest_valid();
-        let Ok(outgoing) =
-            self.config
-                .propagation
-                .send(deadline, TokioClock.now(), already, self.config.header)
+        let now = TokioClock.now();
+        let Ok(outgoing) = self
+            .config
+            .propagation
+            .send(deadline, now, already, self.config.header)
         else {
+            // Nothing is left to send: inside a `Dependency::run` attempt, the time it would
+            // have sent has run out, so the attempt's failure is its timeout.
+            Tokio::note_sent(now);
             return PropagateFuture {
                 state: State::Spent,
             };
