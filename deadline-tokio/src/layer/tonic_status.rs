@@ -7,7 +7,8 @@ use deadline_core::Error;
 /// The status a library error reads as for a tonic client that finds it in an error's
 /// source chain (tonic's `Status::from_error` looks there for a `Status`): one value per kind
 /// of error for the process, so that an error's `source` can point at it, made from the
-/// core's one mapping (`From<Error> for tonic::Status`: the error's gRPC code and text).
+/// core's one mapping (`From<Error> for tonic::Status`: the error's gRPC code and text; for a
+/// timeout or a shortfall, the text without its figures, which are each call's own).
 pub(crate) fn status_of(error: Error) -> &'static tonic::Status {
     static STATUSES: [OnceLock<tonic::Status>; 7] = [const { OnceLock::new() }; 7];
     // One slot per kind; a kind the core adds later shares the first slot with the
@@ -21,5 +22,17 @@ pub(crate) fn status_of(error: Error) -> &'static tonic::Status {
         Error::MalformedDeadline => (6, error),
         _ => (0, Error::DeadlineExceeded),
     };
-    STATUSES[slot].get_or_init(|| tonic::Status::from(error))
+    STATUSES[slot].get_or_init(|| {
+        let status = tonic::Status::from(error);
+        // The figures of a timeout or a shortfall differ from one call to the next: the
+        // status made once says what happened without them (the error itself has them).
+        match error {
+            Error::Timeout { .. } => tonic::Status::new(status.code(), "timed out"),
+            Error::InsufficientTime { .. } => tonic::Status::new(
+                status.code(),
+                "not called: the time available is under the floor",
+            ),
+            _ => status,
+        }
+    })
 }
