@@ -36,3 +36,27 @@ pub(crate) fn status_of(error: Error) -> &'static tonic::Status {
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use deadline_core::{Error, ms};
+
+    use super::status_of;
+
+    /// The status is made once per kind: a later call's timeout must not read as the first
+    /// call's ("timed out after 50000 us" for a call that ran 80 ms).
+    #[test]
+    fn a_timeouts_status_carries_no_other_calls_figures() {
+        let first = status_of(Error::Timeout { after: ms(50) });
+        let later = status_of(Error::Timeout { after: ms(80) });
+        assert!(core::ptr::eq(first, later));
+        assert_eq!(later.code(), tonic::Code::DeadlineExceeded);
+        assert_eq!(later.message(), "timed out");
+        let short = status_of(Error::InsufficientTime {
+            available: ms(3),
+            floor: ms(10),
+        });
+        assert_eq!(short.code(), tonic::Code::DeadlineExceeded);
+        assert!(!short.message().contains("us"), "{}", short.message());
+    }
+}
