@@ -270,6 +270,62 @@ async fn a_grpc_stream_is_cut_at_the_deadline_with_deadline_exceeded_trailers() 
     );
 }
 
+/// A gRPC-Web stream (a browser's, through tonic-web behind the layer) cut at the deadline
+/// ends with its trailers as the body's last message, gRPC-Web's trailer frame, since a
+/// browser cannot read HTTP trailers; in base64 for `application/grpc-web-text`. A gRPC-Web
+/// request answered at once gets a trailers-only answer in gRPC-Web's content type.
+#[tokio::test(start_paused = true)]
+async fn a_grpc_web_stream_is_cut_with_a_trailer_frame() {
+    let lines = b"grpc-status:4\r\ngrpc-message:deadline exceeded\r\n";
+    let mut frame = vec![0x80];
+    frame.extend_from_slice(&u32::try_from(lines.len()).unwrap().to_be_bytes());
+    frame.extend_from_slice(lines);
+    let server = layer().layer(service_fn(|_req: Request<()>| async {
+        Ok::<_, Infallible>(Response::new(Ticker::new(&Watch::default())))
+    }));
+    for (content_type, last) in [
+        ("application/grpc-web+proto", Bytes::from(frame.clone())),
+        (
+            "application/grpc-web-text",
+            Bytes::from(base64::Engine::encode(
+                &base64::engine::general_purpose::STANDARD,
+                &frame,
+            )),
+        ),
+    ] {
+        let request = request(&[("content-type", content_type), ("grpc-timeout", "25m")]);
+        let response = server.clone().oneshot(request).await.unwrap();
+        let mut body = std::pin::pin!(response.into_body());
+        let mut data = Vec::new();
+        while let Some(frame) = body.frame().await {
+            let frame = frame.unwrap();
+            assert!(frame.is_data(), "{content_type}: no HTTP trailers");
+            data.push(frame.into_data().unwrap());
+        }
+        assert_eq!(
+            data.len(),
+            3,
+            "{content_type}: two ticks, then the trailer frame"
+        );
+        assert_eq!(data[2], last, "{content_type}");
+    }
+
+    // No time to serve it: answered at once, trailers-only, in gRPC-Web's content type.
+    let request = request(&[
+        ("content-type", "application/grpc-web-text"),
+        ("grpc-timeout", "0m"),
+    ]);
+    let response = server.oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        response.headers()["content-type"],
+        "application/grpc-web-text+proto"
+    );
+    assert_eq!(response.headers()["grpc-status"], "4");
+    let (frames, end) = drain(response.into_body()).await;
+    assert_eq!((frames, end.unwrap()), (0, None));
+}
+
 /// A plain HTTP stream (server-sent events, chunked) ends with an error at the deadline,
 /// which hyper turns into a reset stream or a closed connection.
 #[tokio::test(start_paused = true)]

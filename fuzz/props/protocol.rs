@@ -138,6 +138,9 @@ pub fn check_server(data: &[u8]) {
     }
 
     let protocol = match flags >> 4 & 3 {
+        0 if flags & 64 != 0 => Protocol::GrpcWeb {
+            text: flags & 128 != 0,
+        },
         0 => Protocol::Grpc,
         1 => Protocol::ConnectUnary,
         2 => Protocol::ConnectStream {
@@ -180,10 +183,17 @@ fn check_answer_shape(answer: &Answer) {
     assert!(printable(message.as_bytes()) && !message.is_empty());
     let body = answer.body();
     match answer.protocol() {
-        Protocol::Grpc => {
+        Protocol::Grpc | Protocol::GrpcWeb { .. } => {
             assert_eq!(answer.status(), 200);
             assert_eq!(answer.grpc_status(), Some(answer.error().grpc_code()));
             assert!(body.is_empty());
+            assert!(answer.content_type().starts_with(
+                if matches!(answer.protocol(), Protocol::GrpcWeb { .. }) {
+                    "application/grpc-web"
+                } else {
+                    "application/grpc"
+                }
+            ));
         }
         Protocol::Http => {
             assert_eq!(answer.status(), answer.error().http_status());

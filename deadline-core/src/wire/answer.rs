@@ -33,8 +33,8 @@ impl Text {
         &self.bytes
     }
 
-    /// The bytes as text (empty if they are not UTF-8, which only a Connect end-of-stream
-    /// message's prefix can make them).
+    /// The bytes as text (empty if they are not UTF-8, which only the prefix of a Connect
+    /// end-of-stream message or of a gRPC-Web trailer frame can make them).
     #[must_use]
     pub fn as_str(&self) -> &str {
         core::str::from_utf8(&self.bytes).unwrap_or("")
@@ -156,7 +156,7 @@ impl Answer {
     #[must_use]
     pub const fn status(&self) -> u16 {
         match self.protocol {
-            Protocol::Grpc | Protocol::ConnectStream { .. } => 200,
+            Protocol::Grpc | Protocol::GrpcWeb { .. } | Protocol::ConnectStream { .. } => 200,
             Protocol::ConnectUnary => self.error.grpc_code().connect_http_status(),
             Protocol::Http => self.error.http_status(),
         }
@@ -167,6 +167,8 @@ impl Answer {
     pub const fn content_type(&self) -> &'static str {
         match self.protocol {
             Protocol::Grpc => "application/grpc",
+            Protocol::GrpcWeb { text: false } => "application/grpc-web+proto",
+            Protocol::GrpcWeb { text: true } => "application/grpc-web-text+proto",
             Protocol::ConnectUnary => "application/json",
             Protocol::ConnectStream { json: true } => "application/connect+json",
             Protocol::ConnectStream { json: false } => "application/connect+proto",
@@ -178,7 +180,7 @@ impl Answer {
     #[must_use]
     pub const fn grpc_status(&self) -> Option<GrpcCode> {
         match self.protocol {
-            Protocol::Grpc => Some(self.error.grpc_code()),
+            Protocol::Grpc | Protocol::GrpcWeb { .. } => Some(self.error.grpc_code()),
             _ => None,
         }
     }
@@ -208,7 +210,7 @@ impl Answer {
     #[must_use]
     pub fn body(&self) -> Text {
         match self.protocol {
-            Protocol::Grpc => Text::new(),
+            Protocol::Grpc | Protocol::GrpcWeb { .. } => Text::new(),
             Protocol::Http => {
                 let mut text = self.message();
                 text.push(b"\n");
@@ -233,6 +235,40 @@ impl Answer {
                 text
             }
         }
+    }
+
+    /// gRPC-Web's trailer frame: the trailers as the last message of a body (flags `0x80`,
+    /// the length of what follows, big-endian, then `grpc-status` and `grpc-message` as
+    /// HTTP/1 header lines), for a body cut at the deadline ([`Cut::TrailerFrame`]), where
+    /// a browser, which cannot read HTTP trailers, reads them.
+    ///
+    /// ```
+    /// use deadline_core::Error;
+    /// use deadline_core::wire::{Answer, Protocol};
+    ///
+    /// let frame = Answer::new(Protocol::GrpcWeb { text: false }, Error::DeadlineExceeded).trailer_frame();
+    /// let lines = b"grpc-status:4\r\ngrpc-message:deadline exceeded\r\n";
+    /// assert_eq!(frame.as_bytes()[0], 0x80);
+    /// assert_eq!(frame.as_bytes()[1..5], (lines.len() as u32).to_be_bytes());
+    /// assert_eq!(&frame.as_bytes()[5..], lines);
+    /// ```
+    #[must_use]
+    pub fn trailer_frame(&self) -> Text {
+        let mut lines = Text::new();
+        // Writing into a `Text` never fails.
+        let _ = write!(
+            lines,
+            "grpc-status:{}\r\ngrpc-message:",
+            self.error.grpc_code().as_u8()
+        );
+        lines.push(self.message().as_bytes());
+        lines.push(b"\r\n");
+        let mut frame = Text::new();
+        frame.push(&[0x80]);
+        let len = u32::try_from(lines.as_bytes().len()).unwrap_or(u32::MAX);
+        frame.push(&len.to_be_bytes());
+        frame.push(lines.as_bytes());
+        frame
     }
 
     /// Connect's JSON error object: `{"code":"deadline_exceeded","message":"..."}`.
@@ -263,6 +299,10 @@ pub enum Cut {
     /// Connect streaming: an end-of-stream message carrying this answer's error, as the
     /// last data frame ([`Answer::body`]).
     EndStream(Answer),
+    /// gRPC-Web: the trailers as the body's last message ([`Answer::trailer_frame`]),
+    /// base64-encoded before it is sent when the protocol is
+    /// [`GrpcWeb { text: true }`](Protocol::GrpcWeb) (`application/grpc-web-text`).
+    TrailerFrame(Answer),
     /// Plain HTTP, and Connect unary: the body fails, on which the server resets the HTTP/2
     /// stream or closes the HTTP/1.1 connection: the client sees a cut response, never one
     /// that looks complete.
@@ -289,6 +329,7 @@ impl Protocol {
                 grpc_status: error.grpc_code(),
                 grpc_message: error.reason(),
             },
+            Protocol::GrpcWeb { .. } => Cut::TrailerFrame(Answer::new(self, error)),
             Protocol::ConnectStream { .. } => Cut::EndStream(Answer::new(self, error)),
             Protocol::ConnectUnary | Protocol::Http => Cut::Reset,
         }

@@ -9,6 +9,8 @@ use super::headers::{CONNECT_PROTOCOL_VERSION, CONNECT_TIMEOUT_MS, CONTENT_TYPE}
 ///
 /// let grpc = Protocol::read(|name| (name == "content-type").then_some(&b"application/grpc+proto"[..]));
 /// assert_eq!(grpc, Protocol::Grpc);
+/// let web = Protocol::read(|name| (name == "content-type").then_some(&b"application/grpc-web-text"[..]));
+/// assert_eq!(web, Protocol::GrpcWeb { text: true });
 /// let connect = Protocol::read(|name| (name == "connect-protocol-version").then_some(&b"1"[..]));
 /// assert_eq!(connect, Protocol::ConnectUnary);
 /// // Only Connect sends its timeout in `connect-timeout-ms`: a request with it is Connect's.
@@ -21,8 +23,16 @@ use super::headers::{CONNECT_PROTOCOL_VERSION, CONNECT_TIMEOUT_MS, CONTENT_TYPE}
 #[non_exhaustive]
 pub enum Protocol {
     /// A gRPC request (`content-type: application/grpc`, with or without a `+proto`-like
-    /// suffix, and gRPC-Web's `application/grpc-web`): answered with a gRPC status.
+    /// suffix): answered with a gRPC status.
     Grpc,
+    /// A gRPC-Web request (`content-type: application/grpc-web`, or `application/grpc-web-text`
+    /// for its base64 form, with or without a codec suffix): answered with a gRPC status, in
+    /// gRPC-Web's content type; a body cut at the deadline ends with its trailers as the last
+    /// message of the body (gRPC-Web's trailer frame), where a browser can read them.
+    GrpcWeb {
+        /// The body is base64 (`application/grpc-web-text`).
+        text: bool,
+    },
     /// A Connect unary request (it has a `connect-protocol-version` header, which Connect
     /// clients should send and may leave out, or Connect's own `connect-timeout-ms`): answered
     /// with the HTTP status of the error's Connect code and Connect's JSON error body, which a
@@ -44,6 +54,9 @@ impl Protocol {
     /// the header of that lowercase name, if it has one).
     pub fn read<'a>(mut header: impl FnMut(&'static str) -> Option<&'a [u8]>) -> Protocol {
         match header(CONTENT_TYPE) {
+            Some(value) if value.starts_with(b"application/grpc-web") => Protocol::GrpcWeb {
+                text: value.starts_with(b"application/grpc-web-text"),
+            },
             Some(value) if value.starts_with(b"application/grpc") => Protocol::Grpc,
             Some(value) if value.starts_with(b"application/connect+") => Protocol::ConnectStream {
                 json: value.starts_with(b"application/connect+json"),

@@ -3,6 +3,8 @@
 use core::pin::Pin;
 use core::task::{Context, Poll};
 
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
 use bytes::Bytes;
 use deadline_core::wire::{Cut, GRPC_MESSAGE, GRPC_STATUS, Protocol};
 use deadline_core::{Deadline, Error};
@@ -27,7 +29,9 @@ pin_project_lite::pin_project! {
     ///   past it (more than 16 frames after it), is dropped there, which drops the handler's
     ///   stream and the work behind it, and it ends the way its protocol expects
     ///   ([`Protocol::cut`]): gRPC with trailers `grpc-status: 4` (`DEADLINE_EXCEEDED`);
-    ///   Connect streaming with an end-of-stream message carrying `deadline_exceeded`;
+    ///   gRPC-Web with those trailers as the body's last message (its trailer frame, in
+    ///   base64 for `application/grpc-web-text`), which a browser can read; Connect
+    ///   streaming with an end-of-stream message carrying `deadline_exceeded`;
     ///   anything else (HTTP/1.1 chunked or with a length, HTTP/2) with the body failing with
     ///   [`BodyError::Deadline`], on which hyper resets the HTTP/2 stream or closes the
     ///   HTTP/1.1 connection, so the client sees a cut response, never one that looks
@@ -84,6 +88,15 @@ impl Last {
                 Last::Trailers(trailers)
             }
             Cut::EndStream(answer) => Last::Data(Bytes::copy_from_slice(answer.body().as_bytes())),
+            Cut::TrailerFrame(answer) => {
+                let frame = answer.trailer_frame();
+                Last::Data(match answer.protocol() {
+                    Protocol::GrpcWeb { text: true } => {
+                        Bytes::from(STANDARD.encode(frame.as_bytes()))
+                    }
+                    _ => Bytes::copy_from_slice(frame.as_bytes()),
+                })
+            }
             Cut::Reset => Last::Error,
         }
     }
