@@ -160,12 +160,15 @@
 //!   policy's retries and hedges, its retry budget, its circuit breaker, and every call
 //!   recorded in its counters and latency histogram.
 //! - **Responses** are classified by the core ([`ResponseHead::classify`](deadline_core::wire::ResponseHead::classify)): a 2xx or 3xx (a gRPC status 0)
-//!   is the answer; a 500, 502, 503, 504, 408 or 429 (gRPC `UNAVAILABLE` or
+//!   is the answer; a 500, 502, 503, 408 or 429 (gRPC `UNAVAILABLE` or
 //!   `RESOURCE_EXHAUSTED`) is an attempt that failed, retried as the policy allows, after
-//!   the server's `Retry-After` or `grpc-retry-pushback-ms` if it sent one; any other 4xx or
-//!   5xx (gRPC status) ends the call at once. **A response is never lost**: when the call gives
-//!   up after an attempt that answered, the caller gets that (last) response, as `Ok`, as
-//!   it came, exactly as it would without the layer.
+//!   the server's `Retry-After` or `grpc-retry-pushback-ms` if it sent one; a 504 (gRPC
+//!   `DEADLINE_EXCEEDED`) is the attempt's timeout, whenever it comes (the next service
+//!   answers it by its own margins before the time it was sent), counted and retried as
+//!   one, and answered as the library's timeout when the call gives up; any other 4xx or
+//!   5xx (gRPC status) ends the call at once. **A response is never lost**, but for that
+//!   504: when the call gives up after an attempt that answered, the caller gets that (last)
+//!   response, as `Ok`, as it came, exactly as it would without the layer.
 //! - **The inner service's errors** (a connection refused, reset, ...) are
 //!   [`Outcome::Failed`](deadline_core::Outcome::Failed) unless [`classify_error`](crate::DependencyLayer::classify_error) says otherwise,
 //!   and retried as the policy allows (not for a call that is not idempotent, unless the
