@@ -85,6 +85,23 @@ fn run_checking_waits<M: Mode>(
     )))
 }
 
+/// A backoff of nothing (a constant zero, or full jitter drawing zero): the retry starts at
+/// the failure's instant, with no wait that has already ended (a driver would arm a timer
+/// for it and wake at once).
+#[test]
+fn a_backoff_of_nothing_starts_the_retry_at_once() {
+    let policy = Policy::required("B")
+        .idempotent()
+        .with_cap(ms(7))
+        .with_retries(2)
+        .with_backoff(Backoff::constant(ms(0)));
+    let start = Instant::from_millis(1_000);
+    let call = Call::new(&policy, Deadline::after(start, ms(50)), ms(0));
+    // Every attempt fails at once: three attempts, all at `start`, and no wait among them.
+    let started = run_checking_waits(CallMachine::new(call), start, &[(0, 1)], 1).unwrap();
+    assert_eq!(started, 3);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 

@@ -328,6 +328,9 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
                             ));
                             self.course.back_off_until(retry.at);
                             self.stage = Stage::Backoff;
+                            // A backoff of nothing (full jitter can draw zero): the retry
+                            // starts now, not after a wait that has already ended.
+                            continue;
                         }
                         RetryDecision::GiveUp(reason) => {
                             // With copies still running, the call waits for them (and may
