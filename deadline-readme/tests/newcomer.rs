@@ -143,6 +143,28 @@ mod always_slow {
         statuses
     }
 
+    /// The service, calling `downstream`, answers each of 200 requests 504, and counts each
+    /// of its attempts as a timeout (none as a failure), and some were retried.
+    async fn every_answer_is_504_and_every_attempt_a_timeout(downstream: String) {
+        let before = PRICING.counters().snapshot();
+        let attempts_before = u64::from(ATTEMPTS.load(Ordering::Relaxed));
+        let service = serve(downstream).await;
+        let statuses = statuses_of(&service).await;
+
+        let gateway_timeouts = statuses
+            .iter()
+            .filter(|s| **s == StatusCode::GATEWAY_TIMEOUT)
+            .count();
+        assert_eq!(gateway_timeouts, 200, "statuses: {statuses:?}");
+        let counts = PRICING.counters().snapshot();
+        let attempts = u64::from(ATTEMPTS.load(Ordering::Relaxed)) - attempts_before;
+        let retries = counts.retries - before.retries;
+        assert_eq!(counts.calls - before.calls, 200);
+        assert_eq!(counts.timeouts - before.timeouts, attempts, "{counts:?}");
+        assert_eq!(attempts, 200 + retries);
+        assert!(retries > 0);
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn every_request_is_answered_504_and_every_timeout_counted() {
         // The downstream: always slow (ten seconds).
@@ -156,22 +178,7 @@ mod always_slow {
         let slow_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let downstream = format!("http://{}/price", slow_listener.local_addr().unwrap());
         tokio::spawn(async move { axum::serve(slow_listener, slow).await.unwrap() });
-
-        let service = serve(downstream).await;
-        let statuses = statuses_of(&service).await;
-
-        let gateway_timeouts = statuses
-            .iter()
-            .filter(|s| **s == StatusCode::GATEWAY_TIMEOUT)
-            .count();
-        assert_eq!(gateway_timeouts, 200, "statuses: {statuses:?}");
-        let counts = PRICING.counters().snapshot();
-        let attempts = u64::from(ATTEMPTS.load(Ordering::Relaxed));
-        assert_eq!(counts.calls, 200);
-        // Every attempt timed out, and each is counted as a timeout: none as a failure.
-        assert_eq!(counts.timeouts, attempts, "{counts:?}");
-        assert_eq!(attempts, 200 + counts.retries);
-        assert!(counts.retries > 0);
+        every_answer_is_504_and_every_attempt_a_timeout(downstream).await;
 
         // A downstream on the library that answers its own 504 20 ms before its handler's
         // deadline, as one does whose query the database ends at its statement timeout: its
@@ -187,27 +194,7 @@ mod always_slow {
         let early_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let downstream = format!("http://{}/price", early_listener.local_addr().unwrap());
         tokio::spawn(async move { axum::serve(early_listener, early).await.unwrap() });
-
-        let service = serve(downstream).await;
-        let statuses = statuses_of(&service).await;
-
-        let gateway_timeouts = statuses
-            .iter()
-            .filter(|s| **s == StatusCode::GATEWAY_TIMEOUT)
-            .count();
-        assert_eq!(gateway_timeouts, 200, "statuses: {statuses:?}");
-        let before = counts;
-        let counts = PRICING.counters().snapshot();
-        let early_attempts = u64::from(ATTEMPTS.load(Ordering::Relaxed)) - attempts;
-        assert_eq!(counts.calls - before.calls, 200);
-        // Each 504 is counted as the attempt's timeout, and retried as one.
-        assert_eq!(
-            counts.timeouts - before.timeouts,
-            early_attempts,
-            "{counts:?}"
-        );
-        assert_eq!(early_attempts, 200 + counts.retries - before.retries);
-        assert!(counts.retries > before.retries);
+        every_answer_is_504_and_every_attempt_a_timeout(downstream).await;
     }
 }
 

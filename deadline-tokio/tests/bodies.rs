@@ -145,35 +145,33 @@ async fn a_connect_request_gets_a_connect_answer() {
         tokio::time::sleep(ms(10_000)).await;
         Ok::<_, Infallible>(Response::new(String::new()))
     }));
-    // Unary: the error's HTTP status and Connect's JSON error.
-    let unary = request(&[
+    // Unary: the error's HTTP status and Connect's JSON error. Also for a unary request
+    // without `connect-protocol-version` (Connect clients should send it, and may not; a GET
+    // carries `connect=v1` in its query instead): it is Connect's by its
+    // `connect-timeout-ms`, and a plain 504 would read as `unavailable` to a Connect client.
+    let versioned: &[(&str, &str)] = &[
         ("connect-protocol-version", "1"),
         ("content-type", "application/proto"),
         ("connect-timeout-ms", "50"),
-    ]);
-    let response = server.clone().oneshot(unary).await.unwrap();
-    assert_eq!(response.status(), StatusCode::GATEWAY_TIMEOUT);
-    assert_eq!(response.headers()["content-type"], "application/json");
-    let text = response.into_body().collect().await.unwrap().to_bytes();
-    assert_eq!(
-        text,
-        r#"{"code":"deadline_exceeded","message":"deadline exceeded"}"#
-    );
-    // A unary request without `connect-protocol-version` (Connect clients should send it,
-    // and may not; a GET carries `connect=v1` in its query instead) is Connect's by its
-    // `connect-timeout-ms`: a plain 504 would read as `unavailable` to a Connect client.
-    let unversioned = request(&[
+    ];
+    let unversioned: &[(&str, &str)] = &[
         ("content-type", "application/json"),
         ("connect-timeout-ms", "50"),
-    ]);
-    let response = server.clone().oneshot(unversioned).await.unwrap();
-    assert_eq!(response.status(), StatusCode::GATEWAY_TIMEOUT);
-    assert_eq!(response.headers()["content-type"], "application/json");
-    let text = response.into_body().collect().await.unwrap().to_bytes();
-    assert_eq!(
-        text,
-        r#"{"code":"deadline_exceeded","message":"deadline exceeded"}"#
-    );
+    ];
+    for headers in [versioned, unversioned] {
+        let response = server.clone().oneshot(request(headers)).await.unwrap();
+        assert_eq!(
+            response.status(),
+            StatusCode::GATEWAY_TIMEOUT,
+            "{headers:?}"
+        );
+        assert_eq!(response.headers()["content-type"], "application/json");
+        let text = response.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(
+            text,
+            r#"{"code":"deadline_exceeded","message":"deadline exceeded"}"#
+        );
+    }
     // Streaming: HTTP 200 and an end-of-stream message (flags 0x02, length, JSON).
     let stream = request(&[
         ("content-type", "application/connect+proto"),
