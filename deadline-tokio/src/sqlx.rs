@@ -21,7 +21,8 @@
 //!    under feature `tracing`);
 //! 4. reports SQLSTATE 57014 (`query_canceled`: the statement timeout fired) as the library's
 //!    timeout, [`Error::Timeout`] (the core's rule:
-//!    [`StatementTimeout::error_of`](deadline_core::statement::StatementTimeout::error_of)), and the deadline passing as [`Error::DeadlineExceeded`];
+//!    [`StatementTimeout::error_of`](deadline_core::statement::StatementTimeout::error_of)),
+//!    and the deadline passing as [`Error::DeadlineExceeded`];
 //!    inside a [`Dependency::run`](deadline_core::Dependency::run) attempt, whose error it
 //!    becomes, the call counts it as the attempt's timeout and answers `Error::Timeout` if it
 //!    gives up, never a failed dependency.
