@@ -11,7 +11,7 @@
 //! What comes back is the attempt's own to read: the library never sees reqwest's response.
 //! A next service that runs out of the time it was sent answers (a 504, say) an allowance
 //! and its own reply margin before the attempt's end. So the request tells the runtime what
-//! it sent ([`note_sent`]): inside a [`Dependency::run`](deadline_core::Dependency::run)
+//! it sent ([`note_sent`](deadline_core::runtime::note_sent)): inside a [`Dependency::run`](deadline_core::Dependency::run)
 //! attempt, a failure that comes once that is running out (an error made of that answer with
 //! `error_for_status()?`, a connection closed) is the attempt running out of time, by the
 //! core's rule ([`Sent::running_out_from`](deadline_core::wire::Sent::running_out_from)):
@@ -55,17 +55,15 @@
 
 use core::time::Duration;
 
-use deadline_core::runtime::{KeepsSent, note_sent};
-use deadline_core::wire::{
-    DeadlineHeader, Incoming, Outgoing, Propagation, ResponseHead, WireError,
-};
+use deadline_core::wire::{DeadlineHeader, Incoming, Outgoing, Propagation, ResponseHead};
 use deadline_core::{Clock, Deadline, Error, Instant, Outcome};
 use http::HeaderMap;
 use reqwest::RequestBuilder;
 
 use crate::clock::TokioClock;
-use crate::context::{Tokio, current};
+use crate::context::current;
 use crate::layer::headers::{Scanned, set};
+use crate::layer::propagate::noted;
 
 /// The deadline on a reqwest [`RequestBuilder`]: see the [module](self).
 pub trait DeadlineRequest: Sized {
@@ -192,23 +190,6 @@ pub fn classify(error: &(dyn std::error::Error + 'static)) -> Outcome {
             .and_then(|status| ResponseHead::read(status.as_u16(), |_| None).classify())
             .unwrap_or(Outcome::Failed),
         None => Outcome::Failed,
-    }
-}
-
-/// What a request sends, decided at `now`, told to the runtime: inside a
-/// [`Dependency::run`](deadline_core::Dependency::run) attempt, a failure once it is running
-/// out is the attempt's timeout; with nothing left to send, the time it would have sent has
-/// run out already, and the attempt's failure (this refusal) is its timeout too.
-fn noted(sent: Result<Outgoing, WireError>, now: Instant) -> Result<Outgoing, Error> {
-    match sent {
-        Ok(outgoing) => {
-            note_sent::<Tokio>(&outgoing.sent());
-            Ok(outgoing)
-        }
-        Err(spent) => {
-            Tokio::note_sent(now);
-            Err(Error::from(spent))
-        }
     }
 }
 

@@ -226,13 +226,8 @@ impl Answer {
                 json.push(br#"{"error":"#);
                 self.connect_error(&mut json);
                 json.push(b"}");
-                let mut text = Text::new();
-                // Flags 0x02 (end of stream), then the message's length, big-endian.
-                text.push(&[0x02]);
-                let len = u32::try_from(json.as_bytes().len()).unwrap_or(u32::MAX);
-                text.push(&len.to_be_bytes());
-                text.push(json.as_bytes());
-                text
+                // Flags 0x02: the end of the stream.
+                enveloped(0x02, &json)
             }
         }
     }
@@ -263,12 +258,8 @@ impl Answer {
         );
         lines.push(self.message().as_bytes());
         lines.push(b"\r\n");
-        let mut frame = Text::new();
-        frame.push(&[0x80]);
-        let len = u32::try_from(lines.as_bytes().len()).unwrap_or(u32::MAX);
-        frame.push(&len.to_be_bytes());
-        frame.push(lines.as_bytes());
-        frame
+        // Flags 0x80: trailers.
+        enveloped(0x80, &lines)
     }
 
     /// Connect's JSON error object: `{"code":"deadline_exceeded","message":"..."}`.
@@ -334,4 +325,15 @@ impl Protocol {
             Protocol::ConnectUnary | Protocol::Http => Cut::Reset,
         }
     }
+}
+
+/// `message` in the envelope gRPC-Web and Connect streaming share: a flags byte, the
+/// message's length (big-endian, four bytes), then the message.
+fn enveloped(flags: u8, message: &Text) -> Text {
+    let mut text = Text::new();
+    text.push(&[flags]);
+    let len = u32::try_from(message.as_bytes().len()).unwrap_or(u32::MAX);
+    text.push(&len.to_be_bytes());
+    text.push(message.as_bytes());
+    text
 }

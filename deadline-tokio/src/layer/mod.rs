@@ -215,7 +215,7 @@ mod dependency_attempt;
 mod dependency_error;
 mod dependency_future;
 pub(crate) mod headers;
-mod propagate;
+pub(crate) mod propagate;
 mod propagate_body;
 mod propagate_error;
 mod replay;

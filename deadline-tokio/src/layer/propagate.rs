@@ -6,8 +6,10 @@ use core::pin::Pin;
 use core::task::{Context, Poll};
 
 use deadline_core::runtime::{KeepsSent, note_sent};
-use deadline_core::wire::{DeadlineHeader, Failure, Incoming, Propagation, ResponseHead, Sent};
-use deadline_core::{Clock, Error};
+use deadline_core::wire::{
+    DeadlineHeader, Failure, Incoming, Outgoing, Propagation, ResponseHead, Sent, WireError,
+};
+use deadline_core::{Clock, Error, Instant};
 use http::{Request, Response};
 use tower_layer::Layer;
 use tower_service::Service;
@@ -157,14 +159,11 @@ where
         };
         let already = Incoming::read(lookup(request.headers())).shortest_valid();
         let now = TokioClock.now();
-        let Ok(outgoing) = self
+        let sending = self
             .config
             .propagation
-            .send(deadline, now, already, self.config.header)
-        else {
-            // Nothing is left to send: inside a `Dependency::run` attempt, the time it would
-            // have sent has run out, so the attempt's failure is its timeout.
-            Tokio::note_sent(now);
+            .send(deadline, now, already, self.config.header);
+        let Ok(outgoing) = noted(sending, now) else {
             return PropagateFuture {
                 state: State::Spent,
             };
@@ -173,9 +172,6 @@ where
             set(request.headers_mut(), name, value);
         }
         let sent = outgoing.sent();
-        // Inside a `Dependency::run` attempt, a failure once this is running out is the
-        // attempt's timeout, whatever error the caller makes of it.
-        note_sent::<Tokio>(&sent);
         PropagateFuture {
             state: State::Bounded {
                 call: Bounded::new(sent.deadline().instant(), self.inner.call(request)),
@@ -257,6 +253,24 @@ where
                 }
             }
             StateProj::Spent => Poll::Ready(Err(PropagateError::Deadline(Error::DeadlineExceeded))),
+        }
+    }
+}
+
+/// What a request sends, decided at `now`, told to the runtime: inside a
+/// [`Dependency::run`](deadline_core::Dependency::run) attempt, a failure once it is running
+/// out is the attempt's timeout, whatever error the caller makes of it; with nothing left to
+/// send, the time it would have sent has run out already, and the attempt's failure (this
+/// refusal) is its timeout too.
+pub(crate) fn noted(sending: Result<Outgoing, WireError>, now: Instant) -> Result<Outgoing, Error> {
+    match sending {
+        Ok(outgoing) => {
+            note_sent::<Tokio>(&outgoing.sent());
+            Ok(outgoing)
+        }
+        Err(spent) => {
+            Tokio::note_sent(now);
+            Err(Error::from(spent))
         }
     }
 }
