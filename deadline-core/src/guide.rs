@@ -164,7 +164,12 @@
 //! ([`StatementTimeout::running_out_from`](crate::statement::StatementTimeout::running_out_from)),
 //! so a query the database ends at its statement timeout, the policy's margin before the
 //! attempt's end, is the attempt's timeout. A tower client (`DependencyLayer`) reads the
-//! answer itself by the same rule.
+//! answer itself by the same rule. An attempt whose time is too short to send anything (under
+//! the allowance, or a statement's floor) tells the runtime so
+//! ([`Onward::Nothing`](crate::runtime::Onward::Nothing)): it never reached the dependency,
+//! so the call ends with [`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded), with no
+//! retry or hedge after it, and the breaker does not count it; callers that arrive with
+//! too little time cannot open the breaker of a dependency they never reach.
 //!
 //! A next service told a deadline answers its 504 (`DEADLINE_EXCEEDED`) by its own margins
 //! before it: its reply margin, and a database's statement timeout a margin before its

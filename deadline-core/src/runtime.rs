@@ -1,4 +1,4 @@
-pub use crate::drive::runtime::{KeepsSent, Runtime};
+pub use crate::drive::runtime::{KeepsSent, Onward, Runtime};
 pub use crate::drive::scoped::{
     Scope, Scoped, current, enter, note_sent, propagate, remaining, scope, scope_timeout,
     with_deadline,

@@ -53,6 +53,12 @@ pub(crate) fn emit(name: &str, event: &Event) {
                 "attempt timed out"
             );
         }
+        EventKind::NotSent { attempt } => {
+            debug!(
+                dependency = name,
+                attempt, at_us, "attempt sent nothing: too little time left"
+            );
+        }
         EventKind::Cancelled { attempt } => {
             trace!(dependency = name, attempt, at_us, "attempt cancelled");
         }

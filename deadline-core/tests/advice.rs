@@ -8,7 +8,7 @@ use std::time::Duration;
 use deadline_core::analysis::Sample;
 use deadline_core::observe::Histogram;
 use deadline_core::rng::{Rng, SplitMix64};
-use deadline_core::runtime::{Runtime, scope_timeout};
+use deadline_core::runtime::{Onward, Runtime, scope_timeout};
 use deadline_core::virtual_time::{ManualRuntime, ManualSleep};
 use deadline_core::{Clock, Deadline, Dependency, Instant, Policy, Timer, ms};
 use proptest::prelude::*;
@@ -190,7 +190,7 @@ impl Runtime for Counting {
     fn enter<R>(deadline: Deadline, f: impl FnOnce() -> R) -> R {
         <ManualRuntime as Runtime>::enter(deadline, f)
     }
-    fn enter_attempt<R>(deadline: Deadline, f: impl FnOnce() -> R) -> (R, Option<Instant>) {
+    fn enter_attempt<R>(deadline: Deadline, f: impl FnOnce() -> R) -> (R, Option<Onward>) {
         <ManualRuntime as Runtime>::enter_attempt(deadline, f)
     }
 }

@@ -5,10 +5,15 @@
 //! ([`Sent::running_out_from`]), such a failure is the attempt running out of time: counted
 //! as a timeout, retried as one, and the call's error a timeout, never a failed dependency.
 //!
+//! An attempt that could send nothing ([`Onward::Nothing`]: its time was under the allowance
+//! one hop keeps back) never reached the dependency: the call is out of time, and neither the
+//! breaker nor a timeout counts it.
+//!
 //! Virtual time (`ManualRuntime`): every instant here is exact.
 
+use deadline_core::breaker::BreakerConfig;
 use deadline_core::drive::DeadlineOnly;
-use deadline_core::runtime::{note_sent, scope_timeout};
+use deadline_core::runtime::{KeepsSent, Onward, note_sent, scope_timeout};
 use deadline_core::virtual_time::ManualRuntime;
 use deadline_core::wire::{DeadlineHeader, Propagation};
 use deadline_core::{CallError, Clock, Dependency, Error, Outcome, Policy, Timer, ms};
@@ -176,4 +181,74 @@ fn a_call_made_inside_an_attempt_does_not_take_what_the_attempt_sent() {
         called,
         Err(CallError::Library(Error::Timeout { after: ms(90) }))
     );
+}
+
+/// Sends the attempt's time left as an adapter does, and answers `after_ms` later; or, with
+/// less time than the 5 ms allowance, sends nothing and says so, as an adapter does.
+async fn sends_then_answers(
+    deadline: deadline_core::Deadline,
+    after_ms: u64,
+) -> Result<u32, &'static str> {
+    let t = ManualRuntime::timer();
+    match Propagation::DEFAULT.send(deadline, t.now(), None, DeadlineHeader::DeadlineMs) {
+        Ok(out) => {
+            note_sent::<ManualRuntime>(&out.sent());
+            t.sleep_until(t.now() + ms(after_ms)).await;
+            Ok(1)
+        }
+        Err(_) => {
+            ManualRuntime::note_sent(Onward::Nothing);
+            Err("not sent: no time left to send")
+        }
+    }
+}
+
+#[test]
+fn an_attempt_that_sends_nothing_is_out_of_time_not_a_timeout() {
+    static DEP: Dependency<ManualRuntime, DeadlineOnly> =
+        Dependency::deadline_only(Policy::required("f").with_cap(ms(100)));
+    // 4 ms left: under the 5 ms allowance, nothing is sent.
+    let called = ManualRuntime::block_on(scope_timeout::<ManualRuntime, _>(
+        ms(4),
+        DEP.run(|limits| sends_then_answers(limits.deadline(), 1)),
+    ))
+    .unwrap()
+    .expect("inside its scope");
+    assert_eq!(called, Err(CallError::Library(Error::DeadlineExceeded)));
+    let counts = DEP.counters().snapshot();
+    assert_eq!((counts.timeouts, counts.deadline_exceeded), (0, 1));
+}
+
+#[test]
+fn a_hedge_that_sends_nothing_leaves_the_first_attempt_to_answer() {
+    static DEP: Dependency<ManualRuntime> = Dependency::new(
+        Policy::required("g")
+            .idempotent()
+            .with_cap(ms(100))
+            .with_retries(2)
+            .with_hedge_after(ms(10))
+            .with_hedges(2),
+    )
+    .breaker(BreakerConfig::DEFAULT);
+    // 14 ms: the first attempt sends 9 ms; the hedge due at 10 ms has 4 ms, under the
+    // allowance, and sends nothing. The first attempt's answer
+    // (already on its way back at 11 ms) wins.
+    let called = ManualRuntime::block_on(scope_timeout::<ManualRuntime, _>(ms(14), async {
+        DEP.run(|limits| sends_then_answers(limits.deadline(), 11))
+            .report()
+            .await
+    }))
+    .unwrap()
+    .expect("inside its scope");
+    assert_eq!(called.result, Ok(1));
+    assert_eq!(
+        (
+            called.report.attempts,
+            called.report.hedges,
+            called.report.winner
+        ),
+        (2, 1, Some(0))
+    );
+    let counts = DEP.counters().snapshot();
+    assert_eq!((counts.timeouts, counts.successes), (0, 1));
 }

@@ -6,7 +6,7 @@ use core::marker::PhantomData;
 use core::pin::Pin;
 use core::task::{Context, Poll};
 
-use deadline_core::runtime::{KeepsSent, Runtime, ThreadDeadline};
+use deadline_core::runtime::{KeepsSent, Onward, Runtime, ThreadDeadline};
 use deadline_core::{Clock, Deadline, Instant, Timer};
 
 use crate::clock::StdClock;
@@ -43,15 +43,15 @@ impl<T: Timer + Default + 'static> Runtime for OnThreads<T> {
     }
 
     #[inline]
-    fn enter_attempt<R>(deadline: Deadline, f: impl FnOnce() -> R) -> (R, Option<Instant>) {
+    fn enter_attempt<R>(deadline: Deadline, f: impl FnOnce() -> R) -> (R, Option<Onward>) {
         ThreadDeadline::enter_attempt(deadline, f)
     }
 }
 
 impl<T: Timer + Default + 'static> KeepsSent for OnThreads<T> {
     #[inline]
-    fn note_sent(running_out_from: Instant) {
-        ThreadDeadline::note_sent(running_out_from);
+    fn note_sent(onward: Onward) {
+        ThreadDeadline::note_sent(onward);
     }
 }
 

@@ -17,8 +17,8 @@ use core::task::{Context, Poll};
 use core::time::Duration;
 
 use deadline_core::call::{Decision, Limits, call_timeout};
-use deadline_core::runtime::{KeepsSent, Runtime, ThreadDeadline};
-use deadline_core::{Clock, Deadline, Error, Instant, Policy};
+use deadline_core::runtime::{KeepsSent, Onward, Runtime, ThreadDeadline};
+use deadline_core::{Clock, Deadline, Error, Policy};
 use deadline_std::Entropy;
 
 use crate::bounded::Bounded;
@@ -214,15 +214,15 @@ impl Runtime for Tokio {
     }
 
     #[inline]
-    fn enter_attempt<R>(deadline: Deadline, f: impl FnOnce() -> R) -> (R, Option<Instant>) {
+    fn enter_attempt<R>(deadline: Deadline, f: impl FnOnce() -> R) -> (R, Option<Onward>) {
         ThreadDeadline::enter_attempt(deadline, f)
     }
 }
 
 impl KeepsSent for Tokio {
     #[inline]
-    fn note_sent(running_out_from: Instant) {
-        ThreadDeadline::note_sent(running_out_from);
+    fn note_sent(onward: Onward) {
+        ThreadDeadline::note_sent(onward);
     }
 }
 

@@ -2,7 +2,10 @@
 //!
 //! [`DeadlineRequest::deadline`] sets a request's deadline header to the time left less the
 //! per-hop allowance, the way [`PropagateLayer`](crate::layer::PropagateLayer) does; with
-//! nothing left to send, it refuses, and the request is never made. It also sets reqwest's
+//! nothing left to send, it refuses, and the request is never made (inside a
+//! [`Dependency::run`](deadline_core::Dependency::run) attempt, the call then ends as out of
+//! time, [`Error::DeadlineExceeded`], and the dependency's breaker does not count the attempt,
+//! which never reached it). It also sets reqwest's
 //! own timeout (which covers the whole exchange, the body included), one allowance *after*
 //! the deadline, as a backstop: the library's timer (the scope's, or the attempt's under
 //! `Dependency::run`) always fires first, so a request that runs out of time ends as the
@@ -107,7 +110,7 @@ impl DeadlineRequest for RequestBuilder {
         // without being read, and an error stays in the builder for `send` to return.
         let Some((client, Ok(mut request))) = self.try_clone().map(RequestBuilder::build_split)
         else {
-            let outgoing = noted(propagation.send(deadline, now, None, header), now)?;
+            let outgoing = noted(propagation.send(deadline, now, None, header))?;
             let mut headers = HeaderMap::with_capacity(2);
             for (name, value) in outgoing.headers() {
                 set(&mut headers, name, value);
@@ -122,7 +125,7 @@ impl DeadlineRequest for RequestBuilder {
         let already = Incoming::read(Scanned::new(request.headers()).lookup()).shortest_valid();
         let own = request.timeout().copied();
         let deadline = own.map_or(deadline, |own| deadline.min(Deadline::after(now, own)));
-        let outgoing = noted(propagation.send(deadline, now, already, header), now)?;
+        let outgoing = noted(propagation.send(deadline, now, already, header))?;
         for (name, value) in outgoing.headers() {
             set(request.headers_mut(), name, value);
         }
@@ -307,11 +310,11 @@ mod tests {
         assert!(built.expect_err("the builder's own error").is_builder());
     }
 
-    /// Inside a `Dependency::run` attempt with less time than the allowance, the refusal is
-    /// the attempt out of time: counted as a timeout and answered 504, not a failed
-    /// dependency (502).
+    /// Inside a `Dependency::run` attempt with less time than the allowance, the refusal
+    /// sends nothing: the call is out of time (answered 504), neither a failed dependency
+    /// (502) nor a timeout of the dependency's.
     #[tokio::test(flavor = "current_thread", start_paused = true)]
-    async fn a_refusal_inside_an_attempt_is_its_timeout() {
+    async fn a_refusal_inside_an_attempt_is_out_of_time() {
         use deadline_core::Policy;
         use deadline_core::drive::DeadlineOnly;
 
@@ -332,12 +335,9 @@ mod tests {
         .await
         .expect("inside its scope");
         let error = called.expect_err("nothing could be sent");
-        assert_eq!(
-            error.library(),
-            Some(Error::Timeout { after: ms(0) }),
-            "{error:?}"
-        );
-        assert_eq!(SPENT.counters().snapshot().timeouts, 1);
+        assert_eq!(error.library(), Some(Error::DeadlineExceeded), "{error:?}");
+        let counted = SPENT.counters().snapshot();
+        assert_eq!((counted.timeouts, counted.deadline_exceeded), (0, 1));
     }
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]

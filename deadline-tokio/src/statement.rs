@@ -1,7 +1,7 @@
 //! Database statement timeouts from the current deadline.
 
 use deadline_core::Clock;
-use deadline_core::runtime::KeepsSent;
+use deadline_core::runtime::{KeepsSent, Onward};
 use deadline_core::statement::{StatementDecision, StatementPolicy, statement_timeout};
 
 use crate::context::{Tokio, current_or_never};
@@ -47,8 +47,9 @@ use crate::time::TokioClock;
 pub fn decide_statement(policy: &StatementPolicy) -> StatementDecision {
     let now = TokioClock.now();
     let decision = statement_timeout(policy, current_or_never(), now);
-    if let StatementDecision::Set(timeout) = decision {
-        Tokio::note_sent(timeout.running_out_from(now));
-    }
+    Tokio::note_sent(match decision {
+        StatementDecision::Set(timeout) => Onward::RunningOutFrom(timeout.running_out_from(now)),
+        StatementDecision::DontStart(_) => Onward::Nothing,
+    });
     decision
 }

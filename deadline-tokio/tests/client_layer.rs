@@ -675,6 +675,50 @@ async fn with_no_time_for_the_call_the_dependency_is_not_called() {
     assert!(seen(&log).is_empty());
 }
 
+/// An attempt with less time than the per-hop allowance (and no floor to stop it before it
+/// starts) sends nothing: the next service never sees it, so its breaker does not count it,
+/// and the request is answered as out of time (504), not as a failed dependency.
+#[tokio::test(start_paused = true)]
+async fn an_attempt_with_nothing_to_send_is_out_of_time_and_the_breaker_never_hears_of_it() {
+    static UNFLOORED: Dependency = Dependency::new(
+        Policy::required("unfloored")
+            .idempotent()
+            .with_cap(ms(100))
+            .with_retries(2),
+    )
+    .breaker(BreakerConfig::DEFAULT);
+    let (next, log) = scripted(|_| status(200));
+    let client = DependencyLayer::new(&UNFLOORED, DeadlineHeader::DeadlineMs).layer(next);
+    // Ten requests with 4 ms left, under the 5 ms allowance (the breaker opens on 5 failures
+    // in a row).
+    for _ in 0..10 {
+        let error = scope_timeout(ms(4), client.clone().oneshot(Request::new(String::new())))
+            .await
+            .expect("inside its scope")
+            .unwrap_err();
+        assert_eq!(error.library(), Some(Error::DeadlineExceeded), "{error:?}");
+        assert_eq!(StatusCode::from(error), StatusCode::GATEWAY_TIMEOUT);
+    }
+    assert!(seen(&log).is_empty());
+    let counts = UNFLOORED.counters().snapshot();
+    assert_eq!(
+        (
+            counts.calls,
+            counts.timeouts,
+            counts.retries,
+            counts.deadline_exceeded
+        ),
+        (10, 0, 0, 10)
+    );
+    // A request with time is made.
+    let answered = scope_timeout(ms(200), client.oneshot(Request::new(String::new())))
+        .await
+        .expect("inside its scope")
+        .unwrap();
+    assert_eq!(answered.status(), StatusCode::OK);
+    assert_eq!(seen(&log).len(), 1);
+}
+
 // Inner service errors and their classifier.
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,12 +1,18 @@
 //! A call that sends a deadline onward, inside `Dependency::run`, and fails once that deadline
 //! is running out, is the attempt running out of time: counted as a timeout, and answered
-//! 504 (`Error::Timeout`) if the call then gives up, never 502 as a failed dependency.
+//! 504 (`Error::Timeout`) if the call then gives up, never 502 as a failed dependency. An
+//! attempt that can send nothing, its time being under the allowance, never reaches the
+//! dependency: the call is out of time (`Error::DeadlineExceeded`), and neither the breaker
+//! nor the retries count it.
 //!
 //! Paused tokio time: every instant is exact.
 
 use std::convert::Infallible;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use deadline_core::breaker::{BreakerConfig, BreakerState};
+use deadline_core::call::GiveUp;
 use deadline_core::drive::DeadlineOnly;
 use deadline_core::wire::{DeadlineHeader, Propagation};
 use deadline_core::{CallError, Error, Policy, ms};
@@ -46,10 +52,11 @@ async fn a_call_cut_by_what_propagate_layer_sent_is_a_timeout() {
 }
 
 /// An attempt with less time than the allowance has nothing to send: `PropagateLayer` fails
-/// the call at once. That refusal is the attempt out of time, counted as a timeout and
-/// answered 504, not a failed dependency (502).
+/// the call at once. The dependency never saw it: the call ends as out of time
+/// (`Error::DeadlineExceeded`, answered 504), neither a failed dependency (502) nor a timeout
+/// of the dependency's.
 #[tokio::test(start_paused = true)]
-async fn nothing_left_to_send_is_the_attempts_timeout() {
+async fn nothing_left_to_send_is_out_of_time_not_the_dependencys_timeout() {
     static SPENT: Dependency<DeadlineOnly> =
         Dependency::deadline_only(Policy::required("spent").with_cap(ms(100)));
     let client = PropagateLayer::new(Propagation::DEFAULT, DeadlineHeader::DeadlineMs).layer(
@@ -65,10 +72,62 @@ async fn nothing_left_to_send_is_the_attempts_timeout() {
     .expect("inside its scope");
 
     let error = called.expect_err("nothing could be sent");
-    assert_eq!(
-        error.library(),
-        Some(Error::Timeout { after: ms(0) }),
-        "{error:?}"
+    assert_eq!(error.library(), Some(Error::DeadlineExceeded), "{error:?}");
+    let counted = SPENT.counters().snapshot();
+    assert_eq!((counted.timeouts, counted.deadline_exceeded), (0, 1));
+}
+
+/// Under deadline pressure (callers that arrive with less time than one hop keeps back),
+/// every attempt sends nothing. The dependency is never reached, so its breaker must not
+/// count those attempts, and no retry is spent on them. Twenty such calls (the default
+/// breaker opens on 5 failures in a row), then a call with time: it is made and answered.
+#[tokio::test(start_paused = true)]
+async fn calls_that_send_nothing_never_open_the_breaker() {
+    static PRICES: Dependency = Dependency::new(
+        Policy::required("prices")
+            .idempotent()
+            .with_cap(ms(100))
+            .with_retries(2),
+    )
+    .breaker(BreakerConfig::DEFAULT);
+    static REACHED: AtomicU32 = AtomicU32::new(0);
+    let client = PropagateLayer::new(Propagation::DEFAULT, DeadlineHeader::DeadlineMs).layer(
+        service_fn(|_: Request<()>| async {
+            REACHED.fetch_add(1, Ordering::Relaxed);
+            Ok::<_, Infallible>(Response::new(()))
+        }),
     );
-    assert_eq!(SPENT.counters().snapshot().timeouts, 1);
+
+    for _ in 0..20 {
+        // 4 ms left: under the 5 ms allowance.
+        let called = scope_timeout(ms(4), async {
+            PRICES
+                .run(|_| client.clone().oneshot(Request::new(())))
+                .report()
+                .await
+        })
+        .await
+        .expect("inside its scope");
+        let error = called.result.as_ref().expect_err("nothing could be sent");
+        assert_eq!(error.library(), Some(Error::DeadlineExceeded), "{error:?}");
+        assert_eq!(called.report.attempts, 1, "no retry: {:?}", called.report);
+        assert_eq!(called.report.gave_up, Some(GiveUp::NothingToSend));
+    }
+    assert_eq!(REACHED.load(Ordering::Relaxed), 0, "nothing was sent");
+    let counted = PRICES.counters().snapshot();
+    assert_eq!(
+        (counted.timeouts, counted.retries, counted.deadline_exceeded),
+        (0, 0, 20)
+    );
+    let breaker = PRICES.circuit_breaker().expect("configured");
+    assert_eq!(breaker.state(), BreakerState::Closed);
+
+    let called = scope_timeout(
+        ms(200),
+        PRICES.run(|_| client.clone().oneshot(Request::new(()))),
+    )
+    .await
+    .expect("inside its scope");
+    assert!(called.is_ok(), "{:?}", called.map(|_| ()));
+    assert_eq!(REACHED.load(Ordering::Relaxed), 1);
 }

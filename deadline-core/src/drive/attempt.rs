@@ -7,9 +7,8 @@ use core::task::{Context, Poll};
 
 use crate::call_timeout::Limits;
 use crate::deadline::Deadline;
-use crate::time::Instant;
 
-use super::runtime::Runtime;
+use super::runtime::{Onward, Runtime};
 use super::scoped::{Scoped, enter_attempt, with_deadline};
 
 /// Starts one attempt of a driven call with its limits: any `FnMut(Limits) -> impl Future`,
@@ -23,14 +22,15 @@ pub trait Attempt {
     /// Starts an attempt under `limits`.
     fn start(&mut self, limits: Limits) -> Self::Future;
 
-    /// The instant from which what `future`, a running attempt, sent onward is running out
-    /// ([`Sent::running_out_from`](crate::wire::Sent::running_out_from)), if it sent
-    /// anything the runtime was told of ([`note_sent`](crate::runtime::note_sent)). The
-    /// driver asks when the attempt fails: a failure a retry may fix that comes from then on
-    /// is the attempt running out of time. `None` unless the attempt runs in its own scope
-    /// ([`InScope`]) on a runtime that keeps it ([`KeepsSent`](crate::runtime::KeepsSent)),
-    /// where what it sends is told apart from what the code around it sends.
-    fn running_out_from(future: Pin<&Self::Future>) -> Option<Instant> {
+    /// What `future`, a running attempt, sent onward, if the runtime was told
+    /// ([`note_sent`](crate::runtime::note_sent)). The driver asks when the attempt fails: a
+    /// failure a retry may fix that comes once what it sent is running out is the attempt
+    /// running out of time ([`Onward::RunningOutFrom`]); an attempt that could send nothing
+    /// ([`Onward::Nothing`]) never reached the dependency. `None` unless the attempt runs in
+    /// its own scope ([`InScope`]) on a runtime that keeps it
+    /// ([`KeepsSent`](crate::runtime::KeepsSent)), where what it sends is told apart from
+    /// what the code around it sends.
+    fn onward(future: Pin<&Self::Future>) -> Option<Onward> {
         let _ = future;
         None
     }
@@ -92,7 +92,7 @@ impl<Rt: Runtime, A: Attempt> Attempt for InScope<Rt, A> {
     }
 
     #[inline]
-    fn running_out_from(future: Pin<&InScopeFuture<Rt, A::Future>>) -> Option<Instant> {
+    fn onward(future: Pin<&InScopeFuture<Rt, A::Future>>) -> Option<Onward> {
         // Nothing to read on a runtime that keeps nothing, and no code for it either: on the
         // Cortex-M0, reading the field anyway took the deadline-only firmware's library code
         // from 4 052 to 4 112 bytes and the full one's from 10 082 to 10 342, past their
@@ -129,30 +129,29 @@ impl<Rt: Runtime, A: Attempt> Attempt for InScope<Rt, A> {
 }
 
 /// Runs `f` in `deadline`'s scope on `Rt` as an attempt ([`Runtime::enter_attempt`]), and
-/// keeps in `kept` the latest of it and what `f` sent onward: a failure is the deadline's
-/// once every request the attempt made is running out.
+/// keeps in `kept` both it and what `f` sent onward ([`Onward::and`]): a failure is the
+/// deadline's once every request the attempt made is running out.
 #[inline]
 fn entered<Rt: Runtime, R>(
     deadline: Deadline,
-    kept: &mut Option<Instant>,
+    kept: &mut Option<Onward>,
     f: impl FnOnce() -> R,
 ) -> R {
     let (r, sent) = enter_attempt::<Rt, _>(deadline, f);
     if let Some(sent) = sent {
-        *kept = Some(kept.map_or(sent, |k| k.max(sent)));
+        *kept = Some(kept.map_or(sent, |k| k.and(sent)));
     }
     r
 }
 
 pin_project_lite::pin_project! {
     /// The future of an [`InScope`] attempt: the attempt's future, each poll of it inside the
-    /// attempt's scope, and the instant from which what it sent onward is running out
-    /// ([`Attempt::running_out_from`]).
+    /// attempt's scope, and what it sent onward ([`Attempt::onward`]).
     #[must_use = "futures do nothing unless polled"]
     pub struct InScopeFuture<Rt, F> {
         #[pin]
         fut: Scoped<Rt, F>,
-        sent: Option<Instant>,
+        sent: Option<Onward>,
     }
 }
 

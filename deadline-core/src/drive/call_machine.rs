@@ -469,6 +469,34 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
         }
     }
 
+    /// The attempt in `slot` ended at `now` having sent nothing: the time it had was too
+    /// short to send a request ([`Onward::Nothing`](crate::runtime::Onward::Nothing)). It
+    /// never reached the dependency, so its breaker does not count it (the permit is handed
+    /// back), and it is not a timeout of the dependency's; since any retry or hedge would
+    /// have less time still, none follows. With no other attempt running, the call ends
+    /// with [`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded)
+    /// ([`GiveUp::NothingToSend`]); otherwise it waits for them.
+    pub fn unsent<O: Observer + ?Sized>(&mut self, slot: usize, now: Instant, observer: &mut O) {
+        if self.stage == Stage::Done {
+            // Too late: the call has ended; the attempt is cancelled at the next poll.
+            return;
+        }
+        let Some(unsent) = self.take(slot) else {
+            return;
+        };
+        let number = unsent.number();
+        self.course.unsent(unsent, now);
+        observer.on_event(&Event::new(now, EventKind::NotSent { attempt: number }));
+        if M::FULL {
+            // Decided at the next poll, as after a failure: the course gives up.
+            self.retry_due = true;
+            if self.stage == Stage::Backoff {
+                // A retry backing off would have less time still.
+                self.stage = Stage::Running;
+            }
+        }
+    }
+
     /// A copy failed with `outcome` at `now` while a retry backs off: a server's word applies
     /// to that retry too, as it does to the hedges (gRFC A6). "Do not retry" calls the retry
     /// off: the next [`poll`](Self::poll) decides again, and gives up, or waits for the copies

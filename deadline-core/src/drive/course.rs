@@ -33,6 +33,8 @@ enum Failure<E> {
     TimedOut { after: Duration },
     /// The attempt failed with its own error.
     Error(E),
+    /// The attempt sent nothing: the time left was too short to send a request.
+    NothingSent,
 }
 
 /// The course of one driven call: its report, its retry and hedge bookkeeping, its latest
@@ -218,6 +220,25 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
         self.record_failure(Failure::TimedOut { after }, Outcome::TimedOut, now);
     }
 
+    /// The attempt ended at `now` having sent nothing (the time left was too short to send
+    /// a request): not the dependency's failure, so its breaker permit is handed back, and
+    /// neither a retry nor a hedge follows (each would have less time still). It is the
+    /// call's latest failure unless a final one stands.
+    pub(super) fn unsent(&mut self, mut attempt: Attempt, now: Instant) {
+        self.settle_breaker(&mut attempt, BreakerOutcome::Abandoned, now);
+        let first = self.tally.started_at();
+        match self.followups.made(first) {
+            None => self.last = Some(Failure::NothingSent),
+            Some(f) => {
+                f.nothing_sent = true;
+                f.hedges.stop();
+                if !f.final_failure {
+                    self.last = Some(Failure::NothingSent);
+                }
+            }
+        }
+    }
+
     /// The attempt is dropped while still running because the call ended otherwise (another
     /// attempt won, or a fatal error ended it). Counted in [`Report::cancelled`], reported to
     /// the breaker as [`Abandoned`](BreakerOutcome::Abandoned).
@@ -235,6 +256,9 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
             // A mode without retries has used its one attempt.
             return RetryDecision::GiveUp(GiveUp::Exhausted);
         };
+        if f.nothing_sent {
+            return RetryDecision::GiveUp(GiveUp::NothingToSend);
+        }
         let decision = f.retry.decide(&self.call, f.last_outcome, rng, now);
         if decision == RetryDecision::GiveUp(GiveUp::Throttled) {
             self.tally.budget_refused();
@@ -370,6 +394,8 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
         match self.last.take() {
             Some(Failure::Error(e)) => CallError::Attempt(e),
             Some(Failure::TimedOut { after }) => CallError::Library(Error::Timeout { after }),
+            // Too little time to send anything: what is left of the deadline is spent.
+            Some(Failure::NothingSent) => CallError::Library(Error::DeadlineExceeded),
             // Nothing failed (a driver that gives up before any attempt ended): only the
             // time can have run out.
             None => CallError::Library(Error::DeadlineExceeded),

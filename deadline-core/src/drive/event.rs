@@ -65,6 +65,13 @@ pub enum EventKind {
         /// Its timeout.
         after: Duration,
     },
+    /// An attempt ended having sent nothing: its time was too short to send a request
+    /// ([`Onward::Nothing`](crate::runtime::Onward::Nothing)). Not the dependency's failure:
+    /// its breaker does not count it, and no retry or hedge follows.
+    NotSent {
+        /// The attempt's number.
+        attempt: u32,
+    },
     /// An attempt still running was dropped because the call ended otherwise (another
     /// attempt won, or a fatal error ended it).
     Cancelled {

@@ -25,6 +25,9 @@ pub struct Followups {
     /// A fatal error or a server's "do not retry" has been seen: it stands, whatever the
     /// attempts still running do afterwards.
     pub(super) final_failure: bool,
+    /// An attempt could send nothing, the time left being too short: no retry or hedge
+    /// follows, each having less time still.
+    pub(super) nothing_sent: bool,
 }
 
 impl Followups {
@@ -38,6 +41,7 @@ impl Followups {
             backoff_end: Instant::ZERO,
             latest_poll: first,
             final_failure: false,
+            nothing_sent: false,
         }
     }
 }

@@ -8,7 +8,7 @@ use crate::rng::SplitMix64;
 use crate::time::{Clock, Instant};
 
 use super::manual::{ManualTimer, Stalled};
-use super::runtime::{KeepsSent, Runtime};
+use super::runtime::{KeepsSent, Onward, Runtime};
 use super::thread_deadline::ThreadDeadline;
 
 std::thread_local! {
@@ -97,13 +97,13 @@ impl Runtime for ManualRuntime {
         ThreadDeadline::enter(deadline, f)
     }
 
-    fn enter_attempt<R>(deadline: Deadline, f: impl FnOnce() -> R) -> (R, Option<Instant>) {
+    fn enter_attempt<R>(deadline: Deadline, f: impl FnOnce() -> R) -> (R, Option<Onward>) {
         ThreadDeadline::enter_attempt(deadline, f)
     }
 }
 
 impl KeepsSent for ManualRuntime {
-    fn note_sent(running_out_from: Instant) {
-        ThreadDeadline::note_sent(running_out_from);
+    fn note_sent(onward: Onward) {
+        ThreadDeadline::note_sent(onward);
     }
 }

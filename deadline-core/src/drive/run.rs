@@ -17,6 +17,7 @@ use super::event::Observer;
 use super::mode::sealed::Room;
 use super::mode::{Mode, Slots};
 use super::report::Called;
+use super::runtime::Onward;
 
 /// Everything the loop keeps between polls, apart from the pinned futures.
 pub(super) struct Run<'c, Tm, R, C, A, O, T, E, M: Mode> {
@@ -157,17 +158,25 @@ where
         // What a failed attempt sent onward, read before its future goes.
         let sent = match &result {
             Ok(_) => None,
-            Err(_) => fut.as_ref().as_pin_ref().and_then(A::running_out_from),
+            Err(_) => fut.as_ref().as_pin_ref().and_then(A::onward),
         };
         fut.set(None);
-        match result {
-            Ok(value) => {
+        match (result, sent) {
+            (Ok(value), _) => {
                 self.machine.succeeded(slot, now, &mut self.observer);
                 Some(value)
             }
-            Err(error) => {
+            // It could send nothing: the dependency never saw it, whatever its error says.
+            (Err(_), Some(Onward::Nothing)) => {
+                self.machine.unsent(slot, now, &mut self.observer);
+                None
+            }
+            (Err(error), sent) => {
                 let outcome = self.classify.classify(&error);
-                let outcome = sent.map_or(outcome, |from| once_sent(outcome, from, now));
+                let outcome = match sent {
+                    Some(Onward::RunningOutFrom(from)) => once_sent(outcome, from, now),
+                    Some(Onward::Nothing) | None => outcome,
+                };
                 self.machine
                     .failed(slot, error, outcome, now, &mut self.observer);
                 None

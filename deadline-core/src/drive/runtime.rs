@@ -53,11 +53,12 @@ pub trait Runtime: 'static {
     const KEEPS_SENT: bool = false;
 
     /// [`enter`](Runtime::enter) for one poll of an attempt (or its start), also returning
-    /// the latest instant given to [`KeepsSent::note_sent`] while `f` ran, none given before
-    /// counted. A runtime that does not implement [`KeepsSent`] keeps nothing: this default
-    /// returns `None`, and its attempts' failures are judged by their own ends alone.
+    /// what was given to [`KeepsSent::note_sent`] while `f` ran ([`Onward::and`] of each),
+    /// none given before counted. A runtime that does not implement [`KeepsSent`] keeps
+    /// nothing: this default returns `None`, and its attempts' failures are judged by their
+    /// own ends alone.
     #[inline]
-    fn enter_attempt<R>(deadline: Deadline, f: impl FnOnce() -> R) -> (R, Option<Instant>) {
+    fn enter_attempt<R>(deadline: Deadline, f: impl FnOnce() -> R) -> (R, Option<Onward>) {
         (Self::enter(deadline, f), None)
     }
 }
@@ -75,9 +76,52 @@ pub trait Runtime: 'static {
 /// [`Outcome::TimedOut`](crate::Outcome::TimedOut) by
 /// [`Sent::is_deadline_failure`](crate::wire::Sent::is_deadline_failure).
 pub trait KeepsSent: Runtime {
-    /// Keeps `running_out_from` for the attempt being entered, if one is (the latest, if
-    /// given more than once): a request sent from it told its next service a deadline that is
-    /// running out from then on
-    /// ([`Sent::running_out_from`](crate::wire::Sent::running_out_from)).
-    fn note_sent(running_out_from: Instant);
+    /// Keeps `onward` for the attempt being entered, if one is, with what was kept before
+    /// ([`Onward::and`]).
+    fn note_sent(onward: Onward);
+}
+
+/// What an attempt sent onward, as a runtime that [`KeepsSent`] keeps it for the driver.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Onward {
+    /// A request that told its next service a deadline running out from this instant on
+    /// ([`Sent::running_out_from`](crate::wire::Sent::running_out_from)), or a database
+    /// statement given a timeout that runs out from then on
+    /// ([`StatementTimeout::running_out_from`](crate::statement::StatementTimeout::running_out_from)):
+    /// a failure of the attempt from then on is the attempt running out of time.
+    RunningOutFrom(Instant),
+    /// Nothing: the time left was too short to send (under the allowance one hop keeps
+    /// back, [`WireError::Spent`](crate::wire::WireError::Spent), or under a statement's
+    /// floor), so the request was not made. The attempt never reached the dependency: its
+    /// failure is not the dependency's (its breaker does not count it), and no retry or
+    /// hedge follows, since each would have less time still.
+    Nothing,
+}
+
+impl Onward {
+    /// Both of two notes of one attempt: the later instant of two requests; a request sent
+    /// over nothing sent (the attempt reached the dependency).
+    ///
+    /// ```
+    /// use deadline_core::Instant;
+    /// use deadline_core::runtime::Onward;
+    ///
+    /// let (early, late) = (Instant::from_millis(90), Instant::from_millis(95));
+    /// let sent = Onward::RunningOutFrom(early).and(Onward::RunningOutFrom(late));
+    /// assert_eq!(sent, Onward::RunningOutFrom(late));
+    /// assert_eq!(Onward::Nothing.and(Onward::RunningOutFrom(early)), Onward::RunningOutFrom(early));
+    /// assert_eq!(Onward::Nothing.and(Onward::Nothing), Onward::Nothing);
+    /// ```
+    #[must_use]
+    pub fn and(self, other: Onward) -> Onward {
+        match (self, other) {
+            (Onward::RunningOutFrom(a), Onward::RunningOutFrom(b)) => {
+                Onward::RunningOutFrom(a.max(b))
+            }
+            (Onward::RunningOutFrom(a), Onward::Nothing)
+            | (Onward::Nothing, Onward::RunningOutFrom(a)) => Onward::RunningOutFrom(a),
+            (Onward::Nothing, Onward::Nothing) => Onward::Nothing,
+        }
+    }
 }

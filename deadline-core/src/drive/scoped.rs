@@ -10,11 +10,11 @@ use core::time::Duration;
 
 use crate::deadline::Deadline;
 use crate::error::Error;
-use crate::time::{Clock, Instant};
+use crate::time::Clock;
 use crate::timer::Timer;
 use crate::wire::Sent;
 
-use super::runtime::{KeepsSent, Runtime};
+use super::runtime::{KeepsSent, Onward, Runtime};
 
 pin_project_lite::pin_project! {
     /// A future running with a current deadline, not bounded by it ([`with_deadline`]).
@@ -78,13 +78,13 @@ pub fn enter<Rt: Runtime, R>(deadline: Deadline, f: impl FnOnce() -> R) -> R {
     Rt::enter(deadline, f)
 }
 
-/// [`enter`] for one poll of an attempt ([`Runtime::enter_attempt`]): also returns the latest
-/// instant from which what `f` sent onward is running out ([`note_sent`]), if it sent any.
+/// [`enter`] for one poll of an attempt ([`Runtime::enter_attempt`]): also returns what `f`
+/// sent onward ([`note_sent`]), if it noted any.
 #[inline]
 pub(crate) fn enter_attempt<Rt: Runtime, R>(
     deadline: Deadline,
     f: impl FnOnce() -> R,
-) -> (R, Option<Instant>) {
+) -> (R, Option<Onward>) {
     let deadline = Rt::current().map_or(deadline, |outer| outer.min(deadline));
     Rt::enter_attempt(deadline, f)
 }
@@ -142,7 +142,7 @@ pub fn propagate<Rt: Runtime, F: Future>(fut: F) -> Scoped<Rt, F> {
 /// ```
 #[inline]
 pub fn note_sent<Rt: KeepsSent>(sent: &Sent) {
-    Rt::note_sent(sent.running_out_from());
+    Rt::note_sent(Onward::RunningOutFrom(sent.running_out_from()));
 }
 
 /// `Rt`'s current deadline, or `None` where there is none: outside any scope, and in a scope

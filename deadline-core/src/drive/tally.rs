@@ -237,7 +237,7 @@ impl Tally for OneAttempt {
             GiveUp::DeadlinePassed => Reason::DeadlinePassed,
             GiveUp::CircuitOpen => Reason::CircuitOpen,
             // Reasons of a retry, which such a call never decides: its one attempt was used.
-            GiveUp::BackoffPastDeadline { .. } | GiveUp::UnderFloor(_) => {
+            GiveUp::BackoffPastDeadline { .. } | GiveUp::UnderFloor(_) | GiveUp::NothingToSend => {
                 debug_assert!(false, "a one-attempt call does not retry");
                 Reason::Exhausted
             }

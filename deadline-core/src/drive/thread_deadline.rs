@@ -3,12 +3,12 @@
 
 use core::cell::Cell;
 
+use super::runtime::Onward;
 use crate::deadline::Deadline;
-use crate::time::Instant;
 
 std::thread_local! {
     static CURRENT: Cell<Option<Deadline>> = const { Cell::new(None) };
-    static SENT: Cell<Option<Instant>> = const { Cell::new(None) };
+    static SENT: Cell<Option<Onward>> = const { Cell::new(None) };
 }
 
 /// The current deadline kept in a thread-local, set only while a scoped future is polled (or
@@ -44,24 +44,19 @@ impl ThreadDeadline {
         f()
     }
 
-    /// Keeps `running_out_from` on this thread, or the instant already kept if that is later:
+    /// Keeps `onward` on this thread, with what was kept already ([`Onward::and`]):
     /// [`KeepsSent::note_sent`](super::runtime::KeepsSent::note_sent).
     #[inline]
-    pub fn note_sent(running_out_from: Instant) {
-        SENT.with(|s| {
-            s.set(Some(
-                s.get()
-                    .map_or(running_out_from, |kept| kept.max(running_out_from)),
-            ))
-        });
+    pub fn note_sent(onward: Onward) {
+        SENT.with(|s| s.set(Some(s.get().map_or(onward, |kept| kept.and(onward)))));
     }
 
-    /// [`enter`](Self::enter), returning the latest instant given to
-    /// [`note_sent`](Self::note_sent) on this thread while `f` ran:
+    /// [`enter`](Self::enter), returning what was given to [`note_sent`](Self::note_sent)
+    /// on this thread while `f` ran:
     /// [`Runtime::enter_attempt`](super::Runtime::enter_attempt). What was kept before is
     /// put back after, so an attempt made inside another attempt's poll takes only its own.
     #[inline]
-    pub fn enter_attempt<R>(deadline: Deadline, f: impl FnOnce() -> R) -> (R, Option<Instant>) {
+    pub fn enter_attempt<R>(deadline: Deadline, f: impl FnOnce() -> R) -> (R, Option<Onward>) {
         Self::enter(deadline, || {
             let before = SENT.with(Cell::take);
             let r = f();

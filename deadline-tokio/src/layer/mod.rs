@@ -136,7 +136,10 @@
 //!   error the attempt makes of a failure that comes once that is running out (the layer's
 //!   own [`PropagateError::Deadline`], a 504 turned into an error), the call counts it as the
 //!   attempt's timeout and answers [`Error::Timeout`](deadline_core::Error::Timeout) (504)
-//!   if it then gives up, never a failed dependency (502).
+//!   if it then gives up, never a failed dependency (502). An attempt that had nothing left
+//!   to send never reached the dependency ([`Onward::Nothing`](deadline_core::runtime::Onward::Nothing)):
+//!   the call ends with [`Error::DeadlineExceeded`](deadline_core::Error::DeadlineExceeded)
+//!   (504), no retry or hedge follows, and neither the breaker nor the timeouts count it.
 //! - **Outside any scope** the request passes through unchanged and unbounded.
 //!
 //! The deadline is read when the service is *called*: put this layer where it is called

@@ -5,11 +5,11 @@ use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll};
 
-use deadline_core::runtime::{KeepsSent, note_sent};
+use deadline_core::runtime::{KeepsSent, Onward, note_sent};
 use deadline_core::wire::{
     DeadlineHeader, Failure, Incoming, Outgoing, Propagation, ResponseHead, Sent, WireError,
 };
-use deadline_core::{Clock, Error, Instant};
+use deadline_core::{Clock, Error};
 use http::{Request, Response};
 use tower_layer::Layer;
 use tower_service::Service;
@@ -163,7 +163,7 @@ where
             .config
             .propagation
             .send(deadline, now, already, self.config.header);
-        let Ok(outgoing) = noted(sending, now) else {
+        let Ok(outgoing) = noted(sending) else {
             return PropagateFuture {
                 state: State::Spent,
             };
@@ -257,19 +257,20 @@ where
     }
 }
 
-/// What a request sends, decided at `now`, told to the runtime: inside a
+/// What a request sends, told to the runtime: inside a
 /// [`Dependency::run`](deadline_core::Dependency::run) attempt, a failure once it is running
 /// out is the attempt's timeout, whatever error the caller makes of it; with nothing left to
-/// send, the time it would have sent has run out already, and the attempt's failure (this
-/// refusal) is its timeout too.
-pub(crate) fn noted(sending: Result<Outgoing, WireError>, now: Instant) -> Result<Outgoing, Error> {
+/// send, the request is not made, and the attempt's failure (this refusal) is not the
+/// dependency's: its breaker does not count it, and the call ends with
+/// [`Error::DeadlineExceeded`] ([`Onward::Nothing`]).
+pub(crate) fn noted(sending: Result<Outgoing, WireError>) -> Result<Outgoing, Error> {
     match sending {
         Ok(outgoing) => {
             note_sent::<Tokio>(&outgoing.sent());
             Ok(outgoing)
         }
         Err(spent) => {
-            Tokio::note_sent(now);
+            Tokio::note_sent(Onward::Nothing);
             Err(Error::from(spent))
         }
     }
