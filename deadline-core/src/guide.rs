@@ -90,8 +90,8 @@
 //! 2. The attempt cannot have run twice: a call that is not idempotent is retried only after
 //!    [`Outcome::Refused`](crate::Outcome::Refused) or [`Outcome::Pushback`](crate::Outcome::Pushback).
 //! 3. Attempts are left under [`RetryPolicy::attempts`](crate::policy::RetryPolicy::attempts).
-//! 4. The backoff ([`Backoff`](crate::policy::Backoff), lengthened to the server's pushback if
-//!    that is longer) ends before the request's deadline.
+//! 4. The wait (the server's pushback when it gave one, else the [`Backoff`](crate::policy::Backoff))
+//!    ends before the request's deadline.
 //! 5. The call timeout computed again for a start at the end of the backoff is at least the
 //!    dependency's floor.
 //! 6. The retry budget grants a token. It is asked last, so no token is taken for a retry
@@ -105,7 +105,10 @@
 //!
 //! A server's pushback is honoured: HTTP `Retry-After` and gRPC's `grpc-retry-pushback-ms`
 //! ([`wire::parse_retry_after`](crate::wire::parse_retry_after),
-//! [`wire::parse_grpc_pushback`](crate::wire::parse_grpc_pushback)) lengthen the backoff, and a
+//! [`wire::parse_grpc_pushback`](crate::wire::parse_grpc_pushback)) are the wait before the
+//! retry, in place of the backoff, which starts over from its first step for any retry after
+//! that one (gRFC A6: "retry in n ms; if this attempt also fails, retry delay will reset to
+//! initial backoff"; `Retry-After` asks for no sooner, which the exact wait keeps). A
 //! pushback that would end after the deadline ends the call instead of waiting for it. The
 //! server's word counts whenever it comes: said by one copy while another copy's retry backs
 //! off, "retry after" postpones that retry, and "do not retry" calls it off.

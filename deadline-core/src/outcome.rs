@@ -45,8 +45,9 @@ pub enum Outcome {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub enum Pushback {
-    /// Retry no sooner than this long after the failure. The wait before the retry is the
-    /// longer of this and the policy's backoff.
+    /// Retry this long after the failure: the wait before the retry, in place of the
+    /// policy's backoff, which starts over from its first step for any retry after that one
+    /// (gRFC A6's "retry in n ms"; HTTP's `Retry-After` asks for no sooner, which this keeps).
     After(Duration),
     /// Do not retry (and send no further hedges).
     DontRetry,

@@ -47,6 +47,8 @@ use crate::time::Instant;
 pub struct RetryState {
     attempts: u32,
     previous: Duration,
+    /// The retries decided before the backoff last started over (after a server's pushback).
+    backoff_from: u32,
 }
 
 impl Default for RetryState {
@@ -62,6 +64,7 @@ impl RetryState {
         RetryState {
             attempts: 1,
             previous: Duration::ZERO,
+            backoff_from: 0,
         }
     }
 
@@ -77,7 +80,8 @@ impl RetryState {
         self.attempts.saturating_sub(1)
     }
 
-    /// The backoff drawn before the latest retry (zero before the first retry).
+    /// The backoff drawn before the latest retry (zero before the first retry, and after a
+    /// retry the server's pushback timed, from which the backoff starts over).
     #[must_use]
     pub const fn previous_backoff(&self) -> Duration {
         self.previous
@@ -108,8 +112,8 @@ impl RetryState {
             Outcome::Pushback(Pushback::DontRetry) => {
                 return RetryDecision::GiveUp(GiveUp::ServerSaidNo);
             }
-            Outcome::Pushback(Pushback::After(d)) => d,
-            Outcome::TimedOut | Outcome::Refused | Outcome::Failed => Duration::ZERO,
+            Outcome::Pushback(Pushback::After(d)) => Some(d),
+            Outcome::TimedOut | Outcome::Refused | Outcome::Failed => None,
         };
         let may_have_run = matches!(outcome, Outcome::TimedOut | Outcome::Failed);
         if may_have_run && !policy.is_idempotent() {
@@ -118,9 +122,20 @@ impl RetryState {
         if self.attempts >= policy.retry.attempts() {
             return RetryDecision::GiveUp(GiveUp::Exhausted);
         }
-        let n = self.attempts.saturating_sub(1);
-        let backoff = policy.retry.backoff.delay(n, self.previous, rng);
-        let wait = backoff.max(pushback);
+        // The server's word, when it gave one, is the wait, and the backoff starts over for
+        // any retry after this one (gRFC A6: "retry in n ms; if this attempt also fails,
+        // retry delay will reset to initial backoff"). Otherwise the policy's backoff.
+        let (wait, backoff) = match pushback {
+            Some(wait) => (wait, Duration::ZERO),
+            None => {
+                let n = self
+                    .attempts
+                    .saturating_sub(1)
+                    .saturating_sub(self.backoff_from);
+                let backoff = policy.retry.backoff.delay(n, self.previous, rng);
+                (backoff, backoff)
+            }
+        };
         let at = now.saturating_add(wait);
         if call.deadline.is_expired(at) {
             return RetryDecision::GiveUp(GiveUp::BackoffPastDeadline { at });
@@ -136,6 +151,10 @@ impl RetryState {
         }
         self.attempts = self.attempts.saturating_add(1);
         self.previous = backoff;
+        if pushback.is_some() {
+            // The next retry, if any, backs off as the first does.
+            self.backoff_from = self.attempts.saturating_sub(1);
+        }
         RetryDecision::Retry(Retry {
             at,
             wait,
@@ -174,7 +193,7 @@ impl RetryDecision {
 pub struct Retry {
     /// When the backoff ends and the retry starts: `now + wait`, before the deadline.
     pub at: Instant,
-    /// The wait: the jittered backoff, or the server's pushback if that is longer.
+    /// The wait: the jittered backoff, or the server's pushback when it gave one.
     pub wait: Duration,
     /// The retry's limits, computed for a start at `at` ([`crate::call::call_timeout`]). A driver
     /// that wakes late computes them again at the instant it actually starts.

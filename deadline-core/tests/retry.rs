@@ -207,18 +207,19 @@ fn timeout_under_the_floor_at_the_retry_gives_up() {
 }
 
 #[test]
-fn pushback_lengthens_but_never_shortens_the_wait() {
+fn a_pushback_is_the_wait_whether_longer_or_shorter_than_the_backoff() {
     let p = dep();
     let long = ms(70);
     let r = decide(&p, Instant::ZERO, Outcome::Pushback(Pushback::After(long)))
         .retry()
         .unwrap();
     assert_eq!((r.wait, r.at), (long, Instant::ZERO + long));
+    // "Retry in 5 ms" (gRFC A6): 5 ms, not the policy's 20 ms backoff.
     let short = ms(5);
     let r = decide(&p, Instant::ZERO, Outcome::Pushback(Pushback::After(short)))
         .retry()
         .unwrap();
-    assert_eq!(r.wait, WAIT);
+    assert_eq!((r.wait, r.at), (short, Instant::ZERO + short));
     // A pushback that ends after the deadline gives up.
     let far = decide(
         &p,
@@ -229,6 +230,43 @@ fn pushback_lengthens_but_never_shortens_the_wait() {
         far,
         RetryDecision::GiveUp(GiveUp::BackoffPastDeadline { .. })
     ));
+}
+
+/// gRFC A6: "Retry in n ms. If this attempt also fails, retry delay will reset to initial
+/// backoff for the following retry." An exponential backoff of 10, 20, 40, 80 ms: after two
+/// failures (10, then 20 ms) a pushback of 5 ms, and the failure after it backs off 10 ms
+/// again, then 20.
+#[test]
+fn after_a_pushback_the_backoff_starts_over() {
+    let p = Policy::required("B")
+        .idempotent()
+        .with_cap(ms(100))
+        .with_retries(5)
+        .with_backoff(
+            Backoff::exponential(ms(10))
+                .with_max(ms(1_000))
+                .with_jitter(Jitter::None),
+        );
+    let call = Call::new(&p, Deadline::after(Instant::ZERO, ms(10_000)), ms(0));
+    let mut state = RetryState::new();
+    let mut rng = SplitMix64::new(1);
+    let mut now = Instant::ZERO;
+    let mut waits = Vec::new();
+    for outcome in [
+        Outcome::Failed,
+        Outcome::Failed,
+        Outcome::Pushback(Pushback::After(ms(5))),
+        Outcome::Failed,
+        Outcome::Failed,
+    ] {
+        let retry = state
+            .decide(&call, outcome, &mut rng, now)
+            .retry()
+            .expect("a retry fits");
+        waits.push(retry.wait);
+        now = retry.at + ms(1);
+    }
+    assert_eq!(waits, [ms(10), ms(20), ms(5), ms(10), ms(20)]);
 }
 
 #[test]

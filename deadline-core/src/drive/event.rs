@@ -78,8 +78,8 @@ pub enum EventKind {
         /// The attempt's number.
         attempt: u32,
     },
-    /// A retry will start at `until`, after a backoff of `wait` (the jittered backoff, or a
-    /// server's pushback if that is longer).
+    /// A retry will start at `until`, after a backoff of `wait` (the jittered backoff, or the
+    /// server's pushback when it gave one).
     Backoff {
         /// When the retry starts.
         until: Instant,
