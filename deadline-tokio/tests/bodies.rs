@@ -146,9 +146,10 @@ async fn a_connect_request_gets_a_connect_answer() {
         Ok::<_, Infallible>(Response::new(String::new()))
     }));
     // Unary: the error's HTTP status and Connect's JSON error. Also for a unary request
-    // without `connect-protocol-version` (Connect clients should send it, and may not; a GET
-    // carries `connect=v1` in its query instead): it is Connect's by its
-    // `connect-timeout-ms`, and a plain 504 would read as `unavailable` to a Connect client.
+    // without `connect-protocol-version` (Connect clients should send it, and may not): it is
+    // Connect's by its `connect-timeout-ms`, and a plain 504 would read as `unavailable` to a
+    // Connect client. A GET with neither header (it runs on the server's default budget of
+    // 1 s) carries `connect=v1` in its query string instead.
     let versioned: &[(&str, &str)] = &[
         ("connect-protocol-version", "1"),
         ("content-type", "application/proto"),
@@ -158,13 +159,13 @@ async fn a_connect_request_gets_a_connect_answer() {
         ("content-type", "application/json"),
         ("connect-timeout-ms", "50"),
     ];
-    for headers in [versioned, unversioned] {
-        let response = server.clone().oneshot(request(headers)).await.unwrap();
-        assert_eq!(
-            response.status(),
-            StatusCode::GATEWAY_TIMEOUT,
-            "{headers:?}"
-        );
+    let get = Request::get("/acme.Prices/Quote?encoding=json&message=%7B%7D&connect=v1")
+        .body(())
+        .unwrap();
+    for request in [request(versioned), request(unversioned), get] {
+        let asked = format!("{request:?}");
+        let response = server.clone().oneshot(request).await.unwrap();
+        assert_eq!(response.status(), StatusCode::GATEWAY_TIMEOUT, "{asked}");
         assert_eq!(response.headers()["content-type"], "application/json");
         let text = response.into_body().collect().await.unwrap().to_bytes();
         assert_eq!(
