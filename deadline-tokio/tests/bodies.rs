@@ -162,7 +162,14 @@ async fn a_connect_request_gets_a_connect_answer() {
     let get = Request::get("/acme.Prices/Quote?encoding=json&message=%7B%7D&connect=v1")
         .body(())
         .unwrap();
-    for request in [request(versioned), request(unversioned), get] {
+    // Nor one with only Connect's protobuf type, which no other protocol uses.
+    let proto: &[(&str, &str)] = &[("content-type", "application/proto")];
+    for request in [
+        request(versioned),
+        request(unversioned),
+        get,
+        request(proto),
+    ] {
         let asked = format!("{request:?}");
         let response = server.clone().oneshot(request).await.unwrap();
         assert_eq!(response.status(), StatusCode::GATEWAY_TIMEOUT, "{asked}");
@@ -267,6 +274,37 @@ async fn a_grpc_stream_is_cut_at_the_deadline_with_deadline_exceeded_trailers() 
         left.iter().all(|l| l.is_some_and(|l| l <= ms(55))),
         "{left:?}"
     );
+}
+
+/// A gRPC client checks the answer's content type before it reads `grpc-status`: a client
+/// that sent JSON (`application/grpc+json`, as connect-go's gRPC client with its JSON codec
+/// does) rejects a bare `application/grpc` as `INTERNAL`, so the answer made at the deadline
+/// names the request's codec. Media types are compared without regard to case.
+#[tokio::test(start_paused = true)]
+async fn a_grpc_answer_names_the_requests_codec() {
+    let server = layer().layer(service_fn(|_req: Request<()>| async {
+        tokio::time::sleep(ms(10_000)).await;
+        Ok::<_, Infallible>(Response::new(String::new()))
+    }));
+    for (sent, answered) in [
+        ("application/grpc+json", "application/grpc+json"),
+        ("application/grpc+proto", "application/grpc"),
+        ("Application/GRPC", "application/grpc"),
+        ("application/grpc-web+json", "application/grpc-web+json"),
+        (
+            "application/grpc-web-text+json",
+            "application/grpc-web-text+json",
+        ),
+    ] {
+        let response = server
+            .clone()
+            .oneshot(request(&[("content-type", sent), ("grpc-timeout", "50m")]))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "{sent}");
+        assert_eq!(response.headers()["content-type"], answered, "{sent}");
+        assert_eq!(response.headers()["grpc-status"], "4", "{sent}");
+    }
 }
 
 /// A gRPC-Web stream (a browser's, through tonic-web behind the layer) cut at the deadline

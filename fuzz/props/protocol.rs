@@ -140,8 +140,11 @@ pub fn check_server(data: &[u8]) {
     let protocol = match flags >> 4 & 3 {
         0 if flags & 64 != 0 => Protocol::GrpcWeb {
             text: flags & 128 != 0,
+            json: flags & 1 != 0,
         },
-        0 => Protocol::Grpc,
+        0 => Protocol::Grpc {
+            json: flags & 1 != 0,
+        },
         1 => Protocol::ConnectUnary,
         2 => Protocol::ConnectStream {
             json: flags & 64 != 0,
@@ -182,8 +185,18 @@ fn check_answer_shape(answer: &Answer) {
     let message = answer.message();
     assert!(printable(message.as_bytes()) && !message.is_empty());
     let body = answer.body();
+    if !matches!(answer.protocol(), Protocol::Http | Protocol::ConnectUnary) {
+        // The answer's content type is the request's protocol and codec, as its client
+        // checks before it reads the status.
+        let content_type = answer.content_type().as_bytes();
+        let read = Protocol::read(
+            || None,
+            |name| (name == "content-type").then_some(content_type),
+        );
+        assert_eq!(read, answer.protocol());
+    }
     match answer.protocol() {
-        Protocol::Grpc | Protocol::GrpcWeb { .. } => {
+        Protocol::Grpc { .. } | Protocol::GrpcWeb { .. } => {
             assert_eq!(answer.status(), 200);
             assert_eq!(answer.grpc_status(), Some(answer.error().grpc_code()));
             assert!(body.is_empty());

@@ -99,7 +99,7 @@ impl fmt::Display for Text {
 /// let http = Answer::new(Protocol::Http, Error::DeadlineExceeded);
 /// assert_eq!((http.status(), http.body().as_str()), (504, "deadline exceeded\n"));
 ///
-/// let grpc = Answer::new(Protocol::Grpc, Error::DeadlineExceeded);
+/// let grpc = Answer::new(Protocol::Grpc { json: false }, Error::DeadlineExceeded);
 /// assert_eq!(grpc.status(), 200);
 /// assert_eq!(grpc.grpc_status(), Some(GrpcCode::DeadlineExceeded));
 /// assert!(grpc.body().is_empty());
@@ -156,7 +156,9 @@ impl Answer {
     #[must_use]
     pub const fn status(&self) -> u16 {
         match self.protocol {
-            Protocol::Grpc | Protocol::GrpcWeb { .. } | Protocol::ConnectStream { .. } => 200,
+            Protocol::Grpc { .. } | Protocol::GrpcWeb { .. } | Protocol::ConnectStream { .. } => {
+                200
+            }
             Protocol::ConnectUnary => self.error.grpc_code().connect_http_status(),
             Protocol::Http => self.error.http_status(),
         }
@@ -166,9 +168,24 @@ impl Answer {
     #[must_use]
     pub const fn content_type(&self) -> &'static str {
         match self.protocol {
-            Protocol::Grpc => "application/grpc",
-            Protocol::GrpcWeb { text: false } => "application/grpc-web+proto",
-            Protocol::GrpcWeb { text: true } => "application/grpc-web-text+proto",
+            Protocol::Grpc { json: false } => "application/grpc",
+            Protocol::Grpc { json: true } => "application/grpc+json",
+            Protocol::GrpcWeb {
+                text: false,
+                json: false,
+            } => "application/grpc-web+proto",
+            Protocol::GrpcWeb {
+                text: false,
+                json: true,
+            } => "application/grpc-web+json",
+            Protocol::GrpcWeb {
+                text: true,
+                json: false,
+            } => "application/grpc-web-text+proto",
+            Protocol::GrpcWeb {
+                text: true,
+                json: true,
+            } => "application/grpc-web-text+json",
             Protocol::ConnectUnary => "application/json",
             Protocol::ConnectStream { json: true } => "application/connect+json",
             Protocol::ConnectStream { json: false } => "application/connect+proto",
@@ -180,7 +197,7 @@ impl Answer {
     #[must_use]
     pub const fn grpc_status(&self) -> Option<GrpcCode> {
         match self.protocol {
-            Protocol::Grpc | Protocol::GrpcWeb { .. } => Some(self.error.grpc_code()),
+            Protocol::Grpc { .. } | Protocol::GrpcWeb { .. } => Some(self.error.grpc_code()),
             _ => None,
         }
     }
@@ -210,7 +227,7 @@ impl Answer {
     #[must_use]
     pub fn body(&self) -> Text {
         match self.protocol {
-            Protocol::Grpc | Protocol::GrpcWeb { .. } => Text::new(),
+            Protocol::Grpc { .. } | Protocol::GrpcWeb { .. } => Text::new(),
             Protocol::Http => {
                 let mut text = self.message();
                 text.push(b"\n");
@@ -241,7 +258,7 @@ impl Answer {
     /// use deadline_core::Error;
     /// use deadline_core::wire::{Answer, Protocol};
     ///
-    /// let frame = Answer::new(Protocol::GrpcWeb { text: false }, Error::DeadlineExceeded).trailer_frame();
+    /// let frame = Answer::new(Protocol::GrpcWeb { text: false, json: false }, Error::DeadlineExceeded).trailer_frame();
     /// let lines = b"grpc-status:4\r\ngrpc-message:deadline exceeded\r\n";
     /// assert_eq!(frame.as_bytes()[0], 0x80);
     /// assert_eq!(frame.as_bytes()[1..5], (lines.len() as u32).to_be_bytes());
@@ -292,7 +309,7 @@ pub enum Cut {
     EndStream(Answer),
     /// gRPC-Web: the trailers as the body's last message ([`Answer::trailer_frame`]),
     /// base64-encoded before it is sent when the protocol is
-    /// [`GrpcWeb { text: true }`](Protocol::GrpcWeb) (`application/grpc-web-text`).
+    /// [`GrpcWeb { text: true, .. }`](Protocol::GrpcWeb) (`application/grpc-web-text`).
     TrailerFrame(Answer),
     /// Plain HTTP, and Connect unary: the body fails, on which the server resets the HTTP/2
     /// stream or closes the HTTP/1.1 connection: the client sees a cut response, never one
@@ -307,7 +324,7 @@ impl Protocol {
     /// use deadline_core::wire::{Cut, GrpcCode, Protocol};
     ///
     /// assert!(matches!(
-    ///     Protocol::Grpc.cut(),
+    ///     Protocol::Grpc { json: false }.cut(),
     ///     Cut::Trailers { grpc_status: GrpcCode::DeadlineExceeded, .. }
     /// ));
     /// assert_eq!(Protocol::Http.cut(), Cut::Reset);
@@ -316,7 +333,7 @@ impl Protocol {
     pub fn cut(self) -> Cut {
         let error = Error::DeadlineExceeded;
         match self {
-            Protocol::Grpc => Cut::Trailers {
+            Protocol::Grpc { .. } => Cut::Trailers {
                 grpc_status: error.grpc_code(),
                 grpc_message: error.reason(),
             },

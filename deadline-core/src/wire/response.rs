@@ -6,6 +6,7 @@
 use core::time::Duration;
 
 use super::headers::{CONTENT_TYPE, GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS, RETRY_AFTER};
+use super::protocol::media_type;
 use crate::grpc_code::GrpcCode;
 use crate::outcome::{Outcome, Pushback};
 
@@ -50,11 +51,18 @@ impl<'a> ResponseHead<'a> {
     }
 
     /// Whether this is a gRPC response (`application/grpc`, `application/grpc+proto`,
-    /// `application/grpc-web`, ...).
+    /// `application/grpc-web`, ..., in any ASCII case).
     #[must_use]
     pub fn is_grpc(&self) -> bool {
-        self.content_type
-            .is_some_and(|v| v.starts_with(b"application/grpc"))
+        self.content_type.is_some_and(|v| {
+            [
+                &b"application/grpc"[..],
+                b"application/grpc-web",
+                b"application/grpc-web-text",
+            ]
+            .iter()
+            .any(|media| media_type(v, media).is_some())
+        })
     }
 
     /// The gRPC status in the head of a gRPC response (a trailers-only answer, which is how

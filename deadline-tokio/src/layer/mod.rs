@@ -109,8 +109,8 @@
 //!    at the deadline is delivered whole.
 //!
 //! Every answer the layer makes is in the request's protocol ([`Answer`](deadline_core::wire::Answer)): a gRPC request
-//! gets HTTP 200 trailers-only with `grpc-status` (a gRPC-Web request the same, in
-//! gRPC-Web's content type), a Connect request Connect's error, any other an HTTP status with
+//! gets HTTP 200 trailers-only with `grpc-status`, in its own content type and codec (a
+//! gRPC-Web request the same, in gRPC-Web's), a Connect request Connect's error, any other an HTTP status with
 //! a short text. What margin to pick, and what a server can and
 //! cannot do about a client's own timer, is in [the guide](deadline_core::guide#clients-that-time-their-own-calls).
 //!

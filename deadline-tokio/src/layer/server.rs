@@ -177,7 +177,7 @@ where
 
     fn call(&mut self, request: Request<ReqBody>) -> DeadlineFuture<S::Future> {
         let headers = Scanned::new(request.headers());
-        let protocol = Protocol::read(request.uri().query(), headers.lookup());
+        let protocol = Protocol::read(|| request.uri().query(), headers.lookup());
         let incoming = Incoming::read(headers.lookup());
         let deadline = match self
             .policy

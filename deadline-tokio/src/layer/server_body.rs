@@ -91,7 +91,7 @@ impl Last {
             Cut::TrailerFrame(answer) => {
                 let frame = answer.trailer_frame();
                 Last::Data(match answer.protocol() {
-                    Protocol::GrpcWeb { text: true } => {
+                    Protocol::GrpcWeb { text: true, .. } => {
                         Bytes::from(STANDARD.encode(frame.as_bytes()))
                     }
                     _ => Bytes::copy_from_slice(frame.as_bytes()),
