@@ -198,3 +198,13 @@ pub enum DeadlineHeader {
     /// connect-es, connect-rust); whole milliseconds, at most 10 digits.
     ConnectTimeout,
 }
+
+/// The rest of `value`, a `content-type`, after the media type `media` (such as
+/// `application/grpc`), if it is that type: `media` in any ASCII case (media types are
+/// case-insensitive), then nothing, a codec suffix (`+proto`) or parameters (`;`). Another
+/// type whose name starts the same (`application/grpc-web` for `application/grpc`) is not it.
+pub(super) fn media_type<'v>(value: &'v [u8], media: &[u8]) -> Option<&'v [u8]> {
+    let (name, rest) = value.split_at_checked(media.len())?;
+    let ends = matches!(rest.first(), None | Some(b'+' | b';' | b' ' | b'\t'));
+    (ends && name.eq_ignore_ascii_case(media)).then_some(rest)
+}

@@ -1,6 +1,6 @@
 //! [`Protocol`]: how a request wants to be answered (gRPC, Connect, plain HTTP).
 
-use super::headers::{CONNECT_PROTOCOL_VERSION, CONNECT_TIMEOUT_MS, CONTENT_TYPE};
+use super::headers::{CONNECT_PROTOCOL_VERSION, CONNECT_TIMEOUT_MS, CONTENT_TYPE, media_type};
 
 /// How a request wants to be answered, read from its headers and its query string
 /// ([`Protocol::read`]).
@@ -121,16 +121,6 @@ impl Protocol {
             _ => None,
         }
     }
-}
-
-/// The rest of `value`, a `content-type`, after the media type `media` (such as
-/// `application/grpc`), if it is that type: `media` in any ASCII case (media types are
-/// case-insensitive), then nothing, a codec suffix (`+proto`) or parameters (`;`). Another
-/// type whose name starts the same (`application/grpc-web` for `application/grpc`) is not it.
-pub(super) fn media_type<'v>(value: &'v [u8], media: &[u8]) -> Option<&'v [u8]> {
-    let (name, rest) = value.split_at_checked(media.len())?;
-    let ends = matches!(rest.first(), None | Some(b'+' | b';' | b' ' | b'\t'));
-    (ends && name.eq_ignore_ascii_case(media)).then_some(rest)
 }
 
 /// Whether the rest of a `content-type` after its media type (see [`media_type`]) names the

@@ -5,8 +5,7 @@
 
 use core::time::Duration;
 
-use super::headers::{CONTENT_TYPE, GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS, RETRY_AFTER};
-use super::protocol::media_type;
+use super::headers::{CONTENT_TYPE, GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS, RETRY_AFTER, media_type};
 use crate::grpc_code::GrpcCode;
 use crate::outcome::{Outcome, Pushback};
 
