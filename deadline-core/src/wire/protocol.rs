@@ -51,9 +51,9 @@ pub enum Protocol {
     },
     /// A Connect unary request (it has a `connect-protocol-version` header, which Connect
     /// clients should send and may leave out, or Connect's own `connect-timeout-ms`, or, for
-    /// a GET, `connect=v1` in its query string, or the type `application/proto`): answered with the HTTP status of the error's
-    /// Connect code and Connect's JSON error body, which a Connect client reads as that code
-    /// (a plain 504 it would read as `unavailable`).
+    /// a GET, `connect=v1` in its query string, or the type `application/proto`): answered
+    /// with the HTTP status of the error's Connect code and Connect's JSON error body, which
+    /// a Connect client reads as that code (a plain 504 it would read as `unavailable`).
     ConnectUnary,
     /// A Connect streaming request (`content-type: application/connect+...`): answered with
     /// HTTP 200 and an end-of-stream message carrying the error.
