@@ -131,3 +131,37 @@ async fn calls_that_send_nothing_never_open_the_breaker() {
     assert!(called.is_ok(), "{:?}", called.map(|_| ()));
     assert_eq!(REACHED.load(Ordering::Relaxed), 1);
 }
+
+/// A query not started because the time left is under its statement policy's floor never
+/// reached the database: the same as a request with nothing left to send.
+#[tokio::test(start_paused = true)]
+async fn a_statement_not_started_is_out_of_time_not_the_databases_timeout() {
+    use deadline_core::statement::{StatementDecision, StatementPolicy};
+    use deadline_tokio::low_level::decide_statement;
+
+    const ORDERS: StatementPolicy = StatementPolicy::capped(ms(300)).with_floor(ms(40));
+    static DB: Dependency = Dependency::new(
+        Policy::required("orders db")
+            .idempotent()
+            .with_cap(ms(300))
+            .with_retries(2),
+    )
+    .breaker(BreakerConfig::DEFAULT);
+
+    // 25 ms left: under the 40 ms floor, the query is not started.
+    let called = scope_timeout(
+        ms(25),
+        DB.run(|_| async {
+            match decide_statement(&ORDERS) {
+                StatementDecision::Set(_) => Ok(()),
+                StatementDecision::DontStart(shortfall) => Err(shortfall.error()),
+            }
+        }),
+    )
+    .await
+    .expect("inside its scope");
+    let error = called.expect_err("not started");
+    assert_eq!(error.library(), Some(Error::DeadlineExceeded), "{error:?}");
+    let counted = DB.counters().snapshot();
+    assert_eq!((counted.timeouts, counted.retries), (0, 0));
+}

@@ -172,11 +172,10 @@ where
                 None
             }
             (Err(error), sent) => {
-                let outcome = self.classify.classify(&error);
-                let outcome = match sent {
-                    Some(Onward::RunningOutFrom(from)) => once_sent(outcome, from, now),
-                    Some(Onward::Nothing) | None => outcome,
-                };
+                let mut outcome = self.classify.classify(&error);
+                if let Some(Onward::RunningOutFrom(from)) = sent {
+                    outcome = once_sent(outcome, from, now);
+                }
                 self.machine
                     .failed(slot, error, outcome, now, &mut self.observer);
                 None
