@@ -148,8 +148,8 @@ RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 CARGO_TARGET_DIR=target/loom \
 # `--test` list (BENCHMARKS.md, "miri").
 rustup toolchain install nightly --profile minimal --component miri,rust-src
 MIRI_TESTS=(admit backoff breaker budget_table checkout classify counters deadline_only drive
-  drive_breaker fuzz_wire hedge hostile_pushback lab_preset props_retry record retry statement
-  step_back fuzz_protocol zeroed)
+  drive_breaker envelopes fuzz_wire hedge hostile_pushback lab_preset props_retry record retry
+  statement step_back fuzz_protocol zeroed)
 # Leaks are not checked: the core allocates nothing, and what these tests allocate is their
 # own and test-util's virtual clock, one per thread, leaked on purpose so that a
 # `&'static ManualTimer` can be handed out (miri reports it once the test's thread has ended).

@@ -60,6 +60,30 @@ fn response() -> impl Strategy<Value = Vec<u8>> {
         })
 }
 
+/// A streamed body of messages, as `check_envelopes` reads it: a frame count, the frames'
+/// sizes, then envelopes of short messages (lengths that walk to whole messages often),
+/// their last one perhaps cut short.
+fn body() -> impl Strategy<Value = Vec<u8>> {
+    (
+        any::<u8>(),
+        proptest::collection::vec(any::<u8>(), 8),
+        proptest::collection::vec((any::<u8>(), 0u8..40), 0..6),
+        0usize..40,
+    )
+        .prop_map(|(frames, sizes, messages, short)| {
+            let mut data = vec![frames];
+            data.extend(sizes.iter().take(usize::from(frames % 9)).map(|s| s % 24));
+            let at = data.len();
+            for (flags, len) in messages {
+                data.push(flags);
+                data.extend_from_slice(&u32::from(len).to_be_bytes());
+                data.extend(std::iter::repeat_n(0xA5, usize::from(len)));
+            }
+            data.truncate(data.len().saturating_sub(short).max(at));
+            data
+        })
+}
+
 /// `default` cases, or `PROPTEST_CASES` when set (miri runs few).
 fn cases(default: u32) -> u32 {
     std::env::var("PROPTEST_CASES")
@@ -87,6 +111,11 @@ proptest! {
     }
 
     #[test]
+    fn envelopes(data in prop_oneof![body(), proptest::collection::vec(any::<u8>(), 0..96)]) {
+        props::check_envelopes(&data);
+    }
+
+    #[test]
     fn response_head(data in prop_oneof![response(), proptest::collection::vec(any::<u8>(), 0..32)]) {
         props::check_response(&data);
     }
@@ -106,5 +135,6 @@ fn edges() {
         props::check_server(data);
         props::check_send(data);
         props::check_response(data);
+        props::check_envelopes(data);
     }
 }

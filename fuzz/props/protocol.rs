@@ -1,7 +1,7 @@
 //! Properties of the core's protocol rules, over arbitrary bytes: the `grpc-status` table,
 //! the server's reading of a request's deadline headers and the answers it makes, what a
-//! client sends and which failures it reads as the deadline's, and how a response is
-//! classified for retrying.
+//! client sends and which failures it reads as the deadline's, how a response is
+//! classified for retrying, and which bytes of a streamed body of messages may be sent.
 //!
 //! One copy, used by the cargo-fuzz target `protocol` and by the proptest suite that CI runs
 //! on stable (`deadline-core/tests/fuzz_protocol.rs`). Each `check_*` function panics when a
@@ -13,8 +13,8 @@ use core::time::Duration;
 
 use deadline_core::wire::Admission;
 use deadline_core::wire::{
-    Answer, ConnectTimeout, DeadlineHeader, DeadlineMs, Failure, GrpcCode, GrpcTimeout, Incoming,
-    Propagation, Protocol, ResponseHead, ServerPolicy, WireError,
+    Answer, ConnectTimeout, Cut, DeadlineHeader, DeadlineMs, Envelopes, Failure, GrpcCode,
+    GrpcTimeout, Incoming, Propagation, Protocol, ResponseHead, ServerPolicy, WireError,
 };
 use deadline_core::{Deadline, Error, Instant, Outcome};
 
@@ -369,4 +369,59 @@ pub fn check_response(data: &[u8]) {
     };
     assert_eq!(head.is_deadline_shaped(), shaped);
     assert_eq!(Failure::Response(head).is_deadline_shaped(), shaped);
+}
+
+/// A streamed body of messages, read frame by frame (`Envelopes`): the first byte says how
+/// many frames (up to 8), the next ones how long each is; the rest is the body, any bytes,
+/// read as Connect streaming (whose last message has flag `0x02`).
+///
+/// - Each frame sends at most its own bytes, and what has been sent is always the body's
+///   first bytes.
+/// - While what was sent ends between messages, it is exactly the messages that have ended
+///   (found by walking the envelopes' lengths from the start), and a cut ends the way the
+///   protocol says, or with nothing added after an end-stream message.
+/// - Otherwise (a message longer than `Envelopes::HOLD_AT_MOST` has begun), every byte read
+///   has been sent, and a cut is a reset.
+pub fn check_envelopes(data: &[u8]) {
+    let (frames, rest) = data
+        .split_first()
+        .map_or((0, &[][..]), |(n, r)| (*n % 9, r));
+    let (sizes, body) = rest.split_at(usize::from(frames).min(rest.len()));
+    // Where the whole envelopes end, and their flags, walking their lengths from the start.
+    let mut ends = vec![(0, 0u8)];
+    while let Some(prefix) = body
+        .get(ends[ends.len() - 1].0..)
+        .and_then(|at| at.get(..5))
+    {
+        let len = u32::from_be_bytes(prefix[1..].try_into().unwrap());
+        let end = ends[ends.len() - 1].0 + 5 + len as usize;
+        if end > body.len() {
+            break;
+        }
+        ends.push((end, prefix[0]));
+    }
+    let protocol = Protocol::ConnectStream { json: false };
+    let mut envelopes = Envelopes::of(protocol).unwrap();
+    let (mut read, mut sent) = (0, 0);
+    let mut split = sizes.iter().map(|s| usize::from(*s)).chain([usize::MAX]);
+    while read < body.len() {
+        let size = split.next().unwrap_or(usize::MAX).min(body.len() - read);
+        let frame = &body[read..read + size];
+        let send = envelopes.read(frame);
+        assert!(send <= frame.len());
+        if send > 0 {
+            sent = read + send;
+        }
+        read += size;
+        if envelopes.sent_whole_messages() {
+            let (whole, flags) = *ends.iter().rev().find(|&&(end, _)| end <= read).unwrap();
+            assert_eq!(sent, whole, "after {read} bytes");
+            let ended = whole > 0 && flags & 0x02 != 0;
+            let cut = if ended { Cut::Ended } else { protocol.cut() };
+            assert_eq!(envelopes.cut(protocol), cut);
+        } else {
+            assert_eq!(sent, read);
+            assert_eq!(envelopes.cut(protocol), Cut::Reset);
+        }
+    }
 }

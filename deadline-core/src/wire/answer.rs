@@ -311,10 +311,15 @@ pub enum Cut {
     /// base64-encoded before it is sent when the protocol is
     /// [`GrpcWeb { text: true, .. }`](Protocol::GrpcWeb) (`application/grpc-web-text`).
     TrailerFrame(Answer),
-    /// Plain HTTP, and Connect unary: the body fails, on which the server resets the HTTP/2
-    /// stream or closes the HTTP/1.1 connection: the client sees a cut response, never one
-    /// that looks complete.
+    /// Plain HTTP, Connect unary, and a body of messages cut in the middle of one too long
+    /// to hold ([`Envelopes::cut`](super::Envelopes::cut)): the body fails, on which the
+    /// server resets the HTTP/2 stream or closes the HTTP/1.1 connection: the client sees a
+    /// cut response, never one that looks complete.
     Reset,
+    /// A body of gRPC-Web or Connect streaming messages that has already sent its protocol's
+    /// last message (gRPC-Web's trailer frame, Connect's end-stream message): it ends where it
+    /// is, with nothing added ([`Envelopes::cut`](super::Envelopes::cut)).
+    Ended,
 }
 
 impl Protocol {

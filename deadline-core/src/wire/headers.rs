@@ -39,6 +39,10 @@ pub const RETRY_AFTER: &str = "retry-after";
 /// HTTP's `Content-Type`, which tells a gRPC or Connect message from any other.
 pub const CONTENT_TYPE: &str = "content-type";
 
+/// HTTP's `Content-Encoding`: a response body compressed whole is not a body of gRPC or
+/// Connect envelopes, which compress message by message.
+pub const CONTENT_ENCODING: &str = "content-encoding";
+
 /// The header a Connect client sends with every unary request.
 pub const CONNECT_PROTOCOL_VERSION: &str = "connect-protocol-version";
 

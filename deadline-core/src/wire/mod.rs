@@ -26,7 +26,7 @@
 //! | job | the rule |
 //! |---|---|
 //! | a server reads a request's deadline, and refuses what it cannot serve | [`ServerPolicy::accept`] (over [`Incoming::budget`]: the earliest header wins) |
-//! | a server answers in the request's protocol | [`Protocol::read`], [`Answer`], [`Protocol::cut`] |
+//! | a server answers in the request's protocol | [`Protocol::read`], [`Answer`], [`Protocol::cut`], after whole messages: [`Envelopes::cut`] |
 //! | a client writes the time left | [`Propagation::send`] (over [`Incoming::shortest_valid`]: a shorter timeout already set is kept) |
 //! | a client reads a failure as the deadline's | [`Sent::is_deadline_failure`] |
 //! | a client decides whether to retry a response | [`ResponseHead::classify`], [`parse_retry_after`], [`parse_grpc_pushback`] |
@@ -106,6 +106,7 @@ macro_rules! header_value_traits {
 
 mod answer;
 mod digits;
+mod envelope;
 mod error;
 mod grpc_timeout;
 mod headers;
@@ -119,10 +120,11 @@ mod serve;
 pub use crate::admit::{Admission, QueueAdmission};
 pub use crate::grpc_code::GrpcCode;
 pub use answer::{Answer, Cut, Text};
+pub use envelope::Envelopes;
 pub use error::WireError;
 pub use grpc_timeout::{GrpcTimeout, GrpcUnit};
 pub use headers::{
-    CONNECT_PROTOCOL_VERSION, CONNECT_TIMEOUT_MS, CONTENT_TYPE, DeadlineHeader,
+    CONNECT_PROTOCOL_VERSION, CONNECT_TIMEOUT_MS, CONTENT_ENCODING, CONTENT_TYPE, DeadlineHeader,
     ENVOY_EXPECTED_RQ_TIMEOUT_MS, GRPC_MESSAGE, GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS, GRPC_TIMEOUT,
     Incoming, Malformed, RETRY_AFTER, X_DEADLINE_MS,
 };

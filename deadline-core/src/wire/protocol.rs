@@ -92,7 +92,7 @@ impl Protocol {
     /// with the codec it names, or Connect unary's for `application/proto` (Connect's own name
     /// for protobuf; a unary JSON request's `application/json` says nothing); `None` for any
     /// other type.
-    fn of_content_type(value: &[u8]) -> Option<Protocol> {
+    pub(super) fn of_content_type(value: &[u8]) -> Option<Protocol> {
         if let Some(codec) = media_type(value, b"application/grpc") {
             return Some(Protocol::Grpc {
                 json: is_json(codec),
