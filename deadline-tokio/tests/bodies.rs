@@ -11,13 +11,14 @@ use bytes::Bytes;
 use deadline_core::wire::{DeadlineHeader, Propagation};
 use deadline_core::{Clock, Error, Instant, ms};
 use deadline_tokio::DeadlineLayer;
-use deadline_tokio::layer::{BodyError, PropagateError, PropagateLayer};
+use deadline_tokio::layer::{BodyError, DeadlineBody, PropagateError, PropagateLayer};
 use deadline_tokio::time::TokioClock;
 use deadline_tokio::{remaining, scope_timeout};
 use http::{HeaderMap, Request, Response, StatusCode};
 use http_body::{Body, Frame};
-use http_body_util::BodyExt;
+use http_body_util::{BodyExt, StreamBody};
 use tokio::time::Sleep;
+use tonic::codegen::tokio_stream::{self, Stream, StreamExt};
 use tower::{Layer, ServiceExt, service_fn};
 
 const HOP: Propagation = Propagation::DEFAULT
@@ -361,6 +362,293 @@ async fn a_grpc_web_stream_is_cut_with_a_trailer_frame() {
     assert_eq!(response.headers()["grpc-status"], "4");
     let (frames, end) = drain(response.into_body()).await;
     assert_eq!((frames, end.unwrap()), (0, None));
+}
+
+/// A body that sends the frames it is given, each at its time after it was made, then waits
+/// for ever (or ends, with trailers if it has some).
+fn script(
+    frames: Vec<(Duration, Frame<Bytes>)>,
+    ends: bool,
+) -> StreamBody<impl Stream<Item = Result<Frame<Bytes>, Infallible>>> {
+    let start = tokio::time::Instant::now();
+    let sent = tokio_stream::iter(frames).then(move |(at, frame)| async move {
+        tokio::time::sleep_until(start + at).await;
+        Ok(frame)
+    });
+    // Once the frames are sent: the end, or a wait that never ends.
+    let then = tokio_stream::pending().take(usize::from(!ends));
+    StreamBody::new(sent.chain(then))
+}
+
+/// `message` in the envelope gRPC, gRPC-Web and Connect streaming share.
+fn envelope(message: &[u8]) -> Vec<u8> {
+    let mut bytes = vec![0];
+    bytes.extend_from_slice(&u32::try_from(message.len()).unwrap().to_be_bytes());
+    bytes.extend_from_slice(message);
+    bytes
+}
+
+/// Reads `body` to its end: its data, and what ended it (trailers, or an error).
+async fn read_all<B: Body<Data = Bytes>>(
+    body: B,
+) -> (Vec<u8>, Result<Option<HeaderMap>, B::Error>) {
+    let mut body = std::pin::pin!(body);
+    let mut data = Vec::new();
+    loop {
+        match body.frame().await {
+            None => return (data, Ok(None)),
+            Some(Err(error)) => return (data, Err(error)),
+            Some(Ok(frame)) => match frame.into_trailers() {
+                Ok(trailers) => return (data, Ok(Some(trailers))),
+                Err(frame) => data.extend_from_slice(&frame.into_data().unwrap()),
+            },
+        }
+    }
+}
+
+/// A server behind the layer whose handler answers with `frames` (made anew for each
+/// request, then the body waits for ever, or ends), in the request's own content type: a
+/// gRPC, gRPC-Web or Connect response.
+fn answering<F>(
+    frames: F,
+    ends: bool,
+) -> impl tower::Service<
+    Request<()>,
+    Response = Response<DeadlineBody<impl Body<Data = Bytes, Error = Infallible>>>,
+    Error = Infallible,
+> + Clone
+where
+    F: Fn() -> Vec<(Duration, Frame<Bytes>)> + Clone + Send + 'static,
+{
+    layer().layer(service_fn(move |req: Request<()>| {
+        let mut response = Response::new(script(frames(), ends));
+        if let Some(content_type) = req.headers().get("content-type") {
+            response
+                .headers_mut()
+                .insert("content-type", content_type.clone());
+        }
+        async move { Ok::<_, Infallible>(response) }
+    }))
+}
+
+/// A stream whose frames split its messages (a proxy passing on what it received) and which
+/// is cut at the deadline in the middle of one: the client gets the whole messages, then the
+/// deadline's status in its protocol's form, never part of a message before it (which a
+/// client reading whole messages takes for a broken stream, `INTERNAL`, not
+/// `DEADLINE_EXCEEDED`). A message split across frames is sent when it is whole.
+#[tokio::test(start_paused = true)]
+async fn a_stream_cut_in_the_middle_of_a_message_ends_after_the_whole_ones() {
+    let (one, two, three) = (envelope(b"one"), envelope(b"second"), envelope(b"third"));
+    let frames = {
+        let (one, two, three) = (one.clone(), two.clone(), three.clone());
+        move || {
+            // At 10 ms: the first message and 3 bytes of the second; at 30 ms: the rest of the
+            // second and 7 bytes of the third, whose rest would come at 100 ms.
+            let mut first = one.clone();
+            first.extend_from_slice(&two[..3]);
+            let mut second = two[3..].to_vec();
+            second.extend_from_slice(&three[..7]);
+            vec![
+                (ms(10), Frame::data(Bytes::from(first))),
+                (ms(30), Frame::data(Bytes::from(second))),
+                (ms(100), Frame::data(Bytes::from(three[7..].to_vec()))),
+            ]
+        }
+    };
+    let server = answering(frames, false);
+    let mut whole = one.clone();
+    whole.extend_from_slice(&two);
+    let trailer_frame = {
+        let lines = b"grpc-status:4\r\ngrpc-message:deadline exceeded\r\n";
+        let mut frame = vec![0x80];
+        frame.extend_from_slice(&u32::try_from(lines.len()).unwrap().to_be_bytes());
+        frame.extend_from_slice(lines);
+        frame
+    };
+    let end_stream = {
+        let json = br#"{"error":{"code":"deadline_exceeded","message":"deadline exceeded"}}"#;
+        let mut frame = vec![0x02];
+        frame.extend_from_slice(&u32::try_from(json.len()).unwrap().to_be_bytes());
+        frame.extend_from_slice(json);
+        frame
+    };
+    for (content_type, last) in [
+        ("application/grpc", None),
+        ("application/grpc-web+proto", Some(&trailer_frame)),
+        ("application/connect+proto", Some(&end_stream)),
+    ] {
+        let request = request(&[("content-type", content_type), ("grpc-timeout", "55m")]);
+        let response = server.clone().oneshot(request).await.unwrap();
+        let (data, end) = read_all(response.into_body()).await;
+        let (messages, tail) = data.split_at(whole.len().min(data.len()));
+        assert_eq!(messages, &whole[..], "{content_type}: the whole messages");
+        match last {
+            None => {
+                assert!(tail.is_empty(), "{content_type}: {tail:?}");
+                let trailers = end.unwrap().expect("trailers");
+                assert_eq!(trailers["grpc-status"], "4", "{content_type}");
+            }
+            Some(last) => {
+                assert_eq!(tail, &last[..], "{content_type}: then its last message");
+                assert_eq!(end.unwrap(), None, "{content_type}");
+            }
+        }
+    }
+}
+
+/// A handler's stream that ends with part of a message (a broken stream of its own) loses
+/// nothing: the held bytes are sent, then its trailers if it has some.
+#[tokio::test(start_paused = true)]
+async fn a_stream_that_ends_inside_a_message_is_sent_as_it_was() {
+    let mut sent = envelope(b"one");
+    sent.extend_from_slice(&[0, 0, 0]);
+    for with_trailers in [true, false] {
+        let frames = {
+            let sent = sent.clone();
+            move || {
+                let mut frames = vec![(ms(10), Frame::data(Bytes::from(sent.clone())))];
+                if with_trailers {
+                    let mut trailers = HeaderMap::new();
+                    trailers.insert("grpc-status", "0".parse().unwrap());
+                    frames.push((ms(20), Frame::trailers(trailers)));
+                }
+                frames
+            }
+        };
+        let server = answering(frames, true);
+        let request = request(&[("content-type", "application/grpc"), ("grpc-timeout", "1S")]);
+        let response = server.oneshot(request).await.unwrap();
+        let (data, end) = read_all(response.into_body()).await;
+        assert_eq!(data, sent, "with trailers: {with_trailers}");
+        let trailers = end.unwrap();
+        assert_eq!(trailers.is_some(), with_trailers);
+        if let Some(trailers) = trailers {
+            assert_eq!(trailers["grpc-status"], "0");
+        }
+    }
+}
+
+/// A body always ready with one byte of a message at a time: the layer reads a bounded number
+/// of frames in one poll, yields, and comes back; the message goes whole, as one frame.
+#[tokio::test(start_paused = true)]
+async fn a_message_in_many_small_frames_goes_whole() {
+    let message = envelope(&[7; 100]);
+    let frames = {
+        let message = message.clone();
+        move || {
+            message
+                .iter()
+                .map(|byte| (ms(0), Frame::data(Bytes::copy_from_slice(&[*byte]))))
+                .collect()
+        }
+    };
+    let server = answering(frames, true);
+    let request = request(&[("content-type", "application/grpc"), ("grpc-timeout", "1S")]);
+    let response = server.oneshot(request).await.unwrap();
+    let mut body = std::pin::pin!(response.into_body());
+    let frame = body.frame().await.unwrap().unwrap();
+    assert_eq!(frame.into_data().unwrap(), message);
+    assert!(body.frame().await.is_none());
+}
+
+/// A message longer than the most held passes as it comes, and a stream cut inside it ends as
+/// a cut stream (an error, on which the server resets it), never with a status after part of
+/// a message.
+#[tokio::test(start_paused = true)]
+async fn a_stream_cut_inside_a_message_too_long_to_hold_is_reset() {
+    let mut start = vec![0];
+    start.extend_from_slice(&(4 * 1024 * 1024 + 1_u32).to_be_bytes());
+    start.extend_from_slice(&[1; 1000]);
+    let frames = {
+        let start = start.clone();
+        move || vec![(ms(10), Frame::data(Bytes::from(start.clone())))]
+    };
+    let server = answering(frames, false);
+    let request = request(&[
+        ("content-type", "application/grpc"),
+        ("grpc-timeout", "50m"),
+    ]);
+    let response = server.oneshot(request).await.unwrap();
+    let (data, end) = read_all(response.into_body()).await;
+    assert_eq!(data, start, "its first bytes went as they came");
+    assert_eq!(
+        end.unwrap_err(),
+        BodyError::Deadline(Error::DeadlineExceeded)
+    );
+}
+
+/// A handler's body that fails while part of a message is held: the failure is the body's
+/// end, and the part is dropped with it (the stream is reset; nothing looks complete).
+#[tokio::test(start_paused = true)]
+async fn a_stream_that_fails_inside_a_message_fails() {
+    let whole = envelope(b"one");
+    let mut first = whole.clone();
+    first.extend_from_slice(&[0, 0]);
+    let server = layer().layer(service_fn(move |_req: Request<()>| {
+        let first = Bytes::from(first.clone());
+        let failing = tokio_stream::iter([Ok(Frame::data(first)), Err("the upstream broke")]);
+        let mut response = Response::new(StreamBody::new(failing));
+        response
+            .headers_mut()
+            .insert("content-type", "application/grpc".parse().unwrap());
+        async move { Ok::<_, Infallible>(response) }
+    }));
+    let request = request(&[("content-type", "application/grpc"), ("grpc-timeout", "1S")]);
+    let response = server.oneshot(request).await.unwrap();
+    let (data, end) = read_all(response.into_body()).await;
+    assert_eq!(data, whole);
+    assert_eq!(end.unwrap_err(), BodyError::Inner("the upstream broke"));
+}
+
+/// A gRPC-Web or Connect stream whose handler has sent its protocol's last message (the
+/// trailer frame, the end-stream message) and then waits past the deadline (a proxy waiting
+/// for its upstream's end) ends there: nothing is added after the client's answer.
+#[tokio::test(start_paused = true)]
+async fn a_stream_that_sent_its_last_message_gets_nothing_more() {
+    let reply = envelope(b"reply");
+    for (content_type, flag) in [
+        ("application/grpc-web+proto", 0x80),
+        ("application/connect+proto", 0x02),
+    ] {
+        let mut last = vec![flag];
+        last.extend_from_slice(&5_u32.to_be_bytes());
+        last.extend_from_slice(b"done!");
+        let frames = {
+            let (reply, last) = (reply.clone(), last.clone());
+            move || {
+                vec![
+                    (ms(10), Frame::data(Bytes::from(reply.clone()))),
+                    (ms(20), Frame::data(Bytes::from(last.clone()))),
+                ]
+            }
+        };
+        let server = answering(frames, false);
+        let request = request(&[("content-type", content_type), ("grpc-timeout", "50m")]);
+        let response = server.oneshot(request).await.unwrap();
+        let (data, end) = read_all(response.into_body()).await;
+        assert_eq!(data, [reply.clone(), last].concat(), "{content_type}");
+        assert_eq!(end.unwrap(), None, "{content_type}");
+    }
+}
+
+/// A gRPC request answered with a body that is not gRPC messages (no gRPC content type: an
+/// event stream, an error page) is sent as it comes, and still cut with the deadline's
+/// trailers.
+#[tokio::test(start_paused = true)]
+async fn a_grpc_request_answered_in_plain_bytes_is_sent_as_it_comes() {
+    let frames = || vec![(ms(10), Frame::data(Bytes::from_static(b"\0\0\0\0\x09abc")))];
+    let server = layer().layer(service_fn(move |_req: Request<()>| {
+        let body = script(frames(), false);
+        async move { Ok::<_, Infallible>(Response::new(body)) }
+    }));
+    let request = request(&[
+        ("content-type", "application/grpc"),
+        ("grpc-timeout", "50m"),
+    ]);
+    let response = server.oneshot(request).await.unwrap();
+    let (data, end) = read_all(response.into_body()).await;
+    assert_eq!(data, b"\0\0\0\0\x09abc", "sent as it came, not held");
+    assert_eq!(end.unwrap().expect("trailers")["grpc-status"], "4");
 }
 
 /// A plain HTTP stream (server-sent events, chunked) ends with an error at the deadline,

@@ -143,18 +143,36 @@ impl tower::Service<http::Request<tonic::body::Body>> for Ticks {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_server_streaming_call_is_cut_at_the_deadline_with_deadline_exceeded() {
-    let watch = Watch::default();
+/// Serves `service` behind `DeadlineLayer` with tonic's server on a loopback port.
+fn serve<S>(service: S) -> (SocketAddr, tokio::task::JoinHandle<()>)
+where
+    S: tower::Service<
+            http::Request<tonic::body::Body>,
+            Response = http::Response<tonic::body::Body>,
+            Error = Infallible,
+        > + tonic::server::NamedService
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    S::Future: Send + 'static,
+{
     let incoming = TcpIncoming::bind("127.0.0.1:0".parse().unwrap()).unwrap();
     let addr = incoming.local_addr().unwrap();
-    let server = tokio::spawn(
-        Server::builder()
-            .layer(DeadlineLayer::new(HOP, ms(10_000)))
-            .add_service(Ticks(watch.clone()))
-            .serve_with_incoming(incoming),
-    );
-    // A client with no timer of its own: what it reads is what the server sent.
+    let server = Server::builder()
+        .layer(DeadlineLayer::new(HOP, ms(10_000)))
+        .add_service(service)
+        .serve_with_incoming(incoming);
+    let task = tokio::spawn(async move {
+        server.await.unwrap();
+    });
+    (addr, task)
+}
+
+/// Calls `test.Ticks/Watch` at `addr` with `timeout`, from a tonic client with no timer of its
+/// own (what it reads is what the server sent), and reads the stream to its end (bounded):
+/// the replies received, and the status it ended with.
+async fn watch_ticks(addr: SocketAddr, timeout: Duration) -> (Vec<u64>, Status) {
     let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .http2_only(true)
         .build_http();
@@ -163,7 +181,7 @@ async fn a_server_streaming_call_is_cut_at_the_deadline_with_deadline_exceeded()
     let call = async {
         grpc.ready().await.unwrap();
         let mut request = tonic::Request::new(Work { sleep_ms: 0 });
-        request.set_timeout(ms(200));
+        request.set_timeout(timeout);
         let codec = tonic_prost::ProstCodec::<Work, Reply>::default();
         let path = PathAndQuery::from_static("/test.Ticks/Watch");
         let mut stream = grpc
@@ -171,19 +189,164 @@ async fn a_server_streaming_call_is_cut_at_the_deadline_with_deadline_exceeded()
             .await
             .unwrap()
             .into_inner();
-        let mut received = 0usize;
+        let mut received = Vec::new();
         loop {
             match stream.message().await {
-                Ok(Some(_)) => received += 1,
+                Ok(Some(reply)) => received.push(reply.left_us),
                 Ok(None) => return (received, Status::ok("the stream ended")),
                 Err(status) => return (received, status),
             }
         }
     };
-    let (received, status) = tokio::time::timeout(BOUND, call).await.expect("bounded");
+    tokio::time::timeout(BOUND, call).await.expect("bounded")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_streaming_call_is_cut_at_the_deadline_with_deadline_exceeded() {
+    let watch = Watch::default();
+    let (addr, server) = serve(Ticks(watch.clone()));
+    let (received, status) = watch_ticks(addr, ms(200)).await;
     assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
-    assert!(received > 0, "some messages came before the deadline");
+    assert!(
+        !received.is_empty(),
+        "some messages came before the deadline"
+    );
     assert!(watch.dropped().await, "the handler's stream was dropped");
+    server.abort();
+}
+
+/// A proxy's server-streaming answer: its frames are what the network gave it, not whole
+/// messages. The first two frames are ready at once and hold two whole `Reply` messages and
+/// the first bytes of a third, whose rest never comes.
+struct Proxied {
+    frames: Vec<bytes::Bytes>,
+    watch: Watch,
+}
+
+impl Drop for Proxied {
+    fn drop(&mut self) {
+        self.watch.dropped.store(true, Ordering::SeqCst);
+    }
+}
+
+impl http_body::Body for Proxied {
+    type Data = bytes::Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<bytes::Bytes>, Infallible>>> {
+        if self.frames.is_empty() {
+            // Waits for the rest of the third message, which never comes.
+            return Poll::Pending;
+        }
+        Poll::Ready(Some(Ok(http_body::Frame::data(self.frames.remove(0)))))
+    }
+}
+
+/// `test.Ticks/Watch` answered by a proxy: [`Proxied`].
+#[derive(Clone)]
+struct Proxy(Watch);
+
+impl tonic::server::NamedService for Proxy {
+    const NAME: &'static str = "test.Ticks";
+}
+
+impl tower::Service<http::Request<tonic::body::Body>> for Proxy {
+    type Response = http::Response<tonic::body::Body>;
+    type Error = Infallible;
+    type Future = std::future::Ready<Result<Self::Response, Infallible>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _request: http::Request<tonic::body::Body>) -> Self::Future {
+        let mut bytes = Vec::new();
+        let mut starts = Vec::new();
+        for left_us in [1, 300, 7_000_000] {
+            let message = prost::Message::encode_to_vec(&Reply { left_us });
+            starts.push(bytes.len());
+            bytes.push(0);
+            bytes.extend_from_slice(&u32::try_from(message.len()).unwrap().to_be_bytes());
+            bytes.extend_from_slice(&message);
+        }
+        // Split 2 bytes into the second message, and 7 into the third (its prefix and 2
+        // bytes of the message).
+        let (second, third) = (starts[1] + 2, starts[2] + 7);
+        let frames = vec![
+            bytes::Bytes::copy_from_slice(&bytes[..second]),
+            bytes::Bytes::copy_from_slice(&bytes[second..third]),
+        ];
+        let body = Proxied {
+            frames,
+            watch: self.0.clone(),
+        };
+        let response = http::Response::builder()
+            .header("content-type", "application/grpc")
+            .body(tonic::body::Body::new(body))
+            .unwrap();
+        std::future::ready(Ok(response))
+    }
+}
+
+/// A stream cut at the deadline in the middle of a message (a proxy's frames split
+/// messages): on the wire, the two whole messages, then trailers with `DEADLINE_EXCEEDED`,
+/// and nothing of the third. A client that reads whole messages before the status (grpc-go's
+/// reads the message it has begun, and reports a stream that ends inside one as `INTERNAL`)
+/// would read part of one as a broken stream; tonic's client reads the trailers' status
+/// either way, and gets the two messages and `DEADLINE_EXCEEDED`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxied_stream_cut_inside_a_message_gives_the_client_deadline_exceeded() {
+    let watch = Watch::default();
+    let (addr, server) = serve(Proxy(watch.clone()));
+    // A second: the proxied frames are ready at once, and must reach the client before the
+    // deadline on a busy machine too.
+    let (received, status) = watch_ticks(addr, ms(1_000)).await;
+    assert_eq!(received, [1, 300]);
+    assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
+    assert!(watch.dropped().await, "the proxied stream was dropped");
+
+    // The same call read frame by frame over HTTP/2.
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .http2_only(true)
+        .build_http::<http_body_util::Full<bytes::Bytes>>();
+    let request = http::Request::post(format!("http://{addr}/test.Ticks/Watch"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .header("grpc-timeout", "1S")
+        .body(http_body_util::Full::new(bytes::Bytes::from_static(&[
+            0, 0, 0, 0, 0,
+        ])))
+        .unwrap();
+    let read = async {
+        let mut body = client.request(request).await.unwrap().into_body();
+        let mut data = Vec::new();
+        while let Some(frame) = body.frame().await {
+            match frame.unwrap().into_data() {
+                Ok(bytes) => data.extend_from_slice(&bytes),
+                Err(frame) => return (data, frame.into_trailers().ok()),
+            }
+        }
+        (data, None)
+    };
+    let (data, trailers) = tokio::time::timeout(BOUND, read).await.expect("bounded");
+    let whole: Vec<u8> = [1, 300]
+        .into_iter()
+        .flat_map(|left_us| {
+            let message = prost::Message::encode_to_vec(&Reply { left_us });
+            let mut bytes = vec![0];
+            bytes.extend_from_slice(&u32::try_from(message.len()).unwrap().to_be_bytes());
+            bytes.extend_from_slice(&message);
+            bytes
+        })
+        .collect();
+    assert_eq!(
+        data, whole,
+        "the two whole messages, and nothing of the third"
+    );
+    assert_eq!(trailers.expect("trailers")["grpc-status"], "4");
     server.abort();
 }
 

@@ -1,16 +1,18 @@
 //! The headers of an `http` message as the core reads them: by name, the first value's bytes.
 
 use deadline_core::wire::{
-    CONNECT_PROTOCOL_VERSION, CONNECT_TIMEOUT_MS, CONTENT_TYPE, ENVOY_EXPECTED_RQ_TIMEOUT_MS,
-    GRPC_MESSAGE, GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS, GRPC_TIMEOUT, RETRY_AFTER, X_DEADLINE_MS,
+    CONNECT_PROTOCOL_VERSION, CONNECT_TIMEOUT_MS, CONTENT_ENCODING, CONTENT_TYPE,
+    ENVOY_EXPECTED_RQ_TIMEOUT_MS, GRPC_MESSAGE, GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS, GRPC_TIMEOUT,
+    RETRY_AFTER, X_DEADLINE_MS,
 };
 use http::{HeaderMap, HeaderName, HeaderValue};
 
 /// Every name the core reads or writes, as a `HeaderName` made once: looking a header up by a
 /// `HeaderName` hashes it, where looking it up by a `&str` first parses and validates the name
 /// (about 200 instructions, on every request, for each name).
-static NAMES: [HeaderName; 10] = [
+static NAMES: [HeaderName; 11] = [
     HeaderName::from_static(CONTENT_TYPE),
+    HeaderName::from_static(CONTENT_ENCODING),
     HeaderName::from_static(CONNECT_PROTOCOL_VERSION),
     HeaderName::from_static(GRPC_TIMEOUT),
     HeaderName::from_static(CONNECT_TIMEOUT_MS),

@@ -106,7 +106,8 @@
 //! 4. **At the deadline** a handler still running is dropped, which cancels its work, and
 //!    the answer is `DEADLINE_EXCEEDED`. A handler that has answered is never thrown away
 //!    for the timer, and its body is bounded as [`DeadlineBody`] says: a response complete
-//!    at the deadline is delivered whole.
+//!    at the deadline is delivered whole, and a gRPC, binary gRPC-Web or Connect stream cut
+//!    there ends after a whole message (of up to 4 MiB), with the deadline's status.
 //!
 //! Every answer the layer makes is in the request's protocol ([`Answer`](deadline_core::wire::Answer)): a gRPC request
 //! gets HTTP 200 trailers-only with `grpc-status`, in its own content type and codec (a

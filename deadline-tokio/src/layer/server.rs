@@ -6,14 +6,14 @@ use core::task::{Context, Poll};
 use core::time::Duration;
 
 use deadline_core::wire::Admission;
-use deadline_core::wire::{Answer, Incoming, Propagation, Protocol, ServerPolicy};
+use deadline_core::wire::{Answer, Envelopes, Incoming, Propagation, Protocol, ServerPolicy};
 use deadline_core::{Clock, Deadline, Error};
 use http::{Request, Response};
 use tower_layer::Layer;
 use tower_service::Service;
 
 use super::answer::render;
-use super::headers::Scanned;
+use super::headers::{Scanned, lookup};
 use super::server_body::DeadlineBody;
 use crate::bounded::Bounded;
 use crate::clock::TokioClock;
@@ -258,7 +258,12 @@ where
                 match handler.poll(cx) {
                     Poll::Pending => Poll::Pending,
                     Poll::Ready(Ok(answer)) => Poll::Ready(answer.map(|response| {
-                        response.map(|body| DeadlineBody::inner(body, deadline, protocol))
+                        let (parts, body) = response.into_parts();
+                        // A body of gRPC or Connect messages goes whole message by whole
+                        // message.
+                        let envelopes = Envelopes::of_response(protocol, lookup(&parts.headers));
+                        let body = DeadlineBody::inner(body, deadline, protocol, envelopes);
+                        Response::from_parts(parts, body)
                     })),
                     Poll::Ready(Err(_elapsed)) => {
                         // The deadline came first: the handler is dropped now, cancelling

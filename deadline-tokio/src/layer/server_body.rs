@@ -5,8 +5,8 @@ use core::task::{Context, Poll};
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use bytes::Bytes;
-use deadline_core::wire::{Cut, GRPC_MESSAGE, GRPC_STATUS, Protocol};
+use bytes::{Bytes, BytesMut};
+use deadline_core::wire::{Cut, Envelopes, GRPC_MESSAGE, GRPC_STATUS, Protocol};
 use deadline_core::{Deadline, Error};
 use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
@@ -21,14 +21,16 @@ pin_project_lite::pin_project! {
     ///
     /// **At the deadline instant**, the client gets one complete answer:
     ///
-    /// - A frame the body has ready is sent, whatever the time: a response whose head was
-    ///   given out in time and whose body is already complete (in memory, or every frame
-    ///   ready) is delivered whole, a moment after the deadline if that is when it is sent.
+    /// - A frame the body has ready is sent, whatever the time (but for the part of a message
+    ///   not yet whole, below): a response whose head was given out in time and whose body is
+    ///   already complete (in memory, or every frame ready) is delivered whole, a moment after
+    ///   the deadline if that is when it is sent.
     /// - A body that has to wait for a frame at the deadline (server-streaming gRPC,
     ///   server-sent events, a chunked response still being made), or that keeps sending
     ///   past it (more than 16 frames after it), is dropped there, which drops the handler's
     ///   stream and the work behind it, and it ends the way its protocol expects
-    ///   ([`Protocol::cut`]): gRPC with trailers `grpc-status: 4` (`DEADLINE_EXCEEDED`);
+    ///   ([`Protocol::cut`]; for a body of messages, after a whole one: [`Envelopes::cut`]):
+    ///   gRPC with trailers `grpc-status: 4` (`DEADLINE_EXCEEDED`);
     ///   gRPC-Web with those trailers as the body's last message (its trailer frame, in
     ///   base64 for `application/grpc-web-text`), which a browser can read; Connect
     ///   streaming with an end-of-stream message carrying `deadline_exceeded`;
@@ -36,6 +38,15 @@ pin_project_lite::pin_project! {
     ///   [`BodyError::Deadline`], on which hyper resets the HTTP/2 stream or closes the
     ///   HTTP/1.1 connection, so the client sees a cut response, never one that looks
     ///   complete.
+    /// - A body of gRPC, binary gRPC-Web or Connect streaming messages (the response says so
+    ///   in its `content-type`: [`Envelopes::of_response`]) is sent whole message by whole
+    ///   message, however its frames split them (a proxy's do): the bytes of a message not yet
+    ///   whole are held until it is, up to [`Envelopes::HOLD_AT_MOST`] (4 MiB) a message, so
+    ///   such a message's first byte goes when its last one comes. Cut at the deadline, the
+    ///   body ends after a whole message, and the client reads the deadline's status, not a
+    ///   broken message; a body that has already sent its protocol's last message ends
+    ///   there, with nothing added. A longer message passes as it comes, and a body cut
+    ///   inside it ends as a cut stream. gRPC-Web's base64 form is sent as it comes.
     pub struct DeadlineBody<B> {
         #[pin]
         kind: Kind<B>,
@@ -51,14 +62,66 @@ pin_project_lite::pin_project! {
             body: BoundedBody<B>,
             protocol: Protocol,
         },
+        /// The handler's body of enveloped messages, until the deadline, sent whole message by
+        /// whole message.
+        Messages {
+            #[pin]
+            body: BoundedBody<B>,
+            protocol: Protocol,
+            // Where it stands between them, and what it holds (boxed, so that the other
+            // bodies, most of them, stay small to move).
+            messages: Box<Messages>,
+        },
         /// The layer's answer: its text, until it has been sent (none for a gRPC answer,
         /// whose status travels in the headers).
         Answer { text: Option<Bytes> },
         /// Cut at the deadline: the handler's body is dropped; what is left to send (the
         /// trailers, or the end-of-stream message, or the error), then nothing.
         Cut { last: Option<Last> },
+        /// The handler's body ended with part of a message held, which was sent: its
+        /// trailers, if it ended with some, then nothing. (Boxed: a rare end, which would
+        /// otherwise make every body larger to move.)
+        Ended { trailers: Option<Box<HeaderMap>> },
     }
 }
+
+/// Where a body of enveloped messages stands, and the bytes of a message not yet whole.
+struct Messages {
+    read: Envelopes,
+    held: BytesMut,
+}
+
+impl Messages {
+    /// Reads the next data frame: what may be sent now (the held bytes first), or `None`
+    /// while no message has ended.
+    fn whole(&mut self, mut data: Bytes) -> Option<Bytes> {
+        let send = self.read.read(&data);
+        let rest = data.split_off(send);
+        if self.held.is_empty() {
+            // Most frames: whole messages, sent as they are.
+            self.held.extend_from_slice(&rest);
+            return (!data.is_empty() || rest.is_empty()).then_some(data);
+        }
+        if data.is_empty() {
+            self.held.extend_from_slice(&rest);
+            return None;
+        }
+        self.held.extend_from_slice(&data);
+        let out = self.held.split().freeze();
+        self.held.extend_from_slice(&rest);
+        Some(out)
+    }
+
+    /// The bytes held, if there are any.
+    fn take_held(&mut self) -> Option<Bytes> {
+        (!self.held.is_empty()).then(|| self.held.split().freeze())
+    }
+}
+
+/// How many frames a body of enveloped messages may give in one poll while none of them ends
+/// a message, before the task yields: a body always ready with small pieces of one large
+/// message does not keep its thread.
+const HELD_FRAMES_PER_POLL: u8 = 32;
 
 /// The last frame of a body cut at the deadline.
 enum Last {
@@ -71,9 +134,10 @@ enum Last {
 }
 
 impl Last {
-    /// How a body of `protocol` cut at the deadline ends.
-    fn of(protocol: Protocol) -> Last {
-        match protocol.cut() {
+    /// The last frame of a body cut at the deadline, as `cut` says: `None` when the body has
+    /// already sent its protocol's last message.
+    fn of(cut: Cut) -> Option<Last> {
+        Some(match cut {
             Cut::Trailers {
                 grpc_status,
                 grpc_message,
@@ -98,7 +162,8 @@ impl Last {
                 })
             }
             Cut::Reset => Last::Error,
-        }
+            Cut::Ended => return None,
+        })
     }
 
     /// The frame.
@@ -113,14 +178,28 @@ impl Last {
 
 impl<B> DeadlineBody<B> {
     /// The handler's body, bounded by `deadline` and polled in its scope; cut at it the way
-    /// `protocol` expects.
-    pub(crate) const fn inner(body: B, deadline: Deadline, protocol: Protocol) -> Self {
-        DeadlineBody {
-            kind: Kind::Inner {
-                body: BoundedBody::new(body, deadline, true),
+    /// `protocol` expects; sent whole message by whole message if it is `envelopes`
+    /// ([`Envelopes::of_response`]).
+    #[inline]
+    pub(crate) fn inner(
+        body: B,
+        deadline: Deadline,
+        protocol: Protocol,
+        envelopes: Option<Envelopes>,
+    ) -> Self {
+        let body = BoundedBody::new(body, deadline, true);
+        let kind = match envelopes {
+            None => Kind::Inner { body, protocol },
+            Some(read) => Kind::Messages {
+                body,
                 protocol,
+                messages: Box::new(Messages {
+                    read,
+                    held: BytesMut::new(),
+                }),
             },
-        }
+        };
+        DeadlineBody { kind }
     }
 
     /// An answer with `text` (nothing at all when it is empty).
@@ -143,11 +222,14 @@ impl<B> DeadlineBody<B> {
     }
 
     /// The handler's body (no longer bounded by the deadline), or `None` for the layer's
-    /// own answer or a body cut at the deadline.
+    /// own answer, a body cut at the deadline, or one that has ended.
+    ///
+    /// The bytes of a message not yet whole that the layer holds (see above) are dropped
+    /// with it: take the body before its first frame.
     pub fn into_inner(self) -> Option<B> {
         match self.kind {
-            Kind::Inner { body, .. } => Some(body.into_inner()),
-            Kind::Answer { .. } | Kind::Cut { .. } => None,
+            Kind::Inner { body, .. } | Kind::Messages { body, .. } => Some(body.into_inner()),
+            Kind::Answer { .. } | Kind::Cut { .. } | Kind::Ended { .. } => None,
         }
     }
 }
@@ -155,12 +237,13 @@ impl<B> DeadlineBody<B> {
 impl<B> core::fmt::Debug for DeadlineBody<B> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match &self.kind {
-            Kind::Inner { body, .. } => f
+            Kind::Inner { body, .. } | Kind::Messages { body, .. } => f
                 .debug_struct("DeadlineBody::Inner")
                 .field("deadline", &body.deadline())
                 .finish_non_exhaustive(),
             Kind::Answer { text } => f.debug_tuple("DeadlineBody::Answer").field(text).finish(),
             Kind::Cut { .. } => f.write_str("DeadlineBody::Cut"),
+            Kind::Ended { .. } => f.write_str("DeadlineBody::Ended"),
         }
     }
 }
@@ -206,10 +289,10 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let mut kind = self.project().kind;
-        match kind.as_mut().project() {
+        let (mut body, protocol, messages) = match kind.as_mut().project() {
             KindProj::Inner { body, protocol } => {
                 let protocol = *protocol;
-                match body.poll_step(cx) {
+                return match body.poll_step(cx) {
                     Poll::Pending => Poll::Pending,
                     Poll::Ready(Polled::Frame(frame)) => Poll::Ready(Some(Ok(frame))),
                     Poll::Ready(Polled::Failed(error)) => {
@@ -219,30 +302,106 @@ where
                     Poll::Ready(Polled::Cut) => {
                         // Drop the handler's body (and its stream) now.
                         kind.set(Kind::Cut { last: None });
-                        Poll::Ready(Some(Last::of(protocol).frame()))
+                        Poll::Ready(Last::of(protocol.cut()).map(Last::frame))
                     }
+                };
+            }
+            KindProj::Messages {
+                body,
+                protocol,
+                messages,
+            } => (body, *protocol, messages),
+            KindProj::Answer { text } => {
+                return Poll::Ready(text.take().map(|text| Ok(Frame::data(text))));
+            }
+            KindProj::Cut { last } => return Poll::Ready(last.take().map(Last::frame)),
+            KindProj::Ended { trailers } => {
+                return Poll::Ready(
+                    trailers
+                        .take()
+                        .map(|trailers| Ok(Frame::trailers(*trailers))),
+                );
+            }
+        };
+        // A body of enveloped messages: whole message by whole message.
+        for _ in 0..HELD_FRAMES_PER_POLL {
+            let step = match body.as_mut().poll_step(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(step) => step,
+            };
+            match step {
+                Polled::Frame(frame) => match frame.into_data() {
+                    Ok(data) => {
+                        if let Some(whole) = messages.whole(data) {
+                            return Poll::Ready(Some(Ok(Frame::data(whole))));
+                        }
+                    }
+                    // The handler's trailers: after the bytes of a message it never finished,
+                    // if there are any.
+                    Err(frame) => {
+                        let Some(held) = messages.take_held() else {
+                            return Poll::Ready(Some(Ok(frame)));
+                        };
+                        kind.set(Kind::Ended {
+                            trailers: frame.into_trailers().ok().map(Box::new),
+                        });
+                        return Poll::Ready(Some(Ok(Frame::data(held))));
+                    }
+                },
+                Polled::Failed(error) => return Poll::Ready(Some(Err(BodyError::Inner(error)))),
+                Polled::End => {
+                    let Some(held) = messages.take_held() else {
+                        return Poll::Ready(None);
+                    };
+                    kind.set(Kind::Ended { trailers: None });
+                    return Poll::Ready(Some(Ok(Frame::data(held))));
+                }
+                Polled::Cut => {
+                    // What is held of a message not yet whole is dropped with the handler's
+                    // body (and its stream), now.
+                    let cut = messages.read.cut(protocol);
+                    kind.set(Kind::Cut { last: None });
+                    return Poll::Ready(Last::of(cut).map(Last::frame));
                 }
             }
-            KindProj::Answer { text } => Poll::Ready(text.take().map(|text| Ok(Frame::data(text)))),
-            KindProj::Cut { last } => Poll::Ready(last.take().map(Last::frame)),
         }
+        // Every frame of this poll held part of a message: yield, and come back.
+        cx.waker().wake_by_ref();
+        Poll::Pending
     }
 
     fn is_end_stream(&self) -> bool {
         match &self.kind {
             Kind::Inner { body, .. } => body.get_ref().is_end_stream(),
+            Kind::Messages { body, messages, .. } => {
+                body.get_ref().is_end_stream() && messages.held.is_empty()
+            }
             Kind::Answer { text } => text.is_none(),
             Kind::Cut { last } => last.is_none(),
+            Kind::Ended { trailers } => trailers.is_none(),
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         match &self.kind {
             Kind::Inner { body, .. } => body.get_ref().size_hint(),
+            Kind::Messages { body, messages, .. } => {
+                let inner = body.get_ref().size_hint();
+                let held = messages.held.len() as u64;
+                if held == 0 {
+                    return inner;
+                }
+                let mut hint = SizeHint::new();
+                hint.set_lower(inner.lower().saturating_add(held));
+                if let Some(upper) = inner.upper() {
+                    hint.set_upper(upper.saturating_add(held));
+                }
+                hint
+            }
             Kind::Answer { text } => {
                 SizeHint::with_exact(text.as_ref().map_or(0, |text| text.len() as u64))
             }
-            Kind::Cut { .. } => SizeHint::default(),
+            Kind::Cut { .. } | Kind::Ended { .. } => SizeHint::default(),
         }
     }
 }
