@@ -440,7 +440,10 @@
 //! - **A response complete by the deadline is delivered whole**, even when its body is read a
 //!   moment later. A body still streaming at the deadline (server-streaming gRPC, SSE, a
 //!   chunked download) is cut there as its protocol says ([`wire::Protocol::cut`](crate::wire::Protocol::cut)):
-//!   a gRPC stream ends with `grpc-status: 4` in its trailers, an HTTP one is reset.
+//!   a gRPC stream ends with `grpc-status: 4` in its trailers, an HTTP one is reset. A stream
+//!   of gRPC or Connect messages is cut after a whole message, however its frames split them
+//!   ([`wire::Envelopes`](crate::wire::Envelopes)): part of a message before the status is a
+//!   broken stream to a client that reads whole messages.
 //! - **Every answer the server makes itself is in the request's protocol**
 //!   ([`wire::Answer`](crate::wire::Answer)): a gRPC request gets HTTP 200 with `grpc-status`
 //!   and `grpc-message` (trailers-only), a Connect request Connect's error (a JSON body, or an
