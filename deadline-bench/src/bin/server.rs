@@ -19,7 +19,11 @@
 //! ```
 //!
 //! The server's CPU time is split into user space (where every layer's work is) and the
-//! kernel's (the sockets): the "user" column is the user-space share.
+//! kernel's (the sockets): the "user" column is the user-space share. The target's verdict
+//! comes from the interval that holds the median of `DeadlineLayer`'s rounds' CPU ratios 95%
+//! of the time (the sign test's): met when that whole interval is within 3%, not met when all
+//! of it is beyond, and "cannot tell" otherwise, as is usual for timed rounds on a shared
+//! machine.
 //!
 //! `--instructions [--quick]` counts instead, exactly and on any machine, what each variant
 //! costs the server in user space per request over real sockets: the server process runs
@@ -41,7 +45,7 @@ use deadline_bench::callgrind::{Counted, per_request, quick_arg, require_valgrin
 use deadline_bench::child::{Child, serve_commands};
 use deadline_bench::load::{Load, Target, closed_loop, count, fixed_rate};
 use deadline_bench::options::Options;
-use deadline_bench::stats::{load_average, median, ms, percentile, range};
+use deadline_bench::stats::{load_average, median, median_interval, ms, percentile, range};
 
 /// The child: the servers on one runtime of `threads` workers.
 fn child_main(threads: usize) {
@@ -255,7 +259,7 @@ fn main() {
         "variant", "CPU", "vs no layer (range)", "user", "p50", "p99", "requests/s", "vs no layer"
     );
     let base = phases[0].clone();
-    let (mut cpu_ratio_deadline, mut deadline_range) = (0.0, (0.0, 0.0));
+    let (mut cpu_ratio_deadline, mut deadline_ratios) = (0.0, Vec::new());
     for (v, name) in VARIANTS.iter().enumerate() {
         let p = &phases[v];
         let med = |f: fn(&Phase) -> f64| median(&p.iter().map(f).collect::<Vec<_>>());
@@ -266,7 +270,7 @@ fn main() {
         let (lo, hi) = range(&cpu_ratios);
         let cpu_ratio = median(&cpu_ratios);
         if v == DEADLINE_LAYER {
-            (cpu_ratio_deadline, deadline_range) = (cpu_ratio, (lo, hi));
+            (cpu_ratio_deadline, deadline_ratios) = (cpu_ratio, cpu_ratios.clone());
         }
         println!(
             "{:<30} {:>7.2} us {:>9.3}x ({:.3}-{:.3}) {:>5.1}% {:>10} {:>10} {:>12.0} {:>9.3}x",
@@ -292,23 +296,40 @@ fn main() {
         "(medians over {} rounds; each ratio is taken within its round, then their median and range)",
         o.rounds
     );
-    let (lo, hi) = deadline_range;
+    // The verdict from the interval that holds the median ratio 95% of the time (the sign
+    // test's, from the rounds' order statistics), not from the median alone: timed rounds on
+    // a shared machine spread wider than the 3% asked about.
+    let pct = |r: f64| (r - 1.0) * 100.0;
+    let verdict = match median_interval(&deadline_ratios, 0.95) {
+        Some((lo, hi, holds)) => {
+            let word = if hi <= 1.03 {
+                "met"
+            } else if lo > 1.03 {
+                "not met"
+            } else {
+                "cannot tell"
+            };
+            format!(
+                "{word} (median {:+.1}%; the {:.0}% interval of the median {:+.1}% to {:+.1}%){}",
+                pct(cpu_ratio_deadline),
+                holds * 1e2,
+                pct(lo),
+                pct(hi),
+                if word == "cannot tell" {
+                    "; `--instructions` counts it exactly"
+                } else {
+                    ""
+                }
+            )
+        }
+        None => format!(
+            "cannot tell (median {:+.1}%; too few rounds for an interval: 6 at least); `--instructions` counts it exactly",
+            pct(cpu_ratio_deadline)
+        ),
+    };
     println!(
-        "target: {} (around the router) within 3% of no layer in CPU time per request: timed, {} ({:+.1}%, rounds from {:+.1}% to {:+.1}%){}",
+        "target: {} (around the router) within 3% of no layer in CPU time per request: timed, {verdict}",
         VARIANTS[DEADLINE_LAYER],
-        if cpu_ratio_deadline <= 1.03 {
-            "met"
-        } else {
-            "not met"
-        },
-        (cpu_ratio_deadline - 1.0) * 100.0,
-        (lo - 1.0) * 100.0,
-        (hi - 1.0) * 100.0,
-        if hi - lo > 0.06 {
-            "; rounds this far apart cannot tell 3% from 0% or 6%: `--instructions` counts it"
-        } else {
-            ""
-        },
     );
     println!(
         "load average at the end: {}",
