@@ -13,7 +13,9 @@
 //! counted: tower's latency histogram is emptied after two idle periods), and prints requests
 //! per second, latency (p50, p99, p99.9), the front's CPU time per request, the requests and
 //! connections the dependency received per request (and of those connections, the ones
-//! closed before a request arrived on them), each against plain reqwest in the same round;
+//! closed before a request arrived on them), each against plain reqwest in the same round
+//! (and, each round, the hedges the library's call sent by its own count and the live hedge
+//! delay it read);
 //! then the library's requests per second and p99 over tower's, round by round, with the
 //! interval that holds the median of those ratios 95% of the time (the sign test's): the
 //! verdict calls the library ahead (or lower) only when that whole interval is, and level
@@ -82,9 +84,17 @@ fn front_main(threads: usize, dependency: &str) {
         addrs
     });
     // The library's own count of the hedges it sent, which the dependency's count of requests
-    // misses when a hedge is dropped before its request arrives.
-    serve_commands(&addrs, |command| {
-        (command == "hedges").then(|| DEPENDENCY.counters().get(CounterEvent::Hedge).to_string())
+    // misses when a hedge is dropped before its request arrives; and its live hedge delay (the
+    // p95 it read last), in microseconds, 0 while it has none.
+    serve_commands(&addrs, |command| match command {
+        "hedges" => Some(DEPENDENCY.counters().get(CounterEvent::Hedge).to_string()),
+        "delay" => Some(
+            DEPENDENCY
+                .live_hedge_delay()
+                .map_or(0, |d| d.as_micros())
+                .to_string(),
+        ),
+        _ => None,
     });
     runtime.shutdown_timeout(Duration::from_secs(1));
 }
@@ -220,6 +230,8 @@ struct Phase {
     /// Hedges the library's call sent by its own count, per 1 000 requests (none for the
     /// other variants).
     hedges_per_1000: f64,
+    /// The library's live hedge delay at the end of the phase (zero for the other variants).
+    hedge_delay: Duration,
     not_ok: u64,
     errors: u64,
 }
@@ -317,6 +329,7 @@ fn main() {
                 connections_per_1000: connections as f64 * 1e3 / served as f64,
                 unused_per_1000: unused as f64 * 1e3 / served as f64,
                 hedges_per_1000: hedged as f64 * 1e3 / served as f64,
+                hedge_delay: hedge_delay(&mut front),
                 not_ok: load.not_ok,
                 errors: load.errors,
             });
@@ -324,9 +337,19 @@ fn main() {
         let line: Vec<String> = VARIANTS
             .iter()
             .zip(&phases)
-            .map(|(name, p)| {
+            .enumerate()
+            .map(|(v, (name, p))| {
                 let p = p[round];
-                format!("{name} {:.0}/s, p99 {}", p.per_second, ms(p.p99))
+                let own = if v == 1 {
+                    format!(
+                        " ({:.1} hedges per 1 000, its live hedge delay {})",
+                        p.hedges_per_1000,
+                        ms(p.hedge_delay)
+                    )
+                } else {
+                    String::new()
+                };
+                format!("{name} {:.0}/s, p99 {}{own}", p.per_second, ms(p.p99))
             })
             .collect();
         println!("round {}: {}", round + 1, line.join("; "));
@@ -392,9 +415,12 @@ fn main() {
     );
     let lib_median = |f: fn(&Phase) -> f64| median_of(&phases[1], f);
     println!(
-        "Dependency::run by its own count: {:.2} hedges sent per 1 000 requests (the dependency \
-         received {:.2} requests beyond one per 1 000, and accepted {:.2} connections, {:.2} unused)",
+        "Dependency::run by its own count: {:.2} hedges sent per 1 000 requests at a live hedge delay of {} \
+         (the dependency received {:.2} requests beyond one per 1 000, and accepted {:.2} connections, {:.2} unused)",
         lib_median(|p| p.hedges_per_1000),
+        ms(Duration::from_secs_f64(lib_median(|p| p
+            .hedge_delay
+            .as_secs_f64()))),
         lib_median(|p| (p.sent_per_request - 1.0) * 1e3),
         lib_median(|p| p.connections_per_1000),
         lib_median(|p| p.unused_per_1000),
@@ -507,4 +533,9 @@ fn median_of(phases: &[Phase], f: fn(&Phase) -> f64) -> f64 {
 /// The hedges the library's call has sent so far, by its own count (the front answers it).
 fn hedges(front: &mut Child) -> u64 {
     front.ask("hedges").parse().expect("a count")
+}
+
+/// The library's live hedge delay, as the front reads it now (zero while it has none).
+fn hedge_delay(front: &mut Child) -> Duration {
+    Duration::from_micros(front.ask("delay").parse().expect("microseconds"))
 }
