@@ -329,7 +329,11 @@ fn main() {
                 connections_per_1000: connections as f64 * 1e3 / served as f64,
                 unused_per_1000: unused as f64 * 1e3 / served as f64,
                 hedges_per_1000: hedged as f64 * 1e3 / served as f64,
-                hedge_delay: hedge_delay(&mut front),
+                hedge_delay: if v == 1 {
+                    hedge_delay(&mut front)
+                } else {
+                    Duration::ZERO
+                },
                 not_ok: load.not_ok,
                 errors: load.errors,
             });
