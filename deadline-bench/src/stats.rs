@@ -57,51 +57,96 @@ pub fn load_average() -> Option<String> {
     )
 }
 
+/// An interval that holds the median of some values a known share of the time
+/// ([`median_interval`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Interval {
+    /// Its lower end: one of the values.
+    pub low: f64,
+    /// Its upper end: one of the values.
+    pub high: f64,
+    /// The share of the time it holds the median (0 to 1).
+    pub holds: f64,
+}
+
+/// Where an [`Interval`] lies against a bound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    /// Wholly below it.
+    Below,
+    /// Across it, or touching it: the median may be on either side.
+    Across,
+    /// Wholly above it.
+    Above,
+}
+
+impl Interval {
+    /// Where the interval lies against `bound`: only an interval wholly on one side says the
+    /// median is there.
+    #[must_use]
+    pub fn side(&self, bound: f64) -> Side {
+        if self.high < bound {
+            Side::Below
+        } else if self.low > bound {
+            Side::Above
+        } else {
+            Side::Across
+        }
+    }
+}
+
 /// A distribution-free interval for the median of `values` (each one measured the same way,
 /// independently: a round's ratio, say), from their order statistics: the `k`-th smallest
 /// and the `k`-th largest, with `k` the largest for which the interval holds the median at
-/// least `confidence` (0 to 1) of the time, by the sign test's binomial. Returns the
-/// interval and the share of the time it holds the median; `None` when there are too few
-/// values for that confidence (fewer than 6 for 95%).
+/// least `confidence` (0 to 1) of the time, by the sign test's binomial. `None` when there
+/// are too few values for that confidence (fewer than 6 for 95%).
 #[must_use]
-pub fn median_interval(values: &[f64], confidence: f64) -> Option<(f64, f64, f64)> {
+pub fn median_interval(values: &[f64], confidence: f64) -> Option<Interval> {
     let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
     v.sort_by(f64::total_cmp);
     let n = v.len();
-    // P(Binomial(n, 1/2) <= i) for each i, built term by term: C(n, i) / 2^n.
-    let mut term = 0.5f64.powi(i32::try_from(n).ok()?);
+    // P(Binomial(n, 1/2) <= i) for each i, built term by term: C(n, i) / 2^n, each term from
+    // its logarithm, so that for many values the first terms (below the smallest f64) count
+    // as the zeros they nearly are rather than leaving every later term zero.
+    let mut ln_term = -(n as f64) * core::f64::consts::LN_2;
     let mut below = 0.0;
     let mut best = None;
     for k in 1..=n / 2 {
         // `below` is P(X <= k - 2); add P(X = k - 1).
-        below += term;
-        term *= (n - (k - 1)) as f64 / k as f64;
+        below += ln_term.exp();
+        ln_term += ((n - (k - 1)) as f64 / k as f64).ln();
         let holds = 1.0 - 2.0 * below;
         if holds < confidence {
             break;
         }
-        best = Some((v[k - 1], v[n - k], holds));
+        best = Some(Interval {
+            low: v[k - 1],
+            high: v[n - k],
+            holds,
+        });
     }
     best
 }
 
 #[cfg(test)]
 mod tests {
-    use super::median_interval;
+    use super::{Interval, Side, median_interval};
 
     #[test]
     fn nine_values_give_the_second_and_eighth_at_95_percent() {
         let values = [9.0, 1.0, 8.0, 2.0, 7.0, 3.0, 6.0, 4.0, 5.0];
-        let (lo, hi, holds) = median_interval(&values, 0.95).expect("nine values suffice");
-        assert_eq!((lo, hi), (2.0, 8.0));
+        let Interval { low, high, holds } =
+            median_interval(&values, 0.95).expect("nine values suffice");
+        assert_eq!((low, high), (2.0, 8.0));
         // 1 - 2 * (1 + 9) / 512.
         assert!((holds - 0.960_937_5).abs() < 1e-12, "{holds}");
     }
 
     #[test]
     fn six_values_are_the_fewest_for_95_percent() {
-        let (lo, hi, holds) = median_interval(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], 0.95).unwrap();
-        assert_eq!((lo, hi), (1.0, 6.0));
+        let Interval { low, high, holds } =
+            median_interval(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], 0.95).unwrap();
+        assert_eq!((low, high), (1.0, 6.0));
         // 1 - 2 / 64.
         assert!((holds - 0.968_75).abs() < 1e-12, "{holds}");
         assert_eq!(median_interval(&[1.0, 2.0, 3.0, 4.0, 5.0], 0.95), None);
@@ -113,8 +158,35 @@ mod tests {
         let values: Vec<f64> = (1..=20).map(f64::from).collect();
         // 20 values: the 6th and the 15th hold the median 95.9% of the time, the 7th and
         // 14th only 88.5%.
-        let (lo, hi, holds) = median_interval(&values, 0.95).unwrap();
-        assert_eq!((lo, hi), (6.0, 15.0));
+        let Interval { low, high, holds } = median_interval(&values, 0.95).unwrap();
+        assert_eq!((low, high), (6.0, 15.0));
         assert!(holds > 0.95 && holds < 0.96, "{holds}");
+    }
+
+    /// Past 1 074 values, 2^-n is below the smallest f64: built from it, every term was zero,
+    /// and the interval claimed to hold the median always, from the middle two values alone.
+    /// For 2 000 values, in exact integers, the 956th smallest and largest hold the median
+    /// 1 - 2 x (C(2000, 0) + ... + C(2000, 955)) / 2^2000 = 95.345% of the time, the 957th
+    /// under 95% (the normal approximation: 1 000 - 1.96 x sqrt(2 000) / 2, about 956).
+    #[test]
+    fn many_values_give_an_interval_of_the_right_width() {
+        let values: Vec<f64> = (1..=2_000).map(f64::from).collect();
+        let Interval { low, high, holds } = median_interval(&values, 0.95).unwrap();
+        assert_eq!((low, high), (956.0, 1_045.0));
+        assert!((holds - 0.953_447_179_5).abs() < 1e-9, "{holds}");
+    }
+
+    #[test]
+    fn an_interval_says_the_median_is_on_one_side_only_when_all_of_it_is() {
+        let interval = |low, high| Interval {
+            low,
+            high,
+            holds: 0.96,
+        };
+        assert_eq!(interval(0.98, 0.99).side(1.0), Side::Below);
+        assert_eq!(interval(1.01, 1.02).side(1.0), Side::Above);
+        assert_eq!(interval(0.99, 1.01).side(1.0), Side::Across);
+        assert_eq!(interval(0.99, 1.0).side(1.0), Side::Across);
+        assert_eq!(interval(1.0, 1.01).side(1.0), Side::Across);
     }
 }

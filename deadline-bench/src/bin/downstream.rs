@@ -45,7 +45,9 @@ use deadline_bench::dependency::Model;
 use deadline_bench::downstream::{DEPENDENCY, VARIANTS, apps};
 use deadline_bench::load::{Target, closed_loop, count};
 use deadline_bench::options::{Options, Slow};
-use deadline_bench::stats::{load_average, median, median_interval, ms, percentile};
+use deadline_bench::stats::{
+    Interval, Side, load_average, median, median_interval, ms, percentile,
+};
 use deadline_core::observe::CounterEvent;
 
 /// The dependency's slow answers unless told otherwise: 2% at 40 ms.
@@ -456,8 +458,8 @@ fn main() {
     let (lib, tower) = (summary[1], summary[2]);
     let met = lib.0 >= 0.95
         && lib.1 <= 0.5
-        && rps_verdict.side == Some(true)
-        && p99_verdict.side == Some(false);
+        && rps_verdict.side == Some(Side::Above)
+        && p99_verdict.side == Some(Side::Below);
     println!(
         "target: Dependency::run at least 0.95x plain reqwest's requests/s with p99 at most half of it, \
          ahead of tower on both: {} (against plain reqwest: requests/s {:.3}x, p99 {:.3}x; tower's stack {:.3}x and {:.3}x; \
@@ -489,10 +491,9 @@ fn main() {
 /// Where the library's call stands against tower's stack by one figure's ratios, one per
 /// round.
 struct Verdict {
-    /// `Some(true)` when the whole interval is above 1, `Some(false)` when it is below,
-    /// `None` when it holds 1 (or there are too few rounds for one).
-    side: Option<bool>,
-    /// The word for it: the one given for above or below, or "level".
+    /// Where the interval of their median lies against 1; `None` with too few rounds for one.
+    side: Option<Side>,
+    /// The word for it: the one given for above or below, "level", or "not known".
     word: &'static str,
     /// The median ratio, its interval and the verdict, printed.
     text: String,
@@ -504,26 +505,25 @@ struct Verdict {
 fn against_tower(ratios: &[f64], above: &'static str, below: &'static str) -> Verdict {
     let m = median(ratios);
     match median_interval(ratios, 0.95) {
-        Some((lo, hi, holds)) => {
-            let (side, word) = if lo > 1.0 {
-                (Some(true), above)
-            } else if hi < 1.0 {
-                (Some(false), below)
-            } else {
-                (None, "level")
+        Some(interval @ Interval { low, high, holds }) => {
+            let side = interval.side(1.0);
+            let word = match side {
+                Side::Above => above,
+                Side::Below => below,
+                Side::Across => "level",
             };
             Verdict {
-                side,
+                side: Some(side),
                 word,
                 text: format!(
-                    "{m:.3}x, {word} ({:.0}% interval of the median {lo:.3}x to {hi:.3}x)",
+                    "{m:.3}x, {word} ({:.0}% interval of the median {low:.3}x to {high:.3}x)",
                     holds * 1e2
                 ),
             }
         }
         None => Verdict {
             side: None,
-            word: "level (too few rounds to tell)",
+            word: "not known (too few rounds)",
             text: format!("{m:.3}x (too few rounds for an interval: 6 at least)"),
         },
     }

@@ -45,7 +45,9 @@ use deadline_bench::callgrind::{Counted, per_request, quick_arg, require_valgrin
 use deadline_bench::child::{Child, serve_commands};
 use deadline_bench::load::{Load, Target, closed_loop, count, fixed_rate};
 use deadline_bench::options::Options;
-use deadline_bench::stats::{load_average, median, median_interval, ms, percentile, range};
+use deadline_bench::stats::{
+    Interval, Side, load_average, median, median_interval, ms, percentile, range,
+};
 
 /// The child: the servers on one runtime of `threads` workers.
 fn child_main(threads: usize) {
@@ -259,7 +261,7 @@ fn main() {
         "variant", "CPU", "vs no layer (range)", "user", "p50", "p99", "requests/s", "vs no layer"
     );
     let base = phases[0].clone();
-    let (mut cpu_ratio_deadline, mut deadline_ratios) = (0.0, Vec::new());
+    let mut deadline_ratios = Vec::new();
     for (v, name) in VARIANTS.iter().enumerate() {
         let p = &phases[v];
         let med = |f: fn(&Phase) -> f64| median(&p.iter().map(f).collect::<Vec<_>>());
@@ -270,7 +272,7 @@ fn main() {
         let (lo, hi) = range(&cpu_ratios);
         let cpu_ratio = median(&cpu_ratios);
         if v == DEADLINE_LAYER {
-            (cpu_ratio_deadline, deadline_ratios) = (cpu_ratio, cpu_ratios.clone());
+            deadline_ratios.clone_from(&cpu_ratios);
         }
         println!(
             "{:<30} {:>7.2} us {:>9.3}x ({:.3}-{:.3}) {:>5.1}% {:>10} {:>10} {:>12.0} {:>9.3}x",
@@ -300,21 +302,19 @@ fn main() {
     // test's, from the rounds' order statistics), not from the median alone: timed rounds on
     // a shared machine spread wider than the 3% asked about.
     let pct = |r: f64| (r - 1.0) * 100.0;
+    let m = pct(median(&deadline_ratios));
     let verdict = match median_interval(&deadline_ratios, 0.95) {
-        Some((lo, hi, holds)) => {
-            let word = if hi <= 1.03 {
-                "met"
-            } else if lo > 1.03 {
-                "not met"
-            } else {
-                "cannot tell"
+        Some(interval @ Interval { low, high, holds }) => {
+            let word = match interval.side(1.03) {
+                Side::Below => "met",
+                Side::Above => "not met",
+                Side::Across => "cannot tell",
             };
             format!(
-                "{word} (median {:+.1}%; the {:.0}% interval of the median {:+.1}% to {:+.1}%){}",
-                pct(cpu_ratio_deadline),
+                "{word} (median {m:+.1}%; the {:.0}% interval of the median {:+.1}% to {:+.1}%){}",
                 holds * 1e2,
-                pct(lo),
-                pct(hi),
+                pct(low),
+                pct(high),
                 if word == "cannot tell" {
                     "; `--instructions` counts it exactly"
                 } else {
@@ -323,8 +323,7 @@ fn main() {
             )
         }
         None => format!(
-            "cannot tell (median {:+.1}%; too few rounds for an interval: 6 at least); `--instructions` counts it exactly",
-            pct(cpu_ratio_deadline)
+            "cannot tell (median {m:+.1}%; too few rounds for an interval: 6 at least); `--instructions` counts it exactly"
         ),
     };
     println!(
