@@ -237,6 +237,11 @@ struct ToB {
 
 /// A: calls B with the offset it was given; answers B's text, or its own status for a
 /// failed call (`StatusCode::from` the layer's error: 504 for the deadline's, 502 for B's).
+///
+/// B's body can fail in A's hands as its call can: A's layer bounds it by the time it sent,
+/// and a body whose head came in time but whose bytes hyper's client had not yet handed over
+/// when that time was up (its connection task runs apart, late on a loaded machine) is cut
+/// there, the deadline's, 504. A answers that as it answers a call that failed.
 async fn via_b(State(to_b): State<ToB>, uri: http::Uri) -> (StatusCode, String) {
     let request = Request::get(format!("http://{}/?us={}", to_b.b, offset_of(&uri)))
         .body(Empty::new())
@@ -249,11 +254,23 @@ async fn via_b(State(to_b): State<ToB>, uri: http::Uri) -> (StatusCode, String) 
                     status,
                     String::from_utf8_lossy(&body.to_bytes()).into_owned(),
                 ),
-                Err(error) => (StatusCode::from(error), "cut\n".to_owned()),
+                Err(error) => failed(StatusCode::from(error)),
             }
         }
-        Err(error) => (StatusCode::from(error), "deadline exceeded\n".to_owned()),
+        Err(error) => failed(StatusCode::from(error)),
     }
+}
+
+/// A's own answer for a call to B that failed with `status`: a 504 with the text the layer's
+/// own deadline answer has, anything else with its own text (which the client counts as
+/// broken).
+fn failed(status: StatusCode) -> (StatusCode, String) {
+    let text = if status == StatusCode::GATEWAY_TIMEOUT {
+        "deadline exceeded\n"
+    } else {
+        "failed\n"
+    };
+    (status, text.to_owned())
 }
 
 /// Serves A, which calls `b`.
