@@ -128,9 +128,55 @@ pub fn median_interval(values: &[f64], confidence: f64) -> Option<Interval> {
     best
 }
 
+/// Where the median of some ratios (one figure of two ways, one ratio per round) stands
+/// against `bound`, with the words to print: see [`against`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Verdict {
+    /// Where the interval of their median lies against the bound; `None` with too few rounds
+    /// for one.
+    pub side: Option<Side>,
+    /// The word for it: the one given for above or below, "level", or "not known".
+    pub word: &'static str,
+    /// The median ratio, its interval and the word, printed.
+    pub text: String,
+}
+
+/// The verdict on `ratios` against `bound`, from the interval that holds their median 95% of
+/// the time ([`median_interval`]): `above` when it lies wholly above the bound, `below` when
+/// wholly below, "level" when it holds it, "not known" with too few ratios for an interval.
+#[must_use]
+pub fn against(ratios: &[f64], bound: f64, above: &'static str, below: &'static str) -> Verdict {
+    let m = median(ratios);
+    match median_interval(ratios, 0.95) {
+        Some(interval) => {
+            let side = interval.side(bound);
+            let word = match side {
+                Side::Above => above,
+                Side::Below => below,
+                Side::Across => "level",
+            };
+            Verdict {
+                side: Some(side),
+                word,
+                text: format!(
+                    "{m:.3}x, {word} ({:.0}% interval of the median {:.3}x to {:.3}x)",
+                    interval.holds * 1e2,
+                    interval.low,
+                    interval.high
+                ),
+            }
+        }
+        None => Verdict {
+            side: None,
+            word: "not known (too few rounds)",
+            text: format!("{m:.3}x (too few rounds for an interval: 6 at least)"),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{Interval, Side, median_interval};
+    use super::{Interval, Side, against, median_interval};
 
     #[test]
     fn nine_values_give_the_second_and_eighth_at_95_percent() {
@@ -188,5 +234,34 @@ mod tests {
         assert_eq!(interval(0.99, 1.01).side(1.0), Side::Across);
         assert_eq!(interval(0.99, 1.0).side(1.0), Side::Across);
         assert_eq!(interval(1.0, 1.01).side(1.0), Side::Across);
+    }
+
+    #[test]
+    fn a_verdict_names_a_side_only_when_the_whole_interval_is_on_it() {
+        let ahead = against(
+            &[1.02, 1.03, 1.01, 1.05, 1.04, 1.02],
+            1.0,
+            "ahead",
+            "behind",
+        );
+        assert_eq!((ahead.side, ahead.word), (Some(Side::Above), "ahead"));
+        assert!(
+            ahead
+                .text
+                .starts_with("1.025x, ahead (97% interval of the median 1.010x to 1.050x)"),
+            "{}",
+            ahead.text
+        );
+        let level = against(
+            &[0.99, 1.03, 1.01, 1.05, 1.04, 1.02],
+            1.0,
+            "ahead",
+            "behind",
+        );
+        assert_eq!((level.side, level.word), (Some(Side::Across), "level"));
+        let behind = against(&[0.9; 6], 1.0, "ahead", "behind");
+        assert_eq!((behind.side, behind.word), (Some(Side::Below), "behind"));
+        let few = against(&[2.0; 5], 1.0, "ahead", "behind");
+        assert_eq!((few.side, few.word), (None, "not known (too few rounds)"));
     }
 }

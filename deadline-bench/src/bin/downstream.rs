@@ -45,9 +45,7 @@ use deadline_bench::dependency::Model;
 use deadline_bench::downstream::{DEPENDENCY, VARIANTS, apps};
 use deadline_bench::load::{Target, closed_loop, count};
 use deadline_bench::options::{Options, Slow};
-use deadline_bench::stats::{
-    Interval, Side, load_average, median, median_interval, ms, percentile,
-};
+use deadline_bench::stats::{Side, against, load_average, median, ms, percentile};
 use deadline_core::observe::CounterEvent;
 
 /// The dependency's slow answers unless told otherwise: 2% at 40 ms.
@@ -444,8 +442,8 @@ fn main() {
     };
     let rps_vs_tower = paired(|p| p.per_second);
     let p99_vs_tower = paired(|p| p.p99.as_secs_f64());
-    let rps_verdict = against_tower(&rps_vs_tower, "ahead", "behind");
-    let p99_verdict = against_tower(&p99_vs_tower, "higher", "lower");
+    let rps_verdict = against(&rps_vs_tower, 1.0, "ahead", "behind");
+    let p99_verdict = against(&p99_vs_tower, 1.0, "higher", "lower");
     println!(
         "Dependency::run against tower's stack, round by round: requests/s {} ({} of {} rounds ahead); p99 {} ({} of {} rounds lower)",
         rps_verdict.text,
@@ -485,47 +483,6 @@ fn main() {
     {
         eprintln!("a variant answered nothing, or had transport errors");
         std::process::exit(1);
-    }
-}
-
-/// Where the library's call stands against tower's stack by one figure's ratios, one per
-/// round.
-struct Verdict {
-    /// Where the interval of their median lies against 1; `None` with too few rounds for one.
-    side: Option<Side>,
-    /// The word for it: the one given for above or below, "level", or "not known".
-    word: &'static str,
-    /// The median ratio, its interval and the verdict, printed.
-    text: String,
-}
-
-/// The verdict on `ratios` (the library's figure over tower's, one per round): `above` when
-/// the interval of their median (95%) lies wholly above 1, `below` when wholly below, "level"
-/// when it holds 1.
-fn against_tower(ratios: &[f64], above: &'static str, below: &'static str) -> Verdict {
-    let m = median(ratios);
-    match median_interval(ratios, 0.95) {
-        Some(interval @ Interval { low, high, holds }) => {
-            let side = interval.side(1.0);
-            let word = match side {
-                Side::Above => above,
-                Side::Below => below,
-                Side::Across => "level",
-            };
-            Verdict {
-                side: Some(side),
-                word,
-                text: format!(
-                    "{m:.3}x, {word} ({:.0}% interval of the median {low:.3}x to {high:.3}x)",
-                    holds * 1e2
-                ),
-            }
-        }
-        None => Verdict {
-            side: None,
-            word: "not known (too few rounds)",
-            text: format!("{m:.3}x (too few rounds for an interval: 6 at least)"),
-        },
     }
 }
 

@@ -41,9 +41,7 @@ use deadline_bench::child::Child;
 use deadline_bench::dependency::Model;
 use deadline_bench::downstream::{TowerStack, call_tower, client, get, tower_stack_for};
 use deadline_bench::options::{Options, Slow};
-use deadline_bench::stats::{
-    Interval, Side, load_average, median, median_interval, ms, percentile,
-};
+use deadline_bench::stats::{self, Side, load_average, ms, percentile};
 use deadline_core::{Policy, ms as millis};
 use deadline_tokio::reqwest::DeadlineRequest;
 use deadline_tokio::{Dependency, scope_timeout};
@@ -363,29 +361,16 @@ fn main() {
             .zip(&p999_by_round[t])
             .map(|(lib, tower)| lib / tower)
             .collect();
-        let m = median(&ratios);
-        let text = match median_interval(&ratios, 0.95) {
-            Some(interval @ Interval { low, high, holds }) => {
-                let word = match interval.side(1.0) {
-                    Side::Below => "lower",
-                    Side::Across => "level",
-                    Side::Above => {
-                        no_worse = false;
-                        "higher"
-                    }
-                };
-                format!(
-                    "{m:.3}x, {word} ({:.0}% interval of the median {low:.3}x to {high:.3}x; {} of {} rounds lower)",
-                    holds * 1e2,
-                    ratios.iter().filter(|r| **r < 1.0).count(),
-                    ratios.len()
-                )
-            }
-            None => {
-                no_worse = false;
-                format!("{m:.3}x, not known (too few rounds for an interval: 6 at least)")
-            }
-        };
+        let verdict = stats::against(&ratios, 1.0, "higher", "lower");
+        if verdict.side.is_none_or(|side| side == Side::Above) {
+            no_worse = false;
+        }
+        let text = format!(
+            "{} ({} of {} rounds lower)",
+            verdict.text,
+            ratios.iter().filter(|r| **r < 1.0).count(),
+            ratios.len()
+        );
         against.push(format!("against {}: {text}", ways[t].name()));
     }
     println!(
