@@ -13,9 +13,11 @@ use crate::time::{Clock, Instant};
 /// # Contract
 ///
 /// - The future completes at or after `at`, as read by [`Clock::now`] on the same value. A
-///   timer may wake late; the driver checks the clock again when it wakes and trusts the clock,
-///   not the wake-up.
-/// - An `at` in the past completes at the next poll.
+///   timer may wake late, and may read pending at a poll after `at` (tokio's does until its
+///   timer driver has run). The driver and [`scope`](crate::runtime::scope) read the clock
+///   at every poll that finds their work pending, and trust the clock, not the wake-up.
+/// - An `at` in the past completes at the next poll, or as soon as the runtime's timer has
+///   caught up with the clock.
 /// - Dropping the future cancels the sleep.
 pub trait Timer: Clock {
     /// The future returned by [`Timer::sleep_until`].

@@ -5,6 +5,13 @@
 //! is first pending; and the timer is read even when the work has used up the task's
 //! cooperative budget (tokio's timer answers "pending" with no budget left, so work that
 //! always uses it up would otherwise never time out).
+//!
+//! The clock, not the timer's wake-up, says when the bound has passed. Tokio's timer reads
+//! "pending" until its driver has fired it, and on a loaded runtime a task can be polled
+//! after its bound and before that: a request's future first polled long after it arrived,
+//! or woken by its socket. A later timer around it, checked in the same poll, could then
+//! answer first. So every poll that finds the work pending reads the clock, and work still
+//! pending at or after its bound ends there.
 
 use core::future::Future;
 use core::pin::{Pin, pin};
@@ -119,8 +126,12 @@ pub(crate) fn poll_boxed_timer(
 }
 
 /// Polls the timer of work that is pending; `had_budget` says whether the task had coop
-/// budget left before the work was polled.
+/// budget left before the work was polled. The clock is read first: once it has reached the
+/// timer's instant the bound has passed, fired or not.
 fn poll_sleep(sleep: Pin<&mut Sleep>, had_budget: bool, cx: &mut Context<'_>) -> Poll<Elapsed> {
+    if tokio::time::Instant::now() >= sleep.deadline() {
+        return Poll::Ready(Elapsed);
+    }
     let elapsed = if had_budget && !tokio::task::coop::has_budget_remaining() {
         // The work used up the task's budget: the timer is read all the same.
         pin!(tokio::task::unconstrained(sleep)).poll(cx).is_ready()

@@ -7,6 +7,9 @@
 //! - A failure that arrives when the time sent to the next service has run out, or is
 //!   within the allowance of it, is the deadline's, measured against what was really sent:
 //!   the shorter of the time left and a timeout already on the request.
+//! - The clock, not the timer's wake-up, says when the deadline has passed: a handler, a
+//!   scope or a stream still waiting at a poll after it ends there, though tokio's timer
+//!   driver has not yet fired its timer (a later timer around it must never answer first).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -22,7 +25,7 @@ use deadline_core::{Clock, Error, ms};
 use deadline_tokio::DeadlineLayer;
 use deadline_tokio::layer::{BodyError, PropagateError, PropagateLayer};
 use deadline_tokio::time::TokioClock;
-use deadline_tokio::{current, scope_timeout};
+use deadline_tokio::{Tokio, current, scope_timeout};
 use http::{Request, Response, StatusCode};
 use http_body::{Body, Frame};
 use http_body_util::{BodyExt, Full};
@@ -278,4 +281,135 @@ async fn a_downstream_answer_complete_in_time_is_relayed_whole() {
     tokio::time::sleep(ms(10)).await;
     let body = response.into_body().collect().await.unwrap().to_bytes();
     assert_eq!(body, "price: 42");
+}
+
+/// Polls `fut` once with a waker that does nothing.
+fn poll_once<F: Future + Unpin>(fut: &mut F) -> Poll<F::Output> {
+    Pin::new(fut).poll(&mut Context::from_waker(std::task::Waker::noop()))
+}
+
+/// Moves the paused clock by `by` without letting tokio's timer driver run: what a loaded
+/// server sees when a task is woken (by another timer, by its socket) after a stall, before
+/// the driver has fired the timers that came due in it.
+fn move_the_clock_only(by: Duration) {
+    let mut advance = Box::pin(tokio::time::advance(by));
+    // Its first poll moves the clock, then yields to the runtime, which is not run here.
+    assert!(poll_once(&mut advance).is_pending());
+}
+
+/// The clock, not the timer's wake-up, says when the deadline has passed. A handler still
+/// pending when the task is polled after its deadline is answered with the deadline's
+/// answer at that poll, though tokio's timer driver has not yet fired the layer's timer. A
+/// server around the layer that keeps a later timer of its own (tonic's server answers a
+/// `grpc-timeout` that its own timer saw expire as `CANCELLED`) must never answer first.
+#[tokio::test(start_paused = true)]
+async fn a_deadline_the_clock_has_passed_is_answered_before_its_timer_fires() {
+    for (headers, status, grpc_status) in [
+        (
+            &[("x-deadline-ms", "50")][..],
+            StatusCode::GATEWAY_TIMEOUT,
+            None,
+        ),
+        (
+            &[
+                ("grpc-timeout", "50m"),
+                ("content-type", "application/grpc"),
+            ][..],
+            StatusCode::OK,
+            Some("4"),
+        ),
+    ] {
+        let mut server =
+            DeadlineLayer::new(HOP, ms(1_000)).layer(service_fn(|_req: Request<()>| async {
+                std::future::pending::<Result<Response<Full<Bytes>>, Infallible>>().await
+            }));
+        // Polled in time, then again after the deadline (50 ms less the 5 ms allowance);
+        // and first polled only after it, as a request queued behind a stall is.
+        for (first, then) in [(ms(44), Some(ms(2))), (ms(46), None)] {
+            let mut answer = Box::pin(server.call(request(headers)));
+            assert!(then.is_none() || poll_once(&mut answer).is_pending());
+            move_the_clock_only(first);
+            if let Some(then) = then {
+                assert!(poll_once(&mut answer).is_pending(), "{headers:?}: in time");
+                move_the_clock_only(then);
+            }
+            let Poll::Ready(response) = poll_once(&mut answer) else {
+                panic!("{headers:?}: still pending 1 ms after the deadline");
+            };
+            let response = response.unwrap();
+            assert_eq!(response.status(), status, "{headers:?}");
+            let grpc = response.headers().get("grpc-status");
+            assert_eq!(
+                grpc.map(|v| v.to_str().unwrap()),
+                grpc_status,
+                "{headers:?}"
+            );
+        }
+    }
+}
+
+/// The same for [`scope_timeout`], and for the core's generic scope on [`Tokio`]: work still
+/// pending at a poll after its bound is answered with [`Error::DeadlineExceeded`] there,
+/// whatever its timer says.
+#[tokio::test(start_paused = true)]
+async fn a_scope_the_clock_has_passed_ends_before_its_timer_fires() {
+    fn check<F: Future<Output = Result<(), Error>>>(make: impl Fn() -> F) {
+        // Polled in time, then again at its bound.
+        let mut bounded = Box::pin(make());
+        assert!(poll_once(&mut bounded).is_pending());
+        move_the_clock_only(ms(29));
+        assert!(poll_once(&mut bounded).is_pending());
+        move_the_clock_only(ms(1));
+        assert_eq!(
+            poll_once(&mut bounded),
+            Poll::Ready(Err(Error::DeadlineExceeded))
+        );
+        // First polled only after its bound.
+        let mut late = Box::pin(make());
+        move_the_clock_only(ms(31));
+        assert_eq!(
+            poll_once(&mut late),
+            Poll::Ready(Err(Error::DeadlineExceeded))
+        );
+    }
+    check(|| scope_timeout(ms(30), std::future::pending::<()>()));
+    check(|| {
+        deadline_core::runtime::scope_timeout::<Tokio, _>(ms(30), std::future::pending::<()>())
+    });
+}
+
+/// The same for a response body: a gRPC stream waiting for its next message at a poll after
+/// the deadline ends there with `grpc-status: 4`, though its timer has not fired.
+#[tokio::test(start_paused = true)]
+async fn a_stream_the_clock_has_passed_ends_before_its_timer_fires() {
+    let server = DeadlineLayer::new(HOP, ms(1_000)).layer(service_fn(|_req: Request<()>| async {
+        Ok::<_, Infallible>(Response::new(FirstThenWait {
+            sent: false,
+            sleep: Box::pin(tokio::time::sleep(ms(1_000))),
+        }))
+    }));
+    let response = server
+        .oneshot(request(&[
+            ("grpc-timeout", "50m"),
+            ("content-type", "application/grpc"),
+        ]))
+        .await
+        .unwrap();
+    let mut body = Box::pin(response.into_body());
+    let mut frame = || {
+        body.as_mut()
+            .poll_frame(&mut Context::from_waker(std::task::Waker::noop()))
+    };
+    let Poll::Ready(Some(Ok(first))) = frame() else {
+        panic!("the first message is ready");
+    };
+    assert_eq!(first.into_data().unwrap(), "first");
+    assert!(frame().is_pending());
+    move_the_clock_only(ms(44));
+    assert!(frame().is_pending(), "still in time");
+    move_the_clock_only(ms(2));
+    let Poll::Ready(Some(Ok(last))) = frame() else {
+        panic!("still waiting 1 ms after the deadline");
+    };
+    assert_eq!(last.into_trailers().unwrap()["grpc-status"], "4");
 }

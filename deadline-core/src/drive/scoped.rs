@@ -211,6 +211,11 @@ impl<Rt: Runtime, F: Future> Future for Scope<Rt, F> {
         if let Poll::Ready(output) = this.fut.as_mut().poll(cx) {
             return Poll::Ready(Ok(output));
         }
+        // The clock, not the wake-up: a timer may still read pending when its task is polled
+        // after its instant (tokio's does until its driver has run).
+        if this.fut.deadline.is_expired(Rt::timer().now()) {
+            return Poll::Ready(Err(Error::DeadlineExceeded));
+        }
         if this.sleep.is_none() {
             let deadline =
                 current::<Rt>().map_or(this.fut.deadline, |outer| outer.min(this.fut.deadline));

@@ -108,6 +108,16 @@
 //!    for the timer, and its body is bounded as [`DeadlineBody`] says: a response complete
 //!    at the deadline is delivered whole, and a gRPC, binary gRPC-Web or Connect stream cut
 //!    there ends after a whole message (of up to 4 MiB), with the deadline's status.
+//!    Every poll that finds the handler or its body waiting reads the clock, so one still
+//!    waiting when its task is polled after the deadline ends there, even if tokio's timer
+//!    driver, behind on a loaded runtime, has not fired the layer's timer yet.
+//!
+//! tonic's server keeps a timer of its own for `grpc-timeout` around every layer, and
+//! answers its expiry as `CANCELLED`. It runs out the [reply margin](crate::DeadlineLayer::with_reply_margin)
+//! after the layer's deadline, and each poll reaches the layer before it, so the layer
+//! answers first unless the thread stalls for longer than the margin between the two, inside
+//! one poll (seen only with the test machine's two cores saturated by busy loops at a higher
+//! priority: about one call in 5 000). A wider margin makes that rarer.
 //!
 //! Every answer the layer makes is in the request's protocol ([`Answer`](deadline_core::wire::Answer)): a gRPC request
 //! gets HTTP 200 trailers-only with `grpc-status`, in its own content type and codec (a
