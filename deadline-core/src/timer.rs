@@ -14,8 +14,10 @@ use crate::time::{Clock, Instant};
 ///
 /// - The future completes at or after `at`, as read by [`Clock::now`] on the same value. A
 ///   timer may wake late, and may read pending at a poll after `at` (tokio's does until its
-///   timer driver has run). The driver and [`scope`](crate::runtime::scope) read the clock
-///   at every poll that finds their work pending, and trust the clock, not the wake-up.
+///   timer driver has run). The driver reads the clock at every poll and trusts it, not the
+///   wake-up; so does [`scope`](crate::runtime::scope), at every poll that finds its work
+///   pending, unless the timer says its sleep reads the clock
+///   ([`Timer::SLEEP_READS_CLOCK`]).
 /// - An `at` in the past completes at the next poll, or as soon as the runtime's timer has
 ///   caught up with the clock.
 /// - Dropping the future cancels the sleep.
@@ -23,12 +25,22 @@ pub trait Timer: Clock {
     /// The future returned by [`Timer::sleep_until`].
     type Sleep: Future<Output = ()>;
 
+    /// Whether the sleep reads the clock when it is polled, and so completes at any poll at
+    /// or after its instant (embassy's, async-io's and the manual timer's do). Tokio's does
+    /// not: it completes once tokio's timer driver has run, which on a loaded runtime can be
+    /// after its task is polled. While this is `false` (the default),
+    /// [`scope`](crate::runtime::scope) reads the clock itself at each poll that finds its
+    /// work pending; a timer whose sleep reads it saves that read (and, on a
+    /// microcontroller, its code).
+    const SLEEP_READS_CLOCK: bool = false;
+
     /// A future that completes once the clock reads `at` or later.
     fn sleep_until(&self, at: Instant) -> Self::Sleep;
 }
 
 impl<T: Timer + ?Sized> Timer for &T {
     type Sleep = T::Sleep;
+    const SLEEP_READS_CLOCK: bool = T::SLEEP_READS_CLOCK;
     fn sleep_until(&self, at: Instant) -> Self::Sleep {
         (**self).sleep_until(at)
     }

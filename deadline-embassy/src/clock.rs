@@ -209,6 +209,7 @@ impl Clock for EmbassyTimer {
 
 impl Timer for EmbassyTimer {
     type Sleep = EmbassySleep;
+    const SLEEP_READS_CLOCK: bool = true;
 
     // One copy, as for `now`.
     #[inline(never)]

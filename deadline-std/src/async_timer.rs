@@ -39,6 +39,8 @@ impl Clock for AsyncIoTimer {
 
 impl Timer for AsyncIoTimer {
     type Sleep = AsyncIoSleep;
+    // async-io's timer compares its instant with the clock at each poll.
+    const SLEEP_READS_CLOCK: bool = true;
 
     fn sleep_until(&self, at: Instant) -> AsyncIoSleep {
         AsyncIoSleep {

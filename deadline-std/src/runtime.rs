@@ -115,6 +115,7 @@ impl Clock for ThreadTimer {
 
 impl Timer for ThreadTimer {
     type Sleep = ThreadSleep;
+    const SLEEP_READS_CLOCK: bool = true;
 
     fn sleep_until(&self, at: Instant) -> ThreadSleep {
         ThreadSleep { at }

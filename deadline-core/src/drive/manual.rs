@@ -161,6 +161,7 @@ impl Clock for ManualTimer {
 
 impl<'a> Timer for &'a ManualTimer {
     type Sleep = ManualSleep<'a>;
+    const SLEEP_READS_CLOCK: bool = true;
 
     fn sleep_until(&self, at: Instant) -> ManualSleep<'a> {
         ManualSleep { timer: self, at }

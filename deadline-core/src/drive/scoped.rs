@@ -213,7 +213,9 @@ impl<Rt: Runtime, F: Future> Future for Scope<Rt, F> {
         }
         // The clock, not the wake-up: a timer may still read pending when its task is polled
         // after its instant (tokio's does until its driver has run).
-        if this.fut.deadline.is_expired(Rt::timer().now()) {
+        if !<Rt::Timer as Timer>::SLEEP_READS_CLOCK
+            && this.fut.deadline.is_expired(Rt::timer().now())
+        {
             return Poll::Ready(Err(Error::DeadlineExceeded));
         }
         if this.sleep.is_none() {
