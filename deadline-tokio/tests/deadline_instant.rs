@@ -23,7 +23,7 @@ use bytes::Bytes;
 use deadline_core::wire::{DeadlineHeader, GrpcTimeout, Propagation};
 use deadline_core::{Clock, Error, ms};
 use deadline_tokio::DeadlineLayer;
-use deadline_tokio::layer::{BodyError, PropagateError, PropagateLayer};
+use deadline_tokio::layer::{BodyError, DeadlineBody, PropagateError, PropagateLayer};
 use deadline_tokio::time::TokioClock;
 use deadline_tokio::{Tokio, current, scope_timeout};
 use http::{Request, Response, StatusCode};
@@ -148,23 +148,29 @@ impl Body for FirstThenWait {
     }
 }
 
-/// A stream that must wait for its next frame at the deadline is cut there, the way its
-/// protocol expects: a gRPC stream ends with `grpc-status: 4` in its trailers.
-#[tokio::test(start_paused = true)]
-async fn a_stream_still_waiting_at_the_deadline_ends_with_its_protocols_deadline() {
+/// The layer's response to a gRPC request with 50 ms left, whose handler answers a stream
+/// that sends one message at once and then waits a second for the next.
+async fn a_grpc_stream_that_waits_after_one_message() -> Response<DeadlineBody<FirstThenWait>> {
     let server = DeadlineLayer::new(HOP, ms(1_000)).layer(service_fn(|_req: Request<()>| async {
         Ok::<_, Infallible>(Response::new(FirstThenWait {
             sent: false,
             sleep: Box::pin(tokio::time::sleep(ms(1_000))),
         }))
     }));
-    let response = server
+    server
         .oneshot(request(&[
             ("grpc-timeout", "50m"),
             ("content-type", "application/grpc"),
         ]))
         .await
-        .unwrap();
+        .unwrap()
+}
+
+/// A stream that must wait for its next frame at the deadline is cut there, the way its
+/// protocol expects: a gRPC stream ends with `grpc-status: 4` in its trailers.
+#[tokio::test(start_paused = true)]
+async fn a_stream_still_waiting_at_the_deadline_ends_with_its_protocols_deadline() {
+    let response = a_grpc_stream_that_waits_after_one_message().await;
     let start = TokioClock.now();
     let collected = response.into_body().collect().await.unwrap();
     let trailers = collected.trailers().cloned().unwrap();
@@ -386,19 +392,7 @@ async fn a_scope_the_clock_has_passed_ends_before_its_timer_fires() {
 /// the deadline ends there with `grpc-status: 4`, though its timer has not fired.
 #[tokio::test(start_paused = true)]
 async fn a_stream_the_clock_has_passed_ends_before_its_timer_fires() {
-    let server = DeadlineLayer::new(HOP, ms(1_000)).layer(service_fn(|_req: Request<()>| async {
-        Ok::<_, Infallible>(Response::new(FirstThenWait {
-            sent: false,
-            sleep: Box::pin(tokio::time::sleep(ms(1_000))),
-        }))
-    }));
-    let response = server
-        .oneshot(request(&[
-            ("grpc-timeout", "50m"),
-            ("content-type", "application/grpc"),
-        ]))
-        .await
-        .unwrap();
+    let response = a_grpc_stream_that_waits_after_one_message().await;
     let mut body = Box::pin(response.into_body());
     let mut frame = || {
         body.as_mut()
