@@ -146,18 +146,21 @@ impl QueueAdmission {
     ///
     /// # Errors
     ///
-    /// [`Error::Shed`] when the request waited too long or has too little time left.
+    /// - [`Error::DeadlineExceeded`] when the deadline has already passed, however long the
+    ///   request waited: as [`Admission::admit`], no other replica can do better;
+    /// - [`Error::Shed`] when the request waited too long or has too little time left.
     pub const fn admit_queued(
         &self,
         deadline: Deadline,
         enqueued: Instant,
         now: Instant,
     ) -> Result<Duration, Error> {
+        let admitted = self.admission.admit(deadline, now);
         let waited = now.saturating_duration_since(enqueued);
-        if waited.as_nanos() > self.max_queue_delay.as_nanos() {
+        if admitted.is_ok() && waited.as_nanos() > self.max_queue_delay.as_nanos() {
             return Err(Error::Shed);
         }
-        self.admission.admit(deadline, now)
+        admitted
     }
 
     /// The rule on the time left, without the queue's.

@@ -79,6 +79,27 @@ fn the_queue_delay_threshold_sheds_a_long_wait_even_with_time_left() {
     );
 }
 
+/// A request whose deadline has passed while it waited too long in the queue is the
+/// deadline's (504, `DEADLINE_EXCEEDED`: no other replica can do better), not shed (503,
+/// `UNAVAILABLE`, which invites a retry elsewhere), as `Admission::admit` rules.
+#[test]
+fn a_queued_request_past_its_deadline_is_answered_as_the_deadline() {
+    let admission = Admission::new(ms(5)).with_max_queue_delay(ms(50));
+    let enqueued = Instant::from_millis(1_000);
+    let deadline = Deadline::after(enqueued, ms(40));
+    let now = enqueued + ms(60);
+    assert_eq!(
+        admission.admit_queued(deadline, enqueued, now),
+        Err(Error::DeadlineExceeded)
+    );
+    // Too little time left, and waited too long: shed, either way.
+    let deadline = Deadline::after(enqueued, ms(62));
+    assert_eq!(
+        admission.admit_queued(deadline, enqueued, now),
+        Err(Error::Shed)
+    );
+}
+
 #[test]
 fn a_shed_request_is_answered_503_or_unavailable() {
     let admission = Admission::new(ms(20));

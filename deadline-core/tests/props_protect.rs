@@ -217,10 +217,12 @@ proptest! {
         if let Some(max) = max_queue {
             let queued = admission.with_max_queue_delay(std::time::Duration::from_micros(max));
             let waited = now.saturating_sub(enqueued);
-            prop_assert_eq!(
-                queued.admit_queued(d, Instant::from_micros(enqueued), now_i).is_ok(),
-                fits && waited <= max
-            );
+            let queued = queued.admit_queued(d, Instant::from_micros(enqueued), now_i);
+            prop_assert_eq!(queued.is_ok(), fits && waited <= max);
+            // Expired: the deadline's, however long it waited.
+            if left == 0 {
+                prop_assert_eq!(queued, Err(Error::DeadlineExceeded));
+            }
         }
     }
 }
