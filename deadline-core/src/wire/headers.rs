@@ -29,6 +29,10 @@ pub const GRPC_STATUS: &str = "grpc-status";
 /// A gRPC response's status message.
 pub const GRPC_MESSAGE: &str = "grpc-message";
 
+/// A gRPC response's status details: a serialized `google.rpc.Status`, whose code a client
+/// checks against `grpc-status` (grpc-go answers `INTERNAL` when they differ).
+pub const GRPC_STATUS_DETAILS_BIN: &str = "grpc-status-details-bin";
+
 /// gRPC's retry pushback (gRFC A6): milliseconds to wait before retrying, or a negative
 /// value for "do not retry".
 pub const GRPC_RETRY_PUSHBACK_MS: &str = "grpc-retry-pushback-ms";

@@ -125,8 +125,8 @@ pub use error::WireError;
 pub use grpc_timeout::{GrpcTimeout, GrpcUnit};
 pub use headers::{
     CONNECT_PROTOCOL_VERSION, CONNECT_TIMEOUT_MS, CONTENT_ENCODING, CONTENT_TYPE, DeadlineHeader,
-    ENVOY_EXPECTED_RQ_TIMEOUT_MS, GRPC_MESSAGE, GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS, GRPC_TIMEOUT,
-    Incoming, Malformed, RETRY_AFTER, X_DEADLINE_MS,
+    ENVOY_EXPECTED_RQ_TIMEOUT_MS, GRPC_MESSAGE, GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS,
+    GRPC_STATUS_DETAILS_BIN, GRPC_TIMEOUT, Incoming, Malformed, RETRY_AFTER, X_DEADLINE_MS,
 };
 pub use millis::{ConnectTimeout, DeadlineMs};
 pub use propagation::{Outgoing, Propagation};

@@ -5,7 +5,7 @@ use core::pin::Pin;
 use core::task::{Context, Poll};
 
 use bytes::Bytes;
-use deadline_core::wire::{Failure, GRPC_MESSAGE, GRPC_STATUS, Sent};
+use deadline_core::wire::{Failure, GRPC_MESSAGE, GRPC_STATUS, GRPC_STATUS_DETAILS_BIN, Sent};
 use deadline_core::{Clock, Error};
 use http_body::{Body, Frame, SizeHint};
 
@@ -148,7 +148,8 @@ where
 }
 
 /// A frame passed on: trailers whose gRPC status is the deadline's are rewritten to
-/// `DEADLINE_EXCEEDED`.
+/// `DEADLINE_EXCEEDED`, without the details of the status they replace (a client checks
+/// their code against `grpc-status`).
 fn relay(frame: Frame<Bytes>, sent: Sent) -> Frame<Bytes> {
     match frame.into_trailers() {
         Ok(mut trailers) => {
@@ -160,6 +161,7 @@ fn relay(frame: Frame<Bytes>, sent: Sent) -> Frame<Bytes> {
                 let code = error.grpc_code().as_u8().to_string();
                 set(&mut trailers, GRPC_STATUS, code.as_bytes());
                 set(&mut trailers, GRPC_MESSAGE, error.reason().as_bytes());
+                trailers.remove(GRPC_STATUS_DETAILS_BIN);
             }
             Frame::trailers(trailers)
         }
