@@ -149,6 +149,78 @@ fn a_response_is_enveloped_when_its_head_says_so() {
     }
 }
 
+/// A body not read as messages ends at its deadline as its protocol ends one, unless that
+/// ending goes into the body (gRPC-Web's trailer frame, Connect's end-stream message) and the
+/// response says the body is something else (another content type, or compressed whole):
+/// then as a cut stream, with nothing written into it. gRPC's trailers go beside any body.
+#[test]
+fn a_body_not_read_as_messages_ends_without_corrupting_it() {
+    let head = |content_type: Option<&'static str>, encoding: Option<&'static str>| {
+        move |name: &'static str| match name {
+            "content-type" => content_type.map(str::as_bytes),
+            "content-encoding" => encoding.map(str::as_bytes),
+            _ => None,
+        }
+    };
+    let web = Protocol::GrpcWeb {
+        text: false,
+        json: false,
+    };
+    let web_text = Protocol::GrpcWeb {
+        text: true,
+        json: false,
+    };
+    let connect = Protocol::ConnectStream { json: false };
+    for protocol in [web, web_text, connect] {
+        let own = match protocol {
+            Protocol::GrpcWeb { text: true, .. } => "application/grpc-web-text+proto",
+            Protocol::GrpcWeb { .. } => "application/grpc-web+proto",
+            _ => "application/connect+json",
+        };
+        // Saying nothing, or its own type uncompressed: the protocol's ending.
+        for (content_type, encoding) in [
+            (None, None),
+            (Some(own), None),
+            (Some(own), Some("identity")),
+        ] {
+            let cut = Envelopes::cut_unread(protocol, head(content_type, encoding));
+            assert_eq!(
+                cut,
+                protocol.cut(),
+                "{protocol:?} {content_type:?} {encoding:?}"
+            );
+        }
+        // Something else: a cut stream.
+        for (content_type, encoding) in [
+            (Some(own), Some("gzip")),
+            (None, Some("br")),
+            (Some("text/html"), None),
+            (Some("text/event-stream"), None),
+            (Some("application/grpc"), None),
+        ] {
+            let cut = Envelopes::cut_unread(protocol, head(content_type, encoding));
+            assert_eq!(
+                cut,
+                Cut::Reset,
+                "{protocol:?} {content_type:?} {encoding:?}"
+            );
+        }
+    }
+    // Binary and text gRPC-Web end alike only with their own framing.
+    let cut = Envelopes::cut_unread(web_text, head(Some("application/grpc-web+proto"), None));
+    assert_eq!(cut, Cut::Reset);
+    // gRPC's trailers, and plain HTTP's and Connect unary's reset, whatever the response.
+    for (content_type, encoding) in [(None, None), (Some("text/html"), Some("gzip"))] {
+        let head = head(content_type, encoding);
+        assert_eq!(Envelopes::cut_unread(GRPC, head), GRPC.cut());
+        assert_eq!(Envelopes::cut_unread(Protocol::Http, head), Cut::Reset);
+        assert_eq!(
+            Envelopes::cut_unread(Protocol::ConnectUnary, head),
+            Cut::Reset
+        );
+    }
+}
+
 #[test]
 fn only_enveloped_protocols_are_read() {
     for protocol in [

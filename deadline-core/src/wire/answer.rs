@@ -323,7 +323,10 @@ pub enum Cut {
 }
 
 impl Protocol {
-    /// How a response body of this protocol that is still streaming at its deadline ends.
+    /// How a response body of this protocol's messages that is still streaming at its
+    /// deadline ends, between two messages ([`Envelopes::cut`](super::Envelopes::cut) says
+    /// when it is). A body that is not its messages ends as
+    /// [`Envelopes::cut_unread`](super::Envelopes::cut_unread) says.
     ///
     /// ```
     /// use deadline_core::wire::{Cut, GrpcCode, Protocol};

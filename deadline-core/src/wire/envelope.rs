@@ -10,6 +10,22 @@ use super::protocol::Protocol;
 /// big-endian).
 const PREFIX: u8 = 5;
 
+/// Whether bodies of `a` and `b` end alike: both gRPC-Web, binary or both text, or both
+/// Connect streaming, whatever their codecs.
+const fn framed_alike(a: Protocol, b: Protocol) -> bool {
+    match (a, b) {
+        (Protocol::GrpcWeb { text: a, .. }, Protocol::GrpcWeb { text: b, .. }) => a == b,
+        (Protocol::ConnectStream { .. }, Protocol::ConnectStream { .. }) => true,
+        _ => false,
+    }
+}
+
+/// Whether a response's `content-encoding` is over its whole body (any but `identity`).
+fn encoded_whole<'a>(header: &mut impl FnMut(&'static str) -> Option<&'a [u8]>) -> bool {
+    header(CONTENT_ENCODING)
+        .is_some_and(|coding| !coding.trim_ascii().eq_ignore_ascii_case(b"identity"))
+}
+
 /// Where a response body of length-prefixed messages stands between its messages, read frame
 /// by frame as it is sent.
 ///
@@ -124,9 +140,55 @@ impl Envelopes {
             .and_then(Protocol::of_content_type)
             .and_then(Envelopes::of)
             .is_some();
-        let encoded_whole = header(CONTENT_ENCODING)
-            .is_some_and(|coding| !coding.trim_ascii().eq_ignore_ascii_case(b"identity"));
-        (enveloped && !encoded_whole).then_some(envelopes)
+        (enveloped && !encoded_whole(&mut header)).then_some(envelopes)
+    }
+
+    /// How a response body to a request of `protocol` that is not read as messages
+    /// ([`of_response`](Self::of_response) is `None`) ends when it is still streaming at its
+    /// deadline, the response's headers read with `header` as there.
+    ///
+    /// As the protocol ends a body ([`Protocol::cut`]), except where that ending is written
+    /// into the body (gRPC-Web's trailer frame, Connect's end-stream message) and the response
+    /// says its body is something else: a content type that is not the protocol's (an error
+    /// page, an event stream), or a `content-encoding` over the whole body. The protocol's last
+    /// message written into such a body would not end it but corrupt it (inside a gzip stream,
+    /// say): it ends as a cut stream ([`Cut::Reset`]). gRPC's trailers travel beside the body
+    /// and end any; a response that does not say what its body is keeps its protocol's ending.
+    ///
+    /// ```
+    /// use deadline_core::wire::{Cut, Envelopes, Protocol};
+    ///
+    /// let connect = Protocol::ConnectStream { json: false };
+    /// let gzipped = |name| match name {
+    ///     "content-type" => Some(&b"application/connect+proto"[..]),
+    ///     "content-encoding" => Some(&b"gzip"[..]),
+    ///     _ => None,
+    /// };
+    /// assert!(Envelopes::of_response(connect, gzipped).is_none());
+    /// assert_eq!(Envelopes::cut_unread(connect, gzipped), Cut::Reset);
+    /// assert!(matches!(Envelopes::cut_unread(connect, |_| None), Cut::EndStream(_)));
+    /// ```
+    #[must_use]
+    #[inline]
+    pub fn cut_unread<'a>(
+        protocol: Protocol,
+        mut header: impl FnMut(&'static str) -> Option<&'a [u8]>,
+    ) -> Cut {
+        let in_the_body = matches!(
+            protocol,
+            Protocol::GrpcWeb { .. } | Protocol::ConnectStream { .. }
+        );
+        if !in_the_body {
+            return protocol.cut();
+        }
+        let other_type = header(CONTENT_TYPE).is_some_and(|value| {
+            !Protocol::of_content_type(value).is_some_and(|theirs| framed_alike(theirs, protocol))
+        });
+        if other_type || encoded_whole(&mut header) {
+            Cut::Reset
+        } else {
+            protocol.cut()
+        }
     }
 
     /// Reads `frame`, the body's next bytes, and says how many of them may be sent now: every

@@ -6,14 +6,14 @@ use core::task::{Context, Poll};
 use core::time::Duration;
 
 use deadline_core::wire::Admission;
-use deadline_core::wire::{Answer, Envelopes, Incoming, Propagation, Protocol, ServerPolicy};
+use deadline_core::wire::{Answer, Incoming, Propagation, Protocol, ServerPolicy};
 use deadline_core::{Clock, Deadline, Error};
 use http::{Request, Response};
 use tower_layer::Layer;
 use tower_service::Service;
 
 use super::answer::render;
-use super::headers::{Scanned, lookup};
+use super::headers::Scanned;
 use super::server_body::DeadlineBody;
 use crate::bounded::Bounded;
 use crate::clock::TokioClock;
@@ -259,10 +259,7 @@ where
                     Poll::Pending => Poll::Pending,
                     Poll::Ready(Ok(answer)) => Poll::Ready(answer.map(|response| {
                         let (parts, body) = response.into_parts();
-                        // A body of gRPC or Connect messages goes whole message by whole
-                        // message.
-                        let envelopes = Envelopes::of_response(protocol, lookup(&parts.headers));
-                        let body = DeadlineBody::inner(body, deadline, protocol, envelopes);
+                        let body = DeadlineBody::inner(body, deadline, protocol, &parts.headers);
                         Response::from_parts(parts, body)
                     })),
                     Poll::Ready(Err(_elapsed)) => {
