@@ -320,6 +320,57 @@ async fn the_report_is_there_when_asked_for() {
     assert_eq!(R.latency().count(), 2);
 }
 
+/// An attempt that ends with an error saying it ran out of time (a classifier's
+/// `Outcome::TimedOut`, as for a downstream's 504; or any failure at its timeout, as when a
+/// client's own timer set to the attempt's limit fires first) is that attempt's timeout:
+/// counted, and recorded in the dependency's histogram at the time it ran, as when the
+/// driver cuts an attempt off. Virtual time: the clock moves only when every task waits.
+#[tokio::test(start_paused = true)]
+async fn a_timeout_the_attempt_reports_itself_goes_to_the_histogram() {
+    static TOLD: Dependency = Dependency::new(Policy::required("told").with_cap(ms(100)));
+    static OWN_TIMER: Dependency = Dependency::new(Policy::required("own").with_cap(ms(100)));
+
+    let called = scope_timeout(ms(500), async {
+        TOLD.run(|_| async {
+            tokio::time::sleep(ms(30)).await;
+            Err::<(), _>("504 from below")
+        })
+        .classify(|_| Outcome::TimedOut)
+        .report()
+        .await
+    })
+    .await
+    .expect("inside its scope");
+    assert_eq!((called.report.attempts, called.report.timeouts), (1, 1));
+    assert_eq!(TOLD.latency().count(), 1);
+    // At the 30 ms it ran, not at its 100 ms timeout.
+    let (low, high) = (TOLD.latency().min().unwrap(), TOLD.latency().max().unwrap());
+    assert!(
+        low <= ms(30) && ms(30) <= high && high < ms(40),
+        "{low:?}..{high:?}"
+    );
+
+    // An error at the attempt's limit, from a timer of the attempt's own.
+    let called = scope_timeout(ms(500), async {
+        OWN_TIMER
+            .run(|limits| async move {
+                tokio::time::sleep(limits.timeout()).await;
+                Err::<(), _>("the client's own timeout")
+            })
+            .report()
+            .await
+    })
+    .await
+    .expect("inside its scope");
+    assert_eq!((called.report.attempts, called.report.timeouts), (1, 1));
+    assert_eq!(
+        called.result,
+        Err(CallError::Library(Error::Timeout { after: ms(100) }))
+    );
+    assert_eq!(OWN_TIMER.latency().count(), 1);
+    assert!(OWN_TIMER.latency().max().unwrap() >= ms(100));
+}
+
 /// A deadline-only dependency: the same one-line call, one attempt per call whatever the
 /// policy says about retries, its timeout from the time left, recorded like any other.
 #[tokio::test(start_paused = true)]

@@ -650,6 +650,11 @@ async fn a_hung_dependency_times_out_with_the_librarys_error() {
     assert_eq!(Instant::now() - start, ms(320));
     let counts = HUNG.counters().snapshot();
     assert_eq!((counts.retries, counts.timeouts), (2, 3));
+    // Each timeout in the histogram, at its cap: the layer's own bound on the time it sent
+    // ends the attempt first, as an error that says it ran out of time.
+    assert_eq!(HUNG.latency().count(), 3);
+    let (low, high) = (HUNG.latency().min().unwrap(), HUNG.latency().max().unwrap());
+    assert!(low <= ms(100) && ms(99) <= high, "{low:?}..{high:?}");
 }
 
 #[tokio::test(start_paused = true)]

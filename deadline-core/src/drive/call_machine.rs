@@ -450,19 +450,19 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
         let Some(failed) = self.take(slot) else {
             return;
         };
-        let number = failed.number();
-        let fatal = self.course.failed(failed, error, outcome, now);
+        let attempt = failed.number();
+        let ran_out = self.course.failed(failed, error, outcome, now);
         if M::FULL {
             self.retry_due = true;
         }
-        observer.on_event(&Event::new(
-            now,
-            EventKind::Failed {
-                attempt: number,
-                outcome,
-            },
-        ));
-        if fatal {
+        // An error that says the attempt ran out of time is its timeout: heard as one (the
+        // dependency's histogram records it, as when the driver cuts an attempt off).
+        let kind = match ran_out {
+            Some(after) => EventKind::TimedOut { attempt, after },
+            None => EventKind::Failed { attempt, outcome },
+        };
+        observer.on_event(&Event::new(now, kind));
+        if outcome == Outcome::Fatal {
             self.give_up(GiveUp::NotRetryable, now, observer);
         } else if M::FULL && self.stage == Stage::Backoff {
             self.pushback_on_backoff(outcome, now, observer);

@@ -165,9 +165,11 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
     }
 
     /// The attempt failed at `now` with its own `error`, which the classifier read as
-    /// `outcome`. Returns whether the call ends now ([`Outcome::Fatal`]: every other copy
-    /// would fail alike, so cancel the attempts still running and
-    /// [`give_up`](Course::give_up) with [`GiveUp::NotRetryable`]).
+    /// `outcome`. Returns how long it ran when it ran out of time (below): it is then a
+    /// timeout, never a failure that ends the call. A failure that is not a timeout ends the
+    /// call when it is [`Outcome::Fatal`]: every other copy would fail alike, so cancel the
+    /// attempts still running and [`give_up`](Course::give_up) with
+    /// [`GiveUp::NotRetryable`].
     ///
     /// An error read as [`Outcome::TimedOut`] is a limit of the attempt's own running out: a
     /// socket's read timeout set from its limits (at [`until`](Limits::until)), a shorter
@@ -191,18 +193,18 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
         error: E,
         outcome: Outcome,
         now: Instant,
-    ) -> bool {
+    ) -> Option<Duration> {
         let out_of_time = outcome == Outcome::TimedOut
             || (now >= attempt.until && matches!(outcome, Outcome::Failed | Outcome::Refused));
         if out_of_time {
             let ran = now.saturating_duration_since(attempt.started);
             let after = ran.min(attempt.timeout());
             self.ran_out(attempt, after, now);
-            return false;
+            return Some(after);
         }
         self.settle_breaker(&mut attempt, BreakerOutcome::of_attempt(outcome), now);
         self.record_failure(Failure::Error(error), outcome, now);
-        outcome == Outcome::Fatal
+        None
     }
 
     /// The driver cut the attempt off at `now`, its timeout having passed with no answer.

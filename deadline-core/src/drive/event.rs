@@ -58,11 +58,13 @@ pub enum EventKind {
         /// What the classifier made of the error.
         outcome: Outcome,
     },
-    /// An attempt's timeout passed with no answer: it was cut off.
+    /// An attempt ran out of time: its timeout passed with no answer and it was cut off, or
+    /// it ended with an error that says so (one classified [`Outcome::TimedOut`], or a
+    /// failure at or after its timeout).
     TimedOut {
         /// The attempt's number.
         attempt: u32,
-        /// Its timeout.
+        /// How long it ran: its timeout, or less for an error that came before it.
         after: Duration,
     },
     /// An attempt ended having sent nothing: its time was too short to send a request
