@@ -198,7 +198,7 @@ impl<'n> Policy<'n> {
     #[must_use]
     pub const fn not_idempotent(mut self) -> Self {
         assert!(
-            self.hedge.is_none(),
+            self.hedge().is_none(),
             "a policy that hedges cannot be made not idempotent: a hedge runs the call twice"
         );
         self.idempotence = Idempotence::NotIdempotent;
@@ -217,7 +217,7 @@ impl<'n> Policy<'n> {
     #[must_use]
     pub const fn with_idempotence(mut self, idempotence: Idempotence) -> Self {
         assert!(
-            self.hedge.is_none() || matches!(idempotence, Idempotence::Idempotent),
+            self.hedge().is_none() || matches!(idempotence, Idempotence::Idempotent),
             "a policy that hedges must stay idempotent: a hedge runs the call twice"
         );
         assert!(
@@ -256,17 +256,18 @@ impl<'n> Policy<'n> {
         self
     }
 
-    /// The same policy with hedged requests as `hedge` says.
+    /// The same policy with hedged requests as `hedge` says (none when its
+    /// [`max_hedges`](HedgePolicy::max_hedges) is 0).
     ///
     /// # Panics
     ///
-    /// Unless the policy is [`idempotent`](Self::idempotent) (said before this): a hedge is a
-    /// second copy of a call while the first may still run. In a `static` or a `const`, that
-    /// is a compile error.
+    /// For a `hedge` with at least one copy, unless the policy is
+    /// [`idempotent`](Self::idempotent) (said before this): a hedge is a second copy of a call
+    /// while the first may still run. In a `static` or a `const`, that is a compile error.
     #[must_use]
     pub const fn with_hedge(mut self, hedge: HedgePolicy) -> Self {
         assert!(
-            matches!(self.idempotence, Idempotence::Idempotent),
+            hedge.max_hedges == 0 || matches!(self.idempotence, Idempotence::Idempotent),
             "hedges need an idempotent policy: a hedge runs a second copy of the call while \
              the first may still run; add .idempotent() before the hedge"
         );
@@ -325,23 +326,33 @@ impl<'n> Policy<'n> {
     /// The same policy with up to `hedges` hedged copies per call, after the delay that
     /// [`with_hedge_after`](Policy::with_hedge_after) or
     /// [`with_hedge_at_p95`](Policy::with_hedge_at_p95) sets (before or after this); 0 turns
-    /// hedging off. Hedges with no delay set are never due: a
-    /// [`Dependency`](crate::Dependency) made with them does not compile.
+    /// hedging off, and a delay set after it keeps it off. Hedges with no delay set are never
+    /// due: a [`Dependency`](crate::Dependency) made with them does not compile.
+    ///
+    /// ```
+    /// use deadline_core::{Policy, ms};
+    ///
+    /// // The number from configuration, the delay in code: 0 means no hedging, in either order.
+    /// let hedges = 0;
+    /// let policy = Policy::required("pricing").idempotent().with_cap(ms(110));
+    /// assert_eq!(policy.with_hedges(hedges).with_hedge_after(ms(60)).hedge(), None);
+    /// assert_eq!(policy.with_hedge_after(ms(60)).with_hedges(hedges).hedge(), None);
+    /// ```
     ///
     /// # Panics
     ///
     /// For `hedges > 0`, as [`with_hedge`](Self::with_hedge).
     #[must_use]
-    pub const fn with_hedges(mut self, hedges: u32) -> Self {
-        match (self.hedge, hedges) {
-            (_, 0) => {
-                self.hedge = None;
-                self
-            }
-            (Some(h), n) => self.with_hedge(HedgePolicy { max_hedges: n, ..h }),
+    pub const fn with_hedges(self, hedges: u32) -> Self {
+        let hedge = match self.hedge {
+            Some(h) => HedgePolicy {
+                max_hedges: hedges,
+                ..h
+            },
             // No delay yet: never, until one is set.
-            (None, n) => self.with_hedge(HedgePolicy::new(Duration::MAX, n)),
-        }
+            None => HedgePolicy::new(Duration::MAX, hedges),
+        };
+        self.with_hedge(hedge)
     }
 
     /// The same policy, saying which quantile of the live latencies its cap should stand
@@ -390,7 +401,10 @@ impl<'n> Policy<'n> {
     ///
     /// # Panics
     ///
-    /// If `min > max`. In a `static` or a `const`, that is a compile error.
+    /// If `min > max`. In a `static` or a `const`, that is a compile error. A
+    /// [`Dependency`](crate::Dependency) made with the policy also refuses a `min` under the
+    /// floor, as it refuses a floor above a fixed cap: a cap moved there would refuse every
+    /// call, and a refused call records no latency that could move it back.
     #[cfg(feature = "advice")]
     #[must_use]
     pub const fn with_adaptive_cap(mut self, min: Duration, max: Duration) -> Self {
@@ -506,10 +520,14 @@ impl<'n> Policy<'n> {
         self.retry
     }
 
-    /// The hedges, if any.
+    /// The hedges, if any: `None` when the policy sends no hedged copy (none set, or
+    /// [`with_hedges(0)`](Self::with_hedges)).
     #[must_use]
     pub const fn hedge(&self) -> Option<HedgePolicy> {
-        self.hedge
+        match self.hedge {
+            Some(h) if h.max_hedges > 0 => Some(h),
+            _ => None,
+        }
     }
 
     /// The cap in whole microseconds; `u64::MAX` for none.
@@ -530,9 +548,22 @@ impl<'n> Policy<'n> {
         self.connect_us
     }
 
+    /// The same policy with no hedge policy at all where it sends no hedged copy
+    /// ([`with_hedges(0)`](Self::with_hedges) keeps its delay for a number set later): what a
+    /// [`Dependency`](crate::Dependency) keeps, so that its calls read "no hedges" once.
+    #[cfg(feature = "drive")]
+    pub(crate) const fn sending_hedges_only(mut self) -> Self {
+        if self.hedge().is_none() {
+            self.hedge = None;
+        }
+        self
+    }
+
     /// Panics when a setting could never act: a floor above the cap (no call would ever be
     /// made), or, when `hedged` (the calls may hedge), a fixed hedge delay at or past the cap
-    /// (each attempt has timed out by the time its hedge is due). A
+    /// (each attempt has timed out by the time its hedge is due); with feature `advice`, an
+    /// adaptive cap whose lower bound is under the floor (once there, no call is made, and
+    /// nothing moves it back). A
     /// [`Dependency`](crate::Dependency) checks its policy when it is made: in a `static` or
     /// a `const`, a compile error.
     #[cfg(feature = "drive")]
@@ -547,7 +578,7 @@ impl<'n> Policy<'n> {
             Some(HedgePolicy {
                 delay, live: None, ..
             }),
-        ) = (hedged, self.hedge)
+        ) = (hedged, self.hedge())
         {
             assert!(
                 duration_to_micros(delay) < self.cap_us,
@@ -556,6 +587,13 @@ impl<'n> Policy<'n> {
                  .with_hedge_at_p95(..)"
             );
         }
+        #[cfg(feature = "advice")]
+        assert!(
+            !self.advice.adaptive || self.floor_us <= self.advice.adaptive_min_us,
+            "the adaptive cap's lower bound is under the floor: a cap moved there would refuse \
+             every call, and no latency would move it back; raise the min of \
+             .with_adaptive_cap(..) to the floor at least"
+        );
     }
 }
 

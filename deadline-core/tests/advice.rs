@@ -244,3 +244,28 @@ fn the_advice_reads_no_clock() {
         "clock reads with the advice checked, and without"
     );
 }
+
+/// An adaptive cap whose lower bound is under the floor could move where every call is
+/// refused (a required dependency's timeout under its floor), and a refused call records no
+/// latency that could move it back: the dependency is refused where it is made, as a floor
+/// above a fixed cap is (at compile time for a `static`).
+#[test]
+fn an_adaptive_cap_that_could_fall_under_the_floor_is_refused_where_the_dependency_is_made() {
+    let made = |policy: Policy<'static>| {
+        std::panic::catch_unwind(|| {
+            let _ = Dependency::<ManualRuntime>::new(policy);
+        })
+        .map_err(|panic| *panic.downcast::<&str>().expect("a message"))
+    };
+    let floored = || Policy::required("B").with_cap(ms(100)).with_floor(ms(30));
+    assert_eq!(
+        made(floored().with_adaptive_cap(ms(10), ms(200))),
+        Err(
+            "the adaptive cap's lower bound is under the floor: a cap moved there would refuse \
+             every call, and no latency would move it back; raise the min of \
+             .with_adaptive_cap(..) to the floor at least"
+        )
+    );
+    assert_eq!(made(floored().with_adaptive_cap(ms(30), ms(200))), Ok(()));
+    assert_eq!(made(floored()), Ok(()));
+}

@@ -371,6 +371,42 @@ async fn a_timeout_the_attempt_reports_itself_goes_to_the_histogram() {
     assert!(OWN_TIMER.latency().max().unwrap() >= ms(100));
 }
 
+/// `with_hedges(0)` turns hedging off, and a hedge delay set after it (the number read from
+/// configuration, the delay in code) keeps it off: no copy is sent for a slow call.
+#[tokio::test(start_paused = true)]
+async fn no_hedges_stay_off_whatever_order_the_settings_come_in() {
+    const HEDGES: u32 = 0;
+    static AFTER: Dependency = Dependency::new(
+        Policy::required("after")
+            .idempotent()
+            .with_cap(ms(100))
+            .with_hedges(HEDGES)
+            .with_hedge_after(ms(10)),
+    );
+    static BEFORE: Dependency = Dependency::new(
+        Policy::required("before")
+            .idempotent()
+            .with_cap(ms(100))
+            .with_hedge_after(ms(10))
+            .with_hedges(HEDGES),
+    );
+    for dep in [&AFTER, &BEFORE] {
+        assert_eq!(dep.policy().hedge(), None);
+        let called = scope_timeout(ms(500), async {
+            dep.run(|_| async {
+                tokio::time::sleep(ms(50)).await;
+                Ok::<_, ()>(())
+            })
+            .report()
+            .await
+        })
+        .await
+        .expect("inside its scope");
+        assert_eq!(called.result, Ok(()));
+        assert_eq!((called.report.attempts, called.report.hedges), (1, 0));
+    }
+}
+
 /// A deadline-only dependency: the same one-line call, one attempt per call whatever the
 /// policy says about retries, its timeout from the time left, recorded like any other.
 #[tokio::test(start_paused = true)]

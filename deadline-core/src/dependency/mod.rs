@@ -138,6 +138,7 @@ impl<'n, Rt> Dependency<'n, Rt> {
     #[must_use]
     pub const fn new(policy: Policy<'n>) -> Self {
         policy.assert_every_setting_acts(true);
+        let policy = policy.sending_hedges_only();
         Dependency {
             policy,
             budget: Some(RetryBudget::percent(RetryBudget::DEFAULT_PERCENT)),
@@ -199,6 +200,7 @@ impl<'n, Rt> Dependency<'n, Rt> {
     #[must_use]
     pub const fn deadline_only(policy: Policy<'n>) -> Dependency<'n, Rt, DeadlineOnly> {
         policy.assert_every_setting_acts(false);
+        let policy = policy.sending_hedges_only();
         Dependency {
             policy,
             budget: None,
