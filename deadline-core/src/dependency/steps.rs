@@ -51,7 +51,11 @@ impl<'a, 'n, Rt, const N: usize, M> Steps<'a, 'n, Rt, N, M> {
 
     /// The reserve of a call to `dep`: the own work plus the floors of the required
     /// dependencies after it. A dependency the plan does not hold reserves for every required
-    /// one (the cautious reading).
+    /// one (the cautious reading). A dependency the plan holds more than once (a cache read
+    /// first and written last) gets the reserve of its first place, whichever of its calls
+    /// asks: the cautious reading again, which keeps the floors of the steps between for its
+    /// later calls too; give a later call its own reserve with
+    /// [`Run::reserve`](super::Run::reserve) instead of [`Run::in_plan`](super::Run::in_plan).
     #[must_use]
     pub fn reserve_for<'m, M2>(&self, dep: &Dependency<'m, Rt, M2>) -> Duration {
         let me = core::ptr::from_ref(dep).cast::<()>();
