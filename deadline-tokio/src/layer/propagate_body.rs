@@ -19,9 +19,11 @@ pin_project_lite::pin_project! {
     /// service's body, bounded by what the request was sent with
     /// ([`Sent::deadline`](deadline_core::wire::Sent::deadline)).
     ///
-    /// - A frame the body has ready is passed on, whatever the time; a body that has to wait
-    ///   when its time is up is dropped (which, on a hyper or tonic connection, resets the
-    ///   stream) and fails with [`PropagateError::Deadline`]`(`[`Error::DeadlineExceeded`]`)`.
+    /// - A frame the body has ready is passed on, whatever the time, up to 16 frames after
+    ///   the time is up (a body that keeps every frame ready is still cut); a body that has
+    ///   to wait when its time is up, or sends more than that after it, is dropped (which, on
+    ///   a hyper or tonic connection, resets the stream) and fails with
+    ///   [`PropagateError::Deadline`]`(`[`Error::DeadlineExceeded`]`)`.
     /// - A failure that is the deadline's
     ///   ([`Sent::is_deadline_failure`](deadline_core::wire::Sent::is_deadline_failure)) is
     ///   reported as the deadline's: a body error becomes [`PropagateError::Deadline`], and
