@@ -15,7 +15,7 @@ use deadline_core::breaker::BreakerConfig;
 use deadline_core::drive::DeadlineOnly;
 use deadline_core::runtime::{KeepsSent, Onward, note_sent, scope_timeout};
 use deadline_core::virtual_time::ManualRuntime;
-use deadline_core::wire::{DeadlineHeader, Propagation};
+use deadline_core::wire::{DeadlineHeader, Incoming, Propagation};
 use deadline_core::{CallError, Clock, Dependency, Error, Outcome, Policy, Timer, ms};
 
 /// Sends the attempt's time left, as an adapter does (5 ms kept per hop), tells the runtime,
@@ -26,7 +26,12 @@ async fn sends_then_fails(
 ) -> Result<(), &'static str> {
     let t = ManualRuntime::timer();
     let out = Propagation::DEFAULT
-        .send(deadline, t.now(), None, DeadlineHeader::DeadlineMs)
+        .send(
+            deadline,
+            t.now(),
+            Incoming::NONE,
+            DeadlineHeader::DeadlineMs,
+        )
         .unwrap();
     note_sent::<ManualRuntime>(&out.sent());
     t.sleep_until(t.now() + ms(after_ms)).await;
@@ -88,7 +93,7 @@ fn what_was_sent_before_the_call_is_not_the_attempts() {
             .send(
                 deadline_core::runtime::current::<ManualRuntime>().unwrap(),
                 t.now(),
-                None,
+                Incoming::NONE,
                 DeadlineHeader::DeadlineMs,
             )
             .unwrap();
@@ -167,7 +172,12 @@ fn a_call_made_inside_an_attempt_does_not_take_what_the_attempt_sent() {
             .run(|limits| async move {
                 let t = ManualRuntime::timer();
                 let out = Propagation::DEFAULT
-                    .send(limits.deadline(), t.now(), None, DeadlineHeader::DeadlineMs)
+                    .send(
+                        limits.deadline(),
+                        t.now(),
+                        Incoming::NONE,
+                        DeadlineHeader::DeadlineMs,
+                    )
                     .unwrap();
                 note_sent::<ManualRuntime>(&out.sent());
                 INNER.run(|_| async { Ok::<_, ()>(1) }).await.unwrap();
@@ -190,7 +200,12 @@ async fn sends_then_answers(
     after_ms: u64,
 ) -> Result<u32, &'static str> {
     let t = ManualRuntime::timer();
-    match Propagation::DEFAULT.send(deadline, t.now(), None, DeadlineHeader::DeadlineMs) {
+    match Propagation::DEFAULT.send(
+        deadline,
+        t.now(),
+        Incoming::NONE,
+        DeadlineHeader::DeadlineMs,
+    ) {
         Ok(out) => {
             note_sent::<ManualRuntime>(&out.sent());
             t.sleep_until(t.now() + ms(after_ms)).await;

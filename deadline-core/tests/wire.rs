@@ -5,7 +5,8 @@ use core::time::Duration;
 
 use deadline_core::call::call_timeout;
 use deadline_core::wire::{
-    DeadlineMs, GRPC_TIMEOUT, GrpcTimeout, GrpcUnit, Propagation, WireError, X_DEADLINE_MS,
+    DeadlineMs, GRPC_TIMEOUT, GrpcTimeout, GrpcUnit, Incoming, Propagation, WireError,
+    X_DEADLINE_MS,
 };
 use deadline_core::{Deadline, Instant, Policy, ms};
 use proptest::prelude::*;
@@ -342,7 +343,7 @@ fn a_next_service_that_runs_out_answers_within_the_allowance_of_what_it_was_told
             DeadlineHeader::GrpcTimeout,
             DeadlineHeader::Both,
         ] {
-            let out = hop.send(request, now, None, header).unwrap();
+            let out = hop.send(request, now, Incoming::NONE, header).unwrap();
             let sent = out.sent();
             // The next service reads the headers as they are written, the earliest first.
             let told = out

@@ -11,7 +11,7 @@ use core::pin::Pin;
 
 use deadline_core::drive::DeadlineOnly;
 use deadline_core::runtime::{KeepsSent, note_sent, scope_timeout};
-use deadline_core::wire::{DeadlineHeader, Propagation};
+use deadline_core::wire::{DeadlineHeader, Incoming, Propagation};
 use deadline_core::{CallError, Clock, Deadline, Dependency, Error, Policy, ms};
 use deadline_std::{AsyncIo, Blocking};
 
@@ -23,7 +23,7 @@ async fn sends_then_fails<Rt: KeepsSent>(left_ms: u64) -> Result<(), &'static st
         .send(
             Deadline::after(now, ms(left_ms)),
             now,
-            None,
+            Incoming::NONE,
             DeadlineHeader::DeadlineMs,
         )
         .unwrap();

@@ -72,7 +72,9 @@ use crate::layer::propagate::noted;
 pub trait DeadlineRequest: Sized {
     /// Inside a [`scope`](crate::scope): sets `header` to the time left less `propagation`'s
     /// allowance (or to a shorter timeout the request already carries in `grpc-timeout`,
-    /// `connect-timeout-ms` or `x-deadline-ms`), and reqwest's own timeout one allowance
+    /// `connect-timeout-ms` or `x-deadline-ms`), and every deadline header the request
+    /// already carries to that too, so that none says more than is left (a longer or
+    /// unreadable one included); and reqwest's own timeout one allowance
     /// after the deadline, as a backstop the library's timer beats. A shorter timeout set
     /// with reqwest's [`RequestBuilder::timeout`] is the request's deadline: it stays
     /// reqwest's timeout, and the header carries it less the allowance (on a request whose
@@ -110,7 +112,7 @@ impl DeadlineRequest for RequestBuilder {
         // without being read, and an error stays in the builder for `send` to return.
         let Some((client, Ok(mut request))) = self.try_clone().map(RequestBuilder::build_split)
         else {
-            let outgoing = noted(propagation.send(deadline, now, None, header))?;
+            let outgoing = noted(propagation.send(deadline, now, Incoming::NONE, header))?;
             let mut headers = HeaderMap::with_capacity(2);
             for (name, value) in outgoing.headers() {
                 set(&mut headers, name, value);
@@ -121,8 +123,10 @@ impl DeadlineRequest for RequestBuilder {
                 .headers(headers));
         };
         // A shorter timeout already on the request is kept: in its headers, what the next
-        // service is told; reqwest's own, a deadline for this request.
-        let already = Incoming::read(Scanned::new(request.headers()).lookup()).shortest_valid();
+        // service is told (and no header it carries says more than is left); reqwest's own,
+        // a deadline for this request.
+        let scanned = Scanned::new(request.headers());
+        let already = Incoming::read(scanned.lookup());
         let own = request.timeout().copied();
         let deadline = own.map_or(deadline, |own| deadline.min(Deadline::after(now, own)));
         let outgoing = noted(propagation.send(deadline, now, already, header))?;
@@ -249,6 +253,27 @@ mod tests {
                 "with {already} ms already set"
             );
         }
+    }
+
+    /// A deadline header already on the request that is not the one written, and says more
+    /// than is left (a caller's `grpc-timeout` of an hour), is written down to the time left
+    /// too: a gRPC server reading only that header would otherwise work for an hour.
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn no_header_already_on_the_request_says_more_than_is_left() {
+        let client = reqwest::Client::new();
+        let request = scope_timeout(ms(200), async {
+            client
+                .get(URL)
+                .header("grpc-timeout", "1H")
+                .time_left()
+                .expect("time is left")
+                .build()
+                .expect("a valid request")
+        })
+        .await
+        .expect("inside its scope");
+        assert_eq!(request.headers()["x-deadline-ms"], "195");
+        assert_eq!(request.headers()["grpc-timeout"], "195000u");
     }
 
     /// reqwest's own timeout set shorter than the time left (50 ms in a 200 ms scope) is the

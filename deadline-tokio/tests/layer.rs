@@ -479,14 +479,17 @@ async fn a_proxy_stack_forwards_the_time_left() {
     assert_eq!(calls.get(), 1);
 }
 
+/// Each header choice writes its header; and a deadline header the request already carries
+/// that says more time than is left is written down to it too, whichever header was chosen
+/// (a caller's longer `grpc-timeout`, tonic's `set_timeout` of 1 h, would otherwise tell a
+/// gRPC server reading only that header to work for an hour).
 #[tokio::test(start_paused = true)]
-async fn each_header_choice_writes_its_header_only_and_replaces_a_longer_value() {
-    let cases = [
-        (DeadlineHeader::GrpcTimeout, Some("195000u"), Some("9000")),
-        (DeadlineHeader::DeadlineMs, Some("1H"), Some("195")),
-        (DeadlineHeader::Both, Some("195000u"), Some("195")),
-    ];
-    for (header, grpc, millis) in cases {
+async fn each_header_choice_writes_its_header_and_no_header_says_more_than_is_left() {
+    for header in [
+        DeadlineHeader::GrpcTimeout,
+        DeadlineHeader::DeadlineMs,
+        DeadlineHeader::Both,
+    ] {
         let client = propagating(
             PropagateLayer::new(HOP, header),
             echo_headers(&Calls::default()),
@@ -499,10 +502,43 @@ async fn each_header_choice_writes_its_header_only_and_replaces_a_longer_value()
         let value = |name| sent.get(name).map(|v| v.to_str().unwrap());
         assert_eq!(
             (value("grpc-timeout"), value("x-deadline-ms")),
-            (grpc, millis),
+            (Some("195000u"), Some("195")),
+            "{header:?}"
+        );
+        // With no header on the request, the chosen one alone.
+        let client = propagating(
+            PropagateLayer::new(HOP, header),
+            echo_headers(&Calls::default()),
+        );
+        let sent = scope_timeout(ms(200), client.oneshot(request(&[])))
+            .await
+            .expect("inside its scope")
+            .unwrap();
+        let value = |name| sent.get(name).map(|v| v.to_str().unwrap());
+        let grpc = matches!(header, DeadlineHeader::GrpcTimeout | DeadlineHeader::Both);
+        let millis = matches!(header, DeadlineHeader::DeadlineMs | DeadlineHeader::Both);
+        assert_eq!(
+            (value("grpc-timeout"), value("x-deadline-ms")),
+            (grpc.then_some("195000u"), millis.then_some("195")),
             "{header:?}"
         );
     }
+    // Envoy's header, passed on by a proxy, and a value that cannot be read: written down too.
+    let client = propagating(
+        PropagateLayer::new(HOP, DeadlineHeader::GrpcTimeout),
+        echo_headers(&Calls::default()),
+    );
+    let old = [
+        ("x-envoy-expected-rq-timeout-ms", "86400000"),
+        ("connect-timeout-ms", "soon"),
+    ];
+    let sent = scope_timeout(ms(200), client.oneshot(request(&old)))
+        .await
+        .expect("inside its scope")
+        .unwrap();
+    assert_eq!(sent["grpc-timeout"], "195000u");
+    assert_eq!(sent["x-envoy-expected-rq-timeout-ms"], "195");
+    assert_eq!(sent["connect-timeout-ms"], "195");
 }
 
 /// A request already carrying a shorter timeout (tonic's `Request::set_timeout(50 ms)` inside

@@ -236,14 +236,17 @@ fn check_answer_shape(answer: &Answer) {
     }
 }
 
-/// What a client sends on a request made at an instant, with a deadline, an allowance and a
-/// timeout already on it, all from `data`; and which failures it reads as the deadline's.
+/// What a client sends on a request made at an instant, with a deadline, an allowance and the
+/// deadline headers already on it, all from `data`; and which failures it reads as the
+/// deadline's.
 ///
 /// - Never a panic.
 /// - Nothing is sent when the time left less the allowance is zero, or a timeout already on
-///   the request is zero, or a millisecond header cannot carry what is left.
+///   the request is zero, or a millisecond header to write cannot carry what is left.
 /// - What is sent is never more than the time left less the allowance, nor more than a
 ///   timeout already on the request; each header value decodes back to at most that.
+/// - Every deadline header the request carries is written again (a longer one, or one that
+///   cannot be read), with the header chosen: none tells more than is left.
 /// - What the next service was told ends where the earliest header value says, from the
 ///   instant it was sent: not where the unrounded time left would.
 /// - The call is bounded no later than the request's deadline, and no later than what was
@@ -255,8 +258,22 @@ pub fn check_send(data: &[u8]) {
     let budget =
         Duration::from_micros(u64_at(data, 8) >> (data.get(25).copied().unwrap_or(0) % 64));
     let allowance = Duration::from_micros(u64_at(data, 16) % 20_000);
-    let already = (data.get(26).copied().unwrap_or(0) & 1 != 0).then(|| {
-        Duration::from_micros(u64_at(data, 27) >> (data.get(35).copied().unwrap_or(0) % 64))
+    let carried = data.get(26).copied().unwrap_or(0);
+    // A timeout already on the request, as its caller's `grpc-timeout`; a day in Envoy's
+    // header; an `x-deadline-ms` that cannot be read.
+    let already = (carried & 1 != 0)
+        .then(|| {
+            let d = u64_at(data, 27) >> (data.get(35).copied().unwrap_or(0) % 64);
+            GrpcTimeout::from_duration(Duration::from_micros(d)).ok()
+        })
+        .flatten();
+    let envoy = carried & 2 != 0;
+    let unreadable = carried & 4 != 0;
+    let incoming = Incoming::read(|name| match name {
+        "grpc-timeout" => already.as_ref().map(GrpcTimeout::as_bytes),
+        "x-envoy-expected-rq-timeout-ms" => envoy.then_some(&b"86400000"[..]),
+        "x-deadline-ms" => unreadable.then_some(&b"soon"[..]),
+        _ => None,
     });
     let header = match data.get(36).copied().unwrap_or(0) % 4 {
         0 => DeadlineHeader::GrpcTimeout,
@@ -264,25 +281,50 @@ pub fn check_send(data: &[u8]) {
         2 => DeadlineHeader::Both,
         _ => DeadlineHeader::ConnectTimeout,
     };
+    // The headers to write: the one chosen, and every one already there.
+    let mut written = match header {
+        DeadlineHeader::GrpcTimeout => vec!["grpc-timeout"],
+        DeadlineHeader::DeadlineMs => vec!["x-deadline-ms"],
+        DeadlineHeader::Both => vec!["grpc-timeout", "x-deadline-ms"],
+        _ => vec!["connect-timeout-ms"],
+    };
+    for (present, name) in [
+        (already.is_some(), "grpc-timeout"),
+        (envoy, "x-envoy-expected-rq-timeout-ms"),
+        (unreadable, "x-deadline-ms"),
+    ] {
+        if present && !written.contains(&name) {
+            written.push(name);
+        }
+    }
     let hop = Propagation::DEFAULT.with_allowance(allowance);
     let request = Deadline::after(now, budget);
     let left = request.remaining(now).saturating_sub(allowance);
-    let can_send = left.min(already.unwrap_or(Duration::MAX));
-    match hop.send(request, now, already, header) {
+    let shortest = [
+        already.map(|t| t.duration()),
+        envoy.then_some(Duration::from_millis(86_400_000)),
+    ]
+    .into_iter()
+    .flatten()
+    .min();
+    let can_send = left.min(shortest.unwrap_or(Duration::MAX));
+    match hop.send(request, now, incoming, header) {
         Err(error) => {
             assert_eq!(error, WireError::Spent);
-            let millis = !matches!(header, DeadlineHeader::GrpcTimeout);
+            let millis = written.iter().any(|name| *name != "grpc-timeout");
             assert!(can_send.is_zero() || (millis && can_send < Duration::from_millis(1)));
         }
         Ok(out) => {
             assert!(!can_send.is_zero());
-            let mut n = 0;
+            let mut names = Vec::new();
             let mut told = Duration::MAX;
             for (name, value) in out.headers() {
-                n += 1;
+                names.push(name);
                 let sent = match name {
                     "grpc-timeout" => GrpcTimeout::parse(value).unwrap().duration(),
-                    "x-deadline-ms" => DeadlineMs::parse(value).unwrap().duration(),
+                    "x-deadline-ms" | "x-envoy-expected-rq-timeout-ms" => {
+                        DeadlineMs::parse(value).unwrap().duration()
+                    }
                     "connect-timeout-ms" => ConnectTimeout::parse(value).unwrap().duration(),
                     other => panic!("an unknown header {other}"),
                 };
@@ -292,7 +334,9 @@ pub fn check_send(data: &[u8]) {
                 );
                 told = told.min(sent);
             }
-            assert_eq!(n, if header == DeadlineHeader::Both { 2 } else { 1 });
+            names.sort_unstable();
+            written.sort_unstable();
+            assert_eq!(names, written);
             let sent = out.sent();
             assert_eq!(sent.until(), now.saturating_add(told));
             assert!(sent.deadline() <= request);

@@ -117,7 +117,7 @@ pub fn propagate<Rt: Runtime, F: Future>(fut: F) -> Scoped<Rt, F> {
 /// use deadline_core::drive::DeadlineOnly;
 /// use deadline_core::runtime::note_sent;
 /// use deadline_core::virtual_time::ManualRuntime;
-/// use deadline_core::wire::{DeadlineHeader, Propagation};
+/// use deadline_core::wire::{DeadlineHeader, Incoming, Propagation};
 /// use deadline_core::{CallError, Clock, Dependency, Error, Policy, Timer, ms};
 ///
 /// static PRICES: Dependency<ManualRuntime, DeadlineOnly> =
@@ -127,7 +127,7 @@ pub fn propagate<Rt: Runtime, F: Future>(fut: F) -> Scoped<Rt, F> {
 ///     let t = ManualRuntime::timer();
 ///     // The request carries the attempt's time left less 5 ms: 95 ms.
 ///     let out = Propagation::DEFAULT
-///         .send(limits.deadline(), t.now(), None, DeadlineHeader::DeadlineMs)
+///         .send(limits.deadline(), t.now(), Incoming::NONE, DeadlineHeader::DeadlineMs)
 ///         .unwrap();
 ///     note_sent::<ManualRuntime>(&out.sent());
 ///     // The next service ran out of those 95 ms and answered 504 its 5 ms reply margin

@@ -130,6 +130,26 @@ impl<'a> Incoming<'a> {
     /// first, as HTTP allows it there), in a fixed order: `grpc-timeout`,
     /// `connect-timeout-ms`, `x-deadline-ms`, `x-envoy-expected-rq-timeout-ms`; stops at the
     /// first error `f` returns. Only the headers present are decoded.
+    /// Whether the request carries `grpc-timeout`.
+    pub(super) const fn has_grpc_timeout(&self) -> bool {
+        self.grpc_timeout.is_some()
+    }
+
+    /// Whether the request carries `connect-timeout-ms`.
+    pub(super) const fn has_connect_timeout_ms(&self) -> bool {
+        self.connect_timeout_ms.is_some()
+    }
+
+    /// Whether the request carries `x-deadline-ms`.
+    pub(super) const fn has_x_deadline_ms(&self) -> bool {
+        self.x_deadline_ms.is_some()
+    }
+
+    /// Whether the request carries `x-envoy-expected-rq-timeout-ms`.
+    pub(super) const fn has_envoy_timeout_ms(&self) -> bool {
+        self.envoy_timeout_ms.is_some()
+    }
+
     fn for_each_decoded<E>(
         &self,
         mut f: impl FnMut(&'static str, Result<Duration, WireError>) -> Result<(), E>,
@@ -173,8 +193,9 @@ impl<'a> Incoming<'a> {
 
     /// The shortest timeout among the headers whose value can be decoded, for a request a
     /// client is about to send (a timeout its caller set, such as tonic's
-    /// `Request::set_timeout`). A value that cannot be decoded is no timeout: it is
-    /// replaced by what is sent.
+    /// `Request::set_timeout`): what [`Propagation::send`](super::Propagation::send) keeps
+    /// when it is shorter. A value that cannot be decoded is no timeout: it is replaced by
+    /// what is sent.
     #[must_use]
     pub fn shortest_valid(&self) -> Option<Duration> {
         let mut shortest: Option<Duration> = None;

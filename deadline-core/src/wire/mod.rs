@@ -27,7 +27,7 @@
 //! |---|---|
 //! | a server reads a request's deadline, and refuses what it cannot serve | [`ServerPolicy::accept`] (over [`Incoming::budget`]: the earliest header wins) |
 //! | a server answers in the request's protocol | [`Protocol::read`], [`Answer`], [`Protocol::cut`], after whole messages: [`Envelopes::cut`] |
-//! | a client writes the time left | [`Propagation::send`] (over [`Incoming::shortest_valid`]: a shorter timeout already set is kept) |
+//! | a client writes the time left | [`Propagation::send`] (over the request's [`Incoming`] headers: a shorter timeout already set is kept, and no header it carries tells more than is left) |
 //! | a client reads a failure as the deadline's | [`Sent::is_deadline_failure`] |
 //! | a client decides whether to retry a response | [`ResponseHead::classify`], [`parse_retry_after`], [`parse_grpc_pushback`] |
 //! | gRPC and Connect status codes | [`GrpcCode`] |

@@ -5,7 +5,10 @@ use core::time::Duration;
 
 use super::error::WireError;
 use super::grpc_timeout::GrpcTimeout;
-use super::headers::{CONNECT_TIMEOUT_MS, DeadlineHeader, GRPC_TIMEOUT, X_DEADLINE_MS};
+use super::headers::{
+    CONNECT_TIMEOUT_MS, DeadlineHeader, ENVOY_EXPECTED_RQ_TIMEOUT_MS, GRPC_TIMEOUT, Incoming,
+    X_DEADLINE_MS,
+};
 use super::millis::{ConnectTimeout, DeadlineMs};
 use super::sent::Sent;
 use crate::deadline::Deadline;
@@ -245,57 +248,66 @@ impl Propagation {
     /// `deadline`, and what they tell the next service ([`Outgoing::sent`]): the one rule
     /// every client follows.
     ///
-    /// The budget sent is the time left less the [allowance](Propagation::allowance), or
-    /// `already`, a timeout the request already carries (its caller's, such as tonic's
-    /// `Request::set_timeout`; read it with [`Incoming::shortest_valid`](crate::wire::Incoming::shortest_valid)), if that is
-    /// shorter. It is written into `header` (both headers for [`DeadlineHeader::Both`]),
-    /// rounded down to each header's unit.
+    /// The budget sent is the time left less the [allowance](Propagation::allowance), or the
+    /// shortest valid timeout the request already carries in `already` (its caller's, such as
+    /// tonic's `Request::set_timeout`: [`Incoming::shortest_valid`]), if that is shorter. It
+    /// is written into `header` (both headers for [`DeadlineHeader::Both`]), and into every
+    /// other deadline header the request already carries, so that none of them tells the next
+    /// service more time than is left (a longer one, a stale one a proxy passed on, or one it
+    /// cannot read); each rounded down to its header's unit.
     ///
     /// ```
-    /// use deadline_core::wire::{DeadlineHeader, Propagation, WireError};
+    /// use deadline_core::wire::{DeadlineHeader, Incoming, Propagation, WireError};
     /// use deadline_core::{Deadline, Instant, ms};
     ///
     /// let hop = Propagation::DEFAULT.with_allowance(ms(5));
     /// let request = Deadline::after(Instant::ZERO, ms(200));
-    /// let out = hop.send(request, Instant::from_millis(50), None, DeadlineHeader::Both).unwrap();
+    /// let out = hop.send(request, Instant::from_millis(50), Incoming::NONE, DeadlineHeader::Both)?;
     /// let headers: Vec<_> = out.headers().collect();
     /// assert_eq!(headers, [("grpc-timeout", &b"145000u"[..]), ("x-deadline-ms", b"145")]);
     ///
     /// // A shorter timeout already on the request is kept; a longer one is replaced.
-    /// let out = hop.send(request, Instant::ZERO, Some(ms(50)), DeadlineHeader::DeadlineMs).unwrap();
-    /// assert_eq!(out.headers().next(), Some(("x-deadline-ms", &b"50"[..])));
-    /// let out = hop.send(request, Instant::ZERO, Some(ms(900)), DeadlineHeader::DeadlineMs).unwrap();
-    /// assert_eq!(out.headers().next(), Some(("x-deadline-ms", &b"195"[..])));
+    /// let carrying = |value: &'static [u8]| Incoming::read(move |name| (name == "grpc-timeout").then_some(value));
+    /// let out = hop.send(request, Instant::ZERO, carrying(b"50m"), DeadlineHeader::DeadlineMs)?;
+    /// let headers: Vec<_> = out.headers().collect();
+    /// assert_eq!(headers, [("grpc-timeout", &b"50000000n"[..]), ("x-deadline-ms", b"50")]);
+    /// let out = hop.send(request, Instant::ZERO, carrying(b"10S"), DeadlineHeader::DeadlineMs)?;
+    /// let headers: Vec<_> = out.headers().collect();
+    /// assert_eq!(headers, [("grpc-timeout", &b"195000u"[..]), ("x-deadline-ms", b"195")]);
     ///
     /// // Within the allowance of the deadline, nothing is sent, and the call is not made.
-    /// let spent = hop.send(request, Instant::from_millis(196), None, DeadlineHeader::Both);
+    /// let spent = hop.send(request, Instant::from_millis(196), Incoming::NONE, DeadlineHeader::Both);
     /// assert_eq!(spent, Err(WireError::Spent));
     /// // Half a millisecond: `grpc-timeout` could say it, `x-deadline-ms` cannot.
     /// let half = Deadline::at(Instant::from_micros(5_500));
-    /// assert_eq!(hop.send(half, Instant::ZERO, None, DeadlineHeader::Both), Err(WireError::Spent));
+    /// assert_eq!(hop.send(half, Instant::ZERO, Incoming::NONE, DeadlineHeader::Both), Err(WireError::Spent));
     /// # Ok::<(), WireError>(())
     /// ```
     ///
     /// # Errors
     ///
-    /// [`WireError::Spent`] when the budget is zero, or a header of `header` cannot carry
-    /// it (under a millisecond for the millisecond headers): do not make the call.
+    /// [`WireError::Spent`] when the budget is zero, or a header to write cannot carry it
+    /// (under a millisecond for the millisecond headers): do not make the call.
     pub fn send(
         &self,
         deadline: Deadline,
         now: Instant,
-        already: Option<Duration>,
+        already: Incoming<'_>,
         header: DeadlineHeader,
     ) -> Result<Outgoing, WireError> {
         let left = self.outgoing(deadline, now)?;
-        let budget = match already {
+        let budget = match already.shortest_valid() {
             Some(already) if already.is_zero() => return Err(WireError::Spent),
             Some(already) => duration_min(left, already),
             None => left,
         };
-        let grpc = matches!(header, DeadlineHeader::GrpcTimeout | DeadlineHeader::Both);
-        let millis = matches!(header, DeadlineHeader::DeadlineMs | DeadlineHeader::Both);
-        let connect = matches!(header, DeadlineHeader::ConnectTimeout);
+        let grpc = matches!(header, DeadlineHeader::GrpcTimeout | DeadlineHeader::Both)
+            || already.has_grpc_timeout();
+        let millis = matches!(header, DeadlineHeader::DeadlineMs | DeadlineHeader::Both)
+            || already.has_x_deadline_ms();
+        let connect =
+            matches!(header, DeadlineHeader::ConnectTimeout) || already.has_connect_timeout_ms();
+        let envoy = already.has_envoy_timeout_ms();
         let grpc_timeout = grpc
             .then(|| GrpcTimeout::from_duration(budget))
             .transpose()?;
@@ -305,14 +317,18 @@ impl Propagation {
         let connect_timeout_ms = connect
             .then(|| ConnectTimeout::from_duration(budget))
             .transpose()?;
+        let envoy_timeout_ms = envoy
+            .then(|| DeadlineMs::from_duration(budget))
+            .transpose()?;
         // What the next service is told is what the headers say, rounded down to their
-        // units (the earliest, when there are two), not the budget they were written from:
-        // its answer that it ran out comes back by that, up to a millisecond before the
+        // units (the earliest, when there are several), not the budget they were written
+        // from: its answer that it ran out comes back by that, up to a millisecond before the
         // budget's end.
         let told = [
             grpc_timeout.map(|t| t.duration()),
             x_deadline_ms.map(|t| t.duration()),
             connect_timeout_ms.map(|t| t.duration()),
+            envoy_timeout_ms.map(|t| t.duration()),
         ]
         .into_iter()
         .flatten()
@@ -321,9 +337,11 @@ impl Propagation {
             grpc_timeout,
             x_deadline_ms,
             connect_timeout_ms,
+            envoy_timeout_ms,
             sent: Sent::new(deadline, now, told, self.allowance),
         })
     }
+
     /// Subtracted from the time left before it is sent: the network's share of one hop (the
     /// trip there and back, serialization). A few milliseconds within a data center.
     #[must_use]
@@ -346,6 +364,7 @@ pub struct Outgoing {
     grpc_timeout: Option<GrpcTimeout>,
     x_deadline_ms: Option<DeadlineMs>,
     connect_timeout_ms: Option<ConnectTimeout>,
+    envoy_timeout_ms: Option<DeadlineMs>,
     sent: Sent,
 }
 
@@ -363,6 +382,9 @@ impl Outgoing {
             self.connect_timeout_ms
                 .as_ref()
                 .map(|v| (CONNECT_TIMEOUT_MS, v.as_bytes())),
+            self.envoy_timeout_ms
+                .as_ref()
+                .map(|v| (ENVOY_EXPECTED_RQ_TIMEOUT_MS, v.as_bytes())),
         ]
         .into_iter()
         .flatten()

@@ -19,13 +19,14 @@ use crate::time::Instant;
 /// never past its own deadline.
 ///
 /// ```
-/// use deadline_core::wire::{DeadlineHeader, Failure, Propagation};
+/// use deadline_core::wire::{DeadlineHeader, Failure, Incoming, Propagation};
 /// use deadline_core::{Deadline, Instant, ms};
 ///
 /// let hop = Propagation::DEFAULT.with_allowance(ms(5));
 /// let request = Deadline::after(Instant::ZERO, ms(1_000));
 /// // The caller set a 50 ms timeout on this request (tonic's `Request::set_timeout`).
-/// let out = hop.send(request, Instant::ZERO, Some(ms(50)), DeadlineHeader::GrpcTimeout).unwrap();
+/// let already = Incoming::read(|name| (name == "grpc-timeout").then_some(&b"50m"[..]));
+/// let out = hop.send(request, Instant::ZERO, already, DeadlineHeader::GrpcTimeout).unwrap();
 /// let sent = out.sent();
 /// assert_eq!(sent.until(), Instant::from_millis(50));
 /// assert_eq!(sent.deadline().instant(), Instant::from_millis(55));

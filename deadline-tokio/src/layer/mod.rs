@@ -132,7 +132,9 @@
 //! - **The header** chosen ([`DeadlineHeader`](deadline_core::wire::DeadlineHeader)) is set to the time left less the
 //!   [allowance](deadline_core::wire::Propagation::allowance), or to a shorter timeout the request already
 //!   carries (tonic's `Request::set_timeout(50 ms)` inside a 1 s scope goes out with
-//!   50 ms). With nothing left to send, the request is not made:
+//!   50 ms). Every other deadline header the request carries is set to the same, so that
+//!   none tells the next service more than is left (a longer one, a stale one a proxy
+//!   passed on, one that cannot be read). With nothing left to send, the request is not made:
 //!   [`PropagateError::Deadline`]`(`[`Error::DeadlineExceeded`](deadline_core::Error::DeadlineExceeded)`)`.
 //! - **The call** (and its response body, [`PropagateBody`]) is bounded by what was sent
 //!   plus the allowance, never past the scope's deadline ([`Sent::deadline`](deadline_core::wire::Sent::deadline)): the library's

@@ -157,7 +157,7 @@ where
                 },
             };
         };
-        let already = Incoming::read(lookup(request.headers())).shortest_valid();
+        let already = Incoming::read(lookup(request.headers()));
         let now = TokioClock.now();
         let sending = self
             .config
