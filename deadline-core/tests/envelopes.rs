@@ -99,17 +99,23 @@ fn a_body_that_sent_its_last_message_ends_there() {
     assert!(matches!(sent.cut(GRPC), Cut::Trailers { .. }));
 }
 
+/// A response head with this `content-type` and `content-encoding`, read as the core reads
+/// one: the value of a header by its name.
+fn head(
+    content_type: Option<&'static str>,
+    encoding: Option<&'static str>,
+) -> impl Fn(&'static str) -> Option<&'static [u8]> + Copy {
+    move |name| match name {
+        "content-type" => content_type.map(str::as_bytes),
+        "content-encoding" => encoding.map(str::as_bytes),
+        _ => None,
+    }
+}
+
 /// A response's body is read as envelopes when the request's protocol and the response's
 /// `content-type` both say so, and no `content-encoding` compresses it whole.
 #[test]
 fn a_response_is_enveloped_when_its_head_says_so() {
-    let head = |content_type: Option<&'static str>, encoding: Option<&'static str>| {
-        move |name: &'static str| match name {
-            "content-type" => content_type.map(str::as_bytes),
-            "content-encoding" => encoding.map(str::as_bytes),
-            _ => None,
-        }
-    };
     let web = Protocol::GrpcWeb {
         text: false,
         json: false,
@@ -155,13 +161,6 @@ fn a_response_is_enveloped_when_its_head_says_so() {
 /// then as a cut stream, with nothing written into it. gRPC's trailers go beside any body.
 #[test]
 fn a_body_not_read_as_messages_ends_without_corrupting_it() {
-    let head = |content_type: Option<&'static str>, encoding: Option<&'static str>| {
-        move |name: &'static str| match name {
-            "content-type" => content_type.map(str::as_bytes),
-            "content-encoding" => encoding.map(str::as_bytes),
-            _ => None,
-        }
-    };
     let web = Protocol::GrpcWeb {
         text: false,
         json: false,

@@ -220,14 +220,14 @@ mod tests {
 
     const URL: &str = "http://127.0.0.1:9/prices";
 
-    /// A request made in a 200 ms scope with `header` already set to `value`, then given the
-    /// time left.
-    async fn with_header(value: &'static str) -> reqwest::Request {
+    /// A request made in a 200 ms scope with the header `name` already set to `value`, then
+    /// given the time left.
+    async fn with_header(name: &'static str, value: &'static str) -> reqwest::Request {
         let client = reqwest::Client::new();
         scope_timeout(ms(200), async {
             client
                 .get(URL)
-                .header("x-deadline-ms", value)
+                .header(name, value)
                 .time_left()
                 .expect("time is left")
                 .build()
@@ -244,7 +244,7 @@ mod tests {
     #[tokio::test(flavor = "current_thread", start_paused = true)]
     async fn the_shorter_of_the_time_left_and_a_timeout_already_set_is_sent() {
         for (already, sent, backstop) in [("50", "50", ms(60)), ("500", "195", ms(205))] {
-            let request = with_header(already).await;
+            let request = with_header("x-deadline-ms", already).await;
             let values: Vec<_> = request.headers().get_all("x-deadline-ms").iter().collect();
             assert_eq!(values, [sent], "with {already} ms already set");
             assert_eq!(
@@ -260,18 +260,7 @@ mod tests {
     /// too: a gRPC server reading only that header would otherwise work for an hour.
     #[tokio::test(flavor = "current_thread", start_paused = true)]
     async fn no_header_already_on_the_request_says_more_than_is_left() {
-        let client = reqwest::Client::new();
-        let request = scope_timeout(ms(200), async {
-            client
-                .get(URL)
-                .header("grpc-timeout", "1H")
-                .time_left()
-                .expect("time is left")
-                .build()
-                .expect("a valid request")
-        })
-        .await
-        .expect("inside its scope");
+        let request = with_header("grpc-timeout", "1H").await;
         assert_eq!(request.headers()["x-deadline-ms"], "195");
         assert_eq!(request.headers()["grpc-timeout"], "195000u");
     }
