@@ -450,6 +450,82 @@ async fn an_early_deadline_exceeded_or_504_is_the_attempts_timeout() {
     }
 }
 
+/// A response the next service chose, arriving when the time it was sent is running out
+/// (within the 5 ms allowance of it), is still that service's answer unless it has the
+/// deadline's shape: a 500, a 429, a gRPC `RESOURCE_EXHAUSTED` or `INTERNAL` reaches the
+/// caller as it came, exactly as through `PropagateLayer`, and is counted as a failure, not a
+/// timeout. A 503 or `UNAVAILABLE` at the same instant is the deadline's (504).
+#[tokio::test(start_paused = true)]
+async fn an_answer_near_the_end_of_the_time_sent_is_relayed_unless_it_is_the_deadlines() {
+    let answers: [(DeadlineHeader, Response<String>, Option<StatusCode>); 6] = [
+        (
+            DeadlineHeader::DeadlineMs,
+            status(500),
+            Some(StatusCode::INTERNAL_SERVER_ERROR),
+        ),
+        (
+            DeadlineHeader::DeadlineMs,
+            status(429),
+            Some(StatusCode::TOO_MANY_REQUESTS),
+        ),
+        (
+            DeadlineHeader::GrpcTimeout,
+            grpc("8", &[]),
+            Some(StatusCode::OK),
+        ),
+        (
+            DeadlineHeader::GrpcTimeout,
+            grpc("13", &[]),
+            Some(StatusCode::OK),
+        ),
+        (DeadlineHeader::DeadlineMs, status(503), None),
+        (DeadlineHeader::GrpcTimeout, grpc("14", &[]), None),
+    ];
+    for (header, answer, relayed) in answers {
+        // A dependency of its own per answer, so that each one's counters are its own.
+        let dependency: &'static Dependency = Box::leak(Box::new(Dependency::new(
+            Policy::required("near the end")
+                .idempotent()
+                .with_cap(ms(100))
+                .with_floor(ms(1))
+                .with_retries(0),
+        )));
+        let body = answer.body().clone();
+        let answer = Arc::new(Mutex::new(Some(answer)));
+        let next = service_fn(move |_req: Request<String>| {
+            let answer = answer.lock().unwrap().take().unwrap();
+            async move {
+                // 95 ms were sent (the 100 ms cap less the allowance): from 90 ms on, they
+                // are running out. The answer comes at 92 ms, 8 ms before the attempt's end.
+                tokio::time::sleep(ms(92)).await;
+                Ok::<_, Infallible>(answer)
+            }
+        });
+        let client = DependencyLayer::new(dependency, header).layer(next);
+        let result = scope_timeout(ms(1_000), client.oneshot(Request::new(String::new())))
+            .await
+            .expect("inside its scope");
+        let counts = dependency.counters().snapshot();
+        match relayed {
+            Some(code) => {
+                let response = result.expect("the dependency's own answer");
+                assert_eq!(response.status(), code, "{body}");
+                assert_eq!(text(response).await, body);
+                assert_eq!((counts.calls, counts.timeouts), (1, 0), "{body}");
+            }
+            None => {
+                let error = result.expect_err("the deadline's answer");
+                assert_eq!(
+                    StatusCode::from(error),
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "{body}"
+                );
+                assert_eq!((counts.calls, counts.timeouts), (1, 1), "{body}");
+            }
+        }
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_negative_or_unreadable_grpc_pushback_stops_the_retries() {
     static GRPC: Dependency = Dependency::new(twice("grpc do not retry", Idempotence::Idempotent));

@@ -199,7 +199,7 @@ impl<S, C: Clone, M: Clone> Layer<S> for DependencyLayer<C, M> {
 
     fn layer(&self, inner: S) -> Self::Service {
         DependencyService {
-            inner: self.propagate.layer(inner),
+            inner: PropagateService::judged_by_caller(inner, self.propagate),
             dependency: self.dependency,
             reserve: self.reserve,
             classify: self.classify.clone(),

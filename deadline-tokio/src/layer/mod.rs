@@ -185,7 +185,10 @@
 //!   one, and answered as the library's timeout when the call gives up; any other 4xx or
 //!   5xx (gRPC status) ends the call at once. **A response is never lost**, but for that
 //!   504: when the call gives up after an attempt that answered, the caller gets that (last)
-//!   response, as `Ok`, as it came, exactly as it would without the layer.
+//!   response, as `Ok`, as it came, exactly as it would without the layer. Near the end of
+//!   the time an attempt sent, the rule is [`PropagateLayer`]'s: a failure of the deadline's
+//!   shape is the attempt's timeout, and any other answer (a 500, a 429, a gRPC
+//!   `RESOURCE_EXHAUSTED`) is still the dependency's own, counted as a failure.
 //! - **The inner service's errors** (a connection refused, reset, ...) are
 //!   [`Outcome::Failed`](deadline_core::Outcome::Failed) unless [`classify_error`](crate::DependencyLayer::classify_error) says otherwise,
 //!   and retried as the policy allows (not for a call that is not idempotent, unless the

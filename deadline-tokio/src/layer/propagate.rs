@@ -98,10 +98,7 @@ impl<S> Layer<S> for PropagateLayer {
     type Service = PropagateService<S>;
 
     fn layer(&self, inner: S) -> PropagateService<S> {
-        PropagateService {
-            inner,
-            config: *self,
-        }
+        PropagateService::new(inner, *self)
     }
 }
 
@@ -110,6 +107,9 @@ impl<S> Layer<S> for PropagateLayer {
 pub struct PropagateService<S> {
     inner: S,
     config: PropagateLayer,
+    /// Whether the caller judges every answer this service gives it (the attempts of a
+    /// `DependencyLayer`): then the runtime is told only when nothing was sent.
+    judged_by_caller: bool,
 }
 
 impl<S> PropagateService<S> {
@@ -118,6 +118,20 @@ impl<S> PropagateService<S> {
         PropagateService {
             inner,
             config: layer,
+            judged_by_caller: false,
+        }
+    }
+
+    /// Wraps `inner` for a caller that reads every answer itself (a `DependencyLayer`'s
+    /// attempts): this service already reports as the deadline's each failure of its shape
+    /// that comes once the time sent is running out, and every other answer is the next
+    /// service's. Telling the runtime what was sent would make the driver count any failure
+    /// then as a timeout, a real 500 included; so it is told only that nothing was sent.
+    pub(super) const fn judged_by_caller(inner: S, layer: PropagateLayer) -> Self {
+        PropagateService {
+            inner,
+            config: layer,
+            judged_by_caller: true,
         }
     }
 
@@ -163,7 +177,12 @@ where
             .config
             .propagation
             .send(deadline, now, already, self.config.header);
-        let Ok(outgoing) = noted(sending) else {
+        let sending = if self.judged_by_caller {
+            sending.inspect_err(|_| nothing_sent()).ok()
+        } else {
+            noted(sending).ok()
+        };
+        let Some(outgoing) = sending else {
             return PropagateFuture {
                 state: State::Spent,
             };
@@ -270,8 +289,13 @@ pub(crate) fn noted(sending: Result<Outgoing, WireError>) -> Result<Outgoing, Er
             Ok(outgoing)
         }
         Err(spent) => {
-            Tokio::note_sent(Onward::Nothing);
+            nothing_sent();
             Err(Error::from(spent))
         }
     }
+}
+
+/// Tells the runtime that nothing was sent: the attempt never reached the dependency.
+fn nothing_sent() {
+    Tokio::note_sent(Onward::Nothing);
 }
