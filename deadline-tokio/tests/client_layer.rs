@@ -1273,3 +1273,43 @@ async fn a_real_tonic_servers_invalid_argument_is_not_retried_and_a_spent_budget
     assert_eq!(calls.load(Ordering::SeqCst), 1);
     server.abort();
 }
+
+/// A request longer than what a buffered layer keeps to send again is not sent, and a tonic
+/// client reads the layer's error as `RESOURCE_EXHAUSTED`, gRPC's code for a message over a
+/// limit (not `UNKNOWN`).
+#[tokio::test]
+async fn a_tonic_request_longer_than_the_buffer_is_resource_exhausted() {
+    static SMALL_PRICES: Dependency = Dependency::new(
+        Policy::required("small prices")
+            .idempotent()
+            .with_cap(ms(5_000))
+            .with_floor(ms(10)),
+    );
+    let calls = Arc::new(AtomicUsize::new(0));
+    let (addr, server) = serve(Pricing {
+        calls: calls.clone(),
+        handler: Arc::new(|_, ask| {
+            Ok(Price {
+                left_us: left_us(),
+                item: ask.item,
+            })
+        }),
+    })
+    .await;
+    let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let client = DependencyLayer::new(&SMALL_PRICES, DeadlineHeader::GrpcTimeout)
+        .buffered(64)
+        .layer(channel);
+
+    // Its 5-byte frame header and the message fit in 64 bytes.
+    let reply = price(client.clone(), "tea").await.unwrap();
+    assert_eq!(reply.item, "tea");
+    let status = price(client, &"gold leaf ".repeat(10)).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "the long one was not sent");
+    server.abort();
+}

@@ -104,7 +104,8 @@ impl<E: fmt::Display> fmt::Display for DependencyError<E> {
 /// The error's source: the inner service's error, or the body's; for the library's error,
 /// the core [`Error`], or with feature `tonic` a `tonic::Status` with its gRPC code
 /// (`DEADLINE_EXCEEDED`, `UNAVAILABLE`), which a tonic client finds when it turns a service
-/// error into a status (without it, tonic would report `UNKNOWN`).
+/// error into a status (without it, tonic would report `UNKNOWN`); with feature `tonic`, a
+/// request too long to keep is `RESOURCE_EXHAUSTED` there too.
 impl<E: core::error::Error + 'static> core::error::Error for DependencyError<E> {
     fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
         match self {
@@ -117,6 +118,8 @@ impl<E: core::error::Error + 'static> core::error::Error for DependencyError<E> 
             DependencyError::Call(CallError::Skipped(shortfall)) => {
                 Some(super::tonic_status::status_of(shortfall.error()))
             }
+            #[cfg(feature = "tonic")]
+            DependencyError::BodyTooLarge { .. } => Some(super::tonic_status::too_large()),
             #[cfg(not(feature = "tonic"))]
             DependencyError::Call(CallError::Library(error)) => Some(error),
             DependencyError::Body(error) => Some(&**error),

@@ -37,6 +37,19 @@ pub(crate) fn status_of(error: Error) -> &'static tonic::Status {
     })
 }
 
+/// The status a request too long to keep for the attempts reads as for a tonic client
+/// ([`DependencyError::BodyTooLarge`](super::DependencyError::BodyTooLarge)):
+/// `RESOURCE_EXHAUSTED`, gRPC's code for a message over a limit. Made once for the process;
+/// the error itself says the limit.
+pub(crate) fn too_large() -> &'static tonic::Status {
+    static STATUS: OnceLock<tonic::Status> = OnceLock::new();
+    STATUS.get_or_init(|| {
+        tonic::Status::resource_exhausted(
+            "the request is longer than what is kept to send it again",
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use deadline_core::{Error, ms};
