@@ -529,10 +529,16 @@ async fn an_answer_near_the_end_of_the_time_sent_is_relayed_unless_it_is_the_dea
 #[tokio::test(start_paused = true)]
 async fn a_negative_or_unreadable_grpc_pushback_stops_the_retries() {
     static GRPC: Dependency = Dependency::new(twice("grpc do not retry", Idempotence::Idempotent));
-    for pushback in [&b"-1"[..], b"-250", b"soon", b"\xff\xfe", b"99999999999"] {
+    let refusals = [&b"-1"[..], b"-250", b"soon", b"\xff\xfe", b"99999999999"];
+    // UNAVAILABLE, and DEADLINE_EXCEEDED, which is otherwise retried as a timeout.
+    for (code, pushback) in refusals
+        .map(|p| ("14", p))
+        .into_iter()
+        .chain([("4", &b"-1"[..])])
+    {
         let (next, log) = scripted(move |n| {
             if n == 0 {
-                let mut response = grpc("14", &[]);
+                let mut response = grpc(code, &[]);
                 response.headers_mut().insert(
                     "grpc-retry-pushback-ms",
                     HeaderValue::from_bytes(pushback).unwrap(),
@@ -547,8 +553,8 @@ async fn a_negative_or_unreadable_grpc_pushback_stops_the_retries() {
             .await
             .expect("inside its scope")
             .unwrap();
-        assert_eq!(response.headers()["grpc-status"], "14", "{pushback:?}");
-        assert_eq!(seen(&log).len(), 1, "{pushback:?}");
+        assert_eq!(response.headers()["grpc-status"], code, "{pushback:?}");
+        assert_eq!(seen(&log).len(), 1, "{code} {pushback:?}");
     }
     assert_eq!(GRPC.counters().snapshot().retries, 0);
 }

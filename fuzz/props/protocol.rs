@@ -15,8 +15,9 @@ use deadline_core::wire::Admission;
 use deadline_core::wire::{
     Answer, ConnectTimeout, Cut, DeadlineHeader, DeadlineMs, Envelopes, Failure, GrpcCode,
     GrpcTimeout, Incoming, Propagation, Protocol, ResponseHead, ServerPolicy, WireError,
+    parse_grpc_pushback,
 };
-use deadline_core::{Deadline, Error, Instant, Outcome};
+use deadline_core::{Deadline, Error, Instant, Outcome, Pushback};
 
 /// Splits `data` at `\n` into `n` parts (missing ones empty).
 fn parts(data: &[u8], n: usize) -> Vec<&[u8]> {
@@ -358,7 +359,8 @@ pub fn check_send(data: &[u8]) {
 ///
 /// - Never a panic.
 /// - A gRPC response's status in its head rules: `OK` (or none in the head) is an answer,
-///   `UNAVAILABLE` and `RESOURCE_EXHAUSTED` are retried (after any pushback), any other, or
+///   `UNAVAILABLE` and `RESOURCE_EXHAUSTED` are retried (after any pushback),
+///   `DEADLINE_EXCEEDED` is a timeout unless its pushback asks for no retry, any other, or
 ///   one that cannot be read, ends the call. Without gRPC, the HTTP status rules: 1xx-3xx are
 ///   answers, 500/502/503/504/408/429 are retried, any other 4xx or 5xx ends the call.
 /// - The deadline's shape: gRPC `CANCELLED`, `DEADLINE_EXCEEDED`, `UNAVAILABLE`; HTTP 408,
@@ -383,7 +385,15 @@ pub fn check_response(data: &[u8]) {
     let code = (grpc && flags & 2 != 0).then(|| GrpcCode::parse(values[0]));
     match code {
         Some(Some(GrpcCode::Ok)) => assert_eq!(outcome, None),
-        Some(Some(GrpcCode::DeadlineExceeded)) => assert_eq!(outcome, Some(Outcome::TimedOut)),
+        Some(Some(GrpcCode::DeadlineExceeded)) => {
+            let refused = flags & 4 != 0 && parse_grpc_pushback(values[1]) == Pushback::DontRetry;
+            let expected = if refused {
+                Outcome::Pushback(Pushback::DontRetry)
+            } else {
+                Outcome::TimedOut
+            };
+            assert_eq!(outcome, Some(expected));
+        }
         Some(Some(GrpcCode::Unavailable | GrpcCode::ResourceExhausted)) => {
             assert!(matches!(
                 outcome,

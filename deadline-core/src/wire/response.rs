@@ -81,7 +81,7 @@ impl<'a> ResponseHead<'a> {
     /// | response | outcome |
     /// |---|---|
     /// | gRPC `grpc-status: 0`, or a gRPC response without `grpc-status` in its head | `None` |
-    /// | gRPC `DEADLINE_EXCEEDED` (4) | [`Outcome::TimedOut`] |
+    /// | gRPC `DEADLINE_EXCEEDED` (4) | [`Outcome::TimedOut`], or [`Pushback::DontRetry`] with a `grpc-retry-pushback-ms` that asks for no retry |
     /// | gRPC `UNAVAILABLE` (14) or `RESOURCE_EXHAUSTED` (8) | [`Outcome::Failed`], or with `grpc-retry-pushback-ms` [`Outcome::Pushback`] ([`parse_grpc_pushback`]) |
     /// | any other gRPC status, or one that cannot be read | [`Outcome::Fatal`] |
     /// | HTTP 504 (a Connect `deadline_exceeded` too) | [`Outcome::TimedOut`] |
@@ -108,7 +108,13 @@ impl<'a> ResponseHead<'a> {
     pub fn classify(&self) -> Option<Outcome> {
         match self.grpc_code() {
             Some(Ok(GrpcCode::Ok)) => None,
-            Some(Ok(GrpcCode::DeadlineExceeded)) => Some(Outcome::TimedOut),
+            Some(Ok(GrpcCode::DeadlineExceeded)) => {
+                Some(match self.grpc_retry_pushback_ms.map(parse_grpc_pushback) {
+                    // The server asks for no retry at all (gRFC A6): honoured whatever the code.
+                    Some(Pushback::DontRetry) => Outcome::Pushback(Pushback::DontRetry),
+                    _ => Outcome::TimedOut,
+                })
+            }
             Some(Ok(GrpcCode::Unavailable | GrpcCode::ResourceExhausted)) => {
                 Some(self.grpc_retry_pushback_ms.map_or(Outcome::Failed, |v| {
                     Outcome::Pushback(parse_grpc_pushback(v))
