@@ -126,6 +126,56 @@ async fn a_body_that_never_waits_is_still_cut_after_the_deadline() {
     assert_eq!(frames, 16, "the late frames it may send");
 }
 
+/// Frames all ready, one per poll, from a list; like a stream body, it does not say it has
+/// ended until it is polled once more after the last one.
+struct Ready(std::collections::VecDeque<Frame<Bytes>>);
+
+impl Body for Ready {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        Poll::Ready(self.0.pop_front().map(Ok))
+    }
+}
+
+/// A gRPC stream of 16 messages and its trailers, all ready, read after the deadline: the
+/// 16 messages are the late frames allowed, and the handler's own trailers end the body,
+/// with its own status, since trailers are always the last frame.
+#[tokio::test(start_paused = true)]
+async fn a_streams_own_trailers_end_it_after_its_late_frames() {
+    let server = DeadlineLayer::new(HOP, ms(1_000)).layer(service_fn(|_req: Request<()>| async {
+        let mut trailers = http::HeaderMap::new();
+        trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+        let message = Bytes::from_static(b"\x00\x00\x00\x00\x01x");
+        let mut frames: std::collections::VecDeque<_> =
+            (0..16).map(|_| Frame::data(message.clone())).collect();
+        frames.push_back(Frame::trailers(trailers));
+        Ok::<_, Infallible>(
+            Response::builder()
+                .header("content-type", "application/grpc")
+                .body(Ready(frames))
+                .unwrap(),
+        )
+    }));
+    let request = request(&[
+        ("grpc-timeout", "50m"),
+        ("content-type", "application/grpc"),
+    ]);
+    let response = server.oneshot(request).await.unwrap();
+    tokio::time::sleep(ms(60)).await;
+    let collected = response.into_body().collect().await.unwrap();
+    let trailers = collected
+        .trailers()
+        .cloned()
+        .expect("the stream's trailers");
+    assert_eq!(trailers["grpc-status"], "0");
+    assert_eq!(collected.to_bytes().len(), 16 * 6, "every message");
+}
+
 /// A body that sends one frame at once, then waits a second for the next.
 struct FirstThenWait {
     sent: bool,

@@ -96,10 +96,12 @@ impl<B: Body> BoundedBody<B> {
         };
         match frame {
             Poll::Ready(Some(Ok(frame))) => {
-                // A frame that ends the body is sent whatever the time: no clock to read. A
-                // frame with more to come counts against the frames allowed after the
-                // deadline.
-                if !body.is_end_stream() && deadline.is_expired(TokioClock.now()) {
+                // A frame that ends the body (trailers are always the last frame, though a
+                // stream body says it has ended only when polled again) is sent whatever the
+                // time: no clock to read. A frame with more to come counts against the
+                // frames allowed after the deadline.
+                let ends = frame.is_trailers() || body.is_end_stream();
+                if !ends && deadline.is_expired(TokioClock.now()) {
                     if *this.late >= LATE_FRAMES {
                         return Poll::Ready(Polled::Cut);
                     }
