@@ -431,6 +431,85 @@ where
     }))
 }
 
+/// A body that says its length exactly (as a proxied response with a `content-length`
+/// does), whatever it sends.
+struct Declared<B>(Pin<Box<B>>, u64);
+
+impl<B: Body> Body for Declared<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
+        self.0.as_mut().poll_frame(cx)
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.1)
+    }
+}
+
+/// A stream whose response declares its length (a gateway passing on an upstream's
+/// `content-length`) and which is cut at the deadline: its protocol's ending (gRPC's
+/// trailers, gRPC-Web's trailer frame, Connect's end-stream message) is not counted in that
+/// length, so the layer declares none (no header, and no exact size for hyper to write one
+/// from), and the client reads the deadline's status, not a body whose length disagrees with
+/// its head (a malformed HTTP/2 stream, a closed HTTP/1.1 connection). A plain HTTP body
+/// keeps its length: cut, it ends short, which the length lets the client see.
+#[tokio::test(start_paused = true)]
+async fn a_declared_length_is_dropped_where_the_cut_writes_the_protocols_ending() {
+    let message = envelope(b"abc");
+    let server = layer().layer(service_fn({
+        let message = message.clone();
+        move |req: Request<()>| {
+            let frames = vec![(ms(10), Frame::data(Bytes::from(message.clone())))];
+            let body = Declared(Box::pin(script(frames, false)), 100);
+            let mut response = Response::new(body);
+            let headers = response.headers_mut();
+            if let Some(content_type) = req.headers().get("content-type") {
+                headers.insert("content-type", content_type.clone());
+            }
+            headers.insert("content-length", "100".parse().unwrap());
+            async move { Ok::<_, Infallible>(response) }
+        }
+    }));
+    for (content_type, ending) in [
+        ("application/grpc", None),
+        ("application/grpc-web+proto", Some(&b"grpc-status:4"[..])),
+        ("application/connect+proto", Some(&b"deadline_exceeded"[..])),
+    ] {
+        let request = request(&[("content-type", content_type), ("grpc-timeout", "50m")]);
+        let response = server.clone().oneshot(request).await.unwrap();
+        assert!(
+            response.headers().get("content-length").is_none(),
+            "{content_type}: no length declared"
+        );
+        assert_eq!(response.body().size_hint().exact(), None, "{content_type}");
+        let (data, end) = read_all(response.into_body()).await;
+        assert_eq!(&data[..message.len()], &message[..], "{content_type}");
+        let end = end.expect("an ending, not a cut stream");
+        match ending {
+            None => assert_eq!(end.expect("trailers")["grpc-status"], "4"),
+            Some(ending) => {
+                let written = &data[message.len()..];
+                assert!(
+                    written.windows(ending.len()).any(|w| w == ending),
+                    "{content_type}: {written:?}"
+                );
+            }
+        }
+    }
+    let request = request(&[("x-deadline-ms", "50")]);
+    let response = server.oneshot(request).await.unwrap();
+    assert_eq!(response.headers()["content-length"], "100");
+    assert_eq!(response.body().size_hint().exact(), Some(100));
+    let (data, end) = read_all(response.into_body()).await;
+    assert_eq!(data, message);
+    assert!(end.is_err(), "a cut stream, {end:?}");
+}
+
 /// A response compressed whole (`content-encoding: gzip`, as tower-http's `CompressionLayer`
 /// inside the layer makes one for Connect streaming) is not the protocol's messages: cut at
 /// the deadline, a gRPC-Web or Connect stream ends as a cut stream (the body fails, and the

@@ -322,6 +322,29 @@ pub enum Cut {
     Ended,
 }
 
+impl Cut {
+    /// Whether a response whose body may end this way may declare its length in its head (a
+    /// `content-length`, or an exact size a server writes one from): yes when it ends as a
+    /// cut stream ([`Cut::Reset`]), short, which the declared length lets the client see,
+    /// or has ended already ([`Cut::Ended`]). No for the others: the protocol's ending
+    /// written at the cut, and the part of a message held back before it, are not what the
+    /// length counted, and a client takes a body whose length disagrees with its head for a
+    /// broken one (a malformed HTTP/2 stream, RFC 9113 §8.1.1; a connection closed early on
+    /// HTTP/1.1), not for the deadline's answer. A server drops the length of a response
+    /// whose body may be cut so.
+    ///
+    /// ```
+    /// use deadline_core::wire::Protocol;
+    ///
+    /// assert!(Protocol::Http.cut().keeps_declared_length());
+    /// assert!(!Protocol::Grpc { json: false }.cut().keeps_declared_length());
+    /// ```
+    #[must_use]
+    pub const fn keeps_declared_length(&self) -> bool {
+        matches!(self, Cut::Reset | Cut::Ended)
+    }
+}
+
 impl Protocol {
     /// How a response body of this protocol's messages that is still streaming at its
     /// deadline ends, between two messages ([`Envelopes::cut`](super::Envelopes::cut) says

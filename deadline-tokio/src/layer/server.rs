@@ -259,8 +259,13 @@ where
                     Poll::Pending => Poll::Pending,
                     Poll::Ready(Ok(answer)) => Poll::Ready(answer.map(|response| {
                         let (parts, body) = response.into_parts();
-                        let body = DeadlineBody::inner(body, deadline, protocol, &parts.headers);
-                        Response::from_parts(parts, body)
+                        let (body, keeps_length) =
+                            DeadlineBody::inner(body, deadline, protocol, &parts.headers);
+                        let mut response = Response::from_parts(parts, body);
+                        if !keeps_length {
+                            response.headers_mut().remove(http::header::CONTENT_LENGTH);
+                        }
+                        response
                     })),
                     Poll::Ready(Err(_elapsed)) => {
                         // The deadline came first: the handler is dropped now, cancelling

@@ -51,6 +51,11 @@ pin_project_lite::pin_project! {
     ///   content type, or a `content-encoding` over the whole body) is sent as it comes, and
     ///   cut at the deadline it ends as a cut stream, with nothing written into it
     ///   ([`Envelopes::cut_unread`]).
+    /// - A response whose body would end with its protocol's ending declares no length: its
+    ///   `content-length` is removed and the body says no exact size
+    ///   ([`Cut::keeps_declared_length`]), so that a cut body does not disagree with its
+    ///   head. One that would end as a cut stream keeps its length, which tells the client
+    ///   it was cut.
     pub struct DeadlineBody<B> {
         #[pin]
         kind: Kind<B>,
@@ -191,30 +196,42 @@ impl<B> DeadlineBody<B> {
     /// by whole message if it is `protocol`'s messages ([`Envelopes::of_response`], from the
     /// response's `headers`), and cut at the deadline the way `protocol` expects; cut as
     /// [`Envelopes::cut_unread`] says if it is not.
+    ///
+    /// With it, whether the response may keep a length it declares: not when the cut writes
+    /// the protocol's ending ([`Cut::keeps_declared_length`]), and the body then says no
+    /// exact size.
     #[inline]
     pub(crate) fn inner(
         body: B,
         deadline: Deadline,
         protocol: Protocol,
         headers: &HeaderMap,
-    ) -> Self {
+    ) -> (Self, bool) {
         let body = BoundedBody::new(body, deadline, true);
-        let kind = match Envelopes::of_response(protocol, lookup(headers)) {
-            None => Kind::Inner {
-                body,
-                protocol,
-                reset: Envelopes::cut_unread(protocol, lookup(headers)) == Cut::Reset,
-            },
-            Some(read) => Kind::Messages {
-                body,
-                protocol,
-                messages: Box::new(Messages {
-                    read,
-                    held: BytesMut::new(),
-                }),
-            },
+        let (kind, keeps_length) = match Envelopes::of_response(protocol, lookup(headers)) {
+            None => {
+                let cut = Envelopes::cut_unread(protocol, lookup(headers));
+                let reset = cut == Cut::Reset;
+                let kind = Kind::Inner {
+                    body,
+                    protocol,
+                    reset,
+                };
+                (kind, cut.keeps_declared_length())
+            }
+            Some(read) => {
+                let kind = Kind::Messages {
+                    body,
+                    protocol,
+                    messages: Box::new(Messages {
+                        read,
+                        held: BytesMut::new(),
+                    }),
+                };
+                (kind, protocol.cut().keeps_declared_length())
+            }
         };
-        DeadlineBody { kind }
+        (DeadlineBody { kind }, keeps_length)
     }
 
     /// An answer with `text` (nothing at all when it is empty).
@@ -403,24 +420,32 @@ where
 
     fn size_hint(&self) -> SizeHint {
         match &self.kind {
-            Kind::Inner { body, .. } => body.get_ref().size_hint(),
-            Kind::Messages { body, messages, .. } => {
-                let inner = body.get_ref().size_hint();
-                let held = messages.held.len() as u64;
-                if held == 0 {
-                    return inner;
-                }
-                let mut hint = SizeHint::new();
-                hint.set_lower(inner.lower().saturating_add(held));
-                if let Some(upper) = inner.upper() {
-                    hint.set_upper(upper.saturating_add(held));
-                }
-                hint
-            }
+            // Cut, it ends short: its own size, which a length declared from it lets the
+            // client see.
+            Kind::Inner {
+                body, reset: true, ..
+            } => body.get_ref().size_hint(),
+            // Cut, it ends with what its own size does not count (the protocol's ending, after
+            // the part of a message held back): no exact size, from which a server would
+            // declare a length (`Cut::keeps_declared_length`).
+            Kind::Inner { body, .. } => at_least(body.get_ref().size_hint().lower()),
+            Kind::Messages { body, messages, .. } => at_least(
+                body.get_ref()
+                    .size_hint()
+                    .lower()
+                    .saturating_add(messages.held.len() as u64),
+            ),
             Kind::Answer { text } => {
                 SizeHint::with_exact(text.as_ref().map_or(0, |text| text.len() as u64))
             }
             Kind::Cut { .. } | Kind::Ended { .. } => SizeHint::default(),
         }
     }
+}
+
+/// A size of at least `lower` bytes, and no upper bound.
+fn at_least(lower: u64) -> SizeHint {
+    let mut hint = SizeHint::new();
+    hint.set_lower(lower);
+    hint
 }
