@@ -238,3 +238,53 @@ async fn a_cancel_that_fails_is_counted_and_its_connection_closed() {
         (0, 1, 1)
     );
 }
+
+/// As above, but the dropped query runs into its own statement timeout (500 ms) once its
+/// cancel has failed: that error aborts its transaction, where PostgreSQL refuses every
+/// statement but the transaction's end (SQLSTATE 25P02). The backend is still ended, so the
+/// connection is closed as counted, not handed back inside the aborted transaction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_cancels_connection_is_closed_when_its_query_times_out_on_its_own() {
+    const SHORT: StatementPolicy = StatementPolicy::capped(ms(500));
+    let server = TlsServer::start();
+    let observer = server.connect().await;
+    let db = Database::new(&server.config(), NoTls).unwrap();
+    let mut session = db.session_with(server.connect().await, |client| client);
+    let pid: i32 = session
+        .query(&SHORT, "SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()[0]
+        .get(0);
+    let tag = "tls_failed_cancel_timed_out_8c1d";
+    let sql = format!("SELECT pg_sleep(1) /* {tag} */");
+    let dropped = tokio::time::timeout(ms(200), session.query(&SHORT, &sql, &[])).await;
+    assert!(dropped.is_err(), "the caller left at 200 ms");
+    // The query ends at its statement timeout (500 ms); then the connection's backend is ended.
+    assert!(until(&observer, tag, 0).await, "the query ended");
+    let next = session.query(&SHORT, "SELECT 1", &[]).await;
+    assert!(
+        matches!(&next, Err(PgError::Db(e)) if e.is_closed()),
+        "the connection was closed: {next:?}"
+    );
+    let mut alive = 1;
+    for _ in 0..500 {
+        alive = observer
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE pid = $1",
+                &[&pid],
+            )
+            .await
+            .unwrap()
+            .get::<_, i64>(0);
+        if alive == 0 {
+            break;
+        }
+        tokio::time::sleep(ms(10)).await;
+    }
+    assert_eq!(alive, 0, "the backend was ended");
+    let cancels = db.cancels();
+    assert_eq!(
+        (cancels.sent(), cancels.failed(), cancels.closed()),
+        (0, 1, 1)
+    );
+}

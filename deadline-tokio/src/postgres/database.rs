@@ -132,15 +132,27 @@ impl<M: CancelTls> Database<M> {
     }
 }
 
-/// Ends the connection's backend, so that the connection is closed and no pool reuses it. Up
-/// to three tries: a late signal of the failed cancel may cancel the statement that ends it.
+/// Ends the connection's backend, so that the connection is closed and no pool reuses it.
+///
+/// The dropped query's transaction is ended first: that query may still be running (its
+/// cancel failed), and if it then fails (at its own statement timeout, say) its transaction
+/// is aborted, and PostgreSQL refuses every statement there but the transaction's end
+/// (SQLSTATE 25P02), the one that ends the backend included. Up to three tries: a late
+/// signal of the failed cancel may cancel the statement that ends it.
 async fn close(client: &Client) {
     for _ in 0..3 {
+        // Its warning when there is no transaction is harmless.
+        let _ = client.batch_execute("ROLLBACK").await;
         match client
             .batch_execute("SELECT pg_terminate_backend(pg_backend_pid())")
             .await
         {
-            Err(error) if error.code() == Some(&SqlState::QUERY_CANCELED) => continue,
+            Err(error)
+                if error.code() == Some(&SqlState::QUERY_CANCELED)
+                    || error.code() == Some(&SqlState::IN_FAILED_SQL_TRANSACTION) =>
+            {
+                continue;
+            }
             // Closed, or closing: the server's error for its own end, or the connection's.
             _ => return,
         }
