@@ -762,6 +762,50 @@ async fn with_no_time_for_the_call_the_dependency_is_not_called() {
     assert!(seen(&log).is_empty());
 }
 
+/// A retry that finds too little time to send anything (under the per-hop allowance, with
+/// no floor to stop it before it starts) does not replace the answer before it: the caller
+/// gets the dependency's 503 as it came, as when the same lack of time stops the retry one
+/// step earlier (under a floor), not a 504 for a deadline that has not passed.
+#[tokio::test(start_paused = true)]
+async fn a_retry_with_nothing_to_send_leaves_the_answer_before_it() {
+    for floor in [ms(0), ms(5)] {
+        let dependency: &'static Dependency = Box::leak(Box::new(Dependency::new(
+            Policy::required("answered, then no time")
+                .idempotent()
+                .with_cap(ms(1_000))
+                .with_floor(floor)
+                .with_retries(1)
+                .with_backoff(Backoff::constant(ms(17))),
+        )));
+        let calls = Arc::new(AtomicUsize::new(0));
+        let next = service_fn({
+            let calls = calls.clone();
+            move |_req: Request<String>| {
+                calls.fetch_add(1, Ordering::SeqCst);
+                async {
+                    tokio::time::sleep(ms(80)).await;
+                    Ok::<_, Infallible>(status(503))
+                }
+            }
+        });
+        let client = DependencyLayer::new(dependency, DeadlineHeader::DeadlineMs).layer(next);
+        // The 503 at 80 ms, with 15 ms of the 95 sent left: the dependency's own answer. The
+        // retry, at 97 ms, has 3 ms left, under the 5 ms allowance.
+        let response = scope_timeout(ms(100), client.oneshot(Request::new(String::new())))
+            .await
+            .expect("inside its scope")
+            .expect("the dependency's answer");
+        assert_eq!(
+            response.status(),
+            StatusCode::SERVICE_UNAVAILABLE,
+            "floor {floor:?}"
+        );
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "floor {floor:?}");
+        // The call ended for want of time, whichever step found it: counted so.
+        assert_eq!(dependency.counters().snapshot().deadline_exceeded, 1);
+    }
+}
+
 /// An attempt with less time than the per-hop allowance (and no floor to stop it before it
 /// starts) sends nothing: the next service never sees it, so its breaker does not count it,
 /// and the request is answered as out of time (504), not as a failed dependency.

@@ -225,19 +225,19 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
     /// The attempt ended at `now` having sent nothing (the time left was too short to send
     /// a request): not the dependency's failure, so its breaker permit is handed back, and
     /// neither a retry nor a hedge follows (each would have less time still). It is the
-    /// call's latest failure unless a final one stands.
+    /// call's failure only when no attempt failed before it: an earlier attempt's answer or
+    /// error stands, as it does when the same lack of time stops a retry before it starts
+    /// (under the floor), so that a dependency's answer is not replaced by a deadline that
+    /// has not passed.
     pub(super) fn unsent(&mut self, mut attempt: Attempt, now: Instant) {
         self.settle_breaker(&mut attempt, BreakerOutcome::Abandoned, now);
         let first = self.tally.started_at();
-        match self.followups.made(first) {
-            None => self.last = Some(Failure::NothingSent),
-            Some(f) => {
-                f.nothing_sent = true;
-                f.hedges.stop();
-                if !f.final_failure {
-                    self.last = Some(Failure::NothingSent);
-                }
-            }
+        if let Some(f) = self.followups.made(first) {
+            f.nothing_sent = true;
+            f.hedges.stop();
+        }
+        if self.last.is_none() {
+            self.last = Some(Failure::NothingSent);
         }
     }
 

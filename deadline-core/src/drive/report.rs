@@ -36,7 +36,8 @@ impl<T, E> Called<T, E> {
     /// Whether the call was made and ended because the request's deadline ran out: the
     /// deadline had passed when it gave up ([`Error::DeadlineExceeded`]), or too little time
     /// was left for another attempt ([`GiveUp::BackoffPastDeadline`],
-    /// [`GiveUp::UnderFloor`], [`GiveUp::DeadlinePassed`]).
+    /// [`GiveUp::UnderFloor`], [`GiveUp::DeadlinePassed`], [`GiveUp::NothingToSend`]),
+    /// whatever the last attempt's failure, which the call returns.
     ///
     /// A call that gave up with time to spare (its attempts exhausted, a call that may have
     /// run, a server's "do not retry", the retry budget, the breaker) did not, even when its
@@ -53,7 +54,10 @@ impl<T, E> Called<T, E> {
         ) || matches!(
             self.report.gave_up,
             Some(
-                GiveUp::BackoffPastDeadline { .. } | GiveUp::UnderFloor(_) | GiveUp::DeadlinePassed
+                GiveUp::BackoffPastDeadline { .. }
+                    | GiveUp::UnderFloor(_)
+                    | GiveUp::DeadlinePassed
+                    | GiveUp::NothingToSend
             )
         )
     }
