@@ -183,13 +183,14 @@ impl<'n> Policy<'n> {
     /// failed attempt provably never reached the server (a refused connection, a server's
     /// pushback), and never hedged.
     ///
-    /// Which errors are refused connections is the classifier's to say
-    /// ([`Outcome::Refused`](crate::Outcome::Refused)): with the default one of
-    /// [`Dependency::run`](crate::Dependency::run), every error is
-    /// [`Outcome::Failed`](crate::Outcome::Failed), and only a server's pushback is retried.
-    /// Give the call one that knows your client's errors (`.classify(..)`; deadline-tokio's
+    /// Which errors are refused connections or pushbacks is the classifier's to say
+    /// ([`Outcome::Refused`](crate::Outcome::Refused), [`Outcome::Pushback`](crate::Outcome::Pushback)):
+    /// the default one of [`Dependency::run`](crate::Dependency::run) reads every error as
+    /// [`Outcome::Failed`](crate::Outcome::Failed), so with it no retry would ever start, and
+    /// in a debug build such a call with retries panics when it is awaited, saying so. Give
+    /// the call one that knows your client's errors (`.classify(..)`; deadline-tokio's
     /// `reqwest::classify` for reqwest, `ClassifyConnect` for a client that connects through
-    /// its `Connector`).
+    /// its `Connector`; `DependencyLayer` reads a response's pushback itself).
     ///
     /// # Panics
     ///

@@ -79,7 +79,9 @@
 //! [`Policy::with_retries`](crate::Policy::with_retries) and the hedge settings on a policy that has said neither stop the
 //! build when the policy is a `static` or a `const` (a compile-time panic, error E0080, that
 //! names the rule), and panic when a policy is built at run time: a policy never retries
-//! nothing in silence.
+//! nothing in silence. Nor does a call: one to a dependency that is not idempotent, with
+//! retries, awaited without a classifier (whose default never says `Refused` or `Pushback`)
+//! panics in a debug build and says so.
 //!
 //! Each failed attempt is read as an [`Outcome`](crate::Outcome): by default every `Err` is
 //! [`Outcome::Failed`](crate::Outcome::Failed); a classifier (`Run::classify`, a layer's `classify_error`) says which

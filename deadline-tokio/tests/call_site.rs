@@ -90,6 +90,50 @@ async fn the_default_classifier_retries_every_error_of_an_idempotent_call() {
     assert_eq!(FLAKY.counters().snapshot().retries, 2);
 }
 
+/// A dependency that is not idempotent is retried only after a refusal or a pushback, which
+/// the default classifier never reports: its retries would never start. Awaited without a
+/// classifier, such a call says so (in a debug build); with one, a refused connection is
+/// retried.
+static ORDERS: Dependency = Dependency::new(
+    Policy::required("orders")
+        .not_idempotent()
+        .with_cap(ms(50))
+        .with_retries(2)
+        .with_backoff(Backoff::constant(ms(5))),
+);
+
+#[cfg(debug_assertions)]
+#[tokio::test(start_paused = true)]
+#[should_panic(expected = "the call to `orders` would never be retried")]
+async fn a_call_whose_retries_could_never_start_says_so() {
+    let _ = scope_timeout(ms(500), async {
+        ORDERS.run(|_| async { Err::<(), _>(Upstream::Busy) }).await
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_that_is_not_idempotent_is_retried_after_what_its_classifier_calls_refused() {
+    let tries = Mutex::new(0);
+    let answer = scope_timeout(ms(500), async {
+        ORDERS
+            .run(|_| {
+                let mut n = tries.lock().unwrap();
+                *n += 1;
+                let n = *n;
+                async move { if n < 2 { Err(Upstream::Busy) } else { Ok(n) } }
+            })
+            .classify(|e| match e {
+                Upstream::Busy => Outcome::Refused,
+                Upstream::BadRequest => Outcome::Fatal,
+            })
+            .await
+    })
+    .await
+    .expect("inside its scope");
+    assert_eq!(answer, Ok(2));
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_unannotated_classifier_closure_compiles_and_decides() {
     static PICKY: Dependency = Dependency::new(

@@ -27,6 +27,8 @@ pub struct Run<'d, 'n, Rt, A, C, R, M = Full> {
     reserve: Duration,
     deadline: Option<Deadline>,
     classify: C,
+    /// Whether `classify` was given ([`Run::classify`]) rather than the default.
+    classified: bool,
     rng: R,
 }
 
@@ -43,6 +45,7 @@ impl<'d, 'n, Rt, A, C, R, M> Run<'d, 'n, Rt, A, C, R, M> {
             reserve: Duration::ZERO,
             deadline: None,
             classify,
+            classified: false,
             rng,
         }
     }
@@ -77,6 +80,7 @@ impl<'d, 'n, Rt, A, C, R, M> Run<'d, 'n, Rt, A, C, R, M> {
             reserve: self.reserve,
             deadline: self.deadline,
             classify: self.classify,
+            classified: self.classified,
             rng,
         }
     }
@@ -85,6 +89,11 @@ impl<'d, 'n, Rt, A, C, R, M> Run<'d, 'n, Rt, A, C, R, M> {
     /// what ends the call. By default every error is [`Outcome::Failed`]. The closure needs no
     /// annotation:
     /// `.classify(|e| if e.is_timeout() { Outcome::TimedOut } else { Outcome::Fatal })`.
+    ///
+    /// A call to a dependency that is [not idempotent](crate::Policy::not_idempotent) and
+    /// allows retries needs one: it is retried only after [`Outcome::Refused`] or
+    /// [`Outcome::Pushback`], which the default never says, so without one no retry would
+    /// ever start. In a debug build such a call panics when it is awaited, saying so.
     pub fn classify<C2, F, T, E>(self, classify: C2) -> Run<'d, 'n, Rt, A, C2, R, M>
     where
         A: Attempt<Future = F>,
@@ -97,6 +106,7 @@ impl<'d, 'n, Rt, A, C, R, M> Run<'d, 'n, Rt, A, C, R, M> {
             reserve: self.reserve,
             deadline: self.deadline,
             classify,
+            classified: true,
             rng: self.rng,
         }
     }
@@ -190,6 +200,15 @@ where
     #[inline]
     fn new(run: Run<'d, 'n, Rt, A, C, R, M>) -> Self {
         let dep = run.dep;
+        debug_assert!(
+            run.classified || !retries_only_what_the_default_never_says(dep),
+            "the call to `{}` would never be retried: its policy is not idempotent, so it is \
+             retried only after Outcome::Refused or Outcome::Pushback, and the default \
+             classifier reads every error as Outcome::Failed; give the call .classify(..) \
+             (deadline_tokio::reqwest::classify for reqwest, ClassifyConnect for a client \
+             that connects through deadline_tokio's Connector, or your own)",
+            dep.name(),
+        );
         // The deadline given with `Run::deadline`, if any: at the first poll, inside whatever
         // scope runs it, the call's deadline becomes the earlier of it and the current one.
         let call = dep.call(run.deadline.unwrap_or(Deadline::NEVER), run.reserve);
@@ -279,4 +298,11 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Called<T, E>> {
         self.project().calling.poll_called(cx)
     }
+}
+
+/// Whether `dep` allows retries that only [`Outcome::Refused`] or [`Outcome::Pushback`]
+/// start (it is not idempotent), which the default classifier never says.
+fn retries_only_what_the_default_never_says<Rt, M>(dep: &Dependency<'_, Rt, M>) -> bool {
+    let policy = dep.policy();
+    !policy.is_idempotent() && policy.retry().max_attempts > 1
 }
