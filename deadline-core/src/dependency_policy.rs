@@ -277,7 +277,19 @@ impl<'n> Policy<'n> {
     }
 
     /// The same policy, sending one hedged copy after `delay` (or as many as
-    /// [`with_hedges`](Policy::with_hedges) says) while the first attempt still runs.
+    /// [`with_hedges`](Policy::with_hedges) says) while the first attempt still runs. A fixed
+    /// delay: it replaces a live quantile set before it
+    /// ([`with_hedge_at_p95`](Policy::with_hedge_at_p95)), as that replaces a fixed delay set
+    /// before it. The last setting wins.
+    ///
+    /// ```
+    /// use deadline_core::{Policy, ms};
+    ///
+    /// let policy = Policy::required("pricing").idempotent().with_cap(ms(110));
+    /// // A default in code, then the delay from configuration.
+    /// let hedge = policy.with_hedge_at_p95(ms(60)).with_hedge_after(ms(40)).hedge().unwrap();
+    /// assert_eq!((hedge.delay(), hedge.live()), (ms(40), None));
+    /// ```
     ///
     /// # Panics
     ///
@@ -285,7 +297,11 @@ impl<'n> Policy<'n> {
     #[must_use]
     pub const fn with_hedge_after(self, delay: Duration) -> Self {
         let hedge = match self.hedge {
-            Some(h) => HedgePolicy { delay, ..h },
+            Some(h) => HedgePolicy {
+                delay,
+                live: None,
+                ..h
+            },
             None => HedgePolicy::new(delay, 1),
         };
         self.with_hedge(hedge)

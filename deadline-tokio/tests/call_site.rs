@@ -274,6 +274,37 @@ async fn the_hedge_delay_follows_a_histogram_that_shifts() {
     assert_at_tick(hedge_sent_after(&LIVE).await, p95);
 }
 
+/// The last hedge setting wins: a fixed delay set after a live quantile replaces it (and a
+/// live quantile set after a fixed delay replaces that), so a delay from configuration set
+/// over a default in code is the delay the hedges go out at.
+#[tokio::test(start_paused = true)]
+async fn a_fixed_hedge_delay_set_after_a_live_one_replaces_it() {
+    static FIXED_LAST: Dependency = Dependency::new(
+        Policy::required("fixed last")
+            .idempotent()
+            .with_cap(ms(500))
+            .with_hedge_at_p95(ms(60))
+            .with_hedge_after(ms(40)),
+    );
+    static LIVE_LAST: Dependency = Dependency::new(
+        Policy::required("live last")
+            .idempotent()
+            .with_cap(ms(500))
+            .with_hedge_after(ms(40))
+            .with_hedge_at_p95(ms(60)),
+    );
+    for dep in [&FIXED_LAST, &LIVE_LAST] {
+        for _ in 0..200 {
+            dep.record_latency(ms(80));
+        }
+    }
+    assert_eq!(FIXED_LAST.policy().hedge().unwrap().live(), None);
+    assert_eq!(hedge_sent_after(&FIXED_LAST).await, ms(40));
+    let p95 = LIVE_LAST.live_hedge_delay().unwrap();
+    assert!(p95 >= ms(80) && p95 < ms(83), "{p95:?}");
+    assert_at_tick(hedge_sent_after(&LIVE_LAST).await, p95);
+}
+
 /// `sent` is `due`, on tokio's timer: its sleeps end on whole milliseconds, the first at or
 /// after the instant asked for.
 fn assert_at_tick(sent: Duration, due: Duration) {
