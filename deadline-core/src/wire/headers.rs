@@ -126,10 +126,6 @@ impl<'a> Incoming<'a> {
         }
     }
 
-    /// Hands each header present to `f`, decoded (the whitespace around its value removed
-    /// first, as HTTP allows it there), in a fixed order: `grpc-timeout`,
-    /// `connect-timeout-ms`, `x-deadline-ms`, `x-envoy-expected-rq-timeout-ms`; stops at the
-    /// first error `f` returns. Only the headers present are decoded.
     /// Whether the request carries `grpc-timeout`.
     pub(super) const fn has_grpc_timeout(&self) -> bool {
         self.grpc_timeout.is_some()
@@ -150,6 +146,10 @@ impl<'a> Incoming<'a> {
         self.envoy_timeout_ms.is_some()
     }
 
+    /// Hands each header present to `f`, decoded (the whitespace around its value removed
+    /// first, as HTTP allows it there), in a fixed order: `grpc-timeout`,
+    /// `connect-timeout-ms`, `x-deadline-ms`, `x-envoy-expected-rq-timeout-ms`; stops at the
+    /// first error `f` returns. Only the headers present are decoded.
     fn for_each_decoded<E>(
         &self,
         mut f: impl FnMut(&'static str, Result<Duration, WireError>) -> Result<(), E>,

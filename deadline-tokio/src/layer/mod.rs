@@ -125,6 +125,16 @@
 //! a short text. What margin to pick, and what a server can and
 //! cannot do about a client's own timer, is in [the guide](deadline_core::guide#clients-that-time-their-own-calls).
 //!
+//! **Browsers (gRPC-Web, connect-web): put CORS outside.** The layer's own answers (a
+//! request refused on arrival, a handler dropped at the deadline) are made by the layer, so
+//! a CORS layer inside it (on the router it wraps) never sees them; a browser drops a
+//! cross-origin answer without `access-control-allow-origin`, and the page reads a network
+//! failure instead of `DEADLINE_EXCEEDED`. With tonic, add the CORS layer before this one
+//! (`Server::builder().layer(cors).layer(deadline)`: the first is outermost); with axum,
+//! serve an outer router that wraps the whole app:
+//! `Router::new().fallback_service(layer.layer(app)).layer(cors)` (tower-http's
+//! `CorsLayer`, or any layer that adds the headers).
+//!
 //! # PropagateLayer in detail
 //!
 //! For each request, when the service is called ([`Propagation::send`](deadline_core::wire::Propagation::send) decides):
