@@ -21,6 +21,7 @@ use deadline_std::StdClock;
 use deadline_std::net::arm_read;
 use deadline_std::net::connect;
 use deadline_tokio::Dependency;
+use deadline_tokio::layer;
 use deadline_tokio::low_level;
 use deadline_tokio::postgres::Database;
 use deadline_tokio::reqwest;
