@@ -454,10 +454,13 @@ async fn an_early_deadline_exceeded_or_504_is_the_attempts_timeout() {
 /// (within the 5 ms allowance of it), is still that service's answer unless it has the
 /// deadline's shape: a 500, a 429, a gRPC `RESOURCE_EXHAUSTED` or `INTERNAL` reaches the
 /// caller as it came, exactly as through `PropagateLayer`, and is counted as a failure, not a
-/// timeout. A 503 or `UNAVAILABLE` at the same instant is the deadline's (504).
+/// timeout; so does one that says when to retry, or not to (a 503 with `Retry-After`, a
+/// `DEADLINE_EXCEEDED` with `grpc-retry-pushback-ms: -1`, gRFC A6), which is the server's
+/// own word whatever its status. A 503 or `UNAVAILABLE` at the same instant is the
+/// deadline's (504).
 #[tokio::test(start_paused = true)]
 async fn an_answer_near_the_end_of_the_time_sent_is_relayed_unless_it_is_the_deadlines() {
-    let answers: [(DeadlineHeader, Response<String>, Option<StatusCode>); 6] = [
+    let answers: [(DeadlineHeader, Response<String>, Option<StatusCode>); 8] = [
         (
             DeadlineHeader::DeadlineMs,
             status(500),
@@ -476,6 +479,16 @@ async fn an_answer_near_the_end_of_the_time_sent_is_relayed_unless_it_is_the_dea
         (
             DeadlineHeader::GrpcTimeout,
             grpc("13", &[]),
+            Some(StatusCode::OK),
+        ),
+        (
+            DeadlineHeader::DeadlineMs,
+            with_header(503, "retry-after", b"1"),
+            Some(StatusCode::SERVICE_UNAVAILABLE),
+        ),
+        (
+            DeadlineHeader::GrpcTimeout,
+            grpc("4", &[("grpc-retry-pushback-ms", b"-1")]),
             Some(StatusCode::OK),
         ),
         (DeadlineHeader::DeadlineMs, status(503), None),

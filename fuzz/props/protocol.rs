@@ -17,7 +17,7 @@ use deadline_core::wire::{
     GrpcTimeout, Incoming, Propagation, Protocol, ResponseHead, ServerPolicy, WireError,
     parse_grpc_pushback,
 };
-use deadline_core::{Deadline, Error, Instant, Outcome, Pushback};
+use deadline_core::{Deadline, Error, Instant, Outcome};
 
 /// Splits `data` at `\n` into `n` parts (missing ones empty).
 fn parts(data: &[u8], n: usize) -> Vec<&[u8]> {
@@ -360,11 +360,11 @@ pub fn check_send(data: &[u8]) {
 /// - Never a panic.
 /// - A gRPC response's status in its head rules: `OK` (or none in the head) is an answer,
 ///   `UNAVAILABLE` and `RESOURCE_EXHAUSTED` are retried (after any pushback),
-///   `DEADLINE_EXCEEDED` is a timeout unless its pushback asks for no retry, any other, or
-///   one that cannot be read, ends the call. Without gRPC, the HTTP status rules: 1xx-3xx are
+///   `DEADLINE_EXCEEDED` is a timeout unless it carries a pushback, any other, or one that
+///   cannot be read, ends the call. Without gRPC, the HTTP status rules: 1xx-3xx are
 ///   answers, 500/502/503/504/408/429 are retried, any other 4xx or 5xx ends the call.
-/// - The deadline's shape: gRPC `CANCELLED`, `DEADLINE_EXCEEDED`, `UNAVAILABLE`; HTTP 408,
-///   502, 503, 504.
+/// - The deadline's shape: gRPC `CANCELLED`, `DEADLINE_EXCEEDED`, `UNAVAILABLE` without a
+///   pushback; HTTP 408, 502, 503, 504 without `Retry-After`.
 pub fn check_response(data: &[u8]) {
     let status = u16::from_le_bytes([
         data.first().copied().unwrap_or(0),
@@ -386,9 +386,8 @@ pub fn check_response(data: &[u8]) {
     match code {
         Some(Some(GrpcCode::Ok)) => assert_eq!(outcome, None),
         Some(Some(GrpcCode::DeadlineExceeded)) => {
-            let refused = flags & 4 != 0 && parse_grpc_pushback(values[1]) == Pushback::DontRetry;
-            let expected = if refused {
-                Outcome::Pushback(Pushback::DontRetry)
+            let expected = if flags & 4 != 0 {
+                Outcome::Pushback(parse_grpc_pushback(values[1]))
             } else {
                 Outcome::TimedOut
             };
@@ -414,12 +413,14 @@ pub fn check_response(data: &[u8]) {
         },
     }
     let shaped = match code {
-        Some(Some(code)) => matches!(
-            code,
-            GrpcCode::Cancelled | GrpcCode::DeadlineExceeded | GrpcCode::Unavailable
-        ),
+        Some(Some(code)) => {
+            matches!(
+                code,
+                GrpcCode::Cancelled | GrpcCode::DeadlineExceeded | GrpcCode::Unavailable
+            ) && flags & 4 == 0
+        }
         Some(None) => false,
-        None => matches!(status, 408 | 502 | 503 | 504),
+        None => matches!(status, 408 | 502 | 503 | 504) && flags & 8 == 0,
     };
     assert_eq!(head.is_deadline_shaped(), shaped);
     assert_eq!(Failure::Response(head).is_deadline_shaped(), shaped);

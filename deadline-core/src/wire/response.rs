@@ -81,7 +81,7 @@ impl<'a> ResponseHead<'a> {
     /// | response | outcome |
     /// |---|---|
     /// | gRPC `grpc-status: 0`, or a gRPC response without `grpc-status` in its head | `None` |
-    /// | gRPC `DEADLINE_EXCEEDED` (4) | [`Outcome::TimedOut`], or [`Pushback::DontRetry`] with a `grpc-retry-pushback-ms` that asks for no retry |
+    /// | gRPC `DEADLINE_EXCEEDED` (4) | [`Outcome::TimedOut`], or with `grpc-retry-pushback-ms` [`Outcome::Pushback`] ([`parse_grpc_pushback`]) |
     /// | gRPC `UNAVAILABLE` (14) or `RESOURCE_EXHAUSTED` (8) | [`Outcome::Failed`], or with `grpc-retry-pushback-ms` [`Outcome::Pushback`] ([`parse_grpc_pushback`]) |
     /// | any other gRPC status, or one that cannot be read | [`Outcome::Fatal`] |
     /// | HTTP 504 (a Connect `deadline_exceeded` too) | [`Outcome::TimedOut`] |
@@ -98,7 +98,9 @@ impl<'a> ResponseHead<'a> {
     /// failed dependency (a 502) for what was a deadline. As [`Outcome::TimedOut`] it is
     /// counted as the attempt's timeout and the call's error is the library's timeout, as when
     /// the call's own timer fires; it is retried as a timeout is, when the call is idempotent
-    /// and time is left.
+    /// and time is left. A gRPC server that says when to retry, or not to
+    /// (`grpc-retry-pushback-ms`, gRFC A6), is heard whatever its status: such a response is
+    /// its pushback, and the caller gets it as it came if the call then ends.
     ///
     /// A `Retry-After` in its HTTP-date form is not read (the core does not read the wall
     /// clock): the response is [`Outcome::Failed`]. A gRPC status that comes in the
@@ -108,12 +110,12 @@ impl<'a> ResponseHead<'a> {
     pub fn classify(&self) -> Option<Outcome> {
         match self.grpc_code() {
             Some(Ok(GrpcCode::Ok)) => None,
+            // The server's word on retrying (gRFC A6), when it gave one, rules: when to come
+            // back, or not to.
             Some(Ok(GrpcCode::DeadlineExceeded)) => {
-                Some(match self.grpc_retry_pushback_ms.map(parse_grpc_pushback) {
-                    // The server asks for no retry at all (gRFC A6): honoured whatever the code.
-                    Some(Pushback::DontRetry) => Outcome::Pushback(Pushback::DontRetry),
-                    _ => Outcome::TimedOut,
-                })
+                Some(self.grpc_retry_pushback_ms.map_or(Outcome::TimedOut, |v| {
+                    Outcome::Pushback(parse_grpc_pushback(v))
+                }))
             }
             Some(Ok(GrpcCode::Unavailable | GrpcCode::ResourceExhausted)) => {
                 Some(self.grpc_retry_pushback_ms.map_or(Outcome::Failed, |v| {
@@ -144,12 +146,24 @@ impl<'a> ResponseHead<'a> {
     /// 408, 502, 503 or 504, or a gRPC `CANCELLED`, `DEADLINE_EXCEEDED` or `UNAVAILABLE` in
     /// the head. Arriving when the time sent has run out, such a response is the deadline's,
     /// not the next service's own fault ([`Sent::is_deadline_failure`](super::Sent::is_deadline_failure)).
+    ///
+    /// A response that says when to retry, or not to (`Retry-After`,
+    /// `grpc-retry-pushback-ms`), is not: the server answered on its own, and its word on
+    /// retrying stands ([`classify`](Self::classify)), whenever it comes.
+    ///
+    /// ```
+    /// use deadline_core::wire::ResponseHead;
+    ///
+    /// assert!(ResponseHead::read(503, |_| None).is_deadline_shaped());
+    /// let busy = ResponseHead::read(503, |name| (name == "retry-after").then_some(&b"1"[..]));
+    /// assert!(!busy.is_deadline_shaped());
+    /// ```
     #[must_use]
     pub fn is_deadline_shaped(&self) -> bool {
         match self.grpc_code() {
-            Some(Ok(code)) => is_deadline_code(code),
+            Some(Ok(code)) => is_deadline_code(code) && self.grpc_retry_pushback_ms.is_none(),
             Some(Err(())) => false,
-            None => matches!(self.status, 408 | 502 | 503 | 504),
+            None => matches!(self.status, 408 | 502 | 503 | 504) && self.retry_after.is_none(),
         }
     }
 }
