@@ -5,6 +5,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use deadline_core::CallError;
+use deadline_core::drive::DeadlineOnly;
 use deadline_core::policy::{Backoff, Jitter};
 use deadline_core::{Error, Outcome, Policy, ms};
 use deadline_tokio::{Dependency, Steps, remaining, scope_timeout};
@@ -94,13 +95,12 @@ async fn the_default_classifier_retries_every_error_of_an_idempotent_call() {
 /// the default classifier never reports: its retries would never start. Awaited without a
 /// classifier, such a call says so (in a debug build); with one, a refused connection is
 /// retried.
-static ORDERS: Dependency = Dependency::new(
-    Policy::required("orders")
-        .not_idempotent()
-        .with_cap(ms(50))
-        .with_retries(2)
-        .with_backoff(Backoff::constant(ms(5))),
-);
+const ORDERS_POLICY: Policy = Policy::required("orders")
+    .not_idempotent()
+    .with_cap(ms(50))
+    .with_retries(2)
+    .with_backoff(Backoff::constant(ms(5)));
+static ORDERS: Dependency = Dependency::new(ORDERS_POLICY);
 
 #[cfg(debug_assertions)]
 #[tokio::test(start_paused = true)]
@@ -110,6 +110,26 @@ async fn a_call_whose_retries_could_never_start_says_so() {
         ORDERS.run(|_| async { Err::<(), _>(Upstream::Busy) }).await
     })
     .await;
+}
+
+/// A deadline-only dependency makes one attempt whatever its policy says of retries: the
+/// same policy, awaited without a classifier there, is one attempt and no complaint.
+#[tokio::test(start_paused = true)]
+async fn a_deadline_only_call_with_the_same_policy_makes_its_one_attempt() {
+    static ORDERS_ONCE: Dependency<DeadlineOnly> = Dependency::deadline_only(ORDERS_POLICY);
+    let tries = Mutex::new(0);
+    let answer = scope_timeout(ms(500), async {
+        ORDERS_ONCE
+            .run(|_| {
+                *tries.lock().unwrap() += 1;
+                async { Err::<(), _>(Upstream::Busy) }
+            })
+            .await
+    })
+    .await
+    .expect("inside its scope");
+    assert_eq!(answer, Err(CallError::Attempt(Upstream::Busy)));
+    assert_eq!(*tries.lock().unwrap(), 1);
 }
 
 #[tokio::test(start_paused = true)]
@@ -486,8 +506,6 @@ async fn no_hedges_stay_off_whatever_order_the_settings_come_in() {
 /// policy says about retries, its timeout from the time left, recorded like any other.
 #[tokio::test(start_paused = true)]
 async fn a_deadline_only_dependency_makes_one_attempt_in_the_time_left() {
-    use deadline_core::drive::DeadlineOnly;
-
     // Retries configured, and not made: the dependency is deadline-only.
     static ONLY: Dependency<DeadlineOnly> = Dependency::deadline_only(
         Policy::required("only")

@@ -301,8 +301,9 @@ where
 }
 
 /// Whether `dep` allows retries that only [`Outcome::Refused`] or [`Outcome::Pushback`]
-/// start (it is not idempotent), which the default classifier never says.
-fn retries_only_what_the_default_never_says<Rt, M>(dep: &Dependency<'_, Rt, M>) -> bool {
+/// start (it is not idempotent), which the default classifier never says. A deadline-only
+/// dependency makes one attempt whatever its policy says.
+fn retries_only_what_the_default_never_says<Rt, M: Mode>(dep: &Dependency<'_, Rt, M>) -> bool {
     let policy = dep.policy();
-    !policy.is_idempotent() && policy.retry().max_attempts > 1
+    M::FULL && !policy.is_idempotent() && policy.retry().max_attempts > 1
 }
