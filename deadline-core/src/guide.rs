@@ -168,20 +168,27 @@
 //! sent onward as well: deadline-tokio's PostgreSQL and sqlx queries note it
 //! ([`StatementTimeout::running_out_from`](crate::statement::StatementTimeout::running_out_from)),
 //! so a query the database ends at its statement timeout, the policy's margin before the
-//! attempt's end, is the attempt's timeout. A tower client (`DependencyLayer`) reads the
-//! answer itself by the same rule. An attempt whose time is too short to send anything (under
-//! the allowance, or a statement's floor) tells the runtime so
-//! ([`Onward::Nothing`](crate::runtime::Onward::Nothing)): it never reached the dependency,
-//! so the call ends with [`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded), with no
-//! retry or hedge after it, and the breaker does not count it; callers that arrive with
-//! too little time cannot open the breaker of a dependency they never reach.
+//! attempt's end, is the attempt's timeout. A tower client (`DependencyLayer`) sees every
+//! answer itself, so it reads them by the narrower rule of
+//! [`Sent::is_deadline_failure`](crate::wire::Sent::is_deadline_failure): once the time sent
+//! is running out, only a failure of the deadline's shape (a transport error, a 502, 503 or
+//! 504, a gRPC `CANCELLED` or `UNAVAILABLE`, none saying when to retry) is the attempt's
+//! timeout, and a 500 or a 429 then is still the dependency's answer. An attempt whose time
+//! is too short to send anything (under the allowance, or a statement's floor) tells the
+//! runtime so ([`Onward::Nothing`](crate::runtime::Onward::Nothing)): it never reached the
+//! dependency, so no retry or hedge follows, and the breaker does not count it (callers that
+//! arrive with too little time cannot open the breaker of a dependency they never reach);
+//! the call ends with [`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded), or, when
+//! an earlier attempt failed, with that failure, as when the floor stops a retry before it
+//! starts.
 //!
 //! A next service told a deadline answers its 504 (`DEADLINE_EXCEEDED`) by its own margins
 //! before it: its reply margin, and a database's statement timeout a margin before its
 //! handler's deadline, which its caller cannot know. So an explicit 504 or
 //! `DEADLINE_EXCEEDED` is the attempt running out of time whenever it comes
 //! ([`ResponseHead::classify`](crate::wire::ResponseHead::classify) reads it as
-//! [`Outcome::TimedOut`](crate::Outcome::TimedOut)), where a failure of another kind is the
+//! [`Outcome::TimedOut`](crate::Outcome::TimedOut), unless the server said when to retry,
+//! or not to, with `grpc-retry-pushback-ms`), where a failure of another kind is the
 //! attempt's timeout only once the time sent is running out. `DependencyLayer` and
 //! deadline-tokio's `reqwest::classify` read responses with it.
 //!

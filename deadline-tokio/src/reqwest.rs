@@ -4,8 +4,8 @@
 //! per-hop allowance, the way [`PropagateLayer`](crate::layer::PropagateLayer) does; with
 //! nothing left to send, it refuses, and the request is never made (inside a
 //! [`Dependency::run`](deadline_core::Dependency::run) attempt, the call then ends as out of
-//! time, [`Error::DeadlineExceeded`], and the dependency's breaker does not count the attempt,
-//! which never reached it). It also sets reqwest's
+//! time, [`Error::DeadlineExceeded`], unless an earlier attempt failed, whose failure it
+//! returns; the dependency's breaker does not count the attempt, which never reached it). It also sets reqwest's
 //! own timeout (which covers the whole exchange, the body included), one allowance *after*
 //! the deadline, as a backstop: the library's timer (the scope's, or the attempt's under
 //! `Dependency::run`) always fires first, so a request that runs out of time ends as the
@@ -19,9 +19,12 @@
 //! `error_for_status()?`, a connection closed) is the attempt running out of time, by the
 //! core's rule ([`Sent::running_out_from`](deadline_core::wire::Sent::running_out_from)):
 //! counted and retried as a timeout, and a 504 through the axum answer if the call then gives
-//! up, never a 502. A tower client (hyper-util) under
-//! [`DependencyLayer`](crate::DependencyLayer) reads such answers by the same rule as it sees
-//! them. Which of reqwest's other errors may be retried, [`classify`] says: a refused
+//! up, never a 502: the library cannot tell an error made of a 500 from one made of the
+//! deadline, so any failure then counts as the deadline's. A tower client (hyper-util) under
+//! [`DependencyLayer`](crate::DependencyLayer) sees each answer itself, and reads as the
+//! deadline's only the failures of its shape
+//! ([`Sent::is_deadline_failure`](deadline_core::wire::Sent::is_deadline_failure)): a 500
+//! then is still the dependency's. Which of reqwest's other errors may be retried, [`classify`] says: a refused
 //! connection is the one failure a policy that is not idempotent retries.
 //!
 //! ```

@@ -474,8 +474,9 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
     /// never reached the dependency, so its breaker does not count it (the permit is handed
     /// back), and it is not a timeout of the dependency's; since any retry or hedge would
     /// have less time still, none follows. With no other attempt running, the call ends
-    /// with [`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded)
-    /// ([`GiveUp::NothingToSend`]); otherwise it waits for them.
+    /// ([`GiveUp::NothingToSend`]) with the failure of an earlier attempt, if one failed, or
+    /// else [`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded); otherwise it waits
+    /// for them.
     pub fn unsent<O: Observer + ?Sized>(&mut self, slot: usize, now: Instant, observer: &mut O) {
         if self.stage == Stage::Done {
             // Too late: the call has ended; the attempt is cancelled at the next poll.

@@ -151,7 +151,8 @@
 //!   timer, not a client's below it, decides.
 //! - **A failure that is the deadline's** is reported as the deadline's, 504 /
 //!   `DEADLINE_EXCEEDED`, not as a failed dependency: a transport error, an HTTP 408, 502,
-//!   503 or 504, a gRPC `CANCELLED`, `UNAVAILABLE` or `DEADLINE_EXCEEDED`, arriving when
+//!   503 or 504, a gRPC `CANCELLED`, `UNAVAILABLE` or `DEADLINE_EXCEEDED` (none with a
+//!   `Retry-After` or `grpc-retry-pushback-ms`, the server's own word), arriving when
 //!   the time sent has run out or is within the allowance of it
 //!   ([`Sent::is_deadline_failure`](deadline_core::wire::Sent::is_deadline_failure)). With time left, every answer is relayed as it came.
 //! - **Inside a [`Dependency::run`](deadline_core::Dependency::run) attempt**, the layer tells
@@ -161,8 +162,9 @@
 //!   attempt's timeout and answers [`Error::Timeout`](deadline_core::Error::Timeout) (504)
 //!   if it then gives up, never a failed dependency (502). An attempt that had nothing left
 //!   to send never reached the dependency ([`Onward::Nothing`](deadline_core::runtime::Onward::Nothing)):
-//!   the call ends with [`Error::DeadlineExceeded`](deadline_core::Error::DeadlineExceeded)
-//!   (504), no retry or hedge follows, and neither the breaker nor the timeouts count it.
+//!   no retry or hedge follows, neither the breaker nor the timeouts count it, and the call
+//!   ends with [`Error::DeadlineExceeded`](deadline_core::Error::DeadlineExceeded) (504), or
+//!   with an earlier attempt's failure if one failed before it.
 //! - **Outside any scope** the request passes through unchanged and unbounded.
 //!
 //! The deadline is read when the service is *called*: put this layer where it is called
@@ -192,13 +194,18 @@
 //!   the server's `Retry-After` or `grpc-retry-pushback-ms` if it sent one; a 504 (gRPC
 //!   `DEADLINE_EXCEEDED`) is the attempt's timeout, whenever it comes (the next service
 //!   answers it by its own margins before the time it was sent), counted and retried as
-//!   one, and answered as the library's timeout when the call gives up; any other 4xx or
+//!   one, and answered as the library's timeout when the call gives up, unless a gRPC
+//!   server says when to retry, or not to (`grpc-retry-pushback-ms`, honoured as for any
+//!   status); any other 4xx or
 //!   5xx (gRPC status) ends the call at once. **A response is never lost**, but for that
 //!   504: when the call gives up after an attempt that answered, the caller gets that (last)
 //!   response, as `Ok`, as it came, exactly as it would without the layer. Near the end of
-//!   the time an attempt sent, the rule is [`PropagateLayer`]'s: a failure of the deadline's
-//!   shape is the attempt's timeout, and any other answer (a 500, a 429, a gRPC
-//!   `RESOURCE_EXHAUSTED`) is still the dependency's own, counted as a failure.
+//!   the time an attempt sent, the rule is [`PropagateLayer`]'s outside a call: a failure
+//!   of the deadline's shape is the attempt's timeout, and any other answer (a 500, a 429, a
+//!   gRPC `RESOURCE_EXHAUSTED`, one that says when to retry) is still the dependency's own,
+//!   counted as a failure. (Inside your own [`Dependency::run`](deadline_core::Dependency::run)
+//!   attempt, which makes its own errors of the answers, any failure then is the timeout:
+//!   above.)
 //! - **The inner service's errors** (a connection refused, reset, ...) are
 //!   [`Outcome::Failed`](deadline_core::Outcome::Failed) unless [`classify_error`](crate::DependencyLayer::classify_error) says otherwise,
 //!   and retried as the policy allows (not for a call that is not idempotent, unless the

@@ -281,7 +281,7 @@ where
 /// out is the attempt's timeout, whatever error the caller makes of it; with nothing left to
 /// send, the request is not made, and the attempt's failure (this refusal) is not the
 /// dependency's: its breaker does not count it, and the call ends with
-/// [`Error::DeadlineExceeded`] ([`Onward::Nothing`]).
+/// [`Error::DeadlineExceeded`] ([`Onward::Nothing`]), or an earlier attempt's failure.
 pub(crate) fn noted(sending: Result<Outgoing, WireError>) -> Result<Outgoing, Error> {
     match sending {
         Ok(outgoing) => {
