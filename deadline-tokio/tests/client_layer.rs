@@ -1217,6 +1217,15 @@ async fn serve(pricing: Pricing) -> (SocketAddr, tokio::task::JoinHandle<()>) {
     (addr, tokio::spawn(async move { server.await.unwrap() }))
 }
 
+/// A tonic channel connected to the server at `addr`.
+async fn connect(addr: SocketAddr) -> tonic::transport::Channel {
+    tonic::transport::Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap()
+}
+
 /// Calls `Price` through `service`.
 async fn price<T>(service: T, item: &str) -> Result<Price, tonic::Status>
 where
@@ -1273,11 +1282,7 @@ async fn a_real_tonic_server_unavailable_once_then_ok() {
         }),
     })
     .await;
-    let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    let channel = connect(addr).await;
     let client = DependencyLayer::new(&PRICES, DeadlineHeader::GrpcTimeout)
         .buffered(64 * 1_024)
         .layer(channel);
@@ -1312,11 +1317,7 @@ async fn a_real_tonic_servers_invalid_argument_is_not_retried_and_a_spent_budget
         handler: Arc::new(|_, _| Err(tonic::Status::invalid_argument("no such item"))),
     })
     .await;
-    let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    let channel = connect(addr).await;
     let client = DependencyLayer::new(&STRICT_PRICES, DeadlineHeader::GrpcTimeout)
         .buffered(64 * 1_024)
         .layer(channel);
@@ -1359,11 +1360,7 @@ async fn a_tonic_request_longer_than_the_buffer_is_resource_exhausted() {
         }),
     })
     .await;
-    let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    let channel = connect(addr).await;
     let client = DependencyLayer::new(&SMALL_PRICES, DeadlineHeader::GrpcTimeout)
         .buffered(64)
         .layer(channel);
