@@ -8,6 +8,7 @@ use core::future::Future;
 use core::pin::pin;
 use core::task::{Context, Poll, Waker};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::Wake;
 use std::thread::{self, Thread};
 
@@ -22,16 +23,30 @@ std::thread_local! {
     static SLEEPS: RefCell<Vec<(Instant, Waker)>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Wakes the thread running [`block_on`].
-struct Unpark(Thread);
+/// Wakes the thread running [`block_on`]. The flag keeps the wake-up itself: a thread's
+/// unpark token can be taken by anything that parks it, and code inside the future's poll may
+/// (a `std::sync::mpsc` receive does), so a wake-up that came during the poll would otherwise
+/// be lost, and `block_on` would sleep past it.
+struct Unpark {
+    thread: Thread,
+    woken: AtomicBool,
+}
+
+impl Unpark {
+    /// Whether the future was woken since the last call, clearing the flag.
+    fn take(&self) -> bool {
+        self.woken.swap(false, Ordering::Acquire)
+    }
+}
 
 impl Wake for Unpark {
     fn wake(self: Arc<Self>) {
-        self.0.unpark();
+        self.wake_by_ref();
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        self.0.unpark();
+        self.woken.store(true, Ordering::Release);
+        self.thread.unpark();
     }
 }
 
@@ -56,21 +71,34 @@ pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
     DEPTH.with(|d| d.set(d.get().saturating_add(1)));
     let _depth = Depth;
 
-    let waker = Waker::from(Arc::new(Unpark(thread::current())));
+    let unpark = Arc::new(Unpark {
+        thread: thread::current(),
+        woken: AtomicBool::new(false),
+    });
+    let waker = Waker::from(Arc::clone(&unpark));
     let mut cx = Context::from_waker(&waker);
     let mut future = pin!(future);
     loop {
         if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
             return output;
         }
-        match SLEEPS.with(|s| s.borrow().iter().map(|(at, _)| *at).min()) {
-            None => thread::park(),
-            Some(at) => {
-                let left = at.saturating_duration_since(StdClock.now());
-                if !left.is_zero() {
-                    thread::park_timeout(left);
+        // Parks until woken or the earliest sleep is due; a park can also end for no reason
+        // (or for an unpark meant for code in the poll), so the flag, not the park, says
+        // whether the future was woken.
+        loop {
+            if unpark.take() {
+                break;
+            }
+            match SLEEPS.with(|s| s.borrow().iter().map(|(at, _)| *at).min()) {
+                None => thread::park(),
+                Some(at) => {
+                    let now = StdClock.now();
+                    if at <= now {
+                        wake_due(now);
+                        break;
+                    }
+                    thread::park_timeout(at.saturating_duration_since(now));
                 }
-                wake_due(StdClock.now());
             }
         }
     }

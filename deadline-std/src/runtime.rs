@@ -95,6 +95,11 @@ impl OnThreads<ThreadTimer> {
     /// Runs `future` to its end on this thread, parking it while the future waits: until
     /// something wakes it (work on another thread answering) or a [`ThreadSleep`] inside it
     /// is due (a scope's deadline, a backoff).
+    ///
+    /// Its sleeps are woken by this loop, so they must be polled by it: do not run another
+    /// executor inside the future (another crate's `block_on` on this thread). That executor
+    /// holds this loop in one poll, and a [`ThreadSleep`] it polls waits for a wake-up this
+    /// loop cannot give until it returns: a scope inside it would never end.
     pub fn block_on<F: Future>(future: F) -> F::Output {
         crate::block_on::block_on(future)
     }
