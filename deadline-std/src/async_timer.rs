@@ -43,9 +43,15 @@ impl Timer for AsyncIoTimer {
     const SLEEP_READS_CLOCK: bool = true;
 
     fn sleep_until(&self, at: Instant) -> AsyncIoSleep {
+        // The core's "never" (no deadline and no cap), and an instant the platform cannot
+        // represent, never come: a timer that is not in the reactor at all.
+        let at = if at == Instant::MAX {
+            None
+        } else {
+            checked_to_std(at)
+        };
         AsyncIoSleep {
-            // An instant the platform cannot represent never comes.
-            timer: checked_to_std(at).map_or_else(async_io::Timer::never, async_io::Timer::at),
+            timer: at.map_or_else(async_io::Timer::never, async_io::Timer::at),
         }
     }
 }
@@ -63,5 +69,25 @@ impl Future for AsyncIoSleep {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         Pin::new(&mut self.timer).poll(cx).map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use deadline_core::{Instant, Timer};
+
+    use super::AsyncIoTimer;
+
+    #[test]
+    fn never_is_not_a_timer_in_the_reactor() {
+        // `Instant::MAX` is some 585 000 years ahead: std can represent it on the usual
+        // platforms, and async-io would keep it as a real timer entry.
+        assert!(!AsyncIoTimer.sleep_until(Instant::MAX).timer.will_fire());
+        assert!(
+            AsyncIoTimer
+                .sleep_until(Instant::from_secs(1))
+                .timer
+                .will_fire()
+        );
     }
 }

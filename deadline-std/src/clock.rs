@@ -50,7 +50,9 @@ pub fn from_std(t: std::time::Instant) -> Instant {
 }
 
 /// Converts a core [`Instant`] to a std instant. An instant too far in the future for the
-/// platform (such as [`Instant::MAX`]) gives a stand-in 30 years from now.
+/// platform gives a stand-in 30 years from now. (The usual platforms represent even
+/// [`Instant::MAX`], some 585 000 years ahead: a timer that must never fire should not be
+/// given one; `AsyncIoTimer` gives the core's `Instant::MAX` none.)
 #[must_use]
 pub fn to_std(t: Instant) -> std::time::Instant {
     checked_to_std(t).unwrap_or_else(far_future)

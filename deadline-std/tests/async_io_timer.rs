@@ -66,7 +66,7 @@ async fn contract() {
         first_poll(AsyncIoTimer.sleep_until(later), &waker).await,
         Poll::Pending
     );
-    // Never: pending too, and no panic on an instant no platform can represent.
+    // Never: pending too, and no panic.
     assert_eq!(
         first_poll(AsyncIoTimer.sleep_until(Instant::MAX), &waker).await,
         Poll::Pending

@@ -21,7 +21,8 @@ fn an_instant_before_the_origin_saturates_and_never_panics() {
     if let Some(long_ago) = std::time::Instant::now().checked_sub(Duration::from_secs(864_000)) {
         assert_eq!(from_std(long_ago), Instant::ZERO);
     }
-    // An instant no platform can represent gives a far-future stand-in, not a panic.
+    // The furthest instant gives an instant in the future (itself where the platform can
+    // represent it, a stand-in 30 years ahead where not), never a panic.
     assert!(to_std(Instant::MAX) > std::time::Instant::now());
     assert_eq!(
         checked_to_std(Instant::ZERO).map(from_std),
