@@ -53,7 +53,8 @@
 //! use deadline_tokio::postgres::{Database, PgError};
 //! use deadline_tokio::scope_timeout;
 //!
-//! // At most 300 ms per query; under 20 ms left, do not start.
+//! // At most 300 ms per query; with under 25 ms left (the 20 ms floor plus the 5 ms margin),
+//! // do not start.
 //! const ORDERS: StatementPolicy = StatementPolicy::capped(ms(300)).with_floor(ms(20));
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -74,8 +75,9 @@
 //!
 //! A pooled connection works the same: deadpool-postgres's `Object` through
 //! [`Database::session_with`] (`db.session_with(pool.get().await?, |object| object)`), bb8's
-//! owned `PooledConnection` through [`Database::session`]. The wait for a connection counts
-//! against the deadline too: a [`Session`] bounds it, and so does the request's scope.
+//! owned `PooledConnection` through [`Database::session`]. The wait for the pool's connection
+//! comes before the session, so only the request's scope bounds it (and the pool's own
+//! timeout): inside `scope_timeout`, `pool.get()` ends at the deadline.
 //!
 //! [`query`] and [`execute`] take a `&mut tokio_postgres::Client` instead: the same statement
 //! timeout and floor, but no cancel. The caller has the client back the moment the future is
@@ -269,27 +271,38 @@ async fn run(
     params: &[&(dyn ToSql + Sync)],
     kind: Kind,
 ) -> Result<Done, PgError> {
-    let timeout = match decide_statement(policy) {
-        StatementDecision::Set(timeout) => timeout,
-        StatementDecision::DontStart(shortfall) => {
-            return Err(PgError::Deadline(shortfall.error()));
-        }
-    };
+    // Too little time left: no round trip at all.
+    decide(policy)?;
     let work = async {
-        let transaction = client.transaction().await?;
-        transaction.batch_execute(&timeout.to_string()).await?;
-        let done = match kind {
-            Kind::Query => Done::Rows(transaction.query(statement, params).await?),
-            Kind::Execute => Done::Count(transaction.execute(statement, params).await?),
+        let transaction = client.transaction().await.map_err(PgError::Db)?;
+        // Decided again once the transaction has begun: its `BEGIN` waits behind whatever
+        // the client still runs (a query dropped before this one runs on until its statement
+        // timeout), and that wait has used some of the time.
+        let timeout = decide(policy)?;
+        let done = async {
+            transaction.batch_execute(&timeout.to_string()).await?;
+            let done = match kind {
+                Kind::Query => Done::Rows(transaction.query(statement, params).await?),
+                Kind::Execute => Done::Count(transaction.execute(statement, params).await?),
+            };
+            transaction.commit().await?;
+            Ok(done)
         };
-        transaction.commit().await?;
-        Ok::<_, tokio_postgres::Error>(done)
+        done.await.map_err(|error| of_statement(error, timeout))
     };
     match within_current(work).await {
         // The deadline passed: the work is dropped (its transaction's drop queues a
         // `ROLLBACK` behind the query), and the query ends at its statement timeout.
         Err(deadline) => Err(PgError::Deadline(deadline)),
-        Ok(done) => done.map_err(|error| of_statement(error, timeout)),
+        Ok(done) => done,
+    }
+}
+
+/// The statement timeout from the time left now, or the error of a query not to start.
+fn decide(policy: &StatementPolicy) -> Result<StatementTimeout, PgError> {
+    match decide_statement(policy) {
+        StatementDecision::Set(timeout) => Ok(timeout),
+        StatementDecision::DontStart(shortfall) => Err(PgError::Deadline(shortfall.error())),
     }
 }
 
