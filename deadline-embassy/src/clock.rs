@@ -21,8 +21,9 @@ const MICROS_TO_TICKS: Ratio = Ratio::new(TICK_HZ, MICROS_PER_SEC);
 /// ```
 /// use deadline_embassy::from_embassy;
 ///
-/// let t = embassy_time::Instant::from_ticks(embassy_time::TICK_HZ / 1000 * 160);
-/// assert_eq!(from_embassy(t), deadline_core::Instant::from_millis(160));
+/// // Two seconds are a whole number of ticks at every tick rate.
+/// let t = embassy_time::Instant::from_ticks(embassy_time::TICK_HZ * 2);
+/// assert_eq!(from_embassy(t), deadline_core::Instant::from_secs(2));
 /// ```
 #[must_use]
 pub const fn from_embassy(t: embassy_time::Instant) -> Instant {

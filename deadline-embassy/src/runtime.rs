@@ -23,7 +23,10 @@ static CURRENT: Mutex<Cell<Option<Deadline>>> = Mutex::new(Cell::new(None));
 /// only: a future on an interrupt executor that preempts one of its polls reads that poll's
 /// deadline as the current one, and every call and scope there takes the earlier of it and
 /// its own (`.deadline(..)` included), so its calls may be cut short or refused, never
-/// lengthened.
+/// lengthened. Executors on two cores (an RP2040's) are worse: their polls overlap rather
+/// than nest, each puts back what it found when its poll began, and a deadline one core
+/// entered can be left in the static after both polls end, cutting short or refusing every
+/// later call on both cores once it passes. Run deadline-bounded calls on one core.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Embassy;

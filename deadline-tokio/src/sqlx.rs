@@ -37,7 +37,8 @@
 //! use deadline_tokio::sqlx::{self as db, SqlxError};
 //! use sqlx::PgPool;
 //!
-//! // At most 300 ms per query; under 20 ms left, do not start.
+//! // At most 300 ms per query; with under 25 ms left (the 20 ms floor plus the 5 ms margin),
+//! // do not start.
 //! const ORDERS: StatementPolicy = StatementPolicy::capped(ms(300)).with_floor(ms(20));
 //!
 //! # async fn run(pool: &PgPool) -> Result<(), SqlxError> {

@@ -5,6 +5,12 @@
 //! processor clock, which QEMU runs at 16 MHz on the micro:bit and at 25 MHz on the MPS2
 //! boards. Each SysTick exception adds one tick and, once the earliest alarm is due, wakes
 //! every expired timer and finds the next alarm.
+//!
+//! Counting exceptions loses time whenever interrupts stay masked for longer than a tick (the
+//! exception can be pending only once): on a board with a debug probe, semihosting output,
+//! which masks interrupts while it writes, would slow this clock and make every deadline late.
+//! Under QEMU's instruction counting it does not show. On hardware, use the HAL's time driver,
+//! which reads a free-running counter.
 
 use core::cell::{Cell, RefCell};
 use core::task::Waker;
