@@ -100,9 +100,11 @@ impl<M: CancelTls> Database<M> {
     /// 2. `ROLLBACK` ends the dropped query's transaction, and `SELECT 1` runs after it: by
     ///    their answers, any signal the cancel sent has been taken by the dropped query, by
     ///    these statements, or by the idle backend, which ignores it.
-    /// 3. If the cancel fails, or the settle's `SELECT 1` does not answer, the connection's
-    ///    backend is ended (`pg_terminate_backend`), so that no pool hands it out again.
-    pub(super) async fn settle<C>(&self, conn: C, client: fn(&C) -> &Client) -> C {
+    /// 3. If the cancel fails, or the settle fails, the connection's backend is ended
+    ///    (`pg_terminate_backend`), so that no pool hands it out again.
+    /// 4. The settle and the close each have [`CANCEL_LIMIT`]: a connection that does not
+    ///    answer in time (its network went silent) is returned as `None`, to be dropped.
+    pub(super) async fn settle<C>(&self, conn: C, client: fn(&C) -> &Client) -> Option<C> {
         let shared = &*self.shared;
         let pg = client(&conn);
         let sent = tokio::time::timeout(
@@ -114,11 +116,26 @@ impl<M: CancelTls> Database<M> {
         match sent {
             Ok(()) => {
                 shared.cancels.sent();
-                // The transaction's end; its warning when there is none is harmless.
-                let _ = pg.batch_execute("ROLLBACK").await;
-                match pg.simple_query("SELECT 1").await {
-                    Ok(_) => return conn,
-                    Err(error) => report("the settle after a cancel failed", &error),
+                let settled = async {
+                    // The transaction's end; its warning when there is none is harmless.
+                    let _ = pg.batch_execute("ROLLBACK").await;
+                    pg.simple_query("SELECT 1").await
+                };
+                match tokio::time::timeout(CANCEL_LIMIT, settled).await {
+                    Ok(Ok(_)) => return Some(conn),
+                    Ok(Err(error)) => report("the settle after a cancel failed", &error),
+                    Err(_) => {
+                        // Silent: a close would not be answered either.
+                        report(
+                            "the settle after a cancel failed",
+                            &io::Error::new(
+                                io::ErrorKind::TimedOut,
+                                "no answer within the cancel limit: the connection is dropped",
+                            ),
+                        );
+                        shared.cancels.closed();
+                        return None;
+                    }
                 }
             }
             Err(error) => {
@@ -126,9 +143,12 @@ impl<M: CancelTls> Database<M> {
                 report("a dropped query's cancel failed", &*error);
             }
         }
-        close(pg).await;
         shared.cancels.closed();
-        conn
+        match tokio::time::timeout(CANCEL_LIMIT, close(pg)).await {
+            Ok(()) => Some(conn),
+            // Silent: nothing can be sent on it; dropped.
+            Err(_) => None,
+        }
     }
 }
 

@@ -39,9 +39,9 @@ enum Slot<C> {
     /// The connection, idle.
     Ready(C),
     /// A dropped query's cancel is settling; the connection comes back through this.
-    Settling(oneshot::Receiver<C>),
-    /// The task that settled a cancel ended without giving the connection back (its runtime
-    /// shut down).
+    Settling(oneshot::Receiver<Option<C>>),
+    /// The task that settled a cancel ended without giving the connection back: its runtime
+    /// shut down, or the connection answered neither the settle nor the close in time.
     Lost,
 }
 
@@ -129,8 +129,9 @@ impl<C: Send + 'static, M: CancelTls> Session<C, M> {
             // the session as it was.
             let back = within_current(back).await.map_err(PgError::Deadline)?;
             self.slot = match back {
-                Ok(conn) => Slot::Ready(conn),
-                Err(_) => Slot::Lost,
+                Ok(Some(conn)) => Slot::Ready(conn),
+                // A connection that did not answer the settle or the close: dropped.
+                Ok(None) | Err(_) => Slot::Lost,
             };
         }
         Ok(())
