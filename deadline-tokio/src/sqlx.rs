@@ -17,8 +17,9 @@
 //!    `ROLLBACK` and `SELECT 1` on the connection, and only then lets it go back to the pool.
 //!    `pg_cancel_backend` has signalled the backend when it answers, and by the settle's
 //!    answers the signal has been taken, so it never reaches a later query. A cancel that
-//!    fails closes the connection instead (counted in [`cancels`], and a `tracing` warning
-//!    under feature `tracing`);
+//!    fails, or a settle that fails or does not answer within
+//!    [`CANCEL_LIMIT`], closes the connection instead (counted
+//!    in [`cancels`], and a `tracing` warning under feature `tracing`);
 //! 4. reports SQLSTATE 57014 (`query_canceled`: the statement timeout fired) as the library's
 //!    timeout, [`Error::Timeout`] (the core's rule:
 //!    [`StatementTimeout::error_of`](deadline_core::statement::StatementTimeout::error_of)),
@@ -27,8 +28,11 @@
 //!    becomes, the call counts it as the attempt's timeout and answers `Error::Timeout` if it
 //!    gives up, never a failed dependency.
 //!
-//! The backend's process id, which the cancel needs, comes back with the transaction's first
-//! round trip (`BEGIN; SET LOCAL ...; SELECT pg_backend_pid()`): no round trip of its own.
+//! The backend's process id, which the cancel needs, and when its server started, which keeps
+//! the cancel off another server behind the same address, come back with the transaction's
+//! first round trip (`BEGIN; SET LOCAL ...; SELECT pg_backend_pid(), ...`): no round trip of
+//! their own. A cancel that reaches another server counts as failed, and the connection is
+//! closed.
 //!
 //! ```no_run
 //! use deadline_core::ms;
@@ -221,18 +225,23 @@ where
     // task that cancels the query and settles the cancel.
     let mut held = Held {
         conn: Some(conn),
-        pid: None,
+        backend: None,
         pool: pool.clone(),
     };
-    let Held { conn, pid, .. } = &mut held;
+    let Held { conn, backend, .. } = &mut held;
     let Some(conn) = conn.as_mut() else {
         unreachable!("the connection was just put there")
     };
-    // `BEGIN` and the statement timeout, in one round trip that also reads the backend's pid.
-    let begin = format!("BEGIN; {timeout}; SELECT pg_backend_pid()");
+    // `BEGIN` and the statement timeout, in one round trip that also reads which backend of
+    // which server runs the query.
+    let begin =
+        format!("BEGIN; {timeout}; SELECT pg_backend_pid(), pg_postmaster_start_time()::text");
     let work = async {
         let row = conn.fetch_one(begin.as_str()).await?;
-        *pid = Some(row.try_get::<i32, _>(0)?);
+        *backend = Some(Backend {
+            pid: row.try_get(0)?,
+            server_start: row.try_get(1)?,
+        });
         let done = match kind {
             Kind::Rows => Done::Rows(conn.fetch_all(query).await?),
             Kind::Count => Done::Count(conn.execute(query).await?.rows_affected()),
@@ -260,9 +269,16 @@ where
 /// unreleased, to a task that cancels the query and settles the cancel first.
 struct Held {
     conn: Option<PoolConnection<Postgres>>,
-    /// The backend's process id, once the transaction's first round trip has answered.
-    pid: Option<i32>,
+    /// The backend, once the transaction's first round trip has answered.
+    backend: Option<Backend>,
     pool: PgPool,
+}
+
+/// The backend a query runs on: its process id, and when its server started, which tells that
+/// server from another behind the same address (a load balancer, a name for several hosts).
+struct Backend {
+    pid: i32,
+    server_start: String,
 }
 
 impl Held {
@@ -280,64 +296,75 @@ impl Drop for Held {
             // can reach a later query; the statement timeout ends the query.
             return;
         };
-        runtime.spawn(settle(conn, self.pid, self.pool.clone()));
+        runtime.spawn(settle(conn, self.backend.take(), self.pool.clone()));
     }
 }
 
 /// Cancels the query `conn` was running when its future was dropped, waits until the cancel
-/// has settled, and lets the connection go back to the pool; closes it when the cancel fails.
-async fn settle(mut conn: PoolConnection<Postgres>, pid: Option<i32>, pool: PgPool) {
-    if let Some(pid) = pid {
-        // Without a pid the transaction's first round trip never answered: nothing but it
-        // has run, and no cancel is needed.
-        let sent = tokio::time::timeout(CANCEL_LIMIT, cancel_backend(&pool, pid))
+/// has settled, and lets the connection go back to the pool; closes it when the cancel fails,
+/// or the settle fails or does not answer within [`CANCEL_LIMIT`].
+async fn settle(mut conn: PoolConnection<Postgres>, backend: Option<Backend>, pool: PgPool) {
+    if let Some(backend) = backend {
+        // Without it the transaction's first round trip never answered: nothing but it has
+        // run, and no cancel is needed.
+        let sent = tokio::time::timeout(CANCEL_LIMIT, cancel_backend(&pool, &backend))
             .await
             .unwrap_or_else(|_| Err(::sqlx::Error::PoolTimedOut));
-        match sent {
-            Ok(()) => {
-                COUNTS.sent();
-            }
-            Err(error) => {
-                COUNTS.failed();
-                close(conn, "a dropped query's cancel failed", &error);
-                return;
+        let failed = match sent {
+            Ok(true) => None,
+            Ok(false) => Some(
+                "a dropped query's cancel reached another server, or no such backend".to_owned(),
+            ),
+            Err(error) => Some(format!("a dropped query's cancel failed: {error}")),
+        };
+        if let Some(why) = failed {
+            COUNTS.failed();
+            close(conn, &why);
+            return;
+        }
+        COUNTS.sent();
+    }
+    let settled = async {
+        // The transaction's end (its warning when there is none is harmless). The first try
+        // may answer with the dropped query's own error, which sqlx reads first: then once
+        // more.
+        for _ in 0..2 {
+            if simple(&mut conn, "ROLLBACK").await.is_ok() {
+                break;
             }
         }
+        simple(&mut conn, "SELECT 1").await
+    };
+    match tokio::time::timeout(CANCEL_LIMIT, settled).await {
+        // Dropped here: back to the pool, settled.
+        Ok(Ok(_)) => {}
+        Ok(Err(error)) => close(conn, &format!("the settle after a cancel failed: {error}")),
+        Err(_) => close(
+            conn,
+            "the settle after a cancel did not answer within the cancel limit",
+        ),
     }
-    // The transaction's end (its warning when there is none is harmless). The first try may
-    // answer with the dropped query's own error, which sqlx reads first: then once more.
-    for _ in 0..2 {
-        if simple(&mut conn, "ROLLBACK").await.is_ok() {
-            break;
-        }
-    }
-    if let Err(error) = simple(&mut conn, "SELECT 1").await {
-        close(conn, "the settle after a cancel failed", &error);
-    }
-    // Dropped here: back to the pool, settled.
 }
 
 /// Closes `conn` instead of returning it to the pool, and says why.
 #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
-fn close(mut conn: PoolConnection<Postgres>, what: &str, error: &::sqlx::Error) {
+fn close(mut conn: PoolConnection<Postgres>, why: &str) {
     COUNTS.closed();
     #[cfg(feature = "tracing")]
-    tracing::warn!(
-        target: "deadline_tokio::sqlx",
-        error = %error,
-        "{what}: the connection is closed"
-    );
+    tracing::warn!(target: "deadline_tokio::sqlx", "{why}: the connection is closed");
     conn.close_on_drop();
 }
 
-/// Signals backend `pid` with `pg_cancel_backend` from another connection: an idle one of the
-/// pool, or a new one with the pool's options. When it answers, the signal has been sent.
-async fn cancel_backend(pool: &PgPool, pid: i32) -> Result<(), ::sqlx::Error> {
+/// Signals the backend with `pg_cancel_backend` from another connection: an idle one of the
+/// pool, or a new one with the pool's options. True when that connection reached the
+/// backend's server and the signal was sent; false when it reached another server (the
+/// pool's address leads to several) or no such backend.
+async fn cancel_backend(pool: &PgPool, backend: &Backend) -> Result<bool, ::sqlx::Error> {
     match pool.try_acquire() {
-        Some(mut other) => signal(&mut other, pid).await.map(drop),
+        Some(mut other) => signal(&mut other, backend).await,
         None => {
             let mut other = PgConnection::connect_with(&pool.connect_options()).await?;
-            let sent = signal(&mut other, pid).await.map(drop);
+            let sent = signal(&mut other, backend).await;
             let _ = other.close().await;
             sent
         }
@@ -352,9 +379,21 @@ fn simple<'c>(conn: &'c mut PgConnection, sql: &'c str) -> Statement<'c, PgQuery
     conn.execute(sql)
 }
 
-/// `pg_cancel_backend(pid)`.
-fn signal(conn: &mut PgConnection, pid: i32) -> Statement<'_, PgQueryResult> {
-    conn.execute(::sqlx::query("SELECT pg_cancel_backend($1)").bind(pid))
+/// `pg_cancel_backend(pid)` on the backend's server only: true when the signal was sent.
+fn signal<'c>(conn: &'c mut PgConnection, backend: &'c Backend) -> Statement<'c, bool> {
+    Box::pin(async move {
+        let row = ::sqlx::query(
+            "SELECT pg_cancel_backend($1) WHERE pg_postmaster_start_time()::text = $2",
+        )
+        .bind(backend.pid)
+        .bind(backend.server_start.as_str())
+        .fetch_optional(&mut *conn)
+        .await?;
+        match row {
+            Some(row) => row.try_get(0),
+            None => Ok(false),
+        }
+    })
 }
 
 type Statement<'c, T> = Pin<Box<dyn Future<Output = Result<T, ::sqlx::Error>> + Send + 'c>>;
