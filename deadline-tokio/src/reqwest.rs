@@ -80,10 +80,19 @@ pub trait DeadlineRequest: Sized {
     /// unreadable one included); and reqwest's own timeout one allowance
     /// after the deadline, as a backstop the library's timer beats. A shorter timeout set
     /// with reqwest's [`RequestBuilder::timeout`] is the request's deadline: it stays
-    /// reqwest's timeout, and the header carries it less the allowance (on a request whose
-    /// body cannot be copied, a stream, it cannot be read, and is replaced). A client-wide
+    /// reqwest's timeout, and the header carries it less the allowance. A client-wide
     /// `ClientBuilder::timeout` is not seen, and reqwest lets the request's own win over it.
     /// Outside any scope, the request is returned unchanged.
+    ///
+    /// A request whose body cannot be copied (a stream) cannot be read before it is built:
+    /// there its own shorter timeout is replaced, and the deadline headers it already carries
+    /// are not read, so only `header` is written. Set no other deadline header on such a
+    /// request yourself (a gateway copying its caller's headers, say: leave theirs out).
+    ///
+    /// The values are the time left when this is called: call it just before `send`. reqwest
+    /// sends the same headers again on a redirect it follows, with the time that redirect
+    /// took spent; a service that must be told exactly turns redirects off
+    /// (`redirect::Policy::none()`) and makes each hop a call of its own.
     ///
     /// # Errors
     ///
