@@ -64,6 +64,11 @@ impl<M: CancelTls> Database<M> {
     ///
     /// An [`io::ErrorKind::InvalidInput`] error when `config` names no host, or several hosts
     /// or ports: a cancel must reach the one server its connection went to.
+    ///
+    /// A cancel opens a connection of its own, to the host as `config` names it: a host name
+    /// that leads to several servers (round-robin DNS) may send it to another one, which
+    /// ignores it (it carries the backend's secret key), and the query then runs on until its
+    /// statement timeout. Pin such a name to one address with `Config::hostaddr`.
     pub fn new(config: &Config, tls: M) -> io::Result<Self> {
         Ok(Database {
             shared: Arc::new(Shared {
