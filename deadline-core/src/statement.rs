@@ -13,6 +13,10 @@ pub const MAX_STATEMENT_MILLIS: u32 = i32::MAX as u32;
 
 /// How the statement timeout of a database query is derived from the time left.
 ///
+/// The timeout is set for the query's transaction alone (`SET LOCAL`), and there it replaces
+/// any `statement_timeout` the role, the database or the connection has: a stricter limit
+/// of theirs holds for the query only as this policy's cap.
+///
 /// ```
 /// use deadline_core::ms;
 /// use deadline_core::statement::StatementPolicy;
