@@ -4,11 +4,14 @@
 #   bash scripts/test.sh
 #
 # Needs only rustup, on a fresh machine: it adds clippy, rustfmt, the embedded targets, the
-# declared and nightly toolchains; installs the system packages the tests use when they are
-# missing (on Debian or Ubuntu, as root: postgresql, whose server the database tests start;
+# declared and nightly toolchains; installs the system packages the builds and tests use when
+# they are missing (on Debian or Ubuntu, as root: build-essential, the C compiler and linker
+# that rustup does not ship and that cargo links with, ring and libfuzzer build with and the
+# firmware's size check reads with; postgresql, whose server the database tests start;
 # iproute2, whose `ip` makes the network-fault suite's namespace; qemu-system-arm, which runs
-# the firmware); starts a throwaway PostgreSQL; and ends with the firmware under QEMU. What it
-# cannot install it names, and fails.
+# the firmware; valgrind, which counts the benchmarks' instructions); starts a throwaway
+# PostgreSQL; and ends with the firmware under QEMU. What it cannot install it names, and
+# fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,6 +31,9 @@ need() {
     exit 1
   fi
 }
+need build-essential cc
+need build-essential c++
+need binutils readelf
 need postgresql '/usr/lib/postgresql/*/bin/initdb'
 need iproute2 ip
 need qemu-system-arm qemu-system-arm
