@@ -200,7 +200,8 @@ impl<'n> Policy<'n> {
     pub const fn not_idempotent(mut self) -> Self {
         assert!(
             self.hedge().is_none(),
-            "a policy that hedges cannot be made not idempotent: a hedge runs the call twice"
+            "a policy that hedges cannot be made not idempotent: a hedge runs the call twice; \
+             remove the hedge setting, or keep the policy idempotent"
         );
         self.idempotence = Idempotence::NotIdempotent;
         self
@@ -219,11 +220,13 @@ impl<'n> Policy<'n> {
     pub const fn with_idempotence(mut self, idempotence: Idempotence) -> Self {
         assert!(
             self.hedge().is_none() || matches!(idempotence, Idempotence::Idempotent),
-            "a policy that hedges must stay idempotent: a hedge runs the call twice"
+            "a policy that hedges must stay idempotent: a hedge runs the call twice; remove \
+             the hedge setting, or give Idempotence::Idempotent"
         );
         assert!(
             self.retry.max_attempts <= 1 || !matches!(idempotence, Idempotence::Unstated),
-            "a policy that retries must say whether a call may be repeated"
+            "a policy that retries must say whether a call may be repeated: give \
+             Idempotence::Idempotent or Idempotence::NotIdempotent, or set no retries"
         );
         self.idempotence = idempotence;
         self

@@ -56,7 +56,8 @@ pub enum Error {
     /// `RESOURCE_EXHAUSTED` (classified as a [`Pushback`](crate::Pushback)) to the
     /// same signal upstream, or that refuses work itself while its retry budget is spent.
     Throttled,
-    /// The caller's deadline header (`grpc-timeout`, `x-deadline-ms`) could not be read
+    /// The caller's deadline header (`grpc-timeout`, `connect-timeout-ms`, `x-deadline-ms`,
+    /// `x-envoy-expected-rq-timeout-ms`) could not be read
     /// ([`WireError`](crate::wire::WireError) says why): the caller sent a deadline it means
     /// to keep, so a server does not guess one. HTTP 400; gRPC
     /// `INVALID_ARGUMENT` (3), the code gRPC gives to an argument that is wrong whatever the

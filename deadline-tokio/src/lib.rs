@@ -88,7 +88,7 @@ pub mod time {
 /// The pieces beneath [`Dependency::run`](deadline_core::Dependency::run), for code that keeps
 /// no `Dependency` static: one call's decision from the current deadline ([`decide`](low_level::decide)), a call
 /// run under it ([`within`](crate::low_level::within)), the core's driver on tokio ([`call`](crate::low_level::call), [`drive`](crate::low_level::drive)), and a
-/// statement timeout from the current deadline ([`statement_timeout`](deadline_core::statement::statement_timeout)). A service wants
+/// statement timeout from the current deadline ([`decide_statement`](crate::low_level::decide_statement)). A service wants
 /// `Dependency::run` (counters, latency, retry budget, breaker included); these are for
 /// tools, tests and code that must do without.
 pub mod low_level {
