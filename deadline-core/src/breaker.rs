@@ -41,8 +41,8 @@ pub struct BreakerConfig {
     /// for the breaker to close.
     pub(crate) probes: u32,
     /// How long a half-open round waits for its probes' results. After it, the next acquire
-    /// starts a new round: the slots of probes that never reported are freed. Make it longer
-    /// than a probe's call timeout.
+    /// starts a new round: the slots of probes that never reported are freed, and the
+    /// successes reported are kept. Make it longer than a probe's call timeout.
     pub(crate) probe_timeout: Duration,
 }
 
@@ -156,8 +156,8 @@ impl BreakerConfig {
     }
 
     /// How long a half-open round waits for its probes' results. After it, the next acquire
-    /// starts a new round: the slots of probes that never reported are freed. Make it longer
-    /// than a probe's call timeout.
+    /// starts a new round: the slots of probes that never reported are freed, and the
+    /// successes reported are kept. Make it longer than a probe's call timeout.
     #[must_use]
     pub const fn probe_timeout(&self) -> Duration {
         self.probe_timeout
@@ -397,8 +397,17 @@ impl CircuitBreaker {
                 }
                 _ => {
                     if !self.pending(g, now, t.probe_timeout_us, t.probe_timeout_ms) {
-                        // The round is over: its silent probes lose their slots.
-                        pack_state(HALF_OPEN, next_generation(g), 1, 0)
+                        // The round is over: its silent probes lose their slots, and its
+                        // successes count in the next round, so that probes coming slower
+                        // than one round still close the breaker. (Fewer successes than
+                        // probes, or it would have closed: a slot is free for this one.)
+                        let successes = successes_of(s);
+                        pack_state(
+                            HALF_OPEN,
+                            next_generation(g),
+                            successes.saturating_add(1),
+                            successes,
+                        )
                     } else if issued_of(s) < t.probes {
                         pack_state(
                             HALF_OPEN,

@@ -295,9 +295,10 @@
 //! - a probe permit can be returned at once with [`BreakerOutcome::Abandoned`](crate::breaker::BreakerOutcome::Abandoned) (the call was cancelled
 //!   for reasons of the caller's own), which frees its slot for another probe;
 //! - a probe permit that is dropped holds its slot until the round's `probe_timeout` has
-//!   passed; the next acquire after that starts a new round with fresh slots (and results of
-//!   the old round are then ignored). So a lost permit delays recovery by at most
-//!   `probe_timeout`, and never leaks a slot forever.
+//!   passed; the next acquire after that starts a new round that keeps the old round's
+//!   successes and frees the slots of its unanswered probes (whose results, if they come, are
+//!   then ignored). So a lost permit delays recovery by at most `probe_timeout`, never leaks a
+//!   slot forever, and probes that come slower than one round still close the breaker.
 //!
 //! The core's driver (feature `drive`, with
 //! [`Call::with_breaker`](crate::call::Call::with_breaker)) asks for a permit before every

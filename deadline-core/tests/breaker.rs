@@ -289,6 +289,39 @@ fn dropped_probes_hold_their_slots_until_the_probe_timeout_only() {
     assert_eq!(b.state(), BreakerState::Closed);
 }
 
+/// A dependency with little traffic: fewer probes come in one probe timeout than the breaker
+/// needs. The successes of a round that timed out still count in the next one, so the breaker
+/// closes once enough probes have succeeded, however slowly they came; only the slots of
+/// probes that never answered are lost with the round.
+#[test]
+fn probes_that_succeed_slower_than_one_per_probe_timeout_still_close_it() {
+    let b = CircuitBreaker::new(consecutive(1)); // 2 probes, probe timeout 500 ms
+    trip(&b, 1, at(0));
+    // One success a round, each round over before the next probe comes.
+    call(&b, at(1_000), BreakerOutcome::Success);
+    assert_eq!(b.state(), BreakerState::HalfOpen);
+    call(&b, at(1_600), BreakerOutcome::Success);
+    assert_eq!(b.state(), BreakerState::Closed);
+}
+
+/// The same with a probe lost in the round that timed out: its slot is freed, the success
+/// beside it is kept.
+#[test]
+fn a_round_that_times_out_keeps_its_successes_and_frees_its_silent_slots() {
+    let b = CircuitBreaker::new(consecutive(1).with_probes(3));
+    trip(&b, 1, at(0));
+    let silent = b.try_acquire(at(1_000)).expect("probe");
+    call(&b, at(1_000), BreakerOutcome::Success);
+    // Past the probe timeout: a new round with the one success and two free slots.
+    call(&b, at(1_600), BreakerOutcome::Success);
+    assert_eq!(b.state(), BreakerState::HalfOpen);
+    // The silent probe of the old round answers: ignored.
+    b.record(silent, BreakerOutcome::Success, at(1_650));
+    assert_eq!(b.state(), BreakerState::HalfOpen);
+    call(&b, at(1_700), BreakerOutcome::Success);
+    assert_eq!(b.state(), BreakerState::Closed);
+}
+
 #[test]
 fn results_of_an_earlier_closed_period_are_ignored() {
     let b = CircuitBreaker::new(consecutive(2));
