@@ -330,8 +330,9 @@ impl<const N: usize, const SUB_BITS: u32, const UNIT_BITS: u32, C: Count>
     }
 
     /// A required dependency's [`Policy`] from the recorded latencies:
-    /// `cap = p99.9 + margin`, `floor = p50` . `None` when
-    /// empty.
+    /// `cap = p99.9 + margin`, `floor = p50`. `None` when empty, or when the p50 is in the
+    /// overflow bucket (beyond [`OVERFLOW`](Self::OVERFLOW)): a floor with no upper bound
+    /// would refuse every call. A p99.9 there gives no cap.
     ///
     /// - **Cap from the p99.9.** The cap is the longest we wait even with time to spare, and it
     ///   is picked from an acceptable rate of false timeouts (timeouts of calls that would
@@ -345,9 +346,10 @@ impl<const N: usize, const SUB_BITS: u32, const UNIT_BITS: u32, C: Count>
     /// Adjust necessity, retries and hedging with the policy's setters.
     #[must_use]
     pub fn policy<'n>(&self, name: &'n str, margin: Duration) -> Option<Policy<'n>> {
+        let floor = self.p50().filter(|p50| *p50 != Duration::MAX)?;
         Some(
             Policy::required(name)
-                .with_floor(self.p50()?)
+                .with_floor(floor)
                 .with_cap(self.p999()?.saturating_add(margin)),
         )
     }

@@ -78,8 +78,30 @@ fn extreme_latencies_do_not_panic() {
     // A quantile in the overflow bucket reports MAX: the histogram cannot bound it lower.
     assert_eq!(h.quantile(Quantile::MAX), Some(Duration::MAX));
     assert!(h.mean().is_some());
-    let policy = h.policy("x", ms(1)).unwrap();
+    // The median is in the overflow bucket too: a floor there would refuse every call.
+    assert_eq!(h.policy("x", ms(1)), None);
+}
+
+/// A dependency whose median is beyond the histogram's range (a modem call of 9 s on the
+/// compact layout, whose overflow bucket starts at about 7.9 s) gives no policy: its floor
+/// would be `Duration::MAX`, and every call would be refused for want of time. With only its
+/// tail beyond the range, the policy has no cap (the p99.9 has no upper bound) and the
+/// median's floor.
+#[test]
+fn no_policy_from_a_median_beyond_the_range() {
+    let h = Compact::with_layout();
+    h.record_n(Duration::from_secs(9), 100);
+    assert_eq!(h.p50(), Some(Duration::MAX));
+    assert_eq!(h.policy("modem", ms(500)), None);
+
+    let h = Compact::with_layout();
+    h.record_n(ms(40), 100);
+    h.record(Duration::from_secs(9));
+    let policy = h
+        .policy("modem", ms(500))
+        .expect("a median within the range");
     assert_eq!(policy.cap(), Duration::MAX);
+    assert!(policy.floor() < ms(50), "{:?}", policy.floor());
 }
 
 #[test]
