@@ -84,6 +84,16 @@ impl<R: Rng + ?Sized> Rng for &mut R {
     fn next_u64(&mut self) -> u64 {
         (**self).next_u64()
     }
+
+    // A generator's own range mapping (an unbiased one, a fixed test value) holds through a
+    // reference too.
+    fn u64_between(&mut self, lo: u64, hi: u64) -> u64 {
+        (**self).u64_between(lo, hi)
+    }
+
+    fn duration_between(&mut self, lo: Duration, hi: Duration) -> Duration {
+        (**self).duration_between(lo, hi)
+    }
 }
 
 /// SplitMix64: a tiny, fast, seeded generator (Steele, Lea and Flood, 2014) with 64 bits of

@@ -205,3 +205,26 @@ fn sequence_cycles_and_an_empty_one_draws_zeros() {
     let by_ref: &mut dyn Rng = &mut rng;
     let _ = by_ref.duration_between(ms(1), ms(2));
 }
+
+/// A generator with its own range mapping: always the low end, whatever its bits say.
+struct LowEnd;
+
+impl Rng for LowEnd {
+    fn next_u32(&mut self) -> u32 {
+        // The default mapping would read these bits as the high end.
+        u32::MAX
+    }
+
+    fn u64_between(&mut self, lo: u64, hi: u64) -> u64 {
+        lo.min(hi)
+    }
+}
+
+#[test]
+fn a_generators_own_range_mapping_holds_through_a_reference() {
+    let b = Backoff::exponential(ms(100)).with_jitter(Jitter::Full);
+    let mut rng = LowEnd;
+    assert_eq!(b.delay(0, Duration::ZERO, &mut rng), Duration::ZERO);
+    // Through `&mut LowEnd` as the generator (as `.rng(&mut my_rng)` passes it).
+    assert_eq!(b.delay(0, Duration::ZERO, &mut &mut rng), Duration::ZERO);
+}
