@@ -287,12 +287,15 @@ impl Backoff {
         self
     }
 
-    /// The same wait before every retry, with no jitter.
+    /// The same wait before every retry, with no jitter: a growth factor of one, and no
+    /// ceiling, so that a later setting acts ([`with_multiplier`](Self::with_multiplier) makes
+    /// it grow, [`with_jitter`](Self::with_jitter) spreads it, [`with_max`](Self::with_max)
+    /// bounds it).
     #[must_use]
     pub const fn constant(wait: Duration) -> Self {
         Backoff {
             base: wait,
-            max: wait,
+            max: Duration::MAX,
             jitter: Jitter::None,
             multiplier: Multiplier::ONE,
         }

@@ -228,3 +228,13 @@ fn a_generators_own_range_mapping_holds_through_a_reference() {
     // Through `&mut LowEnd` as the generator (as `.rng(&mut my_rng)` passes it).
     assert_eq!(b.delay(0, Duration::ZERO, &mut &mut rng), Duration::ZERO);
 }
+
+#[test]
+fn a_growth_factor_set_after_constant_acts() {
+    let b = Backoff::constant(ms(100));
+    assert_eq!([b.ceiling(0), b.ceiling(3)], [ms(100), ms(100)]);
+    let b = Backoff::constant(ms(100)).with_multiplier(2, 1);
+    assert_eq!([b.ceiling(0), b.ceiling(2)], [ms(100), ms(400)]);
+    let b = b.with_max(ms(250));
+    assert_eq!(b.ceiling(2), ms(250));
+}
