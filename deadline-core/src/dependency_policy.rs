@@ -588,8 +588,14 @@ impl<'n> Policy<'n> {
     /// a `const`, a compile error.
     #[cfg(feature = "drive")]
     pub(crate) const fn assert_every_setting_acts(&self, hedged: bool) {
+        // With an adaptive cap, the cap a call gets lies between its bounds: those are checked
+        // below, and the fixed cap only picks where it starts.
+        #[cfg(feature = "advice")]
+        let adaptive = self.advice.adaptive;
+        #[cfg(not(feature = "advice"))]
+        let adaptive = false;
         assert!(
-            self.floor_us <= self.cap_us,
+            adaptive || self.floor_us <= self.cap_us,
             "the floor is above the cap: no call would ever be made; lower .with_floor(..) or \
              raise .with_cap(..)"
         );
@@ -601,15 +607,22 @@ impl<'n> Policy<'n> {
         ) = (hedged, self.hedge())
         {
             assert!(
-                duration_to_micros(delay) < self.cap_us,
+                adaptive || duration_to_micros(delay) < self.cap_us,
                 "the hedge delay is not under the cap: every attempt times out before its hedge \
                  is due; set one with .with_hedge_after(..) under the cap, or \
                  .with_hedge_at_p95(..)"
             );
+            #[cfg(feature = "advice")]
+            assert!(
+                !adaptive || duration_to_micros(delay) < self.advice.adaptive_min_us,
+                "the hedge delay is not under the adaptive cap's lower bound: once the cap moves \
+                 there every attempt times out before its hedge is due; raise the min of \
+                 .with_adaptive_cap(..) above the delay, or hedge with .with_hedge_at_p95(..)"
+            );
         }
         #[cfg(feature = "advice")]
         assert!(
-            !self.advice.adaptive || self.floor_us <= self.advice.adaptive_min_us,
+            !adaptive || self.floor_us <= self.advice.adaptive_min_us,
             "the adaptive cap's lower bound is under the floor: a cap moved there would refuse \
              every call, and no latency would move it back; raise the min of \
              .with_adaptive_cap(..) to the floor at least"

@@ -269,3 +269,42 @@ fn an_adaptive_cap_that_could_fall_under_the_floor_is_refused_where_the_dependen
     assert_eq!(made(floored().with_adaptive_cap(ms(30), ms(200))), Ok(()));
     assert_eq!(made(floored()), Ok(()));
 }
+
+/// With an adaptive cap the cap a call gets is the adaptive one, between its bounds: the
+/// checks made where the dependency is made read those bounds, not the fixed cap it starts
+/// from. A fixed cap under the floor is no reason to refuse a policy whose adaptive cap never
+/// goes under it; a fixed hedge delay the adaptive cap can fall under is, since its hedges
+/// would stop, in silence, once the cap moved there.
+#[test]
+fn with_an_adaptive_cap_the_checks_read_its_bounds() {
+    let made = |policy: Policy<'static>| {
+        std::panic::catch_unwind(|| {
+            let _ = Dependency::<ManualRuntime>::new(policy);
+        })
+        .map_err(|panic| *panic.downcast::<&str>().expect("a message"))
+    };
+    assert_eq!(
+        made(
+            Policy::required("B")
+                .with_cap(ms(20))
+                .with_floor(ms(30))
+                .with_adaptive_cap(ms(40), ms(100))
+        ),
+        Ok(())
+    );
+    let hedged = || {
+        Policy::required("B")
+            .idempotent()
+            .with_cap(ms(100))
+            .with_hedge_after(ms(60))
+    };
+    assert_eq!(made(hedged().with_adaptive_cap(ms(70), ms(200))), Ok(()));
+    assert_eq!(
+        made(hedged().with_adaptive_cap(ms(30), ms(200))),
+        Err(
+            "the hedge delay is not under the adaptive cap's lower bound: once the cap moves \
+             there every attempt times out before its hedge is due; raise the min of \
+             .with_adaptive_cap(..) above the delay, or hedge with .with_hedge_at_p95(..)"
+        )
+    );
+}
