@@ -23,11 +23,11 @@ use crate::latency::DependencyHistogram;
 ///  "attempts": 3, "cap_quantile_ppm": 999000, "cap_margin_us": 10000, "slice_us": 250000,
 ///  "adaptive_cap_us": null,
 ///  "counters": {"calls": 5120, "successes": 5101, "timeouts": 19, ...},
-///  "latency": {"recorded": 5171, "timed_out": 19, "buckets": [[28673, 29696, 12], ...]},
+///  "latency": {"recorded": 5171, "timed_out": 19, "buckets": [[28672, 29183, 12], ...]},
 ///  "advice": {"kill_fraction": 0.0037, "timed_out_share": 0.0037, "stated_rate": 0.001,
 ///             "p50_us": [30719, 30719], "p99_us": [...], "p999_us": [110591, null],
 ///             "quantile_us": [110591, null], "suggested_cap_us": [120591, null],
-///             "worst_case_us": 350000, "fits": false, "enough": true,
+///             "worst_case_us": 360000, "fits": false, "enough": true,
 ///             "kills_too_many": true}}
 /// ```
 ///
