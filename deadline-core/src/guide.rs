@@ -385,6 +385,13 @@
 //! would have timed out at most the intended share of the recorded calls, and a hedge delay
 //! from it fires no earlier than intended.
 //!
+//! One exception: a dependency's live histogram is halved every 4 096 latencies, and halving
+//! rounds each count down, so a latency alone in its bucket is forgotten at the next halving
+//! where an exact halving would keep half its weight. A quantile held up by a few latencies
+//! in scattered buckets (a p99.9 of a tail of slow calls, each alone in its bucket) reads
+//! lower after a halving than the decayed latencies say, until new ones come. The p95 a live
+//! hedge reads, over many latencies, moves by a bucket at most.
+//!
 //! # Passing the deadline on
 //!
 //! Each request a service sends carries the time left, less a per-hop **allowance** for the

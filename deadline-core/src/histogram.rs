@@ -159,7 +159,9 @@ impl<const N: usize, const SUB_BITS: u32, const UNIT_BITS: u32, C: Count>
 
     /// Halves every bucket's count (rounding down): the recorded latencies weigh half as
     /// much as those recorded after, so a histogram halved at a steady pace follows what the
-    /// dependency does now. Bucket by bucket, like [`reset`](Self::reset).
+    /// dependency does now. Bucket by bucket, like [`reset`](Self::reset). A count of one
+    /// becomes zero: a latency alone in its bucket is forgotten, and a quantile held up by
+    /// such latencies (a sparse tail's p99.9) reads lower until new ones come.
     ///
     /// ```
     /// use deadline_core::ms;
