@@ -385,12 +385,12 @@
 //! would have timed out at most the intended share of the recorded calls, and a hedge delay
 //! from it fires no earlier than intended.
 //!
-//! One exception: a dependency's live histogram is halved every 4 096 latencies, and halving
-//! rounds each count down, so a latency alone in its bucket is forgotten at the next halving
-//! where an exact halving would keep half its weight. A quantile held up by a few latencies
-//! in scattered buckets (a p99.9 of a tail of slow calls, each alone in its bucket) reads
-//! lower after a halving than the decayed latencies say, until new ones come. The p95 a live
-//! hedge reads, over many latencies, moves by a bucket at most.
+//! A dependency's live histogram is halved every 4 096 latencies, so that older latencies
+//! fade. Counts are whole numbers: an odd count's half is kept in every other bucket and
+//! dropped in the others, alternating from one halving to the next, so the halving is exact
+//! on average and a latency alone in its bucket fades as the others do. Right after a
+//! halving, a quantile held up by a few latencies in scattered buckets (a sparse tail's
+//! p99.9) may still read a bucket lower or higher than an exact halving would give.
 //!
 //! # Passing the deadline on
 //!

@@ -176,7 +176,21 @@ impl<const N: usize, const SUB_BITS: u32, const UNIT_BITS: u32, C: Count>
     /// ```
     pub fn halve(&self) {
         for bucket in &self.buckets {
-            C::halve(bucket);
+            C::halve(bucket, false);
+        }
+    }
+
+    /// Halves every bucket's count as [`halve`](Self::halve) does, but an odd count rounds
+    /// up in every other bucket, which ones alternating with `round`'s parity (call it with
+    /// the number of the halving). Over the buckets and over successive halvings an odd
+    /// count's half is kept as often as it is dropped: the halving is exact on average, and a
+    /// latency alone in its bucket fades as the others do, where rounding down would forget
+    /// it at once (and a sparse tail's quantile would read low).
+    pub(crate) fn halve_alternating(&self, round: u32) {
+        let mut round_up = round % 2 == 1;
+        for bucket in &self.buckets {
+            C::halve(bucket, round_up);
+            round_up = !round_up;
         }
     }
 
@@ -525,9 +539,9 @@ pub trait Count: sealed::Sealed {
     /// Adds `n`, saturating at the counter's maximum.
     #[doc(hidden)]
     fn add(cell: &Self::Cell, n: u32);
-    /// Halves the count, rounding down.
+    /// Halves the count, an odd one rounding down, or up with `round_up`.
     #[doc(hidden)]
-    fn halve(cell: &Self::Cell);
+    fn halve(cell: &Self::Cell, round_up: bool);
     /// Empties the bucket.
     #[doc(hidden)]
     fn clear(cell: &Self::Cell);
@@ -551,9 +565,11 @@ impl Count for u32 {
         });
     }
 
-    fn halve(cell: &AtomicU32) {
+    fn halve(cell: &AtomicU32, round_up: bool) {
+        let up = u32::from(round_up);
         let _ = cell.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
-            (c != 0).then_some(c >> 1)
+            // At most half the maximum plus one: never wraps.
+            (c != 0).then_some((c >> 1).wrapping_add(c & up))
         });
     }
 
@@ -581,9 +597,11 @@ impl Count for u16 {
         });
     }
 
-    fn halve(cell: &AtomicU16) {
+    fn halve(cell: &AtomicU16, round_up: bool) {
+        let up = u16::from(round_up);
         let _ = cell.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
-            (c != 0).then_some(c >> 1)
+            // At most half the maximum plus one: never wraps.
+            (c != 0).then_some((c >> 1).wrapping_add(c & up))
         });
     }
 

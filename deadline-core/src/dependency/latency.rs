@@ -172,7 +172,7 @@ impl LiveLatency {
             .fetch_add(1, Ordering::Relaxed)
             .wrapping_add(1);
         if n % Self::HALF_LIFE == 0 {
-            self.histogram.halve();
+            self.histogram.halve_alternating(n / Self::HALF_LIFE);
             #[cfg(feature = "advice")]
             let _ = self
                 .timed_out
@@ -209,6 +209,33 @@ mod tests {
         assert_eq!(live.delay.0.load(Ordering::Relaxed), 0);
         assert!(live.histogram.is_empty());
         assert_eq!(live.delay(), None);
+    }
+
+    /// A sparse tail: per half-life, 6 slow calls (each alone in its bucket) and 4 090 fast
+    /// ones. Halved exactly, the slow weigh 6 of 4 096 right after each halving (0.15%), so
+    /// the p99.9 is a slow latency. Rounding every count down forgot each slow latency at the
+    /// halving after it, and the p99.9 read the fast one; the alternating halving keeps them
+    /// on average.
+    #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "32 768 latencies into a 736-bucket histogram: minutes under miri"
+    )]
+    fn a_sparse_tail_outlives_the_halvings() {
+        let live = LiveLatency::new();
+        for _ in 0..8 {
+            for slow_ms in [400, 500, 600, 700, 800, 900] {
+                live.record_only(Duration::from_millis(slow_ms));
+            }
+            for _ in 0..LiveLatency::HALF_LIFE - 6 {
+                live.record_only(Duration::from_millis(10));
+            }
+        }
+        let p999 = live.histogram().p999().expect("recorded");
+        assert!(
+            p999 >= Duration::from_millis(400),
+            "p99.9 {p999:?}: the slow calls were forgotten"
+        );
     }
 
     #[test]
