@@ -186,6 +186,7 @@ impl<const N: usize, const SUB_BITS: u32, const UNIT_BITS: u32, C: Count>
     /// count's half is kept as often as it is dropped: the halving is exact on average, and a
     /// latency alone in its bucket fades as the others do, where rounding down would forget
     /// it at once (and a sparse tail's quantile would read low).
+    #[cfg(feature = "drive")]
     pub(crate) fn halve_alternating(&self, round: u32) {
         let mut round_up = round % 2 == 1;
         for bucket in &self.buckets {
