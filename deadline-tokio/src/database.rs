@@ -35,7 +35,9 @@ impl Cancels {
     }
 
     /// Connections closed rather than reused, because their cancel failed or the settle
-    /// after it did not answer.
+    /// after it failed; for sqlx, also a settle that did not answer within [`CANCEL_LIMIT`].
+    /// (A PostgreSQL session's connection that has not settled within it is given up by its
+    /// session and held until it settles or closes: counted here only if it then closes.)
     #[must_use]
     pub const fn closed(&self) -> u64 {
         self.closed

@@ -33,9 +33,11 @@
 //!   until the server closes the cancel connection, by which time PostgreSQL has signalled the
 //!   backend (at most [`CANCEL_LIMIT`](crate::database::CANCEL_LIMIT));
 //! - runs `ROLLBACK` and `SELECT 1` on the connection: by their answers the signal has been
-//!   taken, by the dropped query or by the idle backend. A connection that does not answer
-//!   them within the same limit (its network went silent) is dropped, and the session's next
-//!   query returns [`PgError::Lost`] instead of waiting for it;
+//!   taken, by the dropped query or by the idle backend. A connection that has not settled
+//!   (or, after a failure, closed) within the same limit, because its network went silent or
+//!   its query ignores the cancel, is given up: the session's next query returns
+//!   [`PgError::Lost`] instead of waiting, and the task holds the connection until it settles
+//!   or closes, then drops it, so a pool never has it back busy;
 //! - gives the connection back: the session's next query waits for it (within its own
 //!   deadline), and a session dropped meanwhile drops the connection only then, so that a
 //!   pooled connection goes back to its pool settled.
@@ -119,8 +121,8 @@ pub enum PgError {
     /// The database's own error (or the connection's).
     Db(tokio_postgres::Error),
     /// The [`Session`] has no connection any more: the task that settled a dropped query's
-    /// cancel ended without giving it back (its runtime shut down, or the connection did not
-    /// answer the settle within the cancel limit).
+    /// cancel did not give it back (its runtime shut down, or the connection did not settle
+    /// or close within the cancel limit).
     Lost,
 }
 

@@ -1,8 +1,12 @@
 //! The database a session's cancels go to: its address, its TLS connector, and what became of
 //! each cancel.
 
+use std::future::Future;
 use std::io;
+use std::pin::pin;
 use std::sync::Arc;
+
+use tokio::sync::oneshot;
 
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, Config};
@@ -97,7 +101,8 @@ impl<M: CancelTls> Database<M> {
     }
 
     /// Cancels the query `conn` was running when its future was dropped, waits until the
-    /// cancel has settled, and returns the connection: settled and idle, or closed.
+    /// cancel has settled, and gives the connection back through `back`: settled and idle,
+    /// or closed.
     ///
     /// 1. The cancel request goes to the database's address through its TLS connector, and
     ///    the wait lasts until the server closes the cancel connection (by then PostgreSQL has
@@ -107,52 +112,82 @@ impl<M: CancelTls> Database<M> {
     ///    these statements, or by the idle backend, which ignores it.
     /// 3. If the cancel fails, or the settle fails, the connection's backend is ended
     ///    (`pg_terminate_backend`), so that no pool hands it out again.
-    /// 4. The settle and the close each have [`CANCEL_LIMIT`]: a connection that does not
-    ///    answer in time (its network went silent) is returned as `None`, to be dropped.
-    pub(super) async fn settle<C>(&self, conn: C, client: fn(&C) -> &Client) -> Option<C> {
+    /// 4. The session waits at most [`CANCEL_LIMIT`] for the settle, and as long again for
+    ///    the close: past either, `back` says the connection is gone (`None`), and the
+    ///    connection is kept here until the settle or the close ends (its network silent, or
+    ///    a query that ignores the cancel, may take until TCP or the statement timeout gives
+    ///    up), then dropped. So a pool never has it back busy.
+    pub(super) async fn settle<C>(
+        &self,
+        conn: C,
+        client: fn(&C) -> &Client,
+        back: oneshot::Sender<Option<C>>,
+    ) {
         let shared = &*self.shared;
-        let pg = client(&conn);
-        let sent = tokio::time::timeout(
-            CANCEL_LIMIT,
-            cancel(&shared.target, &shared.tls, &pg.cancel_token()),
-        )
-        .await
-        .unwrap_or_else(|_| Err("no answer within the cancel limit".into()));
-        match sent {
-            Ok(()) => {
-                shared.cancels.sent();
-                let settled = async {
-                    // The transaction's end; its warning when there is none is harmless.
-                    let _ = pg.batch_execute("ROLLBACK").await;
-                    pg.simple_query("SELECT 1").await
-                };
-                match tokio::time::timeout(CANCEL_LIMIT, settled).await {
-                    Ok(Ok(_)) => return Some(conn),
-                    Ok(Err(error)) => report("the settle after a cancel failed", &error),
-                    Err(_) => {
-                        // Silent: a close would not be answered either.
-                        report(
-                            "the settle after a cancel failed",
-                            &io::Error::new(
-                                io::ErrorKind::TimedOut,
-                                "no answer within the cancel limit: the connection is dropped",
-                            ),
-                        );
-                        shared.cancels.closed();
-                        return None;
+        let mut back = Some(back);
+        {
+            let pg = client(&conn);
+            let sent = tokio::time::timeout(
+                CANCEL_LIMIT,
+                cancel(&shared.target, &shared.tls, &pg.cancel_token()),
+            )
+            .await
+            .unwrap_or_else(|_| Err("no answer within the cancel limit".into()));
+            let settled = match sent {
+                Ok(()) => {
+                    shared.cancels.sent();
+                    let settle = async {
+                        // The transaction's end; its warning when there is none is harmless.
+                        let _ = pg.batch_execute("ROLLBACK").await;
+                        pg.simple_query("SELECT 1").await
+                    };
+                    match within_limit(settle, &mut back).await {
+                        Ok(_) => true,
+                        Err(error) => {
+                            report("the settle after a cancel failed", &error);
+                            false
+                        }
                     }
                 }
-            }
-            Err(error) => {
-                shared.cancels.failed();
-                report("a dropped query's cancel failed", &*error);
+                Err(error) => {
+                    shared.cancels.failed();
+                    report("a dropped query's cancel failed", &*error);
+                    false
+                }
+            };
+            if !settled {
+                shared.cancels.closed();
+                within_limit(close(pg), &mut back).await;
             }
         }
-        shared.cancels.closed();
-        match tokio::time::timeout(CANCEL_LIMIT, close(pg)).await {
-            Ok(()) => Some(conn),
-            // Silent: nothing can be sent on it; dropped.
-            Err(_) => None,
+        if let Some(back) = back {
+            // A session dropped meanwhile: the connection is dropped here, settled.
+            let _ = back.send(Some(conn));
+        }
+    }
+}
+
+/// Awaits `work`. If it takes longer than [`CANCEL_LIMIT`], tells the session at once that its
+/// connection is gone (`None` through `back`) and awaits `work` to its end all the same: the
+/// connection stays held until then.
+async fn within_limit<T, C>(
+    work: impl Future<Output = T>,
+    back: &mut Option<oneshot::Sender<Option<C>>>,
+) -> T {
+    let mut work = pin!(work);
+    match tokio::time::timeout(CANCEL_LIMIT, work.as_mut()).await {
+        Ok(done) => done,
+        Err(_) => {
+            if let Some(back) = back.take() {
+                let _ = back.send(None);
+                #[cfg(feature = "tracing")]
+                tracing::warn!(
+                    target: "deadline_tokio::postgres",
+                    "a dropped query's connection did not settle within the cancel limit: its \
+                     session has lost it, and it is held until it settles or closes"
+                );
+            }
+            work.await
         }
     }
 }

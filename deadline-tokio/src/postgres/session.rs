@@ -40,8 +40,8 @@ enum Slot<C> {
     Ready(C),
     /// A dropped query's cancel is settling; the connection comes back through this.
     Settling(oneshot::Receiver<Option<C>>),
-    /// The task that settled a cancel ended without giving the connection back: its runtime
-    /// shut down, or the connection answered neither the settle nor the close in time.
+    /// The task that settles a cancel did not give the connection back: its runtime shut
+    /// down, or the connection did not settle or close within the cancel limit.
     Lost,
 }
 
@@ -130,7 +130,8 @@ impl<C: Send + 'static, M: CancelTls> Session<C, M> {
             let back = within_current(back).await.map_err(PgError::Deadline)?;
             self.slot = match back {
                 Ok(Some(conn)) => Slot::Ready(conn),
-                // A connection that did not answer the settle or the close: dropped.
+                // A connection that did not settle or close within the cancel limit (it is
+                // held until it does, then dropped), or a runtime that shut down.
                 Ok(None) | Err(_) => Slot::Lost,
             };
         }
@@ -225,11 +226,7 @@ impl<C: Send + 'static, M: CancelTls> Drop for Held<'_, C, M> {
         *self.slot = Slot::Settling(settled);
         let db = self.db.clone();
         let client = self.client;
-        runtime.spawn(async move {
-            let conn = db.settle(conn, client).await;
-            // A session dropped meanwhile: the connection is dropped here, settled.
-            let _ = back.send(conn);
-        });
+        runtime.spawn(async move { db.settle(conn, client, back).await });
     }
 }
 
