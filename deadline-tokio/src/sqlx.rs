@@ -234,8 +234,7 @@ where
     };
     // `BEGIN` and the statement timeout, in one round trip that also reads which backend of
     // which server runs the query.
-    let begin =
-        format!("BEGIN; {timeout}; SELECT pg_backend_pid(), pg_postmaster_start_time()::text");
+    let begin = format!("BEGIN; {timeout}; SELECT pg_backend_pid(), {SERVER_START}");
     let work = async {
         let row = conn.fetch_one(begin.as_str()).await?;
         *backend = Some(Backend {
@@ -278,8 +277,12 @@ struct Held {
 /// server from another behind the same address (a load balancer, a name for several hosts).
 struct Backend {
     pid: i32,
-    server_start: String,
+    server_start: i64,
 }
+
+/// When the server started, in whole microseconds since the epoch: a number, the same in
+/// every session whatever its time zone or date style (the text of a timestamp is not).
+const SERVER_START: &str = "(extract(epoch from pg_postmaster_start_time()) * 1000000)::int8";
 
 impl Held {
     fn release(mut self) {
@@ -382,13 +385,12 @@ fn simple<'c>(conn: &'c mut PgConnection, sql: &'c str) -> Statement<'c, PgQuery
 /// `pg_cancel_backend(pid)` on the backend's server only: true when the signal was sent.
 fn signal<'c>(conn: &'c mut PgConnection, backend: &'c Backend) -> Statement<'c, bool> {
     Box::pin(async move {
-        let row = ::sqlx::query(
-            "SELECT pg_cancel_backend($1) WHERE pg_postmaster_start_time()::text = $2",
-        )
-        .bind(backend.pid)
-        .bind(backend.server_start.as_str())
-        .fetch_optional(&mut *conn)
-        .await?;
+        let sql = format!("SELECT pg_cancel_backend($1) WHERE {SERVER_START} = $2");
+        let row = ::sqlx::query(&sql)
+            .bind(backend.pid)
+            .bind(backend.server_start)
+            .fetch_optional(&mut *conn)
+            .await?;
         match row {
             Some(row) => row.try_get(0),
             None => Ok(false),
