@@ -287,26 +287,27 @@ async fn without_a_session_a_dropped_query_ends_at_its_statement_timeout() {
 }
 
 /// The statement timeout is decided once the transaction has begun. A query dropped early
-/// runs on in the server (here 500 ms), the client's next query waits behind it for its
+/// runs on in the server (here 2 s), the client's next query waits behind it for its
 /// `BEGIN`, and that wait is not the next query's to spend: its statement timeout is at most
 /// what is left of its deadline once the dropped query has ended (which is no earlier than
-/// 500 ms after it was sent: a bound from the order of events, not from a speed).
+/// 2 s after it was sent: a bound from the order of events, not from a speed).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_session_the_wait_for_begin_comes_out_of_the_next_querys_timeout() {
+    let observer = connect().await;
     let mut client = connect().await;
+    let tag = tag("begin_waits");
+    let sql = format!("SELECT pg_sleep(2) /* {tag} */");
     let sent = Instant::now();
-    let waited = tokio::time::timeout(
-        ms(50),
-        scope_timeout(
-            ms(10_000),
-            postgres::query(&mut client, &POLICY, "SELECT pg_sleep(0.5)", &[]),
-        ),
-    )
-    .await;
-    assert!(waited.is_err(), "the caller left before the query ended");
+    // The caller leaves once the query runs, long before its statement timeout (10 s).
+    tokio::select! {
+        done = scope_timeout(ms(10_000), postgres::query(&mut client, &POLICY, &sql, &[])) => {
+            panic!("the query ended: {done:?}")
+        }
+        _ = until(&observer, &tag, true) => {}
+    }
     let asked = Instant::now();
     let rows = scope_timeout(
-        ms(1_000),
+        ms(3_000),
         postgres::query(
             &mut client,
             &POLICY,
@@ -318,7 +319,7 @@ async fn without_a_session_the_wait_for_begin_comes_out_of_the_next_querys_timeo
     .expect("inside its scope")
     .unwrap();
     let timeout_ms: i64 = rows[0].get(0);
-    let left_after_the_wait = (asked + ms(1_000)).saturating_duration_since(sent + ms(500));
+    let left_after_the_wait = (asked + ms(3_000)).saturating_duration_since(sent + ms(2_000));
     println!(
         "statement timeout {timeout_ms} ms; at most {} ms were left once the dropped query ended",
         left_after_the_wait.as_millis()

@@ -19,6 +19,7 @@ use deadline_core::ms;
 use deadline_core::statement::StatementPolicy;
 use deadline_tokio::postgres::{Database, PgError};
 use deadline_tokio::scope_timeout;
+use sqlx::Connection;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_postgres::config::Host;
@@ -97,12 +98,15 @@ impl SecondServer {
                 .trim_matches('\'')
                 .to_owned()
         };
-        SecondServer {
+        // The server is stopped from here on, whatever fails next.
+        let mut server = SecondServer {
             dir: value("DEADLINE_PG_DIR"),
-            config: value("DEADLINE_TEST_DATABASE_URL")
-                .parse()
-                .expect("a postgres:// URL"),
-        }
+            config: Config::new(),
+        };
+        server.config = value("DEADLINE_TEST_DATABASE_URL")
+            .parse()
+            .expect("a postgres:// URL");
+        server
     }
 }
 
@@ -140,11 +144,12 @@ impl Proxy {
                     return;
                 };
                 let to = if n == 0 { first } else { later };
+                // One switch per connection accepted, so that `silence(n)` names the n-th.
+                let switch = Arc::new(AtomicBool::new(false));
+                switches.lock().unwrap().push(Arc::clone(&switch));
                 let Ok(server) = TcpStream::connect(to).await else {
                     continue;
                 };
-                let switch = Arc::new(AtomicBool::new(false));
-                switches.lock().unwrap().push(Arc::clone(&switch));
                 let (client_read, client_write) = client.into_split();
                 let (server_read, server_write) = server.into_split();
                 tokio::spawn(pump(client_read, server_write, Arc::clone(&switch)));
@@ -182,34 +187,61 @@ async fn pump(
     }
 }
 
+/// A connection of its own to the test server, to watch its queries.
+async fn observer() -> tokio_postgres::Client {
+    let (client, connection) = test_server()
+        .connect(NoTls)
+        .await
+        .expect("connect to the test server");
+    tokio::spawn(connection);
+    client
+}
+
+/// Waits (bounded: 10 s, in 1 ms steps) until a query with `tag` in its text runs on the test
+/// server.
+async fn running(observer: &tokio_postgres::Client, tag: &str) {
+    for _ in 0..10_000 {
+        let row = observer
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity \
+                 WHERE state = 'active' AND pid <> pg_backend_pid() AND position($1 in query) > 0",
+                &[&tag],
+            )
+            .await
+            .unwrap();
+        if row.get::<_, i64>(0) > 0 {
+            return;
+        }
+        tokio::time::sleep(ms(1)).await;
+    }
+    panic!("query {tag} never ran");
+}
+
 /// The session's connection goes silent while its query runs: the cancel, over a new
-/// connection, is sent, but the settle's `ROLLBACK` never answers. The settle gives up after
-/// the cancel limit (5 s), and the session says it has lost its connection, rather than
-/// leaving every later query waiting for a settle that never comes. The later query's scope,
-/// 20 s, only bounds the test if the settle never gives up.
+/// connection, is sent, but the settle's `ROLLBACK` never answers. After the cancel limit
+/// (5 s) the session gives the connection up and says so, rather than leaving every later
+/// query waiting for a settle that never comes; the connection itself stays held by the
+/// settle (a pool never has it back busy). The later query's scope, 20 s, only bounds the
+/// test if the session never gives up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_whose_connection_goes_silent_after_its_cancel_is_lost_not_stuck() {
     let server = test_server();
     let proxy = Proxy::start(address(&server), address(&server)).await;
     let db = Database::new(&through(&server, proxy.addr), NoTls).unwrap();
     let mut session = db.connect().await.expect("connect through the proxy");
-    // The caller leaves at 300 ms, long before the query's statement timeout (10 s).
-    let (left, ()) = tokio::join!(
-        tokio::time::timeout(
-            ms(300),
-            scope_timeout(
-                ms(10_000),
-                session.query(&POLICY, "SELECT pg_sleep(5) /* goes silent */", &[]),
-            ),
-        ),
-        async {
-            // The query is sent by then (a machine too loaded to send it would leave its
-            // BEGIN unanswered instead: the settle ahead is the same).
-            tokio::time::sleep(ms(100)).await;
+    let observer = observer().await;
+    // The caller leaves once the query runs and its connection has gone silent, long before
+    // its statement timeout (10 s).
+    tokio::select! {
+        done = scope_timeout(
+            ms(10_000),
+            session.query(&POLICY, "SELECT pg_sleep(5) /* session goes silent */", &[]),
+        ) => panic!("the query ended: {done:?}"),
+        () = async {
+            running(&observer, "session goes silent").await;
             proxy.silence(0);
-        },
-    );
-    assert!(left.is_err(), "the caller left before the query ended");
+        } => {}
+    }
     let next = scope_timeout(ms(20_000), session.query(&POLICY, "SELECT 1", &[]))
         .await
         .expect("the settle gives up within the cancel limit, before this scope ends");
@@ -217,8 +249,8 @@ async fn a_session_whose_connection_goes_silent_after_its_cancel_is_lost_not_stu
     let cancels = db.cancels();
     assert_eq!(
         (cancels.sent(), cancels.failed(), cancels.closed()),
-        (1, 0, 1),
-        "the cancel was sent, and the connection that went silent is not handed out again"
+        (1, 0, 0),
+        "the cancel was sent; the connection, silent, is held until it settles or closes"
     );
 }
 
@@ -250,26 +282,20 @@ async fn a_sqlx_connection_that_goes_silent_after_its_cancel_is_closed_not_held(
         .connect_with(sqlx_options(&server, proxy.addr))
         .await
         .expect("connect through the proxy");
+    let observer = observer().await;
     let before = db::cancels();
-    // The caller leaves at 300 ms, long before the query's statement timeout (10 s).
-    let (left, ()) = tokio::join!(
-        tokio::time::timeout(
-            ms(300),
-            scope_timeout(
-                ms(10_000),
-                db::fetch_all(
-                    &pool,
-                    &POLICY,
-                    sqlx::query("SELECT pg_sleep(5) /* goes silent */"),
-                ),
-            ),
-        ),
-        async {
-            tokio::time::sleep(ms(100)).await;
+    // The caller leaves once the query runs (its BEGIN answered: sqlx then knows the backend
+    // to cancel) and its connection has gone silent, long before its statement timeout.
+    tokio::select! {
+        done = scope_timeout(
+            ms(10_000),
+            db::fetch_all(&pool, &POLICY, sqlx::query("SELECT pg_sleep(5) /* sqlx goes silent */")),
+        ) => panic!("the query ended: {done:?}"),
+        () = async {
+            running(&observer, "sqlx goes silent").await;
             proxy.silence(0);
-        },
-    );
-    assert!(left.is_err(), "the caller left before the query ended");
+        } => {}
+    }
     let next = scope_timeout(ms(20_000), pool.acquire())
         .await
         .expect("the settle gives up within the cancel limit, before this scope ends");
@@ -305,21 +331,30 @@ async fn a_sqlx_cancel_that_reaches_another_server_is_a_failed_cancel() {
         .connect_with(sqlx_options(&first, proxy.addr))
         .await
         .expect("connect through the proxy");
+    // The route is real: the second server lets the same user in (so a cancel sent there
+    // can only fail by finding no such backend), and it is another server.
+    let mut direct =
+        sqlx::postgres::PgConnection::connect_with(&sqlx_options(&first, address(&second.config)))
+            .await
+            .expect("the second server lets the test's user in");
+    let start = "SELECT pg_postmaster_start_time()::text";
+    let second_start: String = sqlx::query_scalar(start)
+        .fetch_one(&mut direct)
+        .await
+        .unwrap();
+    let observer = observer().await;
+    let first_start: String = observer.query_one(start, &[]).await.unwrap().get(0);
+    assert_ne!(first_start, second_start, "two servers");
     let before = db::cancels();
-    // The caller leaves at 300 ms, long before the query's statement timeout (10 s).
-    let left = tokio::time::timeout(
-        ms(300),
-        scope_timeout(
+    // The caller leaves once the query runs on the first server (its BEGIN answered: sqlx
+    // then knows the backend to cancel), long before its statement timeout (10 s).
+    tokio::select! {
+        done = scope_timeout(
             ms(10_000),
-            db::fetch_all(
-                &pool,
-                &POLICY,
-                sqlx::query("SELECT pg_sleep(5) /* another server */"),
-            ),
-        ),
-    )
-    .await;
-    assert!(left.is_err(), "the caller left before the query ended");
+            db::fetch_all(&pool, &POLICY, sqlx::query("SELECT pg_sleep(5) /* another server */")),
+        ) => panic!("the query ended: {done:?}"),
+        () = running(&observer, "another server") => {}
+    }
     // The settle runs in a task: the pool has its one connection back (or a new one, after
     // a close) once it is done. Bounded by the scope: 20 s.
     let after_settle = scope_timeout(ms(20_000), pool.acquire())
