@@ -581,9 +581,10 @@ impl<'n> Policy<'n> {
 
     /// Panics when a setting could never act: a floor above the cap (no call would ever be
     /// made), or, when `hedged` (the calls may hedge), a fixed hedge delay at or past the cap
-    /// (each attempt has timed out by the time its hedge is due); with feature `advice`, an
-    /// adaptive cap whose lower bound is under the floor (once there, no call is made, and
-    /// nothing moves it back). A
+    /// (each attempt has timed out by the time its hedge is due). With feature `advice` and
+    /// an adaptive cap, its bounds stand in for the cap: its lower bound under the floor (once
+    /// there, no call is made, and nothing moves it back), or a fixed hedge delay at or past
+    /// its lower bound. A
     /// [`Dependency`](crate::Dependency) checks its policy when it is made: in a `static` or
     /// a `const`, a compile error.
     #[cfg(feature = "drive")]

@@ -298,7 +298,9 @@
 //!   passed; the next acquire after that starts a new round that keeps the old round's
 //!   successes and frees the slots of its unanswered probes (whose results, if they come, are
 //!   then ignored). So a lost permit delays recovery by at most `probe_timeout`, never leaks a
-//!   slot forever, and probes that come slower than one round still close the breaker.
+//!   slot forever, and probes that come slower than one round still close the breaker. Keep
+//!   `probe_timeout` longer than a probe's call timeout: a probe that answers after its round
+//!   is over is ignored, a failure as much as a success, while the round's successes count.
 //!
 //! The core's driver (feature `drive`, with
 //! [`Call::with_breaker`](crate::call::Call::with_breaker)) asks for a permit before every
@@ -386,11 +388,13 @@
 //! from it fires no earlier than intended.
 //!
 //! A dependency's live histogram is halved every 4 096 latencies, so that older latencies
-//! fade. Counts are whole numbers: an odd count's half is kept in every other bucket and
-//! dropped in the others, alternating from one halving to the next, so the halving is exact
-//! on average and a latency alone in its bucket fades as the others do. Right after a
-//! halving, a quantile held up by a few latencies in scattered buckets (a sparse tail's
-//! p99.9) may still read a bucket lower or higher than an exact halving would give.
+//! fade. Counts are whole numbers, so halving an odd count keeps or drops its odd half: it
+//! is kept in every other bucket and dropped in the others, which ones alternating from one
+//! halving to the next. A tail of latencies each alone in its bucket keeps about its share
+//! over the halvings, where rounding every count down would forget each at the first one;
+//! but at any one halving, the tail's latencies in the buckets that round down that time are
+//! dropped, and a quantile held up by them (a sparse tail's p99.9) can read low until the
+//! next latencies come.
 //!
 //! # Passing the deadline on
 //!

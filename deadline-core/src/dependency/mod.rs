@@ -103,7 +103,8 @@ impl<'n, Rt> Dependency<'n, Rt> {
     /// When a setting of `policy` could never act; in a `static` or a `const`, that is a
     /// compile error. A floor above the cap would never make a call, and a hedge delay at or
     /// past the cap (or none set, with [`Policy::with_hedges`] alone) would come after every
-    /// attempt had timed out:
+    /// attempt had timed out. (With an adaptive cap, feature `advice`, its bounds stand in for
+    /// the cap.)
     ///
     /// ```compile_fail
     /// use deadline_core::virtual_time::ManualRuntime;
@@ -195,8 +196,9 @@ impl<'n, Rt> Dependency<'n, Rt> {
     ///
     /// # Panics
     ///
-    /// When `policy`'s floor is above its cap (no call would ever be made); in a `static` or
-    /// a `const`, that is a compile error.
+    /// When `policy`'s floor is above its cap (no call would ever be made), or above its
+    /// adaptive cap's lower bound when it has one; in a `static` or a `const`, that is a
+    /// compile error.
     #[must_use]
     pub const fn deadline_only(policy: Policy<'n>) -> Dependency<'n, Rt, DeadlineOnly> {
         policy.assert_every_setting_acts(false);
