@@ -227,8 +227,20 @@ async fn running(observer: &tokio_postgres::Client, tag: &str) {
 async fn a_session_whose_connection_goes_silent_after_its_cancel_is_lost_not_stuck() {
     let server = test_server();
     let proxy = Proxy::start(address(&server), address(&server)).await;
-    let db = Database::new(&through(&server, proxy.addr), NoTls).unwrap();
-    let mut session = db.connect().await.expect("connect through the proxy");
+    let config = through(&server, proxy.addr);
+    let db = Database::new(&config, NoTls).unwrap();
+    // The connection as a pool hands one out: dropping it gives it back. Here that is seen.
+    let (client, connection) = config
+        .connect(NoTls)
+        .await
+        .expect("connect through the proxy");
+    tokio::spawn(connection);
+    let given_back = Arc::new(AtomicBool::new(false));
+    let pooled = Pooled {
+        client,
+        given_back: Arc::clone(&given_back),
+    };
+    let mut session = db.session_with(pooled, |pooled| &pooled.client);
     let observer = observer().await;
     // The caller leaves once the query runs and its connection has gone silent, long before
     // its statement timeout (10 s).
@@ -252,6 +264,22 @@ async fn a_session_whose_connection_goes_silent_after_its_cancel_is_lost_not_stu
         (1, 0, 0),
         "the cancel was sent; the connection, silent, is held until it settles or closes"
     );
+    assert!(
+        !given_back.load(Ordering::SeqCst),
+        "a connection that has not settled went back to its pool"
+    );
+}
+
+/// A pooled connection: dropping it gives it back to its pool, which the flag records.
+struct Pooled {
+    client: tokio_postgres::Client,
+    given_back: Arc<AtomicBool>,
+}
+
+impl Drop for Pooled {
+    fn drop(&mut self) {
+        self.given_back.store(true, Ordering::SeqCst);
+    }
 }
 
 /// The sqlx cancels' counts are the process's: the tests that read them take turns.
