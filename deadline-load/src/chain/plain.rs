@@ -163,7 +163,12 @@ impl Api {
     pub(crate) fn new(strategy: Strategy, orders: String) -> Self {
         Api {
             strategy,
-            http: reqwest::Client::new(),
+            // Loopback only: no proxy from the environment (reqwest reads HTTP_PROXY and
+            // ALL_PROXY, and makes no exception for loopback).
+            http: reqwest::Client::builder()
+                .no_proxy()
+                .build()
+                .expect("a reqwest client"),
             orders,
         }
     }

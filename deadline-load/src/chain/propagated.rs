@@ -123,7 +123,12 @@ impl Api {
     /// The API, calling the order service at `orders`.
     pub(crate) fn new(orders: String) -> Self {
         Api {
-            http: reqwest::Client::new(),
+            // Loopback only: no proxy from the environment (reqwest reads HTTP_PROXY and
+            // ALL_PROXY, and makes no exception for loopback).
+            http: reqwest::Client::builder()
+                .no_proxy()
+                .build()
+                .expect("a reqwest client"),
             orders,
         }
     }

@@ -168,7 +168,12 @@ pub(crate) async fn run(strategy: Strategy, params: Params) -> StrategyRun {
     for _ in 0..params.clients {
         let (next, api, requests) = (Arc::clone(&next), services.api.clone(), params.requests);
         clients.push(tokio::spawn(async move {
-            let http = reqwest::Client::new();
+            // Loopback only: no proxy from the environment (reqwest reads HTTP_PROXY and
+            // ALL_PROXY, and makes no exception for loopback).
+            let http = reqwest::Client::builder()
+                .no_proxy()
+                .build()
+                .expect("a reqwest client");
             let mut seen = Vec::new();
             // Bounded: each turn takes a request number, and there are `requests` of them.
             loop {
