@@ -7,15 +7,22 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
-use std::process::{ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
+
+/// How long the child has to say it is ready, or to answer a command: far more than a child
+/// under valgrind takes, so that only a child that hangs runs into it.
+const ANSWER_LIMIT: Duration = Duration::from_secs(300);
 
 /// A server process this program started, and the addresses it listens on.
 #[derive(Debug)]
 pub struct Child {
     process: std::process::Child,
     stdin: Option<ChildStdin>,
-    stdout: BufReader<ChildStdout>,
+    /// The child's output, line by line, read on a thread of its own so that every wait for
+    /// it has a limit.
+    lines: Receiver<String>,
     addrs: Vec<SocketAddr>,
 }
 
@@ -25,7 +32,7 @@ impl Child {
     ///
     /// # Panics
     ///
-    /// If the program cannot be started or does not announce its addresses.
+    /// If the program cannot be started or does not announce its addresses within 300 s.
     #[must_use]
     pub fn spawn(args: &[&str]) -> Child {
         Child::spawn_under(&[], args)
@@ -56,9 +63,20 @@ impl Child {
             .spawn()
             .expect("start the server process");
         let stdin = process.stdin.take();
-        let mut stdout = BufReader::new(process.stdout.take().expect("the child's stdout"));
-        let mut line = String::new();
-        stdout.read_line(&mut line).expect("the child's ready line");
+        let stdout = BufReader::new(process.stdout.take().expect("the child's stdout"));
+        let (send, lines) = channel();
+        std::thread::spawn(move || {
+            // Ends with the child's output, or once nobody reads.
+            for line in stdout.lines() {
+                let Ok(line) = line else { return };
+                if send.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        let line = lines
+            .recv_timeout(ANSWER_LIMIT)
+            .expect("the child's ready line, within the limit");
         let addrs = line
             .strip_prefix("ready")
             .unwrap_or_else(|| panic!("the child said {line:?}, not ready"))
@@ -68,7 +86,7 @@ impl Child {
         Child {
             process,
             stdin,
-            stdout,
+            lines,
             addrs,
         }
     }
@@ -83,15 +101,15 @@ impl Child {
     ///
     /// # Panics
     ///
-    /// If the child has gone.
+    /// If the child has gone, or does not answer within 300 s.
     pub fn ask(&mut self, command: &str) -> String {
         let stdin = self.stdin.as_mut().expect("the child's stdin is open");
         writeln!(stdin, "{command}").expect("write to the child");
         stdin.flush().expect("write to the child");
-        let mut line = String::new();
-        self.stdout
-            .read_line(&mut line)
-            .expect("read the child's answer");
+        let line = self
+            .lines
+            .recv_timeout(ANSWER_LIMIT)
+            .expect("the child's answer, within the limit");
         line.trim_end().to_owned()
     }
 

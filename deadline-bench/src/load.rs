@@ -80,8 +80,8 @@ impl Load {
 
 /// Sends requests to `target` over `connections` connections for `duration`, each connection
 /// one request at a time, each as soon as the last answer has arrived. A connection that
-/// fails is opened again (at most 100 times in a phase, so a server that is gone ends the
-/// phase).
+/// fails, or whose answer has not come 10 s after the phase's end, is opened again (at most
+/// 100 times in a phase, so a server that is gone, or never answers, ends the phase).
 pub async fn closed_loop(target: &Target, connections: usize, duration: Duration) -> Load {
     run(target, connections, duration, None).await
 }
@@ -160,22 +160,14 @@ async fn one_connection(
                 }
                 _ => Instant::now(),
             };
-            if sender.ready().await.is_err() {
+            // A server that accepts and never answers ends the phase too: each exchange has
+            // until the phase's end and a grace.
+            let exchanged =
+                tokio::time::timeout_at(end + ANSWER_GRACE, exchange(&mut sender, request)).await;
+            let Ok(Ok(status)) = exchanged else {
                 load.errors += 1;
                 continue 'connect;
-            }
-            let response = match sender.send_request(request).await {
-                Ok(response) => response,
-                Err(_) => {
-                    load.errors += 1;
-                    continue 'connect;
-                }
             };
-            let status = response.status();
-            if response.into_body().collect().await.is_err() {
-                load.errors += 1;
-                continue 'connect;
-            }
             if status == StatusCode::OK {
                 load.ok.push(sent.elapsed());
             } else {
@@ -223,6 +215,21 @@ pub async fn count(target: &Target, requests: u64, limit: Duration) -> Load {
     load.elapsed = start.elapsed();
     load.ok.sort_unstable();
     load
+}
+
+/// How long past a phase's end an answer may still come before it counts as an error.
+const ANSWER_GRACE: Duration = Duration::from_secs(10);
+
+/// One request and its whole answer: the answer's status.
+async fn exchange(
+    sender: &mut SendRequest<Empty<Bytes>>,
+    request: Request<Empty<Bytes>>,
+) -> Result<StatusCode, ()> {
+    sender.ready().await.map_err(drop)?;
+    let response = sender.send_request(request).await.map_err(drop)?;
+    let status = response.status();
+    response.into_body().collect().await.map_err(drop)?;
+    Ok(status)
 }
 
 /// An HTTP/1.1 connection to `addr`, without Nagle's delay, its driver spawned.

@@ -9,7 +9,10 @@
 //! - **at a fixed rate** (`--rate`, 10 000 requests per second by default, well under what
 //!   the server can do): the server's own CPU time per request (`getrusage` of its process,
 //!   read before and after the phase) and the latency, p50 and p99, from when each request
-//!   was due. Every variant is offered the same load, so their CPU time per request compares
+//!   went out (a request due while its connection still waits for an answer goes out late,
+//!   and that wait is not counted: a latency of the server's answers, not a schedule's
+//!   latency corrected for coordinated omission). Every variant is offered the same load, so
+//!   their CPU time per request compares
 //!   like for like, whatever else the machine runs.
 //! - **in a closed loop** (`--connections`, 32 by default, each with one request at a
 //!   time): requests per second, which on a shared machine move with whatever else runs.
@@ -89,7 +92,8 @@ fn instructions_main(quick: bool) {
     );
     let (mut base, mut deadline) = (0, 0);
     for (v, name) in VARIANTS.iter().enumerate() {
-        let (more, fewer) = (callgrind_count(v, high), callgrind_count(v, low));
+        let fewer = callgrind_count(v, low);
+        let more = callgrind_count(v, high);
         let per_request = per_request(name, (low, fewer), (high, more));
         if v == 0 {
             base = per_request;
