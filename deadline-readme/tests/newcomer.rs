@@ -116,7 +116,10 @@ mod always_slow {
     async fn serve(downstream: String) -> String {
         let layer = DeadlineLayer::new(Propagation::DEFAULT.with_max(ms(10_000)), ms(1_000));
         let app = Router::new().route("/price", get(price)).with_state(App {
-            http: reqwest::Client::new(),
+            http: reqwest::Client::builder()
+                .no_proxy()
+                .build()
+                .expect("a reqwest client"),
             downstream,
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -127,7 +130,10 @@ mod always_slow {
 
     /// The statuses of 200 requests to `service` with 250 ms each, 20 at a time.
     async fn statuses_of(service: &str) -> Vec<StatusCode> {
-        let client = reqwest::Client::new();
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .build()
+            .expect("a reqwest client");
         let mut statuses = Vec::new();
         for _ in 0..10 {
             let batch: Vec<_> = (0..20)

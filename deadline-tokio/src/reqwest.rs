@@ -183,7 +183,8 @@ impl DeadlineRequest for RequestBuilder {
 /// // A port with nothing listening on it: each connection is refused.
 /// let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
 /// let url = format!("http://{closed}/pay");
-/// let client = reqwest::Client::new();
+/// // No proxy from the environment: the request goes to the refused port itself.
+/// let client = reqwest::Client::builder().no_proxy().build().unwrap();
 /// let called = scope_timeout(ms(5_000), async {
 ///     PAY.run(|_| async {
 ///         let response = client.post(&url).time_left()?.send().await?;

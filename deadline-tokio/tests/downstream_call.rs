@@ -56,7 +56,10 @@ async fn retries_and_propagation_in_one_expression() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/price", listener.local_addr().unwrap());
     let server = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    let client = reqwest::Client::new();
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("a reqwest client");
 
     let answer = scope_timeout(ms(2_000), async {
         // The call site: one expression.
@@ -112,7 +115,10 @@ async fn a_next_service_that_runs_out_makes_a_timeout_not_a_failure() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/slow", listener.local_addr().unwrap());
     let server = tokio::spawn(async move { axum::serve(listener, next).await.unwrap() });
-    let client = reqwest::Client::new();
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("a reqwest client");
 
     let called = scope_timeout(ms(2_000), async {
         SLOW.run(|_| async {
@@ -155,7 +161,10 @@ async fn a_next_services_early_504_is_the_attempts_timeout() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/early", listener.local_addr().unwrap());
     let server = tokio::spawn(async move { axum::serve(listener, next).await.unwrap() });
-    let client = reqwest::Client::new();
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("a reqwest client");
 
     let called = scope_timeout(ms(5_000), async {
         EARLY

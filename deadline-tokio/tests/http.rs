@@ -203,7 +203,10 @@ async fn chain() -> (SocketAddr, Vec<tokio::task::JoinHandle<()>>) {
             channel,
             PropagateLayer::new(HOP, DeadlineHeader::GrpcTimeout),
         ),
-        http: reqwest::Client::new(),
+        http: reqwest::Client::builder()
+            .no_proxy()
+            .build()
+            .expect("a reqwest client"),
         next_http: http_addr,
     };
     let (listener, addr) = bind().await;
