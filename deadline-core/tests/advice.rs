@@ -245,18 +245,20 @@ fn the_advice_reads_no_clock() {
     );
 }
 
+/// Makes a dependency of `policy`: its panic's message if it is refused.
+fn made(policy: Policy<'static>) -> Result<(), &'static str> {
+    std::panic::catch_unwind(|| {
+        let _ = Dependency::<ManualRuntime>::new(policy);
+    })
+    .map_err(|panic| *panic.downcast::<&str>().expect("a message"))
+}
+
 /// An adaptive cap whose lower bound is under the floor could move where every call is
 /// refused (a required dependency's timeout under its floor), and a refused call records no
 /// latency that could move it back: the dependency is refused where it is made, as a floor
 /// above a fixed cap is (at compile time for a `static`).
 #[test]
 fn an_adaptive_cap_that_could_fall_under_the_floor_is_refused_where_the_dependency_is_made() {
-    let made = |policy: Policy<'static>| {
-        std::panic::catch_unwind(|| {
-            let _ = Dependency::<ManualRuntime>::new(policy);
-        })
-        .map_err(|panic| *panic.downcast::<&str>().expect("a message"))
-    };
     let floored = || Policy::required("B").with_cap(ms(100)).with_floor(ms(30));
     assert_eq!(
         made(floored().with_adaptive_cap(ms(10), ms(200))),
@@ -277,12 +279,6 @@ fn an_adaptive_cap_that_could_fall_under_the_floor_is_refused_where_the_dependen
 /// would stop, in silence, once the cap moved there.
 #[test]
 fn with_an_adaptive_cap_the_checks_read_its_bounds() {
-    let made = |policy: Policy<'static>| {
-        std::panic::catch_unwind(|| {
-            let _ = Dependency::<ManualRuntime>::new(policy);
-        })
-        .map_err(|panic| *panic.downcast::<&str>().expect("a message"))
-    };
     assert_eq!(
         made(
             Policy::required("B")

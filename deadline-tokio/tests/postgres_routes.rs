@@ -294,6 +294,25 @@ fn sqlx_options(config: &Config, to: SocketAddr) -> sqlx::postgres::PgConnectOpt
         .database(config.get_dbname().unwrap_or("postgres"))
 }
 
+/// Waits until the pool's one connection is back (the settle runs in a task, and gives it
+/// back, or a close lets the pool open a new one, once it is done; bounded by a 20 s scope),
+/// then the sqlx cancels sent, failed and closed since `before`.
+async fn settled_since(
+    pool: &sqlx::PgPool,
+    before: deadline_tokio::database::Cancels,
+) -> (u64, u64, u64) {
+    let back = scope_timeout(ms(20_000), pool.acquire())
+        .await
+        .expect("the settle ends within the cancel limit, before this scope ends");
+    drop(back);
+    let after = deadline_tokio::sqlx::cancels();
+    (
+        after.sent() - before.sent(),
+        after.failed() - before.failed(),
+        after.closed() - before.closed(),
+    )
+}
+
 /// The sqlx path of the first test: the pool's one connection goes silent while its query
 /// runs; the cancel, over a new connection, is sent, and the settle gives up after the cancel
 /// limit (5 s) and closes the connection, rather than holding the pool's one connection for
@@ -324,17 +343,8 @@ async fn a_sqlx_connection_that_goes_silent_after_its_cancel_is_closed_not_held(
             proxy.silence(0);
         } => {}
     }
-    let next = scope_timeout(ms(20_000), pool.acquire())
-        .await
-        .expect("the settle gives up within the cancel limit, before this scope ends");
-    drop(next);
-    let after = db::cancels();
     assert_eq!(
-        (
-            after.sent() - before.sent(),
-            after.failed() - before.failed(),
-            after.closed() - before.closed()
-        ),
+        settled_since(&pool, before).await,
         (1, 0, 1),
         "the cancel was sent, and the connection that went silent is closed"
     );
@@ -383,19 +393,8 @@ async fn a_sqlx_cancel_that_reaches_another_server_is_a_failed_cancel() {
         ) => panic!("the query ended: {done:?}"),
         () = running(&observer, "another server") => {}
     }
-    // The settle runs in a task: the pool has its one connection back (or a new one, after
-    // a close) once it is done. Bounded by the scope: 20 s.
-    let after_settle = scope_timeout(ms(20_000), pool.acquire())
-        .await
-        .expect("the settle ends within the cancel limit");
-    drop(after_settle);
-    let after = db::cancels();
     assert_eq!(
-        (
-            after.sent() - before.sent(),
-            after.failed() - before.failed(),
-            after.closed() - before.closed()
-        ),
+        settled_since(&pool, before).await,
         (0, 1, 1),
         "a cancel that reached the other server is not a cancel sent"
     );
