@@ -2,14 +2,22 @@
 
 use std::time::Duration;
 
-/// The `p`-th percentile (0 to 100) of `sorted`, nearest rank; zero when empty.
+use deadline_core::analysis::{Sample, SampleError};
+use deadline_core::policy::Quantile;
+
+/// The `q` quantile of sorted `values` by the core's nearest rank (an exact integer rank:
+/// p99.9 of 1 000 values is the 999th); zero when empty.
+///
+/// # Panics
+///
+/// If `sorted` is not in ascending order.
 #[must_use]
-pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
+pub fn percentile(sorted: &[Duration], q: Quantile) -> Duration {
+    match Sample::from_sorted(sorted) {
+        Ok(sample) => sample.percentile(q),
+        Err(SampleError::Empty) => Duration::ZERO,
+        Err(unsorted) => panic!("a percentile of latencies not sorted: {unsorted}"),
     }
-    let rank = (p / 100.0 * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
 /// The median of `values` (the mean of the middle two for an even count); 0 when empty.
@@ -176,7 +184,35 @@ pub fn against(ratios: &[f64], bound: f64, above: &'static str, below: &'static 
 
 #[cfg(test)]
 mod tests {
-    use super::{Interval, Side, against, median_interval};
+    use std::time::Duration;
+
+    use deadline_core::policy::Quantile;
+
+    use super::{Interval, Side, against, median_interval, percentile};
+
+    #[test]
+    fn the_p999_of_a_thousand_is_the_999th() {
+        // 99.9 / 100 * 1000 is 999.000...1 in floating point, whose ceiling picked the
+        // largest value instead.
+        let sorted: Vec<Duration> = (1..=1000).map(Duration::from_millis).collect();
+        assert_eq!(
+            percentile(&sorted, Quantile::P999),
+            Duration::from_millis(999)
+        );
+        assert_eq!(
+            percentile(&sorted, Quantile::P99),
+            Duration::from_millis(990)
+        );
+        assert_eq!(
+            percentile(&sorted, Quantile::P50),
+            Duration::from_millis(500)
+        );
+        assert_eq!(
+            percentile(&sorted[..1], Quantile::P999),
+            Duration::from_millis(1)
+        );
+        assert_eq!(percentile(&[], Quantile::P50), Duration::ZERO);
+    }
 
     #[test]
     fn nine_values_give_the_second_and_eighth_at_95_percent() {

@@ -43,6 +43,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
+use deadline_core::analysis::{Sample as Latencies, SampleError};
+use deadline_core::policy::Quantile;
 use deadline_core::wire::Propagation;
 use deadline_core::wire::{Admission, QueueAdmission};
 use deadline_core::{Clock, Deadline, Error, ms};
@@ -352,13 +354,18 @@ async fn run(mode: Mode, seconds: u64) -> Report {
     )
 }
 
-/// The `p`-th percentile (0 to 100) of sorted `values`, nearest rank.
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
+/// The `q` quantile of sorted `values` by the core's nearest rank (an exact integer rank:
+/// p99.9 of 1 000 values is the 999th); zero when empty.
+///
+/// # Panics
+///
+/// If `sorted` is not in ascending order.
+fn percentile(sorted: &[Duration], q: Quantile) -> Duration {
+    match Latencies::from_sorted(sorted) {
+        Ok(sample) => sample.percentile(q),
+        Err(SampleError::Empty) => Duration::ZERO,
+        Err(unsorted) => panic!("a percentile of latencies not sorted: {unsorted}"),
     }
-    let rank = (p / 100.0 * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
 /// What one run measured.
@@ -420,7 +427,11 @@ impl Report {
             .into_iter()
             .map(|mut w| {
                 w.sort_unstable();
-                (percentile(&w, 50.0), percentile(&w, 99.0), w.len())
+                (
+                    percentile(&w, Quantile::P50),
+                    percentile(&w, Quantile::P99),
+                    w.len(),
+                )
             })
             .collect();
         Report {
@@ -468,17 +479,17 @@ impl Report {
         );
         println!(
             "  latency of the 200s: p50 {}, p99 {}, p99.9 {}, max {}",
-            ms(percentile(&self.ok, 50.0)),
-            ms(percentile(&self.ok, 99.0)),
-            ms(percentile(&self.ok, 99.9)),
+            ms(percentile(&self.ok, Quantile::P50)),
+            ms(percentile(&self.ok, Quantile::P99)),
+            ms(percentile(&self.ok, Quantile::P999)),
             ms(self.ok.last().copied().unwrap_or_default())
         );
         println!(
             "shed (503): {}; latency p50 {}, p99 {}, p99.9 {}",
             self.shed.len(),
-            ms(percentile(&self.shed, 50.0)),
-            ms(percentile(&self.shed, 99.0)),
-            ms(percentile(&self.shed, 99.9))
+            ms(percentile(&self.shed, Quantile::P50)),
+            ms(percentile(&self.shed, Quantile::P99)),
+            ms(percentile(&self.shed, Quantile::P999))
         );
         println!(
             "504: {}; other status: {}; transport errors: {}; unanswered after a {} s drain: {}",
@@ -538,8 +549,8 @@ fn summary(reports: &[&Report], without: &Report) {
             r.ok.len(),
             in_time,
             r.shed.len(),
-            ms(percentile(&r.ok, 50.0)),
-            ms(percentile(&r.ok, 99.0)),
+            ms(percentile(&r.ok, Quantile::P50)),
+            ms(percentile(&r.ok, Quantile::P99)),
         );
     }
     println!();
@@ -560,7 +571,7 @@ fn check(with: &Report, without: &Report) -> Vec<String> {
     if with.shed.is_empty() {
         failed.push("with the library, nothing was shed at twice the capacity".to_owned());
     }
-    if percentile(&with.shed, 99.0) >= DEADLINE {
+    if percentile(&with.shed, Quantile::P99) >= DEADLINE {
         failed.push("with the library, shedding took as long as the deadline".to_owned());
     }
     if let Some((_, p99, _)) = with

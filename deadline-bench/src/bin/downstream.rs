@@ -47,6 +47,7 @@ use deadline_bench::load::{Target, closed_loop, count};
 use deadline_bench::options::{Options, Slow};
 use deadline_bench::stats::{Side, against, load_average, median, ms, percentile};
 use deadline_core::observe::CounterEvent;
+use deadline_core::policy::Quantile;
 
 /// The dependency's slow answers unless told otherwise: 2% at 40 ms.
 const SLOW: Slow = Slow {
@@ -321,9 +322,9 @@ fn main() {
             let served = (load.ok.len() as u64 + load.not_ok).max(1);
             phases[v].push(Phase {
                 per_second: load.per_second(),
-                p50: percentile(&load.ok, 50.0),
-                p99: percentile(&load.ok, 99.0),
-                p999: percentile(&load.ok, 99.9),
+                p50: percentile(&load.ok, Quantile::P50),
+                p99: percentile(&load.ok, Quantile::P99),
+                p999: percentile(&load.ok, Quantile::P999),
                 cpu_per_request: cpu / u32::try_from(served).unwrap_or(u32::MAX),
                 sent_per_request: sent as f64 / served as f64,
                 connections_per_1000: connections as f64 * 1e3 / served as f64,

@@ -51,6 +51,7 @@ use deadline_bench::options::Options;
 use deadline_bench::stats::{
     Interval, Side, load_average, median, median_interval, ms, percentile, range,
 };
+use deadline_core::policy::Quantile;
 
 /// The child: the servers on one runtime of `threads` workers.
 fn child_main(threads: usize) {
@@ -232,8 +233,8 @@ fn main() {
             phases[v].push(Phase {
                 cpu_per_request,
                 user_share,
-                p50: percentile(&fixed.ok, 50.0),
-                p99: percentile(&fixed.ok, 99.0),
+                p50: percentile(&fixed.ok, Quantile::P50),
+                p99: percentile(&fixed.ok, Quantile::P99),
                 per_second: closed.per_second(),
                 not_ok: fixed.not_ok + closed.not_ok,
                 errors: fixed.errors + closed.errors,

@@ -42,6 +42,7 @@ use deadline_bench::dependency::Model;
 use deadline_bench::downstream::{TowerStack, call_tower, client, get, tower_stack_for};
 use deadline_bench::options::{Options, Slow};
 use deadline_bench::stats::{self, Side, load_average, ms, percentile};
+use deadline_core::policy::Quantile;
 use deadline_core::{Policy, ms as millis};
 use deadline_tokio::reqwest::DeadlineRequest;
 use deadline_tokio::{Dependency, scope_timeout};
@@ -168,7 +169,7 @@ impl Measured {
     fn p999(&self) -> Duration {
         let mut ok = self.ok.clone();
         ok.sort_unstable();
-        percentile(&ok, 99.9)
+        percentile(&ok, Quantile::P999)
     }
 }
 
@@ -224,9 +225,9 @@ fn table(title: &str, rows: &[(String, Measured)]) {
             "{:<22} {:>8} {:>10} {:>10} {:>10} {:>9.2}% {:>9}",
             name,
             m.calls,
-            ms(percentile(&ok, 50.0)),
-            ms(percentile(&ok, 99.0)),
-            ms(percentile(&ok, 99.9)),
+            ms(percentile(&ok, Quantile::P50)),
+            ms(percentile(&ok, Quantile::P99)),
+            ms(percentile(&ok, Quantile::P999)),
             m.extra() * 100.0,
             m.failed
         );
