@@ -36,20 +36,6 @@ else
   read -r -a SCENARIOS <<<"$("$BIN" 2>&1 | sed -n 's/.*scenarios: //p')"
 fi
 
-# Each call is compared with tokio's own timeout in the same setting: ready at once or
-# pending once (`*_pending`), with or without a scope per call (`scope_*`); each request
-# through the axum router (`axum_*`) with the router without a layer.
-base_of() {
-  case "$1" in
-    axum_*) echo axum_request; return ;;
-    scope_timeout_*) echo scope_timeout_tokio_timeout; return ;;
-  esac
-  local b=tokio_timeout
-  case "$1" in scope_*) b=scope_$b ;; esac
-  case "$1" in *_pending) b=${b}_pending ;; esac
-  echo "$b"
-}
-
 declare -A PER
 per_call() {
   if [ -z "${PER[$1]:-}" ]; then
@@ -64,13 +50,11 @@ printf '%-44s %12s %10s  %s\n' scenario instructions ratio against
 for s in "${SCENARIOS[@]}"; do
   per_call "$s"
   ratio="-"
-  base=""
-  case "$s" in
-    tokio_timeout* | tower_* | deadline_* | dependency_* | scope_* | axum_*)
-      base=$(base_of "$s")
-      per_call "$base"
-      ratio=$(awk -v a="${PER[$s]}" -v b="${PER[$base]}" 'BEGIN { printf "%.2fx", a / b }')
-      ;;
-  esac
+  # Each call is compared with tokio's own timeout in the same setting (`calls base`).
+  base=$("$BIN" base "$s")
+  if [ -n "$base" ]; then
+    per_call "$base"
+    ratio=$(awk -v a="${PER[$s]}" -v b="${PER[$base]}" 'BEGIN { printf "%.2fx", a / b }')
+  fi
   printf '%-44s %12s %10s  %s\n' "$s" "${PER[$s]}" "$ratio" "$base"
 done

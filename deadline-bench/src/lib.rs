@@ -97,6 +97,38 @@ pub const SCENARIOS: [&str; 43] = [
     "reqwest_build_time_left",
 ];
 
+/// The scenario `name` is compared with: tokio's own timeout in the same setting (ready at
+/// once or pending once, `*_pending`; with or without a scope per call, `scope_*`), a request
+/// through the axum router without a layer for `axum_*`; `None` for the scenarios that are
+/// not a call (the clock, a header, a reqwest request built).
+#[must_use]
+pub fn base_of(name: &str) -> Option<&'static str> {
+    if name.starts_with("axum_") {
+        return Some("axum_request");
+    }
+    if name.starts_with("scope_timeout_") {
+        return Some("scope_timeout_tokio_timeout");
+    }
+    let call = [
+        "tokio_timeout",
+        "tower_",
+        "deadline_",
+        "dependency_",
+        "scope_",
+    ];
+    if !call.iter().any(|prefix| name.starts_with(prefix)) {
+        return None;
+    }
+    Some(
+        match (name.starts_with("scope_"), name.ends_with("_pending")) {
+            (false, false) => "tokio_timeout",
+            (false, true) => "tokio_timeout_pending",
+            (true, false) => "scope_tokio_timeout",
+            (true, true) => "scope_tokio_timeout_pending",
+        },
+    )
+}
+
 /// The request's budget in every scenario: far more than any call here takes.
 const BUDGET: Duration = Duration::from_secs(3_600);
 /// Each call's timeout.

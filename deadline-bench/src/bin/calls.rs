@@ -1,7 +1,7 @@
 //! `calls SCENARIO N`: makes N calls in one scenario of `deadline_bench::run`, for
 //! valgrind's callgrind (`scripts/instructions.sh` runs it twice per scenario, at two values
 //! of N, and divides the difference by the difference of N: the cost of one call, without
-//! the start-up's).
+//! the start-up's). `calls base SCENARIO` prints the scenario it is compared with, if any.
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -10,6 +10,13 @@ fn main() {
         let _entered = runtime.enter();
         for (name, size) in deadline_bench::future_sizes() {
             println!("{name}: {size} bytes");
+        }
+        return;
+    }
+    if std::env::args().nth(1).as_deref() == Some("base") {
+        let name = std::env::args().nth(2).unwrap_or_default();
+        if let Some(base) = deadline_bench::base_of(&name) {
+            println!("{base}");
         }
         return;
     }
