@@ -3,7 +3,8 @@
 //! connection sends its next request as soon as the last answer's body has arrived (as
 //! `wrk -c N` does), which finds the server's throughput; at a fixed rate, each connection
 //! sends on a schedule, so that every server is offered the same load. Latency is measured
-//! from sending to the end of the answer's body. It runs in the benchmark's own process, on
+//! to the end of the answer's body, from sending, or at a fixed rate from when the request
+//! was due if a slow answer held it back (corrected for coordinated omission). It runs in the benchmark's own process, on
 //! its own runtime, never in the server's.
 
 use std::net::SocketAddr;
@@ -45,13 +46,18 @@ impl Target {
 /// What one load phase measured, as the client saw it.
 #[derive(Clone, Debug, Default)]
 pub struct Load {
-    /// The latency of every 200 answer, from sending to the end of its body, sorted.
+    /// The latency of every 200 answer to the end of its body (from sending; at a fixed rate,
+    /// from when it was due if a slow answer held it back), sorted.
     pub ok: Vec<Duration>,
+    /// The 200 answers whose body had arrived by the phase's end (all of them for
+    /// [`count`]): what [`Load::per_second`] counts.
+    pub ok_in_phase: u64,
     /// Answers with any other status.
     pub not_ok: u64,
     /// Requests that failed in transport (a connection error).
     pub errors: u64,
-    /// How long the phase ran, from its start to the last answer.
+    /// How long the phase ran: its set length (the answers still coming after it are in
+    /// `ok` but not in `ok_in_phase`), or for [`count`] the time to its last answer.
     pub elapsed: Duration,
 }
 
@@ -71,10 +77,11 @@ impl Load {
         );
     }
 
-    /// Answers 200 per second.
+    /// Answers 200 per second: those that came within the phase, over its length (so a slow
+    /// last answer neither adds to the count nor stretches the time).
     #[must_use]
     pub fn per_second(&self) -> f64 {
-        self.ok.len() as f64 / self.elapsed.as_secs_f64().max(1e-9)
+        self.ok_in_phase as f64 / self.elapsed.as_secs_f64().max(1e-9)
     }
 }
 
@@ -87,8 +94,9 @@ pub async fn closed_loop(target: &Target, connections: usize, duration: Duration
 }
 
 /// Sends `rate` requests per second to `target` for `duration`, spread over `connections`
-/// connections, each one request at a time on its own schedule (a request whose connection is
-/// still waiting for an answer when it is due goes out when the answer has come).
+/// connections, each one request at a time on its own schedule. A request whose connection is
+/// still waiting for an answer when it is due goes out when the answer has come, and its
+/// latency runs from when it was due.
 pub async fn fixed_rate(
     target: &Target,
     connections: usize,
@@ -122,10 +130,11 @@ async fn run(
     for task in tasks {
         let part = task.await.expect("a load task");
         load.ok.extend(part.ok);
+        load.ok_in_phase += part.ok_in_phase;
         load.not_ok += part.not_ok;
         load.errors += part.errors;
     }
-    load.elapsed = start.elapsed();
+    load.elapsed = duration;
     load.ok.sort_unstable();
     load
 }
@@ -152,11 +161,21 @@ async fn one_connection(
                     if at >= end {
                         break 'connect;
                     }
-                    tokio::time::sleep_until(at).await;
                     // The next request is due one interval after this one was, however late
-                    // this one goes out (tokio's timer wakes at whole milliseconds).
+                    // this one goes out.
                     due = Some(at + every);
-                    Instant::now()
+                    if Instant::now() >= at {
+                        // The last answer came after this request was due: the server's
+                        // slowness held it back, and its latency runs from when it was due
+                        // (no coordinated omission).
+                        at
+                    } else {
+                        // The connection waits for the schedule; tokio's timer wakes at whole
+                        // milliseconds, up to one late, which is the generator's and not
+                        // counted: the latency runs from the wake.
+                        tokio::time::sleep_until(at).await;
+                        Instant::now()
+                    }
                 }
                 _ => Instant::now(),
             };
@@ -169,7 +188,9 @@ async fn one_connection(
                 continue 'connect;
             };
             if status == StatusCode::OK {
-                load.ok.push(sent.elapsed());
+                let answered = Instant::now();
+                load.ok.push(answered - sent);
+                load.ok_in_phase += u64::from(answered <= end);
             } else {
                 load.not_ok += 1;
             }
@@ -213,6 +234,7 @@ pub async fn count(target: &Target, requests: u64, limit: Duration) -> Load {
         load.errors += 1;
     }
     load.elapsed = start.elapsed();
+    load.ok_in_phase = load.ok.len() as u64;
     load.ok.sort_unstable();
     load
 }

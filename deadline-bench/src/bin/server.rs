@@ -9,11 +9,9 @@
 //! - **at a fixed rate** (`--rate`, 10 000 requests per second by default, well under what
 //!   the server can do): the server's own CPU time per request (`getrusage` of its process,
 //!   read before and after the phase) and the latency, p50 and p99, from when each request
-//!   went out (a request due while its connection still waits for an answer goes out late,
-//!   and that wait is not counted: a latency of the server's answers, not a schedule's
-//!   latency corrected for coordinated omission). Every variant is offered the same load, so
-//!   their CPU time per request compares
-//!   like for like, whatever else the machine runs.
+//!   went out, or from when it was due if its connection was still waiting for a slow answer
+//!   then (corrected for coordinated omission). Every variant is offered the same load, so
+//!   their CPU time per request compares like for like, whatever else the machine runs.
 //! - **in a closed loop** (`--connections`, 32 by default, each with one request at a
 //!   time): requests per second, which on a shared machine move with whatever else runs.
 //!
