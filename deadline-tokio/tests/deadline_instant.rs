@@ -88,8 +88,8 @@ async fn a_response_complete_before_the_deadline_is_delivered_whole_after_it() {
     }
 }
 
-/// A body that has a frame ready at every poll and never ends: past the deadline it may
-/// still send a few frames, then it is cut, as a stream that overran.
+/// A body that has a 64 KiB frame ready at every poll and never ends: past the deadline it
+/// may still send what `LateFrames` allows (4 MiB), then it is cut, as a stream that overran.
 struct Endless;
 
 impl Body for Endless {
@@ -100,7 +100,9 @@ impl Body for Endless {
         self: Pin<&mut Self>,
         _cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(b"tick\n")))))
+        Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(
+            &[b'x'; 64 * 1024],
+        )))))
     }
 }
 
@@ -123,7 +125,29 @@ async fn a_body_that_never_waits_is_still_cut_after_the_deadline() {
         }
     };
     assert!(matches!(end, Some(Err(BodyError::Deadline(_)))), "{end:?}");
-    assert_eq!(frames, 16, "the late frames it may send");
+    assert_eq!(frames, 64, "the late frames it may send: 4 MiB");
+}
+
+/// An answer split into 40 chunks, all in memory, given out just after its deadline (the
+/// handler's future was polled first, and answered): the client gets every chunk, never a
+/// response cut at the 17th as it was when the late frames were counted.
+#[tokio::test(start_paused = true)]
+async fn an_answer_in_many_chunks_all_ready_is_delivered_whole_after_the_deadline() {
+    let server = DeadlineLayer::new(HOP, ms(1_000)).layer(service_fn(|_req: Request<()>| async {
+        let frames = (0..40)
+            .map(|i| Frame::data(Bytes::from(format!("chunk {i:02}\n"))))
+            .collect();
+        Ok::<_, Infallible>(Response::new(Ready(frames)))
+    }));
+    let response = server
+        .oneshot(request(&[("x-deadline-ms", "50")]))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    tokio::time::sleep(ms(60)).await;
+    let body = response.into_body().collect().await.expect("a whole body");
+    let expected: String = (0..40).map(|i| format!("chunk {i:02}\n")).collect();
+    assert_eq!(body.to_bytes(), expected.as_bytes());
 }
 
 /// Frames all ready, one per poll, from a list; like a stream body, it does not say it has
@@ -143,8 +167,8 @@ impl Body for Ready {
 }
 
 /// A gRPC stream of 16 messages and its trailers, all ready, read after the deadline: the
-/// 16 messages are the late frames allowed, and the handler's own trailers end the body,
-/// with its own status, since trailers are always the last frame.
+/// messages are sent late, and the handler's own trailers end the body, with its own status,
+/// since trailers are always the last frame.
 #[tokio::test(start_paused = true)]
 async fn a_streams_own_trailers_end_it_after_its_late_frames() {
     let server = DeadlineLayer::new(HOP, ms(1_000)).layer(service_fn(|_req: Request<()>| async {

@@ -110,6 +110,7 @@ mod envelope;
 mod error;
 mod grpc_timeout;
 mod headers;
+mod late;
 mod millis;
 mod propagation;
 mod protocol;
@@ -128,6 +129,7 @@ pub use headers::{
     ENVOY_EXPECTED_RQ_TIMEOUT_MS, GRPC_MESSAGE, GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS,
     GRPC_STATUS_DETAILS_BIN, GRPC_TIMEOUT, Incoming, Malformed, RETRY_AFTER, X_DEADLINE_MS,
 };
+pub use late::LateFrames;
 pub use millis::{ConnectTimeout, DeadlineMs};
 pub use propagation::{Outgoing, Propagation};
 pub use protocol::Protocol;

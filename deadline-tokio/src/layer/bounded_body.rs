@@ -4,6 +4,8 @@
 use core::pin::Pin;
 use core::task::{Context, Poll};
 
+use bytes::Buf;
+use deadline_core::wire::LateFrames;
 use deadline_core::{Clock, Deadline};
 use http_body::{Body, Frame};
 use tokio::time::Sleep;
@@ -12,11 +14,6 @@ use crate::bounded::poll_boxed_timer;
 use crate::clock::TokioClock;
 use crate::context::in_scope;
 
-/// How many frames a body may still send after its deadline, each ready when asked for: a
-/// body that can end without waiting is delivered whole, and one that never waits (an
-/// endless stream with a frame always ready) is still cut.
-pub(crate) const LATE_FRAMES: u8 = 16;
-
 pin_project_lite::pin_project! {
     /// A response body bounded by a deadline.
     ///
@@ -24,7 +21,8 @@ pin_project_lite::pin_project! {
     ///   time. So a response that is complete when the deadline comes (its head given out in
     ///   time, its body already in memory) reaches the client whole, never cut.
     /// - Once the deadline has passed, the body gets no more time: the first time it would
-    ///   wait for a frame, or after [`LATE_FRAMES`] frames, it is cut ([`Polled::Cut`]).
+    ///   wait for a frame, or once it has sent what [`LateFrames`] allows after the deadline
+    ///   (4 MiB, and the frame that ends it), it is cut ([`Polled::Cut`]).
     /// - Before the deadline, a body that waits is cut when the deadline comes.
     pub(crate) struct BoundedBody<B> {
         #[pin]
@@ -35,7 +33,7 @@ pin_project_lite::pin_project! {
         deadline: Deadline,
         // Polled inside a scope with the deadline (a handler's body), or not.
         scoped: bool,
-        late: u8,
+        late: LateFrames,
     }
 }
 
@@ -59,7 +57,7 @@ impl<B> BoundedBody<B> {
             sleep: None,
             deadline,
             scoped,
-            late: 0,
+            late: LateFrames::new(),
         }
     }
 
@@ -98,14 +96,14 @@ impl<B: Body> BoundedBody<B> {
             Poll::Ready(Some(Ok(frame))) => {
                 // A frame that ends the body (trailers are always the last frame, though a
                 // stream body says it has ended only when polled again) is sent whatever the
-                // time: no clock to read. A frame with more to come counts against the
-                // frames allowed after the deadline.
+                // time: no clock to read. A frame with more to come, after the deadline,
+                // counts against what may be sent late.
                 let ends = frame.is_trailers() || body.is_end_stream();
                 if !ends && deadline.is_expired(TokioClock.now()) {
-                    if *this.late >= LATE_FRAMES {
+                    let len = frame.data_ref().map_or(0, Buf::remaining);
+                    if !this.late.send(len, false) {
                         return Poll::Ready(Polled::Cut);
                     }
-                    *this.late = this.late.saturating_add(1);
                 }
                 Poll::Ready(Polled::Frame(frame))
             }
