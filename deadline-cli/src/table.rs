@@ -47,6 +47,9 @@ use crate::sample;
 /// The most dependencies a table may list (the capacity of the core's [`deadline_core::plan::Plan`]).
 pub const MAX_DEPENDENCIES: usize = 32;
 
+/// The most retries a dependency may ask for, as `lab --retries` allows.
+pub const MAX_RETRIES: u32 = 100;
+
 /// The core's plan for a table: at most [`MAX_DEPENDENCIES`] steps.
 pub type TablePlan<'p> = Plan<'p, MAX_DEPENDENCIES>;
 
@@ -456,6 +459,14 @@ fn dependency(
             format!("p99.9 ({p999:?}) is below p50 ({p50:?})"),
         ));
     }
+    if let Some(p95) = p95.filter(|p95| *p95 < p50 || *p95 > p999) {
+        let span = raw.p95_ms.as_ref().map_or(header.clone(), Spanned::span);
+        return Err(ck.err(
+            &span,
+            "p95_ms",
+            format!("p95 ({p95:?}) is not between p50 ({p50:?}) and p99.9 ({p999:?})"),
+        ));
+    }
     let cap = match (&raw.cap_ms, &raw.cap_margin_ms) {
         (Some(cap), _) => {
             let d = ck.ms(cap, "cap_ms")?;
@@ -481,6 +492,13 @@ fn dependency(
         (Some(true), None) => return Err(missing("p95_ms")),
     };
     let retries = raw.retries.as_ref().map_or(0, |r| *r.get_ref());
+    if let Some(r) = raw.retries.as_ref().filter(|r| *r.get_ref() > MAX_RETRIES) {
+        return Err(ck.err(
+            &r.span(),
+            "retries",
+            format!("at most {MAX_RETRIES} retries, not {}", r.get_ref()),
+        ));
+    }
     let idempotent = raw.idempotent.unwrap_or(false);
     if !idempotent && (retries > 0 || hedge != HedgeSetting::Off) {
         let what = if retries > 0 { "retries" } else { "hedge" };
@@ -494,7 +512,7 @@ fn dependency(
             ),
         ));
     }
-    Ok(Dependency {
+    let dependency = Dependency {
         name,
         about: raw.about.clone(),
         line: crate::error::line_of(ck.source, header.start),
@@ -513,7 +531,56 @@ fn dependency(
         backoff,
         backoff_max,
         hedge,
-    })
+    };
+    check_settings_act(ck, &header, index, &dependency)?;
+    Ok(dependency)
+}
+
+/// Refuses a dependency with a setting that could never act, as the library refuses such a
+/// policy when a `Dependency` is made: a floor above the cap (the call would never be made),
+/// or a hedge due at or after the cap (every attempt has timed out by then).
+fn check_settings_act(
+    ck: &Checker<'_>,
+    header: &std::ops::Range<usize>,
+    index: usize,
+    dependency: &Dependency,
+) -> Result<(), InputError> {
+    let name = &dependency.name;
+    let policy = dependency.policy();
+    let (cap, floor) = (policy.cap(), policy.floor());
+    if floor > cap {
+        let field = if dependency.floor.is_some() {
+            "floor_ms"
+        } else {
+            "cap_ms"
+        };
+        return Err(ck.err(
+            header,
+            field,
+            format!(
+                "dependency `{name}` (dependency[{index}]): its cap ({cap:?}) is under its floor \
+                 ({floor:?}, its p50 unless `floor_ms` says), so it would never be called: \
+                 raise `cap_ms` or lower `floor_ms`"
+            ),
+        ));
+    }
+    if let Some(delay) = dependency.hedge_delay().filter(|delay| *delay >= cap) {
+        let field = if dependency.hedge == HedgeSetting::AfterP95 {
+            "p95_ms"
+        } else {
+            "hedge_delay_ms"
+        };
+        return Err(ck.err(
+            header,
+            field,
+            format!(
+                "dependency `{name}` (dependency[{index}]): its hedge is due after {delay:?}, \
+                 not under its cap ({cap:?}), so it would never be sent: hedge sooner or raise \
+                 `cap_ms`"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn trace(

@@ -185,3 +185,59 @@ fn retries_or_hedges_without_idempotent_are_refused() {
     let (code, _, err) = texts(&["plan", &file]);
     assert_eq!(code, 0, "{err}");
 }
+
+#[test]
+fn a_setting_that_could_never_act_is_refused() {
+    let dir = temp_dir("never-acts");
+    // A cap under the floor (the p50 here): the call would never be made, and `plan` said
+    // "fits" for it.
+    let file = write(&dir, "cap.toml", &format!("{GOOD}cap_ms = 5\n"));
+    rejects(
+        &["plan", &file],
+        &[&format!("{file}:3"), "field `cap_ms`", "never be called"],
+    );
+    let file = write(
+        &dir,
+        "floor.toml",
+        &format!("{GOOD}cap_ms = 30\nfloor_ms = 35\n"),
+    );
+    rejects(&["plan", &file], &["field `floor_ms`", "never be called"]);
+    // A hedge due at or after the cap is never sent.
+    let file = write(
+        &dir,
+        "hedge.toml",
+        &format!("{GOOD}idempotent = true\ncap_ms = 30\nhedge_delay_ms = 30\n"),
+    );
+    rejects(
+        &["plan", &file],
+        &["field `hedge_delay_ms`", "never be sent"],
+    );
+    // A p95 outside p50..=p99.9.
+    let file = write(&dir, "p95.toml", &format!("{GOOD}p95_ms = 50\n"));
+    rejects(
+        &["plan", &file],
+        &[&format!("{file}:7"), "field `p95_ms`", "not between"],
+    );
+}
+
+#[test]
+fn retries_are_bounded() {
+    let dir = temp_dir("retries");
+    // Four billion retries of a call that always times out made one replayed step each.
+    let file = write(
+        &dir,
+        "r.toml",
+        &format!("{GOOD}idempotent = true\nretries = 4000000000\n"),
+    );
+    rejects(
+        &["plan", &file],
+        &[&format!("{file}:8"), "field `retries`", "at most 100"],
+    );
+    let file = write(
+        &dir,
+        "ok.toml",
+        &format!("{GOOD}idempotent = true\nretries = 100\n"),
+    );
+    let (code, _, err) = texts(&["plan", &file]);
+    assert_eq!(code, 0, "{err}");
+}
