@@ -273,9 +273,13 @@ pub struct LiveRow {
     /// The table's cap.
     #[serde(serialize_with = "ser_ms")]
     pub table_cap_ms: Duration,
-    /// The cap the service had in use (an adaptive cap's), when it differs from the table's.
+    /// The cap the service had in use (an adaptive cap's), when it differs from the table's
+    /// and is a cap (see `service_uncapped`).
     #[serde(serialize_with = "ser_opt_ms")]
     pub service_cap_ms: Option<Duration>,
+    /// The service's calls had no cap when the snapshot was taken (the library's default for
+    /// a policy that states none).
+    pub service_uncapped: bool,
     /// Latencies in the snapshot.
     pub recorded: u64,
     /// The share of them that timed out.
@@ -315,6 +319,9 @@ pub struct LiveReport {
     pub dependencies: Vec<LiveRow>,
     /// The table's dependencies that have no snapshot (or an empty one).
     pub without_snapshot: Vec<String>,
+    /// The snapshots of dependencies the table does not list (a name that differs, say),
+    /// which were not read.
+    pub unused_snapshots: Vec<String>,
     /// What would change, one line per change, with its reason.
     pub changes: Vec<String>,
     /// The budget table with the changes made.
@@ -374,13 +381,15 @@ pub fn run(
         };
         let proposed_cap = ceil_ms(advice.suggested_cap.value());
         let proposed_floor = dep.floor.is_none().then(|| ceil_ms(advice.p50.value()));
-        let service_cap = (snap.cap() != row.cap_ms).then(|| snap.cap());
+        let service_uncapped = snap.cap() == Duration::MAX;
+        let service_cap = (!service_uncapped && snap.cap() != row.cap_ms).then(|| snap.cap());
         let live = LiveRow {
             name: dep.name.clone(),
             table_p50_ms: dep.p50,
             table_p999_ms: dep.p999,
             table_cap_ms: row.cap_ms,
             service_cap_ms: service_cap,
+            service_uncapped,
             recorded: advice.recorded,
             timed_out_share: advice.timed_out_share,
             p50: advice.p50.into(),
@@ -421,10 +430,17 @@ pub fn run(
             row.reason = reason;
         }
     }
+    let unused_snapshots = snapshots
+        .by_name
+        .keys()
+        .filter(|name| !table.dependencies.iter().any(|d| d.name == **name))
+        .cloned()
+        .collect();
     Ok(LiveReport {
         files: snapshots.files.clone(),
         dependencies: rows,
         without_snapshot: without,
+        unused_snapshots,
         changes,
         plan,
     })
@@ -565,6 +581,13 @@ pub fn render(report: &LiveReport) -> String {
          counted as killed; suggested: the quantile the stated rate names, plus the margin."
     );
     for r in &report.dependencies {
+        if r.service_uncapped {
+            let _ = writeln!(
+                out,
+                "{}: the service's calls had no cap when the snapshot was taken",
+                r.name
+            );
+        }
         if let Some(cap) = r.service_cap_ms {
             let _ = writeln!(
                 out,
@@ -577,8 +600,15 @@ pub fn render(report: &LiveReport) -> String {
     if !report.without_snapshot.is_empty() {
         let _ = writeln!(
             out,
-            "no snapshot (kept as the table says): {}",
+            "no live latencies, no snapshot or an empty one (kept as the table says): {}",
             report.without_snapshot.join(", ")
+        );
+    }
+    if !report.unused_snapshots.is_empty() {
+        let _ = writeln!(
+            out,
+            "snapshots of no dependency in the table (not read; the names must match): {}",
+            report.unused_snapshots.join(", ")
         );
     }
     let _ = writeln!(out, "\nchanges it would make:");

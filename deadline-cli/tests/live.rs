@@ -277,3 +277,38 @@ fn a_broken_snapshot_is_named() {
     assert_eq!(code, 2);
     assert!(err.contains("not a dependency snapshot"), "{err}");
 }
+
+/// A snapshot of a dependency with no cap (the library's default for a policy that states
+/// none) reads as uncapped, not as a cap of 1.8e22 ms; a snapshot whose name the table does
+/// not list is named, not silently left out.
+#[test]
+fn plan_live_says_uncapped_and_names_the_snapshots_it_did_not_read() {
+    let a: Dependency<ManualRuntime> = Dependency::new(Policy::required("A").with_floor(ms(10)));
+    let pricing: Dependency<ManualRuntime> = Dependency::new(
+        Policy::required("pricing")
+            .with_cap(ms(50))
+            .with_floor(ms(10)),
+    );
+    feed(&a, &latencies(1, 8, 16, 100, 45));
+    feed(&pricing, &latencies(2, 8, 16, 100, 45));
+    let text = serde_json::to_string(&[a.snapshot(), pricing.snapshot()]).unwrap();
+    let dir = temp_dir("plan-live-uncapped");
+    let file = write(&dir, "live.json", &text);
+
+    let v = json(&["plan", "--live", &file, "--json"]);
+    let row = &v["dependencies"][0];
+    assert_eq!(row["name"], "A");
+    assert_eq!(row["service_uncapped"], true, "{row}");
+    assert!(row["service_cap_ms"].is_null(), "{row}");
+    assert_eq!(v["unused_snapshots"], serde_json::json!(["pricing"]));
+
+    let (code, out, _) = texts(&["plan", "--live", &file]);
+    assert_eq!(code, 0);
+    assert!(out.contains("A: the service's calls had no cap"), "{out}");
+    assert!(!out.contains("18446744073709551616"), "{out}");
+    assert!(
+        out.contains("snapshots of no dependency in the table"),
+        "{out}"
+    );
+    assert!(out.contains("pricing"), "{out}");
+}
