@@ -73,7 +73,7 @@ pub struct LabArgs {
     pub alloc: Duration,
     /// A timeout to try besides the median, p95, p99 and mean, in ms (repeat, or separate
     /// with commas).
-    #[arg(long = "timeout", value_name = "MS", value_delimiter = ',', value_parser = parse_ms_arg)]
+    #[arg(long = "timeout", value_name = "MS", value_delimiter = ',', value_parser = parse_timeout_arg)]
     pub timeouts: Vec<Duration>,
     /// The largest retry count to show: rows for 0..=N retries.
     #[arg(long, value_name = "N", default_value_t = lab::DEFAULT_MAX_RETRIES,
@@ -122,6 +122,13 @@ pub struct SimArgs {
 
 fn parse_ms_arg(s: &str) -> Result<Duration, String> {
     sample::parse_ms(s)
+}
+
+fn parse_timeout_arg(s: &str) -> Result<Duration, String> {
+    match sample::parse_ms(s)? {
+        t if t.is_zero() => Err(format!("`{s}`: a timeout must be more than 0 ms")),
+        t => Ok(t),
+    }
 }
 
 fn parse_rate(s: &str) -> Result<f64, String> {

@@ -239,12 +239,16 @@ pub fn render(report: &LabReport) -> String {
          independent (not against an\noverloaded dependency, where a retry times out too)."
     );
     for c in &report.candidates {
+        // A zero timeout (a sample whose median is 0) fits any number of attempts.
+        let fit = match c.attempts_that_fit {
+            u32::MAX => "any number of attempts".to_owned(),
+            n => format!("{n} attempt(s)"),
+        };
         let _ = writeln!(
             out,
-            "{} = {} ms: {} attempt(s) fit in {} ms, abandons {} of {} calls",
+            "{} = {} ms: {fit} fit in {} ms, abandons {} of {} calls",
             c.label,
             fmt_ms(c.timeout_ms),
-            c.attempts_that_fit,
             fmt_ms(report.alloc_ms),
             c.killed,
             report.calls

@@ -142,6 +142,8 @@ fn bad_arguments_exit_2() {
     rejects(&["sim", "--stall-rate", "1.5"], &["stall-rate"]);
     rejects(&["lab", "--alloc=-250"], &["alloc", "negative"]);
     rejects(&["plan", "--rate", "fast"], &["rate"]);
+    // A zero timeout printed "4294967295 attempt(s) fit".
+    rejects(&["lab", "--timeout", "0"], &["timeout", "more than 0 ms"]);
 }
 
 #[test]
