@@ -7,6 +7,7 @@
 # and never reads, a closed port, with a healthy network and a slow database to compare.
 #
 #   bash scripts/net-faults.sh [REQUESTS] [--outcomes-only]   # requests per scenario, 300 by default
+#                                                             # (the two in either order)
 #
 # Prints one line of figures per scenario (BENCHMARKS.md, "What happens on a bad network")
 # and exits non-zero if an answer came later than its deadline plus 10 ms (unless
@@ -18,9 +19,18 @@
 # a throwaway server (scripts/postgres.sh) and stops it at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-REQUESTS=${1:-300}
+REQUESTS=300
 CHECK_TIME=1
-[ "${2:-}" = --outcomes-only ] && CHECK_TIME=
+for arg in "$@"; do
+  case "$arg" in
+    --outcomes-only) CHECK_TIME= ;;
+    '' | *[!0-9]* | 0)
+      echo "net-faults: $arg is neither a count of requests (1 or more) nor --outcomes-only" >&2
+      exit 2
+      ;;
+    *) REQUESTS=$arg ;;
+  esac
+done
 if [ -z "${DEADLINE_TEST_DATABASE_URL:-}" ]; then
   eval "$(bash scripts/postgres.sh start)"
   trap 'bash scripts/postgres.sh stop "$DEADLINE_PG_DIR"' EXIT
