@@ -968,3 +968,80 @@ async fn around_a_router_the_layer_adds_one_allocation_to_what_axum_serve_makes(
     assert!(bare > 0, "the instrument counts axum's own allocations");
     assert_eq!(layered, bare + 100, "one box per request, for 100 requests");
 }
+
+/// An inner service that is not ready until `open` (if any), as one behind a concurrency
+/// limit is until a permit is free; once ready it answers with the time its request has left.
+struct Gate {
+    open: Option<tokio::time::Instant>,
+    sleep: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+    called: Arc<AtomicUsize>,
+}
+
+impl Gate {
+    fn new(open: Option<tokio::time::Instant>, called: &Arc<AtomicUsize>) -> Self {
+        Gate {
+            open,
+            sleep: None,
+            called: called.clone(),
+        }
+    }
+}
+
+impl Service<Request<()>> for Gate {
+    type Response = Response<String>;
+    type Error = Infallible;
+    type Future = std::future::Ready<Result<Response<String>, Infallible>>;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Infallible>> {
+        let Some(open) = self.open else {
+            return std::task::Poll::Ready(Ok(()));
+        };
+        let sleep = self
+            .sleep
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(open)));
+        sleep.as_mut().poll(cx).map(Ok)
+    }
+
+    fn call(&mut self, _request: Request<()>) -> Self::Future {
+        self.called.fetch_add(1, Ordering::Relaxed);
+        let left = remaining().expect("called in the request's scope");
+        std::future::ready(Ok(Response::new(format!("{left:?}"))))
+    }
+}
+
+/// A request's budget runs from when it arrived, not from when the service behind the layer
+/// was ready to take it: the wait in `poll_ready` is spent from it (it was not, and a
+/// request that waited 100 ms of its 50 ms got 50 ms more).
+#[tokio::test(start_paused = true)]
+async fn the_wait_for_the_service_to_be_ready_is_spent_from_the_budget() {
+    let called = Arc::new(AtomicUsize::new(0));
+    let request = || {
+        Request::builder()
+            .header("x-deadline-ms", "50")
+            .body(())
+            .unwrap()
+    };
+
+    // 20 ms of the 50 spent waiting: the handler has 30 ms.
+    let gate = Gate::new(Some(tokio::time::Instant::now() + ms(20)), &called);
+    let response = layer().layer(gate).oneshot(request()).await.unwrap();
+    assert_eq!(body(response), "30ms");
+
+    // 100 ms waiting, past the 50: answered at once, the handler not called.
+    let gate = Gate::new(Some(tokio::time::Instant::now() + ms(100)), &called);
+    let response = layer().layer(gate).oneshot(request()).await.unwrap();
+    assert_eq!(response.status(), StatusCode::GATEWAY_TIMEOUT);
+    assert_eq!(
+        called.load(Ordering::Relaxed),
+        1,
+        "only the first was called"
+    );
+
+    // A service ready at once: the whole budget.
+    let gate = Gate::new(None, &called);
+    let response = layer().layer(gate).oneshot(request()).await.unwrap();
+    assert_eq!(body(response), "50ms");
+}

@@ -159,8 +159,13 @@ pub fn check_server(data: &[u8]) {
     if flags & 128 != 0 {
         policy = policy.with_admission(Admission::new(Duration::from_millis(20)));
     }
-    let now = Instant::from_micros(u64_at(values[4], 16));
-    match policy.accept(protocol, incoming, now, None) {
+    // The request arrived at `arrived` and is judged `waited` later (it waited for the
+    // server to be ready to take it).
+    let arrived = Instant::from_micros(u64_at(values[4], 16) % (1 << 60));
+    let waited = Duration::from_micros(u64_at(values[4], 24) % 200_000);
+    let now = arrived + waited;
+    let admission = flags & 128 != 0;
+    match policy.accept(protocol, incoming, arrived, now, None) {
         Ok(deadline) => {
             assert!(first_bad.is_none());
             assert!(deadline.remaining(now) <= max.saturating_sub(margin).max(Duration::ZERO));
@@ -177,6 +182,22 @@ pub fn check_server(data: &[u8]) {
                 first_bad.is_some()
             );
             check_answer_shape(&answer);
+        }
+    }
+    // Which decision, from the headers decoded one by one above: the earliest of them (or
+    // the default budget) up to the maximum, from the arrival, less the margin; refused as
+    // the deadline's once that has passed, shed only by an admission rule, accepted
+    // otherwise with exactly that deadline.
+    if first_bad.is_none() {
+        let budget = shortest.unwrap_or(Duration::from_secs(1)).min(max);
+        let expected = Deadline::after(arrived, budget).shortened_by(margin);
+        let decided = policy.accept(protocol, incoming, arrived, now, None);
+        if expected.is_expired(now) {
+            assert_eq!(decided.map_err(|a| a.error()), Err(Error::DeadlineExceeded));
+        } else if admission && expected.remaining(now) < Duration::from_millis(20) {
+            assert_eq!(decided.map_err(|a| a.error()), Err(Error::Shed));
+        } else {
+            assert_eq!(decided.map_err(|a| a.error()), Ok(expected));
         }
     }
 }

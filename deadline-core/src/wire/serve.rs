@@ -29,16 +29,21 @@ use crate::time::Instant;
 /// let headers = |v: &'static [u8]| Incoming::read(move |name| (name == "grpc-timeout").then_some(v));
 ///
 /// // 200 ms sent: the handler has 195 ms (5 ms are kept to answer in).
-/// let deadline = SERVER.accept(Protocol::Grpc { json: false }, headers(b"200m"), now, None).unwrap();
+/// let deadline = SERVER.accept(Protocol::Grpc { json: false }, headers(b"200m"), now, now, None).unwrap();
 /// assert_eq!(deadline.remaining(now), ms(195));
 /// // 10 ms sent, 20 ms needed: shed at once.
-/// let shed = SERVER.accept(Protocol::Http, headers(b"10m"), now, None).unwrap_err();
+/// let shed = SERVER.accept(Protocol::Http, headers(b"10m"), now, now, None).unwrap_err();
 /// assert_eq!((shed.error(), shed.status()), (Error::Shed, 503));
 /// // No header: 1 s.
-/// let default = SERVER.accept(Protocol::Http, Incoming::NONE, now, None).unwrap();
+/// let default = SERVER.accept(Protocol::Http, Incoming::NONE, now, now, None).unwrap();
 /// assert_eq!(default.remaining(now), ms(995));
+/// // 200 ms sent, 190 ms of them spent waiting for the server to take the request: the
+/// // 5 ms left are too few for the handler, which is not called.
+/// let later = Instant::from_millis(7 + 190);
+/// let shed = SERVER.accept(Protocol::Http, headers(b"200m"), now, later, None).unwrap_err();
+/// assert_eq!(shed.error(), Error::Shed);
 /// // A malformed header: 400, naming it.
-/// let bad = SERVER.accept(Protocol::Http, headers(b"-5S"), now, None).unwrap_err();
+/// let bad = SERVER.accept(Protocol::Http, headers(b"-5S"), now, now, None).unwrap_err();
 /// assert_eq!(bad.body().as_str(), "malformed grpc-timeout header: header value has a sign\n");
 /// ```
 ///
@@ -111,16 +116,22 @@ impl ServerPolicy {
         self.reply_margin
     }
 
-    /// The deadline of the handler of a request that arrived at `now` with `headers`,
-    /// spoken in `protocol`, inside a scope whose deadline is `enclosing` (if any; the
-    /// earlier rules), or the answer to give it at once without calling the handler:
+    /// The deadline of the handler of a request that arrived at `arrived` with `headers`,
+    /// spoken in `protocol`, judged at `now`, inside a scope whose deadline is `enclosing`
+    /// (if any; the earlier rules), or the answer to give it at once without calling the
+    /// handler:
     ///
     /// 1. its budget is the earliest of its deadline headers ([`Incoming::budget`]), or the
     ///    default budget; clamped to the maximum; a deadline header that cannot be decoded
     ///    is answered 400 / `INVALID_ARGUMENT`, naming it;
-    /// 2. the handler's deadline is the request's less the reply margin;
-    /// 3. a request whose deadline has passed is answered `DEADLINE_EXCEEDED` (504), one
-    ///    with less time than the admission rule needs is shed (503 / `UNAVAILABLE`).
+    /// 2. the budget runs from when the request arrived, so the time it waited before it is
+    ///    judged (for a server that was not ready to take it) is spent from it; the
+    ///    handler's deadline is the request's less the reply margin;
+    /// 3. a request whose deadline has passed by `now` is answered `DEADLINE_EXCEEDED`
+    ///    (504), one with less time left than the admission rule needs is shed (503 /
+    ///    `UNAVAILABLE`).
+    ///
+    /// A server that judges each request as it arrives passes the same instant twice.
     ///
     /// # Errors
     ///
@@ -129,6 +140,7 @@ impl ServerPolicy {
         &self,
         protocol: Protocol,
         headers: Incoming<'_>,
+        arrived: Instant,
         now: Instant,
         enclosing: Option<Deadline>,
     ) -> Result<Deadline, Answer> {
@@ -138,7 +150,7 @@ impl ServerPolicy {
             .unwrap_or(self.default_budget);
         let deadline = self
             .propagation
-            .incoming(budget, now)
+            .incoming(budget, arrived)
             .shortened_by(self.reply_margin);
         let deadline = enclosing.map_or(deadline, |outer| outer.min(deadline));
         match self.admission.admit(deadline, now) {

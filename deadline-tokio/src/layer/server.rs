@@ -7,7 +7,7 @@ use core::time::Duration;
 
 use deadline_core::wire::Admission;
 use deadline_core::wire::{Answer, Incoming, Propagation, Protocol, ServerPolicy};
-use deadline_core::{Clock, Deadline, Error};
+use deadline_core::{Clock, Deadline, Error, Instant};
 use http::{Request, Response};
 use tower_layer::Layer;
 use tower_service::Service;
@@ -115,18 +115,24 @@ impl<S> Layer<S> for DeadlineLayer {
     type Service = DeadlineService<S>;
 
     fn layer(&self, inner: S) -> DeadlineService<S> {
-        DeadlineService {
-            inner,
-            policy: self.policy,
-        }
+        DeadlineService::new(inner, *self)
     }
 }
 
 /// The service made by [`DeadlineLayer`]: see there.
+///
+/// A request's budget runs from when it arrived: when the inner service was not ready to
+/// take it (a concurrency limit, a rate limit, a buffer inside this layer), the time from
+/// the first `poll_ready` that found it not ready to the `call` is spent from the budget, and
+/// a request whose deadline passed while it waited is answered at once, without calling the
+/// handler.
 #[derive(Clone, Debug)]
 pub struct DeadlineService<S> {
     inner: S,
     policy: ServerPolicy,
+    // When `poll_ready` first found the inner service not ready for the next request: that
+    // request's arrival. Cleared by `call`.
+    waiting_since: Option<Instant>,
 }
 
 impl<S> DeadlineService<S> {
@@ -135,6 +141,7 @@ impl<S> DeadlineService<S> {
         DeadlineService {
             inner,
             policy: layer.policy,
+            waiting_since: None,
         }
     }
 
@@ -159,6 +166,7 @@ impl<S> DeadlineService<S> {
         DeadlineService {
             inner: f(&self.inner),
             policy: self.policy,
+            waiting_since: None,
         }
     }
 }
@@ -172,16 +180,23 @@ where
     type Future = DeadlineFuture<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
-        self.inner.poll_ready(cx)
+        let ready = self.inner.poll_ready(cx);
+        // The clock is read only when the request has to wait.
+        if ready.is_pending() && self.waiting_since.is_none() {
+            self.waiting_since = Some(TokioClock.now());
+        }
+        ready
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> DeadlineFuture<S::Future> {
         let headers = Scanned::new(request.headers());
         let protocol = Protocol::read(|| request.uri().query(), headers.lookup());
         let incoming = Incoming::read(headers.lookup());
+        let now = TokioClock.now();
+        let arrived = self.waiting_since.take().unwrap_or(now);
         let deadline = match self
             .policy
-            .accept(protocol, incoming, TokioClock.now(), current())
+            .accept(protocol, incoming, arrived, now, current())
         {
             Ok(deadline) => deadline,
             Err(answer) => return DeadlineFuture::answered(answer),
