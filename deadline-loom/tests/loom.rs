@@ -192,6 +192,121 @@ fn breaker_loses_no_transition() {
     }
 }
 
+/// A breaker that two failures in a row open, opened once and closed again by its probes
+/// (so that every one of its atomics is made before the model's threads run), and the time
+/// it closed at.
+fn reclosed() -> (CircuitBreaker, Instant) {
+    let b = CircuitBreaker::new(
+        BreakerConfig::DEFAULT
+            .with_consecutive_failures(2)
+            .with_failure_percent(0)
+            .with_window(20)
+            .with_min_calls(10)
+            .with_cooldown(ms(1_000))
+            .with_probes(2)
+            .with_probe_timeout(ms(500)),
+    );
+    for _ in 0..2 {
+        let permit = b.try_acquire(T0).expect("closed");
+        b.record(permit, BreakerOutcome::Failure, T0);
+    }
+    let after = Instant::from_millis(T0.as_millis() + 1_000);
+    let probes: Vec<_> = (0..2)
+        .map(|_| b.try_acquire(after).expect("a probe"))
+        .collect();
+    for probe in probes {
+        b.record(probe, BreakerOutcome::Success, after);
+    }
+    assert_eq!(b.state(), BreakerState::Closed);
+    (b, after)
+}
+
+/// A closed breaker that two failures in a row open, and two calls failing at once: in
+/// every interleaving it ends open and refuses the next call, and it opened once (its first
+/// probe after the cooldown has the generation that the two failures one after the other
+/// give).
+#[test]
+fn breaker_trips_once_on_concurrent_failures() {
+    // The two failures one after the other (a model of one thread: one run).
+    let expected = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let slot = std::sync::Arc::clone(&expected);
+    loom::model(move || {
+        let (b, now) = reclosed();
+        for _ in 0..2 {
+            let permit = b.try_acquire(now).expect("closed");
+            b.record(permit, BreakerOutcome::Failure, now);
+        }
+        let later = Instant::from_millis(now.as_millis() + 1_000);
+        *slot.lock().unwrap() = Some(b.try_acquire(later).expect("a probe").generation());
+    });
+    let expected = expected.lock().unwrap().expect("the sequential run ran");
+    explore("breaker: two calls fail at once", move || {
+        let (b, now) = reclosed();
+        let b = Arc::new(b);
+        let callers: Vec<_> = (0..2)
+            .map(|_| {
+                let b = Arc::clone(&b);
+                thread::spawn(move || {
+                    let permit = b
+                        .try_acquire(now)
+                        .expect("a closed breaker lets both through");
+                    b.record(permit, BreakerOutcome::Failure, now);
+                })
+            })
+            .collect();
+        for caller in callers {
+            caller.join().unwrap();
+        }
+        assert_eq!(b.state(), BreakerState::Open);
+        assert!(b.try_acquire(now).is_err(), "an open breaker refuses");
+        let later = Instant::from_millis(now.as_millis() + 1_000);
+        let probe = b.try_acquire(later).expect("a probe after the cooldown");
+        assert!(probe.is_probe());
+        assert_eq!(probe.generation(), expected, "opened more than once");
+    });
+}
+
+/// A breaker that lets one probe through per round: one caller hands its probe back unused
+/// while another asks for one. No slot is lost and none is made: afterwards a third caller
+/// gets a probe exactly when the second did not take (and keep) the slot.
+#[test]
+fn breaker_abandoned_probe_frees_its_slot() {
+    explore("breaker: an abandoned probe and another caller", || {
+        let b = CircuitBreaker::new(
+            BreakerConfig::DEFAULT
+                .with_consecutive_failures(1)
+                .with_failure_percent(0)
+                .with_window(20)
+                .with_min_calls(10)
+                .with_cooldown(ms(1_000))
+                .with_probes(1)
+                .with_probe_timeout(ms(500)),
+        );
+        let permit = b.try_acquire(T0).expect("closed");
+        b.record(permit, BreakerOutcome::Failure, T0);
+        let after = Instant::from_millis(T0.as_millis() + 1_000);
+        let first = b.try_acquire(after).expect("the round's one probe");
+        let b = Arc::new(b);
+        let abandoning = {
+            let b = Arc::clone(&b);
+            thread::spawn(move || b.record(first, BreakerOutcome::Abandoned, after))
+        };
+        let asking = {
+            let b = Arc::clone(&b);
+            thread::spawn(move || b.try_acquire(after).ok())
+        };
+        abandoning.join().unwrap();
+        let second = asking.join().unwrap();
+        let third = b.try_acquire(after);
+        assert_eq!(
+            third.is_ok(),
+            second.is_none(),
+            "second: {second:?}, third: {third:?}"
+        );
+        assert_eq!(b.state(), BreakerState::HalfOpen);
+    });
+}
+
 /// Two threads recording latencies into one histogram: no update is lost.
 #[test]
 fn histogram_loses_no_update() {
