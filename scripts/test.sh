@@ -186,7 +186,7 @@ timeout 120 cargo run -p deadline-examples --bin nested
 # DeadlineLayer and admission; it exits non-zero unless every 200 met its deadline and the
 # excess was shed with the library, and the queue and the latency grew without it.
 cargo build -p deadline-load --release
-timeout 300 cargo run -p deadline-load --release -- --seconds 3 --check
+timeout 300 cargo run -p deadline-load --release -- --seconds 3 --rounds 1 --check
 
 step "real services on loopback: client -> axum -> tonic -> PostgreSQL"
 bash scripts/services.sh

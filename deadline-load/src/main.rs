@@ -3,10 +3,11 @@
 //! tower's `ConcurrencyLimit` and `LoadShed`; and with neither. It prints what it measured:
 //! goodput (answers within their deadline per second) as a share of the capacity, the
 //! latency percentiles of the answers, the shed count, the answers that came after their
-//! deadline, and the server's queue.
+//! deadline, and the server's queue. It runs the three in `--rounds` rounds whose order
+//! rotates, and prints each way's goodput over the rounds.
 //!
 //! ```text
-//! cargo run -p deadline-load --release -- [--seconds 30] [--check]
+//! cargo run -p deadline-load --release -- [--seconds 30] [--rounds 3] [--check]
 //! ```
 //!
 //! - **The server** serves [`WORKERS`] requests at once, each holding a worker for [`WORK`]:
@@ -389,6 +390,12 @@ struct Report {
 }
 
 impl Report {
+    /// Answers 200 within their deadline, per second, from the first request to the last
+    /// answer.
+    fn goodput(&self) -> f64 {
+        (self.ok.len() as u64 - self.ok_late) as f64 / self.elapsed.as_secs_f64()
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn new(
         mode: Mode,
@@ -539,7 +546,7 @@ fn summary(reports: &[&Report], without: &Report) {
     );
     for r in reports {
         let in_time = r.ok.len() as u64 - r.ok_late;
-        let goodput = in_time as f64 / r.elapsed.as_secs_f64();
+        let goodput = r.goodput();
         println!(
             "{:<40} {:>7.1}/s {:>9.1}% {:>9.1}% {:>9} {:>9} {:>8} {:>10} {:>10}",
             r.mode.label(),
@@ -612,8 +619,12 @@ fn check(with: &Report, without: &Report) -> Vec<String> {
     failed
 }
 
+/// The three ways, in the order of a first round.
+const MODES: [Mode; 3] = [Mode::Library, Mode::Tower, Mode::Plain];
+
 fn main() {
     let mut seconds = 30u64;
+    let mut rounds = 3usize;
     let mut check_outcome = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -625,6 +636,13 @@ fn main() {
                     .filter(|s| (1..=600).contains(s))
                     .unwrap_or_else(|| usage());
             }
+            "--rounds" => {
+                rounds = args
+                    .next()
+                    .and_then(|s| s.parse().ok())
+                    .filter(|r| (1..=20).contains(r))
+                    .unwrap_or_else(|| usage());
+            }
             "--check" => check_outcome = true,
             _ => usage(),
         }
@@ -634,20 +652,31 @@ fn main() {
         .enable_all()
         .build()
         .expect("a tokio runtime");
-    let (with, tower, without) = runtime.block_on(async {
-        let with = run(Mode::Library, seconds).await;
-        with.print();
-        let tower = run(Mode::Tower, seconds).await;
-        tower.print();
-        let without = run(Mode::Plain, seconds).await;
-        without.print();
-        (with, tower, without)
-    });
-    summary(&[&with, &tower, &without], &without);
+    // Per way (in `MODES` order), its report of each round. Each round runs the three ways in
+    // an order that rotates, so that none always runs first or last.
+    let mut reports: [Vec<Report>; 3] = Default::default();
+    for round in 0..rounds {
+        println!("== round {} of {rounds}\n", round + 1);
+        for turn in 0..MODES.len() {
+            let way = (round + turn) % MODES.len();
+            let report = runtime.block_on(run(MODES[way], seconds));
+            report.print();
+            reports[way].push(report);
+        }
+        let [with, tower, without] = [0, 1, 2].map(|way| &reports[way][round]);
+        summary(&[with, tower, without], without);
+    }
+    if rounds > 1 {
+        over_rounds(&reports);
+    }
     if check_outcome {
-        let mut failed = check(&with, &without);
-        if tower.ok.is_empty() || tower.shed.is_empty() {
-            failed.push("with tower, nothing was answered or nothing was shed".to_owned());
+        let mut failed = Vec::new();
+        let [with, tower, without] = &reports;
+        for ((with, tower), without) in with.iter().zip(tower).zip(without) {
+            failed.extend(check(with, without));
+            if tower.ok.is_empty() || tower.shed.is_empty() {
+                failed.push("with tower, nothing was answered or nothing was shed".to_owned());
+            }
         }
         for reason in &failed {
             eprintln!("check failed: {reason}");
@@ -661,7 +690,38 @@ fn main() {
     }
 }
 
+/// Each way's goodput as a share of the nominal capacity, over the rounds: the median and
+/// the range.
+fn over_rounds(reports: &[Vec<Report>; 3]) {
+    println!(
+        "== over {} rounds: goodput as a share of the nominal capacity ({CAPACITY}/s), median (range)",
+        reports[0].len()
+    );
+    for runs in reports {
+        let mut shares: Vec<f64> = runs
+            .iter()
+            .map(|r| r.goodput() * 100.0 / CAPACITY as f64)
+            .collect();
+        shares.sort_by(f64::total_cmp);
+        let mid = shares.len() / 2;
+        let median = if shares.len() % 2 == 1 {
+            shares[mid]
+        } else {
+            (shares[mid - 1] + shares[mid]) / 2.0
+        };
+        println!(
+            "{:<40} {median:>6.1}% ({:.1}% to {:.1}%)",
+            runs[0].mode.label(),
+            shares[0],
+            shares[shares.len() - 1]
+        );
+    }
+    println!();
+}
+
 fn usage() -> ! {
-    eprintln!("usage: overload [--seconds N (1 to 600, default 30)] [--check]");
+    eprintln!(
+        "usage: overload [--seconds N (1 to 600, default 30)] [--rounds N (1 to 20, default 3)] [--check]"
+    );
     std::process::exit(2);
 }
