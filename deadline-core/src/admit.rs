@@ -61,7 +61,8 @@ impl Admission {
     /// The same rule where the requests wait in a queue of the server's own: also shedding
     /// those that waited longer than `max` in it ([`QueueAdmission::admit_queued`], which
     /// needs the instant each entered the queue). A server layer that admits each request
-    /// as it arrives, before any queue (`DeadlineLayer`), takes an [`Admission`], not this:
+    /// once, when it is called (`DeadlineLayer`, which spends a wait before that from the
+    /// budget), takes an [`Admission`], not this:
     ///
     /// ```compile_fail
     /// use deadline_core::ms;

@@ -987,6 +987,17 @@ impl Gate {
     }
 }
 
+/// A clone is a new handle, not yet polled.
+impl Clone for Gate {
+    fn clone(&self) -> Self {
+        Gate {
+            open: self.open,
+            sleep: None,
+            called: self.called.clone(),
+        }
+    }
+}
+
 impl Service<Request<()>> for Gate {
     type Response = Response<String>;
     type Error = Infallible;
@@ -1043,5 +1054,29 @@ async fn the_wait_for_the_service_to_be_ready_is_spent_from_the_budget() {
     // A service ready at once: the whole budget.
     let gate = Gate::new(None, &called);
     let response = layer().layer(gate).oneshot(request()).await.unwrap();
+    assert_eq!(body(response), "50ms");
+}
+
+/// A clone of a service that has waited for its inner service has not: a request through
+/// the clone gets its whole budget (a clone carried the wait over, and answered a request
+/// that came 200 ms later as already past its deadline).
+#[tokio::test(start_paused = true)]
+async fn a_clone_of_a_service_that_waited_starts_with_no_wait() {
+    let called = Arc::new(AtomicUsize::new(0));
+    let mut waited = layer().layer(Gate::new(
+        Some(tokio::time::Instant::now() + ms(100)),
+        &called,
+    ));
+    std::future::poll_fn(|cx| {
+        assert!(waited.poll_ready(cx).is_pending());
+        std::task::Poll::Ready(())
+    })
+    .await;
+    tokio::time::sleep(ms(200)).await;
+    let request = Request::builder()
+        .header("x-deadline-ms", "50")
+        .body(())
+        .unwrap();
+    let response = waited.clone().oneshot(request).await.unwrap();
     assert_eq!(body(response), "50ms");
 }

@@ -135,6 +135,15 @@
 //! `Router::new().fallback_service(layer.layer(app)).layer(cors)` (tower-http's
 //! `CorsLayer`, or any layer that adds the headers).
 //!
+//! **Limits: put them inside.** A request's budget runs from when it arrived. A layer inside
+//! this one that makes requests wait for the service to be ready (tower's
+//! `ConcurrencyLimit` or `RateLimit`, a `Buffer`) holds them in `poll_ready`, before this
+//! layer's `call`: the layer notes when `poll_ready` first found the service behind it not
+//! ready, spends that wait from the budget, and answers a request whose deadline passed
+//! while it waited at once, without calling the handler (or sheds it, if what is left is
+//! less than the admission rule needs). A limit outside this layer holds requests before
+//! the layer sees them, and that wait is not counted.
+//!
 //! # PropagateLayer in detail
 //!
 //! For each request, when the service is called ([`Propagation::send`](deadline_core::wire::Propagation::send) decides):

@@ -126,13 +126,31 @@ impl<S> Layer<S> for DeadlineLayer {
 /// the first `poll_ready` that found it not ready to the `call` is spent from the budget, and
 /// a request whose deadline passed while it waited is answered at once, without calling the
 /// handler.
-#[derive(Clone, Debug)]
+///
+/// That wait belongs to the request the service is next called for. Servers make a service
+/// per request (a clone, which starts with no wait: hyper-util's `TowerToHyperService`,
+/// `axum::serve`, tonic), so it is that request's. One instance driven for many requests in
+/// turn, as the worker behind tower's `Buffer` is, can count the wait of a request its
+/// caller gave up on for the next one: put a `Buffer` inside this layer, not around it.
+#[derive(Debug)]
 pub struct DeadlineService<S> {
     inner: S,
     policy: ServerPolicy,
     // When `poll_ready` first found the inner service not ready for the next request: that
     // request's arrival. Cleared by `call`.
     waiting_since: Option<Instant>,
+}
+
+/// A clone is a new handle that has not waited (tower's `Service` contract: a clone is not
+/// ready until it is polled).
+impl<S: Clone> Clone for DeadlineService<S> {
+    fn clone(&self) -> Self {
+        DeadlineService {
+            inner: self.inner.clone(),
+            policy: self.policy,
+            waiting_since: None,
+        }
+    }
 }
 
 impl<S> DeadlineService<S> {
