@@ -459,7 +459,8 @@
 //! - **The work is polled before the timer**, as tokio's own `timeout` does: an answer that is
 //!   ready is never thrown away for a timer, even at the deadline.
 //! - **A response complete by the deadline is delivered whole**, even when its body is read a
-//!   moment later. A body still streaming at the deadline (server-streaming gRPC, SSE, a
+//!   moment later (what it may send after the deadline is bounded, so that a stream that
+//!   never waits still ends: [`wire::LateFrames`](crate::wire::LateFrames)). A body still streaming at the deadline (server-streaming gRPC, SSE, a
 //!   chunked download) is cut there as its protocol says ([`wire::Protocol::cut`](crate::wire::Protocol::cut)):
 //!   a gRPC stream ends with `grpc-status: 4` in its trailers, an HTTP one is reset. A stream
 //!   of gRPC or Connect messages is cut after a whole message, however its frames split them

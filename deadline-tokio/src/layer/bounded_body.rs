@@ -19,10 +19,12 @@ pin_project_lite::pin_project! {
     ///
     /// - Each frame is asked of the body first: a frame it has ready is sent, whatever the
     ///   time. So a response that is complete when the deadline comes (its head given out in
-    ///   time, its body already in memory) reaches the client whole, never cut.
+    ///   time, its body already in memory) reaches the client whole, within what
+    ///   [`LateFrames`] allows after the deadline (16 frames of any size, then up to 4 MiB in
+    ///   all, and the frame that ends it).
     /// - Once the deadline has passed, the body gets no more time: the first time it would
-    ///   wait for a frame, or once it has sent what [`LateFrames`] allows after the deadline
-    ///   (4 MiB, and the frame that ends it), it is cut ([`Polled::Cut`]).
+    ///   wait for a frame, or once it has sent what [`LateFrames`] allows, it is cut
+    ///   ([`Polled::Cut`]).
     /// - Before the deadline, a body that waits is cut when the deadline comes.
     pub(crate) struct BoundedBody<B> {
         #[pin]

@@ -19,10 +19,10 @@ pin_project_lite::pin_project! {
     /// service's body, bounded by what the request was sent with
     /// ([`Sent::deadline`](deadline_core::wire::Sent::deadline)).
     ///
-    /// - A frame the body has ready is passed on, whatever the time, up to 4 MiB after the
-    ///   time is up and the frame that ends it
-    ///   ([`LateFrames`](deadline_core::wire::LateFrames): a body that keeps every frame
-    ///   ready is still cut); a body that has
+    /// - A frame the body has ready is passed on, whatever the time, within what
+    ///   [`LateFrames`](deadline_core::wire::LateFrames) allows after the time is up (16
+    ///   frames of any size, then up to 4 MiB in all, and the frame that ends it: a body that
+    ///   keeps every frame ready is still cut); a body that has
     ///   to wait when its time is up, or sends more than that after it, is dropped (which, on
     ///   a hyper or tonic connection, resets the stream) and fails with
     ///   [`PropagateError::Deadline`]`(`[`Error::DeadlineExceeded`]`)`.

@@ -23,12 +23,12 @@ pin_project_lite::pin_project! {
     ///
     /// - A frame the body has ready is sent, whatever the time (but for the part of a message
     ///   not yet whole, below): a response whose head was given out in time and whose body is
-    ///   already complete (in memory, or every frame ready, however many: up to 4 MiB sent
-    ///   after the deadline) is delivered whole, a moment after the deadline if that is when
-    ///   it is sent.
+    ///   already complete (in memory, or every frame ready: 16 frames of any size, then up to
+    ///   4 MiB in all, sent after the deadline) is delivered whole, a moment after the
+    ///   deadline if that is when it is sent.
     /// - A body that has to wait for a frame at the deadline (server-streaming gRPC,
     ///   server-sent events, a chunked response still being made), or that keeps sending
-    ///   past it (more than 4 MiB after it: [`LateFrames`](deadline_core::wire::LateFrames)),
+    ///   past it (more than [`LateFrames`](deadline_core::wire::LateFrames) allows),
     ///   is dropped there, which drops the handler's
     ///   stream and the work behind it, and it ends the way its protocol expects
     ///   ([`Protocol::cut`]; for a body of messages, after a whole one: [`Envelopes::cut`]):
