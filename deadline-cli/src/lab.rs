@@ -239,9 +239,11 @@ pub fn render(report: &LabReport) -> String {
          independent (not against an\noverloaded dependency, where a retry times out too)."
     );
     for c in &report.candidates {
-        // A zero timeout (a sample whose median is 0) fits any number of attempts.
+        // A zero timeout (a sample whose median is 0) fits any number of attempts; the count
+        // stops at u32::MAX.
         let fit = match c.attempts_that_fit {
-            u32::MAX => "any number of attempts".to_owned(),
+            _ if c.timeout_ms.is_zero() => "any number of attempts".to_owned(),
+            u32::MAX => format!("{} or more attempts", u32::MAX),
             n => format!("{n} attempt(s)"),
         };
         let _ = writeln!(

@@ -421,6 +421,14 @@ pub fn run(
         }
         dep.samples = None;
         dep.samples_file = None;
+        // A change that leaves a setting of the table that could never act (a stated floor
+        // above the new cap, a hedge at or past it) is said, not silently planned.
+        if let Some((field, what)) = crate::table::never_acts(dep) {
+            changes.push(format!(
+                "{}: with these changes {what} (`{field}` as the table states it)",
+                dep.name
+            ));
+        }
         rows.push(live);
     }
     let mut plan = plan::run(&after, rate_per_sec)?;

@@ -459,13 +459,16 @@ fn dependency(
             format!("p99.9 ({p999:?}) is below p50 ({p50:?})"),
         ));
     }
-    if let Some(p95) = p95.filter(|p95| *p95 < p50 || *p95 > p999) {
-        let span = raw.p95_ms.as_ref().map_or(header.clone(), Spanned::span);
-        return Err(ck.err(
-            &span,
-            "p95_ms",
-            format!("p95 ({p95:?}) is not between p50 ({p50:?}) and p99.9 ({p999:?})"),
-        ));
+    // A p95 the table states (one read from `samples` lies between the sample's own p50 and
+    // p99.9, which the table may state otherwise).
+    if let (Some(stated), Some(p95)) = (raw.p95_ms.as_ref(), p95) {
+        if p95 < p50 || p95 > p999 {
+            return Err(ck.err(
+                &stated.span(),
+                "p95_ms",
+                format!("p95 ({p95:?}) is not between p50 ({p50:?}) and p99.9 ({p999:?})"),
+            ));
+        }
     }
     let cap = match (&raw.cap_ms, &raw.cap_margin_ms) {
         (Some(cap), _) => {
@@ -536,16 +539,32 @@ fn dependency(
     Ok(dependency)
 }
 
-/// Refuses a dependency with a setting that could never act, as the library refuses such a
-/// policy when a `Dependency` is made: a floor above the cap (the call would never be made),
-/// or a hedge due at or after the cap (every attempt has timed out by then).
+/// Refuses a dependency with a setting that could never act ([`never_acts`]).
 fn check_settings_act(
     ck: &Checker<'_>,
     header: &std::ops::Range<usize>,
     index: usize,
     dependency: &Dependency,
 ) -> Result<(), InputError> {
-    let name = &dependency.name;
+    match never_acts(dependency) {
+        Some((field, what)) => Err(ck.err(
+            header,
+            field,
+            format!(
+                "dependency `{}` (dependency[{index}]): {what}",
+                dependency.name
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// A setting of `dependency` that could never act, as the library refuses such a policy when
+/// a `Dependency` is made: a floor above the cap (the call would never be made), or a hedge
+/// due at or after the cap (every attempt has timed out by then). The field to change, and
+/// what is wrong.
+#[must_use]
+pub fn never_acts(dependency: &Dependency) -> Option<(&'static str, String)> {
     let policy = dependency.policy();
     let (cap, floor) = (policy.cap(), policy.floor());
     if floor > cap {
@@ -554,33 +573,27 @@ fn check_settings_act(
         } else {
             "cap_ms"
         };
-        return Err(ck.err(
-            header,
+        return Some((
             field,
             format!(
-                "dependency `{name}` (dependency[{index}]): its cap ({cap:?}) is under its floor \
-                 ({floor:?}, its p50 unless `floor_ms` says), so it would never be called: \
-                 raise `cap_ms` or lower `floor_ms`"
+                "its cap ({cap:?}) is under its floor ({floor:?}, its p50 unless `floor_ms` \
+                 says), so it would never be called: raise `cap_ms` or lower `floor_ms`"
             ),
         ));
     }
-    if let Some(delay) = dependency.hedge_delay().filter(|delay| *delay >= cap) {
-        let field = if dependency.hedge == HedgeSetting::AfterP95 {
-            "p95_ms"
-        } else {
-            "hedge_delay_ms"
-        };
-        return Err(ck.err(
-            header,
-            field,
-            format!(
-                "dependency `{name}` (dependency[{index}]): its hedge is due after {delay:?}, \
-                 not under its cap ({cap:?}), so it would never be sent: hedge sooner or raise \
-                 `cap_ms`"
-            ),
-        ));
-    }
-    Ok(())
+    let delay = dependency.hedge_delay().filter(|delay| *delay >= cap)?;
+    let field = if dependency.hedge == HedgeSetting::AfterP95 {
+        "p95_ms"
+    } else {
+        "hedge_delay_ms"
+    };
+    Some((
+        field,
+        format!(
+            "its hedge is due after {delay:?}, not under its cap ({cap:?}), so it would never \
+             be sent: hedge sooner or raise `cap_ms`"
+        ),
+    ))
 }
 
 fn trace(

@@ -312,3 +312,36 @@ fn plan_live_says_uncapped_and_names_the_snapshots_it_did_not_read() {
     );
     assert!(out.contains("pricing"), "{out}");
 }
+
+/// Live latencies far under a floor the table states: the cap they call for is under that
+/// floor, which would leave the call never made; `plan --live` says so among its changes
+/// instead of planning it silently.
+#[test]
+fn plan_live_says_when_a_change_leaves_a_setting_that_never_acts() {
+    let a: Dependency<ManualRuntime> =
+        Dependency::new(Policy::required("A").with_cap(ms(100)).with_floor(ms(30)));
+    // 5 to 10 ms, no tail: a live p99.9 near 10 ms, a cap of about 20 ms proposed.
+    feed(&a, &latencies(4, 5, 10, u64::MAX, 10));
+    let text = serde_json::to_string(&[a.snapshot()]).unwrap();
+    let dir = temp_dir("plan-live-never-acts");
+    let live = write(&dir, "live.json", &text);
+    let table = write(
+        &dir,
+        "t.toml",
+        "budget_ms = 500\ncap_margin_ms = 10\n[[dependency]]\nname = \"A\"\np50_ms = 40\n\
+         p999_ms = 90\nfloor_ms = 30\n",
+    );
+    let v = json(&["plan", &table, "--live", &live, "--json"]);
+    let changes: Vec<&str> = v["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    assert!(
+        changes
+            .iter()
+            .any(|c| c.starts_with("A: with these changes") && c.contains("never be called")),
+        "{changes:?}"
+    );
+}
