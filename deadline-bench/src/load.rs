@@ -154,6 +154,9 @@ async fn one_connection(
             tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
         };
+        // When the last answer on this connection came: none yet on a new connection, whose
+        // first request waits for the connection and the task's start, not for an answer.
+        let mut last_answer: Option<Instant> = None;
         while Instant::now() < end {
             let request = request(target);
             let sent = match (due, interval) {
@@ -164,13 +167,14 @@ async fn one_connection(
                     // The next request is due one interval after this one was, however late
                     // this one goes out.
                     due = Some(at + every);
-                    if Instant::now() >= at {
+                    if last_answer.is_some_and(|answered| answered > at) {
                         // The last answer came after this request was due: the server's
                         // slowness held it back, and its latency runs from when it was due
                         // (no coordinated omission).
                         at
                     } else {
-                        // The connection waits for the schedule; tokio's timer wakes at whole
+                        // The connection waits for the schedule (or, for its first request, was
+                        // still being made when it was due); tokio's timer wakes at whole
                         // milliseconds, up to one late, which is the generator's and not
                         // counted: the latency runs from the wake.
                         tokio::time::sleep_until(at).await;
@@ -187,8 +191,9 @@ async fn one_connection(
                 load.errors += 1;
                 continue 'connect;
             };
+            let answered = Instant::now();
+            last_answer = Some(answered);
             if status == StatusCode::OK {
-                let answered = Instant::now();
                 load.ok.push(answered - sent);
                 load.ok_in_phase += u64::from(answered <= end);
             } else {
