@@ -24,8 +24,8 @@ CHECK_TIME=1
 for arg in "$@"; do
   case "$arg" in
     --outcomes-only) CHECK_TIME= ;;
-    '' | *[!0-9]* | 0)
-      echo "net-faults: $arg is neither a count of requests (1 or more) nor --outcomes-only" >&2
+    '' | *[!0-9]* | 0*)
+      echo "net-faults: $arg is neither a count of requests (1 or more, no leading zero) nor --outcomes-only" >&2
       exit 2
       ;;
     *) REQUESTS=$arg ;;
