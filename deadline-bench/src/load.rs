@@ -147,6 +147,8 @@ async fn one_connection(
 ) -> Load {
     let mut load = Load::default();
     let mut reconnects = 0;
+    // When the last answer (or failure) on this connection came, across reconnects.
+    let mut last_answer: Option<Instant> = None;
     'connect: while Instant::now() < end && reconnects < 100 {
         reconnects += 1;
         let Ok(mut sender) = connect(target.addr).await else {
@@ -154,9 +156,9 @@ async fn one_connection(
             tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
         };
-        // When the last answer on this connection came: none yet on a new connection, whose
-        // first request waits for the connection and the task's start, not for an answer.
-        let mut last_answer: Option<Instant> = None;
+        // A request due before the connection was made waited for it (and for the task's
+        // start), which is the generator's time, not the server's.
+        let connected = Instant::now();
         while Instant::now() < end {
             let request = request(target);
             let sent = match (due, interval) {
@@ -169,14 +171,15 @@ async fn one_connection(
                     due = Some(at + every);
                     if last_answer.is_some_and(|answered| answered > at) {
                         // The last answer came after this request was due: the server's
-                        // slowness held it back, and its latency runs from when it was due
-                        // (no coordinated omission).
-                        at
+                        // slowness held it back, and its latency runs from when it was due, or
+                        // from when the connection was made if that was later (no coordinated
+                        // omission).
+                        at.max(connected)
                     } else {
-                        // The connection waits for the schedule (or, for its first request, was
-                        // still being made when it was due); tokio's timer wakes at whole
-                        // milliseconds, up to one late, which is the generator's and not
-                        // counted: the latency runs from the wake.
+                        // The connection waits for the schedule (or was still being made when
+                        // this request was due); tokio's timer wakes at whole milliseconds, up
+                        // to one late, which is the generator's and not counted: the latency
+                        // runs from the wake.
                         tokio::time::sleep_until(at).await;
                         Instant::now()
                     }
@@ -189,6 +192,7 @@ async fn one_connection(
                 tokio::time::timeout_at(end + ANSWER_GRACE, exchange(&mut sender, request)).await;
             let Ok(Ok(status)) = exchanged else {
                 load.errors += 1;
+                last_answer = Some(Instant::now());
                 continue 'connect;
             };
             let answered = Instant::now();
