@@ -652,6 +652,7 @@ fn main() {
         .enable_all()
         .build()
         .expect("a tokio runtime");
+    println!("load average at the start: {}\n", load_average());
     // Per way (in `MODES` order), its report of each round. Each round runs the three ways in
     // an order that rotates, so that none always runs first or last.
     let mut reports: [Vec<Report>; 3] = Default::default();
@@ -669,6 +670,7 @@ fn main() {
     if rounds > 1 {
         over_rounds(&reports);
     }
+    println!("load average at the end: {}", load_average());
     if check_outcome {
         let mut failed = Vec::new();
         let [with, tower, without] = &reports;
@@ -688,6 +690,19 @@ fn main() {
             "check passed: with the library every 200 met its deadline and the excess was shed; without it the queue and the latency grew"
         );
     }
+}
+
+/// The machine's load averages over 1, 5 and 15 minutes, from `/proc/loadavg` (or a dash).
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg").map_or_else(
+        |_| "-".to_owned(),
+        |text| {
+            text.split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" ")
+        },
+    )
 }
 
 /// Each way's goodput as a share of the nominal capacity, over the rounds: the median and
