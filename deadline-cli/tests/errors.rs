@@ -243,3 +243,19 @@ fn retries_are_bounded() {
     let (code, _, err) = texts(&["plan", &file]);
     assert_eq!(code, 0, "{err}");
 }
+
+/// A p95 the table does not state, read from its samples, is not held to the p50 and p99.9
+/// the table states otherwise: the table is accepted.
+#[test]
+fn a_p95_from_samples_is_not_checked_against_stated_percentiles() {
+    let dir = temp_dir("p95-samples");
+    // The samples' p95 is 5 ms; the table says p50 is 10 ms.
+    let samples: String = (0..100).map(|i| format!("{}\n", 1 + i % 5)).collect();
+    write(&dir, "s.txt", &samples);
+    let file = write(&dir, "t.toml", &format!("{GOOD}samples = \"s.txt\"\n"));
+    let (code, _, err) = texts(&["plan", &file]);
+    assert_eq!(code, 0, "{err}");
+    // Stated, the same p95 is refused.
+    let file = write(&dir, "u.toml", &format!("{GOOD}p95_ms = 5\n"));
+    rejects(&["plan", &file], &["field `p95_ms`", "not between"]);
+}

@@ -122,3 +122,16 @@ fn svg_marks_every_candidate_and_the_allocation() {
     // One bar per distinct latency of the preset.
     assert_eq!(svg.matches(" calls at ").count(), 7);
 }
+
+/// An allocation so large that the count of attempts stops at `u32::MAX` says so, instead
+/// of "any number" (which is for a zero timeout).
+#[test]
+fn a_count_of_attempts_that_saturates_says_or_more() {
+    let (code, out, err) = texts(&["lab", "--alloc", "1e12", "--timeout", "0.001"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("median = ") && l.contains(": 4294967295 or more attempts fit")),
+        "{out}"
+    );
+}
