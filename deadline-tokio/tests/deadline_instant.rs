@@ -89,7 +89,8 @@ async fn a_response_complete_before_the_deadline_is_delivered_whole_after_it() {
 }
 
 /// A body that has a 64 KiB frame ready at every poll and never ends: past the deadline it
-/// may still send what `LateFrames` allows (4 MiB), then it is cut, as a stream that overran.
+/// may still send what `LateFrames` allows (16 frames of any size, then up to 4 MiB in all:
+/// 64 of these), then it is cut, as a stream that overran.
 struct Endless;
 
 impl Body for Endless {
@@ -125,12 +126,15 @@ async fn a_body_that_never_waits_is_still_cut_after_the_deadline() {
         }
     };
     assert!(matches!(end, Some(Err(BodyError::Deadline(_)))), "{end:?}");
-    assert_eq!(frames, 64, "the late frames it may send: 4 MiB");
+    assert_eq!(
+        frames, 64,
+        "the late frames it may send: 4 MiB of 64 KiB frames"
+    );
 }
 
 /// An answer split into 40 chunks, all in memory, given out just after its deadline (the
-/// handler's future was polled first, and answered): the client gets every chunk, never a
-/// response cut at the 17th as it was when the late frames were counted.
+/// handler's future was polled first, and answered): the client gets every chunk, not a
+/// response cut at the 17th.
 #[tokio::test(start_paused = true)]
 async fn an_answer_in_many_chunks_all_ready_is_delivered_whole_after_the_deadline() {
     let server = DeadlineLayer::new(HOP, ms(1_000)).layer(service_fn(|_req: Request<()>| async {

@@ -142,7 +142,9 @@
 //! ready, spends that wait from the budget, and answers a request whose deadline passed
 //! while it waited at once, without calling the handler (or sheds it, if what is left is
 //! less than the admission rule needs). A limit outside this layer holds requests before
-//! the layer sees them, and that wait is not counted.
+//! the layer sees them, and that wait is not counted. (A `Buffer` inside it runs the services
+//! behind it on its worker's task, outside the request's scope, where they do not see its
+//! deadline: keep the client layers out from behind one, as below.)
 //!
 //! # PropagateLayer in detail
 //!

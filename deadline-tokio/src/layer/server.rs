@@ -131,7 +131,9 @@ impl<S> Layer<S> for DeadlineLayer {
 /// per request (a clone, which starts with no wait: hyper-util's `TowerToHyperService`,
 /// `axum::serve`, tonic), so it is that request's. One instance driven for many requests in
 /// turn, as the worker behind tower's `Buffer` is, can count the wait of a request its
-/// caller gave up on for the next one: put a `Buffer` inside this layer, not around it.
+/// caller gave up on for the next one: put a `Buffer` inside this layer, not around it
+/// (behind it, the services the buffer's worker calls run on that worker's task, outside the
+/// request's scope: they do not see its deadline).
 #[derive(Debug)]
 pub struct DeadlineService<S> {
     inner: S,
