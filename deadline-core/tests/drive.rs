@@ -515,6 +515,25 @@ fn a_server_s_retry_after_during_a_backoff_postpones_the_retry() {
     assert_eq!(r.ended, Instant::from_millis(100));
 }
 
+/// A "retry after 1 s" said at 50 ms, during a backoff, of a call whose deadline is at
+/// 400 ms: the wait would end past the deadline, so the retry is called off and, with no copy
+/// left, the call ends there. (The backoff was moved past the deadline, and the call waited
+/// for the deadline again and again, never ending.)
+#[test]
+fn a_server_s_retry_after_past_the_deadline_during_a_backoff_calls_off_the_retry() {
+    let (called, starts) = server_word_during_a_backoff(DepError::RetryAfter(ms(1_000)));
+    assert_eq!(starts, [Instant::ZERO, Instant::from_millis(30)]);
+    assert!(called.result.is_err(), "{:?}", called.result);
+    let r = called.report;
+    assert_eq!((r.attempts, r.retries), (2, 0));
+    assert!(
+        matches!(r.gave_up, Some(GiveUp::BackoffPastDeadline { .. })),
+        "{:?}",
+        r.gave_up
+    );
+    assert_eq!(r.ended, Instant::from_millis(50));
+}
+
 #[test]
 fn hedge_uses_the_live_delay_when_given() {
     let timer = ManualTimer::new();

@@ -342,8 +342,13 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
                         }
                     }
                 }
-                // Computed again at the instant the retry really starts.
-                Stage::Backoff if M::FULL && now >= self.course.backoff_end() => {
+                // Computed again at the instant the retry really starts (or at the deadline,
+                // which no backoff outlasts: the restart then gives up).
+                Stage::Backoff
+                    if M::FULL
+                        && (now >= self.course.backoff_end()
+                            || self.call().deadline.is_expired(now)) =>
+                {
                     self.stage = Stage::Running;
                     match self.course.restart(now) {
                         Ok(retry) => return self.launch(retry, observer),
@@ -501,7 +506,9 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
     /// A copy failed with `outcome` at `now` while a retry backs off: a server's word applies
     /// to that retry too, as it does to the hedges (gRFC A6). "Do not retry" calls the retry
     /// off: the next [`poll`](Self::poll) decides again, and gives up, or waits for the copies
-    /// still running. "Retry after" postpones it until then, if that is later.
+    /// still running. "Retry after" postpones it until then, if that is later; a wait that
+    /// would end at or past the deadline calls it off too (the next poll's decision gives up
+    /// with [`GiveUp::BackoffPastDeadline`](crate::drive::GiveUp::BackoffPastDeadline)).
     fn pushback_on_backoff<O: Observer + ?Sized>(
         &mut self,
         outcome: Outcome,
@@ -512,7 +519,9 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
             Outcome::Pushback(Pushback::DontRetry) => self.stage = Stage::Running,
             Outcome::Pushback(Pushback::After(wait)) => {
                 let until = now.saturating_add(wait);
-                if until > self.course.backoff_end() {
+                if self.call().deadline.is_expired(until) {
+                    self.stage = Stage::Running;
+                } else if until > self.course.backoff_end() {
                     self.course.back_off_until(until);
                     observer.on_event(&Event::new(now, EventKind::Backoff { until, wait }));
                 }
