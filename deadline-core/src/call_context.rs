@@ -1,4 +1,5 @@
 //! [`Call`]: one dependency call of one request, the context every decision about its
+//! attempts takes.
 
 use core::time::Duration;
 
@@ -32,9 +33,6 @@ use crate::time::{Instant, duration_to_micros_ceil, micros_to_duration};
 /// attempt (the first, each retry and each hedge) and reports every attempt's result to it.
 /// The decisions of this module do not consult it: [`RetryState::decide`](crate::call::RetryState::decide) answers as if it
 /// were closed, and the driver asks the breaker at the instant the retry starts.
-///
-/// attempts takes: the policy, the request's deadline, the reserve, the retry budget and the
-/// circuit breaker.
 #[derive(Clone, Copy, Debug)]
 #[non_exhaustive]
 pub struct Call<'a> {

@@ -1,4 +1,5 @@
 //! The retry-and-hedge budget: a token bucket fed by a percentage of the original calls, plus a
+//! small floor per second, shared lock-free by every task that calls one dependency.
 
 use crate::sync::{AtomicU32, Ordering};
 

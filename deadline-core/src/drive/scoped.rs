@@ -45,8 +45,9 @@ pub const fn with_deadline<Rt: Runtime, F: Future>(deadline: Deadline, fut: F) -
 }
 
 /// Runs `fut` with `deadline` as `Rt`'s current deadline (or the enclosing one, if that is
-/// earlier when it runs), and bounds it by that deadline: at the deadline `fut` is dropped
-/// and the result is [`Error::DeadlineExceeded`]. `fut` is polled first at every wake-up, so
+/// earlier when it runs), and bounds it by that deadline: at the deadline `fut` is polled no
+/// more and the result is [`Error::DeadlineExceeded`] (`fut` is dropped with the scope's
+/// future). `fut` is polled first at every wake-up, so
 /// an answer that is ready is never thrown away for the timer; the timer is made only when
 /// `fut` is first pending.
 ///
