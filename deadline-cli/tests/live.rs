@@ -83,6 +83,16 @@ fn checkout_live() -> (Vec<Vec<Duration>>, String) {
     (samples, text)
 }
 
+/// The change lines of a `plan --live --json` report.
+fn changes(v: &serde_json::Value) -> Vec<&str> {
+    v["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect()
+}
+
 /// The snapshot example the README shows is what the core writes for the example above
 /// (`DEADLINE_BLESS=1` rewrites it).
 #[test]
@@ -139,12 +149,7 @@ fn plan_live_reads_the_cores_figures_and_proposes_the_changes() {
     assert_eq!(num(&c["proposed_cap_ms"]), (p99 + 10.0).ceil());
 
     // The changes, each with its reason, and the budget table with them made.
-    let changes: Vec<&str> = v["changes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c.as_str().unwrap())
-        .collect();
+    let changes = changes(&v);
     assert!(
         changes.iter().any(|c| c.starts_with("B: cap 110 -> ")),
         "{changes:?}"
@@ -332,12 +337,7 @@ fn plan_live_says_when_a_change_leaves_a_setting_that_never_acts() {
          p999_ms = 90\nfloor_ms = 30\n",
     );
     let v = json(&["plan", &table, "--live", &live, "--json"]);
-    let changes: Vec<&str> = v["changes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c.as_str().unwrap())
-        .collect();
+    let changes = changes(&v);
     assert!(
         changes
             .iter()

@@ -629,20 +629,8 @@ fn main() {
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
-            "--seconds" => {
-                seconds = args
-                    .next()
-                    .and_then(|s| s.parse().ok())
-                    .filter(|s| (1..=600).contains(s))
-                    .unwrap_or_else(|| usage());
-            }
-            "--rounds" => {
-                rounds = args
-                    .next()
-                    .and_then(|s| s.parse().ok())
-                    .filter(|r| (1..=20).contains(r))
-                    .unwrap_or_else(|| usage());
-            }
+            "--seconds" => seconds = number_in(args.next(), 1, 600),
+            "--rounds" => rounds = number_in(args.next(), 1, 20),
             "--check" => check_outcome = true,
             _ => usage(),
         }
@@ -732,6 +720,13 @@ fn over_rounds(reports: &[Vec<Report>; 3]) {
         );
     }
     println!();
+}
+
+/// `arg` as a whole number from `low` to `high`, or the usage and exit 2.
+fn number_in<T: std::str::FromStr + PartialOrd>(arg: Option<String>, low: T, high: T) -> T {
+    arg.and_then(|s| s.parse().ok())
+        .filter(|n| (low..=high).contains(n))
+        .unwrap_or_else(|| usage())
 }
 
 fn usage() -> ! {

@@ -97,14 +97,20 @@ fn retry_budget_floor_grants_at_most_its_count_per_second() {
 
 /// One failure in a row opens; the cooldown is 1 s; half-open lets 2 probes through.
 fn breaker() -> CircuitBreaker {
+    breaker_with(1, 2)
+}
+
+/// `failures` failures in a row open; the cooldown is 1 s; half-open lets `probes` probes
+/// through.
+fn breaker_with(failures: u32, probes: u32) -> CircuitBreaker {
     CircuitBreaker::new(
         BreakerConfig::DEFAULT
-            .with_consecutive_failures(1)
+            .with_consecutive_failures(failures)
             .with_failure_percent(0)
             .with_window(20)
             .with_min_calls(10)
             .with_cooldown(ms(1_000))
-            .with_probes(2)
+            .with_probes(probes)
             .with_probe_timeout(ms(500)),
     )
 }
@@ -196,16 +202,7 @@ fn breaker_loses_no_transition() {
 /// (so that every one of its atomics is made before the model's threads run), and the time
 /// it closed at.
 fn reclosed() -> (CircuitBreaker, Instant) {
-    let b = CircuitBreaker::new(
-        BreakerConfig::DEFAULT
-            .with_consecutive_failures(2)
-            .with_failure_percent(0)
-            .with_window(20)
-            .with_min_calls(10)
-            .with_cooldown(ms(1_000))
-            .with_probes(2)
-            .with_probe_timeout(ms(500)),
-    );
+    let b = breaker_with(2, 2);
     for _ in 0..2 {
         let permit = b.try_acquire(T0).expect("closed");
         b.record(permit, BreakerOutcome::Failure, T0);
@@ -272,16 +269,7 @@ fn breaker_trips_once_on_concurrent_failures() {
 #[test]
 fn breaker_abandoned_probe_frees_its_slot() {
     explore("breaker: an abandoned probe and another caller", || {
-        let b = CircuitBreaker::new(
-            BreakerConfig::DEFAULT
-                .with_consecutive_failures(1)
-                .with_failure_percent(0)
-                .with_window(20)
-                .with_min_calls(10)
-                .with_cooldown(ms(1_000))
-                .with_probes(1)
-                .with_probe_timeout(ms(500)),
-        );
+        let b = breaker_with(1, 1);
         let permit = b.try_acquire(T0).expect("closed");
         b.record(permit, BreakerOutcome::Failure, T0);
         let after = Instant::from_millis(T0.as_millis() + 1_000);
