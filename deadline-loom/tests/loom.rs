@@ -340,3 +340,47 @@ fn counters_lose_no_update() {
         assert_eq!(c.get(CounterEvent::Retry), 4);
     });
 }
+
+/// A halving racing two records into the same bucket: each record lands before the halving
+/// or after it, never in between (a halving that read the count and wrote back its half
+/// would drop a record made between the two).
+#[test]
+fn histogram_halving_loses_no_record() {
+    explore("histogram: records racing a halving", || {
+        let h: Arc<Histogram<32, 2>> = Arc::new(Histogram::with_layout());
+        h.record_n(ms(3), 4);
+        let writer = {
+            let h = Arc::clone(&h);
+            thread::spawn(move || {
+                h.record(ms(3));
+                h.record(ms(3));
+            })
+        };
+        h.halve();
+        writer.join().unwrap();
+        // Both records before the halving: 6 / 2 = 3; one on each side: 5 / 2 + 1 = 3; both
+        // after it: 4 / 2 + 2 = 4. A record lost inside the halving leaves 2.
+        let count = h.count();
+        assert!(count == 3 || count == 4, "{count} latencies after the race");
+    });
+}
+
+/// Under `--cfg loom`, deadline-core's atomics are loom's: one used outside a model has no
+/// execution to belong to, and loom refuses it. A core built with plain atomics (a build that
+/// lost the switch in its `sync` module) would record here without a word, and the models
+/// above would explore only the threads' start and end, checking none of the core's races.
+#[test]
+fn the_core_s_atomics_are_loom_s() {
+    let h: Histogram<32, 2> = Histogram::with_layout();
+    let used = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| h.record(ms(3))));
+    let refused = used.expect_err("a core atomic used outside a loom model");
+    let why = refused
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| refused.downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+    assert!(
+        why.contains("outside a Loom model"),
+        "refused, but not by loom: {why}"
+    );
+}
