@@ -73,7 +73,6 @@ impl<F: Future> Bounded<F> {
         enclosing: impl FnOnce() -> Option<Instant>,
     ) -> Poll<Result<F::Output, Elapsed>> {
         let this = self.project();
-        let had_budget = tokio::task::coop::has_budget_remaining();
         if let Poll::Ready(output) = this.fut.poll(cx) {
             return Poll::Ready(Ok(output));
         }
@@ -82,7 +81,7 @@ impl<F: Future> Bounded<F> {
                 *this.until = (*this.until).min(outer);
             }
         }
-        poll_timer(this.sleep, *this.until, had_budget, cx).map(Err)
+        poll_timer(this.sleep, *this.until, cx).map(Err)
     }
 }
 
@@ -100,14 +99,13 @@ impl<F: Future> Future for Bounded<F> {
 pub(crate) fn poll_timer(
     mut sleep: Pin<&mut Option<Sleep>>,
     until: Instant,
-    had_budget: bool,
     cx: &mut Context<'_>,
 ) -> Poll<Elapsed> {
     if sleep.is_none() {
         sleep.set(Some(TokioTimer.sleep_until(until)));
     }
     match sleep.as_pin_mut() {
-        Some(sleep) => poll_sleep(sleep, had_budget, cx),
+        Some(sleep) => poll_sleep(sleep, cx),
         None => Poll::Ready(Elapsed),
     }
 }
@@ -118,25 +116,25 @@ pub(crate) fn poll_timer(
 pub(crate) fn poll_boxed_timer(
     sleep: &mut Option<Pin<Box<Sleep>>>,
     until: Instant,
-    had_budget: bool,
     cx: &mut Context<'_>,
 ) -> Poll<Elapsed> {
     let sleep = sleep.get_or_insert_with(|| Box::pin(TokioTimer.sleep_until(until)));
-    poll_sleep(sleep.as_mut(), had_budget, cx)
+    poll_sleep(sleep.as_mut(), cx)
 }
 
-/// Polls the timer of work that is pending; `had_budget` says whether the task had coop
-/// budget left before the work was polled. The clock is read first: once it has reached the
-/// timer's instant the bound has passed, fired or not.
-fn poll_sleep(sleep: Pin<&mut Sleep>, had_budget: bool, cx: &mut Context<'_>) -> Poll<Elapsed> {
+/// Polls the timer of work that is pending. The clock is read first: once it has reached the
+/// timer's instant the bound has passed, fired or not. Then the timer, even when the task has
+/// no cooperative budget left (used up by the work, or before it): tokio's timer would answer
+/// "pending" without looking, and work that always uses the budget up would never be cut.
+/// The task yields all the same, on the work's own wake-up.
+fn poll_sleep(sleep: Pin<&mut Sleep>, cx: &mut Context<'_>) -> Poll<Elapsed> {
     if tokio::time::Instant::now() >= sleep.deadline() {
         return Poll::Ready(Elapsed);
     }
-    let elapsed = if had_budget && !tokio::task::coop::has_budget_remaining() {
-        // The work used up the task's budget: the timer is read all the same.
-        pin!(tokio::task::unconstrained(sleep)).poll(cx).is_ready()
-    } else {
+    let elapsed = if tokio::task::coop::has_budget_remaining() {
         sleep.poll(cx).is_ready()
+    } else {
+        pin!(tokio::task::unconstrained(sleep)).poll(cx).is_ready()
     };
     if elapsed {
         Poll::Ready(Elapsed)

@@ -81,12 +81,12 @@ impl<B> BoundedBody<B> {
 
 impl<B: Body> BoundedBody<B> {
     /// The next step of the body.
+    #[inline]
     pub(crate) fn poll_step(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Polled<B::Data, B::Error>> {
         let this = self.project();
-        let had_budget = tokio::task::coop::has_budget_remaining();
         let deadline = *this.deadline;
         let mut body = this.body;
         let frame = if *this.scoped {
@@ -111,8 +111,9 @@ impl<B: Body> BoundedBody<B> {
             }
             Poll::Ready(Some(Err(error))) => Poll::Ready(Polled::Failed(error)),
             Poll::Ready(None) => Poll::Ready(Polled::End),
-            Poll::Pending => poll_boxed_timer(this.sleep, deadline.instant(), had_budget, cx)
-                .map(|_| Polled::Cut),
+            Poll::Pending => {
+                poll_boxed_timer(this.sleep, deadline.instant(), cx).map(|_| Polled::Cut)
+            }
         }
     }
 }
