@@ -248,7 +248,6 @@ where
         };
         // The connect first, as tokio's own timeout does: a connection made at the bound is
         // kept.
-        let had_budget = tokio::task::coop::has_budget_remaining();
         if let Poll::Ready(connected) = connect.poll(cx) {
             let stall = *this.stall;
             return Poll::Ready(match connected {
@@ -266,13 +265,14 @@ where
         let sleep = this
             .sleep
             .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(until)));
-        // A connect that used up the task's budget does not stop the timer from being read.
-        let fired = if had_budget && !tokio::task::coop::has_budget_remaining() {
+        // A task with no cooperative budget left (used up by the connect, or before it) does
+        // not stop the timer from being read.
+        let fired = if tokio::task::coop::has_budget_remaining() {
+            sleep.as_mut().poll(cx).is_ready()
+        } else {
             pin!(tokio::task::unconstrained(sleep.as_mut()))
                 .poll(cx)
                 .is_ready()
-        } else {
-            sleep.as_mut().poll(cx).is_ready()
         };
         if fired {
             Poll::Ready(Err(ConnectError::TimedOut { after: *this.after }))
