@@ -359,7 +359,8 @@ fn histogram_halving_loses_no_record() {
         h.halve();
         writer.join().unwrap();
         // Both records before the halving: 6 / 2 = 3; one on each side: 5 / 2 + 1 = 3; both
-        // after it: 4 / 2 + 2 = 4. A record lost inside the halving leaves 2.
+        // after it: 4 / 2 + 2 = 4. A halving that read the count and wrote back its half
+        // around both records would leave 2.
         let count = h.count();
         assert!(count == 3 || count == 4, "{count} latencies after the race");
     });

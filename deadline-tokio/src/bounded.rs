@@ -2,9 +2,9 @@
 //!
 //! Both follow tokio's own `timeout`: the work is polled first, so an answer that is ready is
 //! never thrown away for a timer, even at the deadline; the timer is made only when the work
-//! is first pending; and the timer is read even when the work has used up the task's
-//! cooperative budget (tokio's timer answers "pending" with no budget left, so work that
-//! always uses it up would otherwise never time out).
+//! is first pending; and the timer is read even when the task's cooperative budget is spent
+//! (tokio's timer answers "pending" with no budget left, without arming itself, and the task
+//! would then be woken only by its work, if at all).
 //!
 //! The clock, not the timer's wake-up, says when the bound has passed. Tokio's timer reads
 //! "pending" until its driver has fired it, and on a loaded runtime a task can be polled
@@ -125,8 +125,8 @@ pub(crate) fn poll_boxed_timer(
 /// Polls the timer of work that is pending. The clock is read first: once it has reached the
 /// timer's instant the bound has passed, fired or not. Then the timer, even when the task has
 /// no cooperative budget left (used up by the work, or before it): tokio's timer would answer
-/// "pending" without looking, and work that always uses the budget up would never be cut.
-/// The task yields all the same, on the work's own wake-up.
+/// "pending" without arming itself, and the task would be woken only by its work, if at all;
+/// read this way, the timer wakes it at the bound.
 fn poll_sleep(sleep: Pin<&mut Sleep>, cx: &mut Context<'_>) -> Poll<Elapsed> {
     if tokio::time::Instant::now() >= sleep.deadline() {
         return Poll::Ready(Elapsed);
