@@ -5,6 +5,7 @@ use core::time::Duration;
 
 use super::Dependency;
 use crate::drive::Full;
+use crate::time::{duration_to_micros_ceil, micros_to_duration};
 
 /// The dependencies one request calls, in order, and the request's own work after them:
 /// enough to compute each call's reserve, the own work plus the floors of the required
@@ -27,7 +28,9 @@ use crate::drive::Full;
 #[derive(Debug)]
 pub struct Steps<'a, 'n, Rt, const N: usize, M = Full> {
     deps: [&'a Dependency<'n, Rt, M>; N],
-    own_work: Duration,
+    /// The request's own work after the calls, in whole microseconds, rounded up (as a
+    /// call's reserve is kept).
+    own_work_us: u64,
 }
 
 impl<'a, 'n, Rt, const N: usize, M> Steps<'a, 'n, Rt, N, M> {
@@ -37,7 +40,7 @@ impl<'a, 'n, Rt, const N: usize, M> Steps<'a, 'n, Rt, N, M> {
     pub const fn new(deps: [&'a Dependency<'n, Rt, M>; N]) -> Self {
         Steps {
             deps,
-            own_work: Duration::ZERO,
+            own_work_us: 0,
         }
     }
 
@@ -45,16 +48,17 @@ impl<'a, 'n, Rt, const N: usize, M> Steps<'a, 'n, Rt, N, M> {
     /// back).
     #[must_use]
     pub const fn own_work(mut self, own_work: Duration) -> Self {
-        self.own_work = own_work;
+        self.own_work_us = duration_to_micros_ceil(own_work);
         self
     }
 
     /// The reserve of a call to `dep`: the own work plus the floors of the required
-    /// dependencies after it. A dependency the plan does not hold reserves for every required
-    /// one (the cautious reading). A dependency the plan holds more than once (a cache read
-    /// first and written last) gets the reserve of its first place, whichever of its calls
-    /// asks: the cautious reading again, which keeps the floors of the steps between for its
-    /// later calls too; give a later call its own reserve with
+    /// dependencies after it, in whole microseconds (rounded up, as a call keeps its
+    /// reserve). A dependency the plan does not hold reserves for every required one (the
+    /// cautious reading). A dependency the plan holds more than once (a cache read first and
+    /// written last) gets the reserve of its first place, whichever of its calls asks: the
+    /// cautious reading again, which keeps the floors of the steps between for its later calls
+    /// too; give a later call its own reserve with
     /// [`Run::reserve`](super::Run::reserve) instead of [`Run::in_plan`](super::Run::in_plan).
     #[must_use]
     pub fn reserve_for<'m, M2>(&self, dep: &Dependency<'m, Rt, M2>) -> Duration {
@@ -64,13 +68,19 @@ impl<'a, 'n, Rt, const N: usize, M> Steps<'a, 'n, Rt, N, M> {
             .iter()
             .position(|d| core::ptr::eq(core::ptr::from_ref(*d).cast::<()>(), me))
             .map_or(0, |i| i.saturating_add(1));
-        self.deps
-            .iter()
-            .skip(after)
-            .filter(|d| d.policy().is_required())
-            .fold(self.own_work, |sum, d| {
-                sum.saturating_add(d.policy().floor())
-            })
+        // In whole microseconds, as the policies keep their floors: one conversion at the end
+        // (summing `Duration`s, each step's carry of nanoseconds into seconds, unrolled for
+        // each step, made 86 bytes more of the Cortex-M0's deadline-only library code: `bash
+        // scripts/firmware.sh`).
+        micros_to_duration(
+            self.deps
+                .iter()
+                .skip(after)
+                .filter(|d| d.policy().is_required())
+                .fold(self.own_work_us, |sum, d| {
+                    sum.saturating_add(d.policy().floor_micros())
+                }),
+        )
     }
 
     /// The dependencies, in order.
