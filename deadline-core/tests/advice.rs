@@ -304,3 +304,49 @@ fn with_an_adaptive_cap_the_checks_read_its_bounds() {
         )
     );
 }
+
+static SHORT: Dependency<ManualRuntime> =
+    Dependency::new(Policy::required("short").with_cap(ms(50)));
+
+/// An attempt that runs out of its caller's time, shorter than the cap, says only that the
+/// dependency took longer than that caller could wait: not how long the dependency takes,
+/// nor that the cap cut a call. Callers arriving with 30 ms left for a dependency that takes
+/// 40 ms time out at 30 ms every time; recorded at 30 ms, they would pull the histogram's
+/// quantiles (the live hedge delay, the advice's p99) down to 30 ms, and counted as the
+/// cap's kills, they would tell the owner to raise a cap that cut none of them. They are the
+/// call's timeouts still, in its report and the dependency's counters.
+#[test]
+fn an_attempt_cut_by_the_callers_deadline_is_not_a_latency_nor_the_caps_kill() {
+    let run = |budget: Duration, latency: Duration| {
+        ManualRuntime::block_on(async {
+            scope_timeout::<ManualRuntime, _>(budget, async {
+                SHORT
+                    .run(|_| async move {
+                        let t = ManualRuntime::timer();
+                        t.sleep_until(t.now() + latency).await;
+                        Ok::<_, ()>(())
+                    })
+                    .reserve(ms(5))
+                    .await
+            })
+            .await
+            .expect("inside the scope")
+        })
+        .unwrap()
+    };
+    // 35 ms left, 5 of them reserved: 30 ms for an attempt that takes 40.
+    for _ in 0..10 {
+        assert!(run(ms(35), ms(40)).is_err());
+    }
+    assert_eq!(SHORT.counters().snapshot().timeouts, 10);
+    assert_eq!(SHORT.latency().count(), 0, "no latency was measured");
+    assert_eq!(SHORT.advice().map(|a| a.timed_out), None);
+    // With a second left, the cap cuts the same attempt at 50 ms: the cap's kill, recorded at
+    // the cap; and a 20 ms answer is a latency.
+    assert!(run(ms(1_000), ms(60)).is_err());
+    assert!(run(ms(1_000), ms(20)).is_ok());
+    assert_eq!(SHORT.counters().snapshot().timeouts, 11);
+    assert_eq!(SHORT.latency().count(), 2);
+    let advice = SHORT.advice().expect("latencies recorded");
+    assert_eq!((advice.recorded, advice.timed_out), (2, 1));
+}
