@@ -6,6 +6,13 @@
 //! (tokio's timer answers "pending" with no budget left, without arming itself, and the task
 //! would then be woken only by its work, if at all).
 //!
+//! With the budget spent, though, the work's "pending" may be the budget's: a tokio resource
+//! reads "pending" then, whatever it holds. So work found pending at or past its bound with
+//! no budget left is given one more poll, in the task's next poll (with a fresh budget), and
+//! ended only if it is pending again then, or found so again with no budget. Work that spends
+//! the budget at every poll is ended one poll later than work that waits, and an answer a
+//! spent budget hid is kept.
+//!
 //! The clock, not the timer's wake-up, says when the bound has passed. Tokio's timer reads
 //! "pending" until its driver has fired it, and on a loaded runtime a task can be polled
 //! after its bound and before that: a request's future first polled long after it arrived,
@@ -36,6 +43,8 @@ pin_project_lite::pin_project! {
         #[pin]
         sleep: Option<Sleep>,
         until: Instant,
+        // Given its one more poll past the bound (see the module's documentation).
+        spared: bool,
     }
 }
 
@@ -47,6 +56,7 @@ impl<F> Bounded<F> {
             fut,
             sleep: None,
             until,
+            spared: false,
         }
     }
 
@@ -81,7 +91,7 @@ impl<F: Future> Bounded<F> {
                 *this.until = (*this.until).min(outer);
             }
         }
-        poll_timer(this.sleep, *this.until, cx).map(Err)
+        poll_timer(this.sleep, *this.until, this.spared, cx).map(Err)
     }
 }
 
@@ -99,13 +109,14 @@ impl<F: Future> Future for Bounded<F> {
 pub(crate) fn poll_timer(
     mut sleep: Pin<&mut Option<Sleep>>,
     until: Instant,
+    spared: &mut bool,
     cx: &mut Context<'_>,
 ) -> Poll<Elapsed> {
     if sleep.is_none() {
         sleep.set(Some(TokioTimer.sleep_until(until)));
     }
     match sleep.as_pin_mut() {
-        Some(sleep) => poll_sleep(sleep, cx),
+        Some(sleep) => poll_sleep(sleep, spared, cx),
         None => Poll::Ready(Elapsed),
     }
 }
@@ -116,20 +127,21 @@ pub(crate) fn poll_timer(
 pub(crate) fn poll_boxed_timer(
     sleep: &mut Option<Pin<Box<Sleep>>>,
     until: Instant,
+    spared: &mut bool,
     cx: &mut Context<'_>,
 ) -> Poll<Elapsed> {
     let sleep = sleep.get_or_insert_with(|| Box::pin(TokioTimer.sleep_until(until)));
-    poll_sleep(sleep.as_mut(), cx)
+    poll_sleep(sleep.as_mut(), spared, cx)
 }
 
 /// Polls the timer of work that is pending. The clock is read first: once it has reached the
 /// timer's instant the bound has passed, fired or not. Then the timer, even when the task has
 /// no cooperative budget left (used up by the work, or before it): tokio's timer would answer
 /// "pending" without arming itself, and the task would be woken only by its work, if at all;
-/// read this way, the timer wakes it at the bound.
-fn poll_sleep(sleep: Pin<&mut Sleep>, cx: &mut Context<'_>) -> Poll<Elapsed> {
+/// read this way, the timer wakes it at the bound. Past the bound, [`past_bound`] decides.
+fn poll_sleep(sleep: Pin<&mut Sleep>, spared: &mut bool, cx: &mut Context<'_>) -> Poll<Elapsed> {
     if tokio::time::Instant::now() >= sleep.deadline() {
-        return Poll::Ready(Elapsed);
+        return past_bound(spared, cx);
     }
     let elapsed = if tokio::task::coop::has_budget_remaining() {
         sleep.poll(cx).is_ready()
@@ -137,8 +149,21 @@ fn poll_sleep(sleep: Pin<&mut Sleep>, cx: &mut Context<'_>) -> Poll<Elapsed> {
         pin!(tokio::task::unconstrained(sleep)).poll(cx).is_ready()
     };
     if elapsed {
-        Poll::Ready(Elapsed)
+        past_bound(spared, cx)
     } else {
         Poll::Pending
     }
+}
+
+/// Work found pending at or past its bound: ended, unless the task has no cooperative budget
+/// left and the work has not yet been `spared` once, when the task is woken to poll it again
+/// with a fresh budget (its "pending" may have been the budget's). Only this path reads the
+/// budget for it: the work's own polls before the bound read nothing more.
+pub(crate) fn past_bound(spared: &mut bool, cx: &mut Context<'_>) -> Poll<Elapsed> {
+    if !*spared && !tokio::task::coop::has_budget_remaining() {
+        *spared = true;
+        cx.waker().wake_by_ref();
+        return Poll::Pending;
+    }
+    Poll::Ready(Elapsed)
 }

@@ -90,6 +90,7 @@ use hyper_util::client::legacy::connect::{Connected, Connection};
 use tokio::time::Sleep;
 use tower_service::Service;
 
+use crate::bounded::{Elapsed, past_bound};
 use crate::clock::TokioClock;
 use crate::context::current;
 
@@ -212,6 +213,9 @@ pin_project_lite::pin_project! {
         after: Duration,
         // The stall limit of the connection made.
         stall: Option<Duration>,
+        // Given its one more poll past the bound with the task's budget spent
+        // (`bounded::past_bound`).
+        spared: bool,
     }
 }
 
@@ -228,6 +232,7 @@ impl<F> ConnectFuture<F> {
             sleep: None,
             after,
             stall,
+            spared: false,
         }
     }
 }
@@ -275,7 +280,8 @@ where
                 .is_ready()
         };
         if fired {
-            Poll::Ready(Err(ConnectError::TimedOut { after: *this.after }))
+            past_bound(this.spared, cx)
+                .map(|Elapsed| Err(ConnectError::TimedOut { after: *this.after }))
         } else {
             Poll::Pending
         }

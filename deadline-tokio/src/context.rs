@@ -33,7 +33,9 @@ use crate::clock::{TokioClock, TokioTimer};
 ///
 /// `fut` is polled first at every wake-up, as tokio's `timeout` polls its future: an answer
 /// that is ready is never thrown away for the timer. The timer is made only when `fut` is
-/// first pending, and it is read even when `fut` used up the task's cooperative budget.
+/// first pending, and it is read even when `fut` used up the task's cooperative budget. Found
+/// pending at the deadline with that budget spent (a tokio resource then reads pending,
+/// whatever it holds), `fut` is polled once more, in the task's next poll, before it is cut.
 ///
 /// The enclosing deadline is read each time the future is polled, not when `scope` is called,
 /// so the rule holds whatever the order of construction: a future built outside a request's

@@ -618,3 +618,64 @@ mod tonic_channel {
         server.abort();
     }
 }
+
+/// A connector whose one connect completes when told: its connection to a loopback listener
+/// is made beforehand, and handed over once the gate opens.
+#[derive(Clone)]
+struct Gated(Arc<std::sync::Mutex<Option<GatedConnect>>>);
+
+/// The gate, and the connection it holds back.
+type GatedConnect = (tokio::sync::oneshot::Receiver<()>, TcpStream);
+
+impl Service<Uri> for Gated {
+    type Response = TokioIo<TcpStream>;
+    type Error = io::Error;
+    type Future =
+        std::pin::Pin<Box<dyn std::future::Future<Output = io::Result<TokioIo<TcpStream>>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut std::task::Context<'_>) -> std::task::Poll<io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _uri: Uri) -> Self::Future {
+        let (gate, stream) = self.0.lock().unwrap().take().expect("one connect");
+        Box::pin(async move {
+            gate.await.map_err(io::Error::other)?;
+            Ok(TokioIo::new(stream))
+        })
+    }
+}
+
+/// A connect made when its limit runs out is kept when the task's cooperative budget was
+/// spent before the poll that finds it (a tokio resource then reads "pending" whatever it
+/// holds): it gets one more poll, in the task's next poll with a fresh budget.
+#[tokio::test(start_paused = true)]
+async fn a_connect_a_spent_budget_hid_at_its_limit_is_kept() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (open, gate) = tokio::sync::oneshot::channel();
+    let inner = Gated(Arc::new(std::sync::Mutex::new(Some((gate, stream)))));
+    let mut connect = Box::pin(Connector::new(inner, &connect_limit(ms(20))).oneshot(uri(addr)));
+    let waker = std::task::Waker::noop();
+    let mut cx = std::task::Context::from_waker(waker);
+    assert!(connect.as_mut().poll(&mut cx).is_pending());
+    open.send(()).unwrap();
+    tokio::time::advance(ms(30)).await;
+    tokio::task::yield_now().await;
+    let starved = std::future::poll_fn(|cx| {
+        while tokio::task::coop::has_budget_remaining() {
+            if let std::task::Poll::Ready(restore) = tokio::task::coop::poll_proceed(cx) {
+                restore.made_progress();
+            }
+        }
+        std::task::Poll::Ready(connect.as_mut().poll(cx).is_pending())
+    })
+    .await;
+    assert!(starved, "timed out with its connection made");
+    tokio::task::yield_now().await;
+    let std::task::Poll::Ready(connected) = connect.as_mut().poll(&mut cx) else {
+        panic!("still pending with a fresh budget");
+    };
+    assert!(connected.is_ok(), "{:?}", connected.err());
+}

@@ -224,7 +224,9 @@ async fn poll_once<F: std::future::Future + Unpin>(fut: &mut F) -> std::task::Po
 
 /// A future that uses up the task's budget at every poll is still cut off at its timeout:
 /// the timer is read all the same, as tokio's own timeout does (polled with no budget left,
-/// tokio's timer answers "pending", whatever the time).
+/// tokio's timer answers "pending", whatever the time). With no budget left, its "pending"
+/// past the timeout could be the budget's (see the next test): it is polled once more, in
+/// the task's next poll, and cut off there.
 #[tokio::test(start_paused = true)]
 async fn within_cuts_off_a_future_that_uses_up_the_budget() {
     let b = Policy::required("B").with_cap(ms(50));
@@ -232,6 +234,83 @@ async fn within_cuts_off_a_future_that_uses_up_the_budget() {
     let mut call = Box::pin(within(limits, always_busy()));
     assert!(poll_once(&mut call).await.is_pending());
     tokio::time::advance(ms(60)).await;
+    assert!(poll_once(&mut call).await.is_pending(), "one more poll");
+    assert_eq!(
+        poll_once(&mut call).await,
+        std::task::Poll::Ready(Err(Error::Timeout { after: ms(50) }))
+    );
+}
+
+/// Spends what is left of the task's cooperative budget, in the poll of `cx`'s task.
+fn spend_budget(cx: &mut std::task::Context<'_>) {
+    while tokio::task::coop::has_budget_remaining() {
+        if let std::task::Poll::Ready(restore) = tokio::task::coop::poll_proceed(cx) {
+            restore.made_progress();
+        }
+    }
+}
+
+/// A future whose answer is ready at its timeout keeps it, even when the task's cooperative
+/// budget was spent before the poll (by other work of the task): a tokio resource then reads
+/// "pending" whatever it holds, which is the budget's "pending", not the work's. The bound
+/// gives the work one more poll, in the task's next poll with a fresh budget, and the answer
+/// is kept. Work pending again at that poll is cut off.
+#[tokio::test(start_paused = true)]
+async fn within_keeps_an_answer_that_a_spent_budget_hid_at_its_timeout() {
+    let b = Policy::required("B").with_cap(ms(50));
+    let limits = decide(&b, ms(0)).limits().unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel::<u32>();
+    let mut call = Box::pin(within(limits, rx));
+    assert!(poll_once(&mut call).await.is_pending());
+    tx.send(7).unwrap();
+    tokio::time::advance(ms(60)).await;
+    tokio::task::yield_now().await;
+    let starved = std::future::poll_fn(|cx| {
+        spend_budget(cx);
+        std::task::Poll::Ready(call.as_mut().poll(cx))
+    })
+    .await;
+    assert!(
+        starved.is_pending(),
+        "cut off with its answer ready: {starved:?}"
+    );
+    assert_eq!(
+        poll_once(&mut call).await,
+        std::task::Poll::Ready(Ok(Ok(7)))
+    );
+
+    // Through the scheduler: the task is woken for that poll (bounded in virtual time, so a
+    // missing wake-up fails rather than hangs).
+    let limits = decide(&b, ms(0)).limits().unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel::<u32>();
+    let mut call = Box::pin(within(limits, rx));
+    assert!(poll_once(&mut call).await.is_pending());
+    tx.send(8).unwrap();
+    tokio::time::advance(ms(60)).await;
+    let answer = tokio::time::timeout(ms(1_000), async {
+        std::future::poll_fn(|cx| {
+            spend_budget(cx);
+            std::task::Poll::Ready(())
+        })
+        .await;
+        call.await
+    })
+    .await;
+    assert_eq!(answer, Ok(Ok(Ok(8))));
+
+    // Work that is still pending at that next poll is cut off there.
+    let limits = decide(&b, ms(0)).limits().unwrap();
+    let (_tx, rx) = tokio::sync::oneshot::channel::<u32>();
+    let mut call = Box::pin(within(limits, rx));
+    assert!(poll_once(&mut call).await.is_pending());
+    tokio::time::advance(ms(60)).await;
+    tokio::task::yield_now().await;
+    let starved = std::future::poll_fn(|cx| {
+        spend_budget(cx);
+        std::task::Poll::Ready(call.as_mut().poll(cx))
+    })
+    .await;
+    assert!(starved.is_pending());
     assert_eq!(
         poll_once(&mut call).await,
         std::task::Poll::Ready(Err(Error::Timeout { after: ms(50) }))

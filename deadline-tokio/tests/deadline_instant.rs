@@ -10,6 +10,9 @@
 //! - The clock, not the timer's wake-up, says when the deadline has passed: a handler, a
 //!   scope or a stream still waiting at a poll after it ends there, though tokio's timer
 //!   driver has not yet fired its timer.
+//! - Except when the task's cooperative budget was spent before that poll: a tokio resource
+//!   then reads "pending" whatever it holds, so the handler or the stream is polled once
+//!   more, with a fresh budget, and an answer it holds is kept.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -488,4 +491,104 @@ async fn a_stream_the_clock_has_passed_ends_before_its_timer_fires() {
         panic!("still waiting 1 ms after the deadline");
     };
     assert_eq!(last.into_trailers().unwrap()["grpc-status"], "4");
+}
+
+/// Spends what is left of the task's cooperative budget, in the poll of `cx`'s task: as
+/// hyper's connection task may, reading and writing its socket before it polls a request's
+/// future or body.
+fn spend_budget(cx: &mut Context<'_>) {
+    while tokio::task::coop::has_budget_remaining() {
+        if let Poll::Ready(restore) = tokio::task::coop::poll_proceed(cx) {
+            restore.made_progress();
+        }
+    }
+}
+
+/// Polls `fut` once in a poll of this task whose cooperative budget was spent first.
+async fn poll_starved<F: Future + Unpin>(fut: &mut F) -> Poll<F::Output> {
+    tokio::task::yield_now().await;
+    std::future::poll_fn(|cx| {
+        spend_budget(cx);
+        Poll::Ready(Pin::new(&mut *fut).poll(cx))
+    })
+    .await
+}
+
+/// A response body fed by a tokio channel, as a streaming handler makes one.
+struct Channel(tokio::sync::mpsc::Receiver<Bytes>);
+
+impl Body for Channel {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.0.poll_recv(cx).map(|b| b.map(|b| Ok(Frame::data(b))))
+    }
+}
+
+/// An answer ready when the deadline comes is kept when the task's cooperative budget was
+/// spent before the poll that finds it: a tokio resource then reads "pending" whatever it
+/// holds (that "pending" is the budget's, not the handler's). The handler's future, and a
+/// response body, get one more poll, in the task's next poll with a fresh budget: the client
+/// gets the answer, not the deadline's.
+#[tokio::test(start_paused = true)]
+async fn an_answer_a_spent_budget_hid_at_the_deadline_is_kept() {
+    // The handler: its answer arrives on a channel just before the deadline.
+    let (tx, rx) = tokio::sync::oneshot::channel::<&'static str>();
+    let rx = Arc::new(std::sync::Mutex::new(Some(rx)));
+    let server = DeadlineLayer::new(HOP, ms(1_000)).layer(service_fn(move |_req: Request<()>| {
+        let rx = rx.lock().unwrap().take().expect("one request");
+        async move {
+            let text = rx.await.expect("an answer");
+            Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(
+                text.as_bytes(),
+            ))))
+        }
+    }));
+    let mut answer = Box::pin(server.oneshot(request(&[("x-deadline-ms", "50")])));
+    assert!(poll_once(&mut answer).is_pending());
+    tx.send("ready").unwrap();
+    tokio::time::advance(ms(60)).await;
+    assert!(
+        poll_starved(&mut answer).await.is_pending(),
+        "answered without its answer"
+    );
+    tokio::task::yield_now().await;
+    let Poll::Ready(response) = poll_once(&mut answer) else {
+        panic!("still pending with a fresh budget");
+    };
+    let response = response.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(body, "ready");
+
+    // The body: its next frame arrives just before the deadline.
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    let rx = Arc::new(std::sync::Mutex::new(Some(rx)));
+    let server = DeadlineLayer::new(HOP, ms(1_000)).layer(service_fn(move |_req: Request<()>| {
+        let rx = rx.lock().unwrap().take().expect("one request");
+        async move { Ok::<_, Infallible>(Response::new(Channel(rx))) }
+    }));
+    let response = server
+        .oneshot(request(&[("x-deadline-ms", "50")]))
+        .await
+        .unwrap();
+    let mut body = Box::pin(response.into_body());
+    let mut frame = Box::pin(std::future::poll_fn(move |cx| body.as_mut().poll_frame(cx)));
+    assert!(poll_once(&mut frame).is_pending());
+    tx.send(Bytes::from_static(b"last")).await.unwrap();
+    drop(tx);
+    tokio::time::advance(ms(60)).await;
+    assert!(
+        poll_starved(&mut frame).await.is_pending(),
+        "cut with its frame ready"
+    );
+    tokio::task::yield_now().await;
+    let Poll::Ready(Some(Ok(last))) = poll_once(&mut frame) else {
+        panic!("no frame with a fresh budget");
+    };
+    assert_eq!(last.into_data().unwrap(), "last");
 }

@@ -35,6 +35,9 @@ pin_project_lite::pin_project! {
         deadline: Deadline,
         // Polled inside a scope with the deadline (a handler's body), or not.
         scoped: bool,
+        // Given its one more poll past the deadline with the task's budget spent
+        // (`bounded::past_bound`).
+        spared: bool,
         late: LateFrames,
     }
 }
@@ -59,6 +62,7 @@ impl<B> BoundedBody<B> {
             sleep: None,
             deadline,
             scoped,
+            spared: false,
             late: LateFrames::new(),
         }
     }
@@ -111,9 +115,8 @@ impl<B: Body> BoundedBody<B> {
             }
             Poll::Ready(Some(Err(error))) => Poll::Ready(Polled::Failed(error)),
             Poll::Ready(None) => Poll::Ready(Polled::End),
-            Poll::Pending => {
-                poll_boxed_timer(this.sleep, deadline.instant(), cx).map(|_| Polled::Cut)
-            }
+            Poll::Pending => poll_boxed_timer(this.sleep, deadline.instant(), this.spared, cx)
+                .map(|_| Polled::Cut),
         }
     }
 }
