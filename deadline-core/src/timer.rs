@@ -36,6 +36,17 @@ pub trait Timer: Clock {
 
     /// A future that completes once the clock reads `at` or later.
     fn sleep_until(&self, at: Instant) -> Self::Sleep;
+
+    /// Whether the task being polled has used up what its scheduler lets it do in one poll
+    /// (tokio's cooperative budget): the runtime's resources then read pending whatever they
+    /// hold, so work found pending in that poll may have its answer. The driver and
+    /// [`scope`](crate::runtime::scope) give work they find pending at or past its timeout in
+    /// such a poll one more poll, in the task's next, before they end it. `false` (the
+    /// default) on a runtime with no such budget.
+    #[inline]
+    fn budget_spent(&self) -> bool {
+        false
+    }
 }
 
 impl<T: Timer + ?Sized> Timer for &T {
@@ -43,5 +54,9 @@ impl<T: Timer + ?Sized> Timer for &T {
     const SLEEP_READS_CLOCK: bool = T::SLEEP_READS_CLOCK;
     fn sleep_until(&self, at: Instant) -> Self::Sleep {
         (**self).sleep_until(at)
+    }
+    #[inline]
+    fn budget_spent(&self) -> bool {
+        (**self).budget_spent()
     }
 }

@@ -168,6 +168,10 @@ impl<T: Timer> Timer for StepsBack<T> {
     fn sleep_until(&self, at: Instant) -> T::Sleep {
         self.timer.sleep_until(at)
     }
+
+    fn budget_spent(&self) -> bool {
+        self.timer.budget_spent()
+    }
 }
 
 /// A clock that steps back 40 ms on every other reading, against a dependency that hangs:

@@ -36,6 +36,10 @@ impl<T: Timer> Timer for Late<T> {
     fn sleep_until(&self, at: Instant) -> T::Sleep {
         self.timer.sleep_until(at.saturating_add(self.by))
     }
+
+    fn budget_spent(&self) -> bool {
+        self.timer.budget_spent()
+    }
 }
 
 /// Wraps a timer and notes the earliest instant any of its pending sleeps waits for, so that
@@ -77,6 +81,10 @@ impl<'a, T: Timer> Timer for &'a Stepper<T> {
             at,
             sleep: self.timer.sleep_until(at),
         }
+    }
+
+    fn budget_spent(&self) -> bool {
+        self.timer.budget_spent()
     }
 }
 

@@ -123,4 +123,12 @@ impl Timer for TokioTimer {
     fn sleep_until(&self, at: Instant) -> Sleep {
         tokio::time::sleep_until(to_tokio(at))
     }
+
+    /// Whether the task has used up its cooperative budget
+    /// ([`tokio::task::coop::has_budget_remaining`]): tokio's resources then read pending,
+    /// whatever they hold.
+    #[inline]
+    fn budget_spent(&self) -> bool {
+        !tokio::task::coop::has_budget_remaining()
+    }
 }

@@ -264,12 +264,7 @@ async fn within_keeps_an_answer_that_a_spent_budget_hid_at_its_timeout() {
     assert!(poll_once(&mut call).await.is_pending());
     tx.send(7).unwrap();
     tokio::time::advance(ms(60)).await;
-    tokio::task::yield_now().await;
-    let starved = std::future::poll_fn(|cx| {
-        spend_budget(cx);
-        std::task::Poll::Ready(call.as_mut().poll(cx))
-    })
-    .await;
+    let starved = poll_starved(&mut call).await;
     assert!(
         starved.is_pending(),
         "cut off with its answer ready: {starved:?}"
@@ -304,13 +299,7 @@ async fn within_keeps_an_answer_that_a_spent_budget_hid_at_its_timeout() {
     let mut call = Box::pin(within(limits, rx));
     assert!(poll_once(&mut call).await.is_pending());
     tokio::time::advance(ms(60)).await;
-    tokio::task::yield_now().await;
-    let starved = std::future::poll_fn(|cx| {
-        spend_budget(cx);
-        std::task::Poll::Ready(call.as_mut().poll(cx))
-    })
-    .await;
-    assert!(starved.is_pending());
+    assert!(poll_starved(&mut call).await.is_pending());
     assert_eq!(
         poll_once(&mut call).await,
         std::task::Poll::Ready(Err(Error::Timeout { after: ms(50) }))
@@ -334,6 +323,9 @@ async fn a_driven_attempt_that_uses_up_the_budget_is_cut_off_at_its_timeout() {
     ));
     assert!(poll_once(&mut call).await.is_pending());
     tokio::time::advance(ms(60)).await;
+    // With the budget spent, the attempt's "pending" could be the budget's: it is polled
+    // once more, in the task's next poll, and cut off there.
+    assert!(poll_once(&mut call).await.is_pending(), "one more poll");
     let std::task::Poll::Ready(called) = poll_once(&mut call).await else {
         panic!("the attempt was not cut off at its timeout");
     };
@@ -342,6 +334,61 @@ async fn a_driven_attempt_that_uses_up_the_budget_is_cut_off_at_its_timeout() {
         Some(Error::Timeout { after: ms(50) })
     );
     assert_eq!(called.report.timeouts, 1);
+}
+
+/// The same as for `within`, for a call through [`deadline_tokio::Dependency`] and for the
+/// core's own scope on tokio: an attempt whose answer is ready at its timeout keeps it when
+/// the task's budget was spent before the poll that finds it.
+#[tokio::test(start_paused = true)]
+async fn a_driven_call_and_a_core_scope_keep_an_answer_a_spent_budget_hid() {
+    static SPARED: deadline_tokio::Dependency =
+        deadline_tokio::Dependency::new(Policy::required("spared").with_cap(ms(50)));
+    let (tx, rx) = tokio::sync::oneshot::channel::<u32>();
+    let mut rx = Some(rx);
+    let mut call = Box::pin(
+        SPARED
+            .run(move |_| {
+                let rx = rx.take().expect("one attempt");
+                async move { rx.await.map_err(|_| ()) }
+            })
+            .into_future(),
+    );
+    assert!(poll_once(&mut call).await.is_pending());
+    tx.send(7).unwrap();
+    tokio::time::advance(ms(60)).await;
+    assert!(
+        poll_starved(&mut call).await.is_pending(),
+        "cut off with its answer ready"
+    );
+    assert!(matches!(
+        poll_once(&mut call).await,
+        std::task::Poll::Ready(Ok(7))
+    ));
+    assert_eq!(SPARED.counters().snapshot().timeouts, 0);
+
+    let (tx, rx) = tokio::sync::oneshot::channel::<u32>();
+    let mut scope = Box::pin(deadline_core::runtime::scope_timeout::<
+        deadline_tokio::Tokio,
+        _,
+    >(ms(50), rx));
+    assert!(poll_once(&mut scope).await.is_pending());
+    tx.send(8).unwrap();
+    tokio::time::advance(ms(60)).await;
+    assert!(poll_starved(&mut scope).await.is_pending());
+    assert_eq!(
+        poll_once(&mut scope).await,
+        std::task::Poll::Ready(Ok(Ok(8)))
+    );
+}
+
+/// Polls `fut` once in a poll of this task whose cooperative budget was spent first.
+async fn poll_starved<F: std::future::Future + Unpin>(fut: &mut F) -> std::task::Poll<F::Output> {
+    tokio::task::yield_now().await;
+    std::future::poll_fn(|cx| {
+        spend_budget(cx);
+        std::task::Poll::Ready(std::pin::Pin::new(&mut *fut).poll(cx))
+    })
+    .await
 }
 
 #[tokio::test(start_paused = true)]

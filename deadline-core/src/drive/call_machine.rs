@@ -137,6 +137,8 @@ pub struct CallMachine<'c, E, M: Mode = Full> {
     /// A copy failed (or timed out) and its retry is not decided yet, in a full call: decided
     /// at the next poll, even while other copies still run.
     retry_due: bool,
+    /// The attempts were given their one more poll past a timeout ([`spare`](Self::spare)).
+    spared: bool,
     /// The attempt running in each slot: room for as many as the mode runs at once.
     in_flight: <M as Room>::Records,
 }
@@ -151,6 +153,7 @@ impl<'c, E> CallMachine<'c, E, Full> {
             ended: None,
             running: 0,
             retry_due: false,
+            spared: false,
             in_flight: <<Full as Room>::Records as Records>::EMPTY,
         }
     }
@@ -167,6 +170,7 @@ impl<'c, E> CallMachine<'c, E, DeadlineOnly> {
             ended: None,
             running: 0,
             retry_due: false,
+            spared: false,
             in_flight: <<DeadlineOnly as Room>::Records as Records>::EMPTY,
         }
     }
@@ -183,6 +187,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
             ended: None,
             running: 0,
             retry_due: false,
+            spared: false,
             in_flight: <M::Records as Records>::empty(),
         }
     }
@@ -632,6 +637,19 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
             self.course.cancel(loser, now);
             observer.on_event(&Event::new(now, EventKind::Cancelled { attempt: number }));
         }
+    }
+
+    /// Whether the next [`poll`](Self::poll) at `now` would cut an attempt off (one runs past
+    /// its timeout, and the call has not ended) that has not yet been [`spare`](Self::spare)d
+    /// one more poll.
+    pub(crate) fn would_cut(&self, now: Instant) -> bool {
+        !self.spared && self.stage != Stage::Done && self.expired(now).is_some()
+    }
+
+    /// Gives the attempts one more poll before one is cut off (once in a call): the driver's
+    /// runtime says its task's "pending" may be its scheduler's (`Timer::budget_spent`).
+    pub(crate) fn spare(&mut self) {
+        self.spared = true;
     }
 
     /// The first slot whose attempt's timeout has passed at `now`.

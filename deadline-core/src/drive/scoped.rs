@@ -68,6 +68,7 @@ pub fn scope<Rt: Runtime, F: IntoFuture>(deadline: Deadline, fut: F) -> Scope<Rt
     Scope {
         fut: with_deadline(deadline, fut.into_future()),
         sleep: None,
+        spared: false,
     }
 }
 
@@ -201,6 +202,9 @@ pin_project_lite::pin_project! {
         fut: Scoped<Rt, F>,
         #[pin]
         sleep: Option<<Rt::Timer as Timer>::Sleep>,
+        // Given its one more poll past the deadline with the task's budget spent
+        // ([`Timer::budget_spent`]).
+        spared: bool,
     }
 }
 
@@ -217,7 +221,7 @@ impl<Rt: Runtime, F: Future> Future for Scope<Rt, F> {
         if !<Rt::Timer as Timer>::SLEEP_READS_CLOCK
             && this.fut.deadline.is_expired(Rt::timer().now())
         {
-            return Poll::Ready(Err(Error::DeadlineExceeded));
+            return past_deadline::<Rt, _>(this.spared, cx);
         }
         if this.sleep.is_none() {
             let deadline =
@@ -226,8 +230,24 @@ impl<Rt: Runtime, F: Future> Future for Scope<Rt, F> {
                 .set(Some(Rt::timer().sleep_until(deadline.instant())));
         }
         match this.sleep.as_pin_mut().map(|sleep| sleep.poll(cx)) {
-            Some(Poll::Ready(())) => Poll::Ready(Err(Error::DeadlineExceeded)),
+            Some(Poll::Ready(())) => past_deadline::<Rt, _>(this.spared, cx),
             _ => Poll::Pending,
         }
     }
+}
+
+/// Work found pending at or past its scope's deadline: [`Error::DeadlineExceeded`], unless the
+/// task's budget is spent ([`Timer::budget_spent`]) and the work has not yet been `spared`
+/// once, when the task is woken to poll it again in its next poll (its "pending" may have
+/// been the budget's).
+fn past_deadline<Rt: Runtime, T>(
+    spared: &mut bool,
+    cx: &mut Context<'_>,
+) -> Poll<Result<T, Error>> {
+    if !*spared && Rt::timer().budget_spent() {
+        *spared = true;
+        cx.waker().wake_by_ref();
+        return Poll::Pending;
+    }
+    Poll::Ready(Err(Error::DeadlineExceeded))
 }
