@@ -10,20 +10,15 @@
 //!
 //! # Timed-out attempts are censored
 //!
-//! An attempt that timed out after `t` took *at least* `t`: how much longer is not known. When
-//! its timeout was the cap, a [`Dependency`](crate::Dependency) records it in its histogram at
-//! `t` and counts it apart (`timed_out`), and every figure here takes both into account. An
-//! attempt whose timeout was shorter than the cap, its caller's time left (less the reserve),
-//! is recorded nowhere: it says only that the dependency took longer than that caller could
-//! wait. Recorded at that shorter time, callers that arrive short would pull every quantile
-//! (and the live hedge delay) down to the time they had, and count as the cap's kills though
-//! the cap cut none of them.
+//! An attempt that timed out after `t` took *at least* `t`: how much longer is not known. A
+//! [`Dependency`](crate::Dependency) records it in its histogram at `t` and counts it apart
+//! (`timed_out`), and every figure here takes both into account:
 //!
 //! - **Kill fraction**: the larger of the histogram's share above `T` (each timed-out attempt
-//!   counted at its timeout) and the share of attempts that timed out. Each attempt whose
-//!   timeout was the cap and that timed out is counted as killed, whatever ended it (the cap,
-//!   or the next service answering that the time it was given ran out), so the figure is
-//!   never lower than the timed-out share.
+//!   counted at its timeout) and the share of attempts that timed out. Each timed-out attempt
+//!   is counted as killed, whatever cut it (the cap, a deadline with less time left, or the
+//!   next service answering that the time it was given ran out), so
+//!   the figure is never lower than the timed-out share.
 //! - **Quantiles** are [`Reading`]s, two bounds: `at_least`, the histogram's quantile with each
 //!   timed-out attempt at its timeout, and `at_most`, the quantile with each timed-out attempt
 //!   taken as slower than everything recorded (the histogram's value `timed_out` ranks

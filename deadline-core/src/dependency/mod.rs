@@ -267,16 +267,6 @@ impl<'n, Rt, M> Dependency<'n, Rt, M> {
         &self.latency
     }
 
-    /// The cap its calls get now, in whole microseconds (`u64::MAX` for none): the policy's,
-    /// or the adaptive cap (feature `advice`).
-    #[inline]
-    pub(crate) fn cap_micros(&self) -> u64 {
-        #[cfg(feature = "advice")]
-        return self.advice.cap_micros(&self.policy);
-        #[cfg(not(feature = "advice"))]
-        self.policy.cap_micros()
-    }
-
     /// The [`Call`] of this dependency within `deadline`, keeping `reserve` after it, with its
     /// budget and breaker (and its adaptive cap, feature `advice`): for a driver of your own.
     #[must_use]
@@ -401,9 +391,9 @@ impl<'n, Rt, M: Mode> Dependency<'n, Rt, M> {
         let _ = self.latency.record(latency, self.live_quantile());
     }
 
-    /// Records one attempt that timed out after `after` (as each call does for an attempt
-    /// whose timeout was the cap; feature `advice`): into the histogram at `after`, a lower
-    /// bound of its latency, and counted apart as censored (see [`advice`](Self::advice)).
+    /// Records one attempt that timed out after `after` (as each call does; feature
+    /// `advice`): into the histogram at `after`, a lower bound of its latency, and counted
+    /// apart as censored (see [`advice`](Self::advice)).
     #[cfg(feature = "advice")]
     pub fn record_timeout(&self, after: Duration) {
         self.latency.count_timeout();
@@ -441,12 +431,7 @@ impl<'n, Rt, M: Mode> Dependency<'n, Rt, M> {
     #[must_use]
     #[cfg(not(feature = "advice"))]
     pub const fn recorder(&self) -> Recorder<'_> {
-        Recorder::new(
-            self.policy.name,
-            &self.latency,
-            self.live_quantile(),
-            self.policy.cap_micros(),
-        )
+        Recorder::new(self.policy.name, &self.latency, self.live_quantile())
     }
 
     /// Its recorder, for a driver of your own ([`Recorder`]): it records each attempt's
@@ -460,7 +445,6 @@ impl<'n, Rt, M: Mode> Dependency<'n, Rt, M> {
             self.policy.name,
             &self.latency,
             self.live_quantile(),
-            self.cap_micros(),
             self.watch(),
         )
     }

@@ -12,7 +12,6 @@ use super::watch::LiveAdvice;
 use crate::dependency_policy::Policy;
 #[cfg(feature = "advice")]
 use crate::time::Instant;
-use crate::time::duration_to_micros;
 #[cfg(feature = "advice")]
 use core::time::Duration;
 
@@ -22,9 +21,8 @@ use core::time::Duration;
 type Watch<'d> = (&'d Policy<'d>, &'d LiveAdvice);
 
 /// Hears every step of one call to a dependency: records each attempt's latency in the
-/// dependency's histogram (an answer with its own latency; a timeout that was the cap with its
-/// timeout, which the attempt took at least; a timeout shorter than the cap, its caller's, not
-/// at all), and with feature `tracing` emits a tracing event per step.
+/// dependency's histogram (an answer with its own latency, a timeout with its timeout, which
+/// the attempt took at least), and with feature `tracing` emits a tracing event per step.
 /// [`Dependency::run`](crate::Dependency::run) uses one; a driver of your own takes
 /// [`Dependency::recorder`](crate::Dependency::recorder).
 #[derive(Clone, Debug)]
@@ -32,26 +30,23 @@ pub struct Recorder<'d> {
     name: &'d str,
     latency: &'d LiveLatency,
     live: Option<Quantile>,
-    cap_us: u64,
     #[cfg(feature = "advice")]
     watch: Watch<'d>,
 }
 
 impl<'d> Recorder<'d> {
     /// A recorder into `latency`, naming the dependency `name` in its traces and keeping the
-    /// `live` quantile's hedge delay up to date, for calls capped at `cap_us` microseconds.
+    /// `live` quantile's hedge delay up to date.
     pub(crate) const fn new(
         name: &'d str,
         latency: &'d LiveLatency,
         live: Option<Quantile>,
-        cap_us: u64,
         #[cfg(feature = "advice")] watch: Watch<'d>,
     ) -> Self {
         Recorder {
             name,
             latency,
             live,
-            cap_us,
             #[cfg(feature = "advice")]
             watch,
         }
@@ -65,7 +60,6 @@ impl Observer for Recorder<'_> {
             self.name,
             self.latency,
             self.live,
-            self.cap_us,
             #[cfg(feature = "advice")]
             self.watch,
             event,
@@ -85,16 +79,12 @@ fn hear<M: Mode>(
     name: &str,
     latency: &LiveLatency,
     live: Option<Quantile>,
-    cap_us: u64,
     #[cfg(feature = "advice")] watch: Watch<'_>,
     event: &Event,
 ) {
     let took = match event.kind {
         EventKind::Succeeded { took, .. } => Some(took),
-        // Cut at the cap, the attempt took the cap at least: recorded there (and counted
-        // apart, for the advice's censored latencies). Cut by its caller's shorter time, it
-        // says nothing of the dependency's latency, nor of the cap: not recorded.
-        EventKind::TimedOut { after, timeout, .. } if duration_to_micros(timeout) >= cap_us => {
+        EventKind::TimedOut { after, .. } => {
             #[cfg(feature = "advice")]
             latency.count_timeout();
             Some(after)
@@ -160,7 +150,6 @@ impl<Rt, M: Mode> Observer for ModeRecorder<'_, '_, Rt, M> {
             dep.name(),
             dep.live_latency(),
             dep.live_quantile(),
-            dep.cap_micros(),
             #[cfg(feature = "advice")]
             dep.watch(),
             event,

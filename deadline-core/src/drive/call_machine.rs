@@ -300,7 +300,6 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
                         EventKind::TimedOut {
                             attempt: number,
                             after,
-                            timeout: after,
                         },
                     ));
                 }
@@ -469,11 +468,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
         // An error that says the attempt ran out of time is its timeout: heard as one (the
         // dependency's histogram records it, as when the driver cuts an attempt off).
         let kind = match ran_out {
-            Some((after, timeout)) => EventKind::TimedOut {
-                attempt,
-                after,
-                timeout,
-            },
+            Some(after) => EventKind::TimedOut { attempt, after },
             None => EventKind::Failed { attempt, outcome },
         };
         observer.on_event(&Event::new(now, kind));

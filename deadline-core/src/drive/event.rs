@@ -66,12 +66,6 @@ pub enum EventKind {
         attempt: u32,
         /// How long it ran: its timeout, or less for an error that came before it.
         after: Duration,
-        /// Its timeout: the dependency's cap, or less when its caller had less time left
-        /// (less the reserve). An attempt that ran out of a timeout shorter than the cap ran
-        /// out of its caller's time: that says only that the dependency took longer than
-        /// that caller could wait, neither how long it takes nor that the cap cut a call (a
-        /// [`Dependency`](crate::Dependency) records no latency for it).
-        timeout: Duration,
     },
     /// An attempt ended having sent nothing: its time was too short to send a request
     /// ([`Onward::Nothing`](crate::runtime::Onward::Nothing)). Not the dependency's failure:
