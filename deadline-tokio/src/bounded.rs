@@ -18,7 +18,8 @@
 //! after its bound and before that: a request's future first polled long after it arrived,
 //! or woken by its socket. A later timer around it, checked in the same poll, could then
 //! answer first. So every poll that finds the work pending reads the clock, and work still
-//! pending at or after its bound ends there.
+//! pending at or after its bound ends there (or at the next poll, when the budget was spent:
+//! below).
 
 use core::future::Future;
 use core::pin::{Pin, pin};

@@ -26,9 +26,10 @@ use crate::clock::{TokioClock, TokioTimer};
 
 /// Runs `fut` under `deadline` and bounds it: `fut` reads `deadline` as the current
 /// deadline (or the enclosing one, if that is earlier: a nested scope can shorten the
-/// deadline, never extend it), and at that deadline it is polled no more and the result is
-/// [`Error::DeadlineExceeded`] (`fut` itself is dropped with the scope's future, at once when
-/// it is awaited; kept in a `select!` over `&mut`, when that future is). Takes anything that can be awaited
+/// deadline, never extend it), and at that deadline it is polled no more (but see the
+/// cooperative budget below) and the result is [`Error::DeadlineExceeded`] (`fut` itself is
+/// dropped with the scope's future, at once when it is awaited; kept in a `select!` over
+/// `&mut`, when that future is). Takes anything that can be awaited
 /// ([`IntoFuture`](core::future::IntoFuture)), a `Dependency::run` call included.
 ///
 /// `fut` is polled first at every wake-up, as tokio's `timeout` polls its future: an answer

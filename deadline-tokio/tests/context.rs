@@ -274,8 +274,9 @@ async fn within_keeps_an_answer_that_a_spent_budget_hid_at_its_timeout() {
         std::task::Poll::Ready(Ok(Ok(7)))
     );
 
-    // Through the scheduler: the task is woken for that poll (bounded in virtual time, so a
-    // missing wake-up fails rather than hangs).
+    // Through the scheduler, as a task awaits it (the outer timeout only guards against a
+    // hang, in virtual time; whether the bound itself wakes the task is checked by
+    // `work_spared_one_more_poll_is_woken_for_it_and_then_ends`).
     let limits = decide(&b, ms(0)).limits().unwrap();
     let (tx, rx) = tokio::sync::oneshot::channel::<u32>();
     let mut call = Box::pin(within(limits, rx));
@@ -379,6 +380,108 @@ async fn a_driven_call_and_a_core_scope_keep_an_answer_a_spent_budget_hid() {
         poll_once(&mut scope).await,
         std::task::Poll::Ready(Ok(Ok(8)))
     );
+}
+
+/// Work that is really pending (not a tokio resource held back by the budget) and found so
+/// at its timeout with the task's budget spent: the bound, the driver and the core's scope
+/// each have the task woken for its one more poll at once, and end it there with their own
+/// timeout. Without that wake-up, nothing would poll the task again until the outer timeout
+/// of a second (a guard in virtual time) fired: the clock is checked to have not moved.
+#[tokio::test(start_paused = true)]
+async fn work_spared_one_more_poll_is_woken_for_it_and_then_ends() {
+    async fn starved_then<F: std::future::Future + Unpin>(fut: &mut F) -> F::Output {
+        std::future::poll_fn(|cx| {
+            spend_budget(cx);
+            std::task::Poll::Ready(())
+        })
+        .await;
+        let before = tokio::time::Instant::now();
+        let ended = fut.await;
+        assert_eq!(tokio::time::Instant::now(), before, "not woken at once");
+        ended
+    }
+    let b = Policy::required("B").with_cap(ms(50));
+    let limits = decide(&b, ms(0)).limits().unwrap();
+    let mut call = Box::pin(within(limits, std::future::pending::<()>()));
+    assert!(poll_once(&mut call).await.is_pending());
+    tokio::time::advance(ms(60)).await;
+    let ended = tokio::time::timeout(ms(1_000), starved_then(&mut call)).await;
+    assert_eq!(ended, Ok(Err(Error::Timeout { after: ms(50) })));
+
+    static PENDING: deadline_tokio::Dependency =
+        deadline_tokio::Dependency::new(Policy::required("pending").with_cap(ms(50)));
+    let mut call = Box::pin(
+        PENDING
+            .run(|_| std::future::pending::<Result<(), ()>>())
+            .into_future(),
+    );
+    assert!(poll_once(&mut call).await.is_pending());
+    tokio::time::advance(ms(60)).await;
+    let ended = tokio::time::timeout(ms(1_000), starved_then(&mut call)).await;
+    assert!(
+        matches!(&ended, Ok(Err(e)) if e.library() == Some(Error::Timeout { after: ms(50) })),
+        "{ended:?}"
+    );
+
+    let mut scope = Box::pin(deadline_core::runtime::scope_timeout::<
+        deadline_tokio::Tokio,
+        _,
+    >(ms(50), std::future::pending::<()>()));
+    assert!(poll_once(&mut scope).await.is_pending());
+    tokio::time::advance(ms(60)).await;
+    let ended = tokio::time::timeout(ms(1_000), starved_then(&mut scope)).await;
+    assert_eq!(ended, Ok(Err(Error::DeadlineExceeded)));
+}
+
+/// The one more poll is given before each cut: a retry whose answer a spent budget hid at its
+/// own timeout keeps it, though the first attempt was spared one more poll too, and then cut.
+#[tokio::test(start_paused = true)]
+async fn a_retry_keeps_an_answer_a_spent_budget_hid_after_a_spared_attempt_was_cut() {
+    static RETRIED: deadline_tokio::Dependency = deadline_tokio::Dependency::new(
+        Policy::required("retried")
+            .idempotent()
+            .with_cap(ms(50))
+            .with_retries(1)
+            .with_backoff(deadline_core::policy::Backoff::constant(ms(5))),
+    );
+    let (tx, rx) = tokio::sync::oneshot::channel::<u32>();
+    // The first attempt never answers; the second answers on `rx`.
+    let mut answers = [None, Some(rx)].into_iter();
+    let mut call = Box::pin(
+        RETRIED
+            .run(move |_| {
+                let answer = answers.next().flatten();
+                async move {
+                    match answer {
+                        None => std::future::pending().await,
+                        Some(rx) => rx.await.map_err(|_| ()),
+                    }
+                }
+            })
+            .into_future(),
+    );
+    // Attempt 0 (never answers), spared one more poll at its timeout, then cut off.
+    assert!(poll_once(&mut call).await.is_pending());
+    tokio::time::advance(ms(60)).await;
+    assert!(poll_starved(&mut call).await.is_pending());
+    assert!(
+        poll_once(&mut call).await.is_pending(),
+        "cut off, backing off"
+    );
+    // Its retry, whose answer comes in time, found at its timeout with the budget spent.
+    tokio::time::advance(ms(5)).await;
+    assert!(poll_once(&mut call).await.is_pending(), "the retry started");
+    tx.send(7).unwrap();
+    tokio::time::advance(ms(60)).await;
+    assert!(
+        poll_starved(&mut call).await.is_pending(),
+        "the retry was cut off with its answer ready"
+    );
+    assert!(matches!(
+        poll_once(&mut call).await,
+        std::task::Poll::Ready(Ok(7))
+    ));
+    assert_eq!(RETRIED.counters().snapshot().timeouts, 1);
 }
 
 /// Polls `fut` once in a poll of this task whose cooperative budget was spent first.

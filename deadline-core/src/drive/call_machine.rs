@@ -286,8 +286,10 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
                 };
             }
 
-            // An attempt whose timeout has passed is cut off.
+            // An attempt whose timeout has passed is cut off (the next one to reach its
+            // timeout may be spared one more poll again).
             if let Some(slot) = self.expired(now) {
+                self.spared = false;
                 if let Some(late) = self.take(slot) {
                     let after = late.timeout();
                     let number = late.number();
@@ -641,8 +643,9 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
         !self.spared && self.stage != Stage::Done && self.expired(now).is_some()
     }
 
-    /// Gives the attempts one more poll before one is cut off (once in a call): the driver's
-    /// runtime says its task's "pending" may be its scheduler's (`Timer::budget_spent`).
+    /// Gives the attempts one more poll before one is cut off (once for each cut): the
+    /// driver's runtime says its task's "pending" may be its scheduler's
+    /// (`Timer::budget_spent`).
     pub(crate) fn spare(&mut self) {
         self.spared = true;
     }

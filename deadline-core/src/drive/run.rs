@@ -99,8 +99,8 @@ where
     }
 
     /// Whether to give the attempts one more poll before the machine cuts one off at `now`:
-    /// once in a call, when the task's budget is spent ([`Timer::budget_spent`]), as their
-    /// "pending" may then be the budget's. The task is woken for that poll.
+    /// once before each cut, when the task's budget is spent ([`Timer::budget_spent`]), as
+    /// their "pending" may then be the budget's. The task is woken for that poll.
     #[inline]
     fn spare(&mut self, now: Instant, cx: &mut Context<'_>) -> bool {
         // The budget first: a constant `false` on a runtime that has none, where none of this

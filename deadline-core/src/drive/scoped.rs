@@ -49,7 +49,9 @@ pub const fn with_deadline<Rt: Runtime, F: Future>(deadline: Deadline, fut: F) -
 /// more and the result is [`Error::DeadlineExceeded`] (`fut` is dropped with the scope's
 /// future). `fut` is polled first at every wake-up, so
 /// an answer that is ready is never thrown away for the timer; the timer is made only when
-/// `fut` is first pending.
+/// `fut` is first pending. On a runtime whose task can spend its poll's budget
+/// ([`Timer::budget_spent`]: tokio), `fut` found pending at the deadline with that budget
+/// spent is polled once more, in the task's next poll, before the scope ends.
 ///
 /// ```
 /// use deadline_core::runtime::{Runtime, scope_timeout};

@@ -110,7 +110,10 @@
 //!    there ends after a whole message (of up to 4 MiB), with the deadline's status.
 //!    Every poll that finds the handler or its body waiting reads the clock, so one still
 //!    waiting when its task is polled after the deadline ends there, even if tokio's timer
-//!    driver, behind on a loaded runtime, has not fired the layer's timer yet.
+//!    driver, behind on a loaded runtime, has not fired the layer's timer yet. When the task's
+//!    cooperative budget was spent before that poll (tokio's resources then read pending
+//!    whatever they hold), the handler or the body is polled once more, in the task's next
+//!    poll, so that an answer that came in time is not lost to the budget.
 //!
 //! tonic's server keeps a timer of its own for `grpc-timeout` around every layer, and
 //! answers its expiry as `CANCELLED`. It runs out the [reply margin](crate::DeadlineLayer::with_reply_margin)
