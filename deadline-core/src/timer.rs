@@ -41,8 +41,8 @@ pub trait Timer: Clock {
     /// (tokio's cooperative budget): the runtime's resources then read pending whatever they
     /// hold, so work found pending in that poll may have its answer. The driver and
     /// [`scope`](crate::runtime::scope) give work they find pending at or past its timeout in
-    /// such a poll one more poll, in the task's next, before they end it (the driver once
-    /// until it cuts an attempt off). `false` (the default) on a runtime with no such budget;
+    /// such a poll one more poll, in the task's next, before they end it (never two in a
+    /// row for the same work). `false` (the default) on a runtime with no such budget;
     /// a timer that wraps another (one that moves or records its sleeps) must forward it, or
     /// the rule is lost with it.
     #[inline]

@@ -304,3 +304,44 @@ fn with_an_adaptive_cap_the_checks_read_its_bounds() {
         )
     );
 }
+
+static SHORT: Dependency<ManualRuntime> =
+    Dependency::new(Policy::required("short").with_cap(ms(50)));
+
+/// An attempt that runs out of its caller's time, shorter than the cap, is recorded as every
+/// timeout is: at its timeout, a lower bound of its latency, and counted apart as censored.
+/// Left out, the latencies of a dependency that its callers wait for less than it takes would
+/// be only the answers that came in time, and a dependency with no cap would show no
+/// censoring at all. (It also counts as killed, as every timed-out attempt does: see the
+/// kill fraction in `deadline_core::advice`.)
+#[test]
+fn an_attempt_cut_by_the_callers_deadline_is_recorded_as_censored() {
+    let run = |budget: Duration, latency: Duration| {
+        ManualRuntime::block_on(async {
+            scope_timeout::<ManualRuntime, _>(budget, async {
+                SHORT
+                    .run(|_| async move {
+                        let t = ManualRuntime::timer();
+                        t.sleep_until(t.now() + latency).await;
+                        Ok::<_, ()>(())
+                    })
+                    .reserve(ms(5))
+                    .await
+            })
+            .await
+            .expect("inside the scope")
+        })
+        .unwrap()
+    };
+    // 35 ms left, 5 of them reserved: 30 ms for an attempt that takes 40.
+    for _ in 0..10 {
+        assert!(run(ms(35), ms(40)).is_err());
+    }
+    assert_eq!(SHORT.counters().snapshot().timeouts, 10);
+    assert_eq!(SHORT.latency().count(), 10);
+    let advice = SHORT.advice().expect("latencies recorded");
+    assert_eq!((advice.recorded, advice.timed_out), (10, 10));
+    // Recorded at the 30 ms the attempts had: the histogram's bucket holding it.
+    assert!(advice.p50.at_least >= ms(30) && advice.p50.at_least < ms(40));
+    assert_eq!(advice.p50.at_most, None, "censored: only known from below");
+}

@@ -135,3 +135,72 @@ fn a_timer_without_a_budget_cuts_off_at_once() {
         Some(Error::Timeout { after: ms(50) })
     );
 }
+
+/// A retry is given its one more poll too, though the attempt before it was given one and
+/// then ended on its own in it (failed, so nothing was cut).
+#[test]
+fn a_retry_is_given_one_more_poll_after_an_attempt_that_failed_in_its_own() {
+    static RETRIED: Policy = Policy::required("retried")
+        .idempotent()
+        .with_cap(ms(50))
+        .with_retries(1)
+        .with_backoff(deadline_core::policy::Backoff::constant(ms(5)));
+    let timer = ManualTimer::new();
+    let budgeted = Budgeted {
+        timer: &timer,
+        spent: Cell::new(false),
+    };
+    // The first attempt fails once `fail` says so; the second answers once `answer` holds it.
+    let fail = Cell::new(false);
+    let answer = Cell::new(None);
+    let started = Cell::new(0u32);
+    let call = Call::new(&RETRIED, Deadline::after(timer.now(), ms(500)), ms(0));
+    let mut driven = pin!(
+        Driver::new(call, &budgeted, deadline_core::rng::SplitMix64::new(1)).run(
+            |_: &()| Outcome::Failed,
+            |_| {
+                let n = started.get();
+                started.set(n + 1);
+                let (fail, answer) = (&fail, &answer);
+                std::future::poll_fn(move |_| match n {
+                    0 if fail.get() => Poll::Ready(Err(())),
+                    0 => Poll::Pending,
+                    _ => answer.take().map_or(Poll::Pending, |v| Poll::Ready(Ok(v))),
+                })
+            },
+        )
+    );
+    let mut cx = Context::from_waker(Waker::noop());
+    assert!(driven.as_mut().poll(&mut cx).is_pending());
+    // The first attempt at its timeout, the budget spent: one more poll, in which it fails.
+    timer.advance(ms(60));
+    budgeted.spent.set(true);
+    assert!(driven.as_mut().poll(&mut cx).is_pending(), "one more poll");
+    budgeted.spent.set(false);
+    fail.set(true);
+    assert!(
+        driven.as_mut().poll(&mut cx).is_pending(),
+        "failed, backing off"
+    );
+    timer.advance(ms(5));
+    assert!(
+        driven.as_mut().poll(&mut cx).is_pending(),
+        "the retry started"
+    );
+    assert_eq!(started.get(), 2);
+    // The retry at its timeout, the budget spent: one more poll, in which its answer comes.
+    timer.advance(ms(60));
+    budgeted.spent.set(true);
+    assert!(
+        driven.as_mut().poll(&mut cx).is_pending(),
+        "the retry was cut off at once"
+    );
+    budgeted.spent.set(false);
+    answer.set(Some(7));
+    let Poll::Ready(called) = driven.as_mut().poll(&mut cx) else {
+        panic!("the retry's answer was not taken");
+    };
+    assert_eq!(called.result, Ok(7));
+    // The first attempt's failure, past its timeout, is its timeout; the retry's is none.
+    assert_eq!((called.report.timeouts, called.report.retries), (1, 1));
+}

@@ -3,13 +3,14 @@
 //! Both follow tokio's own `timeout`: the work is polled first, so an answer that is ready is
 //! never thrown away for a timer, even at the deadline; the timer is made only when the work
 //! is first pending; and the timer is read even when the task's cooperative budget is spent
-//! (tokio's timer answers "pending" with no budget left, without arming itself, and the task
-//! would then be woken only by its work, if at all).
+//! (tokio's timer answers "pending" with no budget left, without arming itself: work that
+//! spends the budget at every poll would never be ended).
 //!
 //! With the budget spent, though, the work's "pending" may be the budget's: a tokio resource
 //! reads "pending" then, whatever it holds. So work found pending at or past its bound with
-//! no budget left is given one more poll, in the task's next poll (with a fresh budget), and
-//! ended only if it is pending again then, or found so again with no budget. Work that spends
+//! no budget left is given one more poll, in the task's next poll (which starts with a fresh
+//! budget, unless other work of the task spends it first), and ended only if it is pending
+//! again then, or found so again with no budget. Work that spends
 //! the budget at every poll is ended one poll later than work that waits, and an answer a
 //! spent budget hid is kept.
 //!
@@ -138,8 +139,9 @@ pub(crate) fn poll_boxed_timer(
 /// Polls the timer of work that is pending. The clock is read first: once it has reached the
 /// timer's instant the bound has passed, fired or not. Then the timer, even when the task has
 /// no cooperative budget left (used up by the work, or before it): tokio's timer would answer
-/// "pending" without arming itself, and the task would be woken only by its work, if at all;
-/// read this way, the timer wakes it at the bound. Past the bound, [`past_bound`] decides.
+/// "pending" without arming itself, and work that spends the budget at every poll would never
+/// be ended; read this way, the timer wakes the task at the bound. Past the bound,
+/// [`past_bound`] decides.
 fn poll_sleep(sleep: Pin<&mut Sleep>, spared: &mut bool, cx: &mut Context<'_>) -> Poll<Elapsed> {
     if tokio::time::Instant::now() >= sleep.deadline() {
         return past_bound(spared, cx);
@@ -158,7 +160,7 @@ fn poll_sleep(sleep: Pin<&mut Sleep>, spared: &mut bool, cx: &mut Context<'_>) -
 
 /// Work found pending at or past its bound: ended, unless the task has no cooperative budget
 /// left and the work has not yet been `spared` once, when the task is woken to poll it again
-/// with a fresh budget (its "pending" may have been the budget's). Only this path reads the
+/// in its next poll (its "pending" may have been the budget's). Only this path reads the
 /// budget for it: the work's own polls before the bound read nothing more.
 pub(crate) fn past_bound(spared: &mut bool, cx: &mut Context<'_>) -> Poll<Elapsed> {
     if !*spared && !tokio::task::coop::has_budget_remaining() {

@@ -271,6 +271,9 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
                 }
             };
         }
+        // A poll after one more poll was given (`spare`): what is due now is done, and an
+        // attempt that comes to its timeout later may be given one more poll in its turn.
+        self.spared = false;
         if self.stage != Stage::Done {
             // Past the first attempt's start: what the call needs for its retries and hedges.
             self.course.follow_up(now);
@@ -286,10 +289,8 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
                 };
             }
 
-            // An attempt whose timeout has passed is cut off (the next one to reach its
-            // timeout may be spared one more poll again).
+            // An attempt whose timeout has passed is cut off.
             if let Some(slot) = self.expired(now) {
-                self.spared = false;
                 if let Some(late) = self.take(slot) {
                     let after = late.timeout();
                     let number = late.number();
@@ -643,9 +644,9 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
         !self.spared && self.stage != Stage::Done && self.expired(now).is_some()
     }
 
-    /// Gives the attempts one more poll before one is cut off (once for each cut): the
-    /// driver's runtime says its task's "pending" may be its scheduler's
-    /// (`Timer::budget_spent`).
+    /// Gives the attempts one more poll before one is cut off: the driver's runtime says its
+    /// task's "pending" may be its scheduler's (`Timer::budget_spent`). Not again until the
+    /// next [`poll`](Self::poll), which cuts off what is still due.
     pub(crate) fn spare(&mut self) {
         self.spared = true;
     }

@@ -98,9 +98,10 @@ where
         }
     }
 
-    /// Whether to give the attempts one more poll before the machine cuts one off at `now`:
-    /// once before each cut, when the task's budget is spent ([`Timer::budget_spent`]), as
-    /// their "pending" may then be the budget's. The task is woken for that poll.
+    /// Whether to give the attempts one more poll before the machine cuts one off at `now`,
+    /// when the task's budget is spent ([`Timer::budget_spent`]), as their "pending" may then
+    /// be the budget's: never twice without the machine polled between, which cuts off what
+    /// is still due. The task is woken for that poll.
     #[inline]
     fn spare(&mut self, now: Instant, cx: &mut Context<'_>) -> bool {
         // The budget first: a constant `false` on a runtime that has none, where none of this

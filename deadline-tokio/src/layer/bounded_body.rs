@@ -24,7 +24,9 @@ pin_project_lite::pin_project! {
     ///   all, and the frame that ends it).
     /// - Once the deadline has passed, the body gets no more time: the first time it would
     ///   wait for a frame, or once it has sent what [`LateFrames`] allows, it is cut
-    ///   ([`Polled::Cut`]).
+    ///   ([`Polled::Cut`]). Once in the body's life, a wait found with the task's cooperative
+    ///   budget spent gets one more poll first (`bounded::past_bound`): the frame may have
+    ///   been there, held back by the budget.
     /// - Before the deadline, a body that waits is cut when the deadline comes.
     pub(crate) struct BoundedBody<B> {
         #[pin]
