@@ -10,9 +10,8 @@
 //! reads "pending" then, whatever it holds. So work found pending at or past its bound with
 //! no budget left is given one more poll, in the task's next poll (which starts with a fresh
 //! budget, unless other work of the task spends it first), and ended only if it is pending
-//! again then, or found so again with no budget. Work that spends
-//! the budget at every poll is ended one poll later than work that waits, and an answer a
-//! spent budget hid is kept.
+//! again then, or found so again with no budget. Work that spends the budget at every poll is
+//! ended one poll later than work that waits, and an answer a spent budget hid is kept.
 //!
 //! The clock, not the timer's wake-up, says when the bound has passed. Tokio's timer reads
 //! "pending" until its driver has fired it, and on a loaded runtime a task can be polled
@@ -20,7 +19,7 @@
 //! or woken by its socket. A later timer around it, checked in the same poll, could then
 //! answer first. So every poll that finds the work pending reads the clock, and work still
 //! pending at or after its bound ends there (or at the next poll, when the budget was spent:
-//! below).
+//! above).
 
 use core::future::Future;
 use core::pin::{Pin, pin};
