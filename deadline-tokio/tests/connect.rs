@@ -33,6 +33,8 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tower::{Layer, Service, ServiceExt};
 
+mod budget;
+
 /// The bound on any one call over a real socket, so that a hang fails instead of stalling.
 const BOUND: Duration = Duration::from_secs(20);
 
@@ -663,16 +665,10 @@ async fn a_connect_a_spent_budget_hid_at_its_limit_is_kept() {
     open.send(()).unwrap();
     tokio::time::advance(ms(30)).await;
     tokio::task::yield_now().await;
-    let starved = std::future::poll_fn(|cx| {
-        while tokio::task::coop::has_budget_remaining() {
-            if let std::task::Poll::Ready(restore) = tokio::task::coop::poll_proceed(cx) {
-                restore.made_progress();
-            }
-        }
-        std::task::Poll::Ready(connect.as_mut().poll(cx).is_pending())
-    })
-    .await;
-    assert!(starved, "timed out with its connection made");
+    assert!(
+        budget::poll_starved(&mut connect).await.is_pending(),
+        "timed out with its connection made"
+    );
     tokio::task::yield_now().await;
     let std::task::Poll::Ready(connected) = connect.as_mut().poll(&mut cx) else {
         panic!("still pending with a fresh budget");

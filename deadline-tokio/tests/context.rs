@@ -9,6 +9,9 @@ use deadline_tokio::low_level::{decide, decide_statement, within};
 use deadline_tokio::time::{TokioClock, TokioTimer, from_tokio, to_tokio};
 use deadline_tokio::{current, propagate, remaining, scope, scope_timeout, with_deadline};
 
+mod budget;
+use budget::{poll_starved, spend_budget};
+
 #[tokio::test(start_paused = true)]
 async fn the_clock_follows_paused_time() {
     let t0 = TokioClock.now();
@@ -239,15 +242,6 @@ async fn within_cuts_off_a_future_that_uses_up_the_budget() {
         poll_once(&mut call).await,
         std::task::Poll::Ready(Err(Error::Timeout { after: ms(50) }))
     );
-}
-
-/// Spends what is left of the task's cooperative budget, in the poll of `cx`'s task.
-fn spend_budget(cx: &mut std::task::Context<'_>) {
-    while tokio::task::coop::has_budget_remaining() {
-        if let std::task::Poll::Ready(restore) = tokio::task::coop::poll_proceed(cx) {
-            restore.made_progress();
-        }
-    }
 }
 
 /// A future whose answer is ready at its timeout keeps it, even when the task's cooperative
@@ -482,16 +476,6 @@ async fn a_retry_keeps_an_answer_a_spent_budget_hid_after_a_spared_attempt_was_c
         std::task::Poll::Ready(Ok(7))
     ));
     assert_eq!(RETRIED.counters().snapshot().timeouts, 1);
-}
-
-/// Polls `fut` once in a poll of this task whose cooperative budget was spent first.
-async fn poll_starved<F: std::future::Future + Unpin>(fut: &mut F) -> std::task::Poll<F::Output> {
-    tokio::task::yield_now().await;
-    std::future::poll_fn(|cx| {
-        spend_budget(cx);
-        std::task::Poll::Ready(std::pin::Pin::new(&mut *fut).poll(cx))
-    })
-    .await
 }
 
 #[tokio::test(start_paused = true)]

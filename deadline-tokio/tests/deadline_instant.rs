@@ -34,6 +34,9 @@ use http_body::{Body, Frame};
 use http_body_util::{BodyExt, Full};
 use tower::{Layer, Service, ServiceExt, service_fn};
 
+mod budget;
+use budget::poll_starved;
+
 const HOP: Propagation = Propagation::DEFAULT
     .with_allowance(ms(5))
     .with_max(ms(10_000));
@@ -491,27 +494,6 @@ async fn a_stream_the_clock_has_passed_ends_before_its_timer_fires() {
         panic!("still waiting 1 ms after the deadline");
     };
     assert_eq!(last.into_trailers().unwrap()["grpc-status"], "4");
-}
-
-/// Spends what is left of the task's cooperative budget, in the poll of `cx`'s task: as
-/// hyper's connection task may, reading and writing its socket before it polls a request's
-/// future or body.
-fn spend_budget(cx: &mut Context<'_>) {
-    while tokio::task::coop::has_budget_remaining() {
-        if let Poll::Ready(restore) = tokio::task::coop::poll_proceed(cx) {
-            restore.made_progress();
-        }
-    }
-}
-
-/// Polls `fut` once in a poll of this task whose cooperative budget was spent first.
-async fn poll_starved<F: Future + Unpin>(fut: &mut F) -> Poll<F::Output> {
-    tokio::task::yield_now().await;
-    std::future::poll_fn(|cx| {
-        spend_budget(cx);
-        Poll::Ready(Pin::new(&mut *fut).poll(cx))
-    })
-    .await
 }
 
 /// A response body fed by a tokio channel, as a streaming handler makes one.
