@@ -6,7 +6,8 @@
 //!
 //! ```text
 //! [{"dependency": "pricing", "cap_us": 110000, "configured_cap_us": 110000, ...,
-//!   "latency": {"recorded": 5171, "timed_out": 19, "buckets": [[28673, 29696, 12], ...]}}]
+//!   "latency": {"recorded": 5171, "timed_out": 19, "buckets": [[28673, 29696, 12], ...],
+//!               "timeouts": [[110592, 114687, 19]]}}]
 //! ```
 //!
 //! Every figure is the core's: the advice comes from
@@ -58,6 +59,9 @@ pub struct Latency {
     pub timed_out: u64,
     /// The non-empty buckets, ascending: `[low_us, high_us, count]` (`null` high: no bound).
     pub buckets: Vec<(Option<u64>, Option<u64>, u32)>,
+    /// The buckets of the attempts that timed out, alike; absent when none did.
+    #[serde(default)]
+    pub timeouts: Vec<(Option<u64>, Option<u64>, u32)>,
 }
 
 /// One snapshot file or more, read and checked.
@@ -81,15 +85,13 @@ impl Snapshot {
     /// The histogram's buckets in the core's terms.
     #[must_use]
     pub fn buckets(&self) -> Vec<Bucket> {
-        self.latency
-            .buckets
-            .iter()
-            .map(|&(low, high, count)| Bucket {
-                low: Duration::from_micros(low.unwrap_or(0)),
-                high: high.map_or(Duration::MAX, Duration::from_micros),
-                count,
-            })
-            .collect()
+        core_buckets(&self.latency.buckets)
+    }
+
+    /// The buckets of the attempts that timed out, in the core's terms.
+    #[must_use]
+    pub fn timeouts(&self) -> Vec<Bucket> {
+        core_buckets(&self.latency.timeouts)
     }
 
     /// The histogram as a sample for the lab: each bucket's latencies at its upper bound (the
@@ -120,14 +122,15 @@ impl Snapshot {
     pub fn advice(&self, policy: &Policy, cap: Duration) -> Option<Advice> {
         Advice::assess(
             self.buckets().into_iter(),
-            self.latency.timed_out,
+            self.timeouts().into_iter(),
             policy,
             cap,
         )
     }
 
     /// Checks what the core would never write: buckets out of order, more timeouts than
-    /// latencies, a count that is not the buckets' sum.
+    /// latencies, a count that is not the buckets' sum, timeouts in no bucket or more than
+    /// it holds.
     fn check(&self, file: &str) -> Result<(), InputError> {
         let err = |field: &str, message: String| {
             InputError::new(
@@ -137,18 +140,55 @@ impl Snapshot {
                 message,
             )
         };
-        let mut last = None;
-        let mut sum = 0u64;
-        for &(low, high, count) in &self.latency.buckets {
-            let low = low.unwrap_or(0);
-            if high.is_some_and(|h| h < low) || last.is_some_and(|l| low <= l) {
+        let ascending = |field: &str, buckets: &[(Option<u64>, Option<u64>, u32)]| {
+            let mut last = None;
+            let mut sum = 0u64;
+            for &(low, high, count) in buckets {
+                let low = low.unwrap_or(0);
+                if high.is_some_and(|h| h < low) || last.is_some_and(|l| low <= l) {
+                    return Err(err(
+                        field,
+                        format!("the buckets are not in ascending order (at {low} us)"),
+                    ));
+                }
+                last = Some(high.unwrap_or(u64::MAX));
+                sum = sum.saturating_add(u64::from(count));
+            }
+            Ok(sum)
+        };
+        let sum = ascending("latency.buckets", &self.latency.buckets)?;
+        let timeouts = ascending("latency.timeouts", &self.latency.timeouts)?;
+        if timeouts != self.latency.timed_out {
+            let message = if self.latency.timeouts.is_empty() {
+                format!(
+                    "{} attempts timed out, but no `timeouts` buckets say where: a snapshot \
+                     from before the timeouts were kept per bucket; take a new one",
+                    self.latency.timed_out
+                )
+            } else {
+                format!(
+                    "{} attempts timed out, but the `timeouts` buckets hold {timeouts}",
+                    self.latency.timed_out
+                )
+            };
+            return Err(err("latency.timeouts", message));
+        }
+        for &(low, high, count) in &self.latency.timeouts {
+            let held = self
+                .latency
+                .buckets
+                .iter()
+                .find(|b| b.0 == low && b.1 == high)
+                .map_or(0, |b| b.2);
+            if count > held {
                 return Err(err(
-                    "latency.buckets",
-                    format!("the buckets are not in ascending order (at {low} us)"),
+                    "latency.timeouts",
+                    format!(
+                        "{count} timeouts at {} us, where the buckets hold {held} latencies",
+                        low.unwrap_or(0)
+                    ),
                 ));
             }
-            last = Some(high.unwrap_or(u64::MAX));
-            sum = sum.saturating_add(u64::from(count));
         }
         if sum != self.latency.recorded {
             return Err(err(
@@ -176,6 +216,18 @@ impl Snapshot {
         }
         Ok(())
     }
+}
+
+/// Buckets `[low_us, high_us, count]` in the core's terms.
+fn core_buckets(buckets: &[(Option<u64>, Option<u64>, u32)]) -> Vec<Bucket> {
+    buckets
+        .iter()
+        .map(|&(low, high, count)| Bucket {
+            low: Duration::from_micros(low.unwrap_or(0)),
+            high: high.map_or(Duration::MAX, Duration::from_micros),
+            count,
+        })
+        .collect()
 }
 
 /// Reads and checks snapshot files.
@@ -228,14 +280,18 @@ pub fn read(paths: &[String]) -> Result<Snapshots, InputError> {
     })
 }
 
-/// A quantile's two bounds in milliseconds (see [`Reading`]).
+/// A quantile's estimate and bounds in milliseconds (see [`Reading`]).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Bounds {
     /// With each timed-out attempt at its timeout.
     #[serde(serialize_with = "ser_ms")]
     pub at_least_ms: Duration,
+    /// The estimate, each timed-out attempt given the latencies of those that ran on:
+    /// `null` when the quantile lies beyond every answer.
+    #[serde(serialize_with = "ser_opt_ms")]
+    pub estimate_ms: Option<Duration>,
     /// With each timed-out attempt slower than everything: `null` when the quantile lies
-    /// among the timeouts, above the cap.
+    /// among the timeouts.
     #[serde(serialize_with = "ser_opt_ms")]
     pub at_most_ms: Option<Duration>,
 }
@@ -244,15 +300,16 @@ impl From<Reading> for Bounds {
     fn from(r: Reading) -> Self {
         Bounds {
             at_least_ms: r.at_least,
+            estimate_ms: r.estimate,
             at_most_ms: r.at_most,
         }
     }
 }
 
 impl Bounds {
-    /// `12.5`, or `>=110.59` when there is no upper bound.
+    /// `12.5`, or `>=110.59` when there is no estimate.
     fn show(&self) -> String {
-        match self.at_most_ms {
+        match self.estimate_ms {
             Some(d) => fmt_ms(d),
             None => format!(">={}", fmt_ms(self.at_least_ms)),
         }
@@ -294,7 +351,7 @@ pub struct LiveRow {
     pub cap_quantile: String,
     /// That quantile, live.
     pub quantile: Bounds,
-    /// The table's cap's kill fraction on the live latencies (timeouts counted as killed).
+    /// The table's cap's kill fraction on the live latencies (timeouts read as censored).
     pub kill_fraction: f64,
     /// The cap's stated false-timeout rate (the service's cap quantile).
     pub stated_rate: f64,
@@ -464,7 +521,7 @@ fn describe(r: &LiveRow, margin: Duration) -> Vec<String> {
     };
     if r.proposed_cap_ms != r.table_cap_ms {
         let q = &r.cap_quantile;
-        let why = match r.quantile.at_most_ms {
+        let why = match r.quantile.estimate_ms {
             Some(value) => format!(
                 "live {q} {} ms + {} ms margin; table p99.9 {} ms",
                 fmt_ms(value),
@@ -472,8 +529,8 @@ fn describe(r: &LiveRow, margin: Duration) -> Vec<String> {
                 fmt_ms(r.table_p999_ms)
             ),
             None => format!(
-                "the live {q} lies above the cap: {} of the attempts timed out; raise the cap \
-                 to at least this to measure it",
+                "the live {q} lies beyond every answer, among the attempts that timed out ({} \
+                 of all); raise the cap to at least this to measure it",
                 fmt_percent(r.timed_out_share)
             ),
         };
@@ -504,7 +561,7 @@ fn describe(r: &LiveRow, margin: Duration) -> Vec<String> {
 /// The reason of a dependency's numbers in the budget table with the changes.
 fn reason(r: &LiveRow, margin: Duration, killed_after: f64) -> String {
     let q = &r.cap_quantile;
-    let mut s = match r.quantile.at_most_ms {
+    let mut s = match r.quantile.estimate_ms {
         Some(value) => format!(
             "{q} = {} ms live ({} latencies, {} timed out), cap {} ms = {q} + {} ms margin, \
              rounded up; the cap kills {} of them (stated {})",
@@ -518,14 +575,13 @@ fn reason(r: &LiveRow, margin: Duration, killed_after: f64) -> String {
         ),
         None => format!(
             "{q} above {} ms live ({} latencies, {} timed out: the {q} lies among them), cap {} \
-             ms = that + {} ms margin, rounded up, to measure it; it kills at most {} of them \
-             (stated {}): the attempts that timed out may answer under it",
+             ms = that + {} ms margin, rounded up, to measure it; what it kills is measured \
+             once the service runs with it (stated {})",
             fmt_ms(r.quantile.at_least_ms),
             r.recorded,
             fmt_percent(r.timed_out_share),
             fmt_ms(r.proposed_cap_ms),
             fmt_ms(margin),
-            fmt_percent(killed_after),
             fmt_percent(r.stated_rate),
         ),
     };
@@ -583,10 +639,11 @@ pub fn render(report: &LiveReport) -> String {
     }
     let _ = writeln!(
         out,
-        "\nseen: latencies in the service's histogram (it halves them every 4 096); timed \
-         out: recorded at their timeout,\nso a quantile among them is only known to lie \
-         above it (>=); kills: the table's cap's share of the live\nlatencies, every timeout \
-         counted as killed; suggested: the quantile the stated rate names, plus the margin."
+        "\nseen: latencies in the service's histogram (it halves them every 4 096); timed out: \
+         recorded at\ntheir timeout, each given the latencies of the attempts that ran on, so a \
+         quantile beyond every\nanswer is only known to lie above (>=); kills: the estimated \
+         share of attempts that run past the\ntable's cap; suggested: the quantile the stated \
+         rate names, plus the margin."
     );
     for r in &report.dependencies {
         if r.service_uncapped {

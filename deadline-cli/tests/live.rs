@@ -123,17 +123,18 @@ fn plan_live_reads_the_cores_figures_and_proposes_the_changes() {
     // A: a little slower than the table says, nothing cut: the cap moves to the live p99.9
     // plus the 10 ms margin, rounded up.
     let a = row("A");
-    let p999 = num(&a["p999"]["at_most_ms"]);
+    let p999 = num(&a["p999"]["estimate_ms"]);
     assert!(p999 > 40.0 && p999 < 45.0 * (1.0 + 1.0 / 32.0), "{a}");
     assert_eq!(num(&a["proposed_cap_ms"]), (p999 + 10.0).ceil());
     assert_eq!(num(&a["timed_out_share"]), 0.0);
 
     // B: one call in forty takes 40 to 160 ms, and those over 110 ms time out: its p99.9
-    // lies above the cap, so the cap is raised at least to the cap plus the margin, and its
-    // kill fraction is at least the timed-out share (the cap's bucket counts whole).
+    // lies above the cap, beyond every answer, so the cap is raised at least to the cap plus
+    // the margin, and its kill fraction is at least the timed-out share (every timeout is at
+    // the cap, and the cap's bucket counts whole).
     let b = row("B");
-    assert!(b["p999"]["at_most_ms"].is_null(), "{b}");
-    assert!(b["suggested_cap"]["at_most_ms"].is_null(), "{b}");
+    assert!(b["p999"]["estimate_ms"].is_null(), "{b}");
+    assert!(b["suggested_cap"]["estimate_ms"].is_null(), "{b}");
     let killed = num(&b["kill_fraction"]);
     assert!(
         killed > 0.005 && killed >= num(&b["timed_out_share"]),
@@ -145,7 +146,7 @@ fn plan_live_reads_the_cores_figures_and_proposes_the_changes() {
     // C states a 1% rate: its suggested cap is the p99 plus the margin.
     let c = row("C");
     assert_eq!(num(&c["stated_rate"]), 0.01);
-    let p99 = num(&c["p99"]["at_most_ms"]);
+    let p99 = num(&c["p99"]["estimate_ms"]);
     assert_eq!(num(&c["proposed_cap_ms"]), (p99 + 10.0).ceil());
 
     // The changes, each with its reason, and the budget table with them made.
@@ -155,7 +156,9 @@ fn plan_live_reads_the_cores_figures_and_proposes_the_changes() {
         "{changes:?}"
     );
     assert!(
-        changes.iter().any(|c| c.contains("lies above the cap")),
+        changes
+            .iter()
+            .any(|c| c.contains("lies beyond every answer")),
         "{changes:?}"
     );
     let after = &v["plan"]["dependencies"];
@@ -223,7 +226,7 @@ fn the_live_kill_fraction_agrees_with_the_offline_lab() {
             .find(|r| num(&r["timeout_ms"]) == cap.as_secs_f64() * 1000.0 && r["retries"] == 0)
             .unwrap();
         let lab_live = num(&row["kill_fraction"]);
-        // The live advice, timeouts counted as killed.
+        // The live advice, timeouts read as censored.
         let advice = plan["dependencies"]
             .as_array()
             .unwrap()
@@ -281,6 +284,41 @@ fn a_broken_snapshot_is_named() {
     let (code, _, err) = texts(&["plan", "--live", &file]);
     assert_eq!(code, 2);
     assert!(err.contains("not a dependency snapshot"), "{err}");
+    // B's timeouts without their buckets, as a snapshot written before they were kept per
+    // bucket: refused with the reason, not read as timeouts nowhere.
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let b = &mut v[1]["latency"];
+    assert!(b["timed_out"].as_u64().unwrap() > 0, "{b}");
+    b.as_object_mut().unwrap().remove("timeouts");
+    let file = write(&dir, "older.json", &v.to_string());
+    let (code, _, err) = texts(&["plan", "--live", &file]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("B.latency.timeouts") && err.contains("take a new one"),
+        "{err}"
+    );
+    // More timeouts in a bucket than the latencies it holds.
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let b = &mut v[1]["latency"];
+    let first = b["timeouts"][0].clone();
+    let held = b["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x[0] == first[0])
+        .unwrap()[2]
+        .as_u64()
+        .unwrap();
+    let extra = held + 1 - first[2].as_u64().unwrap();
+    b["timeouts"][0][2] = (held + 1).into();
+    b["timed_out"] = (b["timed_out"].as_u64().unwrap() + extra).into();
+    let file = write(&dir, "over.json", &v.to_string());
+    let (code, _, err) = texts(&["plan", "--live", &file]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("B.latency.timeouts") && err.contains("where the buckets hold"),
+        "{err}"
+    );
 }
 
 /// A snapshot of a dependency with no cap (the library's default for a policy that states

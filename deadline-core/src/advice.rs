@@ -10,24 +10,34 @@
 //!
 //! # Timed-out attempts are censored
 //!
-//! An attempt that timed out after `t` took *at least* `t`: how much longer is not known. A
-//! [`Dependency`](crate::Dependency) records it in its histogram at `t` and counts it apart
-//! (`timed_out`), and every figure here takes both into account:
+//! An attempt that timed out after `t` took *at least* `t`: how much longer is not known. What
+//! cut it may be the cap, or a deadline with less time left than the cap (the caller's), or
+//! the next service answering that the time it was given ran out. A
+//! [`Dependency`](crate::Dependency) records it in its histogram at `t`, and again in a second
+//! histogram of the timed-out attempts alone, so that each bucket says how many of its
+//! latencies are lower bounds. Every figure here takes them into account:
 //!
-//! - **Kill fraction**: the larger of the histogram's share above `T` (each timed-out attempt
-//!   counted at its timeout) and the share of attempts that timed out. Each timed-out attempt
-//!   is counted as killed, whatever cut it (the cap, a deadline with less time left, or the
-//!   next service answering that the time it was given ran out), so
-//!   the figure is never lower than the timed-out share.
-//! - **Quantiles** are [`Reading`]s, two bounds: `at_least`, the histogram's quantile with each
-//!   timed-out attempt at its timeout, and `at_most`, the quantile with each timed-out attempt
-//!   taken as slower than everything recorded (the histogram's value `timed_out` ranks
-//!   further up). When the quantile falls among the timed-out attempts (they are more than
-//!   `1 - q` of the whole), there is no upper bound: `at_most` is `None`, and the quantile is
-//!   only known to lie above the cap, where nothing was measured.
-//! - **Suggested cap**: the cap's quantile plus the margin, as a [`Reading`] too: `at_most`
-//!   plus the margin is the cap to use, conservative; with no upper bound, the cap must go
-//!   up before the quantile can be measured.
+//! - **Kill fraction**: the Kaplan-Meier estimate of the share of attempts that would run
+//!   past `T`. Each bucket's answers are the attempts known to end there; its timed-out
+//!   attempts leave the attempts still running without an end, and the estimate spreads
+//!   their share over the attempts that ran on. An attempt its caller's deadline cut at 30 ms
+//!   is not the cap's kill, and it does not make the dependency look faster than it is
+//!   either: the attempts that ran past 30 ms say how it would have ended. With no timeouts
+//!   below the cap this is the share of latencies above the cap. When no attempt ran as long
+//!   as the cap (every one answered or was cut before it), the cap killed none: 0.
+//! - **Quantiles** are [`Reading`]s: `estimate`, the quantile of the same estimate, between
+//!   two bounds: `at_least`, the histogram's quantile with each timed-out attempt at its
+//!   timeout, and `at_most`, the quantile with each timed-out attempt taken as slower than
+//!   everything recorded (the histogram's value `timed_out` ranks further up). When the
+//!   quantile falls among the timed-out attempts (they are more than `1 - q` of the whole),
+//!   there is no upper bound: `at_most` is `None`. When it lies beyond every attempt that
+//!   answered (the attempts still running there all timed out), there is no estimate
+//!   either, and the quantile is only known to lie above what was measured.
+//! - **Suggested cap**: the cap's quantile plus the margin, as a [`Reading`] too: its
+//!   `estimate` is the cap to use; with none, the cap must go up before the quantile can be
+//!   measured, if it is the cap that cut the attempts.
+//! - **Enough**: a cap is judged on the attempts that were not cut short of it, since an
+//!   attempt its caller's deadline cut before the cap says nothing of what the cap does.
 //!
 //! Every value is the upper bound of its bucket (the histogram's error: at most 3.125% above
 //! the true value for a server's histogram), and the kill fraction counts the whole bucket
@@ -40,20 +50,51 @@
 //! use deadline_core::{Policy, ms};
 //!
 //! let latency: Histogram = Histogram::new();
+//! let timeouts: Histogram = Histogram::new();
 //! latency.record_n(ms(20), 990);
 //! latency.record_n(ms(45), 8);
 //! latency.record_n(ms(50), 2); // two attempts timed out at the 50 ms cap
+//! timeouts.record_n(ms(50), 2);
 //! let policy = Policy::required("pricing").with_cap(ms(50)).with_cap_margin(ms(10));
 //!
-//! let advice = Advice::assess(latency.buckets(), 2, &policy, policy.cap()).unwrap();
+//! let advice = Advice::assess(latency.buckets(), timeouts.buckets(), &policy, policy.cap())
+//!     .unwrap();
 //! assert_eq!(advice.kill_fraction, 0.002); // the two timeouts: over the stated 0.1%
 //! assert!(advice.kills_too_many);
 //! // The p99.9 (rank 999 of 1 000) is one of the timed-out attempts: above the cap.
-//! assert_eq!(advice.p999.at_most, None);
+//! assert_eq!((advice.p999.estimate, advice.p999.at_most), (None, None));
 //! assert!(advice.p999.at_least >= ms(50));
-//! // The p99 is measured: 45 ms, within the histogram's error.
-//! let p99 = advice.p99.at_most.unwrap();
-//! assert!(p99 >= ms(45) && p99 <= ms(45) + ms(45) / 32);
+//! // The p99 (rank 990) is measured: 20 ms, within the histogram's error. Its upper
+//! // bound, the two timeouts taken as slower than everything, is 45 ms.
+//! let p99 = advice.p99.estimate.unwrap();
+//! assert!(p99 >= ms(20) && p99 <= ms(20) + ms(20) / 32);
+//! let most = advice.p99.at_most.unwrap();
+//! assert!(most >= ms(45) && most <= ms(45) + ms(45) / 32);
+//! ```
+//!
+//! Attempts cut below the cap by their callers' deadlines are not the cap's kills:
+//!
+//! ```
+//! use deadline_core::advice::Advice;
+//! use deadline_core::observe::Histogram;
+//! use deadline_core::{Policy, ms};
+//!
+//! let latency: Histogram = Histogram::new();
+//! let timeouts: Histogram = Histogram::new();
+//! latency.record_n(ms(10), 500);
+//! latency.record_n(ms(30), 1_000); // callers with 30 ms: cut there
+//! timeouts.record_n(ms(30), 1_000);
+//! latency.record_n(ms(40), 500); // callers that waited: each got its answer
+//! let policy = Policy::required("pricing").with_cap(ms(100));
+//!
+//! let advice = Advice::assess(latency.buckets(), timeouts.buckets(), &policy, policy.cap())
+//!     .unwrap();
+//! assert_eq!(advice.kill_fraction, 0.0);
+//! assert!(!advice.kills_too_many);
+//! // Every attempt that ran past 30 ms answered at 40: the estimate gives the ones cut at
+//! // 30 ms the same, so the median is 40 ms, where counting each at its 30 ms says 30.
+//! assert!(advice.p50.estimate.unwrap() >= ms(40));
+//! assert!(advice.p50.at_least < ms(40));
 //! ```
 
 use core::time::Duration;
@@ -73,17 +114,21 @@ const PPM: u64 = 1_000_000;
 pub struct Reading {
     /// The quantile with each timed-out attempt at its timeout.
     pub at_least: Duration,
+    /// The quantile of the Kaplan-Meier estimate, which gives each timed-out attempt the
+    /// latencies of the attempts that ran on; `None` when the quantile lies beyond every
+    /// attempt that answered.
+    pub estimate: Option<Duration>,
     /// The quantile with each timed-out attempt slower than everything recorded; `None` when
-    /// the quantile falls among the timed-out attempts (it lies above what was measured).
+    /// the quantile falls among the timed-out attempts.
     pub at_most: Option<Duration>,
 }
 
 impl Reading {
-    /// The value to use: `at_most` when there is one (it errs high, as a cap should), else
-    /// `at_least` (a lower bound).
+    /// The value to use: the `estimate` when there is one, else `at_least` (the quantile
+    /// lies above it, beyond what was measured).
     #[must_use]
     pub const fn value(&self) -> Duration {
-        match self.at_most {
+        match self.estimate {
             Some(d) => d,
             None => self.at_least,
         }
@@ -100,6 +145,10 @@ impl Reading {
     const fn plus(self, d: Duration) -> Reading {
         Reading {
             at_least: self.at_least.saturating_add(d),
+            estimate: match self.estimate {
+                Some(v) => Some(v.saturating_add(d)),
+                None => None,
+            },
             at_most: match self.at_most {
                 Some(v) => Some(v.saturating_add(d)),
                 None => None,
@@ -121,10 +170,11 @@ pub struct Advice {
     pub recorded: u64,
     /// Of them, attempts that timed out (recorded at their timeout).
     pub timed_out: u64,
-    /// Attempts counted as killed by the cap: the larger of the histogram's count above it
-    /// and `timed_out`.
+    /// Attempts that ran past the cap: the histogram's count above it (the answers slower
+    /// than the cap, and the attempts it cut, at its bucket).
     pub killed: u64,
-    /// `killed / recorded`: the kill fraction `1 - F(cap)`, never below the timed-out share.
+    /// The kill fraction `1 - F(cap)`: the estimated share of attempts that run past the
+    /// cap, never below `killed / recorded` (see the [module](self)).
     pub kill_fraction: f64,
     /// `timed_out / recorded`.
     pub timed_out_share: f64,
@@ -147,7 +197,7 @@ pub struct Advice {
     /// Whether the worst case fits the slice (`None` when no slice is stated).
     pub fits: Option<bool>,
     /// Whether enough latencies were recorded to judge the cap's quantile
-    /// ([`Advice::enough_for`]).
+    /// ([`Advice::enough_for`]), counting the attempts that were not cut short of the cap.
     pub enough: bool,
     /// Whether the cap kills more than its stated rate, judged once there are `enough`
     /// latencies.
@@ -171,40 +221,41 @@ impl Advice {
     }
 
     /// The advice for `cap` from a histogram's non-empty buckets in ascending order (as
-    /// [`Histogram::buckets`](crate::observe::Histogram::buckets) gives them), of which
-    /// `timed_out` latencies are attempts that timed out, under `policy` (its cap quantile and
-    /// margin, its retries and backoff, its slice). `None` when the buckets are empty.
+    /// [`Histogram::buckets`](crate::observe::Histogram::buckets) gives them), each attempt
+    /// that timed out among them at its timeout, and the buckets of those timed-out attempts
+    /// alone (a histogram of the same layout, or [`core::iter::empty`] when none timed out),
+    /// under `policy` (its cap quantile and margin, its retries and backoff, its slice).
+    /// `None` when the buckets are empty.
     ///
-    /// It reads the buckets twice (their count, then every figure in one pass) and allocates
+    /// It reads each list twice (their counts, then every figure in one pass) and allocates
     /// nothing.
     #[must_use]
-    pub fn assess<I>(buckets: I, timed_out: u64, policy: &Policy, cap: Duration) -> Option<Self>
+    pub fn assess<I, J>(buckets: I, timeouts: J, policy: &Policy, cap: Duration) -> Option<Self>
     where
         I: Iterator<Item = Bucket> + Clone,
+        J: Iterator<Item = Bucket> + Clone,
     {
-        let recorded = buckets
-            .clone()
-            .map(|b| u64::from(b.count))
-            .fold(0, u64::saturating_add);
-        Self::assess_counted(buckets, recorded, timed_out, policy, cap)
+        Self::assess_counted(buckets.clone(), total(buckets), timeouts, policy, cap)
     }
 
     /// [`assess`](Self::assess) of buckets that hold `recorded` latencies in all (a
     /// histogram's [`count`](crate::observe::Histogram::count), read without the buckets).
-    pub(crate) fn assess_counted<I>(
+    pub(crate) fn assess_counted<I, J>(
         buckets: I,
         recorded: u64,
-        timed_out: u64,
+        timeouts: J,
         policy: &Policy,
         cap: Duration,
     ) -> Option<Self>
     where
         I: Iterator<Item = Bucket>,
+        J: Iterator<Item = Bucket> + Clone,
     {
         if recorded == 0 {
             return None;
         }
-        let timed_out = timed_out.min(recorded);
+        let timed_out = total(timeouts.clone()).min(recorded);
+        let mut timeouts = timeouts.peekable();
         let settings = policy.advice();
         let quantiles = [
             Quantile::P50,
@@ -219,11 +270,25 @@ impl Advice {
             [rank, if above <= recorded { above } else { 0 }]
         });
         let mut values = [[None::<Duration>; 2]; 4];
+        let mut estimates = [None::<Duration>; 4];
         let mut seen = 0u64;
         let mut above_cap = 0u64;
+        let mut cut_short = 0u64;
         let mut last = Duration::ZERO;
+        // The Kaplan-Meier estimate, as each timed-out attempt's share handed on to the
+        // attempts still running: every attempt still running weighs `weight` (1 until a
+        // timeout), so the estimated share still running is `weight * running / recorded`.
+        // Without timeouts `weight` stays exactly 1 and every figure is a whole count.
+        let mut running = recorded;
+        let mut weight = 1.0f64;
+        let mut running_at_cap = None::<f64>;
+        let n = recorded as f64;
+        // The product's rounding, far below one attempt: a rank reached in exact arithmetic
+        // is reached.
+        let slack = n * 1e-12;
         for bucket in buckets {
-            seen = seen.saturating_add(u64::from(bucket.count));
+            let count = u64::from(bucket.count);
+            seen = seen.saturating_add(count);
             last = bucket.high;
             for (pair, found) in ranks.iter().zip(&mut values) {
                 for (rank, value) in pair.iter().zip(found) {
@@ -232,15 +297,48 @@ impl Advice {
                     }
                 }
             }
+            if bucket.high > cap && running_at_cap.is_none() {
+                running_at_cap = Some(weight * running as f64);
+            }
+            // The bucket's timed-out attempts: the timeouts' bucket with its bounds (one the
+            // walk has passed, which only a histogram changing between the reads leaves, is
+            // skipped).
+            let mut censored = 0;
+            while let Some(t) = timeouts.next_if(|t| t.low <= bucket.low) {
+                if t.low == bucket.low {
+                    censored = u64::from(t.count).min(count);
+                }
+            }
+            let answered = count.saturating_sub(censored).min(running);
+            running = running.saturating_sub(answered);
+            if answered > 0 {
+                let ended = n - weight * running as f64;
+                for (&[rank, _], estimate) in ranks.iter().zip(&mut estimates) {
+                    if estimate.is_none() && ended + slack >= rank as f64 {
+                        *estimate = Some(bucket.high);
+                    }
+                }
+            }
+            let censored = censored.min(running);
+            let still = running.saturating_sub(censored);
+            if still == 0 {
+                running = 0;
+            } else if censored > 0 {
+                weight *= running as f64 / still as f64;
+                running = still;
+            }
             if bucket.high > cap {
-                above_cap = above_cap.saturating_add(u64::from(bucket.count));
+                above_cap = above_cap.saturating_add(count);
+            } else {
+                cut_short = cut_short.saturating_add(censored);
             }
         }
         // A rank the walk did not reach (a bucket emptied between the two passes) reads the
         // last value seen.
-        let reading = |i: usize| match (ranks.get(i), values.get(i)) {
-            (Some(&[_, up]), Some(&[low, high])) => Reading {
+        let reading = |i: usize| match (ranks.get(i), values.get(i), estimates.get(i)) {
+            (Some(&[_, up]), Some(&[low, high]), Some(&estimate)) => Reading {
                 at_least: low.unwrap_or(last),
+                estimate,
                 at_most: if up == 0 {
                     None
                 } else {
@@ -249,21 +347,23 @@ impl Advice {
             },
             _ => Reading {
                 at_least: last,
+                estimate: None,
                 at_most: None,
             },
         };
         let quantile = reading(3);
-        let killed = above_cap.max(timed_out).min(recorded);
+        // No attempt ran as long as the cap: it killed none.
+        let running_at_cap = running_at_cap.unwrap_or(0.0);
         let stated_ppm = u64::from(settings.stated_rate_ppm());
-        let enough = Self::enough_for(recorded, settings.quantile());
+        let enough = Self::enough_for(recorded.saturating_sub(cut_short), settings.quantile());
         let worst_case = worst_case_with_backoff(cap, &policy.retry());
         let slice = settings.slice();
         Some(Advice {
             cap,
             recorded,
             timed_out,
-            killed,
-            kill_fraction: ratio(killed, recorded),
+            killed: above_cap.min(recorded),
+            kill_fraction: running_at_cap / n,
             timed_out_share: ratio(timed_out, recorded),
             stated_rate: ratio(stated_ppm, PPM),
             p50: reading(0),
@@ -275,8 +375,8 @@ impl Advice {
             slice,
             fits: slice.map(|s| worst_case <= s),
             enough,
-            kills_too_many: enough
-                && killed.saturating_mul(PPM) > recorded.saturating_mul(stated_ppm),
+            // Whole counts without timeouts below the cap, compared exactly.
+            kills_too_many: enough && running_at_cap * PPM as f64 > n * stated_ppm as f64,
         })
     }
 
@@ -288,25 +388,34 @@ impl Advice {
     }
 
     /// Where an adaptive cap between `min` and `max` moves after this advice, or `None` when
-    /// it stays (too few latencies: not [`enough`](Self::enough)).
+    /// it stays: too few latencies (not [`enough`](Self::enough)), or a quantile beyond
+    /// every answer that the cap did not cut (nothing ran past it: the callers' deadlines cut
+    /// the attempts, and no cap would measure more).
     ///
-    /// The suggested cap's upper bound when it has one (the quantile plus the margin, erring
-    /// high); when the quantile lies among the timed-out attempts, above the cap, twice the
-    /// cap (at least the suggested cap's lower bound), to measure it. Clamped to
-    /// `[min, max]`. Since a timed-out attempt counts as slower than everything, a cap that
-    /// times out more than half its stated rate moves up by its margin at the next check: it
-    /// settles where it times out at most half that rate.
+    /// The suggested cap's estimate when it has one (the quantile plus the margin); when the
+    /// quantile lies among the attempts the cap cut, twice the cap (at least the suggested
+    /// cap's lower bound), to measure it. Clamped to `[min, max]`. So a cap that kills more
+    /// than its stated rate moves up at the next check, and one that kills less moves down to
+    /// the quantile plus the margin.
     #[must_use]
     pub fn adapted_cap(&self, min: Duration, max: Duration) -> Option<Duration> {
         if !self.enough {
             return None;
         }
-        let target = match self.suggested_cap.at_most {
+        let target = match self.suggested_cap.estimate {
             Some(cap) => cap,
-            None => self.cap.saturating_mul(2).max(self.suggested_cap.at_least),
+            None if self.killed > 0 => self.cap.saturating_mul(2).max(self.suggested_cap.at_least),
+            None => return None,
         };
         Some(target.clamp(min, max.max(min)))
     }
+}
+
+/// The latencies in `buckets`.
+fn total(buckets: impl Iterator<Item = Bucket>) -> u64 {
+    buckets
+        .map(|b| u64::from(b.count))
+        .fold(0, u64::saturating_add)
 }
 
 /// `num / den` as a fraction; 0 when `den` is 0.
@@ -328,20 +437,30 @@ mod tests {
         Policy::required("p").with_cap(ms(50))
     }
 
-    #[test]
-    fn an_empty_histogram_gives_no_advice() {
-        let h: Histogram = Histogram::new();
-        assert_eq!(Advice::assess(h.buckets(), 0, &policy(), ms(50)), None);
+    /// No timeouts: an empty list of their buckets.
+    fn none() -> core::iter::Empty<Bucket> {
+        core::iter::empty()
     }
 
     #[test]
-    fn without_timeouts_both_bounds_are_the_histograms_quantile() {
+    fn an_empty_histogram_gives_no_advice() {
+        let h: Histogram = Histogram::new();
+        assert_eq!(Advice::assess(h.buckets(), none(), &policy(), ms(50)), None);
+    }
+
+    #[test]
+    fn without_timeouts_the_bounds_and_the_estimate_are_the_histograms_quantile() {
         let h: Histogram = Histogram::new();
         for t in 1..=2_000 {
             h.record(Duration::from_micros(t * 20));
         }
-        let a = Advice::assess(h.buckets(), 0, &policy(), ms(50)).unwrap();
-        assert_eq!(a.p50.at_most, Some(a.p50.at_least));
+        let a = Advice::assess(h.buckets(), none(), &policy(), ms(50)).unwrap();
+        for r in [a.p50, a.p99, a.p999] {
+            assert_eq!(
+                (r.estimate, r.at_most),
+                (Some(r.at_least), Some(r.at_least))
+            );
+        }
         assert_eq!(Some(a.p50.at_least), h.p50());
         assert_eq!(Some(a.p999.at_least), h.p999());
         assert_eq!(a.quantile, a.p999);
@@ -352,40 +471,105 @@ mod tests {
     }
 
     #[test]
-    fn the_kill_fraction_is_never_below_the_timed_out_share() {
+    fn without_timeouts_the_kill_fraction_is_the_share_above_the_cap() {
         let h: Histogram = Histogram::new();
+        h.record_n(ms(10), 999);
+        h.record_n(ms(60), 1);
+        let a = Advice::assess(h.buckets(), none(), &policy(), ms(50)).unwrap();
+        // Exactly the stated 0.1%: not more.
+        assert_eq!((a.killed, a.kill_fraction), (1, 0.001));
+        assert!(!a.kills_too_many);
+        h.record_n(ms(60), 1);
+        let a = Advice::assess(h.buckets(), none(), &policy(), ms(50)).unwrap();
+        assert_eq!(a.killed, 2);
+        assert!(a.kills_too_many);
+    }
+
+    /// A hundred attempts cut at 5 ms by their callers' deadlines, below the cap: the cap
+    /// killed none of them, and a cap is judged on the 900 that ran on, too few.
+    #[test]
+    fn attempts_cut_below_the_cap_are_not_its_kills() {
+        let h: Histogram = Histogram::new();
+        let t: Histogram = Histogram::new();
         h.record_n(ms(10), 900);
-        // A hundred attempts cut at 5 ms by their deadline: below the cap, yet killed.
         h.record_n(ms(5), 100);
-        let a = Advice::assess(h.buckets(), 100, &policy(), ms(50)).unwrap();
+        t.record_n(ms(5), 100);
+        let a = Advice::assess(h.buckets(), t.buckets(), &policy(), ms(50)).unwrap();
         assert_eq!(
             (a.killed, a.kill_fraction, a.timed_out_share),
-            (100, 0.1, 0.1)
+            (0, 0.0, 0.1)
         );
-        assert!(a.kills_too_many);
+        assert!(!a.enough && !a.kills_too_many);
+        // The 100 would have ended as the others did: every quantile is their 10 ms.
+        let ten = h.p50();
+        assert_eq!((a.p50.estimate, a.p999.estimate), (ten, ten));
+        assert_eq!(Some(a.p50.at_least), ten);
+        // Rank 999 plus the 100 cut lies past the end: no upper bound.
+        assert_eq!(a.p999.at_most, None);
+    }
+
+    /// 1 000 attempts: 500 answer at 10 ms, 400 are cut at 20 ms by their callers, and the
+    /// other 100 run to the 50 ms cap. Kaplan-Meier: half run past 10 ms, and all of those
+    /// that ran past 20 ms reached the cap, so the cap kills half of the attempts, not the
+    /// tenth that it cut.
+    #[test]
+    fn the_kill_fraction_counts_what_the_attempts_cut_earlier_would_have_done() {
+        let h: Histogram = Histogram::new();
+        let t: Histogram = Histogram::new();
+        h.record_n(ms(10), 500);
+        for (at, n) in [(ms(20), 400), (ms(50), 100)] {
+            h.record_n(at, n);
+            t.record_n(at, n);
+        }
+        let a = Advice::assess(h.buckets(), t.buckets(), &policy(), ms(50)).unwrap();
+        assert_eq!((a.killed, a.kill_fraction), (100, 0.5));
+        assert!(!a.enough, "600 attempts not cut short of the cap");
+        // The median is the 500th: 10 ms. Past it, nothing answered: no estimate.
+        assert_eq!(a.p50.estimate, h.p50());
+        assert_eq!(a.p99.estimate, None);
+        assert!(a.p99.at_least >= ms(50));
     }
 
     #[test]
     fn a_quantile_among_the_timeouts_has_no_upper_bound() {
         let h: Histogram = Histogram::new();
+        let t: Histogram = Histogram::new();
         h.record_n(ms(10), 990);
         h.record_n(ms(50), 10);
-        let a = Advice::assess(h.buckets(), 10, &policy(), ms(50)).unwrap();
+        t.record_n(ms(50), 10);
+        let a = Advice::assess(h.buckets(), t.buckets(), &policy(), ms(50)).unwrap();
         // Rank 990 plus 10 is the last: the p99's upper bound is the largest value recorded.
         assert_eq!(a.p99.at_most, h.quantile(Quantile::MAX));
         assert!(a.p99.at_least <= ms(10) + ms(10) / 32);
-        assert_eq!(a.p999.at_most, None);
+        assert_eq!(a.p99.estimate, Some(a.p99.at_least));
+        assert_eq!((a.p999.estimate, a.p999.at_most), (None, None));
         assert!(!a.suggested_cap.is_bounded());
-        // An adaptive cap doubles to measure it, within its bounds.
+        // The cap cut them: an adaptive cap doubles to measure it, within its bounds.
         assert_eq!(a.adapted_cap(ms(20), ms(500)), Some(ms(100)));
         assert_eq!(a.adapted_cap(ms(20), ms(80)), Some(ms(80)));
+    }
+
+    /// Past every answer, the attempts still running were all cut by their callers, below
+    /// the cap: no cap measures more, so an adaptive one stays.
+    #[test]
+    fn a_quantile_past_the_callers_deadlines_moves_no_cap() {
+        let h: Histogram = Histogram::new();
+        let t: Histogram = Histogram::new();
+        h.record_n(ms(10), 1_990);
+        h.record_n(ms(30), 10);
+        t.record_n(ms(30), 10);
+        let a = Advice::assess(h.buckets(), t.buckets(), &policy(), ms(50)).unwrap();
+        assert_eq!(a.p999.estimate, None);
+        assert!(a.enough);
+        assert_eq!((a.killed, a.kill_fraction), (0, 0.0));
+        assert_eq!(a.adapted_cap(ms(20), ms(500)), None);
     }
 
     #[test]
     fn too_few_latencies_judge_nothing_and_move_nothing() {
         let h: Histogram = Histogram::new();
         h.record_n(ms(60), 999);
-        let a = Advice::assess(h.buckets(), 999, &policy(), ms(50)).unwrap();
+        let a = Advice::assess(h.buckets(), h.buckets(), &policy(), ms(50)).unwrap();
         assert_eq!(a.kill_fraction, 1.0);
         assert!(!a.enough && !a.kills_too_many);
         assert_eq!(a.adapted_cap(ms(1), ms(1_000)), None);
@@ -404,10 +588,10 @@ mod tests {
             .with_retries(1)
             .with_backoff(crate::backoff::Backoff::constant(ms(5)))
             .with_slice(ms(100));
-        let a = Advice::assess(h.buckets(), 0, &p, ms(50)).unwrap();
+        let a = Advice::assess(h.buckets(), none(), &p, ms(50)).unwrap();
         assert_eq!((a.worst_case, a.fits), (ms(105), Some(false)));
         assert!(!a.is_within_policy());
-        let a = Advice::assess(h.buckets(), 0, &p.with_slice(ms(105)), ms(50)).unwrap();
+        let a = Advice::assess(h.buckets(), none(), &p.with_slice(ms(105)), ms(50)).unwrap();
         assert_eq!(a.fits, Some(true));
     }
 }

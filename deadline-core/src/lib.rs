@@ -56,8 +56,9 @@
 //! shared state (a [`Dependency`]'s retry budget, breaker, counters and
 //! latency histogram) is atomics of 32 bits or less, from `portable-atomic`: no 64-bit atomic,
 //! so no lock table, on a target without them. A `Dependency` there keeps the compact latency
-//! histogram ([`observe::DependencyHistogram`]), under 500 bytes of static RAM each, and its
-//! initial value is all zeros but for its policy. What the final binary adds:
+//! histogram ([`observe::DependencyHistogram`]), under 500 bytes of static RAM each (feature
+//! `advice` adds a second, of its timed-out attempts), and its initial value is all zeros but
+//! for its policy. What the final binary adds:
 //!
 //! | target | processors | the binary adds |
 //! |---|---|---|

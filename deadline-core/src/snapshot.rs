@@ -11,8 +11,8 @@ use crate::latency::DependencyHistogram;
 
 /// One dependency at one moment, from [`Dependency::snapshot`](crate::Dependency::snapshot):
 /// its policy, the cap in use (the adaptive one, if it moved), its counters, a copy of its
-/// latency histogram and how many of those latencies are attempts that timed out. A plain
-/// value, no heap: read it at leisure, or serialise it (feature `serde`) for an endpoint or a
+/// latency histogram and a copy of the histogram of those latencies that are attempts that
+/// timed out. A plain value, no heap: read it at leisure, or serialise it (feature `serde`) for an endpoint or a
 /// file that `deadline plan --live` reads.
 ///
 /// With feature `serde` it serialises as one object, microseconds as whole numbers and `null`
@@ -23,44 +23,49 @@ use crate::latency::DependencyHistogram;
 ///  "attempts": 3, "cap_quantile_ppm": 999000, "cap_margin_us": 10000, "slice_us": 250000,
 ///  "adaptive_cap_us": null,
 ///  "counters": {"calls": 5120, "successes": 5101, "timeouts": 19, ...},
-///  "latency": {"recorded": 5171, "timed_out": 19, "buckets": [[28672, 29183, 12], ...]},
+///  "latency": {"recorded": 5171, "timed_out": 19, "buckets": [[28672, 29183, 12], ...],
+///              "timeouts": [[110592, 114687, 19]]},
 ///  "advice": {"kill_fraction": 0.0037, "timed_out_share": 0.0037, "stated_rate": 0.001,
-///             "p50_us": [30719, 30719], "p99_us": [...], "p999_us": [110591, null],
-///             "quantile_us": [110591, null], "suggested_cap_us": [120591, null],
+///             "p50_us": [30719, 30719, 30719], "p99_us": [...],
+///             "p999_us": [110591, null, null], "quantile_us": [110591, null, null],
+///             "suggested_cap_us": [120591, null, null],
 ///             "worst_case_us": 360000, "fits": false, "enough": true,
 ///             "kills_too_many": true}}
 /// ```
 ///
 /// `counters` has one field per [`CounterEvent::name`](crate::observe::CounterEvent::name);
 /// each bucket is `[low_us, high_us, count]`, the smallest and largest latency it holds
-/// (`null` for the last bucket, which holds everything beyond); each quantile is
-/// `[at_least_us, at_most_us]` ([`Reading`](crate::advice::Reading)); `advice` is `null`
-/// while nothing is recorded.
+/// (`null` for the last bucket, which holds everything beyond); `timeouts` are the buckets
+/// of the attempts that timed out, each at its timeout, `timed_out` of them in all (a
+/// bucket's timeouts are among its `count`); each quantile is
+/// `[at_least_us, estimate_us, at_most_us]` ([`Reading`](crate::advice::Reading)); `advice`
+/// is `null` while nothing is recorded.
 #[derive(Clone, Debug)]
 pub struct DependencySnapshot<'n> {
     policy: Policy<'n>,
     cap: Duration,
     counters: CounterSnapshot,
     latency: DependencyHistogram,
-    timed_out: u64,
+    timeouts: DependencyHistogram,
 }
 
 impl<'n> DependencySnapshot<'n> {
     /// A snapshot of a dependency called as `policy` with `cap` in use: its `counters`, a copy
-    /// of its `latency` histogram, `timed_out` of whose latencies timed out.
+    /// of its `latency` histogram and of its `timeouts`, the latencies among them that are
+    /// attempts that timed out.
     pub(crate) fn new(
         policy: Policy<'n>,
         cap: Duration,
         counters: CounterSnapshot,
         latency: &DependencyHistogram,
-        timed_out: u64,
+        timeouts: &DependencyHistogram,
     ) -> Self {
         DependencySnapshot {
             policy,
             cap,
             counters,
             latency: latency.clone(),
-            timed_out,
+            timeouts: timeouts.clone(),
         }
     }
 
@@ -94,10 +99,11 @@ impl<'n> DependencySnapshot<'n> {
         &self.latency
     }
 
-    /// How many of the histogram's latencies are attempts that timed out.
+    /// The histogram's latencies that are attempts that timed out, each at its timeout, as
+    /// they were.
     #[must_use]
-    pub const fn timed_out(&self) -> u64 {
-        self.timed_out
+    pub const fn timeouts(&self) -> &DependencyHistogram {
+        &self.timeouts
     }
 
     /// The advice for the cap in use; `None` while nothing is recorded.
@@ -105,7 +111,7 @@ impl<'n> DependencySnapshot<'n> {
     pub fn advice(&self) -> Option<Advice> {
         Advice::assess(
             self.latency.buckets(),
-            self.timed_out,
+            self.timeouts.buckets(),
             &self.policy,
             self.cap,
         )
@@ -157,22 +163,27 @@ mod json {
         }
     }
 
-    /// The histogram: its count, its timed-out attempts, its buckets.
+    /// The histogram: its count, its timed-out attempts, its buckets, theirs.
     struct Latency<'a>(&'a DependencySnapshot<'a>);
 
     impl Serialize for Latency<'_> {
         fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-            let mut st = s.serialize_struct("Latency", 3)?;
+            let mut st = s.serialize_struct("Latency", 4)?;
             st.serialize_field("recorded", &self.0.latency.count())?;
-            st.serialize_field("timed_out", &self.0.timed_out)?;
+            st.serialize_field("timed_out", &self.0.timeouts.count())?;
             st.serialize_field("buckets", &Buckets(&self.0.latency))?;
+            st.serialize_field("timeouts", &Buckets(&self.0.timeouts))?;
             st.end()
         }
     }
 
-    /// A quantile's two bounds.
-    fn bounds(r: &Reading) -> (Option<u64>, Option<u64>) {
-        (us(r.at_least), r.at_most.and_then(us))
+    /// A quantile's lower bound, estimate and upper bound.
+    fn bounds(r: &Reading) -> (Option<u64>, Option<u64>, Option<u64>) {
+        (
+            us(r.at_least),
+            r.estimate.and_then(us),
+            r.at_most.and_then(us),
+        )
     }
 
     /// The advice's figures.

@@ -56,9 +56,10 @@ proptest! {
         );
     }
 
-    /// Answers and timeouts in any mix: the kill fraction is never below the timed-out share,
-    /// every quantile's bounds are in order, and a quantile has an upper bound exactly when it
-    /// does not fall among the timed-out attempts.
+    /// Answers and timeouts in any mix: every quantile's estimate lies between its bounds,
+    /// the upper bound is there exactly when the quantile does not fall among the timed-out
+    /// attempts, and the kill fraction and the estimates are the Kaplan-Meier product-limit
+    /// estimate over the same buckets, worked here the textbook way.
     #[test]
     fn timed_out_attempts_are_censored(
         calls in prop::collection::vec((1u64..100_000, any::<bool>()), 1..4_000),
@@ -78,16 +79,67 @@ proptest! {
         let a = dep.advice().unwrap();
         let n = calls.len() as u64;
         prop_assert_eq!((a.recorded, a.timed_out), (n, timed_out));
-        prop_assert!(a.kill_fraction >= timed_out as f64 / n as f64);
-        prop_assert!(a.kill_fraction <= 1.0);
-        for (q, r) in [(500_000u64, a.p50), (990_000, a.p99), (999_000, a.p999)] {
+        prop_assert!(a.kill_fraction >= a.killed as f64 / n as f64 - 1e-9);
+        prop_assert!(a.kill_fraction <= 1.0 + 1e-9);
+        let (survival, quantiles) = product_limit(&dep, ms(50), [500_000, 990_000, 999_000]);
+        prop_assert!((a.kill_fraction - survival).abs() < 1e-9, "{} {}", a.kill_fraction, survival);
+        for ((q, r), estimate) in [(500_000u64, a.p50), (990_000, a.p99), (999_000, a.p999)]
+            .into_iter()
+            .zip(quantiles)
+        {
             let rank = (q * n).div_ceil(1_000_000).max(1);
             prop_assert_eq!(r.at_most.is_some(), rank + timed_out <= n);
-            if let Some(high) = r.at_most {
-                prop_assert!(r.at_least <= high);
+            prop_assert_eq!(r.estimate, estimate);
+            if let Some(e) = r.estimate {
+                prop_assert!(r.at_least <= e);
+                if let Some(high) = r.at_most {
+                    prop_assert!(e <= high);
+                }
+            } else {
+                prop_assert_eq!(r.at_most, None);
             }
         }
     }
+}
+
+/// The Kaplan-Meier estimate over `dep`'s buckets, the textbook product: at each bucket,
+/// `S *= 1 - answered / running`, then its timeouts leave the attempts running. Returns
+/// `S` just before the first bucket above `cap` (0 if nothing ran that far), and for each
+/// quantile (in parts per million) the first bucket where `1 - S` reaches it (within a
+/// rounding of the product), if any.
+fn product_limit(
+    dep: &Dependency<ManualRuntime>,
+    cap: Duration,
+    quantiles: [u64; 3],
+) -> (f64, [Option<Duration>; 3]) {
+    let timeouts: Vec<_> = dep.snapshot().timeouts().buckets().collect();
+    let buckets: Vec<_> = dep.latency().buckets().collect();
+    let n: u64 = buckets.iter().map(|b| u64::from(b.count)).sum();
+    let mut running = n;
+    let mut s = 1.0f64;
+    let mut at_cap = None;
+    let mut found = [None; 3];
+    for b in &buckets {
+        if b.high > cap && at_cap.is_none() {
+            at_cap = Some(if running == 0 { 0.0 } else { s });
+        }
+        let cut = timeouts
+            .iter()
+            .find(|t| t.low == b.low)
+            .map_or(0, |t| u64::from(t.count));
+        let answered = u64::from(b.count) - cut;
+        if answered > 0 {
+            s *= 1.0 - answered as f64 / running as f64;
+            for (q, f) in quantiles.iter().zip(&mut found) {
+                let rank = (q * n).div_ceil(1_000_000).max(1) as f64;
+                if f.is_none() && (1.0 - s) * n as f64 + n as f64 * 1e-12 >= rank {
+                    *f = Some(b.high);
+                }
+            }
+        }
+        running -= u64::from(b.count);
+    }
+    (at_cap.unwrap_or(0.0), found)
 }
 
 static CUT: Dependency<ManualRuntime> = Dependency::new(Policy::required("cut").with_cap(ms(50)));
@@ -312,8 +364,7 @@ static SHORT: Dependency<ManualRuntime> =
 /// timeout is: at its timeout, a lower bound of its latency, and counted apart as censored.
 /// Left out, the latencies of a dependency that its callers wait for less than it takes would
 /// be only the answers that came in time, and a dependency with no cap would show no
-/// censoring at all. (It also counts as killed, as every timed-out attempt does: see the
-/// kill fraction in `deadline_core::advice`.)
+/// censoring at all. It is not the cap's kill: no attempt ran as long as the cap.
 #[test]
 fn an_attempt_cut_by_the_callers_deadline_is_recorded_as_censored() {
     let run = |budget: Duration, latency: Duration| {
@@ -344,4 +395,77 @@ fn an_attempt_cut_by_the_callers_deadline_is_recorded_as_censored() {
     // Recorded at the 30 ms the attempts had: the histogram's bucket holding it.
     assert!(advice.p50.at_least >= ms(30) && advice.p50.at_least < ms(40));
     assert_eq!(advice.p50.at_most, None, "censored: only known from below");
+    assert_eq!(advice.p50.estimate, None, "no attempt ran past 30 ms");
+    assert_eq!((advice.killed, advice.kill_fraction), (0, 0.0));
+}
+
+static MIXED: Dependency<ManualRuntime> = Dependency::new(
+    Policy::required("mixed")
+        .with_cap(ms(100))
+        .with_cap_margin(ms(10))
+        .with_adaptive_cap(ms(20), ms(400)),
+);
+
+/// A dependency that answers in 20 to 60 ms, called through its own `run` on virtual time
+/// by two kinds of callers: half with 30 ms left, whose attempts slower than that their
+/// deadline cuts, and half with a second. The cap (100 ms, adaptive from 20 to 400 ms) cuts
+/// nothing. Counting every timeout as the cap's kill said that it killed over a third of the
+/// attempts, and the adaptive cap doubled to 200 ms at its first check; read as censored
+/// data, the kill fraction is 0, the quantiles are those of the callers that waited, and the
+/// adaptive cap comes down to the p99.9 plus its margin.
+#[test]
+fn callers_with_less_time_than_the_dependency_takes_do_not_move_its_cap() {
+    // 20 to 60 ms in 41 steps of a millisecond, walked in a scrambled order (17 is prime to
+    // 41), each at a half millisecond: none at 30 ms exactly.
+    let latency = |k: u64| Duration::from_micros((20 + (k * 17) % 41) * 1_000 + 500);
+    // The adaptive cap is checked at the 4 095th latency, the last before the histogram is
+    // halved.
+    let calls = 4_095u64;
+    let mut cut = 0u64;
+    ManualRuntime::block_on(async {
+        for k in 0..calls {
+            let took = latency(k);
+            // Even calls have 30 ms; odd ones wait a second. 41 is odd, so both kinds see
+            // every latency.
+            let budget = if k % 2 == 0 { ms(30) } else { ms(1_000) };
+            let answer = scope_timeout::<ManualRuntime, _>(budget, async {
+                MIXED
+                    .run(|_| async move {
+                        let t = ManualRuntime::timer();
+                        t.sleep_until(t.now() + took).await;
+                        Ok::<_, ()>(())
+                    })
+                    .await
+            })
+            .await;
+            if budget == ms(30) && took > ms(30) {
+                cut += 1;
+                assert!(!matches!(answer, Ok(Ok(()))), "call {k} answered late");
+            } else {
+                assert!(matches!(answer, Ok(Ok(()))), "call {k}: {answer:?}");
+            }
+        }
+    })
+    .unwrap();
+    let advice = MIXED.advice().expect("latencies recorded");
+    assert_eq!(advice.timed_out, cut);
+    assert!(
+        cut * 3 > calls,
+        "{cut} of {calls} attempts cut by their callers"
+    );
+    assert_eq!((advice.killed, advice.kill_fraction), (0, 0.0));
+    assert!(advice.enough && !advice.kills_too_many);
+    // The median of 20 to 60 ms is 40 ms; with each cut attempt at its 30 ms it reads 30.
+    let p50 = advice.p50.estimate.expect("measured");
+    assert!(p50 >= ms(40) && p50 <= ms(42), "p50 {p50:?}");
+    assert!(advice.p50.at_least < ms(32), "{:?}", advice.p50);
+    // The p99.9 is the slowest, 60.5 ms (its bucket's upper bound, within 3.125%); the
+    // adaptive cap moved there plus its 10 ms margin at the check of the 4 095th latency.
+    let p999 = advice.p999.estimate.expect("measured");
+    assert!(p999 >= ms(60) && p999 <= ms(63), "p99.9 {p999:?}");
+    let cap = MIXED.cap();
+    assert!(
+        cap >= ms(70) && cap <= ms(73),
+        "the adaptive cap moved to {cap:?}"
+    );
 }

@@ -104,8 +104,8 @@ fn sample(calls: u64) -> Sample {
         at: ManualRuntime::now(),
         fixed_kill: fixed.kill_fraction,
         fixed_within: fixed.is_within_policy(),
-        fixed_suggested: fixed.suggested_cap.at_most,
-        adaptive_suggested: adaptive.suggested_cap.at_most,
+        fixed_suggested: fixed.suggested_cap.estimate,
+        adaptive_suggested: adaptive.suggested_cap.estimate,
         adaptive_cap: ADAPTIVE.cap(),
     }
 }

@@ -108,10 +108,10 @@ pub(crate) struct LiveLatency {
     recorded: AtomicU32,
     /// The delay kept.
     delay: MicrosCell,
-    /// Of the latencies in the histogram, the attempts that timed out (recorded at their
-    /// timeout, a lower bound of their latency), halved with the histogram.
+    /// Of the latencies in the histogram, the attempts that timed out, each at its timeout
+    /// (a lower bound of its latency) in a histogram of the same layout, halved with it.
     #[cfg(feature = "advice")]
-    timed_out: AtomicU32,
+    timeouts: DependencyHistogram,
 }
 
 impl LiveLatency {
@@ -128,7 +128,7 @@ impl LiveLatency {
             recorded: AtomicU32::new(0),
             delay: MicrosCell::new(),
             #[cfg(feature = "advice")]
-            timed_out: AtomicU32::new(0),
+            timeouts: DependencyHistogram::with_layout(),
         }
     }
 
@@ -148,17 +148,18 @@ impl LiveLatency {
         n
     }
 
-    /// Counts one attempt that timed out, before its timeout is recorded as its latency.
+    /// Records one attempt that timed out after `after` among the timeouts, before `after`
+    /// is recorded as its latency.
     #[cfg(feature = "advice")]
     #[inline]
-    pub(crate) fn count_timeout(&self) {
-        self.timed_out.fetch_add(1, Ordering::Relaxed);
+    pub(crate) fn count_timeout(&self, after: Duration) {
+        self.timeouts.record(after);
     }
 
-    /// Of the latencies in the histogram, the attempts that timed out.
+    /// Of the latencies in the histogram, the attempts that timed out, each at its timeout.
     #[cfg(feature = "advice")]
-    pub(crate) fn timed_out(&self) -> u64 {
-        u64::from(self.timed_out.load(Ordering::Relaxed))
+    pub(crate) const fn timeouts(&self) -> &DependencyHistogram {
+        &self.timeouts
     }
 
     /// Records one latency, halving the histogram when it is due, and reads no quantile (for
@@ -173,10 +174,9 @@ impl LiveLatency {
             .wrapping_add(1);
         if n % Self::HALF_LIFE == 0 {
             self.histogram.halve_alternating(n / Self::HALF_LIFE);
+            // Halved alike, a bucket's timeouts stay no more than its latencies.
             #[cfg(feature = "advice")]
-            let _ = self
-                .timed_out
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| Some(c >> 1));
+            self.timeouts.halve_alternating(n / Self::HALF_LIFE);
         }
         n
     }

@@ -10,10 +10,10 @@
 //! dependency is `deadline_deadline_exceeded_total / deadline_calls_total`.
 //!
 //! With feature `advice`, the live advice's gauges, set each time it is checked:
-//! `deadline_kill_fraction` (the share of attempts the cap in use kills),
+//! `deadline_kill_fraction` (the estimated share of attempts the cap in use kills),
 //! `deadline_timed_out_fraction`, `deadline_suggested_cap_seconds` (the cap the stated
-//! false-timeout rate needs: its upper bound, or its lower bound while the quantile lies
-//! above the cap) and `deadline_cap_seconds` (the cap in use).
+//! false-timeout rate needs: its estimate, or its lower bound while the quantile lies
+//! beyond every answer) and `deadline_cap_seconds` (the cap in use).
 
 use crate::counters::{CounterEvent, Counters};
 use crate::drive::Called;

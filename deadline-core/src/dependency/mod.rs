@@ -306,18 +306,18 @@ impl<'n, Rt, M> Dependency<'n, Rt, M> {
     }
 
     /// What its cap costs and what it should be, read now off its live latency histogram
-    /// ([`Advice`](crate::advice::Advice)): the cap's kill fraction, counting every attempt
-    /// that timed out as killed; the p50, p99 and p99.9, with the timed-out attempts
-    /// censored; the cap its stated false-timeout rate needs; its worst case against its
-    /// slice. `None` while nothing is recorded. It walks the histogram (a few microseconds):
+    /// ([`Advice`](crate::advice::Advice)): the cap's kill fraction and the p50, p99 and
+    /// p99.9, with the attempts that timed out (at the cap, or earlier at a caller's
+    /// deadline) censored; the cap its stated false-timeout rate needs; its worst case
+    /// against its slice. `None` while nothing is recorded. It walks the histogram (a few microseconds):
     /// call it from an exporter or a status page, not per call.
     ///
     /// Calls made through [`run`](Self::run) check it themselves every
     /// [`ADVICE_EVERY`](Self::ADVICE_EVERY) latencies, with the instant of the latest one
     /// (no clock is read): they move an adaptive cap; with feature `metrics` they set the
     /// gauges `deadline_kill_fraction`, `deadline_timed_out_fraction`,
-    /// `deadline_suggested_cap_seconds` (the upper bound, or the lower one when the quantile
-    /// lies above the cap) and `deadline_cap_seconds` (label `dependency`); with feature
+    /// `deadline_suggested_cap_seconds` (the estimate, or the lower bound when the quantile
+    /// lies beyond every answer) and `deadline_cap_seconds` (label `dependency`); with feature
     /// `tracing`, while the cap kills more than its stated rate or its worst case does not
     /// fit its slice, they log a `WARN` at most once per
     /// [`interval`](crate::Policy::with_advice_interval). (A
@@ -350,14 +350,14 @@ impl<'n, Rt, M> Dependency<'n, Rt, M> {
     /// let advice = PRICING.advice().unwrap();
     /// assert_eq!(advice.kill_fraction, 0.005); // 0.5% killed, over the stated 0.1%
     /// assert!(advice.kills_too_many);
-    /// assert!(!advice.suggested_cap.is_bounded()); // the p99.9 lies above the cap
-    /// assert!(advice.p99.at_most.unwrap() < ms(41)); // the p99 does not
+    /// assert_eq!(advice.suggested_cap.estimate, None); // the p99.9 lies above the cap
+    /// assert!(advice.p99.estimate.unwrap() < ms(41)); // the p99 does not
     /// ```
     #[must_use]
     pub fn advice(&self) -> Option<crate::advice::Advice> {
         crate::advice::Advice::assess(
             self.latency.histogram().buckets(),
-            self.latency.timed_out(),
+            self.latency.timeouts().buckets(),
             &self.policy,
             self.cap(),
         )
@@ -373,7 +373,7 @@ impl<'n, Rt, M> Dependency<'n, Rt, M> {
             self.cap(),
             self.counters.snapshot(),
             self.latency.histogram(),
-            self.latency.timed_out(),
+            self.latency.timeouts(),
         )
     }
 
@@ -396,7 +396,7 @@ impl<'n, Rt, M: Mode> Dependency<'n, Rt, M> {
     /// apart as censored (see [`advice`](Self::advice)).
     #[cfg(feature = "advice")]
     pub fn record_timeout(&self, after: Duration) {
-        self.latency.count_timeout();
+        self.latency.count_timeout(after);
         let _ = self.latency.record(after, self.live_quantile());
     }
 

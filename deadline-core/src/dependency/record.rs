@@ -86,7 +86,7 @@ fn hear<M: Mode>(
         EventKind::Succeeded { took, .. } => Some(took),
         EventKind::TimedOut { after, .. } => {
             #[cfg(feature = "advice")]
-            latency.count_timeout();
+            latency.count_timeout(after);
             Some(after)
         }
         _ => None,

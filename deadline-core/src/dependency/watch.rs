@@ -106,7 +106,7 @@ impl LiveAdvice {
         let Some(advice) = Advice::assess_counted(
             histogram.buckets(),
             histogram.count(),
-            latency.timed_out(),
+            latency.timeouts().buckets(),
             policy,
             cap,
         ) else {
