@@ -7,7 +7,7 @@
 //! ```text
 //! [{"dependency": "pricing", "cap_us": 110000, "configured_cap_us": 110000, ...,
 //!   "latency": {"recorded": 5171, "timed_out": 19, "buckets": [[28673, 29696, 12], ...],
-//!               "timeouts": [[110592, 114687, 19]]}}]
+//!               "timeouts": [[108544, 110591, 19]]}}]
 //! ```
 //!
 //! Every figure is the core's: the advice comes from
@@ -352,7 +352,15 @@ pub struct LiveRow {
     /// That quantile, live.
     pub quantile: Bounds,
     /// The table's cap's kill fraction on the live latencies (timeouts read as censored).
+    /// Where the table's cap is above the service's, the service's: the attempts it cut say
+    /// nothing past it, and a longer cap kills at most as many (`kill_fraction_at_most`).
     pub kill_fraction: f64,
+    /// Whether `kill_fraction` is only a bound from above: the table's cap is above the cap
+    /// the service's calls ran with.
+    pub kill_fraction_at_most: bool,
+    /// Whether the quantile lies past every answer where the service's cap cut no attempt:
+    /// their callers' deadlines did, no cap measures it, and the cap stays.
+    pub quantile_past_callers: bool,
     /// The cap's stated false-timeout rate (the service's cap quantile).
     pub stated_rate: f64,
     /// Whether there were enough latencies to judge the cap.
@@ -436,7 +444,18 @@ pub fn run(
             without.push(dep.name.clone());
             continue;
         };
-        let proposed_cap = ceil_ms(advice.suggested_cap.value());
+        // A quantile past every answer: raised to measure it when the service's cap is what
+        // cut the attempts, kept when their callers' deadlines did (no cap measures it).
+        let kills = |cap: Duration| kills(snap, &policy, cap);
+        let (kill_fraction, kill_fraction_at_most) = kills(row.cap_ms);
+        let cut_by_cap = snap
+            .advice(&policy, snap.cap())
+            .is_some_and(|a| a.killed > 0);
+        let proposed_cap = match advice.suggested_cap.estimate {
+            Some(cap) => ceil_ms(cap),
+            None if cut_by_cap => ceil_ms(advice.suggested_cap.at_least),
+            None => row.cap_ms,
+        };
         let proposed_floor = dep.floor.is_none().then(|| ceil_ms(advice.p50.value()));
         let service_uncapped = snap.cap() == Duration::MAX;
         let service_cap = (!service_uncapped && snap.cap() != row.cap_ms).then(|| snap.cap());
@@ -454,7 +473,9 @@ pub fn run(
             p999: advice.p999.into(),
             cap_quantile: quantile_name(snap.cap_quantile_ppm),
             quantile: advice.quantile.into(),
-            kill_fraction: advice.kill_fraction,
+            kill_fraction,
+            kill_fraction_at_most,
+            quantile_past_callers: advice.quantile.estimate.is_none() && !cut_by_cap,
             stated_rate: advice.stated_rate,
             enough: advice.enough,
             suggested_cap: advice.suggested_cap.into(),
@@ -463,9 +484,7 @@ pub fn run(
         };
         changes.extend(describe(&live, margin(table, dep)));
         // The proposed cap's own kill fraction on the live latencies, for its reason.
-        let killed_after = snap
-            .advice(&policy, proposed_cap)
-            .map_or(0.0, |a| a.kill_fraction);
+        let killed_after = kills(proposed_cap);
         reasons.insert(
             dep.name.clone(),
             reason(&live, margin(table, dep), killed_after),
@@ -511,6 +530,26 @@ pub fn run(
     })
 }
 
+/// What a cap of `cap` kills of `snap`'s attempts (`policy` says the stated rate), and
+/// whether that is only a bound from above: past the cap the service's calls ran with, the
+/// attempts it cut are censored there, and a longer cap kills at most as many.
+fn kills(snap: &Snapshot, policy: &Policy, cap: Duration) -> (f64, bool) {
+    let service = snap.cap();
+    let (at, at_most) = if cap > service {
+        (service, true)
+    } else {
+        (cap, false)
+    };
+    let fraction = snap.advice(policy, at).map_or(0.0, |a| a.kill_fraction);
+    (fraction, at_most)
+}
+
+/// A kill fraction, `<=` before it when it is a bound from above.
+fn fmt_kills((fraction, at_most): (f64, bool)) -> String {
+    let bound = if at_most { "<=" } else { "" };
+    format!("{bound}{}", fmt_percent(fraction))
+}
+
 /// The changes one row calls for, each with its reason.
 fn describe(r: &LiveRow, margin: Duration) -> Vec<String> {
     let mut out = Vec::new();
@@ -539,8 +578,17 @@ fn describe(r: &LiveRow, margin: Duration) -> Vec<String> {
             r.name,
             fmt_ms(r.table_cap_ms),
             fmt_ms(r.proposed_cap_ms),
-            fmt_percent(r.kill_fraction),
+            fmt_kills((r.kill_fraction, r.kill_fraction_at_most)),
             fmt_percent(r.stated_rate),
+        ));
+    } else if r.quantile_past_callers {
+        out.push(format!(
+            "{}: cap stays {} ms (the live {} lies past every answer, beyond the callers' \
+             deadlines, which cut {} of the attempts before the cap: no cap measures it)",
+            r.name,
+            fmt_ms(r.table_cap_ms),
+            r.cap_quantile,
+            fmt_percent(r.timed_out_share),
         ));
     }
     if let Some(floor) = r.proposed_floor_ms {
@@ -559,7 +607,7 @@ fn describe(r: &LiveRow, margin: Duration) -> Vec<String> {
 }
 
 /// The reason of a dependency's numbers in the budget table with the changes.
-fn reason(r: &LiveRow, margin: Duration, killed_after: f64) -> String {
+fn reason(r: &LiveRow, margin: Duration, killed_after: (f64, bool)) -> String {
     let q = &r.cap_quantile;
     let mut s = match r.quantile.estimate_ms {
         Some(value) => format!(
@@ -570,8 +618,15 @@ fn reason(r: &LiveRow, margin: Duration, killed_after: f64) -> String {
             fmt_percent(r.timed_out_share),
             fmt_ms(r.proposed_cap_ms),
             fmt_ms(margin),
-            fmt_percent(killed_after),
+            fmt_kills(killed_after),
             fmt_percent(r.stated_rate),
+        ),
+        None if r.quantile_past_callers => format!(
+            "{q} past every answer live ({} latencies, {} timed out, before the cap: cut by \
+             the callers' deadlines), cap {} ms kept: no cap measures it",
+            r.recorded,
+            fmt_percent(r.timed_out_share),
+            fmt_ms(r.proposed_cap_ms),
         ),
         None => format!(
             "{q} above {} ms live ({} latencies, {} timed out: the {q} lies among them), cap {} \
@@ -632,7 +687,7 @@ pub fn render(report: &LiveReport) -> String {
             format!("{} / {}", fmt_ms(r.table_p50_ms), r.p50.show()),
             format!("{} / {}", fmt_ms(r.table_p999_ms), r.p999.show()),
             fmt_ms(r.table_cap_ms),
-            fmt_percent(r.kill_fraction),
+            fmt_kills((r.kill_fraction, r.kill_fraction_at_most)),
             fmt_percent(r.stated_rate),
             r.suggested_cap.show(),
         );
@@ -642,8 +697,8 @@ pub fn render(report: &LiveReport) -> String {
         "\nseen: latencies in the service's histogram (it halves them every 4 096); timed out: \
          recorded at\ntheir timeout, each given the latencies of the attempts that ran on, so a \
          quantile beyond every\nanswer is only known to lie above (>=); kills: the estimated \
-         share of attempts that run past the\ntable's cap; suggested: the quantile the stated \
-         rate names, plus the margin."
+         share of attempts that run past the\ntable's cap (<=: at most, for a cap above the \
+         service's); suggested: the quantile the stated rate names,\nplus the margin."
     );
     for r in &report.dependencies {
         if r.service_uncapped {

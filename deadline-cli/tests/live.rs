@@ -383,3 +383,82 @@ fn plan_live_says_when_a_change_leaves_a_setting_that_never_acts() {
         "{changes:?}"
     );
 }
+
+/// A table of one dependency `A` stating a 100 ms cap (p50 20 ms, p99.9 40 ms), beside one
+/// snapshot of `dep`: the `plan --live --json` report.
+fn plan_a_at_100(dep: &Dependency<'_, ManualRuntime>, what: &str) -> serde_json::Value {
+    let dir = temp_dir(what);
+    let live = write(
+        &dir,
+        "live.json",
+        &serde_json::to_string(&[dep.snapshot()]).unwrap(),
+    );
+    let table = write(
+        &dir,
+        "t.toml",
+        "budget_ms = 500\ncap_margin_ms = 10\n[[dependency]]\nname = \"A\"\np50_ms = 20\n\
+         p999_ms = 40\ncap_ms = 100\n",
+    );
+    json(&["plan", &table, "--live", &live, "--json"])
+}
+
+/// A dependency whose callers cut ten attempts at 30 ms, under its 100 ms cap: its p99.9
+/// lies past every answer, where no cap measures it. The cap stays, and the change says why
+/// (it was proposed at the 30 ms bound plus the margin, 41 ms, cutting the calls that wait
+/// for their answer at 40).
+#[test]
+fn plan_live_keeps_a_cap_that_only_the_callers_deadlines_cut_under() {
+    let a: Dependency<ManualRuntime> = Dependency::new(Policy::required("A").with_cap(ms(100)));
+    for _ in 0..3_990 {
+        a.record_latency(ms(20));
+    }
+    for _ in 0..10 {
+        a.record_timeout(ms(30));
+    }
+    let v = plan_a_at_100(&a, "plan-live-callers");
+    let row = &v["dependencies"][0];
+    assert_eq!(row["quantile_past_callers"], true, "{row}");
+    assert_eq!(num(&row["proposed_cap_ms"]), 100.0, "{row}");
+    assert_eq!(num(&row["kill_fraction"]), 0.0, "{row}");
+    let changes = changes(&v);
+    assert!(
+        changes
+            .iter()
+            .any(|c| c.starts_with("A: cap stays 100 ms") && c.contains("callers' deadlines")),
+        "{changes:?}"
+    );
+    assert_eq!(num(&v["plan"]["dependencies"][0]["cap_ms"]), 100.0);
+}
+
+/// A service whose cap was 40 ms, under the table's 100: the attempts it cut (ten, 0.25%)
+/// say nothing past 40 ms, so what the table's cap kills is only known to be at most that,
+/// and is shown so (`<=`).
+#[test]
+fn plan_live_bounds_what_a_cap_above_the_services_kills() {
+    let a: Dependency<ManualRuntime> = Dependency::new(Policy::required("A").with_cap(ms(40)));
+    for _ in 0..3_990 {
+        a.record_latency(ms(20));
+    }
+    for _ in 0..10 {
+        a.record_timeout(ms(40));
+    }
+    let v = plan_a_at_100(&a, "plan-live-bound");
+    let row = &v["dependencies"][0];
+    assert_eq!(row["kill_fraction_at_most"], true, "{row}");
+    assert_eq!(num(&row["kill_fraction"]), 0.0025, "{row}");
+    let dir = temp_dir("plan-live-bound-text");
+    let live = write(
+        &dir,
+        "live.json",
+        &serde_json::to_string(&[a.snapshot()]).unwrap(),
+    );
+    let table = write(
+        &dir,
+        "t.toml",
+        "budget_ms = 500\ncap_margin_ms = 10\n[[dependency]]\nname = \"A\"\np50_ms = 20\n\
+         p999_ms = 40\ncap_ms = 100\n",
+    );
+    let (code, out, _) = texts(&["plan", &table, "--live", &live]);
+    assert_eq!(code, 0);
+    assert!(out.contains("<=0.25%"), "{out}");
+}

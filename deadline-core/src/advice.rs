@@ -36,13 +36,22 @@
 //! - **Suggested cap**: the cap's quantile plus the margin, as a [`Reading`] too: its
 //!   `estimate` is the cap to use; with none, the cap must go up before the quantile can be
 //!   measured, if it is the cap that cut the attempts.
-//! - **Enough**: a cap is judged on the attempts that were not cut short of it, since an
-//!   attempt its caller's deadline cut before the cap says nothing of what the cap does.
+//! - **Enough**: a cap is judged once the estimate at the cap rests on enough attempts: as
+//!   many as an uncensored sample would need to leave the attempts still running there. An
+//!   attempt its caller's deadline cut before the cap says nothing of what the cap does,
+//!   and one cut just before the cap says nothing of the tail beyond it.
+//!
+//! A [`Dependency`](crate::Dependency) records an attempt the cap cut at the cap, even when
+//! it ended a little before it (the next service answering that the time it was sent ran
+//! out: that time is the cap less an allowance for the answer's way back), and one its
+//! caller's deadline cut when it ended.
 //!
 //! Every value is the upper bound of its bucket (the histogram's error: at most 3.125% above
 //! the true value for a server's histogram), and the kill fraction counts the whole bucket
-//! that holds `T` as killed, unless `T` is that bucket's upper bound: it errs high, and is the
-//! exact kill fraction at some `T'` between `T` minus one bucket width and `T`.
+//! that holds `T` as killed: it errs high, and is the exact kill fraction at some `T'`
+//! between `T` minus one bucket width and `T`. For a cap above the one the attempts ran with,
+//! the kill fraction says nothing past that cap: the attempts it cut are censored there,
+//! and no attempt ran longer.
 //!
 //! ```
 //! use deadline_core::advice::Advice;
@@ -111,6 +120,7 @@ const PPM: u64 = 1_000_000;
 /// (each the upper bound of its bucket). See the [module](self) for how they are read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub struct Reading {
     /// The quantile with each timed-out attempt at its timeout.
     pub at_least: Duration,
@@ -170,11 +180,11 @@ pub struct Advice {
     pub recorded: u64,
     /// Of them, attempts that timed out (recorded at their timeout).
     pub timed_out: u64,
-    /// Attempts that ran past the cap: the histogram's count above it (the answers slower
-    /// than the cap, and the attempts it cut, at its bucket).
+    /// Attempts that ran as long as the cap: the histogram's count from the bucket that holds
+    /// it on (the answers slower than the cap, and the attempts it cut).
     pub killed: u64,
     /// The kill fraction `1 - F(cap)`: the estimated share of attempts that run past the
-    /// cap, never below `killed / recorded` (see the [module](self)).
+    /// cap, never below `killed / recorded` nor above 1 (see the [module](self)).
     pub kill_fraction: f64,
     /// `timed_out / recorded`.
     pub timed_out_share: f64,
@@ -197,7 +207,8 @@ pub struct Advice {
     /// Whether the worst case fits the slice (`None` when no slice is stated).
     pub fits: Option<bool>,
     /// Whether enough latencies were recorded to judge the cap's quantile
-    /// ([`Advice::enough_for`]), counting the attempts that were not cut short of the cap.
+    /// ([`Advice::enough_for`]), counting as many as the estimate at the cap rests on (see the
+    /// [module](self)).
     pub enough: bool,
     /// Whether the cap kills more than its stated rate, judged once there are `enough`
     /// latencies.
@@ -235,27 +246,18 @@ impl Advice {
         I: Iterator<Item = Bucket> + Clone,
         J: Iterator<Item = Bucket> + Clone,
     {
-        Self::assess_counted(buckets.clone(), total(buckets), timeouts, policy, cap)
-    }
-
-    /// [`assess`](Self::assess) of buckets that hold `recorded` latencies in all (a
-    /// histogram's [`count`](crate::observe::Histogram::count), read without the buckets).
-    pub(crate) fn assess_counted<I, J>(
-        buckets: I,
-        recorded: u64,
-        timeouts: J,
-        policy: &Policy,
-        cap: Duration,
-    ) -> Option<Self>
-    where
-        I: Iterator<Item = Bucket>,
-        J: Iterator<Item = Bucket> + Clone,
-    {
+        let (recorded, timed_out) = with_timeouts(buckets.clone(), timeouts.clone()).fold(
+            (0u64, 0u64),
+            |(all, cut), (b, censored)| {
+                (
+                    all.saturating_add(u64::from(b.count)),
+                    cut.saturating_add(censored),
+                )
+            },
+        );
         if recorded == 0 {
             return None;
         }
-        let timed_out = total(timeouts.clone()).min(recorded);
-        let mut timeouts = timeouts.peekable();
         let settings = policy.advice();
         let quantiles = [
             Quantile::P50,
@@ -273,7 +275,6 @@ impl Advice {
         let mut estimates = [None::<Duration>; 4];
         let mut seen = 0u64;
         let mut above_cap = 0u64;
-        let mut cut_short = 0u64;
         let mut last = Duration::ZERO;
         // The Kaplan-Meier estimate, as each timed-out attempt's share handed on to the
         // attempts still running: every attempt still running weighs `weight` (1 until a
@@ -281,12 +282,16 @@ impl Advice {
         // Without timeouts `weight` stays exactly 1 and every figure is a whole count.
         let mut running = recorded;
         let mut weight = 1.0f64;
-        let mut running_at_cap = None::<f64>;
+        // At the cap's bucket: the attempts still running there and their weight.
+        let mut at_cap = None::<(u64, f64)>;
         let n = recorded as f64;
-        // The product's rounding, far below one attempt: a rank reached in exact arithmetic
-        // is reached.
-        let slack = n * 1e-12;
-        for bucket in buckets {
+        // Each quantile is reached where the estimated count ended reaches its nearest rank:
+        // exactly the histogram's quantile without timeouts (where the count is whole), and
+        // with them up to one bucket of answers above where the estimated share reaches `q`,
+        // erring high as a cap should (the tail past the censored attempts rests on few
+        // answers). A millionth of an attempt of room for the product's rounding.
+        let targets = ranks.map(|[rank, _]| rank as f64 - 1e-6);
+        for (bucket, censored) in with_timeouts(buckets, timeouts) {
             let count = u64::from(bucket.count);
             seen = seen.saturating_add(count);
             last = bucket.high;
@@ -297,24 +302,19 @@ impl Advice {
                     }
                 }
             }
-            if bucket.high > cap && running_at_cap.is_none() {
-                running_at_cap = Some(weight * running as f64);
-            }
-            // The bucket's timed-out attempts: the timeouts' bucket with its bounds (one the
-            // walk has passed, which only a histogram changing between the reads leaves, is
-            // skipped).
-            let mut censored = 0;
-            while let Some(t) = timeouts.next_if(|t| t.low <= bucket.low) {
-                if t.low == bucket.low {
-                    censored = u64::from(t.count).min(count);
+            if bucket.high >= cap {
+                above_cap = above_cap.saturating_add(count);
+                if at_cap.is_none() {
+                    at_cap = Some((running, weight));
                 }
             }
+            // Its answers end first, then its timed-out attempts hand their share on.
             let answered = count.saturating_sub(censored).min(running);
             running = running.saturating_sub(answered);
             if answered > 0 {
                 let ended = n - weight * running as f64;
-                for (&[rank, _], estimate) in ranks.iter().zip(&mut estimates) {
-                    if estimate.is_none() && ended + slack >= rank as f64 {
+                for (target, estimate) in targets.iter().zip(&mut estimates) {
+                    if estimate.is_none() && ended >= *target {
                         *estimate = Some(bucket.high);
                     }
                 }
@@ -327,14 +327,7 @@ impl Advice {
                 weight *= running as f64 / still as f64;
                 running = still;
             }
-            if bucket.high > cap {
-                above_cap = above_cap.saturating_add(count);
-            } else {
-                cut_short = cut_short.saturating_add(censored);
-            }
         }
-        // A rank the walk did not reach (a bucket emptied between the two passes) reads the
-        // last value seen.
         let reading = |i: usize| match (ranks.get(i), values.get(i), estimates.get(i)) {
             (Some(&[_, up]), Some(&[low, high]), Some(&estimate)) => Reading {
                 at_least: low.unwrap_or(last),
@@ -352,10 +345,16 @@ impl Advice {
             },
         };
         let quantile = reading(3);
-        // No attempt ran as long as the cap: it killed none.
-        let running_at_cap = running_at_cap.unwrap_or(0.0);
+        // No attempt ran as long as the cap: it killed none, and the attempts behind the
+        // estimate are all there were. Otherwise the estimate at the cap rests on the attempts
+        // still running there: as many as an uncensored sample of `recorded / weight`.
+        let (running_at_cap, weight_at_cap) = at_cap.map_or((0.0, weight), |(running, weight)| {
+            (weight * running as f64, weight)
+        });
+        let kill_fraction = (running_at_cap / n).min(1.0);
         let stated_ppm = u64::from(settings.stated_rate_ppm());
-        let enough = Self::enough_for(recorded.saturating_sub(cut_short), settings.quantile());
+        let effective = (n / weight_at_cap) as u64;
+        let enough = Self::enough_for(effective, settings.quantile());
         let worst_case = worst_case_with_backoff(cap, &policy.retry());
         let slice = settings.slice();
         Some(Advice {
@@ -363,7 +362,7 @@ impl Advice {
             recorded,
             timed_out,
             killed: above_cap.min(recorded),
-            kill_fraction: running_at_cap / n,
+            kill_fraction,
             timed_out_share: ratio(timed_out, recorded),
             stated_rate: ratio(stated_ppm, PPM),
             p50: reading(0),
@@ -411,11 +410,23 @@ impl Advice {
     }
 }
 
-/// The latencies in `buckets`.
-fn total(buckets: impl Iterator<Item = Bucket>) -> u64 {
-    buckets
-        .map(|b| u64::from(b.count))
-        .fold(0, u64::saturating_add)
+/// Each of `buckets` with how many of its latencies are attempts that timed out: the
+/// `timeouts` bucket with its bounds, at most its count. (A timeouts bucket with no bucket of
+/// its bounds, which only histograms read as they changed leave, is skipped.)
+fn with_timeouts(
+    buckets: impl Iterator<Item = Bucket>,
+    timeouts: impl Iterator<Item = Bucket>,
+) -> impl Iterator<Item = (Bucket, u64)> {
+    let mut timeouts = timeouts.peekable();
+    buckets.map(move |bucket| {
+        let mut censored = 0;
+        while let Some(t) = timeouts.next_if(|t| t.low <= bucket.low) {
+            if t.low == bucket.low {
+                censored = t.count.min(bucket.count);
+            }
+        }
+        (bucket, u64::from(censored))
+    })
 }
 
 /// `num / den` as a fraction; 0 when `den` is 0.
@@ -563,6 +574,60 @@ mod tests {
         assert!(a.enough);
         assert_eq!((a.killed, a.kill_fraction), (0, 0.0));
         assert_eq!(a.adapted_cap(ms(20), ms(500)), None);
+    }
+
+    /// 2 000 answers at 10 ms, 2 000 cut at 30 ms by callers, 87 answers from 31 to 60 ms
+    /// and one attempt cut at the 70 ms cap: one attempt in the 88 that ran past 30 ms, but
+    /// those 88 are all the estimate at the cap rests on, as an uncensored sample of about 170
+    /// would: too few to judge a p99.9, and the cap stays.
+    #[test]
+    fn a_cap_is_judged_on_the_attempts_that_ran_as_far() {
+        let h: Histogram = Histogram::new();
+        let t: Histogram = Histogram::new();
+        h.record_n(ms(10), 2_000);
+        h.record_n(ms(30), 2_000);
+        t.record_n(ms(30), 2_000);
+        for i in 0..87 {
+            h.record(ms(31) + Duration::from_micros(i * 330));
+        }
+        h.record(ms(70));
+        t.record(ms(70));
+        let p = Policy::required("p").with_cap(ms(70));
+        let a = Advice::assess(h.buckets(), t.buckets(), &p, ms(70)).unwrap();
+        assert_eq!(a.killed, 1);
+        // Five times the stated 0.1%, on one attempt.
+        assert!(a.kill_fraction > 0.005, "{}", a.kill_fraction);
+        assert!(!a.enough && !a.kills_too_many);
+        assert_eq!(a.adapted_cap(ms(20), ms(400)), None);
+    }
+
+    /// The quantile is where the estimated count ended reaches its nearest rank: one attempt
+    /// cut at 5 ms, answers at 10 and 20 ms. At 10 ms the estimate has ended 1.5 of the 3
+    /// (half its share), short of the median's rank, 2: the median reads 20 ms, one bucket of
+    /// answers high, as a cap should err.
+    #[test]
+    fn the_quantile_is_where_the_estimate_reaches_its_rank() {
+        let h: Histogram = Histogram::new();
+        let t: Histogram = Histogram::new();
+        for at in [ms(5), ms(10), ms(20)] {
+            h.record(at);
+        }
+        t.record(ms(5));
+        let a = Advice::assess(h.buckets(), t.buckets(), &policy(), ms(50)).unwrap();
+        assert_eq!(a.p50.estimate, h.quantile(Quantile::MAX));
+    }
+
+    /// One attempt cut at 1 ms, 26 answers at 60 ms: every attempt that ran on ran past the
+    /// 50 ms cap. The estimate's rounding (27/26 of 26) stays at 1.
+    #[test]
+    fn the_kill_fraction_is_never_above_one() {
+        let h: Histogram = Histogram::new();
+        let t: Histogram = Histogram::new();
+        h.record(ms(1));
+        t.record(ms(1));
+        h.record_n(ms(60), 26);
+        let a = Advice::assess(h.buckets(), t.buckets(), &policy(), ms(50)).unwrap();
+        assert_eq!((a.killed, a.kill_fraction), (26, 1.0));
     }
 
     #[test]

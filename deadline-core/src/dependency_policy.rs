@@ -414,8 +414,10 @@ impl<'n> Policy<'n> {
     /// **Its risk**: a dependency that degrades slowly pulls its own cap up with it, and every
     /// call then waits longer before it is given up; the clamp is the defence, so set `max` to
     /// the longest wait the request can afford (its slice divided by its attempts). While the
-    /// quantile lies among the timed-out attempts (above the cap, where nothing is measured)
-    /// the cap doubles at each check, up to `max`, to measure it. Only calls in full mode
+    /// quantile lies among the attempts the cap cut (above it, where nothing is measured)
+    /// the cap doubles at each check, up to `max`, to measure it; while it lies past the
+    /// attempts' callers' deadlines, below the cap, no cap measures it and the cap stays. Only
+    /// calls in full mode
     /// check the advice (a [`deadline_only`](crate::Dependency::deadline_only) dependency's
     /// cap stays at the policy's, within the bounds).
     ///

@@ -24,7 +24,7 @@ use crate::latency::DependencyHistogram;
 ///  "adaptive_cap_us": null,
 ///  "counters": {"calls": 5120, "successes": 5101, "timeouts": 19, ...},
 ///  "latency": {"recorded": 5171, "timed_out": 19, "buckets": [[28672, 29183, 12], ...],
-///              "timeouts": [[110592, 114687, 19]]},
+///              "timeouts": [[108544, 110591, 19]]},
 ///  "advice": {"kill_fraction": 0.0037, "timed_out_share": 0.0037, "stated_rate": 0.001,
 ///             "p50_us": [30719, 30719, 30719], "p99_us": [...],
 ///             "p999_us": [110591, null, null], "quantile_us": [110591, null, null],
@@ -52,20 +52,30 @@ pub struct DependencySnapshot<'n> {
 impl<'n> DependencySnapshot<'n> {
     /// A snapshot of a dependency called as `policy` with `cap` in use: its `counters`, a copy
     /// of its `latency` histogram and of its `timeouts`, the latencies among them that are
-    /// attempts that timed out.
+    /// attempts that timed out. A bucket's timeouts are kept to at most its latencies (copies
+    /// taken while latencies are recorded may hold a few more).
     pub(crate) fn new(
         policy: Policy<'n>,
         cap: Duration,
         counters: CounterSnapshot,
-        latency: &DependencyHistogram,
-        timeouts: &DependencyHistogram,
+        (latency, timeouts): (DependencyHistogram, DependencyHistogram),
     ) -> Self {
+        let kept = DependencyHistogram::with_layout();
+        {
+            let mut buckets = latency.buckets().peekable();
+            for t in timeouts.buckets() {
+                while buckets.next_if(|b| b.low < t.low).is_some() {}
+                if let Some(b) = buckets.next_if(|b| b.low == t.low) {
+                    kept.record_n(t.low, t.count.min(b.count));
+                }
+            }
+        }
         DependencySnapshot {
             policy,
             cap,
             counters,
-            latency: latency.clone(),
-            timeouts: timeouts.clone(),
+            latency,
+            timeouts: kept,
         }
     }
 
@@ -100,7 +110,7 @@ impl<'n> DependencySnapshot<'n> {
     }
 
     /// The histogram's latencies that are attempts that timed out, each at its timeout, as
-    /// they were.
+    /// they were: in each bucket, at most its latencies.
     #[must_use]
     pub const fn timeouts(&self) -> &DependencyHistogram {
         &self.timeouts

@@ -44,11 +44,16 @@ pub(crate) fn emit(name: &str, event: &Event) {
                 "attempt failed"
             );
         }
-        EventKind::TimedOut { attempt, after } => {
+        EventKind::TimedOut {
+            attempt,
+            after,
+            timeout,
+        } => {
             debug!(
                 dependency = name,
                 attempt,
                 ?after,
+                ?timeout,
                 at_us,
                 "attempt timed out"
             );

@@ -5,12 +5,14 @@
 use std::cell::Cell;
 use std::time::Duration;
 
+use deadline_core::advice::Advice;
 use deadline_core::analysis::Sample;
+use deadline_core::call::Limits;
 use deadline_core::observe::Histogram;
 use deadline_core::rng::{Rng, SplitMix64};
 use deadline_core::runtime::{Onward, Runtime, scope_timeout};
 use deadline_core::virtual_time::{ManualRuntime, ManualSleep};
-use deadline_core::{Clock, Deadline, Dependency, Instant, Policy, Timer, ms};
+use deadline_core::{Clock, Deadline, Dependency, Instant, Outcome, Policy, Timer, ms};
 use proptest::prelude::*;
 
 /// The lab's kill fraction of `cap` over `latencies`: `Sample::kill_fraction`, which
@@ -81,7 +83,7 @@ proptest! {
         prop_assert_eq!((a.recorded, a.timed_out), (n, timed_out));
         prop_assert!(a.kill_fraction >= a.killed as f64 / n as f64 - 1e-9);
         prop_assert!(a.kill_fraction <= 1.0 + 1e-9);
-        let (survival, quantiles) = product_limit(&dep, ms(50), [500_000, 990_000, 999_000]);
+        let (survival, quantiles) = product_limit(&dep, &calls, ms(50), [0.5, 0.99, 0.999]);
         prop_assert!((a.kill_fraction - survival).abs() < 1e-9, "{} {}", a.kill_fraction, survival);
         for ((q, r), estimate) in [(500_000u64, a.p50), (990_000, a.p99), (999_000, a.p999)]
             .into_iter()
@@ -102,42 +104,48 @@ proptest! {
     }
 }
 
-/// The Kaplan-Meier estimate over `dep`'s buckets, the textbook product: at each bucket,
-/// `S *= 1 - answered / running`, then its timeouts leave the attempts running. Returns
-/// `S` just before the first bucket above `cap` (0 if nothing ran that far), and for each
-/// quantile (in parts per million) the first bucket where `1 - S` reaches it (within a
-/// rounding of the product), if any.
+/// The Kaplan-Meier estimate of `calls` (each a latency in microseconds, and whether it
+/// timed out there), worked the textbook way at the histogram's resolution: each call in
+/// the bucket of `dep`'s histogram that holds it; at each bucket, `S *= 1 - answered /
+/// running`, then its timeouts leave the attempts running. Returns `S` just before the
+/// bucket that holds `cap` (0 if nothing ran that far), and for each quantile the first
+/// bucket where the count ended, `(1 - S) n`, reaches the quantile's nearest rank, if any.
 fn product_limit(
     dep: &Dependency<ManualRuntime>,
+    calls: &[(u64, bool)],
     cap: Duration,
-    quantiles: [u64; 3],
+    quantiles: [f64; 3],
 ) -> (f64, [Option<Duration>; 3]) {
-    let timeouts: Vec<_> = dep.snapshot().timeouts().buckets().collect();
     let buckets: Vec<_> = dep.latency().buckets().collect();
-    let n: u64 = buckets.iter().map(|b| u64::from(b.count)).sum();
-    let mut running = n;
+    // Per bucket: the calls answered in it, and those that timed out in it.
+    let mut ended = vec![(0u64, 0u64); buckets.len()];
+    for &(us, timeout) in calls {
+        let at = Duration::from_micros(us);
+        let i = buckets.partition_point(|b| b.high < at);
+        if timeout {
+            ended[i].1 += 1;
+        } else {
+            ended[i].0 += 1;
+        }
+    }
+    let mut running = calls.len() as u64;
     let mut s = 1.0f64;
     let mut at_cap = None;
     let mut found = [None; 3];
-    for b in &buckets {
-        if b.high > cap && at_cap.is_none() {
+    for (b, &(answered, cut)) in buckets.iter().zip(&ended) {
+        if b.high >= cap && at_cap.is_none() {
             at_cap = Some(if running == 0 { 0.0 } else { s });
         }
-        let cut = timeouts
-            .iter()
-            .find(|t| t.low == b.low)
-            .map_or(0, |t| u64::from(t.count));
-        let answered = u64::from(b.count) - cut;
         if answered > 0 {
             s *= 1.0 - answered as f64 / running as f64;
             for (q, f) in quantiles.iter().zip(&mut found) {
-                let rank = (q * n).div_ceil(1_000_000).max(1) as f64;
-                if f.is_none() && (1.0 - s) * n as f64 + n as f64 * 1e-12 >= rank {
+                let rank = (q * calls.len() as f64 - 1e-9).ceil().max(1.0);
+                if f.is_none() && (1.0 - s) * calls.len() as f64 >= rank - 1e-6 {
                     *f = Some(b.high);
                 }
             }
         }
-        running -= u64::from(b.count);
+        running -= answered + cut;
     }
     (at_cap.unwrap_or(0.0), found)
 }
@@ -468,4 +476,90 @@ fn callers_with_less_time_than_the_dependency_takes_do_not_move_its_cap() {
         cap >= ms(70) && cap <= ms(73),
         "the adaptive cap moved to {cap:?}"
     );
+    // Judged at the 100 ms cap the check saw, from the same latencies: the p99.9 lies among
+    // the timed-out attempts (no upper bound), where counting every timeout as the cap's
+    // would have doubled it.
+    let snapshot = MIXED.snapshot();
+    let at_100 = Advice::assess(
+        snapshot.latency().buckets(),
+        snapshot.timeouts().buckets(),
+        snapshot.policy(),
+        ms(100),
+    )
+    .unwrap();
+    assert_eq!(at_100.p999.at_most, None);
+    assert_eq!((at_100.killed, at_100.kill_fraction), (0, 0.0));
+    assert!(at_100.enough && !at_100.kills_too_many);
+    assert_eq!(at_100.adapted_cap(ms(20), ms(400)), Some(cap));
+}
+
+static EARLY: Dependency<ManualRuntime> =
+    Dependency::new(Policy::required("early").with_cap(ms(50)));
+
+/// The cap's kills, seen through the next service: it was sent the attempt's time less a
+/// 5 ms allowance for the way back, and answers that it ran out 4 ms before the cap. Each
+/// such attempt ran out of the cap, and is the cap's kill: recorded at the cap, one in
+/// twenty of the calls, over the stated 0.1%. (Recorded when it ended, in a bucket below the
+/// cap, it read as cut by its caller, and the cap as killing none.)
+#[test]
+fn a_next_service_answering_that_the_caps_time_ran_out_is_the_caps_kill() {
+    ManualRuntime::block_on(async {
+        for k in 0..2_000u32 {
+            let answer = scope_timeout::<ManualRuntime, _>(ms(1_000), async {
+                EARLY
+                    .run(|limits: Limits| async move {
+                        let t = ManualRuntime::timer();
+                        if k % 20 == 0 {
+                            t.sleep_until(t.now() + limits.timeout() - ms(4)).await;
+                            Err("deadline exceeded below")
+                        } else {
+                            t.sleep_until(t.now() + ms(10)).await;
+                            Ok(())
+                        }
+                    })
+                    .classify(|_| Outcome::TimedOut)
+                    .await
+            })
+            .await
+            .expect("inside the scope");
+            assert_eq!(answer.is_ok(), k % 20 != 0);
+        }
+    })
+    .unwrap();
+    let advice = EARLY.advice().unwrap();
+    assert_eq!((advice.timed_out, advice.killed), (100, 100));
+    assert_eq!(advice.kill_fraction, 0.05);
+    assert!(advice.enough && advice.kills_too_many);
+}
+
+/// The timeouts are halved with the latencies: after a half-life of nothing but timeouts,
+/// as many of each remain.
+#[test]
+fn the_timeouts_are_halved_with_the_latencies() {
+    let dep: Dependency<ManualRuntime> = Dependency::new(Policy::required("p").with_cap(ms(50)));
+    for _ in 0..Dependency::<ManualRuntime>::LATENCY_HALF_LIFE {
+        dep.record_timeout(ms(50));
+    }
+    let snapshot = dep.snapshot();
+    assert_eq!(snapshot.latency().count(), 2_048);
+    assert_eq!(snapshot.timeouts().count(), 2_048);
+}
+
+/// A latency histogram emptied directly (`Dependency::latency().reset()`) leaves the
+/// timeouts, which no bucket holds any more: the snapshot and the advice keep a bucket's
+/// timeouts to at most its latencies.
+#[test]
+fn a_buckets_timeouts_are_kept_to_its_latencies() {
+    let dep: Dependency<ManualRuntime> = Dependency::new(Policy::required("p").with_cap(ms(50)));
+    for _ in 0..10 {
+        dep.record_timeout(ms(50));
+    }
+    dep.latency().reset();
+    dep.record_latency(ms(10));
+    dep.record_latency(ms(50));
+    let snapshot = dep.snapshot();
+    assert_eq!(snapshot.timeouts().count(), 1);
+    let advice = dep.advice().unwrap();
+    assert_eq!((advice.recorded, advice.timed_out), (2, 1));
+    assert_eq!(advice.kill_fraction, 0.5);
 }

@@ -156,10 +156,14 @@ impl LiveLatency {
         self.timeouts.record(after);
     }
 
-    /// Of the latencies in the histogram, the attempts that timed out, each at its timeout.
+    /// Copies of the histogram and of its timed-out attempts (each at its timeout), to read
+    /// at leisure: a copy does not change, nor is it halved, while it is read, where the live
+    /// histograms may be (by the next latency recorded after a check, say). Copied while
+    /// latencies are recorded or halved, a bucket's timeouts may be a few more than its
+    /// latencies: every reader of them takes them as at most its latencies.
     #[cfg(feature = "advice")]
-    pub(crate) const fn timeouts(&self) -> &DependencyHistogram {
-        &self.timeouts
+    pub(crate) fn copies(&self) -> (DependencyHistogram, DependencyHistogram) {
+        (self.histogram.clone(), self.timeouts.clone())
     }
 
     /// Records one latency, halving the histogram when it is due, and reads no quantile (for

@@ -10,7 +10,8 @@
 //! dependency is `deadline_deadline_exceeded_total / deadline_calls_total`.
 //!
 //! With feature `advice`, the live advice's gauges, set each time it is checked:
-//! `deadline_kill_fraction` (the estimated share of attempts the cap in use kills),
+//! `deadline_kill_fraction` (the estimated share of attempts that run past the cap in use:
+//! [`Advice::kill_fraction`](crate::advice::Advice::kill_fraction)),
 //! `deadline_timed_out_fraction`, `deadline_suggested_cap_seconds` (the cap the stated
 //! false-timeout rate needs: its estimate, or its lower bound while the quantile lies
 //! beyond every answer) and `deadline_cap_seconds` (the cap in use).

@@ -355,9 +355,10 @@ impl<'n, Rt, M> Dependency<'n, Rt, M> {
     /// ```
     #[must_use]
     pub fn advice(&self) -> Option<crate::advice::Advice> {
+        let (histogram, timeouts) = self.latency.copies();
         crate::advice::Advice::assess(
-            self.latency.histogram().buckets(),
-            self.latency.timeouts().buckets(),
+            histogram.buckets(),
+            timeouts.buckets(),
             &self.policy,
             self.cap(),
         )
@@ -372,8 +373,7 @@ impl<'n, Rt, M> Dependency<'n, Rt, M> {
             self.policy,
             self.cap(),
             self.counters.snapshot(),
-            self.latency.histogram(),
-            self.latency.timeouts(),
+            self.latency.copies(),
         )
     }
 

@@ -102,14 +102,9 @@ impl LiveAdvice {
     /// its policy and the last warning is an interval old.
     pub(crate) fn check(&self, policy: &Policy, latency: &LiveLatency, at: Instant) {
         let cap = self.cap(policy);
-        let histogram = latency.histogram();
-        let Some(advice) = Advice::assess_counted(
-            histogram.buckets(),
-            histogram.count(),
-            latency.timeouts().buckets(),
-            policy,
-            cap,
-        ) else {
+        let (histogram, timeouts) = latency.copies();
+        let Some(advice) = Advice::assess(histogram.buckets(), timeouts.buckets(), policy, cap)
+        else {
             return;
         };
         if let Some((min, max)) = policy.advice().adaptive_cap() {

@@ -303,6 +303,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
                         EventKind::TimedOut {
                             attempt: number,
                             after,
+                            timeout: after,
                         },
                     ));
                 }
@@ -471,7 +472,11 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
         // An error that says the attempt ran out of time is its timeout: heard as one (the
         // dependency's histogram records it, as when the driver cuts an attempt off).
         let kind = match ran_out {
-            Some(after) => EventKind::TimedOut { attempt, after },
+            Some((after, timeout)) => EventKind::TimedOut {
+                attempt,
+                after,
+                timeout,
+            },
             None => EventKind::Failed { attempt, outcome },
         };
         observer.on_event(&Event::new(now, kind));

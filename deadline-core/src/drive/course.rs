@@ -165,8 +165,8 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
     }
 
     /// The attempt failed at `now` with its own `error`, which the classifier read as
-    /// `outcome`. Returns how long it ran when it ran out of time (below): it is then a
-    /// timeout, never a failure that ends the call. A failure that is not a timeout ends the
+    /// `outcome`. Returns how long it ran, and its timeout, when it ran out of time (below):
+    /// it is then a timeout, never a failure that ends the call. A failure that is not a timeout ends the
     /// call when it is [`Outcome::Fatal`]: every other copy would fail alike, so cancel the
     /// attempts still running and [`give_up`](Course::give_up) with
     /// [`GiveUp::NotRetryable`].
@@ -193,14 +193,15 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
         error: E,
         outcome: Outcome,
         now: Instant,
-    ) -> Option<Duration> {
+    ) -> Option<(Duration, Duration)> {
         let out_of_time = outcome == Outcome::TimedOut
             || (now >= attempt.until && matches!(outcome, Outcome::Failed | Outcome::Refused));
         if out_of_time {
             let ran = now.saturating_duration_since(attempt.started);
-            let after = ran.min(attempt.timeout());
+            let timeout = attempt.timeout();
+            let after = ran.min(timeout);
             self.ran_out(attempt, after, now);
-            return Some(after);
+            return Some((after, timeout));
         }
         self.settle_breaker(&mut attempt, BreakerOutcome::of_attempt(outcome), now);
         self.record_failure(Failure::Error(error), outcome, now);
