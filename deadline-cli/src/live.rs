@@ -367,7 +367,9 @@ pub struct LiveRow {
     pub enough: bool,
     /// The cap the stated rate needs: the quantile plus the margin.
     pub suggested_cap: Bounds,
-    /// The cap proposed: the suggested one rounded up to a whole millisecond.
+    /// The cap proposed: the suggested one rounded up to a whole millisecond; with the
+    /// quantile past every answer, the suggested one's lower bound (never under the table's
+    /// cap) when a cap cut the attempts, and the table's cap when their callers did.
     #[serde(serialize_with = "ser_ms")]
     pub proposed_cap_ms: Duration,
     /// The floor proposed: the live p50 rounded up, where the table's floor is its p50.
@@ -444,16 +446,18 @@ pub fn run(
             without.push(dep.name.clone());
             continue;
         };
-        // A quantile past every answer: raised to measure it when the service's cap is what
-        // cut the attempts, kept when their callers' deadlines did (no cap measures it).
+        // A quantile past every answer: the cap raised to measure it (never lowered) when the
+        // service's cap is what cut the attempts, or when the table's cap kills more than its
+        // rate; kept when the callers' deadlines cut them under it (no cap measures it).
         let kills = |cap: Duration| kills(snap, &policy, cap);
         let (kill_fraction, kill_fraction_at_most) = kills(row.cap_ms);
         let cut_by_cap = snap
             .advice(&policy, snap.cap())
             .is_some_and(|a| a.killed > 0);
+        let raise = cut_by_cap || (!kill_fraction_at_most && kill_fraction > advice.stated_rate);
         let proposed_cap = match advice.suggested_cap.estimate {
             Some(cap) => ceil_ms(cap),
-            None if cut_by_cap => ceil_ms(advice.suggested_cap.at_least),
+            None if raise => ceil_ms(advice.suggested_cap.at_least).max(row.cap_ms),
             None => row.cap_ms,
         };
         let proposed_floor = dep.floor.is_none().then(|| ceil_ms(advice.p50.value()));
@@ -475,7 +479,7 @@ pub fn run(
             quantile: advice.quantile.into(),
             kill_fraction,
             kill_fraction_at_most,
-            quantile_past_callers: advice.quantile.estimate.is_none() && !cut_by_cap,
+            quantile_past_callers: advice.quantile.estimate.is_none() && !raise,
             stated_rate: advice.stated_rate,
             enough: advice.enough,
             suggested_cap: advice.suggested_cap.into(),

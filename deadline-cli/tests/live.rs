@@ -446,6 +446,9 @@ fn plan_live_bounds_what_a_cap_above_the_services_kills() {
     let row = &v["dependencies"][0];
     assert_eq!(row["kill_fraction_at_most"], true, "{row}");
     assert_eq!(num(&row["kill_fraction"]), 0.0025, "{row}");
+    // Its p99.9 lies among the 40 ms cap's kills: the cap would go up to measure it, never
+    // down to their bound (41 ms) plus the margin.
+    assert_eq!(num(&row["proposed_cap_ms"]), 100.0, "{row}");
     let dir = temp_dir("plan-live-bound-text");
     let live = write(
         &dir,

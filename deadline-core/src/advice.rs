@@ -210,8 +210,10 @@ pub struct Advice {
     /// ([`Advice::enough_for`]), counting as many as the estimate at the cap rests on (see the
     /// [module](self)).
     pub enough: bool,
-    /// Whether the cap kills more than its stated rate, judged once there are `enough`
-    /// latencies.
+    /// Whether the cap kills more than its stated rate: its kill fraction, judged once there
+    /// are `enough` latencies; or, however few attempts ran as far as the cap, once those it
+    /// killed are alone more than the stated rate of every latency recorded (and those are
+    /// enough).
     pub kills_too_many: bool,
 }
 
@@ -302,7 +304,8 @@ impl Advice {
                     }
                 }
             }
-            if bucket.high >= cap {
+            // (With no cap, no bucket is the cap's: not even the last, unbounded one.)
+            if bucket.high >= cap && cap != Duration::MAX {
                 above_cap = above_cap.saturating_add(count);
                 if at_cap.is_none() {
                     at_cap = Some((running, weight));
@@ -374,8 +377,13 @@ impl Advice {
             slice,
             fits: slice.map(|s| worst_case <= s),
             enough,
-            // Whole counts without timeouts below the cap, compared exactly.
-            kills_too_many: enough && running_at_cap * PPM as f64 > n * stated_ppm as f64,
+            // Judged on the estimate once it rests on enough attempts (whole counts without
+            // timeouts below the cap, compared exactly); or, however few ran as far as the
+            // cap, once the attempts it killed are alone more than its rate of all of them:
+            // the estimate is never below that share.
+            kills_too_many: (enough && running_at_cap * PPM as f64 > n * stated_ppm as f64)
+                || (Self::enough_for(recorded, settings.quantile())
+                    && above_cap.saturating_mul(PPM) > recorded.saturating_mul(stated_ppm)),
         })
     }
 
@@ -387,24 +395,25 @@ impl Advice {
     }
 
     /// Where an adaptive cap between `min` and `max` moves after this advice, or `None` when
-    /// it stays: too few latencies (not [`enough`](Self::enough)), or a quantile beyond
-    /// every answer that the cap did not cut (nothing ran past it: the callers' deadlines cut
-    /// the attempts, and no cap would measure more).
+    /// it stays.
     ///
-    /// The suggested cap's estimate when it has one (the quantile plus the margin); when the
-    /// quantile lies among the attempts the cap cut, twice the cap (at least the suggested
-    /// cap's lower bound), to measure it. Clamped to `[min, max]`. So a cap that kills more
-    /// than its stated rate moves up at the next check, and one that kills less moves down to
-    /// the quantile plus the margin.
+    /// - With [`enough`](Self::enough) latencies and an estimate of the quantile: the
+    ///   suggested cap's estimate (the quantile plus the margin), up or down.
+    /// - With the quantile beyond every answer, among the attempts the cap cut (with
+    ///   `enough` latencies, or however few once it [kills too many](Self::kills_too_many)):
+    ///   twice the cap (at least the suggested cap's lower bound), to measure it.
+    /// - Otherwise it stays: too few latencies, or a quantile beyond every answer that the
+    ///   cap did not cut (the callers' deadlines cut the attempts, and no cap measures more).
+    ///
+    /// Clamped to `[min, max]`. So a cap that kills more than its stated rate moves up at the
+    /// next check, and one that kills less moves down to the quantile plus the margin.
     #[must_use]
     pub fn adapted_cap(&self, min: Duration, max: Duration) -> Option<Duration> {
-        if !self.enough {
-            return None;
-        }
+        let cut_by_cap = self.killed > 0 && (self.enough || self.kills_too_many);
         let target = match self.suggested_cap.estimate {
-            Some(cap) => cap,
-            None if self.killed > 0 => self.cap.saturating_mul(2).max(self.suggested_cap.at_least),
-            None => return None,
+            Some(cap) if self.enough => cap,
+            None if cut_by_cap => self.cap.saturating_mul(2).max(self.suggested_cap.at_least),
+            _ => return None,
         };
         Some(target.clamp(min, max.max(min)))
     }
@@ -534,7 +543,8 @@ mod tests {
         }
         let a = Advice::assess(h.buckets(), t.buckets(), &policy(), ms(50)).unwrap();
         assert_eq!((a.killed, a.kill_fraction), (100, 0.5));
-        assert!(!a.enough, "600 attempts not cut short of the cap");
+        // The estimate at the cap rests on 100 attempts, as 200 uncensored would.
+        assert!(!a.enough);
         // The median is the 500th: 10 ms. Past it, nothing answered: no estimate.
         assert_eq!(a.p50.estimate, h.p50());
         assert_eq!(a.p99.estimate, None);
@@ -599,6 +609,40 @@ mod tests {
         assert!(a.kill_fraction > 0.005, "{}", a.kill_fraction);
         assert!(!a.enough && !a.kills_too_many);
         assert_eq!(a.adapted_cap(ms(20), ms(400)), None);
+    }
+
+    /// 2 000 answers at 10 ms, 2 000 cut at 30 ms by callers, 48 answers from 31 to 60 ms and
+    /// 40 attempts cut at the 70 ms cap: the estimate at the cap rests on few attempts, but 40
+    /// kills are alone 1% of every latency, ten times the stated rate. The cap kills too many,
+    /// and an adaptive one doubles.
+    #[test]
+    fn kills_that_alone_pass_the_rate_are_judged_however_few_ran_as_far() {
+        let h: Histogram = Histogram::new();
+        let t: Histogram = Histogram::new();
+        h.record_n(ms(10), 2_000);
+        h.record_n(ms(30), 2_000);
+        t.record_n(ms(30), 2_000);
+        for i in 0..48 {
+            h.record(ms(31) + Duration::from_micros(i * 600));
+        }
+        h.record_n(ms(70), 40);
+        t.record_n(ms(70), 40);
+        let p = Policy::required("p").with_cap(ms(70));
+        let a = Advice::assess(h.buckets(), t.buckets(), &p, ms(70)).unwrap();
+        assert!(!a.enough && a.kills_too_many, "{a:?}");
+        assert_eq!(a.adapted_cap(ms(20), ms(400)), Some(ms(140)));
+    }
+
+    /// With no cap, no bucket is the cap's, not even the unbounded last one: nothing is
+    /// killed.
+    #[test]
+    fn with_no_cap_nothing_is_killed() {
+        let h: Histogram = Histogram::new();
+        h.record_n(ms(10), 999);
+        h.record(Duration::from_secs(1_000_000));
+        let a = Advice::assess(h.buckets(), none(), &policy(), Duration::MAX).unwrap();
+        assert_eq!((a.killed, a.kill_fraction), (0, 0.0));
+        assert!(!a.kills_too_many);
     }
 
     /// The quantile is where the estimated count ended reaches its nearest rank: one attempt

@@ -44,16 +44,11 @@ pub(crate) fn emit(name: &str, event: &Event) {
                 "attempt failed"
             );
         }
-        EventKind::TimedOut {
-            attempt,
-            after,
-            timeout,
-        } => {
+        EventKind::TimedOut { attempt, after } => {
             debug!(
                 dependency = name,
                 attempt,
                 ?after,
-                ?timeout,
                 at_us,
                 "attempt timed out"
             );

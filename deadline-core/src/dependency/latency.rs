@@ -139,7 +139,23 @@ impl LiveLatency {
     /// Records one latency; halves the histogram and reads the `live` quantile again when
     /// they are due; returns how many latencies were recorded with it.
     pub(crate) fn record(&self, latency: Duration, live: Option<Quantile>) -> u32 {
-        let n = self.record_only(latency);
+        self.record_checked(latency, live, |_, _| {})
+    }
+
+    /// [`record`](Self::record), calling `check` with the histogram and the count of
+    /// latencies recorded before the histogram is halved: a check made with the latency that
+    /// halves it reads it whole, and no other halving can come while it reads (the next is
+    /// [`HALF_LIFE`](Self::HALF_LIFE) latencies away).
+    #[inline]
+    pub(crate) fn record_checked(
+        &self,
+        latency: Duration,
+        live: Option<Quantile>,
+        check: impl FnOnce(&Self, u32),
+    ) -> u32 {
+        let n = self.count_in(latency);
+        check(self, n);
+        self.halve_if_due(n);
         if let Some(quantile) = live {
             if n == Self::MIN_SAMPLES || (n > Self::MIN_SAMPLES && n % Self::REFRESH == 0) {
                 self.refresh(quantile);
@@ -171,18 +187,31 @@ impl LiveLatency {
     /// latencies were recorded with it.
     #[inline]
     pub(crate) fn record_only(&self, latency: Duration) -> u32 {
+        let n = self.count_in(latency);
+        self.halve_if_due(n);
+        n
+    }
+
+    /// Records one latency and counts it, halving nothing; returns how many latencies were
+    /// recorded with it.
+    #[inline]
+    fn count_in(&self, latency: Duration) -> u32 {
         self.histogram.record(latency);
-        let n = self
-            .recorded
+        self.recorded
             .fetch_add(1, Ordering::Relaxed)
-            .wrapping_add(1);
+            .wrapping_add(1)
+    }
+
+    /// Halves the histogram (and its timeouts) when `n`, the count of latencies recorded,
+    /// says it is due.
+    #[inline]
+    fn halve_if_due(&self, n: u32) {
         if n % Self::HALF_LIFE == 0 {
             self.histogram.halve_alternating(n / Self::HALF_LIFE);
             // Halved alike, a bucket's timeouts stay no more than its latencies.
             #[cfg(feature = "advice")]
             self.timeouts.halve_alternating(n / Self::HALF_LIFE);
         }
-        n
     }
 
     /// Reads the `quantile` from the histogram now and keeps it.

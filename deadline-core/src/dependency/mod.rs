@@ -248,11 +248,14 @@ impl<'n, Rt, M> Dependency<'n, Rt, M> {
     }
 
     /// Its latency histogram, to read: each attempt that answers is recorded with its own
-    /// latency, and each that times out with its timeout (it took at least that long); it is
-    /// halved every [`LATENCY_HALF_LIFE`](Self::LATENCY_HALF_LIFE) latencies, so that it
-    /// follows what the dependency does now.
+    /// latency, and each that times out with the time it took at least (its timeout when it
+    /// ran out of it, however its end came back; how long it ran when an error said so
+    /// earlier); it is halved every [`LATENCY_HALF_LIFE`](Self::LATENCY_HALF_LIFE) latencies,
+    /// so that it follows what the dependency does now.
     /// Record into it with [`record_latency`](Self::record_latency), which keeps the live
-    /// hedge delay up to date.
+    /// hedge delay up to date. (With feature `advice` the timed-out attempts are kept in a
+    /// second histogram too, which emptying or halving this one leaves as it is: the advice
+    /// takes a bucket's timeouts as at most its latencies.)
     ///
     /// It is the default [`Histogram`](crate::observe::Histogram) on a target with 64-bit atomics, and
     /// the compact one on a microcontroller without them ([`DependencyHistogram`]).
@@ -392,8 +395,9 @@ impl<'n, Rt, M: Mode> Dependency<'n, Rt, M> {
     }
 
     /// Records one attempt that timed out after `after` (as each call does; feature
-    /// `advice`): into the histogram at `after`, a lower bound of its latency, and counted
-    /// apart as censored (see [`advice`](Self::advice)).
+    /// `advice`): into the histogram at `after`, a lower bound of its latency, and into the
+    /// timeouts' histogram, as censored there (see [`advice`](Self::advice)). An attempt the
+    /// cap cut is recorded at the cap, even when its end came back a little before it.
     #[cfg(feature = "advice")]
     pub fn record_timeout(&self, after: Duration) {
         self.latency.count_timeout(after);

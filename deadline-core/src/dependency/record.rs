@@ -22,7 +22,7 @@ type Watch<'d> = (&'d Policy<'d>, &'d LiveAdvice);
 
 /// Hears every step of one call to a dependency: records each attempt's latency in the
 /// dependency's histogram (an answer with its own latency, a timeout with the time it ran,
-/// which the attempt took at least: with feature `advice`, the cap when the cap cut it), and with feature `tracing` emits a tracing event per step.
+/// which the attempt took at least), and with feature `tracing` emits a tracing event per step.
 /// [`Dependency::run`](crate::Dependency::run) uses one; a driver of your own takes
 /// [`Dependency::recorder`](crate::Dependency::recorder).
 #[derive(Clone, Debug)]
@@ -71,7 +71,7 @@ impl Observer for Recorder<'_> {
 /// it is an attempt's answer or timeout, keeping the `live` quantile's hedge delay up to date
 /// in a full call (a deadline-only call never hedges: a constant branch, so none of the code
 /// that reads a quantile is linked for it); with feature `advice`, a timeout recorded apart
-/// too (at the cap when the cap was its timeout) and, in a full call, the advice checked every [`LiveAdvice::EVERY`] latencies when
+/// too and, in a full call, the advice checked every [`LiveAdvice::EVERY`] latencies when
 /// something reads it (a deadline-only call checks nothing); with feature `tracing`, a
 /// tracing event.
 #[inline]
@@ -84,25 +84,9 @@ fn hear<M: Mode>(
 ) {
     let took = match event.kind {
         EventKind::Succeeded { took, .. } => Some(took),
-        EventKind::TimedOut { after, timeout, .. } => {
-            // With the advice, an attempt whose timeout was the cap is the cap's kill, recorded
-            // at the cap even when it ended a little before it (the next service answering
-            // that the time it was sent, less an allowance for the answer's way back, ran
-            // out), so that the advice counts it as killed; one its caller's shorter deadline
-            // cut is recorded when it ended, censored there.
+        EventKind::TimedOut { after, .. } => {
             #[cfg(feature = "advice")]
-            let after = {
-                let (policy, advice) = watch;
-                let at = if timeout >= advice.cap(policy) {
-                    timeout
-                } else {
-                    after
-                };
-                latency.count_timeout(at);
-                at
-            };
-            #[cfg(not(feature = "advice"))]
-            let _ = timeout;
+            latency.count_timeout(after);
             Some(after)
         }
         _ => None,
@@ -139,11 +123,12 @@ fn record_watched(
     watch: Watch<'_>,
     at: Instant,
 ) {
-    let n = latency.record(took, live);
-    if n % LiveAdvice::EVERY == LiveAdvice::CHECK_AT {
-        let (policy, advice) = watch;
-        advice.check_due(policy, latency, at);
-    }
+    let (policy, advice) = watch;
+    let _ = latency.record_checked(took, live, |latency, n| {
+        if n % LiveAdvice::EVERY == LiveAdvice::CHECK_AT {
+            advice.check_due(policy, latency, at);
+        }
+    });
 }
 
 /// The recorder of the calls of [`Dependency::run`](crate::Dependency::run): the dependency

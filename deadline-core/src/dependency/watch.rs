@@ -33,8 +33,11 @@ impl LiveAdvice {
     /// call pays a few instructions for it).
     pub(crate) const EVERY: u32 = 4_096;
     /// The check is made with the latency whose count leaves this remainder by
-    /// [`EVERY`](Self::EVERY): the last before the histogram is halved.
-    pub(crate) const CHECK_AT: u32 = Self::EVERY - 1;
+    /// [`EVERY`](Self::EVERY): the one that halves the histogram, by the thread that
+    /// records it, before it halves it
+    /// ([`LiveLatency::record_checked`](super::latency::LiveLatency::record_checked)), so
+    /// that no halving runs while the check copies it.
+    pub(crate) const CHECK_AT: u32 = 0;
 
     /// The live advice of a dependency called as `policy`: with an adaptive cap, the
     /// policy's cap within its bounds, until the advice moves it.
