@@ -585,14 +585,24 @@ fn describe(r: &LiveRow, margin: Duration) -> Vec<String> {
             fmt_kills((r.kill_fraction, r.kill_fraction_at_most)),
             fmt_percent(r.stated_rate),
         ));
-    } else if r.quantile_past_callers {
+    } else if r.quantile.estimate_ms.is_none() {
+        let why = if r.quantile_past_callers {
+            format!(
+                "past every answer, beyond the callers' deadlines, which cut {} of the \
+                 attempts before the cap: no cap measures it",
+                fmt_percent(r.timed_out_share)
+            )
+        } else {
+            format!(
+                "among the attempts a cap cut, above {} ms: a cap above that measures it",
+                fmt_ms(r.quantile.at_least_ms)
+            )
+        };
         out.push(format!(
-            "{}: cap stays {} ms (the live {} lies past every answer, beyond the callers' \
-             deadlines, which cut {} of the attempts before the cap: no cap measures it)",
+            "{}: cap stays {} ms (the live {} lies {why})",
             r.name,
             fmt_ms(r.table_cap_ms),
             r.cap_quantile,
-            fmt_percent(r.timed_out_share),
         ));
     }
     if let Some(floor) = r.proposed_floor_ms {
@@ -631,6 +641,16 @@ fn reason(r: &LiveRow, margin: Duration, killed_after: (f64, bool)) -> String {
             r.recorded,
             fmt_percent(r.timed_out_share),
             fmt_ms(r.proposed_cap_ms),
+        ),
+        None if r.proposed_cap_ms == r.table_cap_ms => format!(
+            "{q} above {} ms live ({} latencies, {} timed out: the {q} lies among them), cap {} \
+             ms kept, above that: what it kills is at most {} of them (stated {})",
+            fmt_ms(r.quantile.at_least_ms),
+            r.recorded,
+            fmt_percent(r.timed_out_share),
+            fmt_ms(r.proposed_cap_ms),
+            fmt_kills(killed_after),
+            fmt_percent(r.stated_rate),
         ),
         None => format!(
             "{q} above {} ms live ({} latencies, {} timed out: the {q} lies among them), cap {} \

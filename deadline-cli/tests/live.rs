@@ -465,3 +465,25 @@ fn plan_live_bounds_what_a_cap_above_the_services_kills() {
     assert_eq!(code, 0);
     assert!(out.contains("<=0.25%"), "{out}");
 }
+
+/// A service whose cap was 200 ms, where callers with 150 ms cut ten attempts that ran past
+/// 100 ms: the table's 100 ms cap would have cut them, 0.25% of the calls against a stated
+/// 0.1%, so the cap goes up past what the callers cut (150 ms) plus the margin, though the
+/// service's own cap cut none.
+#[test]
+fn plan_live_raises_a_table_cap_that_kills_more_than_its_rate() {
+    let a: Dependency<ManualRuntime> = Dependency::new(Policy::required("A").with_cap(ms(200)));
+    for _ in 0..3_990 {
+        a.record_latency(ms(20));
+    }
+    for _ in 0..10 {
+        a.record_timeout(ms(150));
+    }
+    let v = plan_a_at_100(&a, "plan-live-raise");
+    let row = &v["dependencies"][0];
+    assert_eq!(row["kill_fraction_at_most"], false, "{row}");
+    assert_eq!(num(&row["kill_fraction"]), 0.0025, "{row}");
+    assert_eq!(row["quantile_past_callers"], false, "{row}");
+    let cap = num(&row["proposed_cap_ms"]);
+    assert!((160.0..=166.0).contains(&cap), "{row}");
+}

@@ -36,15 +36,17 @@
 //! - **Suggested cap**: the cap's quantile plus the margin, as a [`Reading`] too: its
 //!   `estimate` is the cap to use; with none, the cap must go up before the quantile can be
 //!   measured, if it is the cap that cut the attempts.
-//! - **Enough**: a cap is judged once the estimate at the cap rests on enough attempts: as
-//!   many as an uncensored sample would need to leave the attempts still running there. An
-//!   attempt its caller's deadline cut before the cap says nothing of what the cap does,
-//!   and one cut just before the cap says nothing of the tail beyond it.
+//! - **Enough**: the quantiles, and a cap against them, are judged once the estimate at the
+//!   cap rests on enough attempts: as many as an uncensored sample would need to leave the
+//!   attempts still running there. An attempt its caller's deadline cut before the cap says
+//!   nothing of what the cap does, and one cut just before the cap says nothing of the tail
+//!   beyond it. A cap whose kills are alone more than its stated rate of every latency
+//!   recorded kills too many however few attempts ran as far.
 //!
-//! A [`Dependency`](crate::Dependency) records an attempt the cap cut at the cap, even when
-//! it ended a little before it (the next service answering that the time it was sent ran
-//! out: that time is the cap less an allowance for the answer's way back), and one its
-//! caller's deadline cut when it ended.
+//! A [`Dependency`](crate::Dependency) records a timeout that came within one hop's
+//! allowance (5 ms) below the cap at the cap: the next service, told the cap less that
+//! allowance, answered that its time ran out. It records any other timeout, a caller's
+//! deadline's among them, when it came.
 //!
 //! Every value is the upper bound of its bucket (the histogram's error: at most 3.125% above
 //! the true value for a server's histogram), and the kill fraction counts the whole bucket
@@ -399,20 +401,25 @@ impl Advice {
     ///
     /// - With [`enough`](Self::enough) latencies and an estimate of the quantile: the
     ///   suggested cap's estimate (the quantile plus the margin), up or down.
-    /// - With the quantile beyond every answer, among the attempts the cap cut (with
-    ///   `enough` latencies, or however few once it [kills too many](Self::kills_too_many)):
+    /// - Else, when the cap [kills too many](Self::kills_too_many) (however few latencies
+    ///   ran as far), or with `enough` of them the quantile lies among the attempts it cut:
     ///   twice the cap (at least the suggested cap's lower bound), to measure it.
     /// - Otherwise it stays: too few latencies, or a quantile beyond every answer that the
     ///   cap did not cut (the callers' deadlines cut the attempts, and no cap measures more).
     ///
     /// Clamped to `[min, max]`. So a cap that kills more than its stated rate moves up at the
-    /// next check, and one that kills less moves down to the quantile plus the margin.
+    /// next check, and one that kills less moves down to the quantile plus the margin once
+    /// that quantile rests on enough latencies. Where the callers' deadlines leave too few
+    /// attempts running as far as the cap to judge it, a cap that moved up stays there: a
+    /// cap errs high.
     #[must_use]
     pub fn adapted_cap(&self, min: Duration, max: Duration) -> Option<Duration> {
-        let cut_by_cap = self.killed > 0 && (self.enough || self.kills_too_many);
+        let among_kills = self.enough && self.suggested_cap.estimate.is_none();
         let target = match self.suggested_cap.estimate {
             Some(cap) if self.enough => cap,
-            None if cut_by_cap => self.cap.saturating_mul(2).max(self.suggested_cap.at_least),
+            _ if self.killed > 0 && (self.kills_too_many || among_kills) => {
+                self.cap.saturating_mul(2).max(self.suggested_cap.at_least)
+            }
             _ => return None,
         };
         Some(target.clamp(min, max.max(min)))

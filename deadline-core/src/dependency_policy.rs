@@ -407,8 +407,9 @@ impl<'n> Policy<'n> {
     }
 
     /// The same policy, with a cap that follows the live latencies (feature `advice`): the
-    /// cap's quantile plus its margin, clamped between `min` and `max`, moved only once enough
-    /// latencies were recorded (see [`Advice::adapted_cap`](crate::advice::Advice::adapted_cap)). Off by default: the
+    /// cap's quantile plus its margin, clamped between `min` and `max`, moved down only once
+    /// enough latencies were recorded, and up as soon as it kills more than its stated rate
+    /// (see [`Advice::adapted_cap`](crate::advice::Advice::adapted_cap)). Off by default: the
     /// cap stays where [`with_cap`](Self::with_cap) put it.
     ///
     /// **Its risk**: a dependency that degrades slowly pulls its own cap up with it, and every
@@ -417,8 +418,7 @@ impl<'n> Policy<'n> {
     /// quantile lies among the attempts the cap cut (above it, where nothing is measured)
     /// the cap doubles at each check, up to `max`, to measure it; while it lies past the
     /// attempts' callers' deadlines, below the cap, no cap measures it and the cap stays. Only
-    /// calls in full mode
-    /// check the advice (a [`deadline_only`](crate::Dependency::deadline_only) dependency's
+    /// calls in full mode check the advice (a [`deadline_only`](crate::Dependency::deadline_only) dependency's
     /// cap stays at the policy's, within the bounds).
     ///
     /// # Panics

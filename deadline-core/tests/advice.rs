@@ -105,7 +105,8 @@ proptest! {
 }
 
 /// The Kaplan-Meier estimate of `calls` (each a latency in microseconds, and whether it
-/// timed out there), worked the textbook way at the histogram's resolution: each call in
+/// timed out there: within 5 ms below `cap`, at `cap`), worked the textbook way at the
+/// histogram's resolution: each call in
 /// the bucket of `dep`'s histogram that holds it; at each bucket, `S *= 1 - answered /
 /// running`, then its timeouts leave the attempts running. Returns `S` just before the
 /// bucket that holds `cap` (0 if nothing ran that far), and for each quantile the first
@@ -120,7 +121,11 @@ fn product_limit(
     // Per bucket: the calls answered in it, and those that timed out in it.
     let mut ended = vec![(0u64, 0u64); buckets.len()];
     for &(us, timeout) in calls {
-        let at = Duration::from_micros(us);
+        let mut at = Duration::from_micros(us);
+        // A timeout within one hop's allowance (5 ms) below the cap is the cap's, at the cap.
+        if timeout && at < cap && cap - at <= ms(5) {
+            at = cap;
+        }
         let i = buckets.partition_point(|b| b.high < at);
         if timeout {
             ended[i].1 += 1;
@@ -518,8 +523,8 @@ async fn early_504(deadline: Deadline, after: Option<Duration>) -> Result<(), &'
 }
 
 /// The cap's kills, seen through the next service: told the attempt's 50 ms less 5, it
-/// answers 504 at 46 ms, once what it was sent is running out. Such an attempt ran out of the
-/// cap: recorded at the cap and counted as its kill. (Recorded when it ended, in a bucket
+/// answers 504 at 46 ms, within that allowance of the cap. Such an attempt ran out of the
+/// cap: recorded at the cap and counted as its kill. (Recorded when it came, in a bucket
 /// below the cap, it read as cut by its caller, and the cap as killing none.) A 504 the next
 /// service gives for its own reasons at 3 ms is not the cap's: it is censored where it came.
 /// In 2 000 calls, 100 of each.

@@ -90,7 +90,8 @@ impl<'n, Rt> Dependency<'n, Rt> {
     /// The latency histogram is halved every this many latencies recorded.
     pub const LATENCY_HALF_LIFE: u32 = LiveLatency::HALF_LIFE;
     /// The live advice is checked every this many latencies recorded by a call (feature
-    /// `advice`), the last before the histogram is halved: see [`Dependency::advice`].
+    /// `advice`), with the one that halves the histogram, before it does: see
+    /// [`Dependency::advice`].
     #[cfg(feature = "advice")]
     pub const ADVICE_EVERY: u32 = LiveAdvice::EVERY;
 
@@ -248,9 +249,8 @@ impl<'n, Rt, M> Dependency<'n, Rt, M> {
     }
 
     /// Its latency histogram, to read: each attempt that answers is recorded with its own
-    /// latency, and each that times out with the time it took at least (its timeout when it
-    /// ran out of it, however its end came back; how long it ran when an error said so
-    /// earlier); it is halved every [`LATENCY_HALF_LIFE`](Self::LATENCY_HALF_LIFE) latencies,
+    /// latency, and each that times out with how long it ran, which it took at least (with
+    /// feature `advice`, at the cap when that came within 5 ms of it); it is halved every [`LATENCY_HALF_LIFE`](Self::LATENCY_HALF_LIFE) latencies,
     /// so that it follows what the dependency does now.
     /// Record into it with [`record_latency`](Self::record_latency), which keeps the live
     /// hedge delay up to date. (With feature `advice` the timed-out attempts are kept in a
@@ -396,12 +396,15 @@ impl<'n, Rt, M: Mode> Dependency<'n, Rt, M> {
 
     /// Records one attempt that timed out after `after` (as each call does; feature
     /// `advice`): into the histogram at `after`, a lower bound of its latency, and into the
-    /// timeouts' histogram, as censored there (see [`advice`](Self::advice)). An attempt the
-    /// cap cut is recorded at the cap, even when its end came back a little before it.
+    /// timeouts' histogram, as censored there (see [`advice`](Self::advice)); within one
+    /// hop's allowance (5 ms) below the cap, at the cap, as the cap's kill whose end came back
+    /// a little before it (the next service answering that the cap's time it was told ran
+    /// out).
     #[cfg(feature = "advice")]
     pub fn record_timeout(&self, after: Duration) {
-        self.latency.count_timeout(after);
-        let _ = self.latency.record(after, self.live_quantile());
+        let at = self.advice.timed_out_at(&self.policy, after);
+        self.latency.count_timeout(at);
+        let _ = self.latency.record(at, self.live_quantile());
     }
 
     /// The hedge delay read from the live histogram, when the policy hedges at a quantile of

@@ -71,7 +71,7 @@ impl Observer for Recorder<'_> {
 /// it is an attempt's answer or timeout, keeping the `live` quantile's hedge delay up to date
 /// in a full call (a deadline-only call never hedges: a constant branch, so none of the code
 /// that reads a quantile is linked for it); with feature `advice`, a timeout recorded apart
-/// too and, in a full call, the advice checked every [`LiveAdvice::EVERY`] latencies when
+/// too (at the cap when it came within an allowance of it) and, in a full call, the advice checked every [`LiveAdvice::EVERY`] latencies when
 /// something reads it (a deadline-only call checks nothing); with feature `tracing`, a
 /// tracing event.
 #[inline]
@@ -85,8 +85,15 @@ fn hear<M: Mode>(
     let took = match event.kind {
         EventKind::Succeeded { took, .. } => Some(took),
         EventKind::TimedOut { after, .. } => {
+            // With the advice, one that came within an allowance of the cap is the cap's kill,
+            // recorded at the cap (`LiveAdvice::timed_out_at`).
             #[cfg(feature = "advice")]
-            latency.count_timeout(after);
+            let after = {
+                let (policy, advice) = watch;
+                let at = advice.timed_out_at(policy, after);
+                latency.count_timeout(at);
+                at
+            };
             Some(after)
         }
         _ => None,

@@ -8,6 +8,7 @@ use crate::advice::Advice;
 use crate::dependency_policy::Policy;
 use crate::sync::{AtomicU32, Ordering};
 use crate::time::Instant;
+use crate::wire::Propagation;
 
 use super::latency::{LiveLatency, MicrosCell};
 
@@ -78,6 +79,28 @@ impl LiveAdvice {
         match self.cap_micros(policy) {
             u64::MAX => Duration::MAX,
             us => Duration::from_micros(us),
+        }
+    }
+
+    /// Where an attempt of a dependency called as `policy` that timed out after `after` is
+    /// recorded: at the cap in use when `after` came within one hop's allowance of it (5 ms,
+    /// [`Propagation::DEFAULT`]'s), else at `after`.
+    ///
+    /// The cap cut such an attempt: the next service it called was told the cap less that
+    /// allowance, and answered that its time ran out a little before the cap (a 504, a
+    /// `DEADLINE_EXCEEDED`). Recorded when it came, in a bucket below the cap, it would read
+    /// as cut by its caller's shorter deadline, and the cap as killing none. A timeout that
+    /// comes earlier (a connect limit, a shorter time the request carried, a statement
+    /// timeout, a next service's own early answer, a caller's deadline) is censored where it
+    /// came. A next service told with a larger allowance than the default answers earlier
+    /// still, and is read so too.
+    #[must_use]
+    pub(crate) fn timed_out_at(&self, policy: &Policy, after: Duration) -> Duration {
+        let cap = self.cap(policy);
+        if after < cap && cap.saturating_sub(after) <= Propagation::DEFAULT.allowance() {
+            cap
+        } else {
+            after
         }
     }
 

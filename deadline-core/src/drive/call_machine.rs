@@ -456,35 +456,6 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
         now: Instant,
         observer: &mut O,
     ) {
-        self.fail(slot, error, outcome, false, now, observer);
-    }
-
-    /// The attempt in `slot` failed at `now` with its own `error` once what it sent onward
-    /// was running out ([`Sent::running_out_from`](crate::wire::Sent::running_out_from)):
-    /// the next service answering that the time it was told ran out, a little before the
-    /// attempt's own end. It ran out of its time: a timeout, as when the driver cuts it off
-    /// at its timeout, and heard as one of its full timeout (a dependency records it there,
-    /// and as its cap's kill when that timeout was the cap).
-    pub fn ran_out<O: Observer + ?Sized>(
-        &mut self,
-        slot: usize,
-        error: E,
-        now: Instant,
-        observer: &mut O,
-    ) {
-        self.fail(slot, error, Outcome::TimedOut, true, now, observer);
-    }
-
-    /// [`failed`](Self::failed), or [`ran_out`](Self::ran_out) when `at_end`.
-    fn fail<O: Observer + ?Sized>(
-        &mut self,
-        slot: usize,
-        error: E,
-        outcome: Outcome,
-        at_end: bool,
-        now: Instant,
-        observer: &mut O,
-    ) {
         if self.stage == Stage::Done {
             // Too late: the call has ended; the attempt is cancelled at the next poll.
             return;
@@ -493,7 +464,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
             return;
         };
         let attempt = failed.number();
-        let ran_out = self.course.failed(failed, error, outcome, at_end, now);
+        let ran_out = self.course.failed(failed, error, outcome, now);
         if M::FULL {
             self.retry_due = true;
         }

@@ -165,8 +165,7 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
     }
 
     /// The attempt failed at `now` with its own `error`, which the classifier read as
-    /// `outcome`. Returns how long it took at least, as a latency, when it ran out of time
-    /// (below: its timeout when `at_end`, once what it sent was running out): it is then a
+    /// `outcome`. Returns how long it ran when it ran out of time (below): it is then a
     /// timeout, never a failure that ends the call. A failure that is not a timeout ends the
     /// call when it is [`Outcome::Fatal`]: every other copy would fail alike, so cancel the
     /// attempts still running and [`give_up`](Course::give_up) with
@@ -193,18 +192,15 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
         mut attempt: Attempt,
         error: E,
         outcome: Outcome,
-        at_end: bool,
         now: Instant,
     ) -> Option<Duration> {
         let out_of_time = outcome == Outcome::TimedOut
             || (now >= attempt.until && matches!(outcome, Outcome::Failed | Outcome::Refused));
         if out_of_time {
-            let timeout = attempt.timeout();
-            let after = now.saturating_duration_since(attempt.started).min(timeout);
+            let ran = now.saturating_duration_since(attempt.started);
+            let after = ran.min(attempt.timeout());
             self.ran_out(attempt, after, now);
-            // Once what it sent was running out, it ran out of its whole timeout: at least
-            // that long, as a latency.
-            return Some(if at_end { timeout } else { after });
+            return Some(after);
         }
         self.settle_breaker(&mut attempt, BreakerOutcome::of_attempt(outcome), now);
         self.record_failure(Failure::Error(error), outcome, now);

@@ -64,12 +64,7 @@ pub enum EventKind {
     TimedOut {
         /// The attempt's number.
         attempt: u32,
-        /// How long it took at least, as a latency: its timeout (the dependency's cap, or less
-        /// when its caller had less time left) when it ran out of it, cut off there or failing
-        /// once what it sent was running out (the next service answering that the time it was
-        /// told ran out: [`CallMachine::ran_out`](super::CallMachine::ran_out)); how long it
-        /// ran for an error that came before (a connect limit, a next service's own early
-        /// answer).
+        /// How long it ran: its timeout, or less for an error that came before it.
         after: Duration,
     },
     /// An attempt ended having sent nothing: its time was too short to send a request

@@ -6,7 +6,6 @@ use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll};
 
-use crate::outcome::Outcome;
 use crate::rng::Rng;
 use crate::time::Instant;
 use crate::timer::Timer;
@@ -199,10 +198,6 @@ where
                 let mut outcome = self.classify.classify(&error);
                 if let Some(Onward::RunningOutFrom(from)) = sent {
                     outcome = once_sent(outcome, from, now);
-                    if outcome == Outcome::TimedOut && now >= from {
-                        self.machine.ran_out(slot, error, now, &mut self.observer);
-                        return None;
-                    }
                 }
                 self.machine
                     .failed(slot, error, outcome, now, &mut self.observer);
