@@ -358,8 +358,9 @@ pub struct LiveRow {
     /// Whether `kill_fraction` is only a bound from above: the table's cap is above the cap
     /// the service's calls ran with.
     pub kill_fraction_at_most: bool,
-    /// Whether the quantile lies past every answer where the service's cap cut no attempt:
-    /// their callers' deadlines did, no cap measures it, and the cap stays.
+    /// Whether the quantile lies past every answer where the service's cap cut too few
+    /// attempts to measure it: their callers' deadlines cut them, no cap measures it, and
+    /// the cap stays (or goes past those deadlines, if the table's cut them first).
     pub quantile_past_callers: bool,
     /// The cap's stated false-timeout rate (the service's cap quantile).
     pub stated_rate: f64,
@@ -446,14 +447,15 @@ pub fn run(
             without.push(dep.name.clone());
             continue;
         };
-        // A quantile past every answer: the cap raised to measure it (never lowered) when the
-        // service's cap is what cut the attempts, or when the table's cap kills more than its
-        // rate; kept when the callers' deadlines cut them under it (no cap measures it).
+        // A quantile past every answer: the cap raised (never lowered) to measure it when the
+        // service's cap is what cut the attempts (as the core's adaptive cap judges it), or
+        // past the callers' deadlines when the table's cap kills more than its rate before
+        // them; kept when the callers' deadlines cut them under it (no cap measures it).
         let kills = |cap: Duration| kills(snap, &policy, cap);
         let (kill_fraction, kill_fraction_at_most) = kills(row.cap_ms);
         let cut_by_cap = snap
             .advice(&policy, snap.cap())
-            .is_some_and(|a| a.killed > 0);
+            .is_some_and(|a| a.killed > 0 && (a.kills_too_many || a.enough));
         let raise = cut_by_cap || (!kill_fraction_at_most && kill_fraction > advice.stated_rate);
         let proposed_cap = match advice.suggested_cap.estimate {
             Some(cap) => ceil_ms(cap),
@@ -479,7 +481,7 @@ pub fn run(
             quantile: advice.quantile.into(),
             kill_fraction,
             kill_fraction_at_most,
-            quantile_past_callers: advice.quantile.estimate.is_none() && !raise,
+            quantile_past_callers: advice.quantile.estimate.is_none() && !cut_by_cap,
             stated_rate: advice.stated_rate,
             enough: advice.enough,
             suggested_cap: advice.suggested_cap.into(),
@@ -571,6 +573,12 @@ fn describe(r: &LiveRow, margin: Duration) -> Vec<String> {
                 fmt_ms(margin),
                 fmt_ms(r.table_p999_ms)
             ),
+            None if r.quantile_past_callers => format!(
+                "the live {q} lies past every answer, beyond the callers' deadlines, which cut \
+                 {} of the attempts; the table's cap would cut them first: past this it cuts \
+                 none",
+                fmt_percent(r.timed_out_share)
+            ),
             None => format!(
                 "the live {q} lies beyond every answer, among the attempts that timed out ({} \
                  of all); raise the cap to at least this to measure it",
@@ -635,12 +643,24 @@ fn reason(r: &LiveRow, margin: Duration, killed_after: (f64, bool)) -> String {
             fmt_kills(killed_after),
             fmt_percent(r.stated_rate),
         ),
-        None if r.quantile_past_callers => format!(
+        None if r.quantile_past_callers && r.proposed_cap_ms == r.table_cap_ms => format!(
             "{q} past every answer live ({} latencies, {} timed out, before the cap: cut by \
              the callers' deadlines), cap {} ms kept: no cap measures it",
             r.recorded,
             fmt_percent(r.timed_out_share),
             fmt_ms(r.proposed_cap_ms),
+        ),
+        None if r.quantile_past_callers => format!(
+            "{q} past every answer live ({} latencies, {} timed out: cut by the callers' \
+             deadlines, up to {} ms), cap {} ms = that + {} ms margin, rounded up, past them; \
+             it kills {} of them (stated {})",
+            r.recorded,
+            fmt_percent(r.timed_out_share),
+            fmt_ms(r.quantile.at_least_ms),
+            fmt_ms(r.proposed_cap_ms),
+            fmt_ms(margin),
+            fmt_kills(killed_after),
+            fmt_percent(r.stated_rate),
         ),
         None if r.proposed_cap_ms == r.table_cap_ms => format!(
             "{q} above {} ms live ({} latencies, {} timed out: the {q} lies among them), cap {} \

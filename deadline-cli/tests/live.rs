@@ -483,7 +483,52 @@ fn plan_live_raises_a_table_cap_that_kills_more_than_its_rate() {
     let row = &v["dependencies"][0];
     assert_eq!(row["kill_fraction_at_most"], false, "{row}");
     assert_eq!(num(&row["kill_fraction"]), 0.0025, "{row}");
-    assert_eq!(row["quantile_past_callers"], false, "{row}");
+    assert_eq!(row["quantile_past_callers"], true, "{row}");
     let cap = num(&row["proposed_cap_ms"]);
     assert!((160.0..=166.0).contains(&cap), "{row}");
+    let changes = changes(&v);
+    assert!(
+        changes
+            .iter()
+            .any(|c| c.starts_with("A: cap 100 -> ") && c.contains("past this it cuts none")),
+        "{changes:?}"
+    );
+}
+
+/// One attempt cut at the 50 ms cap behind ten cut at 30 ms by their callers: too few to say
+/// the cap cut the tail (the core would not move an adaptive cap on it), so the p99.9 is
+/// read as lying past the callers' deadlines and the cap stays, not "a cap above measures it".
+#[test]
+fn plan_live_reads_one_kill_behind_the_callers_cuts_as_theirs() {
+    let a: Dependency<ManualRuntime> = Dependency::new(Policy::required("A").with_cap(ms(50)));
+    for _ in 0..3_989 {
+        a.record_latency(ms(10));
+    }
+    for _ in 0..10 {
+        a.record_timeout(ms(30));
+    }
+    a.record_timeout(ms(50));
+    let dir = temp_dir("plan-live-one-kill");
+    let live = write(
+        &dir,
+        "live.json",
+        &serde_json::to_string(&[a.snapshot()]).unwrap(),
+    );
+    let table = write(
+        &dir,
+        "t.toml",
+        "budget_ms = 500\ncap_margin_ms = 10\n[[dependency]]\nname = \"A\"\np50_ms = 10\n\
+         p999_ms = 40\ncap_ms = 50\n",
+    );
+    let v = json(&["plan", &table, "--live", &live, "--json"]);
+    let row = &v["dependencies"][0];
+    assert_eq!(row["quantile_past_callers"], true, "{row}");
+    assert_eq!(num(&row["proposed_cap_ms"]), 50.0, "{row}");
+    let changes = changes(&v);
+    assert!(
+        changes
+            .iter()
+            .any(|c| c.starts_with("A: cap stays 50 ms") && c.contains("callers' deadlines")),
+        "{changes:?}"
+    );
 }

@@ -44,7 +44,7 @@
 //!   recorded kills too many however few attempts ran as far.
 //!
 //! A [`Dependency`](crate::Dependency) records a timeout that came within one hop's
-//! allowance (5 ms) below the cap at the cap: the next service, told the cap less that
+//! allowance below the cap (5 ms, at most a quarter of the cap) at the cap: the next service, told the cap less that
 //! allowance, answered that its time ran out. It records any other timeout, a caller's
 //! deadline's among them, when it came.
 //!

@@ -174,9 +174,10 @@ impl LiveLatency {
 
     /// Copies of the histogram and of its timed-out attempts (each at its timeout), to read
     /// at leisure: a copy does not change, nor is it halved, while it is read, where the live
-    /// histograms may be (by the next latency recorded after a check, say). Copied while
-    /// latencies are recorded or halved, a bucket's timeouts may be a few more than its
-    /// latencies: every reader of them takes them as at most its latencies.
+    /// histograms may be. Copied while latencies are recorded, a bucket's timeouts may be a
+    /// few more than its latencies, and while a halving runs (which the live check never
+    /// meets: it is made before the halving) up to twice as many or half as many: every
+    /// reader takes a bucket's timeouts as at most its latencies.
     #[cfg(feature = "advice")]
     pub(crate) fn copies(&self) -> (DependencyHistogram, DependencyHistogram) {
         (self.histogram.clone(), self.timeouts.clone())

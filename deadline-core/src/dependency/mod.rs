@@ -250,12 +250,14 @@ impl<'n, Rt, M> Dependency<'n, Rt, M> {
 
     /// Its latency histogram, to read: each attempt that answers is recorded with its own
     /// latency, and each that times out with how long it ran, which it took at least (with
-    /// feature `advice`, at the cap when that came within 5 ms of it); it is halved every [`LATENCY_HALF_LIFE`](Self::LATENCY_HALF_LIFE) latencies,
+    /// feature `advice`, at the cap when that came within an allowance of it:
+    /// [`advice`](Self::advice)); it is halved every [`LATENCY_HALF_LIFE`](Self::LATENCY_HALF_LIFE) latencies,
     /// so that it follows what the dependency does now.
     /// Record into it with [`record_latency`](Self::record_latency), which keeps the live
     /// hedge delay up to date. (With feature `advice` the timed-out attempts are kept in a
-    /// second histogram too, which emptying or halving this one leaves as it is: the advice
-    /// takes a bucket's timeouts as at most its latencies.)
+    /// second histogram too, which emptying or halving this one leaves as it is, so that
+    /// answers recorded after it in those buckets would read as timed out: to start over,
+    /// make a new `Dependency`.)
     ///
     /// It is the default [`Histogram`](crate::observe::Histogram) on a target with 64-bit atomics, and
     /// the compact one on a microcontroller without them ([`DependencyHistogram`]).
@@ -397,9 +399,9 @@ impl<'n, Rt, M: Mode> Dependency<'n, Rt, M> {
     /// Records one attempt that timed out after `after` (as each call does; feature
     /// `advice`): into the histogram at `after`, a lower bound of its latency, and into the
     /// timeouts' histogram, as censored there (see [`advice`](Self::advice)); within one
-    /// hop's allowance (5 ms) below the cap, at the cap, as the cap's kill whose end came back
-    /// a little before it (the next service answering that the cap's time it was told ran
-    /// out).
+    /// hop's allowance below the cap (5 ms, at most a quarter of the cap), at the cap, as the
+    /// cap's kill whose end came back a little before it (the next service answering that
+    /// the cap's time it was told ran out).
     #[cfg(feature = "advice")]
     pub fn record_timeout(&self, after: Duration) {
         let at = self.advice.timed_out_at(&self.policy, after);

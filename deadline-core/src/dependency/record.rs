@@ -119,8 +119,9 @@ fn hear<M: Mode>(
 /// recording alone is without the feature: inlined, the check made the machine's
 /// `succeeded` too large for the compiler to inline into the call's poll, and a
 /// `Dependency::run` that answers at once took 41 instructions more than without the
-/// feature; with this function, 30 (`FEATURES=advice bash scripts/instructions.sh
-/// dependency_run`, against the same without `FEATURES`).
+/// feature, and 30 with this function, when it was written. With the timeouts' histogram
+/// since, 38 (`FEATURES=advice bash scripts/instructions.sh dependency_run`, against the
+/// same without `FEATURES`: BENCHMARKS, "Live timeout advice").
 #[cfg(feature = "advice")]
 #[inline(never)]
 fn record_watched(

@@ -83,8 +83,9 @@ impl LiveAdvice {
     }
 
     /// Where an attempt of a dependency called as `policy` that timed out after `after` is
-    /// recorded: at the cap in use when `after` came within one hop's allowance of it (5 ms,
-    /// [`Propagation::DEFAULT`]'s), else at `after`.
+    /// recorded: at the cap in use when `after` came within one hop's allowance of it, else
+    /// at `after`. The allowance is [`Propagation::DEFAULT`]'s, 5 ms, and at most a quarter
+    /// of the cap (a fast dependency's next service is told less than 5 ms less).
     ///
     /// The cap cut such an attempt: the next service it called was told the cap less that
     /// allowance, and answered that its time ran out a little before the cap (a 504, a
@@ -92,12 +93,15 @@ impl LiveAdvice {
     /// as cut by its caller's shorter deadline, and the cap as killing none. A timeout that
     /// comes earlier (a connect limit, a shorter time the request carried, a statement
     /// timeout, a next service's own early answer, a caller's deadline) is censored where it
-    /// came. A next service told with a larger allowance than the default answers earlier
-    /// still, and is read so too.
+    /// came. So is one a next service told with a larger allowance gives (it answers earlier
+    /// still); and a caller's deadline inside the window is read as the cap's (it nearly was).
     #[must_use]
     pub(crate) fn timed_out_at(&self, policy: &Policy, after: Duration) -> Duration {
         let cap = self.cap(policy);
-        if after < cap && cap.saturating_sub(after) <= Propagation::DEFAULT.allowance() {
+        let window = Propagation::DEFAULT
+            .allowance()
+            .min(cap.checked_div(4).unwrap_or(cap));
+        if after < cap && cap.saturating_sub(after) <= window {
             cap
         } else {
             after
@@ -192,5 +196,28 @@ mod tests {
         live.cap.store(Some(80_000));
         assert_eq!(live.cap(&adaptive), ms(80));
         assert_eq!(live.cap(&fixed), ms(50), "a fixed cap does not move");
+    }
+
+    /// The window below the cap: 5 ms, at most a quarter of the cap; at its edge, inside.
+    #[test]
+    fn a_timeout_within_an_allowance_of_the_cap_is_recorded_at_the_cap() {
+        let at = |cap: Duration, after: Duration| {
+            let policy = if cap == Duration::MAX {
+                Policy::required("p")
+            } else {
+                Policy::required("p").with_cap(cap)
+            };
+            LiveAdvice::new(&policy).timed_out_at(&policy, after)
+        };
+        let us = Duration::from_micros;
+        assert_eq!(at(ms(50), ms(45)), ms(50));
+        assert_eq!(at(ms(50), ms(45) - us(1)), ms(45) - us(1));
+        assert_eq!(at(ms(50), ms(50)), ms(50));
+        assert_eq!(at(ms(50), ms(3)), ms(3));
+        // A 4 ms cap: a window of 1 ms, so a caller's 2 ms is its own.
+        assert_eq!(at(ms(4), ms(3)), ms(4));
+        assert_eq!(at(ms(4), ms(2)), ms(2));
+        // No cap: nothing is the cap's.
+        assert_eq!(at(Duration::MAX, ms(2)), ms(2));
     }
 }
