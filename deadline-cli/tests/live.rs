@@ -384,9 +384,31 @@ fn plan_live_says_when_a_change_leaves_a_setting_that_never_acts() {
     );
 }
 
-/// A table of one dependency `A` stating a 100 ms cap (p50 20 ms, p99.9 40 ms), beside one
-/// snapshot of `dep`: the `plan --live --json` report.
-fn plan_a_at_100(dep: &Dependency<'_, ManualRuntime>, what: &str) -> serde_json::Value {
+/// A dependency `A` capped at `cap`, with `answers` recorded (each a latency and how many)
+/// and then `timeouts` (alike).
+fn a_recorded(
+    cap: Duration,
+    answers: &[(Duration, u32)],
+    timeouts: &[(Duration, u32)],
+) -> Dependency<'static, ManualRuntime> {
+    let a = Dependency::new(Policy::required("A").with_cap(cap));
+    for &(at, n) in answers {
+        (0..n).for_each(|_| a.record_latency(at));
+    }
+    for &(at, n) in timeouts {
+        (0..n).for_each(|_| a.record_timeout(at));
+    }
+    a
+}
+
+/// A table of one dependency `A` stating a cap of `cap_ms` (p50 20 ms, p99.9 40 ms), and one
+/// snapshot of `dep`, written in a directory named for `what`: the table's path, then the
+/// snapshot's.
+fn table_and_snapshot(
+    dep: &Dependency<'_, ManualRuntime>,
+    cap_ms: u64,
+    what: &str,
+) -> (String, String) {
     let dir = temp_dir(what);
     let live = write(
         &dir,
@@ -396,9 +418,18 @@ fn plan_a_at_100(dep: &Dependency<'_, ManualRuntime>, what: &str) -> serde_json:
     let table = write(
         &dir,
         "t.toml",
-        "budget_ms = 500\ncap_margin_ms = 10\n[[dependency]]\nname = \"A\"\np50_ms = 20\n\
-         p999_ms = 40\ncap_ms = 100\n",
+        &format!(
+            "budget_ms = 500\ncap_margin_ms = 10\n[[dependency]]\nname = \"A\"\np50_ms = 20\n\
+             p999_ms = 40\ncap_ms = {cap_ms}\n"
+        ),
     );
+    (table, live)
+}
+
+/// `deadline plan TABLE --live SNAPSHOT --json`, for `dep` beside a table capping it at
+/// `cap_ms`.
+fn plan_a(dep: &Dependency<'_, ManualRuntime>, cap_ms: u64, what: &str) -> serde_json::Value {
+    let (table, live) = table_and_snapshot(dep, cap_ms, what);
     json(&["plan", &table, "--live", &live, "--json"])
 }
 
@@ -408,14 +439,8 @@ fn plan_a_at_100(dep: &Dependency<'_, ManualRuntime>, what: &str) -> serde_json:
 /// for their answer at 40).
 #[test]
 fn plan_live_keeps_a_cap_that_only_the_callers_deadlines_cut_under() {
-    let a: Dependency<ManualRuntime> = Dependency::new(Policy::required("A").with_cap(ms(100)));
-    for _ in 0..3_990 {
-        a.record_latency(ms(20));
-    }
-    for _ in 0..10 {
-        a.record_timeout(ms(30));
-    }
-    let v = plan_a_at_100(&a, "plan-live-callers");
+    let a = a_recorded(ms(100), &[(ms(20), 3_990)], &[(ms(30), 10)]);
+    let v = plan_a(&a, 100, "plan-live-callers");
     let row = &v["dependencies"][0];
     assert_eq!(row["quantile_past_callers"], true, "{row}");
     assert_eq!(num(&row["proposed_cap_ms"]), 100.0, "{row}");
@@ -435,32 +460,15 @@ fn plan_live_keeps_a_cap_that_only_the_callers_deadlines_cut_under() {
 /// and is shown so (`<=`).
 #[test]
 fn plan_live_bounds_what_a_cap_above_the_services_kills() {
-    let a: Dependency<ManualRuntime> = Dependency::new(Policy::required("A").with_cap(ms(40)));
-    for _ in 0..3_990 {
-        a.record_latency(ms(20));
-    }
-    for _ in 0..10 {
-        a.record_timeout(ms(40));
-    }
-    let v = plan_a_at_100(&a, "plan-live-bound");
+    let a = a_recorded(ms(40), &[(ms(20), 3_990)], &[(ms(40), 10)]);
+    let (table, live) = table_and_snapshot(&a, 100, "plan-live-bound");
+    let v = json(&["plan", &table, "--live", &live, "--json"]);
     let row = &v["dependencies"][0];
     assert_eq!(row["kill_fraction_at_most"], true, "{row}");
     assert_eq!(num(&row["kill_fraction"]), 0.0025, "{row}");
     // Its p99.9 lies among the 40 ms cap's kills: the cap would go up to measure it, never
     // down to their bound (41 ms) plus the margin.
     assert_eq!(num(&row["proposed_cap_ms"]), 100.0, "{row}");
-    let dir = temp_dir("plan-live-bound-text");
-    let live = write(
-        &dir,
-        "live.json",
-        &serde_json::to_string(&[a.snapshot()]).unwrap(),
-    );
-    let table = write(
-        &dir,
-        "t.toml",
-        "budget_ms = 500\ncap_margin_ms = 10\n[[dependency]]\nname = \"A\"\np50_ms = 20\n\
-         p999_ms = 40\ncap_ms = 100\n",
-    );
     let (code, out, _) = texts(&["plan", &table, "--live", &live]);
     assert_eq!(code, 0);
     assert!(out.contains("<=0.25%"), "{out}");
@@ -472,14 +480,8 @@ fn plan_live_bounds_what_a_cap_above_the_services_kills() {
 /// service's own cap cut none.
 #[test]
 fn plan_live_raises_a_table_cap_that_kills_more_than_its_rate() {
-    let a: Dependency<ManualRuntime> = Dependency::new(Policy::required("A").with_cap(ms(200)));
-    for _ in 0..3_990 {
-        a.record_latency(ms(20));
-    }
-    for _ in 0..10 {
-        a.record_timeout(ms(150));
-    }
-    let v = plan_a_at_100(&a, "plan-live-raise");
+    let a = a_recorded(ms(200), &[(ms(20), 3_990)], &[(ms(150), 10)]);
+    let v = plan_a(&a, 100, "plan-live-raise");
     let row = &v["dependencies"][0];
     assert_eq!(row["kill_fraction_at_most"], false, "{row}");
     assert_eq!(num(&row["kill_fraction"]), 0.0025, "{row}");
@@ -500,27 +502,8 @@ fn plan_live_raises_a_table_cap_that_kills_more_than_its_rate() {
 /// read as lying past the callers' deadlines and the cap stays, not "a cap above measures it".
 #[test]
 fn plan_live_reads_one_kill_behind_the_callers_cuts_as_theirs() {
-    let a: Dependency<ManualRuntime> = Dependency::new(Policy::required("A").with_cap(ms(50)));
-    for _ in 0..3_989 {
-        a.record_latency(ms(10));
-    }
-    for _ in 0..10 {
-        a.record_timeout(ms(30));
-    }
-    a.record_timeout(ms(50));
-    let dir = temp_dir("plan-live-one-kill");
-    let live = write(
-        &dir,
-        "live.json",
-        &serde_json::to_string(&[a.snapshot()]).unwrap(),
-    );
-    let table = write(
-        &dir,
-        "t.toml",
-        "budget_ms = 500\ncap_margin_ms = 10\n[[dependency]]\nname = \"A\"\np50_ms = 10\n\
-         p999_ms = 40\ncap_ms = 50\n",
-    );
-    let v = json(&["plan", &table, "--live", &live, "--json"]);
+    let a = a_recorded(ms(50), &[(ms(10), 3_989)], &[(ms(30), 10), (ms(50), 1)]);
+    let v = plan_a(&a, 50, "plan-live-one-kill");
     let row = &v["dependencies"][0];
     assert_eq!(row["quantile_past_callers"], true, "{row}");
     assert_eq!(num(&row["proposed_cap_ms"]), 50.0, "{row}");

@@ -469,6 +469,25 @@ mod tests {
         core::iter::empty()
     }
 
+    /// A dependency's two histograms, as it records them: `answers` (each a latency and how
+    /// many), then `timeouts` (alike), each in both the latencies and the timeouts.
+    fn recorded(answers: &[(Duration, u32)], timeouts: &[(Duration, u32)]) -> [Histogram; 2] {
+        let (h, t) = (Histogram::new(), Histogram::new());
+        for &(at, n) in answers {
+            h.record_n(at, n);
+        }
+        for &(at, n) in timeouts {
+            h.record_n(at, n);
+            t.record_n(at, n);
+        }
+        [h, t]
+    }
+
+    /// The advice of `cap` under `policy` over a dependency's two histograms.
+    fn assess([h, t]: &[Histogram; 2], policy: &Policy, cap: Duration) -> Advice {
+        Advice::assess(h.buckets(), t.buckets(), policy, cap).unwrap()
+    }
+
     #[test]
     fn an_empty_histogram_gives_no_advice() {
         let h: Histogram = Histogram::new();
@@ -516,12 +535,9 @@ mod tests {
     /// killed none of them, and a cap is judged on the 900 that ran on, too few.
     #[test]
     fn attempts_cut_below_the_cap_are_not_its_kills() {
-        let h: Histogram = Histogram::new();
-        let t: Histogram = Histogram::new();
-        h.record_n(ms(10), 900);
-        h.record_n(ms(5), 100);
-        t.record_n(ms(5), 100);
-        let a = Advice::assess(h.buckets(), t.buckets(), &policy(), ms(50)).unwrap();
+        let both = recorded(&[(ms(10), 900)], &[(ms(5), 100)]);
+        let a = assess(&both, &policy(), ms(50));
+        let [h, _] = &both;
         assert_eq!(
             (a.killed, a.kill_fraction, a.timed_out_share),
             (0, 0.0, 0.1)
@@ -541,14 +557,9 @@ mod tests {
     /// tenth that it cut.
     #[test]
     fn the_kill_fraction_counts_what_the_attempts_cut_earlier_would_have_done() {
-        let h: Histogram = Histogram::new();
-        let t: Histogram = Histogram::new();
-        h.record_n(ms(10), 500);
-        for (at, n) in [(ms(20), 400), (ms(50), 100)] {
-            h.record_n(at, n);
-            t.record_n(at, n);
-        }
-        let a = Advice::assess(h.buckets(), t.buckets(), &policy(), ms(50)).unwrap();
+        let both = recorded(&[(ms(10), 500)], &[(ms(20), 400), (ms(50), 100)]);
+        let a = assess(&both, &policy(), ms(50));
+        let [h, _] = &both;
         assert_eq!((a.killed, a.kill_fraction), (100, 0.5));
         // The estimate at the cap rests on 100 attempts, as 200 uncensored would.
         assert!(!a.enough);
@@ -560,12 +571,9 @@ mod tests {
 
     #[test]
     fn a_quantile_among_the_timeouts_has_no_upper_bound() {
-        let h: Histogram = Histogram::new();
-        let t: Histogram = Histogram::new();
-        h.record_n(ms(10), 990);
-        h.record_n(ms(50), 10);
-        t.record_n(ms(50), 10);
-        let a = Advice::assess(h.buckets(), t.buckets(), &policy(), ms(50)).unwrap();
+        let both = recorded(&[(ms(10), 990)], &[(ms(50), 10)]);
+        let a = assess(&both, &policy(), ms(50));
+        let [h, _] = &both;
         // Rank 990 plus 10 is the last: the p99's upper bound is the largest value recorded.
         assert_eq!(a.p99.at_most, h.quantile(Quantile::MAX));
         assert!(a.p99.at_least <= ms(10) + ms(10) / 32);
@@ -581,12 +589,11 @@ mod tests {
     /// the cap: no cap measures more, so an adaptive one stays.
     #[test]
     fn a_quantile_past_the_callers_deadlines_moves_no_cap() {
-        let h: Histogram = Histogram::new();
-        let t: Histogram = Histogram::new();
-        h.record_n(ms(10), 1_990);
-        h.record_n(ms(30), 10);
-        t.record_n(ms(30), 10);
-        let a = Advice::assess(h.buckets(), t.buckets(), &policy(), ms(50)).unwrap();
+        let a = assess(
+            &recorded(&[(ms(10), 1_990)], &[(ms(30), 10)]),
+            &policy(),
+            ms(50),
+        );
         assert_eq!(a.p999.estimate, None);
         assert!(a.enough);
         assert_eq!((a.killed, a.kill_fraction), (0, 0.0));
@@ -599,18 +606,12 @@ mod tests {
     /// would: too few to judge a p99.9, and the cap stays.
     #[test]
     fn a_cap_is_judged_on_the_attempts_that_ran_as_far() {
-        let h: Histogram = Histogram::new();
-        let t: Histogram = Histogram::new();
-        h.record_n(ms(10), 2_000);
-        h.record_n(ms(30), 2_000);
-        t.record_n(ms(30), 2_000);
-        for i in 0..87 {
-            h.record(ms(31) + Duration::from_micros(i * 330));
-        }
-        h.record(ms(70));
-        t.record(ms(70));
+        let answers: std::vec::Vec<_> = core::iter::once((ms(10), 2_000))
+            .chain((0..87).map(|i| (ms(31) + Duration::from_micros(i * 330), 1)))
+            .collect();
+        let both = recorded(&answers, &[(ms(30), 2_000), (ms(70), 1)]);
         let p = Policy::required("p").with_cap(ms(70));
-        let a = Advice::assess(h.buckets(), t.buckets(), &p, ms(70)).unwrap();
+        let a = assess(&both, &p, ms(70));
         assert_eq!(a.killed, 1);
         // Five times the stated 0.1%, on one attempt.
         assert!(a.kill_fraction > 0.005, "{}", a.kill_fraction);
@@ -624,18 +625,12 @@ mod tests {
     /// and an adaptive one doubles.
     #[test]
     fn kills_that_alone_pass_the_rate_are_judged_however_few_ran_as_far() {
-        let h: Histogram = Histogram::new();
-        let t: Histogram = Histogram::new();
-        h.record_n(ms(10), 2_000);
-        h.record_n(ms(30), 2_000);
-        t.record_n(ms(30), 2_000);
-        for i in 0..48 {
-            h.record(ms(31) + Duration::from_micros(i * 600));
-        }
-        h.record_n(ms(70), 40);
-        t.record_n(ms(70), 40);
+        let answers: std::vec::Vec<_> = core::iter::once((ms(10), 2_000))
+            .chain((0..48).map(|i| (ms(31) + Duration::from_micros(i * 600), 1)))
+            .collect();
+        let both = recorded(&answers, &[(ms(30), 2_000), (ms(70), 40)]);
         let p = Policy::required("p").with_cap(ms(70));
-        let a = Advice::assess(h.buckets(), t.buckets(), &p, ms(70)).unwrap();
+        let a = assess(&both, &p, ms(70));
         assert!(!a.enough && a.kills_too_many, "{a:?}");
         assert_eq!(a.adapted_cap(ms(20), ms(400)), Some(ms(140)));
     }
@@ -658,13 +653,9 @@ mod tests {
     /// answers high, as a cap should err.
     #[test]
     fn the_quantile_is_where_the_estimate_reaches_its_rank() {
-        let h: Histogram = Histogram::new();
-        let t: Histogram = Histogram::new();
-        for at in [ms(5), ms(10), ms(20)] {
-            h.record(at);
-        }
-        t.record(ms(5));
-        let a = Advice::assess(h.buckets(), t.buckets(), &policy(), ms(50)).unwrap();
+        let both = recorded(&[(ms(10), 1), (ms(20), 1)], &[(ms(5), 1)]);
+        let a = assess(&both, &policy(), ms(50));
+        let [h, _] = &both;
         assert_eq!(a.p50.estimate, h.quantile(Quantile::MAX));
     }
 
@@ -672,12 +663,7 @@ mod tests {
     /// 50 ms cap. The estimate's rounding (27/26 of 26) stays at 1.
     #[test]
     fn the_kill_fraction_is_never_above_one() {
-        let h: Histogram = Histogram::new();
-        let t: Histogram = Histogram::new();
-        h.record(ms(1));
-        t.record(ms(1));
-        h.record_n(ms(60), 26);
-        let a = Advice::assess(h.buckets(), t.buckets(), &policy(), ms(50)).unwrap();
+        let a = assess(&recorded(&[(ms(60), 26)], &[(ms(1), 1)]), &policy(), ms(50));
         assert_eq!((a.killed, a.kill_fraction), (26, 1.0));
     }
 
