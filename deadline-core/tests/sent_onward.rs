@@ -81,6 +81,42 @@ fn a_failure_before_what_was_sent_runs_out_is_the_dependencys() {
     );
 }
 
+/// The answer that the time sent ran out came while the poll that finds it was under way:
+/// the clock was read at the poll's start, 1 ms before the time sent was running out, and the
+/// answer was there 1 ms after (a thread preempted between the two, on a busy machine). The
+/// failure is the deadline's, as the clock says when it is seen, not as it said before. Like
+/// everything that poll found, it is timed at the poll's start.
+#[test]
+fn a_failure_seen_after_the_polls_clock_read_is_judged_by_the_clock() {
+    static DEP: Dependency<ManualRuntime, DeadlineOnly> =
+        Dependency::deadline_only(Policy::required("late").with_cap(ms(100)));
+    let called = ManualRuntime::block_on(async {
+        DEP.run(|limits| async move {
+            let t = ManualRuntime::timer();
+            let out = Propagation::DEFAULT
+                .send(
+                    limits.deadline(),
+                    t.now(),
+                    Incoming::NONE,
+                    DeadlineHeader::DeadlineMs,
+                )
+                .unwrap();
+            note_sent::<ManualRuntime>(&out.sent());
+            // Woken at 89 ms (the driver reads the clock there), the answer is found 2 ms
+            // into that poll, at 91 ms: running out from 90 ms.
+            t.sleep_until(t.now() + ms(89)).await;
+            t.advance(ms(2));
+            Err::<(), _>("504 Gateway Timeout")
+        })
+        .await
+    })
+    .unwrap();
+    assert_eq!(
+        (called, DEP.counters().snapshot().timeouts),
+        (Err(CallError::Library(Error::Timeout { after: ms(89) })), 1)
+    );
+}
+
 #[test]
 fn what_was_sent_before_the_call_is_not_the_attempts() {
     static DEP: Dependency<ManualRuntime, DeadlineOnly> =

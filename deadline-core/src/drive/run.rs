@@ -18,6 +18,7 @@ use super::mode::sealed::Room;
 use super::mode::{Mode, Slots};
 use super::report::Called;
 use super::runtime::Onward;
+use crate::outcome::Outcome;
 
 /// Everything the loop keeps between polls, apart from the pinned futures.
 pub(super) struct Run<'c, Tm, R, C, A, O, T, E, M: Mode> {
@@ -197,12 +198,29 @@ where
             (Err(error), sent) => {
                 let mut outcome = self.classify.classify(&error);
                 if let Some(Onward::RunningOutFrom(from)) = sent {
-                    outcome = once_sent(outcome, from, now);
+                    outcome = self.once_sent(outcome, from, now);
                 }
                 self.machine
                     .failed(slot, error, outcome, now, &mut self.observer);
                 None
             }
+        }
+    }
+
+    /// How a failure of `outcome`, found in a poll that began at `now`, counts once what its
+    /// attempt sent onward runs out from `running_out_from` ([`once_sent`]).
+    ///
+    /// The failure may have come while the poll was under way (its thread preempted after
+    /// `now` was read, on a busy machine). Where that can change the verdict (a failure that
+    /// counts as the deadline's from `running_out_from` on, found before then by `now`), the
+    /// clock is read again and decides. The machine is still told of the failure at `now`,
+    /// as of everything else the poll found: its time never goes back.
+    fn once_sent(&self, outcome: Outcome, running_out_from: Instant, now: Instant) -> Outcome {
+        let changes = once_sent(outcome, running_out_from, running_out_from) != outcome;
+        if changes && now < running_out_from {
+            once_sent(outcome, running_out_from, self.timer.now())
+        } else {
+            once_sent(outcome, running_out_from, now)
         }
     }
 }
