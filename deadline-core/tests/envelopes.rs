@@ -113,11 +113,16 @@ fn head(
 }
 
 /// A response's body is read as envelopes when the request's protocol and the response's
-/// `content-type` both say so, and no `content-encoding` compresses it whole.
+/// `content-type` both say so, framed alike (gRPC-Web binary or base64 text as the request
+/// asked), and no `content-encoding` compresses it whole.
 #[test]
 fn a_response_is_enveloped_when_its_head_says_so() {
     let web = Protocol::GrpcWeb {
         text: false,
+        json: false,
+    };
+    let web_text = Protocol::GrpcWeb {
+        text: true,
         json: false,
     };
     let connect = Protocol::ConnectStream { json: true };
@@ -125,6 +130,8 @@ fn a_response_is_enveloped_when_its_head_says_so() {
         (GRPC, "application/grpc"),
         (GRPC, "application/grpc+proto"),
         (web, "application/grpc-web+proto"),
+        (web_text, "application/grpc-web-text"),
+        (web_text, "application/grpc-web-text+proto"),
         (connect, "application/connect+json"),
     ] {
         for encoding in [None, Some("identity"), Some(" Identity ")] {
@@ -141,14 +148,11 @@ fn a_response_is_enveloped_when_its_head_says_so() {
         (GRPC, Some("application/grpc-web-text")),
         (GRPC, Some("application/proto")),
         (Protocol::Http, Some("application/grpc")),
+        (GRPC, Some("application/grpc-web+proto")),
         (Protocol::ConnectUnary, Some("application/connect+proto")),
-        (
-            Protocol::GrpcWeb {
-                text: true,
-                json: false,
-            },
-            Some("application/grpc-web-text"),
-        ),
+        (web, Some("application/grpc-web-text")),
+        (web_text, Some("application/grpc-web")),
+        (web, Some("application/connect+proto")),
     ] {
         let read = Envelopes::of_response(protocol, head(content_type, None));
         assert_eq!(read, None, "{protocol:?} answered {content_type:?}");
@@ -229,15 +233,16 @@ fn only_enveloped_protocols_are_read() {
             text: false,
             json: false,
         },
+        // Read through its base64 text.
+        Protocol::GrpcWeb {
+            text: true,
+            json: false,
+        },
         Protocol::ConnectStream { json: true },
     ] {
         assert!(Envelopes::of(protocol).is_some(), "{protocol:?}");
     }
     for protocol in [
-        Protocol::GrpcWeb {
-            text: true,
-            json: false,
-        },
         Protocol::ConnectUnary,
         Protocol::Http,
     ] {

@@ -314,10 +314,7 @@ async fn a_grpc_answer_names_the_requests_codec() {
 /// request answered at once gets a trailers-only answer in gRPC-Web's content type.
 #[tokio::test(start_paused = true)]
 async fn a_grpc_web_stream_is_cut_with_a_trailer_frame() {
-    let lines = b"grpc-status:4\r\ngrpc-message:deadline exceeded\r\n";
-    let mut frame = vec![0x80];
-    frame.extend_from_slice(&u32::try_from(lines.len()).unwrap().to_be_bytes());
-    frame.extend_from_slice(lines);
+    let frame = deadline_trailer_frame();
     let server = layer().layer(service_fn(|_req: Request<()>| async {
         Ok::<_, Infallible>(Response::new(Ticker::new(&Watch::default())))
     }));
@@ -378,6 +375,16 @@ fn script(
     // Once the frames are sent: the end, or a wait that never ends.
     let then = tokio_stream::pending().take(usize::from(!ends));
     StreamBody::new(sent.chain(then))
+}
+
+/// gRPC-Web's trailer frame with `DEADLINE_EXCEEDED`: how the layer ends a gRPC-Web body cut
+/// at the deadline.
+fn deadline_trailer_frame() -> Vec<u8> {
+    let lines = b"grpc-status:4\r\ngrpc-message:deadline exceeded\r\n";
+    let mut frame = vec![0x80];
+    frame.extend_from_slice(&u32::try_from(lines.len()).unwrap().to_be_bytes());
+    frame.extend_from_slice(lines);
+    frame
 }
 
 /// `message` in the envelope gRPC, gRPC-Web and Connect streaming share.
@@ -578,13 +585,7 @@ async fn a_stream_cut_in_the_middle_of_a_message_ends_after_the_whole_ones() {
     let server = answering(frames, false);
     let mut whole = one.clone();
     whole.extend_from_slice(&two);
-    let trailer_frame = {
-        let lines = b"grpc-status:4\r\ngrpc-message:deadline exceeded\r\n";
-        let mut frame = vec![0x80];
-        frame.extend_from_slice(&u32::try_from(lines.len()).unwrap().to_be_bytes());
-        frame.extend_from_slice(lines);
-        frame
-    };
+    let trailer_frame = deadline_trailer_frame();
     let end_stream = {
         let json = br#"{"error":{"code":"deadline_exceeded","message":"deadline exceeded"}}"#;
         let mut frame = vec![0x02];
@@ -614,6 +615,139 @@ async fn a_stream_cut_in_the_middle_of_a_message_ends_after_the_whole_ones() {
             }
         }
     }
+}
+
+/// `bytes` in base64, padded: gRPC-Web's text form.
+fn base64_text(bytes: &[u8]) -> Bytes {
+    use base64::Engine;
+    Bytes::from(base64::engine::general_purpose::STANDARD.encode(bytes))
+}
+
+/// A gRPC-Web request in the base64 form, with `grpc-timeout: timeout`.
+fn web_text_request(timeout: &'static str) -> Request<()> {
+    request(&[
+        ("content-type", "application/grpc-web-text"),
+        ("grpc-timeout", timeout),
+    ])
+}
+
+/// What a gRPC-Web client reads from a body in gRPC-Web's base64 form: its 4-character quanta
+/// decoded in turn, any of them padded (a server may pad wherever it flushes, as gRPC-Web's
+/// protocol says), however the body's frames split them.
+fn decode_web_text(text: &[u8]) -> Vec<u8> {
+    use base64::Engine;
+    assert_eq!(text.len() % 4, 0, "whole quanta: {text:?}");
+    text.chunks(4)
+        .flat_map(|quantum| {
+            base64::engine::general_purpose::STANDARD
+                .decode(quantum)
+                .expect("base64")
+        })
+        .collect()
+}
+
+/// gRPC-Web's base64 form (`application/grpc-web-text`, what a browser's gRPC-Web client asks
+/// for by default) cut at the deadline in the middle of a message: the client decodes whole
+/// messages, then the trailer frame with `DEADLINE_EXCEEDED`, never part of a message before
+/// it. Two handlers: one that pads each frame's text (each frame's bytes encoded alone, the
+/// messages split across frames), and one whose text is a single encoding split anywhere,
+/// inside a quantum too.
+#[tokio::test(start_paused = true)]
+async fn a_grpc_web_text_stream_cut_in_the_middle_of_a_message_ends_after_the_whole_ones() {
+    let (one, two, three) = (envelope(b"one"), envelope(b"second"), envelope(b"third"));
+    let mut stream = one.clone();
+    stream.extend_from_slice(&two);
+    stream.extend_from_slice(&three);
+    let trailer_frame = deadline_trailer_frame();
+    let mut expected = one.clone();
+    expected.extend_from_slice(&two);
+    expected.extend_from_slice(&trailer_frame);
+
+    // At 10 ms the first message and 3 bytes of the second; at 30 ms the rest of the second
+    // and 7 bytes of the third, whose rest would come at 100 ms: each frame encoded alone.
+    let padded = {
+        let (a, b) = (one.len() + 3, one.len() + two.len() + 7);
+        let stream = stream.clone();
+        move || {
+            vec![
+                (ms(10), Frame::data(base64_text(&stream[..a]))),
+                (ms(30), Frame::data(base64_text(&stream[a..b]))),
+                (ms(100), Frame::data(base64_text(&stream[b..]))),
+            ]
+        }
+    };
+    // One encoding of the whole stream, split at characters 13 and 35 (inside quanta): by
+    // 30 ms, the text of the first message, the second and part of the third.
+    let continuous = {
+        let text = base64_text(&stream);
+        move || {
+            vec![
+                (ms(10), Frame::data(text.slice(..13))),
+                (ms(30), Frame::data(text.slice(13..35))),
+                (ms(100), Frame::data(text.slice(35..))),
+            ]
+        }
+    };
+    let request = || web_text_request("55m");
+    let response = answering(padded, false).oneshot(request()).await.unwrap();
+    let (data, end) = read_all(response.into_body()).await;
+    assert_eq!(end.unwrap(), None, "padded frames");
+    assert_eq!(decode_web_text(&data), expected, "padded frames");
+    let response = answering(continuous, false)
+        .oneshot(request())
+        .await
+        .unwrap();
+    let (data, end) = read_all(response.into_body()).await;
+    assert_eq!(end.unwrap(), None, "one encoding");
+    assert_eq!(decode_web_text(&data), expected, "one encoding");
+}
+
+/// A gRPC-Web stream in the base64 form that ends in time reaches the client as its handler
+/// sent it, whatever its frames split: the client decodes the same messages and trailer frame.
+/// One whose text is not base64 is sent as it comes, and cut at the deadline it ends as a cut
+/// stream (nothing written into text the client cannot read).
+#[tokio::test(start_paused = true)]
+async fn a_grpc_web_text_stream_loses_nothing_and_text_that_is_not_base64_passes_as_it_came() {
+    let mut stream = envelope(b"one");
+    stream.extend_from_slice(&envelope(&[9; 70]));
+    let mut trailer = vec![0x80];
+    trailer.extend_from_slice(&13_u32.to_be_bytes());
+    trailer.extend_from_slice(b"grpc-status:0");
+    stream.extend_from_slice(&trailer);
+    // The text of the whole stream in frames of 1 to 7 characters.
+    let frames = {
+        let text = base64_text(&stream);
+        move || {
+            let mut frames = Vec::new();
+            let mut at = 0;
+            for size in [1, 7, 2, 5, 3, 6, 4].into_iter().cycle() {
+                if at >= text.len() {
+                    break;
+                }
+                let end = (at + size).min(text.len());
+                frames.push((ms(1), Frame::data(text.slice(at..end))));
+                at = end;
+            }
+            frames
+        }
+    };
+    let request = || web_text_request("1S");
+    let response = answering(frames, true).oneshot(request()).await.unwrap();
+    let (data, end) = read_all(response.into_body()).await;
+    assert_eq!(end.unwrap(), None);
+    assert_eq!(decode_web_text(&data), stream);
+
+    let not_base64 = || vec![(ms(10), Frame::data(Bytes::from_static(b"data: tick\n\n")))];
+    let response = answering(not_base64, false)
+        .oneshot(request())
+        .await
+        .unwrap();
+    let (data, end) = read_all(response.into_body()).await;
+    assert_eq!(data, b"data: tick\n\n");
+    assert_eq!(
+        end.unwrap_err(),
+        BodyError::Deadline(Error::DeadlineExceeded)
+    );
 }
 
 /// A handler's stream that ends with part of a message (a broken stream of its own) loses

@@ -1,6 +1,6 @@
-//! [`Envelopes`]: where a streamed body of length-prefixed messages (gRPC, binary gRPC-Web,
-//! Connect streaming) stands between its messages, so that a body cut at its deadline ends
-//! after a whole message.
+//! [`Envelopes`]: where a streamed body of length-prefixed messages (gRPC, gRPC-Web, Connect
+//! streaming) stands between its messages, so that a body cut at its deadline ends after a
+//! whole message.
 
 use super::answer::Cut;
 use super::headers::{CONTENT_ENCODING, CONTENT_TYPE};
@@ -10,10 +10,11 @@ use super::protocol::Protocol;
 /// big-endian).
 const PREFIX: u8 = 5;
 
-/// Whether bodies of `a` and `b` end alike: both gRPC-Web, binary or both text, or both
-/// Connect streaming, whatever their codecs.
+/// Whether bodies of `a` and `b` are framed alike: both gRPC, both gRPC-Web, binary or both
+/// base64 text, or both Connect streaming, whatever their codecs.
 const fn framed_alike(a: Protocol, b: Protocol) -> bool {
     match (a, b) {
+        (Protocol::Grpc { .. }, Protocol::Grpc { .. }) => true,
         (Protocol::GrpcWeb { text: a, .. }, Protocol::GrpcWeb { text: b, .. }) => a == b,
         (Protocol::ConnectStream { .. }, Protocol::ConnectStream { .. }) => true,
         _ => false,
@@ -29,7 +30,7 @@ fn encoded_whole<'a>(header: &mut impl FnMut(&'static str) -> Option<&'a [u8]>) 
 /// Where a response body of length-prefixed messages stands between its messages, read frame
 /// by frame as it is sent.
 ///
-/// gRPC, binary gRPC-Web and Connect streaming send each message in an envelope: a flags
+/// gRPC, gRPC-Web and Connect streaming send each message in an envelope: a flags
 /// byte, the message's length (four bytes, big-endian), then the message. A body's frames
 /// need not be whole envelopes: a proxy passes on the frames it received, which split
 /// messages wherever the network did. A body cut at its deadline in the middle of a message
@@ -88,18 +89,23 @@ impl Envelopes {
     pub const HOLD_AT_MOST: u32 = 4 * 1024 * 1024;
 
     /// A body of `protocol`'s, before its first byte, if its messages are enveloped: gRPC,
-    /// binary gRPC-Web and Connect streaming. `None` for plain HTTP and Connect unary (no
-    /// messages to keep whole), and for gRPC-Web's base64 form, whose bytes are the base64
-    /// text of the envelopes.
+    /// gRPC-Web and Connect streaming. `None` for plain HTTP and Connect unary (no messages
+    /// to keep whole).
+    ///
+    /// gRPC-Web's base64 form (`application/grpc-web-text`,
+    /// [`GrpcWeb { text: true, .. }`](Protocol::GrpcWeb)) is the text of the envelopes: give
+    /// [`read`](Self::read) the bytes the text decodes to, and send what may go encoded again.
+    /// That text is a run of 4-character base64 quanta, any of which may be padded (a server
+    /// pads wherever it flushes, as gRPC-Web's protocol allows), so it decodes quantum by
+    /// quantum, as its clients decode it; and text that encodes whole messages, padded at its
+    /// end, is what they read as those messages.
     #[must_use]
     pub const fn of(protocol: Protocol) -> Option<Envelopes> {
         let end_flag = match protocol {
             Protocol::Grpc { .. } => 0,
-            Protocol::GrpcWeb { text: false, .. } => 0x80,
+            Protocol::GrpcWeb { .. } => 0x80,
             Protocol::ConnectStream { .. } => 0x02,
-            Protocol::GrpcWeb { text: true, .. } | Protocol::ConnectUnary | Protocol::Http => {
-                return None;
-            }
+            Protocol::ConnectUnary | Protocol::Http => return None,
         };
         Some(Envelopes {
             prefix: 0,
@@ -114,12 +120,13 @@ impl Envelopes {
     /// The body of a response to a request of `protocol`, whose headers are read with `header`
     /// (the first value of the header of that lowercase name, if it has one), if it is
     /// enveloped messages: the request's protocol sends them ([`of`](Self::of)), and the
-    /// response says its body is them, with a `content-type` of gRPC, binary gRPC-Web or
-    /// Connect streaming and no `content-encoding` over the whole body (these protocols
-    /// compress message by message, inside the envelopes).
+    /// response says its body is them, framed as that protocol frames them (a `content-type`
+    /// of gRPC for gRPC; of gRPC-Web in the same form, binary or base64 text, for gRPC-Web;
+    /// of Connect streaming for Connect), with no `content-encoding` over the whole body
+    /// (these protocols compress message by message, inside the envelopes).
     ///
-    /// `None` for anything else (an error page, an event stream, a body compressed whole),
-    /// which is sent as it comes.
+    /// `None` for anything else (an error page, an event stream, a body compressed whole, a
+    /// gRPC-Web body in the other form), which is sent as it comes.
     ///
     /// ```
     /// use deadline_core::wire::{Envelopes, Protocol};
@@ -129,6 +136,10 @@ impl Envelopes {
     /// assert!(Envelopes::of_response(grpc, typed(b"application/grpc")).is_some());
     /// assert!(Envelopes::of_response(grpc, typed(b"text/plain")).is_none());
     /// assert!(Envelopes::of_response(Protocol::Http, typed(b"application/grpc")).is_none());
+    /// // gRPC-Web in the form the request asked for, and only in that form.
+    /// let text = Protocol::GrpcWeb { text: true, json: false };
+    /// assert!(Envelopes::of_response(text, typed(b"application/grpc-web-text+proto")).is_some());
+    /// assert!(Envelopes::of_response(text, typed(b"application/grpc-web")).is_none());
     /// ```
     #[inline]
     pub fn of_response<'a>(
@@ -138,8 +149,7 @@ impl Envelopes {
         let envelopes = Envelopes::of(protocol)?;
         let enveloped = header(CONTENT_TYPE)
             .and_then(Protocol::of_content_type)
-            .and_then(Envelopes::of)
-            .is_some();
+            .is_some_and(|theirs| framed_alike(theirs, protocol));
         (enveloped && !encoded_whole(&mut header)).then_some(envelopes)
     }
 

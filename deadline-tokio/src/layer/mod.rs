@@ -106,8 +106,9 @@
 //! 4. **At the deadline** a handler still running is dropped, which cancels its work, and
 //!    the answer is `DEADLINE_EXCEEDED`. A handler that has answered is never thrown away
 //!    for the timer, and its body is bounded as [`DeadlineBody`] says: a response complete
-//!    at the deadline is delivered whole, and a gRPC, binary gRPC-Web or Connect stream cut
-//!    there ends after a whole message (of up to 4 MiB), with the deadline's status.
+//!    at the deadline is delivered whole, and a gRPC, gRPC-Web (binary or base64) or Connect
+//!    stream cut there ends after a whole message (of up to 4 MiB), with the deadline's
+//!    status.
 //!    Every poll that finds the handler or its body waiting reads the clock, so one still
 //!    waiting when its task is polled after the deadline ends there, even if tokio's timer
 //!    driver, behind on a loaded runtime, has not fired the layer's timer yet. When the task's
@@ -265,6 +266,7 @@ mod dependency_attempt;
 mod dependency_error;
 mod dependency_future;
 pub(crate) mod headers;
+mod messages;
 pub(crate) mod propagate;
 mod propagate_body;
 mod propagate_error;

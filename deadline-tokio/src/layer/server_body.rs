@@ -5,7 +5,7 @@ use core::task::{Context, Poll};
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use deadline_core::wire::{Cut, Envelopes, GRPC_MESSAGE, GRPC_STATUS, Protocol};
 use deadline_core::{Deadline, Error};
 use http::HeaderMap;
@@ -13,6 +13,7 @@ use http_body::{Body, Frame, SizeHint};
 
 use super::bounded_body::{BoundedBody, Polled};
 use super::headers::{lookup, set};
+use super::messages::Messages;
 
 pin_project_lite::pin_project! {
     /// The response body of [`DeadlineLayer`](crate::DeadlineLayer): the handler's own body,
@@ -40,15 +41,19 @@ pin_project_lite::pin_project! {
     ///   [`BodyError::Deadline`], on which hyper resets the HTTP/2 stream or closes the
     ///   HTTP/1.1 connection, so the client sees a cut response, never one that looks
     ///   complete.
-    /// - A body of gRPC, binary gRPC-Web or Connect streaming messages (the response says so
-    ///   in its `content-type`: [`Envelopes::of_response`]) is sent whole message by whole
+    /// - A body of gRPC, gRPC-Web or Connect streaming messages (the response says so in its
+    ///   `content-type`: [`Envelopes::of_response`]) is sent whole message by whole
     ///   message, however its frames split them (a proxy's do): the bytes of a message not yet
     ///   whole are held until it is, up to [`Envelopes::HOLD_AT_MOST`] (4 MiB) a message, so
     ///   such a message's first byte goes when its last one comes. Cut at the deadline, the
     ///   body ends after a whole message, and the client reads the deadline's status, not a
     ///   broken message; a body that has already sent its protocol's last message ends
     ///   there, with nothing added. A longer message passes as it comes, and a body cut
-    ///   inside it ends as a cut stream. gRPC-Web's base64 form is sent as it comes.
+    ///   inside it ends as a cut stream. gRPC-Web's base64 form
+    ///   (`application/grpc-web-text`) is read through its text, quantum by quantum
+    ///   ([`Envelopes::of`]), and its whole messages are sent encoded again, each frame
+    ///   padded, as its clients read it; text that is not base64 is sent as it comes, and cut
+    ///   at the deadline it ends as a cut stream.
     /// - A gRPC-Web or Connect streaming body that its response says is something else (another
     ///   content type, or a `content-encoding` over the whole body) is sent as it comes, and
     ///   cut at the deadline it ends as a cut stream, with nothing written into it
@@ -99,39 +104,6 @@ pin_project_lite::pin_project! {
         /// trailers, if it ended with some, then nothing. (Boxed: a rare end, which would
         /// otherwise make every body larger to move.)
         Ended { trailers: Option<Box<HeaderMap>> },
-    }
-}
-
-/// Where a body of enveloped messages stands, and the bytes of a message not yet whole.
-struct Messages {
-    read: Envelopes,
-    held: BytesMut,
-}
-
-impl Messages {
-    /// Reads the next data frame: what may be sent now (the held bytes first), or `None`
-    /// while no message has ended.
-    fn whole(&mut self, mut data: Bytes) -> Option<Bytes> {
-        let send = self.read.read(&data);
-        let rest = data.split_off(send);
-        if self.held.is_empty() {
-            // Most frames: whole messages, sent as they are.
-            self.held.extend_from_slice(&rest);
-            return (!data.is_empty() || rest.is_empty()).then_some(data);
-        }
-        if data.is_empty() {
-            self.held.extend_from_slice(&rest);
-            return None;
-        }
-        self.held.extend_from_slice(&data);
-        let out = self.held.split().freeze();
-        self.held.extend_from_slice(&rest);
-        Some(out)
-    }
-
-    /// The bytes held, if there are any.
-    fn take_held(&mut self) -> Option<Bytes> {
-        (!self.held.is_empty()).then(|| self.held.split().freeze())
     }
 }
 
@@ -225,10 +197,7 @@ impl<B> DeadlineBody<B> {
                 let kind = Kind::Messages {
                     body,
                     protocol,
-                    messages: Box::new(Messages {
-                        read,
-                        held: BytesMut::new(),
-                    }),
+                    messages: Box::new(Messages::new(read, protocol)),
                 };
                 (kind, protocol.cut().keeps_declared_length())
             }
@@ -397,7 +366,7 @@ where
                 Polled::Cut => {
                     // What is held of a message not yet whole is dropped with the handler's
                     // body (and its stream), now.
-                    let cut = messages.read.cut(protocol);
+                    let cut = messages.cut(protocol);
                     kind.set(Kind::Cut { last: None });
                     return Poll::Ready(Last::of(cut).map(Last::frame));
                 }
@@ -412,7 +381,7 @@ where
         match &self.kind {
             Kind::Inner { body, .. } => body.get_ref().is_end_stream(),
             Kind::Messages { body, messages, .. } => {
-                body.get_ref().is_end_stream() && messages.held.is_empty()
+                body.get_ref().is_end_stream() && !messages.holds_any()
             }
             Kind::Answer { text } => text.is_none(),
             Kind::Cut { last } => last.is_none(),
@@ -435,7 +404,7 @@ where
                 body.get_ref()
                     .size_hint()
                     .lower()
-                    .saturating_add(messages.held.len() as u64),
+                    .saturating_add(messages.held_len() as u64),
             ),
             Kind::Answer { text } => {
                 SizeHint::with_exact(text.as_ref().map_or(0, |text| text.len() as u64))
