@@ -18,7 +18,7 @@ ORDER=(sync time timer deadline grpc_code error rng outcome quantile manual_cloc
 DRIVE=(flight followups report tally mode event classify runtime thread_deadline scoped attempt course call_machine
   run manual manual_runtime mod)
 DEPENDENCY=(latency metrics watch record steps run mod)
-WIRE=(error late digits grpc_timeout millis headers response sent propagation protocol answer envelope serve mod)
+WIRE=(error late digits grpc_timeout millis headers protocol response sent propagation answer envelope serve mod)
 
 index() { # index NAME LIST...
   local name=$1 i=0

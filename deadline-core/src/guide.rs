@@ -422,7 +422,10 @@
 //! is the core's rule too ([`ResponseHead::classify`](crate::wire::ResponseHead::classify)): a
 //! 500, 502, 503, 408 or 429 (gRPC `UNAVAILABLE`, `RESOURCE_EXHAUSTED`) is a failure a
 //! retry may fix; a 504 (gRPC `DEADLINE_EXCEEDED`) is the attempt's timeout, retried as one;
-//! any other 4xx or 5xx (a 400, a 404, a 501, a 505) ends the call.
+//! any other 4xx or 5xx (a 400, a 404, a 501, a 505) ends the call, and so does a 500 that
+//! answers a Connect unary request (Connect's `unknown`, `internal` or `data_loss`, which
+//! gRPC's rule does not retry either:
+//! [`ResponseHead::for_request`](crate::wire::ResponseHead::for_request)).
 //!
 //! # Clients that time their own calls
 //!

@@ -242,10 +242,7 @@ fn only_enveloped_protocols_are_read() {
     ] {
         assert!(Envelopes::of(protocol).is_some(), "{protocol:?}");
     }
-    for protocol in [
-        Protocol::ConnectUnary,
-        Protocol::Http,
-    ] {
+    for protocol in [Protocol::ConnectUnary, Protocol::Http] {
         assert!(Envelopes::of(protocol).is_none(), "{protocol:?}");
     }
 }

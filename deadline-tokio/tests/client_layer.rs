@@ -416,6 +416,50 @@ async fn grpc_invalid_argument_is_returned_and_not_retried() {
     assert_eq!(GRPC.counters().snapshot().retries, 0);
 }
 
+/// A Connect unary call answered 500 is Connect's `unknown`, `internal` or `data_loss`,
+/// which gRPC's `INTERNAL` is not retried for either: returned at once. The same 500 to a
+/// plain HTTP request is retried; a Connect 503 (`unavailable`) is retried too.
+#[tokio::test(start_paused = true)]
+async fn a_connect_unary_500_is_returned_and_not_retried_as_grpc_internal_is_not() {
+    static CONNECT: Dependency = Dependency::new(twice("connect 500", Idempotence::Idempotent));
+    static PLAIN: Dependency = Dependency::new(twice("plain 500", Idempotence::Idempotent));
+    static UNAVAILABLE: Dependency = Dependency::new(twice("connect 503", Idempotence::Idempotent));
+    let connect_error = |code: u16, name: &str| {
+        Response::builder()
+            .status(code)
+            .header("content-type", "application/json")
+            .body(format!(r#"{{"code":"{name}","message":"failed"}}"#))
+            .unwrap()
+    };
+    let connect_request = || {
+        Request::builder()
+            .header("content-type", "application/proto")
+            .header("connect-protocol-version", "1")
+            .body(String::new())
+            .unwrap()
+    };
+    for (dependency, answer, request, attempts) in [
+        (&CONNECT, 500, connect_request(), 1),
+        (&PLAIN, 500, Request::new(String::new()), 3),
+        (&UNAVAILABLE, 503, connect_request(), 3),
+    ] {
+        let name = if answer == 500 {
+            "internal"
+        } else {
+            "unavailable"
+        };
+        let (next, log) = scripted(move |_| connect_error(answer, name));
+        let client = DependencyLayer::new(dependency, DeadlineHeader::ConnectTimeout).layer(next);
+        let response = scope_timeout(ms(1_000), client.oneshot(request))
+            .await
+            .expect("inside its scope")
+            .unwrap();
+        let name = dependency.policy().name();
+        assert_eq!(response.status().as_u16(), answer, "{name}");
+        assert_eq!(seen(&log).len(), attempts, "{name}");
+    }
+}
+
 /// A next service told a deadline answers `DEADLINE_EXCEEDED` (or 504) by its own margins
 /// before the time it was sent, long before this attempt's end: the attempt ran out of time
 /// below. The call ends as the library's timeout, counted as one (a response relayed as a

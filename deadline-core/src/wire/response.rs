@@ -6,6 +6,7 @@
 use core::time::Duration;
 
 use super::headers::{CONTENT_TYPE, GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS, RETRY_AFTER, media_type};
+use super::protocol::Protocol;
 use crate::grpc_code::GrpcCode;
 use crate::outcome::{Outcome, Pushback};
 
@@ -34,6 +35,8 @@ pub struct ResponseHead<'a> {
     grpc_status: Option<&'a [u8]>,
     grpc_retry_pushback_ms: Option<&'a [u8]>,
     retry_after: Option<&'a [u8]>,
+    /// The answer to a Connect unary request ([`for_request`](Self::for_request)).
+    connect_unary: bool,
 }
 
 impl<'a> ResponseHead<'a> {
@@ -46,7 +49,28 @@ impl<'a> ResponseHead<'a> {
             grpc_status: header(GRPC_STATUS),
             grpc_retry_pushback_ms: header(GRPC_RETRY_PUSHBACK_MS),
             retry_after: header(RETRY_AFTER),
+            connect_unary: false,
         }
+    }
+
+    /// The same response, read as the answer to a request of `protocol` (as
+    /// [`Protocol::read`] reads the request). It matters for a Connect unary request, whose
+    /// error answers carry their Connect code's HTTP status: a 500 is `unknown`, `internal`
+    /// or `data_loss`, which gRPC does not retry either ([`classify`](Self::classify)).
+    ///
+    /// ```
+    /// use deadline_core::Outcome;
+    /// use deadline_core::wire::{Protocol, ResponseHead};
+    ///
+    /// let internal = ResponseHead::read(500, |_| None);
+    /// assert_eq!(internal.classify(), Some(Outcome::Failed));
+    /// let connect = internal.for_request(Protocol::ConnectUnary);
+    /// assert_eq!(connect.classify(), Some(Outcome::Fatal));
+    /// ```
+    #[must_use]
+    pub const fn for_request(mut self, protocol: Protocol) -> Self {
+        self.connect_unary = matches!(protocol, Protocol::ConnectUnary);
+        self
     }
 
     /// Whether this is a gRPC response (`application/grpc`, `application/grpc+proto`,
@@ -86,6 +110,7 @@ impl<'a> ResponseHead<'a> {
     /// | any other gRPC status, or one that cannot be read | [`Outcome::Fatal`] |
     /// | HTTP 504 (a Connect `deadline_exceeded` too) | [`Outcome::TimedOut`] |
     /// | HTTP 429 or 503 with `Retry-After` in seconds | [`Outcome::Pushback`] ([`parse_retry_after`]) |
+    /// | HTTP 500 answering a Connect unary request ([`for_request`](Self::for_request): `unknown`, `internal` or `data_loss`, as gRPC's) | [`Outcome::Fatal`] |
     /// | HTTP 500, 502, 503, 408, 429 (without a readable `Retry-After`) | [`Outcome::Failed`] |
     /// | any other 4xx or 5xx (400, 404, 501, ...) | [`Outcome::Fatal`] |
     /// | 1xx, 2xx, 3xx | `None` |
@@ -136,6 +161,8 @@ impl<'a> ResponseHead<'a> {
                     .map_or(Outcome::Failed, Outcome::Pushback),
             ),
             504 => Some(Outcome::TimedOut),
+            // Connect's `unknown`, `internal` and `data_loss`: fatal, as in gRPC.
+            500 if self.connect_unary => Some(Outcome::Fatal),
             500 | 502 | 408 => Some(Outcome::Failed),
             400..=599 => Some(Outcome::Fatal),
             _ => None,
@@ -143,8 +170,9 @@ impl<'a> ResponseHead<'a> {
     }
 
     /// Whether this response is the shape of a deadline running out somewhere below: HTTP
-    /// 408, 502, 503 or 504, or a gRPC `CANCELLED`, `DEADLINE_EXCEEDED` or `UNAVAILABLE` in
-    /// the head. Arriving when the time sent has run out, such a response is the deadline's,
+    /// 408, 502, 503 or 504 (and 499, Connect's `canceled`, answering a Connect unary request:
+    /// [`for_request`](Self::for_request)), or a gRPC `CANCELLED`, `DEADLINE_EXCEEDED` or
+    /// `UNAVAILABLE` in the head. Arriving when the time sent has run out, such a response is the deadline's,
     /// not the next service's own fault ([`Sent::is_deadline_failure`](super::Sent::is_deadline_failure)).
     ///
     /// A response that says when to retry, or not to (`Retry-After`,
@@ -163,7 +191,11 @@ impl<'a> ResponseHead<'a> {
         match self.grpc_code() {
             Some(Ok(code)) => is_deadline_code(code) && self.grpc_retry_pushback_ms.is_none(),
             Some(Err(())) => false,
-            None => matches!(self.status, 408 | 502 | 503 | 504) && self.retry_after.is_none(),
+            None => {
+                let shaped = matches!(self.status, 408 | 502 | 503 | 504)
+                    || (self.connect_unary && self.status == 499);
+                shaped && self.retry_after.is_none()
+            }
         }
     }
 }

@@ -3,7 +3,6 @@
 //! each attempt in its deadline header.
 
 use core::fmt;
-use core::marker::PhantomData;
 use core::task::{Context, Poll};
 use core::time::Duration;
 
@@ -277,14 +276,12 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        let attempts = Attempts {
-            service: self.take_ready(),
-            first: true,
+        let attempts = Attempts::new(
+            self.take_ready(),
             request,
-            into_body: core::convert::identity,
-            classify: self.classify.clone(),
-            response: PhantomData,
-        };
+            core::convert::identity,
+            self.classify.clone(),
+        );
         DependencyFuture {
             calling: Calling {
                 run: start(self.dependency, self.reserve, attempts),

@@ -8,12 +8,12 @@ use core::task::{Context, Poll, ready};
 
 use deadline_core::call::Limits;
 use deadline_core::drive::{Attempt, Classify};
-use deadline_core::wire::ResponseHead;
+use deadline_core::wire::{Protocol, ResponseHead};
 use deadline_core::{Error, Outcome};
 use http::{Request, Response};
 use tower_service::Service;
 
-use super::headers::lookup;
+use super::headers::{Scanned, lookup};
 use super::propagate::{PropagateFuture, PropagateService};
 use super::propagate_body::PropagateBody;
 use super::propagate_error::PropagateError;
@@ -64,16 +64,41 @@ pub(super) fn outcome_of<R, E>(failure: &Failure<R, E>) -> Outcome {
 /// the inner service.
 pub(super) struct Attempts<S, B, R, C, T> {
     /// The inner service; ready for the first attempt (the caller polled it).
-    pub(super) service: PropagateService<S>,
+    service: PropagateService<S>,
     /// Whether the first attempt is still to start.
-    pub(super) first: bool,
+    first: bool,
     /// The request each attempt sends a copy of.
-    pub(super) request: Request<T>,
+    request: Request<T>,
+    /// Its protocol, which says what its answers mean.
+    protocol: Protocol,
     /// Its body as the inner service takes it.
-    pub(super) into_body: fn(T) -> B,
-    pub(super) classify: C,
+    into_body: fn(T) -> B,
+    classify: C,
     /// The inner service's response body.
-    pub(super) response: PhantomData<fn() -> R>,
+    response: PhantomData<fn() -> R>,
+}
+
+impl<S, B, R, C, T> Attempts<S, B, R, C, T> {
+    /// The attempts of `request` through `service` (ready for the first), its body made into
+    /// the service's with `into_body`, the service's errors classified with `classify`.
+    pub(super) fn new(
+        service: PropagateService<S>,
+        request: Request<T>,
+        into_body: fn(T) -> B,
+        classify: C,
+    ) -> Self {
+        let headers = Scanned::new(request.headers());
+        let protocol = Protocol::read(|| request.uri().query(), headers.lookup());
+        Attempts {
+            service,
+            first: true,
+            request,
+            protocol,
+            into_body,
+            classify,
+            response: PhantomData,
+        }
+    }
 }
 
 impl<S, B, R, C, T> Attempt for Attempts<S, B, R, C, T>
@@ -100,7 +125,11 @@ where
                 request: Some(request),
             }
         };
-        AttemptFuture { state, classify }
+        AttemptFuture {
+            state,
+            classify,
+            protocol: self.protocol,
+        }
     }
 }
 
@@ -113,6 +142,7 @@ pin_project_lite::pin_project! {
         #[pin]
         state: AttemptState<S, B>,
         classify: C,
+        protocol: Protocol,
     }
 }
 
@@ -169,7 +199,8 @@ where
                             let head = ResponseHead::read(
                                 response.status().as_u16(),
                                 lookup(response.headers()),
-                            );
+                            )
+                            .for_request(*this.protocol);
                             match head.classify() {
                                 None => Ok(response),
                                 Some(outcome) => Err(Failure {

@@ -2,7 +2,6 @@
 //! the dependency, after its body is read into memory for a buffered one.
 
 use core::future::{Future, IntoFuture};
-use core::marker::PhantomData;
 use core::pin::Pin;
 use core::task::{Context, Poll, ready};
 use core::time::Duration;
@@ -198,14 +197,12 @@ where
                         None => match next.take() {
                             Some(next) => {
                                 let body = core::mem::take(read).finish();
-                                let attempts = Attempts {
-                                    service: next.service,
-                                    first: true,
-                                    request: Request::from_parts(next.head, body),
-                                    into_body: B::from,
-                                    classify: next.classify,
-                                    response: PhantomData,
-                                };
+                                let attempts = Attempts::new(
+                                    next.service,
+                                    Request::from_parts(next.head, body),
+                                    B::from,
+                                    next.classify,
+                                );
                                 let run = start(next.dependency, next.reserve, attempts);
                                 state.set(BufferedState::Calling {
                                     calling: Calling { run },

@@ -29,8 +29,8 @@ fn known(name: &str) -> Option<&'static HeaderName> {
     NAMES.iter().find(|known| known.as_str() == name)
 }
 
-/// The names the server layer reads from every request ([`Protocol::read`] and
-/// [`Incoming::read`]), in the order of [`Scanned`]'s values.
+/// The names the layers read from a request ([`Protocol::read`] and [`Incoming::read`]), in
+/// the order of [`Scanned`]'s values.
 ///
 /// [`Protocol::read`]: deadline_core::wire::Protocol::read
 /// [`Incoming::read`]: deadline_core::wire::Incoming::read
@@ -46,7 +46,7 @@ fn scanned_index(name: &str) -> Option<usize> {
     }
 }
 
-/// The first value of each header the server layer reads, found in one pass over a
+/// The first value of each header the layers read from a request, found in one pass over a
 /// request's headers: a request carries few headers, and comparing each one's name with
 /// these (by length first) costs far less than one hash lookup per name.
 pub(crate) struct Scanned<'a> {
