@@ -113,8 +113,8 @@ fn head(
 }
 
 /// A response's body is read as envelopes when the request's protocol and the response's
-/// `content-type` both say so, framed alike (gRPC-Web binary or base64 text as the request
-/// asked), and no `content-encoding` compresses it whole.
+/// `content-type` both say so, in base64 text when the request's is and only then, and no
+/// `content-encoding` compresses it whole.
 #[test]
 fn a_response_is_enveloped_when_its_head_says_so() {
     let web = Protocol::GrpcWeb {
@@ -148,11 +148,10 @@ fn a_response_is_enveloped_when_its_head_says_so() {
         (GRPC, Some("application/grpc-web-text")),
         (GRPC, Some("application/proto")),
         (Protocol::Http, Some("application/grpc")),
-        (GRPC, Some("application/grpc-web+proto")),
         (Protocol::ConnectUnary, Some("application/connect+proto")),
         (web, Some("application/grpc-web-text")),
         (web_text, Some("application/grpc-web")),
-        (web, Some("application/connect+proto")),
+        (web_text, Some("application/grpc")),
     ] {
         let read = Envelopes::of_response(protocol, head(content_type, None));
         assert_eq!(read, None, "{protocol:?} answered {content_type:?}");

@@ -438,10 +438,28 @@ async fn a_connect_unary_500_is_returned_and_not_retried_as_grpc_internal_is_not
             .body(String::new())
             .unwrap()
     };
-    for (dependency, answer, request, attempts) in [
-        (&CONNECT, 500, connect_request(), 1),
-        (&PLAIN, 500, Request::new(String::new()), 3),
-        (&UNAVAILABLE, 503, connect_request(), 3),
+    for (dependency, answer, request, header, attempts) in [
+        (
+            &CONNECT,
+            500,
+            connect_request(),
+            DeadlineHeader::ConnectTimeout,
+            1,
+        ),
+        (
+            &PLAIN,
+            500,
+            Request::new(String::new()),
+            DeadlineHeader::DeadlineMs,
+            3,
+        ),
+        (
+            &UNAVAILABLE,
+            503,
+            connect_request(),
+            DeadlineHeader::ConnectTimeout,
+            3,
+        ),
     ] {
         let name = if answer == 500 {
             "internal"
@@ -449,7 +467,7 @@ async fn a_connect_unary_500_is_returned_and_not_retried_as_grpc_internal_is_not
             "unavailable"
         };
         let (next, log) = scripted(move |_| connect_error(answer, name));
-        let client = DependencyLayer::new(dependency, DeadlineHeader::ConnectTimeout).layer(next);
+        let client = DependencyLayer::new(dependency, header).layer(next);
         let response = scope_timeout(ms(1_000), client.oneshot(request))
             .await
             .expect("inside its scope")
@@ -501,10 +519,11 @@ async fn an_early_deadline_exceeded_or_504_is_the_attempts_timeout() {
 /// timeout; so does one that says when to retry, or not to (a 503 with `Retry-After`, a
 /// `DEADLINE_EXCEEDED` with `grpc-retry-pushback-ms: -1`, gRFC A6), which is the server's
 /// own word whatever its status. A 503 or `UNAVAILABLE` at the same instant is the
-/// deadline's (504).
+/// deadline's (504), and so is a 499 to a Connect call (Connect's `canceled`, as gRPC's
+/// `CANCELLED` is), where a 499 to a plain HTTP request is relayed.
 #[tokio::test(start_paused = true)]
 async fn an_answer_near_the_end_of_the_time_sent_is_relayed_unless_it_is_the_deadlines() {
-    let answers: [(DeadlineHeader, Response<String>, Option<StatusCode>); 8] = [
+    let answers: [(DeadlineHeader, Response<String>, Option<StatusCode>); 10] = [
         (
             DeadlineHeader::DeadlineMs,
             status(500),
@@ -535,8 +554,15 @@ async fn an_answer_near_the_end_of_the_time_sent_is_relayed_unless_it_is_the_dea
             grpc("4", &[("grpc-retry-pushback-ms", b"-1")]),
             Some(StatusCode::OK),
         ),
+        (
+            DeadlineHeader::DeadlineMs,
+            status(499),
+            Some(StatusCode::from_u16(499).unwrap()),
+        ),
         (DeadlineHeader::DeadlineMs, status(503), None),
         (DeadlineHeader::GrpcTimeout, grpc("14", &[]), None),
+        // `connect-timeout-ms` makes the request a Connect call.
+        (DeadlineHeader::ConnectTimeout, status(499), None),
     ];
     for (header, answer, relayed) in answers {
         // A dependency of its own per answer, so that each one's counters are its own.

@@ -58,8 +58,16 @@ impl<E> Classify<E> for AnyErrorFails {
 /// library cannot look into.
 #[must_use]
 pub(super) fn once_sent(outcome: Outcome, running_out_from: Instant, now: Instant) -> Outcome {
-    match outcome {
-        Outcome::Failed | Outcome::Refused if now >= running_out_from => Outcome::TimedOut,
-        other => other,
+    if now >= running_out_from && counts_once_sent(outcome) {
+        Outcome::TimedOut
+    } else {
+        outcome
     }
+}
+
+/// Whether a failure of `outcome` is the attempt running out of time once what it sent runs
+/// out ([`once_sent`]): one a retry may fix.
+#[must_use]
+pub(super) const fn counts_once_sent(outcome: Outcome) -> bool {
+    matches!(outcome, Outcome::Failed | Outcome::Refused)
 }

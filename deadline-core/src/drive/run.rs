@@ -12,7 +12,7 @@ use crate::timer::Timer;
 
 use super::attempt::Attempt;
 use super::call_machine::{Action, CallMachine};
-use super::classify::{Classify, once_sent};
+use super::classify::{Classify, counts_once_sent, once_sent};
 use super::event::Observer;
 use super::mode::sealed::Room;
 use super::mode::{Mode, Slots};
@@ -216,8 +216,7 @@ where
     /// clock is read again and decides. The machine is still told of the failure at `now`,
     /// as of everything else the poll found: its time never goes back.
     fn once_sent(&self, outcome: Outcome, running_out_from: Instant, now: Instant) -> Outcome {
-        let changes = once_sent(outcome, running_out_from, running_out_from) != outcome;
-        if changes && now < running_out_from {
+        if now < running_out_from && counts_once_sent(outcome) {
             once_sent(outcome, running_out_from, self.timer.now())
         } else {
             once_sent(outcome, running_out_from, now)

@@ -10,15 +10,19 @@ use super::protocol::Protocol;
 /// big-endian).
 const PREFIX: u8 = 5;
 
-/// Whether bodies of `a` and `b` are framed alike: both gRPC, both gRPC-Web, binary or both
-/// base64 text, or both Connect streaming, whatever their codecs.
+/// Whether bodies of `a` and `b` end alike: both gRPC-Web, binary or both text, or both
+/// Connect streaming, whatever their codecs.
 const fn framed_alike(a: Protocol, b: Protocol) -> bool {
     match (a, b) {
-        (Protocol::Grpc { .. }, Protocol::Grpc { .. }) => true,
         (Protocol::GrpcWeb { text: a, .. }, Protocol::GrpcWeb { text: b, .. }) => a == b,
         (Protocol::ConnectStream { .. }, Protocol::ConnectStream { .. }) => true,
         _ => false,
     }
+}
+
+/// Whether bodies of `protocol` are base64 text: gRPC-Web's text form.
+const fn is_text(protocol: Protocol) -> bool {
+    matches!(protocol, Protocol::GrpcWeb { text: true, .. })
 }
 
 /// Whether a response's `content-encoding` is over its whole body (any but `identity`).
@@ -120,10 +124,10 @@ impl Envelopes {
     /// The body of a response to a request of `protocol`, whose headers are read with `header`
     /// (the first value of the header of that lowercase name, if it has one), if it is
     /// enveloped messages: the request's protocol sends them ([`of`](Self::of)), and the
-    /// response says its body is them, framed as that protocol frames them (a `content-type`
-    /// of gRPC for gRPC; of gRPC-Web in the same form, binary or base64 text, for gRPC-Web;
-    /// of Connect streaming for Connect), with no `content-encoding` over the whole body
-    /// (these protocols compress message by message, inside the envelopes).
+    /// response says its body is them, with a `content-type` of gRPC, gRPC-Web or Connect
+    /// streaming, in base64 text when the request's is and only then, and no
+    /// `content-encoding` over the whole body (these protocols compress message by message,
+    /// inside the envelopes).
     ///
     /// `None` for anything else (an error page, an event stream, a body compressed whole, a
     /// gRPC-Web body in the other form), which is sent as it comes.
@@ -149,7 +153,9 @@ impl Envelopes {
         let envelopes = Envelopes::of(protocol)?;
         let enveloped = header(CONTENT_TYPE)
             .and_then(Protocol::of_content_type)
-            .is_some_and(|theirs| framed_alike(theirs, protocol));
+            .is_some_and(|theirs| {
+                Envelopes::of(theirs).is_some() && is_text(theirs) == is_text(protocol)
+            });
         (enveloped && !encoded_whole(&mut header)).then_some(envelopes)
     }
 

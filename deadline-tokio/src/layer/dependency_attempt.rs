@@ -8,12 +8,12 @@ use core::task::{Context, Poll, ready};
 
 use deadline_core::call::Limits;
 use deadline_core::drive::{Attempt, Classify};
-use deadline_core::wire::{Protocol, ResponseHead};
+use deadline_core::wire::ResponseHead;
 use deadline_core::{Error, Outcome};
 use http::{Request, Response};
 use tower_service::Service;
 
-use super::headers::{Scanned, lookup};
+use super::headers::lookup;
 use super::propagate::{PropagateFuture, PropagateService};
 use super::propagate_body::PropagateBody;
 use super::propagate_error::PropagateError;
@@ -69,8 +69,6 @@ pub(super) struct Attempts<S, B, R, C, T> {
     first: bool,
     /// The request each attempt sends a copy of.
     request: Request<T>,
-    /// Its protocol, which says what its answers mean.
-    protocol: Protocol,
     /// Its body as the inner service takes it.
     into_body: fn(T) -> B,
     classify: C,
@@ -87,13 +85,10 @@ impl<S, B, R, C, T> Attempts<S, B, R, C, T> {
         into_body: fn(T) -> B,
         classify: C,
     ) -> Self {
-        let headers = Scanned::new(request.headers());
-        let protocol = Protocol::read(|| request.uri().query(), headers.lookup());
         Attempts {
             service,
             first: true,
             request,
-            protocol,
             into_body,
             classify,
             response: PhantomData,
@@ -125,11 +120,7 @@ where
                 request: Some(request),
             }
         };
-        AttemptFuture {
-            state,
-            classify,
-            protocol: self.protocol,
-        }
+        AttemptFuture { state, classify }
     }
 }
 
@@ -142,7 +133,6 @@ pin_project_lite::pin_project! {
         #[pin]
         state: AttemptState<S, B>,
         classify: C,
-        protocol: Protocol,
     }
 }
 
@@ -194,13 +184,14 @@ where
                     this.state.set(AttemptState::Calling { call });
                 }
                 AttemptStateProj::Calling { call } => {
+                    let protocol = call.as_ref().get_ref().protocol();
                     return Poll::Ready(match ready!(call.poll(cx)) {
                         Ok(response) => {
                             let head = ResponseHead::read(
                                 response.status().as_u16(),
                                 lookup(response.headers()),
                             )
-                            .for_request(*this.protocol);
+                            .for_request(protocol);
                             match head.classify() {
                                 None => Ok(response),
                                 Some(outcome) => Err(Failure {

@@ -54,7 +54,7 @@ impl Messages {
             Err(raw) => {
                 // Not base64: what is held goes, encoded again, then the text as it came.
                 text.invalid = true;
-                let mut out = BytesMut::from(STANDARD.encode(self.held.split()).as_bytes());
+                let mut out = held_text(&mut self.held);
                 out.extend_from_slice(&raw);
                 Some(out.freeze())
             }
@@ -86,10 +86,7 @@ impl Messages {
         let Some(text) = &mut self.text else {
             return (!self.held.is_empty()).then(|| self.held.split().freeze());
         };
-        let mut out = BytesMut::new();
-        if !self.held.is_empty() {
-            out.extend_from_slice(STANDARD.encode(self.held.split()).as_bytes());
-        }
+        let mut out = held_text(&mut self.held);
         out.extend_from_slice(&text.partial.split());
         (!out.is_empty()).then(|| out.freeze())
     }
@@ -97,11 +94,6 @@ impl Messages {
     /// Whether anything is held.
     pub(super) fn holds_any(&self) -> bool {
         !self.held.is_empty() || self.text.as_ref().is_some_and(|t| !t.partial.is_empty())
-    }
-
-    /// How many bytes are held (at least what their sending takes).
-    pub(super) fn held_len(&self) -> usize {
-        self.held.len() + self.text.as_ref().map_or(0, |t| t.partial.len())
     }
 
     /// How the body ends when it is cut at its deadline ([`Envelopes::cut`]); as a cut stream
@@ -115,29 +107,28 @@ impl Messages {
     }
 }
 
+/// The bytes `held`, taken, in base64 (nothing when there are none).
+fn held_text(held: &mut BytesMut) -> BytesMut {
+    if held.is_empty() {
+        return BytesMut::new();
+    }
+    BytesMut::from(STANDARD.encode(held.split()).as_bytes())
+}
+
 impl Text {
     /// Decodes `data`, after the characters of a quantum kept from before: the bytes of its
-    /// whole quanta, keeping the characters of one not yet whole; or, when it is not base64,
-    /// the text not decoded (those characters, then `data`).
+    /// whole quanta, each decoded alone, keeping the characters of one not yet whole; or, when
+    /// it is not base64, the text not decoded (those characters, then `data`).
     fn decode(&mut self, data: &[u8]) -> Result<Vec<u8>, Bytes> {
         self.partial.extend_from_slice(data);
         let whole = self.partial.len() / 4 * 4;
         let quanta = self.partial.split_to(whole);
         let mut bytes = Vec::with_capacity(whole / 4 * 3);
-        // Runs of quanta that end at a padded one, each valid base64 on its own.
-        let mut runs = quanta.chunks(4).peekable();
-        let mut start = 0;
-        let mut end = 0;
-        while let Some(quantum) = runs.next() {
-            end += quantum.len();
-            if quantum.contains(&b'=') || runs.peek().is_none() {
-                let run = quanta.get(start..end).unwrap_or_default();
-                if STANDARD.decode_vec(run, &mut bytes).is_err() {
-                    let mut raw = BytesMut::from(quanta.as_ref());
-                    raw.extend_from_slice(&self.partial.split());
-                    return Err(raw.freeze());
-                }
-                start = end;
+        for quantum in quanta.chunks(4) {
+            if STANDARD.decode_vec(quantum, &mut bytes).is_err() {
+                let mut raw = BytesMut::from(quanta.as_ref());
+                raw.extend_from_slice(&self.partial.split());
+                return Err(raw.freeze());
             }
         }
         Ok(bytes)
@@ -149,7 +140,7 @@ mod tests {
     use base64::Engine;
     use base64::engine::general_purpose::STANDARD;
     use bytes::Bytes;
-    use deadline_core::wire::{Envelopes, Protocol};
+    use deadline_core::wire::{Cut, Envelopes, Protocol};
     use proptest::prelude::*;
 
     use super::Messages;
@@ -166,6 +157,33 @@ mod tests {
             .collect()
     }
 
+    /// Text that stops being base64 after part of a message: the part held goes first,
+    /// encoded again, then the text as it came, and from there the body is cut as a cut
+    /// stream; nothing is lost.
+    #[test]
+    fn text_that_stops_being_base64_goes_as_it_came_after_what_was_held() {
+        let mut messages = Messages::new(Envelopes::of(TEXT).unwrap(), TEXT);
+        // The prefix of a 10-byte message and 2 of its bytes: held.
+        let part = [0, 0, 0, 0, 10, 1, 2];
+        let text = STANDARD.encode([part.as_slice(), &[3, 4]].concat());
+        let (whole, rest) = text.split_at(8);
+        assert_eq!(
+            messages.whole(Bytes::copy_from_slice(whole.as_bytes())),
+            None
+        );
+        // 2 characters of a quantum, then text that is not base64.
+        let mut raw = rest.as_bytes()[..2].to_vec();
+        assert_eq!(messages.whole(Bytes::copy_from_slice(&raw)), None);
+        raw.extend_from_slice(b"!?");
+        let out = messages.whole(Bytes::from_static(b"!?")).unwrap();
+        let mut expected = STANDARD.encode(&part[..6]).into_bytes();
+        expected.extend_from_slice(&raw);
+        assert_eq!(out, expected);
+        assert_eq!(messages.cut(TEXT), Cut::Reset);
+        // From there, every frame as it comes.
+        assert_eq!(messages.whole(Bytes::from_static(b"QUJD")).unwrap(), "QUJD");
+    }
+
     /// `bytes` in pieces of `sizes` (each at least 1) in turn, to its end.
     fn split<'a>(bytes: &'a [u8], sizes: &'a [usize]) -> impl Iterator<Item = &'a [u8]> {
         let mut rest = bytes;
@@ -176,7 +194,45 @@ mod tests {
         })
     }
 
+    /// `text` read as a gRPC-Web client reads it: quantum by quantum while each decodes; the
+    /// bytes decoded, and the text from the first quantum that does not on.
+    fn read_as_client(text: &[u8]) -> (Vec<u8>, Vec<u8>) {
+        let mut decoded = Vec::new();
+        for (i, quantum) in text.chunks(4).enumerate() {
+            match STANDARD.decode(quantum) {
+                Ok(bytes) if quantum.len() == 4 => decoded.extend(bytes),
+                _ => return (decoded, text[i * 4..].to_vec()),
+            }
+        }
+        (decoded, Vec::new())
+    }
+
     proptest! {
+        /// Any text at all, in any frames: nothing panics, and what is sent, with what was
+        /// held at the end, reads as the handler's text reads, byte for byte.
+        #[test]
+        fn any_text_reads_as_it_came(
+            frames in prop::collection::vec(
+                prop::collection::vec(
+                    prop::sample::select(b"AAAAQUJDZGVm+/09=!\n".to_vec()),
+                    0..12,
+                ),
+                0..12,
+            ),
+        ) {
+            let mut messages = Messages::new(Envelopes::of(TEXT).unwrap(), TEXT);
+            let mut sent = Vec::new();
+            for frame in &frames {
+                if let Some(out) = messages.whole(Bytes::copy_from_slice(frame)) {
+                    sent.extend_from_slice(&out);
+                }
+            }
+            if let Some(held) = messages.take_held() {
+                sent.extend_from_slice(&held);
+            }
+            prop_assert_eq!(read_as_client(&sent), read_as_client(&frames.concat()));
+        }
+
         /// Messages of any lengths, their text made either by one encoding or by encoding
         /// each of the handler's chunks alone (padded), then split into frames anywhere:
         /// after each frame, what was sent decodes to whole messages, the first ones; at the

@@ -205,7 +205,9 @@
 //!   recorded in its counters and latency histogram.
 //! - **Responses** are classified by the core ([`ResponseHead::classify`](deadline_core::wire::ResponseHead::classify)): a 2xx or 3xx (a gRPC status 0)
 //!   is the answer; a 500, 502, 503, 408 or 429 (gRPC `UNAVAILABLE` or
-//!   `RESOURCE_EXHAUSTED`) is an attempt that failed, retried as the policy allows, after
+//!   `RESOURCE_EXHAUSTED`; but a 500 to a Connect call is Connect's `unknown`, `internal` or
+//!   `data_loss`, final as gRPC's `INTERNAL` is) is an attempt that failed, retried as the
+//!   policy allows, after
 //!   the server's `Retry-After` or `grpc-retry-pushback-ms` if it sent one; a 504 (gRPC
 //!   `DEADLINE_EXCEEDED`) is the attempt's timeout, whenever it comes (the next service
 //!   answers it by its own margins before the time it was sent), counted and retried as

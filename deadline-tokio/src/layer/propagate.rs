@@ -7,14 +7,15 @@ use core::task::{Context, Poll};
 
 use deadline_core::runtime::{KeepsSent, Onward, note_sent};
 use deadline_core::wire::{
-    DeadlineHeader, Failure, Incoming, Outgoing, Propagation, ResponseHead, Sent, WireError,
+    DeadlineHeader, Failure, Incoming, Outgoing, Propagation, Protocol, ResponseHead, Sent,
+    WireError,
 };
 use deadline_core::{Clock, Error};
 use http::{Request, Response};
 use tower_layer::Layer;
 use tower_service::Service;
 
-use super::headers::{lookup, set};
+use super::headers::{Scanned, lookup, set};
 use super::propagate_body::PropagateBody;
 use super::propagate_error::PropagateError;
 use crate::bounded::Bounded;
@@ -165,10 +166,12 @@ where
 
     fn call(&mut self, mut request: Request<B>) -> PropagateFuture<S::Future> {
         let Some(deadline) = current() else {
+            let protocol = protocol_of(&request);
             return PropagateFuture {
                 state: State::Unbounded {
                     call: self.inner.call(request),
                 },
+                protocol,
             };
         };
         let already = Incoming::read(lookup(request.headers()));
@@ -185,19 +188,30 @@ where
         let Some(outgoing) = sending else {
             return PropagateFuture {
                 state: State::Spent,
+                protocol: protocol_of(&request),
             };
         };
         for (name, value) in outgoing.headers() {
             set(request.headers_mut(), name, value);
         }
+        // As sent: the header just written can say Connect (`connect-timeout-ms`).
+        let protocol = protocol_of(&request);
         let sent = outgoing.sent();
         PropagateFuture {
             state: State::Bounded {
                 call: Bounded::new(sent.deadline().instant(), self.inner.call(request)),
                 sent,
             },
+            protocol,
         }
     }
+}
+
+/// The protocol of `request` ([`Protocol::read`]), which says what its answers mean
+/// ([`ResponseHead::for_request`]).
+fn protocol_of<B>(request: &Request<B>) -> Protocol {
+    let headers = Scanned::new(request.headers());
+    Protocol::read(|| request.uri().query(), headers.lookup())
 }
 
 pin_project_lite::pin_project! {
@@ -207,6 +221,16 @@ pin_project_lite::pin_project! {
     pub struct PropagateFuture<F> {
         #[pin]
         state: State<F>,
+        // The request's protocol, as sent.
+        protocol: Protocol,
+    }
+}
+
+impl<F> PropagateFuture<F> {
+    /// The protocol of the request, as sent: what its answers mean
+    /// ([`ResponseHead::for_request`]).
+    pub(super) const fn protocol(&self) -> Protocol {
+        self.protocol
     }
 }
 
@@ -236,7 +260,9 @@ where
     type Output = Result<Response<PropagateBody<B>>, PropagateError<E>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut state = self.project().state;
+        let this = self.project();
+        let mut state = this.state;
+        let protocol = *this.protocol;
         match state.as_mut().project() {
             StateProj::Unbounded { call } => call
                 .poll(cx)
@@ -251,7 +277,8 @@ where
                         let head = ResponseHead::read(
                             response.status().as_u16(),
                             lookup(response.headers()),
-                        );
+                        )
+                        .for_request(protocol);
                         if sent.is_deadline_failure(Failure::Response(head), TokioClock.now()) {
                             return Poll::Ready(Err(deadline()));
                         }

@@ -396,27 +396,17 @@ where
             Kind::Inner {
                 body, reset: true, ..
             } => body.get_ref().size_hint(),
-            // Cut, it ends with what its own size does not count (the protocol's ending, after
-            // the part of a message held back): no exact size, from which a server would
-            // declare a length (`Cut::keeps_declared_length`).
-            Kind::Inner { body, .. } => at_least(body.get_ref().size_hint().lower()),
-            Kind::Messages { body, messages, .. } => at_least(
-                body.get_ref()
-                    .size_hint()
-                    .lower()
-                    .saturating_add(messages.held_len() as u64),
-            ),
+            // Cut, it ends without the rest of its own body and with what that does not count
+            // (the protocol's ending, after the part of a message held back; in gRPC-Web's
+            // base64 form, its messages encoded again): no size, neither an exact one, from
+            // which a server would declare a length (`Cut::keeps_declared_length`), nor a
+            // lower bound it might not reach.
+            Kind::Inner { .. } | Kind::Messages { .. } | Kind::Cut { .. } | Kind::Ended { .. } => {
+                SizeHint::default()
+            }
             Kind::Answer { text } => {
                 SizeHint::with_exact(text.as_ref().map_or(0, |text| text.len() as u64))
             }
-            Kind::Cut { .. } | Kind::Ended { .. } => SizeHint::default(),
         }
     }
-}
-
-/// A size of at least `lower` bytes, and no upper bound.
-fn at_least(lower: u64) -> SizeHint {
-    let mut hint = SizeHint::new();
-    hint.set_lower(lower);
-    hint
 }
