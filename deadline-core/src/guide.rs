@@ -415,7 +415,8 @@
 //!
 //! A failure that comes back from the next service when the time sent has run out (or is
 //! within the allowance of it) is the deadline's, not the dependency's: a transport error, an
-//! HTTP 408, 502, 503 or 504, a gRPC `CANCELLED`, `UNAVAILABLE` or `DEADLINE_EXCEEDED`
+//! HTTP 408, 502, 503 or 504 (or 499, Connect's `canceled`, to a Connect unary call), a gRPC
+//! `CANCELLED`, `UNAVAILABLE` or `DEADLINE_EXCEEDED`
 //! ([`Sent::is_deadline_failure`](crate::wire::Sent::is_deadline_failure)). It is reported as
 //! `DEADLINE_EXCEEDED` / 504, so a caller three hops up reads the deadline, not a failed
 //! dependency. With time left, every answer is relayed as it came. Which response is retried

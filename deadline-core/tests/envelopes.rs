@@ -113,7 +113,8 @@ fn head(
 }
 
 /// A response's body is read as envelopes when the request's protocol and the response's
-/// `content-type` both say so, in base64 text when the request's is and only then, and no
+/// `content-type` both say so, framed as the request's protocol ends them (for gRPC, any
+/// binary envelopes; gRPC-Web in the request's form, binary or base64 text), and no
 /// `content-encoding` compresses it whole.
 #[test]
 fn a_response_is_enveloped_when_its_head_says_so() {
@@ -129,6 +130,9 @@ fn a_response_is_enveloped_when_its_head_says_so() {
     for (protocol, content_type) in [
         (GRPC, "application/grpc"),
         (GRPC, "application/grpc+proto"),
+        // gRPC's trailers go beside the body: any binary envelopes are read.
+        (GRPC, "application/grpc-web+proto"),
+        (GRPC, "application/connect+proto"),
         (web, "application/grpc-web+proto"),
         (web_text, "application/grpc-web-text"),
         (web_text, "application/grpc-web-text+proto"),
@@ -152,6 +156,8 @@ fn a_response_is_enveloped_when_its_head_says_so() {
         (web, Some("application/grpc-web-text")),
         (web_text, Some("application/grpc-web")),
         (web_text, Some("application/grpc")),
+        (web, Some("application/connect+proto")),
+        (connect, Some("application/grpc-web")),
     ] {
         let read = Envelopes::of_response(protocol, head(content_type, None));
         assert_eq!(read, None, "{protocol:?} answered {content_type:?}");

@@ -417,12 +417,15 @@ async fn grpc_invalid_argument_is_returned_and_not_retried() {
 }
 
 /// A Connect unary call answered 500 is Connect's `unknown`, `internal` or `data_loss`,
-/// which gRPC's `INTERNAL` is not retried for either: returned at once. The same 500 to a
-/// plain HTTP request is retried; a Connect 503 (`unavailable`) is retried too.
+/// which gRPC's `INTERNAL` is not retried for either: returned at once, whether the caller's
+/// request said it was Connect or the layer's `connect-timeout-ms` made it so. The same 500
+/// to a plain HTTP request is retried; a Connect 503 (`unavailable`) is retried too.
 #[tokio::test(start_paused = true)]
 async fn a_connect_unary_500_is_returned_and_not_retried_as_grpc_internal_is_not() {
     static CONNECT: Dependency = Dependency::new(twice("connect 500", Idempotence::Idempotent));
     static PLAIN: Dependency = Dependency::new(twice("plain 500", Idempotence::Idempotent));
+    static MADE_CONNECT: Dependency =
+        Dependency::new(twice("made connect 500", Idempotence::Idempotent));
     static UNAVAILABLE: Dependency = Dependency::new(twice("connect 503", Idempotence::Idempotent));
     let connect_error = |code: u16, name: &str| {
         Response::builder()
@@ -452,6 +455,13 @@ async fn a_connect_unary_500_is_returned_and_not_retried_as_grpc_internal_is_not
             Request::new(String::new()),
             DeadlineHeader::DeadlineMs,
             3,
+        ),
+        (
+            &MADE_CONNECT,
+            500,
+            Request::new(String::new()),
+            DeadlineHeader::ConnectTimeout,
+            1,
         ),
         (
             &UNAVAILABLE,

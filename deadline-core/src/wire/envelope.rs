@@ -10,8 +10,9 @@ use super::protocol::Protocol;
 /// big-endian).
 const PREFIX: u8 = 5;
 
-/// Whether bodies of `a` and `b` end alike: both gRPC-Web, binary or both text, or both
-/// Connect streaming, whatever their codecs.
+/// Whether bodies of `a` and `b`, protocols whose ending is written into the body, end
+/// alike: both gRPC-Web, binary or both base64 text, or both Connect streaming, whatever their
+/// codecs. (gRPC's ending, its trailers, goes beside the body.)
 const fn framed_alike(a: Protocol, b: Protocol) -> bool {
     match (a, b) {
         (Protocol::GrpcWeb { text: a, .. }, Protocol::GrpcWeb { text: b, .. }) => a == b,
@@ -124,10 +125,11 @@ impl Envelopes {
     /// The body of a response to a request of `protocol`, whose headers are read with `header`
     /// (the first value of the header of that lowercase name, if it has one), if it is
     /// enveloped messages: the request's protocol sends them ([`of`](Self::of)), and the
-    /// response says its body is them, with a `content-type` of gRPC, gRPC-Web or Connect
-    /// streaming, in base64 text when the request's is and only then, and no
-    /// `content-encoding` over the whole body (these protocols compress message by message,
-    /// inside the envelopes).
+    /// response says its body is them, framed as the request's protocol ends them (for gRPC,
+    /// whose trailers go beside the body, any binary envelopes: gRPC's, binary gRPC-Web's,
+    /// Connect streaming's; for gRPC-Web, gRPC-Web's in the same form, binary or base64 text;
+    /// for Connect streaming, Connect streaming's), with no `content-encoding` over the whole
+    /// body (these protocols compress message by message, inside the envelopes).
     ///
     /// `None` for anything else (an error page, an event stream, a body compressed whole, a
     /// gRPC-Web body in the other form), which is sent as it comes.
@@ -153,8 +155,10 @@ impl Envelopes {
         let envelopes = Envelopes::of(protocol)?;
         let enveloped = header(CONTENT_TYPE)
             .and_then(Protocol::of_content_type)
-            .is_some_and(|theirs| {
-                Envelopes::of(theirs).is_some() && is_text(theirs) == is_text(protocol)
+            .is_some_and(|theirs| match protocol {
+                // gRPC's ending goes beside the body: any binary envelopes will do.
+                Protocol::Grpc { .. } => Envelopes::of(theirs).is_some() && !is_text(theirs),
+                _ => framed_alike(theirs, protocol),
             });
         (enveloped && !encoded_whole(&mut header)).then_some(envelopes)
     }

@@ -224,7 +224,11 @@ pub enum DeadlineHeader {
     /// rather than leave a peer to read no deadline at all.
     Both,
     /// `connect-timeout-ms` ([`ConnectTimeout`]): for Connect peers (connect-go,
-    /// connect-es, connect-rust); whole milliseconds, at most 10 digits.
+    /// connect-es, connect-rust); whole milliseconds, at most 10 digits. The header makes a
+    /// request that is not gRPC, gRPC-Web or Connect streaming by its `content-type` a Connect
+    /// unary call ([`Protocol::read`](super::Protocol::read)), and its answers are read as one's
+    /// ([`ResponseHead::for_request`](super::ResponseHead::for_request): a 500 is final, a 499
+    /// near the end of the time sent is the deadline's).
     ConnectTimeout,
 }
 

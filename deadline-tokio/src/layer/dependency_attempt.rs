@@ -190,8 +190,9 @@ where
                             let head = ResponseHead::read(
                                 response.status().as_u16(),
                                 lookup(response.headers()),
-                            )
-                            .for_request(protocol);
+                            );
+                            // Read for the request as it was sent, when it was.
+                            let head = protocol.map_or(head, |p| head.for_request(p));
                             match head.classify() {
                                 None => Ok(response),
                                 Some(outcome) => Err(Failure {

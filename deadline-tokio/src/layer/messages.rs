@@ -163,7 +163,8 @@ mod tests {
     #[test]
     fn text_that_stops_being_base64_goes_as_it_came_after_what_was_held() {
         let mut messages = Messages::new(Envelopes::of(TEXT).unwrap(), TEXT);
-        // The prefix of a 10-byte message and 2 of its bytes: held.
+        // The prefix of a 10-byte message and 4 of its bytes, of which the first 8
+        // characters (the prefix and 1 byte) are fed: held.
         let part = [0, 0, 0, 0, 10, 1, 2];
         let text = STANDARD.encode([part.as_slice(), &[3, 4]].concat());
         let (whole, rest) = text.split_at(8);
@@ -208,21 +209,32 @@ mod tests {
     }
 
     proptest! {
-        /// Any text at all, in any frames: nothing panics, and what is sent, with what was
-        /// held at the end, reads as the handler's text reads, byte for byte.
+        /// Any text at all (pieces of base64 characters and others, and the text of whole
+        /// envelopes among them), in any frames: nothing panics, and what is sent, with what
+        /// was held at the end, reads as the handler's text reads, byte for byte.
         #[test]
         fn any_text_reads_as_it_came(
-            frames in prop::collection::vec(
-                prop::collection::vec(
-                    prop::sample::select(b"AAAAQUJDZGVm+/09=!\n".to_vec()),
-                    0..12,
-                ),
+            pieces in prop::collection::vec(
+                prop_oneof![
+                    prop::collection::vec(
+                        prop::sample::select(b"AAAAQUJDZGVm+/09=!\n".to_vec()),
+                        0..12,
+                    ),
+                    prop::collection::vec(any::<u8>(), 0..8).prop_map(|message| {
+                        let mut envelope = vec![0];
+                        envelope.extend_from_slice(&u32::try_from(message.len()).unwrap().to_be_bytes());
+                        envelope.extend_from_slice(&message);
+                        STANDARD.encode(envelope).into_bytes()
+                    }),
+                ],
                 0..12,
             ),
+            sizes in prop::collection::vec(1_usize..12, 1..10),
         ) {
+            let text = pieces.concat();
             let mut messages = Messages::new(Envelopes::of(TEXT).unwrap(), TEXT);
             let mut sent = Vec::new();
-            for frame in &frames {
+            for frame in split(&text, &sizes) {
                 if let Some(out) = messages.whole(Bytes::copy_from_slice(frame)) {
                     sent.extend_from_slice(&out);
                 }
@@ -230,7 +242,7 @@ mod tests {
             if let Some(held) = messages.take_held() {
                 sent.extend_from_slice(&held);
             }
-            prop_assert_eq!(read_as_client(&sent), read_as_client(&frames.concat()));
+            prop_assert_eq!(read_as_client(&sent), read_as_client(&text));
         }
 
         /// Messages of any lengths, their text made either by one encoding or by encoding

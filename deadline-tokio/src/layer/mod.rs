@@ -166,7 +166,8 @@
 //!   timer, not a client's below it, decides.
 //! - **A failure that is the deadline's** is reported as the deadline's, 504 /
 //!   `DEADLINE_EXCEEDED`, not as a failed dependency: a transport error, an HTTP 408, 502,
-//!   503 or 504, a gRPC `CANCELLED`, `UNAVAILABLE` or `DEADLINE_EXCEEDED` (none with a
+//!   503 or 504 (or 499, Connect's `canceled`, to a Connect unary call), a gRPC
+//!   `CANCELLED`, `UNAVAILABLE` or `DEADLINE_EXCEEDED` (none with a
 //!   `Retry-After` or `grpc-retry-pushback-ms`, the server's own word), arriving when
 //!   the time sent has run out or is within the allowance of it
 //!   ([`Sent::is_deadline_failure`](deadline_core::wire::Sent::is_deadline_failure)). With time left, every answer is relayed as it came.
@@ -205,10 +206,10 @@
 //!   recorded in its counters and latency histogram.
 //! - **Responses** are classified by the core ([`ResponseHead::classify`](deadline_core::wire::ResponseHead::classify)): a 2xx or 3xx (a gRPC status 0)
 //!   is the answer; a 500, 502, 503, 408 or 429 (gRPC `UNAVAILABLE` or
-//!   `RESOURCE_EXHAUSTED`; but a 500 to a Connect call is Connect's `unknown`, `internal` or
-//!   `data_loss`, final as gRPC's `INTERNAL` is) is an attempt that failed, retried as the
-//!   policy allows, after
-//!   the server's `Retry-After` or `grpc-retry-pushback-ms` if it sent one; a 504 (gRPC
+//!   `RESOURCE_EXHAUSTED`; but a 500 to a Connect unary call is Connect's `unknown`,
+//!   `internal` or `data_loss`, final as gRPC's `INTERNAL` is) is an attempt that failed,
+//!   retried as the policy allows, after the server's `Retry-After` or
+//!   `grpc-retry-pushback-ms` if it sent one; a 504 (gRPC
 //!   `DEADLINE_EXCEEDED`) is the attempt's timeout, whenever it comes (the next service
 //!   answers it by its own margins before the time it was sent), counted and retried as
 //!   one, and answered as the library's timeout when the call gives up, unless a gRPC

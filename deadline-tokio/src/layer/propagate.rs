@@ -166,12 +166,10 @@ where
 
     fn call(&mut self, mut request: Request<B>) -> PropagateFuture<S::Future> {
         let Some(deadline) = current() else {
-            let protocol = protocol_of(&request);
             return PropagateFuture {
                 state: State::Unbounded {
                     call: self.inner.call(request),
                 },
-                protocol,
             };
         };
         let already = Incoming::read(lookup(request.headers()));
@@ -188,7 +186,6 @@ where
         let Some(outgoing) = sending else {
             return PropagateFuture {
                 state: State::Spent,
-                protocol: protocol_of(&request),
             };
         };
         for (name, value) in outgoing.headers() {
@@ -201,8 +198,8 @@ where
             state: State::Bounded {
                 call: Bounded::new(sent.deadline().instant(), self.inner.call(request)),
                 sent,
+                protocol,
             },
-            protocol,
         }
     }
 }
@@ -221,16 +218,18 @@ pin_project_lite::pin_project! {
     pub struct PropagateFuture<F> {
         #[pin]
         state: State<F>,
-        // The request's protocol, as sent.
-        protocol: Protocol,
     }
 }
 
 impl<F> PropagateFuture<F> {
-    /// The protocol of the request, as sent: what its answers mean
-    /// ([`ResponseHead::for_request`]).
-    pub(super) const fn protocol(&self) -> Protocol {
-        self.protocol
+    /// The protocol of the request as sent, which says what its answers mean
+    /// ([`ResponseHead::for_request`]); `None` when it was sent as it came (outside any
+    /// scope), or not at all.
+    pub(super) const fn protocol(&self) -> Option<Protocol> {
+        match &self.state {
+            State::Bounded { protocol, .. } => Some(*protocol),
+            State::Unbounded { .. } | State::Spent => None,
+        }
     }
 }
 
@@ -247,6 +246,8 @@ pin_project_lite::pin_project! {
             #[pin]
             call: Bounded<F>,
             sent: Sent,
+            // The request's protocol, as sent.
+            protocol: Protocol,
         },
         /// Not called, or dropped: no time left.
         Spent,
@@ -260,16 +261,18 @@ where
     type Output = Result<Response<PropagateBody<B>>, PropagateError<E>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let mut state = this.state;
-        let protocol = *this.protocol;
+        let mut state = self.project().state;
         match state.as_mut().project() {
             StateProj::Unbounded { call } => call
                 .poll(cx)
                 .map_ok(|response| response.map(PropagateBody::unbounded))
                 .map_err(PropagateError::Inner),
-            StateProj::Bounded { call, sent } => {
-                let sent = *sent;
+            StateProj::Bounded {
+                call,
+                sent,
+                protocol,
+            } => {
+                let (sent, protocol) = (*sent, *protocol);
                 let deadline = || PropagateError::Deadline(Error::DeadlineExceeded);
                 match call.poll(cx) {
                     Poll::Pending => Poll::Pending,
