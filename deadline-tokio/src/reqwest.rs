@@ -159,9 +159,10 @@ impl DeadlineRequest for RequestBuilder {
 /// ([`ResponseHead::classify`]: a 4xx is final, a 408, 429, 500, 502 or 503 may be retried,
 /// a 504 is the attempt running out of time, so that the call answers it as the library's
 /// timeout, whenever the next service sent it); anything else is [`Outcome::Failed`], as by
-/// default. The status is read as plain HTTP's: for a Connect unary call, whose 500 is
-/// final, classify with [`ResponseHead::for_request`]`(`[`Protocol::ConnectUnary`]`)`
-/// instead.
+/// default. The status is read as plain HTTP's: for a Connect unary call (which a
+/// `connect-timeout-ms` the request sends makes any request that is not gRPC or Connect
+/// streaming by its `content-type`), whose 500 is final, classify with
+/// [`ResponseHead::for_request`]`(`[`Protocol::ConnectUnary`]`)` instead.
 ///
 /// [`Protocol::ConnectUnary`]: deadline_core::wire::Protocol::ConnectUnary
 ///

@@ -488,6 +488,34 @@ async fn a_connect_unary_500_is_returned_and_not_retried_as_grpc_internal_is_not
     }
 }
 
+/// With no deadline at all (outside any scope, a policy with no cap) the attempt's request is
+/// sent as it came, and its own headers still say it is a Connect unary call: a 500 is final.
+#[tokio::test(start_paused = true)]
+async fn a_connect_unary_500_with_no_deadline_is_returned_and_not_retried() {
+    static UNCAPPED: Dependency = Dependency::new(
+        Policy::required("uncapped connect")
+            .idempotent()
+            .with_retries(2)
+            .with_backoff(Backoff::constant(ms(10))),
+    );
+    let (next, log) = scripted(|_| {
+        Response::builder()
+            .status(500)
+            .header("content-type", "application/json")
+            .body(r#"{"code":"internal"}"#.to_owned())
+            .unwrap()
+    });
+    let client = DependencyLayer::new(&UNCAPPED, DeadlineHeader::ConnectTimeout).layer(next);
+    let request = Request::builder()
+        .header("content-type", "application/proto")
+        .header("connect-protocol-version", "1")
+        .body(String::new())
+        .unwrap();
+    let response = client.oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(seen(&log).len(), 1);
+}
+
 /// A next service told a deadline answers `DEADLINE_EXCEEDED` (or 504) by its own margins
 /// before the time it was sent, long before this attempt's end: the attempt ran out of time
 /// below. The call ends as the library's timeout, counted as one (a response relayed as a

@@ -226,9 +226,10 @@ pub enum DeadlineHeader {
     /// `connect-timeout-ms` ([`ConnectTimeout`]): for Connect peers (connect-go,
     /// connect-es, connect-rust); whole milliseconds, at most 10 digits. The header makes a
     /// request that is not gRPC, gRPC-Web or Connect streaming by its `content-type` a Connect
-    /// unary call ([`Protocol::read`](super::Protocol::read)), and its answers are read as one's
-    /// ([`ResponseHead::for_request`](super::ResponseHead::for_request): a 500 is final, a 499
-    /// near the end of the time sent is the deadline's).
+    /// unary call ([`Protocol::read`](super::Protocol::read)), and a reader that knows the
+    /// request (`deadline-tokio`'s `PropagateLayer` and `DependencyLayer`) reads its answers
+    /// as one's ([`ResponseHead::for_request`](super::ResponseHead::for_request): a 500 is
+    /// final, a 499 near the end of the time sent is the deadline's).
     ConnectTimeout,
 }
 

@@ -166,9 +166,13 @@ where
 
     fn call(&mut self, mut request: Request<B>) -> PropagateFuture<S::Future> {
         let Some(deadline) = current() else {
+            // Sent as it came: its own headers say its protocol, read only for a caller that
+            // judges the answers (a `DependencyLayer` attempt with no deadline).
+            let protocol = self.judged_by_caller.then(|| protocol_of(&request));
             return PropagateFuture {
                 state: State::Unbounded {
                     call: self.inner.call(request),
+                    protocol,
                 },
             };
         };
@@ -223,12 +227,13 @@ pin_project_lite::pin_project! {
 
 impl<F> PropagateFuture<F> {
     /// The protocol of the request as sent, which says what its answers mean
-    /// ([`ResponseHead::for_request`]); `None` when it was sent as it came (outside any
-    /// scope), or not at all.
+    /// ([`ResponseHead::for_request`]); `None` when it was not sent, or sent as it came for a
+    /// caller that does not judge the answers (`PropagateLayer` outside any scope).
     pub(super) const fn protocol(&self) -> Option<Protocol> {
         match &self.state {
             State::Bounded { protocol, .. } => Some(*protocol),
-            State::Unbounded { .. } | State::Spent => None,
+            State::Unbounded { protocol, .. } => *protocol,
+            State::Spent => None,
         }
     }
 }
@@ -240,6 +245,8 @@ pin_project_lite::pin_project! {
         Unbounded {
             #[pin]
             call: F,
+            // The request's protocol, when a caller judges the answers.
+            protocol: Option<Protocol>,
         },
         /// The call, dropped when the time sent (plus the allowance) runs out.
         Bounded {
@@ -263,7 +270,7 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut state = self.project().state;
         match state.as_mut().project() {
-            StateProj::Unbounded { call } => call
+            StateProj::Unbounded { call, .. } => call
                 .poll(cx)
                 .map_ok(|response| response.map(PropagateBody::unbounded))
                 .map_err(PropagateError::Inner),
