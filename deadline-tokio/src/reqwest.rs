@@ -159,10 +159,12 @@ impl DeadlineRequest for RequestBuilder {
 /// ([`ResponseHead::classify`]: a 4xx is final, a 408, 429, 500, 502 or 503 may be retried,
 /// a 504 is the attempt running out of time, so that the call answers it as the library's
 /// timeout, whenever the next service sent it); anything else is [`Outcome::Failed`], as by
-/// default. The status is read as plain HTTP's: for a Connect unary call (which a
-/// `connect-timeout-ms` the request sends makes any request that is not gRPC or Connect
-/// streaming by its `content-type`), whose 500 is final, classify with
-/// [`ResponseHead::for_request`]`(`[`Protocol::ConnectUnary`]`)` instead.
+/// default. The status is read as plain HTTP's: for a Connect unary call (as
+/// [`Protocol::read`](deadline_core::wire::Protocol::read) tells one: by its `content-type`
+/// or its Connect headers, `connect-timeout-ms` included), whose 500 is final, classify with
+/// [`ResponseHead::for_request`]`(`[`Protocol::ConnectUnary`]`)` instead. (Reading a 499 near
+/// the end of the time sent as the deadline's is the tower layers' alone: here it is final,
+/// as any 4xx.)
 ///
 /// [`Protocol::ConnectUnary`]: deadline_core::wire::Protocol::ConnectUnary
 ///

@@ -227,9 +227,12 @@ pub enum DeadlineHeader {
     /// connect-es, connect-rust); whole milliseconds, at most 10 digits. The header makes a
     /// request that is not gRPC, gRPC-Web or Connect streaming by its `content-type` a Connect
     /// unary call ([`Protocol::read`](super::Protocol::read)), and a reader that knows the
-    /// request (`deadline-tokio`'s `PropagateLayer` and `DependencyLayer`) reads its answers
-    /// as one's ([`ResponseHead::for_request`](super::ResponseHead::for_request): a 500 is
-    /// final, a 499 near the end of the time sent is the deadline's).
+    /// request reads its answers as one's
+    /// ([`ResponseHead::for_request`](super::ResponseHead::for_request)): in `deadline-tokio`,
+    /// `DependencyLayer` does not retry its 500, and both `DependencyLayer` and
+    /// `PropagateLayer` read a 499 near the end of the time sent as the deadline's. A request
+    /// sent with no deadline goes without the header, and is a Connect call only by its own
+    /// headers (Connect's clients send `connect-protocol-version`).
     ConnectTimeout,
 }
 

@@ -109,7 +109,8 @@ pub struct PropagateService<S> {
     inner: S,
     config: PropagateLayer,
     /// Whether the caller judges every answer this service gives it (the attempts of a
-    /// `DependencyLayer`): then the runtime is told only when nothing was sent.
+    /// `DependencyLayer`): then the runtime is told only when nothing was sent, and the
+    /// request's protocol is kept for the caller even when it goes with no deadline.
     judged_by_caller: bool,
 }
 
@@ -128,6 +129,8 @@ impl<S> PropagateService<S> {
     /// that comes once the time sent is running out, and every other answer is the next
     /// service's. Telling the runtime what was sent would make the driver count any failure
     /// then as a timeout, a real 500 included; so it is told only that nothing was sent.
+    /// The request's protocol ([`PropagateFuture::protocol`]) is kept for the caller whether
+    /// the request goes with a deadline or, with none, as it came.
     pub(super) const fn judged_by_caller(inner: S, layer: PropagateLayer) -> Self {
         PropagateService {
             inner,
@@ -241,7 +244,7 @@ impl<F> PropagateFuture<F> {
 pin_project_lite::pin_project! {
     #[project = StateProj]
     enum State<F> {
-        /// Outside any scope: the call as it is.
+        /// No deadline (outside any scope, or an attempt with none): the call as it is.
         Unbounded {
             #[pin]
             call: F,
