@@ -18,12 +18,9 @@ use deadline_core::virtual_time::ManualRuntime;
 use deadline_core::wire::{DeadlineHeader, Incoming, Propagation};
 use deadline_core::{CallError, Clock, Dependency, Error, Outcome, Policy, Timer, ms};
 
-/// Sends the attempt's time left, as an adapter does (5 ms kept per hop), tells the runtime,
-/// and waits `after_ms` for the next service's answer: a failure.
-async fn sends_then_fails(
-    deadline: deadline_core::Deadline,
-    after_ms: u64,
-) -> Result<(), &'static str> {
+/// Sends the time left until `deadline` onward, as an adapter does (5 ms kept per hop), and
+/// tells the runtime.
+fn send_time_left(deadline: deadline_core::Deadline) {
     let t = ManualRuntime::timer();
     let out = Propagation::DEFAULT
         .send(
@@ -34,6 +31,16 @@ async fn sends_then_fails(
         )
         .unwrap();
     note_sent::<ManualRuntime>(&out.sent());
+}
+
+/// Sends the attempt's time left ([`send_time_left`]) and waits `after_ms` for the next
+/// service's answer: a failure.
+async fn sends_then_fails(
+    deadline: deadline_core::Deadline,
+    after_ms: u64,
+) -> Result<(), &'static str> {
+    send_time_left(deadline);
+    let t = ManualRuntime::timer();
     t.sleep_until(t.now() + ms(after_ms)).await;
     Err("504 Gateway Timeout")
 }
@@ -92,16 +99,8 @@ fn a_failure_seen_after_the_polls_clock_read_is_judged_by_the_clock() {
         Dependency::deadline_only(Policy::required("late").with_cap(ms(100)));
     let called = ManualRuntime::block_on(async {
         DEP.run(|limits| async move {
+            send_time_left(limits.deadline());
             let t = ManualRuntime::timer();
-            let out = Propagation::DEFAULT
-                .send(
-                    limits.deadline(),
-                    t.now(),
-                    Incoming::NONE,
-                    DeadlineHeader::DeadlineMs,
-                )
-                .unwrap();
-            note_sent::<ManualRuntime>(&out.sent());
             // Woken at 89 ms (the driver reads the clock there), the answer is found 2 ms
             // into that poll, at 91 ms: running out from 90 ms.
             t.sleep_until(t.now() + ms(89)).await;
@@ -206,16 +205,8 @@ fn a_call_made_inside_an_attempt_does_not_take_what_the_attempt_sent() {
     let called = ManualRuntime::block_on(async {
         OUTER
             .run(|limits| async move {
+                send_time_left(limits.deadline());
                 let t = ManualRuntime::timer();
-                let out = Propagation::DEFAULT
-                    .send(
-                        limits.deadline(),
-                        t.now(),
-                        Incoming::NONE,
-                        DeadlineHeader::DeadlineMs,
-                    )
-                    .unwrap();
-                note_sent::<ManualRuntime>(&out.sent());
                 INNER.run(|_| async { Ok::<_, ()>(1) }).await.unwrap();
                 t.sleep_until(t.now() + ms(90)).await;
                 Err::<(), _>("504 Gateway Timeout")
