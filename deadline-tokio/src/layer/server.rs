@@ -269,13 +269,21 @@ impl<F> DeadlineFuture<F> {
     }
 }
 
-impl<F, ResBody, E> Future for DeadlineFuture<F>
+impl<F, ResBody, E> DeadlineFuture<F>
 where
     F: Future<Output = Result<Response<ResBody>, E>>,
 {
-    type Output = Result<Response<DeadlineBody<ResBody>>, E>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+    /// Polls the handler under the deadline. What it came to is made into the output with
+    /// `respond` (the handler's response, with the deadline and the protocol its body is to
+    /// be bounded by) or `answer` (the layer's own answer: the handler was not called, or
+    /// was dropped at the deadline).
+    #[inline]
+    pub(crate) fn poll_with<T>(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        respond: impl FnOnce(Response<ResBody>, Deadline, Protocol, &mut Context<'_>) -> T,
+        answer: impl FnOnce(Answer) -> T,
+    ) -> Poll<Result<T, E>> {
         let mut state = self.project().state;
         match state.as_mut().project() {
             StateProj::Running {
@@ -292,26 +300,51 @@ where
                 let (deadline, protocol) = (*deadline, *protocol);
                 match handler.poll(cx) {
                     Poll::Pending => Poll::Pending,
-                    Poll::Ready(Ok(answer)) => Poll::Ready(answer.map(|response| {
-                        let (parts, body) = response.into_parts();
-                        let (body, keeps_length) =
-                            DeadlineBody::inner(body, deadline, protocol, &parts.headers);
-                        let mut response = Response::from_parts(parts, body);
-                        if !keeps_length {
-                            response.headers_mut().remove(http::header::CONTENT_LENGTH);
-                        }
-                        response
-                    })),
+                    Poll::Ready(Ok(answered)) => Poll::Ready(
+                        answered.map(|response| respond(response, deadline, protocol, cx)),
+                    ),
                     Poll::Ready(Err(_elapsed)) => {
                         // The deadline came first: the handler is dropped now, cancelling
                         // its work.
-                        let answer = Answer::new(protocol, Error::DeadlineExceeded);
-                        state.set(State::Answered { answer });
-                        Poll::Ready(Ok(render(answer)))
+                        let made = Answer::new(protocol, Error::DeadlineExceeded);
+                        state.set(State::Answered { answer: made });
+                        Poll::Ready(Ok(answer(made)))
                     }
                 }
             }
-            StateProj::Answered { answer } => Poll::Ready(Ok(render(*answer))),
+            StateProj::Answered { answer: made } => Poll::Ready(Ok(answer(*made))),
         }
     }
+}
+
+impl<F, ResBody, E> Future for DeadlineFuture<F>
+where
+    F: Future<Output = Result<Response<ResBody>, E>>,
+{
+    type Output = Result<Response<DeadlineBody<ResBody>>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.poll_with(
+            cx,
+            |response, deadline, protocol, _| bounded(response, deadline, protocol),
+            render,
+        )
+    }
+}
+
+/// `response` with its body bounded by `deadline` and cut as `protocol` expects
+/// ([`DeadlineBody`]); without its `content-length` when a cut would write the protocol's
+/// ending into the body.
+pub(crate) fn bounded<B>(
+    response: Response<B>,
+    deadline: Deadline,
+    protocol: Protocol,
+) -> Response<DeadlineBody<B>> {
+    let (parts, body) = response.into_parts();
+    let (body, keeps_length) = DeadlineBody::inner(body, deadline, protocol, &parts.headers);
+    let mut response = Response::from_parts(parts, body);
+    if !keeps_length {
+        response.headers_mut().remove(http::header::CONTENT_LENGTH);
+    }
+    response
 }
