@@ -212,8 +212,18 @@ async fn a_streams_own_trailers_end_it_after_its_late_frames() {
 
 /// A body that sends one frame at once, then waits a second for the next.
 struct FirstThenWait {
-    sent: bool,
+    first: Option<Bytes>,
     sleep: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl FirstThenWait {
+    /// A body whose first frame is `first`.
+    fn new(first: &'static [u8]) -> Self {
+        FirstThenWait {
+            first: Some(Bytes::from_static(first)),
+            sleep: Box::pin(tokio::time::sleep(ms(1_000))),
+        }
+    }
 }
 
 impl Body for FirstThenWait {
@@ -224,9 +234,8 @@ impl Body for FirstThenWait {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        if !self.sent {
-            self.sent = true;
-            return Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(b"first")))));
+        if let Some(first) = self.first.take() {
+            return Poll::Ready(Some(Ok(Frame::data(first))));
         }
         self.sleep.as_mut().poll(cx).map(|()| None)
     }
@@ -236,10 +245,7 @@ impl Body for FirstThenWait {
 /// that sends one message at once and then waits a second for the next.
 async fn a_grpc_stream_that_waits_after_one_message() -> Response<DeadlineBody<FirstThenWait>> {
     let server = DeadlineLayer::new(HOP, ms(1_000)).layer(service_fn(|_req: Request<()>| async {
-        Ok::<_, Infallible>(Response::new(FirstThenWait {
-            sent: false,
-            sleep: Box::pin(tokio::time::sleep(ms(1_000))),
-        }))
+        Ok::<_, Infallible>(Response::new(FirstThenWait::new(b"first")))
     }));
     server
         .oneshot(request(&[
@@ -573,4 +579,178 @@ async fn an_answer_a_spent_budget_hid_at_the_deadline_is_kept() {
         panic!("no frame with a fresh budget");
     };
     assert_eq!(last.into_data().unwrap(), "last");
+}
+
+/// `DeadlineLayer` around a whole axum router, as `axum::serve(listener, layer.layer(router))`
+/// serves it ([`AxumService`](deadline_tokio::layer::AxumService)): the same rules for every
+/// kind of body. A body whole when the handler answers (axum's answers from a `String`,
+/// `Json`, bytes) is sent as it is; any other is bounded by the deadline, with what its first
+/// poll (made as the handler answered) gave sent first.
+#[cfg(feature = "axum")]
+mod around_an_axum_router {
+    use axum::Router;
+    use axum::body::Body as AxumBody;
+    use axum::response::{IntoResponse, Response as AxumResponse};
+    use axum::routing::get;
+    use deadline_tokio::layer::AxumService;
+    use http::header;
+
+    use super::*;
+
+    /// One request to `path` of `router` behind the layer, with 50 ms left and `headers`.
+    async fn serve(router: Router, path: &str, headers: &[(&str, &str)]) -> AxumResponse {
+        let service = AxumService::from(DeadlineLayer::new(HOP, ms(1_000)).layer(router));
+        let mut request = Request::get(path).header("x-deadline-ms", "50");
+        for &(name, value) in headers {
+            request = request.header(name, value);
+        }
+        service
+            .oneshot(request.body(AxumBody::empty()).unwrap())
+            .await
+            .unwrap()
+    }
+
+    /// The layer's error, under axum's, from a body cut or failed.
+    fn layer_error(error: &axum::Error) -> &BodyError<axum::Error> {
+        std::error::Error::source(error)
+            .and_then(|source| source.downcast_ref())
+            .unwrap_or_else(|| panic!("not the layer's error: {error:?}"))
+    }
+
+    /// Waits until half a millisecond before the request's deadline.
+    async fn just_in_time() {
+        let left = current().unwrap().remaining(TokioClock.now());
+        tokio::time::sleep(left - Duration::from_micros(500)).await;
+    }
+
+    /// An answer whole when it is given is delivered whole, with its length, though it is
+    /// read 2 ms after the deadline; one with no body is delivered empty.
+    #[tokio::test(start_paused = true)]
+    async fn a_whole_answer_is_delivered_whole_after_the_deadline() {
+        let router = Router::new()
+            .route(
+                "/",
+                get(|| async {
+                    just_in_time().await;
+                    "complete"
+                }),
+            )
+            .route(
+                "/none",
+                get(|| async {
+                    just_in_time().await;
+                    StatusCode::NO_CONTENT
+                }),
+            );
+        let response = serve(router.clone(), "/", &[]).await;
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(response.headers()[header::CONTENT_LENGTH], "8");
+        tokio::time::sleep(ms(2)).await;
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(body, "complete");
+
+        let response = serve(router, "/none", &[]).await;
+        assert_eq!(response.status(), StatusCode::NO_CONTENT);
+        tokio::time::sleep(ms(2)).await;
+        let body = response.into_body();
+        assert!(body.is_end_stream(), "an empty body ends at once");
+        assert!(body.collect().await.unwrap().to_bytes().is_empty());
+    }
+
+    /// A body that never waits may send what `LateFrames` allows past the deadline, the
+    /// frame polled as the handler answered among them (64 of 64 KiB), then it is cut.
+    #[tokio::test(start_paused = true)]
+    async fn a_body_that_never_waits_is_still_cut_after_the_deadline() {
+        let router = Router::new().route("/", get(|| async { AxumBody::new(Endless) }));
+        let response = serve(router, "/", &[]).await;
+        tokio::time::sleep(ms(60)).await;
+        let mut body = response.into_body();
+        let mut frames = 0;
+        let end = loop {
+            match body.frame().await {
+                Some(Ok(_)) => frames += 1,
+                other => break other,
+            }
+        };
+        let error = end.expect("an error, not an end").unwrap_err();
+        assert!(matches!(layer_error(&error), BodyError::Deadline(_)));
+        assert_eq!(frames, 64, "the late frames it may send: 4 MiB of 64 KiB");
+    }
+
+    /// A body with one frame ready: that frame goes first; waiting at the deadline for the
+    /// next, it is cut there (45 ms in: 50 ms sent, less the 5 ms allowance), as a cut stream.
+    #[tokio::test(start_paused = true)]
+    async fn a_frame_then_a_wait_is_sent_then_cut_at_the_deadline() {
+        let router = Router::new().route(
+            "/",
+            get(|| async { AxumBody::new(FirstThenWait::new(b"first")) }),
+        );
+        let start = TokioClock.now();
+        let response = serve(router, "/", &[]).await;
+        assert_eq!(response.status(), StatusCode::OK);
+        let mut body = response.into_body();
+        let first = body.frame().await.unwrap().unwrap().into_data().unwrap();
+        assert_eq!(first, "first");
+        let error = body.frame().await.unwrap().unwrap_err();
+        assert!(matches!(layer_error(&error), BodyError::Deadline(_)));
+        assert_eq!(TokioClock.now().saturating_duration_since(start), ms(45));
+    }
+
+    /// A body that fails at its first poll.
+    struct Broken;
+
+    impl Body for Broken {
+        type Data = Bytes;
+        type Error = std::io::Error;
+
+        fn poll_frame(
+            self: Pin<&mut Self>,
+            _cx: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+            Poll::Ready(Some(Err(std::io::Error::other(
+                "the handler's stream broke",
+            ))))
+        }
+    }
+
+    /// Its error, polled as the handler answered, is the body's, as the handler's own.
+    #[tokio::test(start_paused = true)]
+    async fn a_body_failing_at_once_fails_with_its_own_error() {
+        let router = Router::new().route("/", get(|| async { AxumBody::new(Broken) }));
+        let response = serve(router, "/", &[]).await;
+        let error = response.into_body().collect().await.unwrap_err();
+        assert!(matches!(layer_error(&error), BodyError::Inner(_)));
+        assert!(
+            format!("{error:?}").contains("the handler's stream broke"),
+            "{error:?}"
+        );
+    }
+
+    /// A gRPC-Web stream whose first frame is a whole message and the start of the next,
+    /// then waits: at the deadline it ends after the whole message, with its trailer frame
+    /// saying `DEADLINE_EXCEEDED`; the part of a message is never sent.
+    #[tokio::test(start_paused = true)]
+    async fn a_grpc_web_stream_is_cut_after_its_whole_messages() {
+        const GRPC_WEB: &str = "application/grpc-web+proto";
+        let router = Router::new().route(
+            "/",
+            get(|| async {
+                // A whole message of 1 byte, then the start of one of 5.
+                let frame = b"\x00\x00\x00\x00\x01x\x00\x00\x00\x00\x05ab";
+                let body = AxumBody::new(FirstThenWait::new(frame));
+                ([(header::CONTENT_TYPE, GRPC_WEB)], body).into_response()
+            }),
+        );
+        let response = serve(router, "/", &[("content-type", GRPC_WEB)]).await;
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        let (message, trailer) = body.split_at(6);
+        assert_eq!(message, b"\x00\x00\x00\x00\x01x", "the whole message");
+        assert_eq!(
+            trailer.first(),
+            Some(&0x80),
+            "then the trailer frame: {body:?}"
+        );
+        let trailer = String::from_utf8_lossy(&trailer[5..]);
+        assert!(trailer.contains("grpc-status:4"), "{trailer}");
+    }
 }

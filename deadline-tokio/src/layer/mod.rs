@@ -270,6 +270,8 @@ mod dependency_error;
 mod dependency_future;
 pub(crate) mod headers;
 mod messages;
+#[cfg(feature = "axum")]
+mod primed_body;
 pub(crate) mod propagate;
 mod propagate_body;
 mod propagate_error;
