@@ -702,7 +702,7 @@ pub async fn run(name: &str, n: u64) -> Option<u64> {
             .expect("inside its scope");
         }
         "axum_request_deadline_layer_around" => {
-            // As `axum::serve` serves the wrapped router: the layer's body boxed into axum's.
+            // As `axum::serve` serves the wrapped router.
             let mut service =
                 deadline_tokio::layer::AxumService::from(apps::deadline_layer_around());
             for _ in 0..n {

@@ -19,7 +19,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -678,7 +678,8 @@ mod around_an_axum_router {
     }
 
     /// A body with one frame ready: that frame goes first; waiting at the deadline for the
-    /// next, it is cut there (45 ms in: 50 ms sent, less the 5 ms allowance), as a cut stream.
+    /// next, it is cut there (45 ms in: 50 ms sent, less the 5 ms reply margin), as a cut
+    /// stream.
     #[tokio::test(start_paused = true)]
     async fn a_frame_then_a_wait_is_sent_then_cut_at_the_deadline() {
         let router = Router::new().route(
@@ -752,5 +753,124 @@ mod around_an_axum_router {
         );
         let trailer = String::from_utf8_lossy(&trailer[5..]);
         assert!(trailer.contains("grpc-status:4"), "{trailer}");
+    }
+
+    /// A whole body of messages, as a gRPC-Web handler answers a unary call (its message
+    /// and its trailer frame in one buffer), is sent as the handler wrote it, with its
+    /// length: it cannot be cut, so nothing is framed again or written into it. In the base64
+    /// form too, whose text here is padded in the middle, as two encodings put end to end are.
+    #[tokio::test(start_paused = true)]
+    async fn a_whole_body_of_messages_is_sent_as_written_with_its_length() {
+        const BINARY: &[u8] = b"\x00\x00\x00\x00\x02xy\x80\x00\x00\x00\x0fgrpc-status:0\r\n";
+        const TEXT: &str = "AAAAAAJ4eQ==gAAAAA9ncnBjLXN0YXR1czowDQo=";
+        for (content_type, written) in [
+            ("application/grpc-web+proto", BINARY),
+            ("application/grpc-web-text+proto", TEXT.as_bytes()),
+        ] {
+            let router = Router::new().route(
+                "/",
+                get(move || async move {
+                    ([(header::CONTENT_TYPE, content_type)], written).into_response()
+                }),
+            );
+            let response = serve(router, "/", &[("content-type", content_type)]).await;
+            let length = written.len().to_string();
+            assert_eq!(
+                response.headers()[header::CONTENT_LENGTH],
+                length.as_str(),
+                "{content_type}"
+            );
+            let body = response.into_body();
+            assert_eq!(body.size_hint().exact(), Some(written.len() as u64));
+            let sent = body.collect().await.unwrap().to_bytes();
+            assert_eq!(sent, written, "{content_type}");
+        }
+    }
+
+    /// A body that waits `wait` before its one frame.
+    struct After {
+        sleep: Pin<Box<tokio::time::Sleep>>,
+        frame: Option<Bytes>,
+    }
+
+    impl After {
+        /// The body, as axum's.
+        fn body(wait: Duration) -> AxumBody {
+            AxumBody::new(After {
+                sleep: Box::pin(tokio::time::sleep(wait)),
+                frame: Some(Bytes::from_static(b"later")),
+            })
+        }
+    }
+
+    impl Body for After {
+        type Data = Bytes;
+        type Error = Infallible;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+            ready!(self.sleep.as_mut().poll(cx));
+            Poll::Ready(self.frame.take().map(|frame| Ok(Frame::data(frame))))
+        }
+    }
+
+    /// A body that waits at its first poll is bounded: one whose frame comes 10 ms later is
+    /// delivered whole; one whose frame would come after the deadline is cut there.
+    #[tokio::test(start_paused = true)]
+    async fn a_body_waiting_at_its_first_poll_is_bounded() {
+        let router = Router::new()
+            .route("/soon", get(|| async { After::body(ms(10)) }))
+            .route("/late", get(|| async { After::body(ms(1_000)) }));
+        let response = serve(router.clone(), "/soon", &[]).await;
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(body, "later");
+
+        let start = TokioClock.now();
+        let response = serve(router, "/late", &[]).await;
+        let error = response.into_body().collect().await.unwrap_err();
+        assert!(matches!(layer_error(&error), BodyError::Deadline(_)));
+        assert_eq!(TokioClock.now().saturating_duration_since(start), ms(45));
+    }
+
+    /// A body of trailers alone, which says it has ended once it has given them.
+    struct OnlyTrailers {
+        sent: bool,
+    }
+
+    impl Body for OnlyTrailers {
+        type Data = Bytes;
+        type Error = Infallible;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _cx: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+            if self.sent {
+                return Poll::Ready(None);
+            }
+            self.sent = true;
+            let mut trailers = http::HeaderMap::new();
+            trailers.insert("x-checksum", http::HeaderValue::from_static("abc"));
+            Poll::Ready(Some(Ok(Frame::trailers(trailers))))
+        }
+
+        fn is_end_stream(&self) -> bool {
+            self.sent
+        }
+    }
+
+    /// Trailers that end a body at its first poll reach the client.
+    #[tokio::test(start_paused = true)]
+    async fn trailers_that_end_a_body_at_once_are_sent() {
+        let router = Router::new().route(
+            "/",
+            get(|| async { AxumBody::new(OnlyTrailers { sent: false }) }),
+        );
+        let response = serve(router, "/", &[]).await;
+        let collected = response.into_body().collect().await.unwrap();
+        assert_eq!(collected.trailers().unwrap()["x-checksum"], "abc");
+        assert!(collected.to_bytes().is_empty());
     }
 }

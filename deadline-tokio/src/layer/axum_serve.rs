@@ -61,10 +61,17 @@ impl<L: Listener> Service<IncomingStream<'_, L>> for DeadlineService<Router> {
 ///
 /// Wrapping the whole router costs a request less than adding the layer with
 /// [`Router::layer`], which puts every route behind one more boxed service and boxed
-/// future. A body that is whole when the handler answers (axum's answers from a `String`,
-/// `Json`, bytes) is sent as it is: with nothing left to wait for, there is nothing to
-/// bound. Any other body is bounded by the layer's ([`DeadlineBody`](super::DeadlineBody)),
-/// boxed once into axum's [`Body`], as `Router::layer` boxes it too.
+/// future.
+///
+/// Each response's body is polled once as the handler answers, in the request's scope. A
+/// body that is then whole (axum's answers from a `String`, `Json`, bytes) is sent as it is,
+/// with the length it declares: with nothing left to wait for, there is nothing to bound, to
+/// cut or to frame again (a whole gRPC-Web or Connect stream body too, which
+/// [`DeadlineBody`](super::DeadlineBody) would send without its length, as it sends it through
+/// `Router::layer`). Any other body is bounded by the layer's, boxed once into axum's
+/// [`Body`], as `Router::layer` boxes it too. That first poll is made whether or not the
+/// response is then sent: a body that starts its work when first polled starts it as the
+/// handler answers.
 #[derive(Clone, Debug)]
 pub struct AxumService {
     inner: DeadlineService<Router>,
@@ -107,8 +114,9 @@ impl Service<Request> for AxumService {
 }
 
 pin_project_lite::pin_project! {
-    /// The response future of [`AxumService`]: [`DeadlineService`]'s, its body boxed into
-    /// axum's [`Body`].
+    /// The response future of [`AxumService`]: [`DeadlineService`]'s, its body sent as it
+    /// is when it is whole as the handler answers, else bounded, and boxed into axum's
+    /// [`Body`].
     #[must_use = "futures do nothing unless polled"]
     pub struct AxumFuture {
         #[pin]
@@ -122,20 +130,24 @@ impl Future for AxumFuture {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         self.project()
             .inner
-            .poll_with(cx, settled, |answer| render::<Body>(answer).map(Body::new))
+            .poll_with(cx, whole_or_bounded, |answer| {
+                render::<Body>(answer).map(Body::new)
+            })
     }
 }
 
-/// The handler's `response`, its body bounded by `deadline` as
-/// [`DeadlineBody`](super::DeadlineBody) bounds it, boxed into axum's [`Body`].
+/// The handler's `response` as axum serves it: its body as it is when it is whole, else
+/// bounded by `deadline` as [`DeadlineBody`](super::DeadlineBody) bounds it; boxed into
+/// axum's [`Body`] either way.
 ///
 /// The body is polled once first, in the request's scope, as its first frame would be. Most
-/// answers (axum's from a `String`, `Json`, bytes) are then whole, and a body with nothing
-/// left to send has nothing to bound: it is sent as it is. That spares it the layer's body
-/// around it and that body's box, about a third of what the layer costs a request through
-/// the router (`bash scripts/instructions.sh axum_request_deadline_layer_around`). Any other
-/// body goes on under the layer's, with what its first poll gave sent first ([`Primed`]).
-fn settled(
+/// answers (axum's from a `String`, `Json`, bytes) are then whole: a body with nothing left
+/// to send has nothing to bound, and it is sent as it is, with the length it declares. That
+/// spares a request the layer's body around the handler's and its polling at each frame
+/// (about 380 instructions through the router in process, the allocations the same: `bash
+/// scripts/instructions.sh axum_request_deadline_layer_around`). Any other body goes on
+/// under the layer's, with what its first poll gave sent first ([`Primed`]).
+fn whole_or_bounded(
     mut response: Response,
     deadline: Deadline,
     protocol: Protocol,
@@ -152,6 +164,7 @@ fn settled(
                 *body = Body::from(whole);
                 return response;
             }
+            // Trailers that end it go under the layer's body, as any frame but a whole body.
             Err(trailers) => Some(Ok(trailers)),
         },
         Poll::Ready(first) => first,

@@ -33,9 +33,10 @@
 //!
 //! The futures are written by hand, not boxed: a layer allocates nothing per request beyond
 //! what `http` itself does (the header value a client writes), the short text of an answer
-//! it makes itself, and the timer of a response body that has to wait for a frame (a body
+//! it makes itself, the timer of a response body that has to wait for a frame (a body
 //! complete when it is answered, as most are, never needs one; kept off the body, the timer
-//! leaves it small to move and to box).
+//! leaves it small to move and to box), and, around a whole axum router
+//! (`AxumService`), the box of axum's `Body` that every response needs there.
 //!
 //! # One layer on the server, one on its client
 //!
@@ -108,7 +109,8 @@
 //!    for the timer, and its body is bounded as [`DeadlineBody`] says: a response complete
 //!    at the deadline is delivered whole, and a gRPC, gRPC-Web (binary or base64) or Connect
 //!    stream cut there ends after a whole message (of up to 4 MiB), with the deadline's
-//!    status.
+//!    status. (Around a whole axum router, `AxumService`, a body already whole when the
+//!    handler answers is sent as it is, with nothing left to bound.)
 //!    Every poll that finds the handler or its body waiting reads the clock, so one still
 //!    waiting when its task is polled after the deadline ends there, even if tokio's timer
 //!    driver, behind on a loaded runtime, has not fired the layer's timer yet. When the task's

@@ -69,9 +69,24 @@ mod tests {
 
     use super::Primed;
 
-    /// A body that fails at its first poll, or says it holds `u64::MAX` bytes.
+    /// A body that fails at its first poll or ends there, and says it holds what `hint`
+    /// says.
     struct Odd {
         fails: bool,
+        hint: SizeHint,
+    }
+
+    impl Odd {
+        fn failing() -> Self {
+            Odd {
+                fails: true,
+                hint: SizeHint::new(),
+            }
+        }
+
+        fn sized(hint: SizeHint) -> Self {
+            Odd { fails: false, hint }
+        }
     }
 
     impl Body for Odd {
@@ -86,7 +101,7 @@ mod tests {
         }
 
         fn size_hint(&self) -> SizeHint {
-            SizeHint::with_exact(u64::MAX)
+            self.hint
         }
     }
 
@@ -104,17 +119,38 @@ mod tests {
 
     #[tokio::test]
     async fn an_error_polled_first_comes_first() {
-        let primed = Primed::new(Some(Err("the first poll failed")), Odd { fails: true });
+        let primed = Primed::new(Some(Err("the first poll failed")), Odd::failing());
         assert_eq!(primed.collect().await.unwrap_err(), "the first poll failed");
-        let unprimed = Primed::new(None, Odd { fails: true });
+        let unprimed = Primed::new(None, Odd::failing());
         assert_eq!(unprimed.collect().await.unwrap_err(), "the rest failed");
+    }
+
+    #[test]
+    fn held_trailers_add_nothing_to_the_size_and_are_not_the_end() {
+        let mut trailers = http::HeaderMap::new();
+        trailers.insert("x-checksum", http::HeaderValue::from_static("abc"));
+        let primed = Primed::new(Some(Ok(Frame::trailers(trailers))), Full::new(Bytes::new()));
+        assert_eq!(primed.size_hint().exact(), Some(0));
+        assert!(!primed.is_end_stream());
+    }
+
+    #[test]
+    fn a_size_with_no_upper_bound_keeps_none() {
+        let mut at_least_two = SizeHint::new();
+        at_least_two.set_lower(2);
+        let primed = Primed::new(
+            Some(Ok(Frame::data(Bytes::from_static(b"abc")))),
+            Odd::sized(at_least_two),
+        );
+        let hint = primed.size_hint();
+        assert_eq!((hint.lower(), hint.upper()), (5, None));
     }
 
     #[test]
     fn a_size_past_the_largest_saturates() {
         let primed = Primed::new(
             Some(Ok(Frame::data(Bytes::from_static(b"x")))),
-            Odd { fails: false },
+            Odd::sized(SizeHint::with_exact(u64::MAX)),
         );
         assert_eq!(primed.size_hint().exact(), Some(u64::MAX));
     }

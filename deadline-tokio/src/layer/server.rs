@@ -274,15 +274,15 @@ where
     F: Future<Output = Result<Response<ResBody>, E>>,
 {
     /// Polls the handler under the deadline. What it came to is made into the output with
-    /// `respond` (the handler's response, with the deadline and the protocol its body is to
-    /// be bounded by) or `answer` (the layer's own answer: the handler was not called, or
-    /// was dropped at the deadline).
+    /// `on_response` (the handler's response, with the deadline and the protocol its body is
+    /// to be bounded by) or `on_answer` (the layer's own answer: the handler was not called,
+    /// or was dropped at the deadline).
     #[inline]
     pub(crate) fn poll_with<T>(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-        respond: impl FnOnce(Response<ResBody>, Deadline, Protocol, &mut Context<'_>) -> T,
-        answer: impl FnOnce(Answer) -> T,
+        on_response: impl FnOnce(Response<ResBody>, Deadline, Protocol, &mut Context<'_>) -> T,
+        on_answer: impl FnOnce(Answer) -> T,
     ) -> Poll<Result<T, E>> {
         let mut state = self.project().state;
         match state.as_mut().project() {
@@ -301,18 +301,18 @@ where
                 match handler.poll(cx) {
                     Poll::Pending => Poll::Pending,
                     Poll::Ready(Ok(answered)) => Poll::Ready(
-                        answered.map(|response| respond(response, deadline, protocol, cx)),
+                        answered.map(|response| on_response(response, deadline, protocol, cx)),
                     ),
                     Poll::Ready(Err(_elapsed)) => {
                         // The deadline came first: the handler is dropped now, cancelling
                         // its work.
-                        let made = Answer::new(protocol, Error::DeadlineExceeded);
-                        state.set(State::Answered { answer: made });
-                        Poll::Ready(Ok(answer(made)))
+                        let answer = Answer::new(protocol, Error::DeadlineExceeded);
+                        state.set(State::Answered { answer });
+                        Poll::Ready(Ok(on_answer(answer)))
                     }
                 }
             }
-            StateProj::Answered { answer: made } => Poll::Ready(Ok(answer(*made))),
+            StateProj::Answered { answer } => Poll::Ready(Ok(on_answer(*answer))),
         }
     }
 }

@@ -75,9 +75,7 @@ pin_project_lite::pin_project! {
         /// The handler's body, until the deadline. There it ends as `protocol` ends a body,
         /// or as a cut stream when `reset` ([`Envelopes::cut_unread`] gives one or the other).
         /// A flag rather than that 72-byte `Cut`, so that the body, moved and boxed with every
-        /// response, stays at 96 bytes: a request through the router in process costs 39
-        /// instructions fewer than with the `Cut` kept
-        /// (`bash scripts/instructions.sh axum_request_deadline_layer_around`).
+        /// response it bounds, stays at 96 bytes.
         Inner {
             #[pin]
             body: BoundedBody<B>,
