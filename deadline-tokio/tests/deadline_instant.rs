@@ -19,7 +19,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -592,7 +592,10 @@ mod around_an_axum_router {
     use axum::body::Body as AxumBody;
     use axum::response::{IntoResponse, Response as AxumResponse};
     use axum::routing::get;
+    use std::task::ready;
+
     use deadline_tokio::layer::AxumService;
+    use deadline_tokio::remaining;
     use http::header;
 
     use super::*;
@@ -623,8 +626,9 @@ mod around_an_axum_router {
         tokio::time::sleep(left - Duration::from_micros(500)).await;
     }
 
-    /// An answer whole when it is given is delivered whole, with its length, though it is
-    /// read 2 ms after the deadline; one with no body is delivered empty.
+    /// An answer whole when it is given (half a millisecond before the deadline) is
+    /// delivered whole, with its length, though it is read 1.5 ms after the deadline; one
+    /// with no body is delivered empty.
     #[tokio::test(start_paused = true)]
     async fn a_whole_answer_is_delivered_whole_after_the_deadline() {
         let router = Router::new()
@@ -872,5 +876,52 @@ mod around_an_axum_router {
         let collected = response.into_body().collect().await.unwrap();
         assert_eq!(collected.trailers().unwrap()["x-checksum"], "abc");
         assert!(collected.to_bytes().is_empty());
+    }
+
+    /// A body that notes the time left in its scope when first polled, and is whole then.
+    struct Noting(Arc<std::sync::Mutex<Option<Option<Duration>>>>);
+
+    impl Body for Noting {
+        type Data = Bytes;
+        type Error = Infallible;
+
+        fn poll_frame(
+            self: Pin<&mut Self>,
+            _cx: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+            let mut noted = self.0.lock().unwrap();
+            if noted.is_some() {
+                return Poll::Ready(None);
+            }
+            *noted = Some(remaining());
+            Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(b"noted")))))
+        }
+
+        fn is_end_stream(&self) -> bool {
+            self.0.lock().unwrap().is_some()
+        }
+    }
+
+    /// The body is first polled, as the handler answers, in the request's scope: it sees
+    /// the request's deadline (45 ms left: 50 ms sent, less the 5 ms reply margin).
+    #[tokio::test(start_paused = true)]
+    async fn a_body_is_first_polled_in_the_requests_scope() {
+        let noted = Arc::new(std::sync::Mutex::new(None));
+        let seen = Arc::clone(&noted);
+        let router = Router::new().route(
+            "/",
+            get(move || {
+                let noted = Arc::clone(&noted);
+                async move { AxumBody::new(Noting(noted)) }
+            }),
+        );
+        let response = serve(router, "/", &[]).await;
+        assert_eq!(
+            *seen.lock().unwrap(),
+            Some(Some(ms(45))),
+            "polled in the scope"
+        );
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(body, "noted");
     }
 }

@@ -63,15 +63,15 @@ impl<L: Listener> Service<IncomingStream<'_, L>> for DeadlineService<Router> {
 /// [`Router::layer`], which puts every route behind one more boxed service and boxed
 /// future.
 ///
-/// Each response's body is polled once as the handler answers, in the request's scope. A
-/// body that is then whole (axum's answers from a `String`, `Json`, bytes) is sent as it is,
-/// with the length it declares: with nothing left to wait for, there is nothing to bound, to
-/// cut or to frame again (a whole gRPC-Web or Connect stream body too, which
-/// [`DeadlineBody`](super::DeadlineBody) would send without its length, as it sends it through
-/// `Router::layer`). Any other body is bounded by the layer's, boxed once into axum's
-/// [`Body`], as `Router::layer` boxes it too. That first poll is made whether or not the
-/// response is then sent: a body that starts its work when first polled starts it as the
-/// handler answers.
+/// The body of each response the handler gives is polled once as it answers, in the
+/// request's scope. A body that is then whole (axum's answers from a `String`, `Json`,
+/// bytes) is sent as it is, with the length it declares: with nothing left to wait for,
+/// there is nothing to bound, to cut or to frame again (a whole gRPC-Web or Connect stream
+/// body too, which [`DeadlineBody`](super::DeadlineBody) would send without its length, as it
+/// sends it through `Router::layer`). Any other body is bounded by the layer's, boxed once
+/// into axum's [`Body`], as `Router::layer` boxes it too. That first poll is made whether or
+/// not the response is then sent: a body that starts its work when first polled starts it
+/// as the handler answers.
 #[derive(Clone, Debug)]
 pub struct AxumService {
     inner: DeadlineService<Router>,

@@ -35,8 +35,9 @@
 //! what `http` itself does (the header value a client writes), the short text of an answer
 //! it makes itself, the timer of a response body that has to wait for a frame (a body
 //! complete when it is answered, as most are, never needs one; kept off the body, the timer
-//! leaves it small to move and to box), and, around a whole axum router
-//! (`AxumService`), the box of axum's `Body` that every response needs there.
+//! leaves it small to move and to box), the reader of a body of gRPC, gRPC-Web or Connect
+//! streaming messages, and, around a whole axum router (`AxumService`), the box of axum's
+//! `Body` that holds a response's body there.
 //!
 //! # One layer on the server, one on its client
 //!
@@ -110,7 +111,9 @@
 //!    at the deadline is delivered whole, and a gRPC, gRPC-Web (binary or base64) or Connect
 //!    stream cut there ends after a whole message (of up to 4 MiB), with the deadline's
 //!    status. (Around a whole axum router, `AxumService`, a body already whole when the
-//!    handler answers is sent as it is, with nothing left to bound.)
+//!    handler answers is sent as it is, with nothing left to bound; that first look at the
+//!    body, made as the handler answers, reads no clock, and a body it finds waiting is left
+//!    to the layer's body, which does at its next poll.)
 //!    Every poll that finds the handler or its body waiting reads the clock, so one still
 //!    waiting when its task is polled after the deadline ends there, even if tokio's timer
 //!    driver, behind on a loaded runtime, has not fired the layer's timer yet. When the task's
