@@ -210,23 +210,36 @@ async fn a_streams_own_trailers_end_it_after_its_late_frames() {
     assert_eq!(collected.to_bytes().len(), 16 * 6, "every message");
 }
 
-/// A body that sends one frame at once, then waits a second for the next.
-struct FirstThenWait {
+/// A body that sends a frame at once (`first`, if any), then waits, then sends one more
+/// (`then`, if any) and ends.
+struct Paced {
     first: Option<Bytes>,
     sleep: Pin<Box<tokio::time::Sleep>>,
+    then: Option<Bytes>,
 }
 
-impl FirstThenWait {
-    /// A body whose first frame is `first`.
-    fn new(first: &'static [u8]) -> Self {
-        FirstThenWait {
+impl Paced {
+    /// `first` at once, then a wait of a second for a next frame that never comes.
+    fn first_then_wait(first: &'static [u8]) -> Self {
+        Paced {
             first: Some(Bytes::from_static(first)),
             sleep: Box::pin(tokio::time::sleep(ms(1_000))),
+            then: None,
+        }
+    }
+
+    /// One frame, `then`, after `wait`.
+    #[cfg(feature = "axum")]
+    fn after(wait: Duration, then: &'static [u8]) -> Self {
+        Paced {
+            first: None,
+            sleep: Box::pin(tokio::time::sleep(wait)),
+            then: Some(Bytes::from_static(then)),
         }
     }
 }
 
-impl Body for FirstThenWait {
+impl Body for Paced {
     type Data = Bytes;
     type Error = Infallible;
 
@@ -237,15 +250,19 @@ impl Body for FirstThenWait {
         if let Some(first) = self.first.take() {
             return Poll::Ready(Some(Ok(Frame::data(first))));
         }
-        self.sleep.as_mut().poll(cx).map(|()| None)
+        let this = &mut *self;
+        this.sleep
+            .as_mut()
+            .poll(cx)
+            .map(|()| this.then.take().map(|then| Ok(Frame::data(then))))
     }
 }
 
 /// The layer's response to a gRPC request with 50 ms left, whose handler answers a stream
 /// that sends one message at once and then waits a second for the next.
-async fn a_grpc_stream_that_waits_after_one_message() -> Response<DeadlineBody<FirstThenWait>> {
+async fn a_grpc_stream_that_waits_after_one_message() -> Response<DeadlineBody<Paced>> {
     let server = DeadlineLayer::new(HOP, ms(1_000)).layer(service_fn(|_req: Request<()>| async {
-        Ok::<_, Infallible>(Response::new(FirstThenWait::new(b"first")))
+        Ok::<_, Infallible>(Response::new(Paced::first_then_wait(b"first")))
     }));
     server
         .oneshot(request(&[
@@ -592,8 +609,6 @@ mod around_an_axum_router {
     use axum::body::Body as AxumBody;
     use axum::response::{IntoResponse, Response as AxumResponse};
     use axum::routing::get;
-    use std::task::ready;
-
     use deadline_tokio::layer::AxumService;
     use deadline_tokio::remaining;
     use http::header;
@@ -688,7 +703,7 @@ mod around_an_axum_router {
     async fn a_frame_then_a_wait_is_sent_then_cut_at_the_deadline() {
         let router = Router::new().route(
             "/",
-            get(|| async { AxumBody::new(FirstThenWait::new(b"first")) }),
+            get(|| async { AxumBody::new(Paced::first_then_wait(b"first")) }),
         );
         let start = TokioClock.now();
         let response = serve(router, "/", &[]).await;
@@ -742,7 +757,7 @@ mod around_an_axum_router {
             get(|| async {
                 // A whole message of 1 byte, then the start of one of 5.
                 let frame = b"\x00\x00\x00\x00\x01x\x00\x00\x00\x00\x05ab";
-                let body = AxumBody::new(FirstThenWait::new(frame));
+                let body = AxumBody::new(Paced::first_then_wait(frame));
                 ([(header::CONTENT_TYPE, GRPC_WEB)], body).into_response()
             }),
         );
@@ -791,42 +806,19 @@ mod around_an_axum_router {
         }
     }
 
-    /// A body that waits `wait` before its one frame.
-    struct After {
-        sleep: Pin<Box<tokio::time::Sleep>>,
-        frame: Option<Bytes>,
-    }
-
-    impl After {
-        /// The body, as axum's.
-        fn body(wait: Duration) -> AxumBody {
-            AxumBody::new(After {
-                sleep: Box::pin(tokio::time::sleep(wait)),
-                frame: Some(Bytes::from_static(b"later")),
-            })
-        }
-    }
-
-    impl Body for After {
-        type Data = Bytes;
-        type Error = Infallible;
-
-        fn poll_frame(
-            mut self: Pin<&mut Self>,
-            cx: &mut Context<'_>,
-        ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-            ready!(self.sleep.as_mut().poll(cx));
-            Poll::Ready(self.frame.take().map(|frame| Ok(Frame::data(frame))))
-        }
-    }
-
     /// A body that waits at its first poll is bounded: one whose frame comes 10 ms later is
     /// delivered whole; one whose frame would come after the deadline is cut there.
     #[tokio::test(start_paused = true)]
     async fn a_body_waiting_at_its_first_poll_is_bounded() {
         let router = Router::new()
-            .route("/soon", get(|| async { After::body(ms(10)) }))
-            .route("/late", get(|| async { After::body(ms(1_000)) }));
+            .route(
+                "/soon",
+                get(|| async { AxumBody::new(Paced::after(ms(10), b"later")) }),
+            )
+            .route(
+                "/late",
+                get(|| async { AxumBody::new(Paced::after(ms(1_000), b"later")) }),
+            );
         let response = serve(router.clone(), "/soon", &[]).await;
         let body = response.into_body().collect().await.unwrap().to_bytes();
         assert_eq!(body, "later");
