@@ -62,12 +62,15 @@ fn stalled(tag: &str) -> String {
     format!("SELECT pg_sleep({STALL_SECS}) /* {tag} */")
 }
 
-/// Whether a query with `tag` is running, seen from `observer`.
+/// Whether the `pg_sleep` query with `tag` is running, seen from `observer`: in its sleep
+/// (`wait_event = 'PgSleep'`). A query is `active` with its text already while it is parsed,
+/// before it runs: a caller that left then would have dropped a query that never ran.
 async fn running(observer: &Client, tag: &str) -> bool {
     let row = observer
         .query_one(
             "SELECT count(*) FROM pg_stat_activity \
-             WHERE state = 'active' AND pid <> pg_backend_pid() AND position($1 in query) > 0",
+             WHERE state = 'active' AND wait_event = 'PgSleep' \
+             AND pid <> pg_backend_pid() AND position($1 in query) > 0",
             &[&tag],
         )
         .await
