@@ -3,19 +3,27 @@
 #
 #   bash scripts/test.sh
 #
-# Needs only rustup, on a fresh machine: it adds clippy, rustfmt, the embedded targets, the
-# declared and nightly toolchains; installs the system packages the builds and tests use when
-# they are missing (on Debian or Ubuntu, as root: build-essential, the C compiler and linker
-# that rustup does not ship and that cargo links with, ring and libfuzzer build with and the
-# firmware's size check reads with; postgresql, whose server the database tests start;
-# iproute2, whose `ip` makes the network-fault suite's namespace; qemu-system-arm, which runs
-# the firmware; valgrind, which counts the benchmarks' instructions); starts a throwaway
-# PostgreSQL; and ends with the firmware under QEMU. What it cannot install it names, and
-# fails.
+# Needs only rustup, on a fresh machine, and root (a container or a virtual machine): it adds
+# clippy, rustfmt, the embedded targets, the declared and nightly toolchains; installs the
+# system packages the builds and tests use when they are missing (on Debian or Ubuntu:
+# build-essential, the C compiler and linker that rustup does not ship and that cargo links
+# with, ring and libfuzzer build with; binutils, whose readelf the firmware's size check
+# reads with; postgresql,
+# whose server the database tests start; iproute2, whose `ip` makes the network-fault
+# suite's namespace; qemu-system-arm, which runs the firmware; valgrind, which counts the
+# benchmarks' instructions); starts a throwaway PostgreSQL; and ends with the firmware under
+# QEMU. What it cannot install it names, and fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
+
+# The network-fault tests make a network namespace and a veth pair (CAP_NET_ADMIN), and a
+# missing package is installed with apt-get: both take root. Say so now, not partway through.
+if [ "$(id -u)" != 0 ]; then
+  echo "test.sh: run it as root (in a container or a virtual machine, as CI does): the network-fault tests make a network namespace, and missing packages are installed with apt-get" >&2
+  exit 1
+fi
 
 step "system packages"
 # package: the command or file that says it is installed
@@ -24,10 +32,10 @@ need() {
   if compgen -G "$present" >/dev/null || command -v "$present" >/dev/null; then
     return
   fi
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  if command -v apt-get >/dev/null; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$package"
   else
-    echo "test.sh: $package is missing and cannot be installed here (needs root and apt-get)" >&2
+    echo "test.sh: $package is missing and cannot be installed here (needs apt-get)" >&2
     exit 1
   fi
 }
