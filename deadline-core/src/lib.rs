@@ -52,7 +52,8 @@
 //!
 //! # On a microcontroller
 //!
-//! The crate is `no_std` and allocates nothing, and builds for every Cortex-M target. Its
+//! The crate is `no_std` and, without the features `metrics` and `tonic` (which need an
+//! allocator for their types), allocates nothing; it builds for every Cortex-M target. Its
 //! shared state (a [`Dependency`]'s retry budget, breaker, counters and
 //! latency histogram) is atomics of 32 bits or less, from `portable-atomic`: no 64-bit atomic,
 //! so no lock table, on a target without them. A `Dependency` there keeps the compact latency

@@ -1,10 +1,12 @@
 //! The one way this crate bounds a future, and a response body, by a deadline.
 //!
 //! Both follow tokio's own `timeout`: the work is polled first, so an answer that is ready is
-//! never thrown away for a timer, even at the deadline; the timer is made only when the work
-//! is first pending; and the timer is read even when the task's cooperative budget is spent
-//! (tokio's timer answers "pending" with no budget left, without arming itself: work that
-//! spends the budget at every poll would never be ended).
+//! never thrown away for a timer, even at the deadline; the timer is armed only when the work
+//! is first pending (tokio's `timeout` builds its `Sleep` at once and arms it then; here the
+//! `Sleep` itself is made then); and the timer is read even when the task's cooperative
+//! budget is spent (tokio's timer answers "pending" with no budget left, without arming
+//! itself: work that spends the budget at every poll would never be ended). tokio's `timeout`
+//! reads it so only when its own future spent the budget; these read it whoever spent it.
 //!
 //! With the budget spent, though, the work's "pending" may be the budget's: a tokio resource
 //! reads "pending" then, whatever it holds. So work found pending at or past its bound with

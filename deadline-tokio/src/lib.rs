@@ -8,7 +8,7 @@
 //! |---|---|
 //! | a server reads the caller's deadline and answers in time | [`DeadlineLayer`] (feature `tower`) |
 //! | a downstream call in a handler | a [`Dependency`] static and its one-line `run` |
-//! | a tower client (hyper-util, tonic's `Channel`) | [`DependencyLayer`] (feature `tower`) |
+//! | a tower client (hyper-util, tonic's `Channel`) | [`DependencyLayer`] (feature `tower`; `tonic` for a `Channel`, whose body is buffered) |
 //! | bound a piece of work by a deadline | [`scope`] / [`scope_timeout`] |
 //! | a database query | [`postgres::Session`] (feature `postgres`), [`sqlx`] (feature `sqlx`) |
 //!

@@ -29,7 +29,7 @@
 //! and every answer in every protocol ([`Answer`](deadline_core::wire::Answer)). The layers
 //! read headers, read the clock, call those and write what they return. Every future and
 //! body is bounded the same way, as tokio's own `timeout` bounds a future: the work first,
-//! then a timer made only when it is pending.
+//! then a timer armed only when it is pending (here made only then, too).
 //!
 //! The futures are written by hand, not boxed: a layer allocates nothing per request beyond
 //! what `http` itself does (the header value a client writes), the short text of an answer
@@ -37,7 +37,9 @@
 //! complete when it is answered, as most are, never needs one; kept off the body, the timer
 //! leaves it small to move and to box), the reader of a body of gRPC, gRPC-Web or Connect
 //! streaming messages, and, around a whole axum router (`AxumService`), the box of axum's
-//! `Body` that holds a response's body there.
+//! `Body` that holds a response's body there. A body cut at the deadline allocates what it
+//! ends with (gRPC's trailers, gRPC-Web's or Connect's last frame), and gRPC trailers relayed near the
+//! end of the time sent, when they are the deadline's, are rewritten, which allocates.
 //!
 //! # One layer on the server, one on its client
 //!
@@ -220,9 +222,10 @@
 //!   one, and answered as the library's timeout when the call gives up, unless a gRPC
 //!   server says when to retry, or not to (`grpc-retry-pushback-ms`, honoured as for any
 //!   status); any other 4xx or
-//!   5xx (gRPC status) ends the call at once. **A response is never lost**, but for that
-//!   504: when the call gives up after an attempt that answered, the caller gets that (last)
-//!   response, as `Ok`, as it came, exactly as it would without the layer. Near the end of
+//!   5xx (gRPC status) ends the call at once. **With time left, a response is never
+//!   lost**, but for that 504: when the call gives up after an attempt that answered, the
+//!   caller gets that (last) response, as `Ok`, as it came, exactly as it would without the
+//!   layer. Near the end of
 //!   the time an attempt sent, the rule is [`PropagateLayer`]'s outside a call: a failure
 //!   of the deadline's shape is the attempt's timeout, and any other answer (a 500, a 429, a
 //!   gRPC `RESOURCE_EXHAUSTED`, one that says when to retry) is still the dependency's own,
@@ -236,10 +239,11 @@
 //!   is [`DependencyError::Call`]`(`[`CallError::Attempt`](deadline_core::CallError::Attempt)`(e))`.
 //! - **The call's own ends**: no time for it, the breaker open, the last attempt timed out,
 //!   the deadline passed: [`DependencyError::Call`] with the [`CallError`](deadline_core::CallError). As
-//!   [`PropagateLayer`] reads them, a 503 or 504 (a gRPC `UNAVAILABLE`, `DEADLINE_EXCEEDED`
-//!   or `CANCELLED`) that arrives when nothing is left of the attempt's time to send is the
-//!   attempt's deadline running out at the next hop: a timeout of the attempt, not a
-//!   response.
+//!   [`PropagateLayer`] reads them, a failure of the deadline's shape (above: a transport or
+//!   body error, a 408, 502, 503 or 504, a Connect 499, a gRPC `CANCELLED`, `UNAVAILABLE` or
+//!   `DEADLINE_EXCEEDED`, none saying when to retry) that arrives when the attempt's time sent has run out or is
+//!   within the allowance of it is the attempt's deadline running out at the next hop: a
+//!   timeout of the attempt, not a response, and the call's error if it then gives up.
 //!
 //! **Requests are sent more than once**, so each attempt needs its own copy. With the
 //! layer as made by [`new`](crate::DependencyLayer::new), the service takes `http::Request<B>` with
