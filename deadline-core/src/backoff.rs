@@ -5,7 +5,7 @@ use core::time::Duration;
 use crate::rng::Rng;
 use crate::time::{duration_to_micros, micros_to_duration, mul_wide};
 
-/// How the backoff before a retry is randomised. The formulas are in the the [`Backoff`] docs.
+/// How the backoff before a retry is randomised. The formulas are in the [`Backoff`] docs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
@@ -261,7 +261,7 @@ impl Backoff {
         multiplier: Multiplier::TWO,
     };
 
-    /// The backoff of a policy that sets none ([`Policy::retries`](crate::Policy::with_retries)
+    /// The backoff of a policy that sets none ([`Policy::with_retries`](crate::Policy::with_retries)
     /// alone): exponential from 10 ms up to 100 ms, doubling, with full jitter (a wait drawn
     /// uniformly under each ceiling, so that callers that failed together do not retry
     /// together).
@@ -269,7 +269,7 @@ impl Backoff {
         Backoff::exponential(Duration::from_millis(10)).with_max(Duration::from_millis(100));
 
     /// Exponential backoff from `base`, doubling, with full jitter and no ceiling until
-    /// [`max`](Self::max) sets one (the deadline bounds it all the same).
+    /// [`with_max`](Self::with_max) sets one (the deadline bounds it all the same).
     #[must_use]
     pub const fn exponential(base: Duration) -> Self {
         Backoff {
@@ -302,7 +302,7 @@ impl Backoff {
     }
 
     /// gRPC's form: from `initial`, times 1.6 per retry, with a factor uniform in
-    /// `[0.8, 1.2]`; set its `max_backoff` with [`max`](Self::max).
+    /// `[0.8, 1.2]`; set its `max_backoff` with [`with_max`](Self::with_max).
     #[must_use]
     pub const fn grpc(initial: Duration) -> Self {
         Backoff {

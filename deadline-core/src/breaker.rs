@@ -655,7 +655,7 @@ impl CircuitBreaker {
     }
 }
 
-/// A breaker's slow paths: see "Code size" in [`CircuitBreaker`]'s docs.
+/// A breaker's slow paths: see "Code size" in the guide (`crate::guide`).
 #[derive(Debug)]
 struct SlowPaths {
     /// [`CircuitBreaker::try_acquire`] past a closed breaker.

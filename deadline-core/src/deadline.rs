@@ -68,7 +68,8 @@ impl core::hash::Hash for Deadline {
 }
 
 impl Deadline {
-    /// A deadline that never comes: the time left is always the largest representable.
+    /// A deadline that never comes: at [`Instant::MAX`], so the time left is all the time
+    /// the clock can still count.
     pub const NEVER: Deadline = Deadline {
         at: Instant::MAX,
         start: Instant::ZERO,

@@ -33,7 +33,8 @@ pub enum Necessity {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Idempotence {
     /// Not said. A policy that says nothing makes one attempt: it cannot retry or hedge
-    /// ([`Policy::with_retries`] and the hedge settings do not compile on it).
+    /// ([`Policy::with_retries`] and the hedge settings do not compile on it in a `static` or
+    /// a `const`, and panic at run time).
     Unstated,
     /// Repeating the call is safe (a read, or a write with an idempotency key): any failure
     /// may be retried, and the call may be hedged.
@@ -597,6 +598,10 @@ impl<'n> Policy<'n> {
         let adaptive = self.advice.adaptive;
         #[cfg(not(feature = "advice"))]
         let adaptive = false;
+        assert!(
+            adaptive || self.cap_us > 0,
+            "the cap is under a microsecond: no call would ever be made; raise .with_cap(..)"
+        );
         assert!(
             adaptive || self.floor_us <= self.cap_us,
             "the floor is above the cap: no call would ever be made; lower .with_floor(..) or \

@@ -41,8 +41,9 @@
 //! # Time
 //!
 //! The core's time is whole microseconds in a `u64`: an [`Instant`] counts them from its
-//! clock's origin, and every decision does its arithmetic there, without `u128` or a 64-bit
-//! division (which a microcontroller would pay for on every call). [`Duration`]s are read at
+//! clock's origin, and every decision does its arithmetic there; the conversions a call
+//! makes need no 128-bit builtin and no 64-bit division (which a microcontroller would pay
+//! for each time), and the retry budget and the breaker divide only by constants. [`Duration`]s are read at
 //! the edges: a policy's cap and connect limit are kept rounded down to a whole microsecond,
 //! its floor and a call's reserve rounded up, so that every guarantee holds for the durations
 //! as given; a decision's [`Limits`](crate::call::Limits) give their timeout and connect limit back as
@@ -52,8 +53,8 @@
 //!
 //! # On a microcontroller
 //!
-//! The crate is `no_std` and, without the features `metrics` and `tonic` (which need an
-//! allocator for their types), allocates nothing; it builds for every Cortex-M target. Its
+//! The crate is `no_std` and, without the features `metrics`, `tonic` and `test-util` (which
+//! need an allocator), allocates nothing; it builds for every Cortex-M target. Its
 //! shared state (a [`Dependency`]'s retry budget, breaker, counters and
 //! latency histogram) is atomics of 32 bits or less, from `portable-atomic`: no 64-bit atomic,
 //! so no lock table, on a target without them. A `Dependency` there keeps the compact latency

@@ -223,6 +223,20 @@ fn a_hedge_that_could_never_be_due_is_refused_where_the_dependency_is_made() {
     );
 }
 
+/// A cap under a microsecond would never make a call (every call fails or is skipped for
+/// want of time): refused where the dependency is made.
+#[test]
+#[should_panic(expected = "the cap is under a microsecond")]
+fn a_cap_under_a_microsecond_is_refused_where_the_dependency_is_made() {
+    use deadline_core::Dependency;
+    use deadline_core::drive::DeadlineOnly;
+    use deadline_core::virtual_time::ManualRuntime;
+
+    let _: Dependency<ManualRuntime, DeadlineOnly> = Dependency::<ManualRuntime>::deadline_only(
+        Policy::optional("B").with_cap(Duration::from_nanos(999)),
+    );
+}
+
 /// A floor above the cap would never make a call: refused where the dependency is made.
 #[test]
 #[should_panic(expected = "the floor is above the cap")]

@@ -81,7 +81,7 @@ impl<'n, Rt> Dependency<'n, Rt> {
     pub const PUBLISHES_METRICS: bool = cfg!(feature = "metrics");
 
     /// The fewest latencies the histogram holds before a live hedge delay
-    /// ([`Policy::hedge_at`](crate::Policy::with_hedge_at)) is read from it; until then the policy's fallback delay is
+    /// ([`Policy::with_hedge_at`](crate::Policy::with_hedge_at)) is read from it; until then the policy's fallback delay is
     /// used.
     pub const MIN_LIVE_SAMPLES: u32 = LiveLatency::MIN_SAMPLES;
     /// The live hedge delay is read from the histogram again after this many more
@@ -102,9 +102,10 @@ impl<'n, Rt> Dependency<'n, Rt> {
     /// # Panics
     ///
     /// When a setting of `policy` could never act; in a `static` or a `const`, that is a
-    /// compile error. A floor above the cap would never make a call, and a hedge delay at or
-    /// past the cap (or none set, with [`Policy::with_hedges`] alone) would come after every
-    /// attempt had timed out. (With an adaptive cap, feature `advice`, its bounds stand in for
+    /// compile error. A cap under a microsecond, or a floor above the cap, would never make a
+    /// call, and a fixed hedge delay at or past the cap (or none set, with
+    /// [`Policy::with_hedges`] alone) would come after every attempt had timed out. (A live
+    /// hedge delay's fallback may lie past the cap: the live quantile replaces it.) (With an adaptive cap, feature `advice`, its bounds stand in for
     /// the cap.)
     ///
     /// ```compile_fail
@@ -113,6 +114,15 @@ impl<'n, Rt> Dependency<'n, Rt> {
     ///
     /// static PRICING: Dependency<ManualRuntime> =
     ///     Dependency::new(Policy::required("pricing").with_cap(ms(20)).with_floor(ms(30)));
+    /// ```
+    ///
+    /// ```compile_fail
+    /// use core::time::Duration;
+    /// use deadline_core::virtual_time::ManualRuntime;
+    /// use deadline_core::{Dependency, Policy};
+    ///
+    /// static PRICING: Dependency<ManualRuntime> =
+    ///     Dependency::new(Policy::optional("pricing").with_cap(Duration::from_nanos(999)));
     /// ```
     ///
     /// ```compile_fail
