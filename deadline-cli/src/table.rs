@@ -560,13 +560,22 @@ fn check_settings_act(
 }
 
 /// A setting of `dependency` that could never act, as the library refuses such a policy when
-/// a `Dependency` is made: a floor above the cap (the call would never be made), or a hedge
-/// due at or after the cap (every attempt has timed out by then). The field to change, and
-/// what is wrong.
+/// a `Dependency` is made: a cap under a microsecond or a floor above the cap (the call would
+/// never be made), or a hedge due at or after the cap (every attempt has timed out by then).
+/// The field to change, and what is wrong.
 #[must_use]
 pub fn never_acts(dependency: &Dependency) -> Option<(&'static str, String)> {
     let policy = dependency.policy();
     let (cap, floor) = (policy.cap(), policy.floor());
+    if cap < Duration::from_micros(1) {
+        return Some((
+            "cap_margin_ms",
+            format!(
+                "its cap ({cap:?}, its p99.9 and margin) is under a microsecond, so it would \
+                 never be called: raise `cap_margin_ms` or state `cap_ms`"
+            ),
+        ));
+    }
     if floor > cap {
         let field = if dependency.floor.is_some() {
             "floor_ms"

@@ -214,6 +214,17 @@ fn a_setting_that_could_never_act_is_refused() {
         &["plan", &file],
         &["field `hedge_delay_ms`", "never be sent"],
     );
+    // A cap of p99.9 and margin under a microsecond: the call would never be made.
+    let file = write(
+        &dir,
+        "zero.toml",
+        "budget_ms = 200\n\n[[dependency]]\nname = \"A\"\np50_ms = 0\np999_ms = 0\n\
+         cap_margin_ms = 0\n",
+    );
+    rejects(
+        &["plan", &file],
+        &["field `cap_margin_ms`", "under a microsecond"],
+    );
     // A p95 outside p50..=p99.9.
     let file = write(&dir, "p95.toml", &format!("{GOOD}p95_ms = 50\n"));
     rejects(

@@ -582,12 +582,12 @@ impl<'n> Policy<'n> {
         self
     }
 
-    /// Panics when a setting could never act: a floor above the cap (no call would ever be
-    /// made), or, when `hedged` (the calls may hedge), a fixed hedge delay at or past the cap
-    /// (each attempt has timed out by the time its hedge is due). With feature `advice` and
-    /// an adaptive cap, its bounds stand in for the cap: its lower bound under the floor (once
-    /// there, no call is made, and nothing moves it back), or a fixed hedge delay at or past
-    /// its lower bound. A
+    /// Panics when a setting could never act: a cap under a microsecond or a floor above the
+    /// cap (no call would ever be made), or, when `hedged` (the calls may hedge), a fixed
+    /// hedge delay at or past the cap (each attempt has timed out by the time its hedge is
+    /// due). With feature `advice` and an adaptive cap, its bounds stand in for the cap: its
+    /// lower bound under a microsecond or under the floor (once there, no call is made, and
+    /// nothing moves it back), or a fixed hedge delay at or past its lower bound. A
     /// [`Dependency`](crate::Dependency) checks its policy when it is made: in a `static` or
     /// a `const`, a compile error.
     #[cfg(feature = "drive")]
@@ -628,6 +628,13 @@ impl<'n> Policy<'n> {
                  .with_adaptive_cap(..) above the delay, or hedge with .with_hedge_at_p95(..)"
             );
         }
+        #[cfg(feature = "advice")]
+        assert!(
+            !adaptive || self.advice.adaptive_min_us > 0,
+            "the adaptive cap's lower bound is under a microsecond: a cap moved there would \
+             refuse every call, and no latency would move it back; raise the min of \
+             .with_adaptive_cap(..)"
+        );
         #[cfg(feature = "advice")]
         assert!(
             !adaptive || self.floor_us <= self.advice.adaptive_min_us,

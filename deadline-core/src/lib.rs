@@ -41,9 +41,11 @@
 //! # Time
 //!
 //! The core's time is whole microseconds in a `u64`: an [`Instant`] counts them from its
-//! clock's origin, and every decision does its arithmetic there; the conversions a call
-//! makes need no 128-bit builtin and no 64-bit division (which a microcontroller would pay
-//! for each time), and the retry budget and the breaker divide only by constants. [`Duration`]s are read at
+//! clock's origin, and every decision does its arithmetic there. The conversions every call
+//! makes, and its timeout, need no 128-bit builtin and no 64-bit division (which a
+//! microcontroller pays for with a builtin call); the breaker, the retry budget's window and
+//! the millisecond headers divide 64-bit numbers by constants, which on a Cortex-M calls
+//! that builtin. [`Duration`]s are read at
 //! the edges: a policy's cap and connect limit are kept rounded down to a whole microsecond,
 //! its floor and a call's reserve rounded up, so that every guarantee holds for the durations
 //! as given; a decision's [`Limits`](crate::call::Limits) give their timeout and connect limit back as

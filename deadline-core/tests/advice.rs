@@ -337,6 +337,26 @@ fn an_adaptive_cap_that_could_fall_under_the_floor_is_refused_where_the_dependen
     assert_eq!(made(floored()), Ok(()));
 }
 
+/// An adaptive cap whose lower bound is under a microsecond could move where every call is
+/// refused for want of time, whatever the floor, and nothing would move it back: refused
+/// where the dependency is made. A lower bound of one microsecond is accepted.
+#[test]
+fn an_adaptive_cap_that_could_fall_under_a_microsecond_is_refused() {
+    let optional = || Policy::optional("B").with_cap(ms(100));
+    assert_eq!(
+        made(optional().with_adaptive_cap(Duration::from_nanos(999), ms(200))),
+        Err(
+            "the adaptive cap's lower bound is under a microsecond: a cap moved there would \
+             refuse every call, and no latency would move it back; raise the min of \
+             .with_adaptive_cap(..)"
+        )
+    );
+    assert_eq!(
+        made(optional().with_adaptive_cap(Duration::from_micros(1), ms(200))),
+        Ok(())
+    );
+}
+
 /// With an adaptive cap the cap a call gets is the adaptive one, between its bounds: the
 /// checks made where the dependency is made read those bounds, not the fixed cap it starts
 /// from. A fixed cap under the floor is no reason to refuse a policy whose adaptive cap never

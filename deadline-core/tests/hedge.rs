@@ -237,6 +237,18 @@ fn a_cap_under_a_microsecond_is_refused_where_the_dependency_is_made() {
     );
 }
 
+/// A cap of one microsecond can still make a call: accepted.
+#[test]
+fn a_cap_of_one_microsecond_is_accepted() {
+    use deadline_core::Dependency;
+    use deadline_core::drive::DeadlineOnly;
+    use deadline_core::virtual_time::ManualRuntime;
+
+    let _: Dependency<ManualRuntime, DeadlineOnly> = Dependency::<ManualRuntime>::deadline_only(
+        Policy::optional("B").with_cap(Duration::from_micros(1)),
+    );
+}
+
 /// A floor above the cap would never make a call: refused where the dependency is made.
 #[test]
 #[should_panic(expected = "the floor is above the cap")]

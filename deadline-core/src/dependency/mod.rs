@@ -81,8 +81,8 @@ impl<'n, Rt> Dependency<'n, Rt> {
     pub const PUBLISHES_METRICS: bool = cfg!(feature = "metrics");
 
     /// The fewest latencies the histogram holds before a live hedge delay
-    /// ([`Policy::with_hedge_at`](crate::Policy::with_hedge_at)) is read from it; until then the policy's fallback delay is
-    /// used.
+    /// ([`Policy::with_hedge_at`](crate::Policy::with_hedge_at)) is read from it; until then
+    /// the policy's fallback delay is used.
     pub const MIN_LIVE_SAMPLES: u32 = LiveLatency::MIN_SAMPLES;
     /// The live hedge delay is read from the histogram again after this many more
     /// latencies (reading it walks the histogram; a call reads the value kept).
@@ -104,9 +104,10 @@ impl<'n, Rt> Dependency<'n, Rt> {
     /// When a setting of `policy` could never act; in a `static` or a `const`, that is a
     /// compile error. A cap under a microsecond, or a floor above the cap, would never make a
     /// call, and a fixed hedge delay at or past the cap (or none set, with
-    /// [`Policy::with_hedges`] alone) would come after every attempt had timed out. (A live
-    /// hedge delay's fallback may lie past the cap: the live quantile replaces it.) (With an adaptive cap, feature `advice`, its bounds stand in for
-    /// the cap.)
+    /// [`Policy::with_hedges`] alone) would come after every attempt had timed out. A live
+    /// hedge delay's fallback may lie past the cap: it is used only until the histogram holds
+    /// [`MIN_LIVE_SAMPLES`](Self::MIN_LIVE_SAMPLES) latencies, and the live quantile then
+    /// replaces it. With an adaptive cap (feature `advice`), its bounds stand in for the cap.
     ///
     /// ```compile_fail
     /// use deadline_core::virtual_time::ManualRuntime;
@@ -116,7 +117,7 @@ impl<'n, Rt> Dependency<'n, Rt> {
     ///     Dependency::new(Policy::required("pricing").with_cap(ms(20)).with_floor(ms(30)));
     /// ```
     ///
-    /// ```compile_fail
+    /// ```compile_fail,E0080
     /// use core::time::Duration;
     /// use deadline_core::virtual_time::ManualRuntime;
     /// use deadline_core::{Dependency, Policy};
@@ -207,9 +208,9 @@ impl<'n, Rt> Dependency<'n, Rt> {
     ///
     /// # Panics
     ///
-    /// When `policy`'s floor is above its cap (no call would ever be made), or above its
-    /// adaptive cap's lower bound when it has one; in a `static` or a `const`, that is a
-    /// compile error.
+    /// When `policy`'s cap is under a microsecond or its floor is above its cap (no call
+    /// would ever be made), and alike for its adaptive cap's lower bound when it has one; in
+    /// a `static` or a `const`, that is a compile error.
     #[must_use]
     pub const fn deadline_only(policy: Policy<'n>) -> Dependency<'n, Rt, DeadlineOnly> {
         policy.assert_every_setting_acts(false);
