@@ -8,11 +8,10 @@
 # system packages the builds and tests use when they are missing (on Debian or Ubuntu:
 # build-essential, the C compiler and linker that rustup does not ship and that cargo links
 # with, ring and libfuzzer build with; binutils, whose readelf the firmware's size check
-# reads with; postgresql,
-# whose server the database tests start; iproute2, whose `ip` makes the network-fault
-# suite's namespace; qemu-system-arm, which runs the firmware; valgrind, which counts the
-# benchmarks' instructions); starts a throwaway PostgreSQL; and ends with the firmware under
-# QEMU. What it cannot install it names, and fails.
+# reads with; postgresql, whose server the database tests start; iproute2, whose `ip` makes
+# the network-fault suite's namespace; qemu-system-arm, which runs the firmware; valgrind,
+# which counts the benchmarks' instructions); starts a throwaway PostgreSQL; and ends with
+# the firmware under QEMU. What it cannot install it names, and fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

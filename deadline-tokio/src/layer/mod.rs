@@ -38,8 +38,9 @@
 //! leaves it small to move and to box), the reader of a body of gRPC, gRPC-Web or Connect
 //! streaming messages, and, around a whole axum router (`AxumService`), the box of axum's
 //! `Body` that holds a response's body there. A body cut at the deadline allocates what it
-//! ends with (gRPC's trailers, gRPC-Web's or Connect's last frame), and gRPC trailers relayed near the
-//! end of the time sent, when they are the deadline's, are rewritten, which allocates.
+//! ends with (gRPC's trailers, gRPC-Web's or Connect's last frame), and gRPC trailers
+//! relayed near the end of the time sent, when they are the deadline's, are rewritten,
+//! which allocates.
 //!
 //! # One layer on the server, one on its client
 //!
@@ -239,11 +240,12 @@
 //!   is [`DependencyError::Call`]`(`[`CallError::Attempt`](deadline_core::CallError::Attempt)`(e))`.
 //! - **The call's own ends**: no time for it, the breaker open, the last attempt timed out,
 //!   the deadline passed: [`DependencyError::Call`] with the [`CallError`](deadline_core::CallError). As
-//!   [`PropagateLayer`] reads them, a failure of the deadline's shape (above: a transport or
-//!   body error, a 408, 502, 503 or 504, a Connect 499, a gRPC `CANCELLED`, `UNAVAILABLE` or
-//!   `DEADLINE_EXCEEDED`, none saying when to retry) that arrives when the attempt's time sent has run out or is
-//!   within the allowance of it is the attempt's deadline running out at the next hop: a
-//!   timeout of the attempt, not a response, and the call's error if it then gives up.
+//!   [`PropagateLayer`] reads them, a failure of the deadline's shape (as in
+//!   `PropagateLayer`'s list: a transport or body error, a 408, 502, 503 or 504, a Connect
+//!   499, a gRPC `CANCELLED`, `UNAVAILABLE` or `DEADLINE_EXCEEDED`, none saying when to
+//!   retry) that arrives when the attempt's time sent has run out or is within the allowance
+//!   of it is the attempt's deadline running out at the next hop: a timeout of the attempt,
+//!   not a response, and the call's error if it then gives up.
 //!
 //! **Requests are sent more than once**, so each attempt needs its own copy. With the
 //! layer as made by [`new`](crate::DependencyLayer::new), the service takes `http::Request<B>` with
