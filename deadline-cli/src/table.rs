@@ -37,7 +37,9 @@ use std::time::Duration;
 use deadline_core::Policy;
 use deadline_core::analysis::Sample;
 use deadline_core::plan::Plan;
-use deadline_core::policy::{Backoff, HedgePolicy, Idempotence, Jitter, Necessity, Quantile};
+use deadline_core::policy::{
+    Backoff, HedgePolicy, Idempotence, Jitter, Necessity, PolicyError, Quantile,
+};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -560,49 +562,60 @@ fn check_settings_act(
 }
 
 /// A setting of `dependency` that could never act, as the library refuses such a policy when
-/// a `Dependency` is made: a cap under a microsecond or a floor above the cap (the call would
-/// never be made), or a hedge due at or after the cap (every attempt has timed out by then).
-/// The field to change, and what is wrong.
+/// a `Dependency` is made ([`Policy::check`] decides): a cap under a microsecond or a floor
+/// above the cap (the call would never be made), or a hedge due at or after the cap (every
+/// attempt has timed out by then). The field to change, and what is wrong.
 #[must_use]
 pub fn never_acts(dependency: &Dependency) -> Option<(&'static str, String)> {
     let policy = dependency.policy();
+    let error = policy.check().err()?;
     let (cap, floor) = (policy.cap(), policy.floor());
-    if cap < Duration::from_micros(1) {
-        return Some((
-            "cap_margin_ms",
-            format!(
-                "its cap ({cap:?}, its p99.9 and margin) is under a microsecond, so it would \
-                 never be called: raise `cap_margin_ms` or state `cap_ms`"
+    Some(match error {
+        PolicyError::CapUnderAMicrosecond => match dependency.cap {
+            CapSource::Margin(_) => (
+                "cap_margin_ms",
+                format!(
+                    "its cap ({cap:?}, its p99.9 and margin) is under a microsecond, so it \
+                     would never be called: raise `cap_margin_ms` or state `cap_ms`"
+                ),
             ),
-        ));
-    }
-    if floor > cap {
-        let field = if dependency.floor.is_some() {
-            "floor_ms"
-        } else {
-            "cap_ms"
-        };
-        return Some((
-            field,
+            CapSource::Stated(_) => (
+                "cap_ms",
+                format!(
+                    "its cap ({cap:?}) is under a microsecond, so it would never be called: \
+                     raise `cap_ms`"
+                ),
+            ),
+        },
+        PolicyError::FloorAboveCap => (
+            if dependency.floor.is_some() {
+                "floor_ms"
+            } else {
+                "cap_ms"
+            },
             format!(
                 "its cap ({cap:?}) is under its floor ({floor:?}, its p50 unless `floor_ms` \
                  says), so it would never be called: raise `cap_ms` or lower `floor_ms`"
             ),
-        ));
-    }
-    let delay = dependency.hedge_delay().filter(|delay| *delay >= cap)?;
-    let field = if dependency.hedge == HedgeSetting::AfterP95 {
-        "p95_ms"
-    } else {
-        "hedge_delay_ms"
-    };
-    Some((
-        field,
-        format!(
-            "its hedge is due after {delay:?}, not under its cap ({cap:?}), so it would never \
-             be sent: hedge sooner or raise `cap_ms`"
         ),
-    ))
+        PolicyError::HedgeNotUnderCap => {
+            let delay = dependency.hedge_delay().unwrap_or_default();
+            (
+                if dependency.hedge == HedgeSetting::AfterP95 {
+                    "p95_ms"
+                } else {
+                    "hedge_delay_ms"
+                },
+                format!(
+                    "its hedge is due after {delay:?}, not under its cap ({cap:?}), so it would \
+                     never be sent: hedge sooner or raise `cap_ms`"
+                ),
+            )
+        }
+        // A table states no adaptive cap, so the library's other reasons cannot come; one
+        // that did is said in the library's words.
+        other => ("cap_ms", other.to_string()),
+    })
 }
 
 fn trace(

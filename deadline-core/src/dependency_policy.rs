@@ -4,6 +4,7 @@
 use core::time::Duration;
 
 use crate::backoff::Backoff;
+use crate::policy_error::PolicyError;
 use crate::quantile::Quantile;
 use crate::time::{duration_to_micros, duration_to_micros_ceil, micros_to_duration};
 
@@ -582,31 +583,73 @@ impl<'n> Policy<'n> {
         self
     }
 
-    /// Panics when a setting could never act: a cap under a microsecond or a floor above the
-    /// cap (no call would ever be made), or, when `hedged` (the calls may hedge), a fixed
-    /// hedge delay at or past the cap (each attempt has timed out by the time its hedge is
-    /// due). With feature `advice` and an adaptive cap, its bounds stand in for the cap: its
-    /// lower bound under a microsecond or under the floor (once there, no call is made, and
-    /// nothing moves it back), or a fixed hedge delay at or past its lower bound. A
-    /// [`Dependency`](crate::Dependency) checks its policy when it is made: in a `static` or
-    /// a `const`, a compile error.
+    /// Checks that every setting can act, as [`Dependency::new`](crate::Dependency::new)
+    /// checks it where it is made (there, a panic; in a `static` or a `const`, a compile
+    /// error): for a policy read at run time, such as from a configuration file, whose
+    /// author should be told which setting to change.
+    ///
+    /// # Errors
+    ///
+    /// The first setting that could never act ([`PolicyError`]):
+    ///
+    /// - a cap under a microsecond, or a floor above the cap: no call would ever be made;
+    /// - a fixed hedge delay at or past the cap: each attempt has timed out by the time its
+    ///   hedge is due (a live delay is not refused: until enough latencies are recorded, its
+    ///   fallback is used);
+    /// - with feature `advice` and an adaptive cap, its bounds stand in for the cap: its lower
+    ///   bound under a microsecond or under the floor (once there, no call is made, and
+    ///   nothing moves it back), or a fixed hedge delay at or past its lower bound.
+    ///
+    /// [`Dependency::deadline_only`](crate::Dependency::deadline_only) sends no hedge, and
+    /// does not refuse one.
+    ///
+    /// ```
+    /// use deadline_core::policy::PolicyError;
+    /// use deadline_core::{Policy, ms};
+    ///
+    /// let policy = Policy::required("pricing").idempotent().with_cap(ms(110));
+    /// assert_eq!(policy.check(), Ok(()));
+    /// assert_eq!(
+    ///     policy.with_hedge_after(ms(120)).check(),
+    ///     Err(PolicyError::HedgeNotUnderCap)
+    /// );
+    /// ```
+    pub const fn check(&self) -> Result<(), PolicyError> {
+        match self.inert_setting(true) {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
+    }
+
+    /// Panics with [`PolicyError::message`] when a setting could never act
+    /// ([`Policy::check`]); when the calls do not hedge (`hedged` false), the hedge is not
+    /// looked at.
     #[cfg(feature = "drive")]
+    #[allow(
+        clippy::panic,
+        reason = "the panic documented on Dependency::new, a compile error in a static"
+    )]
     pub(crate) const fn assert_every_setting_acts(&self, hedged: bool) {
+        if let Some(error) = self.inert_setting(hedged) {
+            panic!("{}", error.message());
+        }
+    }
+
+    /// The first setting that could never act ([`Policy::check`]), the hedge looked at only
+    /// when the calls may hedge (`hedged`).
+    const fn inert_setting(&self, hedged: bool) -> Option<PolicyError> {
         // With an adaptive cap, the cap a call gets lies between its bounds: those are checked
         // below, and the fixed cap only picks where it starts.
         #[cfg(feature = "advice")]
-        let adaptive = self.advice.adaptive;
+        let (adaptive, adaptive_min_us) = (self.advice.adaptive, self.advice.adaptive_min_us);
         #[cfg(not(feature = "advice"))]
-        let adaptive = false;
-        assert!(
-            adaptive || self.cap_us > 0,
-            "the cap is under a microsecond: no call would ever be made; raise .with_cap(..)"
-        );
-        assert!(
-            adaptive || self.floor_us <= self.cap_us,
-            "the floor is above the cap: no call would ever be made; lower .with_floor(..) or \
-             raise .with_cap(..)"
-        );
+        let (adaptive, adaptive_min_us) = (false, 0);
+        if !adaptive && self.cap_us == 0 {
+            return Some(PolicyError::CapUnderAMicrosecond);
+        }
+        if !adaptive && self.floor_us > self.cap_us {
+            return Some(PolicyError::FloorAboveCap);
+        }
         if let (
             true,
             Some(HedgePolicy {
@@ -614,34 +657,21 @@ impl<'n> Policy<'n> {
             }),
         ) = (hedged, self.hedge())
         {
-            assert!(
-                adaptive || duration_to_micros(delay) < self.cap_us,
-                "the hedge delay is not under the cap: every attempt times out before its hedge \
-                 is due; set one with .with_hedge_after(..) under the cap, or \
-                 .with_hedge_at_p95(..)"
-            );
-            #[cfg(feature = "advice")]
-            assert!(
-                !adaptive || duration_to_micros(delay) < self.advice.adaptive_min_us,
-                "the hedge delay is not under the adaptive cap's lower bound: once the cap moves \
-                 there every attempt times out before its hedge is due; raise the min of \
-                 .with_adaptive_cap(..) above the delay, or hedge with .with_hedge_at_p95(..)"
-            );
+            let delay_us = duration_to_micros(delay);
+            if !adaptive && delay_us >= self.cap_us {
+                return Some(PolicyError::HedgeNotUnderCap);
+            }
+            if adaptive && delay_us >= adaptive_min_us {
+                return Some(PolicyError::HedgeNotUnderAdaptiveMin);
+            }
         }
-        #[cfg(feature = "advice")]
-        assert!(
-            !adaptive || self.advice.adaptive_min_us > 0,
-            "the adaptive cap's lower bound is under a microsecond: a cap moved there would \
-             refuse every call, and no latency would move it back; raise the min of \
-             .with_adaptive_cap(..)"
-        );
-        #[cfg(feature = "advice")]
-        assert!(
-            !adaptive || self.floor_us <= self.advice.adaptive_min_us,
-            "the adaptive cap's lower bound is under the floor: a cap moved there would refuse \
-             every call, and no latency would move it back; raise the min of \
-             .with_adaptive_cap(..) to the floor at least"
-        );
+        if adaptive && adaptive_min_us == 0 {
+            return Some(PolicyError::AdaptiveMinUnderAMicrosecond);
+        }
+        if adaptive && self.floor_us > adaptive_min_us {
+            return Some(PolicyError::AdaptiveMinUnderFloor);
+        }
+        None
     }
 }
 

@@ -141,6 +141,7 @@ mod timer;
 // 1: configuration as plain data.
 mod backoff;
 mod dependency_policy;
+mod policy_error;
 // 2: the call-timeout decision and what is built on it; the shared protections; the
 // protocol rules (over the deadline and admission).
 mod admit;

@@ -310,12 +310,19 @@ fn the_advice_reads_no_clock() {
     );
 }
 
-/// Makes a dependency of `policy`: its panic's message if it is refused.
-fn made(policy: Policy<'static>) -> Result<(), &'static str> {
-    std::panic::catch_unwind(|| {
+/// Makes a dependency of `policy`: its panic's message if it is refused. `Policy::check`
+/// must say the same without the panic.
+fn made(policy: Policy<'static>) -> Result<(), String> {
+    let made = std::panic::catch_unwind(|| {
         let _ = Dependency::<ManualRuntime>::new(policy);
     })
-    .map_err(|panic| *panic.downcast::<&str>().expect("a message"))
+    .map_err(|panic| *panic.downcast::<String>().expect("a message"));
+    assert_eq!(
+        policy.check().map_err(|error| error.to_string()),
+        made,
+        "Policy::check and Dependency::new agree"
+    );
+    made
 }
 
 /// An adaptive cap whose lower bound is under the floor could move where every call is
@@ -331,6 +338,7 @@ fn an_adaptive_cap_that_could_fall_under_the_floor_is_refused_where_the_dependen
             "the adaptive cap's lower bound is under the floor: a cap moved there would refuse \
              every call, and no latency would move it back; raise the min of \
              .with_adaptive_cap(..) to the floor at least"
+                .to_owned()
         )
     );
     assert_eq!(made(floored().with_adaptive_cap(ms(30), ms(200))), Ok(()));
@@ -349,6 +357,7 @@ fn an_adaptive_cap_that_could_fall_under_a_microsecond_is_refused() {
             "the adaptive cap's lower bound is under a microsecond: a cap moved there would \
              refuse every call, and no latency would move it back; raise the min of \
              .with_adaptive_cap(..)"
+                .to_owned()
         )
     );
     assert_eq!(
@@ -386,6 +395,7 @@ fn with_an_adaptive_cap_the_checks_read_its_bounds() {
             "the hedge delay is not under the adaptive cap's lower bound: once the cap moves \
              there every attempt times out before its hedge is due; raise the min of \
              .with_adaptive_cap(..) above the delay, or hedge with .with_hedge_at_p95(..)"
+                .to_owned()
         )
     );
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use deadline_core::budget::RetryBudget;
 use deadline_core::call::{Call, HedgeDecision, HedgeState, NoHedge, RetryState};
-use deadline_core::policy::{Backoff, HedgePolicy};
+use deadline_core::policy::{Backoff, HedgePolicy, PolicyError};
 use deadline_core::rng::SplitMix64;
 use deadline_core::{Deadline, Instant, Outcome, Policy, ms};
 
@@ -200,14 +200,31 @@ fn a_hedge_that_could_never_be_due_is_refused_where_the_dependency_is_made() {
         std::panic::catch_unwind(|| {
             let _ = Dependency::<ManualRuntime>::new(policy);
         })
-        .map_err(|panic| *panic.downcast::<&str>().expect("a message"))
+        .map_err(|panic| *panic.downcast::<String>().expect("a message"))
     };
     let refused = Err(
         "the hedge delay is not under the cap: every attempt times out before its hedge is due; \
-         set one with .with_hedge_after(..) under the cap, or .with_hedge_at_p95(..)",
+         set one with .with_hedge_after(..) under the cap, or .with_hedge_at_p95(..)"
+            .to_owned(),
     );
     assert_eq!(made(capped().with_hedges(1)), refused);
     assert_eq!(made(capped().with_hedge_after(ms(110))), refused);
+    // `Policy::check` says the same, without the panic.
+    assert_eq!(
+        capped().with_hedges(1).check(),
+        Err(PolicyError::HedgeNotUnderCap)
+    );
+    assert_eq!(
+        capped().with_hedge_after(ms(110)).check(),
+        Err(PolicyError::HedgeNotUnderCap)
+    );
+    assert_eq!(
+        refused,
+        Err(PolicyError::HedgeNotUnderCap.to_string()),
+        "the panic's message is the error's"
+    );
+    assert_eq!(capped().with_hedge_after(ms(60)).check(), Ok(()));
+    assert_eq!(capped().with_hedge_at_p95(ms(200)).check(), Ok(()));
     // A delay under the cap, set before or after the number of hedges, or a live one.
     assert_eq!(
         made(capped().with_hedges(2).with_hedge_after(ms(60))),
@@ -247,6 +264,64 @@ fn a_cap_of_one_microsecond_is_accepted() {
     let _: Dependency<ManualRuntime, DeadlineOnly> = Dependency::<ManualRuntime>::deadline_only(
         Policy::optional("B").with_cap(Duration::from_micros(1)),
     );
+}
+
+/// `Policy::check` names a cap or a floor that would never let a call be made, as
+/// `Dependency::new` and `Dependency::deadline_only` refuse them, and accepts their bounds.
+#[test]
+fn check_names_a_cap_or_a_floor_that_could_never_act() {
+    let policy = || Policy::required("B");
+    assert_eq!(
+        policy().with_cap(Duration::from_nanos(999)).check(),
+        Err(PolicyError::CapUnderAMicrosecond)
+    );
+    assert_eq!(
+        policy().with_cap(Duration::ZERO).check(),
+        Err(PolicyError::CapUnderAMicrosecond)
+    );
+    assert_eq!(policy().with_cap(Duration::from_micros(1)).check(), Ok(()));
+    assert_eq!(
+        policy().with_cap(ms(20)).with_floor(ms(30)).check(),
+        Err(PolicyError::FloorAboveCap)
+    );
+    assert_eq!(policy().with_cap(ms(20)).with_floor(ms(20)).check(), Ok(()));
+    // The floor rounds up to whole microseconds, the cap down: one nanosecond of floor is
+    // above a cap of 1.5 microseconds only once rounded, and it is not.
+    assert_eq!(
+        policy()
+            .with_cap(Duration::from_nanos(1_500))
+            .with_floor(Duration::from_nanos(1))
+            .check(),
+        Ok(())
+    );
+    assert_eq!(
+        policy()
+            .with_cap(Duration::from_nanos(1_500))
+            .with_floor(Duration::from_nanos(1_001))
+            .check(),
+        Err(PolicyError::FloorAboveCap)
+    );
+    // No cap at all (the default) and a floor: every call can still be made.
+    assert_eq!(policy().with_floor(ms(30)).check(), Ok(()));
+}
+
+/// A hedge that could never be due is no matter to a deadline-only dependency, which sends
+/// none: `Dependency::deadline_only` accepts it where `Policy::check` (as `Dependency::new`)
+/// names it.
+#[test]
+fn a_deadline_only_dependency_does_not_refuse_a_hedge_it_never_sends() {
+    use deadline_core::Dependency;
+    use deadline_core::drive::DeadlineOnly;
+    use deadline_core::virtual_time::ManualRuntime;
+
+    let policy = Policy::required("B")
+        .idempotent()
+        .with_cap(ms(110))
+        .with_hedge_after(ms(200));
+    assert_eq!(policy.check(), Err(PolicyError::HedgeNotUnderCap));
+    // Made without a panic.
+    let _: Dependency<ManualRuntime, DeadlineOnly> =
+        Dependency::<ManualRuntime>::deadline_only(policy);
 }
 
 /// A floor above the cap would never make a call: refused where the dependency is made.

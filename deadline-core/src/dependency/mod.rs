@@ -108,6 +108,8 @@ impl<'n, Rt> Dependency<'n, Rt> {
     /// hedge delay's fallback may lie past the cap: it is used only until the histogram holds
     /// [`MIN_LIVE_SAMPLES`](Self::MIN_LIVE_SAMPLES) latencies, and the live quantile then
     /// replaces it. With an adaptive cap (feature `advice`), its bounds stand in for the cap.
+    /// [`Policy::check`] names such a setting without the panic, for a policy read at run
+    /// time.
     ///
     /// ```compile_fail
     /// use deadline_core::virtual_time::ManualRuntime;
@@ -210,7 +212,9 @@ impl<'n, Rt> Dependency<'n, Rt> {
     ///
     /// When `policy`'s cap is under a microsecond or its floor is above its cap (no call
     /// would ever be made), and alike for its adaptive cap's lower bound when it has one; in
-    /// a `static` or a `const`, that is a compile error.
+    /// a `static` or a `const`, that is a compile error. [`Policy::check`] names such a
+    /// setting without the panic (it also names a hedge that could never be due, which a
+    /// deadline-only dependency never sends, and so accepts).
     #[must_use]
     pub const fn deadline_only(policy: Policy<'n>) -> Dependency<'n, Rt, DeadlineOnly> {
         policy.assert_every_setting_acts(false);

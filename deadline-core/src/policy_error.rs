@@ -1,0 +1,96 @@
+//! [`PolicyError`]: a setting of a [`Policy`](crate::Policy) that could never act.
+
+use core::fmt;
+
+/// A setting of a [`Policy`](crate::Policy) that could never act: what
+/// [`Policy::check`](crate::Policy::check) returns, and what
+/// [`Dependency::new`](crate::Dependency::new) refuses with a panic (in a `static` or a
+/// `const`, a compile error).
+///
+/// A policy read from a configuration file at run time can be checked first, and the file's
+/// author told which setting to change, where a `Dependency` made with it would panic:
+///
+/// ```
+/// use deadline_core::policy::PolicyError;
+/// use deadline_core::{Policy, ms};
+///
+/// // As a configuration file might state it: a floor of 80 ms under a cap of 50 ms.
+/// let (cap_ms, floor_ms) = (50, 80);
+/// let policy = Policy::required("inventory").with_cap(ms(cap_ms)).with_floor(ms(floor_ms));
+/// assert_eq!(policy.check(), Err(PolicyError::FloorAboveCap));
+/// assert_eq!(
+///     PolicyError::FloorAboveCap.to_string(),
+///     "the floor is above the cap: no call would ever be made; lower .with_floor(..) or raise \
+///      .with_cap(..)"
+/// );
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum PolicyError {
+    /// The cap is under a microsecond: it counts in whole microseconds, so every call would
+    /// have no time at all, and none would be made.
+    CapUnderAMicrosecond,
+    /// The floor is above the cap: no call's timeout could reach the floor, so none would be
+    /// made.
+    FloorAboveCap,
+    /// A fixed hedge delay is not under the cap: each attempt has timed out by the time its
+    /// hedge is due, so none would be sent. (A live delay, at a quantile of the latencies, is
+    /// not refused: until enough latencies are recorded its fallback is used.)
+    HedgeNotUnderCap,
+    /// With feature `advice`, the adaptive cap's lower bound is under a microsecond: a cap
+    /// moved there would refuse every call, and a refused call records no latency that
+    /// could move it back.
+    AdaptiveMinUnderAMicrosecond,
+    /// With feature `advice`, the adaptive cap's lower bound is under the floor: a cap moved
+    /// there would refuse every call, and nothing would move it back.
+    AdaptiveMinUnderFloor,
+    /// With feature `advice`, a fixed hedge delay is not under the adaptive cap's lower
+    /// bound: once the cap moves there, each attempt times out before its hedge is due.
+    HedgeNotUnderAdaptiveMin,
+}
+
+impl PolicyError {
+    /// What is wrong and which setting changes it (the [`Display`](fmt::Display) text, and the
+    /// panic message of [`Dependency::new`](crate::Dependency::new)).
+    #[must_use]
+    pub const fn message(self) -> &'static str {
+        match self {
+            PolicyError::CapUnderAMicrosecond => {
+                "the cap is under a microsecond: no call would ever be made; raise .with_cap(..)"
+            }
+            PolicyError::FloorAboveCap => {
+                "the floor is above the cap: no call would ever be made; lower .with_floor(..) \
+                 or raise .with_cap(..)"
+            }
+            PolicyError::HedgeNotUnderCap => {
+                "the hedge delay is not under the cap: every attempt times out before its hedge \
+                 is due; set one with .with_hedge_after(..) under the cap, or \
+                 .with_hedge_at_p95(..)"
+            }
+            PolicyError::AdaptiveMinUnderAMicrosecond => {
+                "the adaptive cap's lower bound is under a microsecond: a cap moved there would \
+                 refuse every call, and no latency would move it back; raise the min of \
+                 .with_adaptive_cap(..)"
+            }
+            PolicyError::AdaptiveMinUnderFloor => {
+                "the adaptive cap's lower bound is under the floor: a cap moved there would \
+                 refuse every call, and no latency would move it back; raise the min of \
+                 .with_adaptive_cap(..) to the floor at least"
+            }
+            PolicyError::HedgeNotUnderAdaptiveMin => {
+                "the hedge delay is not under the adaptive cap's lower bound: once the cap moves \
+                 there every attempt times out before its hedge is due; raise the min of \
+                 .with_adaptive_cap(..) above the delay, or hedge with .with_hedge_at_p95(..)"
+            }
+        }
+    }
+}
+
+impl fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.message())
+    }
+}
+
+impl core::error::Error for PolicyError {}
