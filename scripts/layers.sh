@@ -11,7 +11,7 @@ cd "$(dirname "$0")/../deadline-core/src"
 # From the bottom up. drive/, dependency/ and wire/ are one module each, with their own
 # order inside. The last seven only gather, under one name per job, the public paths of the
 # modules below them.
-ORDER=(sync time timer deadline grpc_code error rng outcome quantile manual_clock backoff dependency_policy
+ORDER=(sync time timer deadline grpc_code error rng outcome quantile manual_clock backoff policy_error dependency_policy
   call_timeout admit wire breaker retry_budget statement call_context plan hedge retry counters histogram latency
   analysis advice snapshot drive trace dependency tonic_status http_status guide
   policy call budget observe run runtime virtual_time)

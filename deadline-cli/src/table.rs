@@ -599,7 +599,12 @@ pub fn never_acts(dependency: &Dependency) -> Option<(&'static str, String)> {
             ),
         ),
         PolicyError::HedgeNotUnderCap => {
-            let delay = dependency.hedge_delay().unwrap_or_default();
+            // The delay the library checked (the check found one).
+            let delay = policy.hedge().map_or(Duration::MAX, |hedge| hedge.delay());
+            let raise = match dependency.cap {
+                CapSource::Margin(_) => "state a larger `cap_ms`",
+                CapSource::Stated(_) => "raise `cap_ms`",
+            };
             (
                 if dependency.hedge == HedgeSetting::AfterP95 {
                     "p95_ms"
@@ -608,13 +613,13 @@ pub fn never_acts(dependency: &Dependency) -> Option<(&'static str, String)> {
                 },
                 format!(
                     "its hedge is due after {delay:?}, not under its cap ({cap:?}), so it would \
-                     never be sent: hedge sooner or raise `cap_ms`"
+                     never be sent: hedge sooner or {raise}"
                 ),
             )
         }
         // A table states no adaptive cap, so the library's other reasons cannot come; one
-        // that did is said in the library's words.
-        other => ("cap_ms", other.to_string()),
+        // that did is said in the library's words, on the dependency as a whole.
+        other => ("dependency", other.to_string()),
     })
 }
 

@@ -214,6 +214,16 @@ fn a_setting_that_could_never_act_is_refused() {
         &["plan", &file],
         &["field `hedge_delay_ms`", "never be sent"],
     );
+    // A hedge after the p95, and a stated cap under it: the p95 is the setting named.
+    let file = write(
+        &dir,
+        "p95-hedge.toml",
+        &format!("{GOOD}idempotent = true\ncap_ms = 30\np95_ms = 35\nhedge = true\n"),
+    );
+    rejects(
+        &["plan", &file],
+        &["field `p95_ms`", "never be sent", "raise `cap_ms`"],
+    );
     // A cap of p99.9 and margin under a microsecond: the call would never be made.
     let file = write(
         &dir,

@@ -590,18 +590,23 @@ impl<'n> Policy<'n> {
     ///
     /// # Errors
     ///
-    /// The first setting that could never act ([`PolicyError`]):
+    /// The first setting that could never act ([`PolicyError`]), in this order:
     ///
-    /// - a cap under a microsecond, or a floor above the cap: no call would ever be made;
-    /// - a fixed hedge delay at or past the cap: each attempt has timed out by the time its
-    ///   hedge is due (a live delay is not refused: until enough latencies are recorded, its
-    ///   fallback is used);
-    /// - with feature `advice` and an adaptive cap, its bounds stand in for the cap: its lower
-    ///   bound under a microsecond or under the floor (once there, no call is made, and
-    ///   nothing moves it back), or a fixed hedge delay at or past its lower bound.
+    /// 1. a cap under a microsecond, or a floor above the cap: no call would ever be made;
+    /// 2. with feature `advice` and an adaptive cap, whose bounds stand in for the cap (the
+    ///    fixed cap only picks where it starts): its lower bound under a microsecond or under
+    ///    the floor (a cap moved there would refuse every call, and nothing would move it
+    ///    back);
+    /// 3. a fixed hedge delay at or past the cap, or past the adaptive cap's lower bound (or
+    ///    none set, with [`with_hedges`](Self::with_hedges) alone): each attempt has timed
+    ///    out by the time its hedge is due. A live delay
+    ///    ([`with_hedge_at`](Self::with_hedge_at)) is not refused: its fallback is used only
+    ///    until the histogram holds enough latencies, and the live quantile then replaces it.
     ///
     /// [`Dependency::deadline_only`](crate::Dependency::deadline_only) sends no hedge, and
-    /// does not refuse one.
+    /// refuses what this returns but the two hedge errors
+    /// ([`PolicyError::HedgeNotUnderCap`], [`PolicyError::HedgeNotUnderAdaptiveMin`]): they
+    /// come last, so either one means that every other setting acts.
     ///
     /// ```
     /// use deadline_core::policy::PolicyError;
@@ -621,7 +626,7 @@ impl<'n> Policy<'n> {
         }
     }
 
-    /// Panics with [`PolicyError::message`] when a setting could never act
+    /// Panics with [`PolicyError::reason`] when a setting could never act
     /// ([`Policy::check`]); when the calls do not hedge (`hedged` false), the hedge is not
     /// looked at.
     #[cfg(feature = "drive")]
@@ -631,47 +636,45 @@ impl<'n> Policy<'n> {
     )]
     pub(crate) const fn assert_every_setting_acts(&self, hedged: bool) {
         if let Some(error) = self.inert_setting(hedged) {
-            panic!("{}", error.message());
+            panic!("{}", error.reason());
         }
     }
 
     /// The first setting that could never act ([`Policy::check`]), the hedge looked at only
-    /// when the calls may hedge (`hedged`).
+    /// when the calls may hedge (`hedged`), and last.
     const fn inert_setting(&self, hedged: bool) -> Option<PolicyError> {
-        // With an adaptive cap, the cap a call gets lies between its bounds: those are checked
-        // below, and the fixed cap only picks where it starts.
+        // With an adaptive cap, the cap a call gets lies between its bounds: its lower bound
+        // is checked, and the fixed cap only picks where it starts.
         #[cfg(feature = "advice")]
-        let (adaptive, adaptive_min_us) = (self.advice.adaptive, self.advice.adaptive_min_us);
+        let adaptive_min_us = if self.advice.adaptive {
+            Some(self.advice.adaptive_min_us)
+        } else {
+            None
+        };
         #[cfg(not(feature = "advice"))]
-        let (adaptive, adaptive_min_us) = (false, 0);
-        if !adaptive && self.cap_us == 0 {
-            return Some(PolicyError::CapUnderAMicrosecond);
+        let adaptive_min_us: Option<u64> = None;
+        match adaptive_min_us {
+            None if self.cap_us == 0 => return Some(PolicyError::CapUnderAMicrosecond),
+            None if self.floor_us > self.cap_us => return Some(PolicyError::FloorAboveCap),
+            Some(0) => return Some(PolicyError::AdaptiveMinUnderAMicrosecond),
+            Some(min) if self.floor_us > min => return Some(PolicyError::AdaptiveMinUnderFloor),
+            _ => {}
         }
-        if !adaptive && self.floor_us > self.cap_us {
-            return Some(PolicyError::FloorAboveCap);
+        let Some(HedgePolicy {
+            delay, live: None, ..
+        }) = self.hedge()
+        else {
+            return None;
+        };
+        if !hedged {
+            return None;
         }
-        if let (
-            true,
-            Some(HedgePolicy {
-                delay, live: None, ..
-            }),
-        ) = (hedged, self.hedge())
-        {
-            let delay_us = duration_to_micros(delay);
-            if !adaptive && delay_us >= self.cap_us {
-                return Some(PolicyError::HedgeNotUnderCap);
-            }
-            if adaptive && delay_us >= adaptive_min_us {
-                return Some(PolicyError::HedgeNotUnderAdaptiveMin);
-            }
+        let delay_us = duration_to_micros(delay);
+        match adaptive_min_us {
+            None if delay_us >= self.cap_us => Some(PolicyError::HedgeNotUnderCap),
+            Some(min) if delay_us >= min => Some(PolicyError::HedgeNotUnderAdaptiveMin),
+            _ => None,
         }
-        if adaptive && adaptive_min_us == 0 {
-            return Some(PolicyError::AdaptiveMinUnderAMicrosecond);
-        }
-        if adaptive && self.floor_us > adaptive_min_us {
-            return Some(PolicyError::AdaptiveMinUnderFloor);
-        }
-        None
     }
 }
 

@@ -44,10 +44,12 @@
 //! [`Limits`](crate::call::Limits)), `Skip` or `Fail`.
 //!
 //! A policy whose settings could never act (a cap under a microsecond, a floor above the cap,
-//! a fixed hedge delay at or past the cap) is refused where its
-//! [`Dependency`](crate::Dependency) is made: a compile error in a `static`, a panic at run
-//! time. [`Policy::check`](crate::Policy::check) names the setting first, as a
-//! [`PolicyError`](crate::policy::PolicyError), for a policy read from a configuration file.
+//! a fixed hedge delay at or past the cap; with an adaptive cap, its lower bound stands in
+//! for the cap) is refused where its [`Dependency`](crate::Dependency) is made: a compile
+//! error in a `static` or a `const`, a panic at run time (a deadline-only dependency, which
+//! sends no hedge, accepts the hedge). [`Policy::check`](crate::Policy::check) names the
+//! setting beforehand, without the panic, as a [`PolicyError`](crate::policy::PolicyError):
+//! for a policy read from a configuration file.
 //!
 //! The caps may add up to more than the budget, and that is the point: a fixed split of the
 //! budget would starve a fast request's later calls to keep room for a slow request's earlier

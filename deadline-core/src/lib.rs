@@ -194,7 +194,8 @@ pub use time::{Clock, Instant, ms};
 pub use timer::Timer;
 
 /// A dependency's settings beside its [`Policy`]: whether it is required, whether a call
-/// may be repeated, its retries, backoff and hedges.
+/// may be repeated, its retries, backoff and hedges; and [`PolicyError`](policy::PolicyError),
+/// a setting that could never act ([`Policy::check`]).
 pub mod policy;
 
 /// One call's decisions, sans-IO: its timeout from the time left (the formula,

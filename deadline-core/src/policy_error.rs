@@ -3,9 +3,9 @@
 use core::fmt;
 
 /// A setting of a [`Policy`](crate::Policy) that could never act: what
-/// [`Policy::check`](crate::Policy::check) returns, and what
-/// [`Dependency::new`](crate::Dependency::new) refuses with a panic (in a `static` or a
-/// `const`, a compile error).
+/// [`Policy::check`](crate::Policy::check) returns (the first it finds, in the order it
+/// states), and what [`Dependency::new`](crate::Dependency::new) refuses with a panic (in a
+/// `static` or a `const`, a compile error).
 ///
 /// A policy read from a configuration file at run time can be checked first, and the file's
 /// author told which setting to change, where a `Dependency` made with it would panic:
@@ -34,9 +34,13 @@ pub enum PolicyError {
     /// The floor is above the cap: no call's timeout could reach the floor, so none would be
     /// made.
     FloorAboveCap,
-    /// A fixed hedge delay is not under the cap: each attempt has timed out by the time its
-    /// hedge is due, so none would be sent. (A live delay, at a quantile of the latencies, is
-    /// not refused: until enough latencies are recorded its fallback is used.)
+    /// A fixed hedge delay is not under the cap, or none was set
+    /// ([`Policy::with_hedges`](crate::Policy::with_hedges) alone): each attempt has timed
+    /// out by the time its hedge is due, so none would be sent. A live delay, at a quantile
+    /// of the latencies, is not refused: its fallback is used only until the histogram holds
+    /// enough latencies, and the live quantile then replaces it.
+    /// [`Dependency::deadline_only`](crate::Dependency::deadline_only), which sends no hedge,
+    /// accepts it.
     HedgeNotUnderCap,
     /// With feature `advice`, the adaptive cap's lower bound is under a microsecond: a cap
     /// moved there would refuse every call, and a refused call records no latency that
@@ -47,14 +51,17 @@ pub enum PolicyError {
     AdaptiveMinUnderFloor,
     /// With feature `advice`, a fixed hedge delay is not under the adaptive cap's lower
     /// bound: once the cap moves there, each attempt times out before its hedge is due.
+    /// [`Dependency::deadline_only`](crate::Dependency::deadline_only) accepts it, as it
+    /// accepts [`HedgeNotUnderCap`](Self::HedgeNotUnderCap).
     HedgeNotUnderAdaptiveMin,
 }
 
 impl PolicyError {
-    /// What is wrong and which setting changes it (the [`Display`](fmt::Display) text, and the
-    /// panic message of [`Dependency::new`](crate::Dependency::new)).
+    /// What is wrong and which builder method changes it (the [`Display`](fmt::Display)
+    /// text, and the panic message of [`Dependency::new`](crate::Dependency::new)). A program
+    /// that reads its policies from a file names the file's own setting instead.
     #[must_use]
-    pub const fn message(self) -> &'static str {
+    pub const fn reason(self) -> &'static str {
         match self {
             PolicyError::CapUnderAMicrosecond => {
                 "the cap is under a microsecond: no call would ever be made; raise .with_cap(..)"
@@ -89,7 +96,7 @@ impl PolicyError {
 
 impl fmt::Display for PolicyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.message())
+        f.write_str(self.reason())
     }
 }
 

@@ -316,7 +316,10 @@ fn made(policy: Policy<'static>) -> Result<(), String> {
     let made = std::panic::catch_unwind(|| {
         let _ = Dependency::<ManualRuntime>::new(policy);
     })
-    .map_err(|panic| *panic.downcast::<String>().expect("a message"));
+    .map_err(|panic| match panic.downcast::<String>() {
+        Ok(message) => *message,
+        Err(panic) => (*panic.downcast::<&str>().expect("a message")).to_owned(),
+    });
     assert_eq!(
         policy.check().map_err(|error| error.to_string()),
         made,
@@ -398,6 +401,43 @@ fn with_an_adaptive_cap_the_checks_read_its_bounds() {
                 .to_owned()
         )
     );
+}
+
+/// With an adaptive cap, `Policy::check` names its bounds before the hedge: a lower bound
+/// under a microsecond is named, not the fixed hedge past it, and a deadline-only dependency
+/// (which sends no hedge) refuses it as well; the hedge alone it accepts.
+#[test]
+fn with_an_adaptive_cap_the_bounds_are_named_before_the_hedge() {
+    use deadline_core::drive::DeadlineOnly;
+    use deadline_core::policy::PolicyError;
+
+    let hedged = || {
+        Policy::required("B")
+            .idempotent()
+            .with_cap(ms(100))
+            .with_hedge_after(ms(60))
+    };
+    let only = |policy: Policy<'static>| {
+        std::panic::catch_unwind(|| {
+            let _: Dependency<ManualRuntime, DeadlineOnly> =
+                Dependency::<ManualRuntime>::deadline_only(policy);
+        })
+        .is_ok()
+    };
+    let policy = hedged().with_adaptive_cap(Duration::ZERO, ms(200));
+    assert_eq!(
+        policy.check(),
+        Err(PolicyError::AdaptiveMinUnderAMicrosecond)
+    );
+    assert!(!only(policy), "deadline_only refuses the lower bound");
+    let policy = hedged()
+        .with_floor(ms(40))
+        .with_adaptive_cap(ms(30), ms(200));
+    assert_eq!(policy.check(), Err(PolicyError::AdaptiveMinUnderFloor));
+    assert!(!only(policy), "deadline_only refuses the lower bound");
+    let policy = hedged().with_adaptive_cap(ms(30), ms(200));
+    assert_eq!(policy.check(), Err(PolicyError::HedgeNotUnderAdaptiveMin));
+    assert!(only(policy), "deadline_only sends no hedge, and accepts it");
 }
 
 static SHORT: Dependency<ManualRuntime> =

@@ -200,7 +200,7 @@ fn a_hedge_that_could_never_be_due_is_refused_where_the_dependency_is_made() {
         std::panic::catch_unwind(|| {
             let _ = Dependency::<ManualRuntime>::new(policy);
         })
-        .map_err(|panic| *panic.downcast::<String>().expect("a message"))
+        .map_err(panic_message)
     };
     let refused = Err(
         "the hedge delay is not under the cap: every attempt times out before its hedge is due; \
@@ -266,43 +266,108 @@ fn a_cap_of_one_microsecond_is_accepted() {
     );
 }
 
+/// The message a panic carries, whichever type it has.
+fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
+    match panic.downcast::<String>() {
+        Ok(message) => *message,
+        Err(panic) => (*panic.downcast::<&str>().expect("a message")).to_owned(),
+    }
+}
+
+/// What `Policy::check`, `Dependency::new` and `Dependency::deadline_only` say of `policy`:
+/// the error's text, or the panic's message, for each.
+fn verdicts(policy: Policy<'static>) -> [Result<(), String>; 3] {
+    use deadline_core::Dependency;
+    use deadline_core::drive::DeadlineOnly;
+    use deadline_core::virtual_time::ManualRuntime;
+
+    [
+        policy.check().map_err(|error| error.to_string()),
+        std::panic::catch_unwind(|| {
+            let _: Dependency<ManualRuntime> = Dependency::new(policy);
+        })
+        .map_err(panic_message),
+        std::panic::catch_unwind(|| {
+            let _: Dependency<ManualRuntime, DeadlineOnly> =
+                Dependency::<ManualRuntime>::deadline_only(policy);
+        })
+        .map_err(panic_message),
+    ]
+}
+
 /// `Policy::check` names a cap or a floor that would never let a call be made, as
-/// `Dependency::new` and `Dependency::deadline_only` refuse them, and accepts their bounds.
+/// `Dependency::new` and `Dependency::deadline_only` refuse them (with its text as their
+/// panic's message), and accepts their bounds.
 #[test]
 fn check_names_a_cap_or_a_floor_that_could_never_act() {
     let policy = || Policy::required("B");
+    let refused = |error: PolicyError| {
+        let text = Err(error.to_string());
+        [text.clone(), text.clone(), text]
+    };
+    let cases = [
+        (
+            policy().with_cap(Duration::from_nanos(999)),
+            Some(PolicyError::CapUnderAMicrosecond),
+        ),
+        (
+            policy().with_cap(Duration::ZERO),
+            Some(PolicyError::CapUnderAMicrosecond),
+        ),
+        (policy().with_cap(Duration::from_micros(1)), None),
+        (
+            policy().with_cap(ms(20)).with_floor(ms(30)),
+            Some(PolicyError::FloorAboveCap),
+        ),
+        (policy().with_cap(ms(20)).with_floor(ms(20)), None),
+        // The floor rounds up to whole microseconds, the cap down: 1 ns of floor is 1 us,
+        // as much as a cap of 1.5 us, and 1.001 us of floor is 2 us, more.
+        (
+            policy()
+                .with_cap(Duration::from_nanos(1_500))
+                .with_floor(Duration::from_nanos(1)),
+            None,
+        ),
+        (
+            policy()
+                .with_cap(Duration::from_nanos(1_500))
+                .with_floor(Duration::from_nanos(1_001)),
+            Some(PolicyError::FloorAboveCap),
+        ),
+        // No cap at all (the default) and a floor: every call can still be made.
+        (policy().with_floor(ms(30)), None),
+    ];
+    for (policy, error) in cases {
+        assert_eq!(policy.check(), error.map_or(Ok(()), Err), "{policy:?}");
+        let expected = error.map_or([Ok(()), Ok(()), Ok(())], refused);
+        assert_eq!(verdicts(policy), expected, "{policy:?}");
+    }
+}
+
+/// When two settings could never act, the first in `Policy::check`'s order is named: the cap,
+/// then the floor, and the hedge last, so that a hedge error (which a deadline-only
+/// dependency does not refuse) never hides another.
+#[test]
+fn check_names_the_first_setting_in_its_order() {
+    let hedged = || Policy::required("B").idempotent().with_hedge_after(ms(200));
+    // A cap of zero is under a microsecond and under a floor of 1 us: the cap is named.
     assert_eq!(
-        policy().with_cap(Duration::from_nanos(999)).check(),
+        hedged()
+            .with_cap(Duration::ZERO)
+            .with_floor(Duration::from_micros(1))
+            .check(),
         Err(PolicyError::CapUnderAMicrosecond)
     );
-    assert_eq!(
-        policy().with_cap(Duration::ZERO).check(),
-        Err(PolicyError::CapUnderAMicrosecond)
-    );
-    assert_eq!(policy().with_cap(Duration::from_micros(1)).check(), Ok(()));
-    assert_eq!(
-        policy().with_cap(ms(20)).with_floor(ms(30)).check(),
-        Err(PolicyError::FloorAboveCap)
-    );
-    assert_eq!(policy().with_cap(ms(20)).with_floor(ms(20)).check(), Ok(()));
-    // The floor rounds up to whole microseconds, the cap down: one nanosecond of floor is
-    // above a cap of 1.5 microseconds only once rounded, and it is not.
-    assert_eq!(
-        policy()
-            .with_cap(Duration::from_nanos(1_500))
-            .with_floor(Duration::from_nanos(1))
-            .check(),
-        Ok(())
-    );
-    assert_eq!(
-        policy()
-            .with_cap(Duration::from_nanos(1_500))
-            .with_floor(Duration::from_nanos(1_001))
-            .check(),
-        Err(PolicyError::FloorAboveCap)
-    );
-    // No cap at all (the default) and a floor: every call can still be made.
-    assert_eq!(policy().with_floor(ms(30)).check(), Ok(()));
+    // A floor above the cap and a hedge past it: the floor is named, and a deadline-only
+    // dependency refuses it too.
+    let policy = hedged().with_cap(ms(20)).with_floor(ms(30));
+    assert_eq!(policy.check(), Err(PolicyError::FloorAboveCap));
+    let text = Err(PolicyError::FloorAboveCap.to_string());
+    assert_eq!(verdicts(policy), [text.clone(), text.clone(), text]);
+    // The hedge alone: named by `check` and `Dependency::new`, accepted by `deadline_only`.
+    let policy = hedged().with_cap(ms(110));
+    let text = Err(PolicyError::HedgeNotUnderCap.to_string());
+    assert_eq!(verdicts(policy), [text.clone(), text, Ok(())]);
 }
 
 /// A hedge that could never be due is no matter to a deadline-only dependency, which sends
@@ -310,18 +375,19 @@ fn check_names_a_cap_or_a_floor_that_could_never_act() {
 /// names it.
 #[test]
 fn a_deadline_only_dependency_does_not_refuse_a_hedge_it_never_sends() {
-    use deadline_core::Dependency;
-    use deadline_core::drive::DeadlineOnly;
-    use deadline_core::virtual_time::ManualRuntime;
-
-    let policy = Policy::required("B")
-        .idempotent()
-        .with_cap(ms(110))
-        .with_hedge_after(ms(200));
-    assert_eq!(policy.check(), Err(PolicyError::HedgeNotUnderCap));
-    // Made without a panic.
-    let _: Dependency<ManualRuntime, DeadlineOnly> =
-        Dependency::<ManualRuntime>::deadline_only(policy);
+    for policy in [
+        Policy::required("B")
+            .idempotent()
+            .with_cap(ms(110))
+            .with_hedge_after(ms(200)),
+        Policy::required("B")
+            .idempotent()
+            .with_cap(ms(110))
+            .with_hedges(1),
+    ] {
+        let text = Err(PolicyError::HedgeNotUnderCap.to_string());
+        assert_eq!(verdicts(policy), [text.clone(), text, Ok(())], "{policy:?}");
+    }
 }
 
 /// A floor above the cap would never make a call: refused where the dependency is made.

@@ -213,8 +213,9 @@ impl<'n, Rt> Dependency<'n, Rt> {
     /// When `policy`'s cap is under a microsecond or its floor is above its cap (no call
     /// would ever be made), and alike for its adaptive cap's lower bound when it has one; in
     /// a `static` or a `const`, that is a compile error. [`Policy::check`] names such a
-    /// setting without the panic (it also names a hedge that could never be due, which a
-    /// deadline-only dependency never sends, and so accepts).
+    /// setting without the panic; it also names a hedge that could never be due, which a
+    /// deadline-only dependency never sends, and so accepts (that error comes last, after
+    /// every setting this refuses).
     #[must_use]
     pub const fn deadline_only(policy: Policy<'n>) -> Dependency<'n, Rt, DeadlineOnly> {
         policy.assert_every_setting_acts(false);
