@@ -208,9 +208,11 @@ async fn backoff_of_one_call(dep: &'static Dependency) -> Duration {
 }
 
 #[tokio::test(start_paused = true)]
-async fn two_calls_with_the_default_random_source_draw_different_jitter() {
-    // Full jitter under a 400 ms ceiling, drawn to the microsecond: two equal draws from a
-    // generator seeded from entropy would be a one-in-400,000 coincidence.
+async fn calls_with_the_default_random_source_draw_different_jitter() {
+    // Full jitter under a 400 ms ceiling. The draw is in microseconds, but tokio's timer fires
+    // on whole milliseconds, so a backoff waits one of 401 lengths: two calls wait the same
+    // one in 401 runs. Eight calls that all waited the same would be a coincidence of one in
+    // 401^7 (about 10^18).
     static JITTERED: Dependency = Dependency::new(
         Policy::required("jittered")
             .idempotent()
@@ -222,15 +224,16 @@ async fn two_calls_with_the_default_random_source_draw_different_jitter() {
                     .with_jitter(Jitter::Full),
             ),
     );
-    let first = backoff_of_one_call(&JITTERED).await;
-    let second = backoff_of_one_call(&JITTERED).await;
+    let mut waits = Vec::new();
+    for _ in 0..8 {
+        waits.push(backoff_of_one_call(&JITTERED).await);
+    }
+    assert!(waits.iter().all(|w| *w <= ms(400)), "{waits:?}");
+    waits.sort();
+    waits.dedup();
     assert!(
-        first <= ms(400) && second <= ms(400),
-        "{first:?} {second:?}"
-    );
-    assert_ne!(
-        first, second,
-        "the default source drew the same jitter twice"
+        waits.len() > 1,
+        "the default source drew the same jitter eight times: {waits:?}"
     );
 }
 

@@ -1,8 +1,8 @@
 //! The default random source on tokio: calls that fail together do not retry together.
 //!
-//! Sixteen calls each fail once and retry after a fully jittered backoff of up to 100 ms
-//! (100,001 possible microsecond waits); with `Entropy` they all retry at the same instant
-//! with a chance of 100,001^-15.
+//! Sixteen calls each fail once and retry after a fully jittered backoff of up to 100 ms,
+//! drawn in microseconds; tokio's timer fires on whole milliseconds, so each waits one of
+//! 101 lengths. With `Entropy` they all retry after the same wait with a chance of 101^-15.
 
 use deadline_core::policy::{Backoff, Jitter};
 use deadline_core::{Outcome, Policy, ms};
