@@ -570,55 +570,57 @@ pub fn never_acts(dependency: &Dependency) -> Option<(&'static str, String)> {
     let policy = dependency.policy();
     let error = policy.check().err()?;
     let (cap, floor) = (policy.cap(), policy.floor());
+    // The cap's own field, and how to raise it, as the table gives it.
+    let (cap_field, raise_cap) = match dependency.cap {
+        CapSource::Margin(_) => (
+            "cap_margin_ms",
+            "raise `cap_margin_ms` or state a larger `cap_ms`",
+        ),
+        CapSource::Stated(_) => ("cap_ms", "raise `cap_ms`"),
+    };
     Some(match error {
-        PolicyError::CapUnderAMicrosecond => match dependency.cap {
-            CapSource::Margin(_) => (
-                "cap_margin_ms",
-                format!(
+        PolicyError::CapUnderAMicrosecond => (
+            cap_field,
+            match dependency.cap {
+                CapSource::Margin(_) => format!(
                     "its cap ({cap:?}, its p99.9 and margin) is under a microsecond, so it \
-                     would never be called: raise `cap_margin_ms` or state `cap_ms`"
+                     would never be called: {raise_cap}"
                 ),
-            ),
-            CapSource::Stated(_) => (
-                "cap_ms",
-                format!(
+                CapSource::Stated(_) => format!(
                     "its cap ({cap:?}) is under a microsecond, so it would never be called: \
-                     raise `cap_ms`"
+                     {raise_cap}"
                 ),
-            ),
-        },
+            },
+        ),
         PolicyError::FloorAboveCap => (
             if dependency.floor.is_some() {
                 "floor_ms"
             } else {
-                "cap_ms"
+                cap_field
             },
             format!(
                 "its cap ({cap:?}) is under its floor ({floor:?}, its p50 unless `floor_ms` \
-                 says), so it would never be called: raise `cap_ms` or lower `floor_ms`"
+                 says), so it would never be called: {raise_cap}, or lower `floor_ms`"
             ),
         ),
         PolicyError::HedgeNotUnderCap => {
             // The delay the library checked (the check found one).
             let delay = policy.hedge().map_or(Duration::MAX, |hedge| hedge.delay());
-            let raise = match dependency.cap {
-                CapSource::Margin(_) => "state a larger `cap_ms`",
-                CapSource::Stated(_) => "raise `cap_ms`",
+            let (field, sooner) = if dependency.hedge == HedgeSetting::AfterP95 {
+                ("p95_ms", "state a `hedge_delay_ms` under the cap")
+            } else {
+                ("hedge_delay_ms", "lower `hedge_delay_ms`")
             };
             (
-                if dependency.hedge == HedgeSetting::AfterP95 {
-                    "p95_ms"
-                } else {
-                    "hedge_delay_ms"
-                },
+                field,
                 format!(
                     "its hedge is due after {delay:?}, not under its cap ({cap:?}), so it would \
-                     never be sent: hedge sooner or {raise}"
+                     never be sent: {sooner}, or {raise_cap}"
                 ),
             )
         }
         // A table states no adaptive cap, so the library's other reasons cannot come; one
-        // that did is said in the library's words, on the dependency as a whole.
+        // that did is said in the library's words, on the `[[dependency]]` as a whole.
         other => ("dependency", other.to_string()),
     })
 }

@@ -222,7 +222,27 @@ fn a_setting_that_could_never_act_is_refused() {
     );
     rejects(
         &["plan", &file],
-        &["field `p95_ms`", "never be sent", "raise `cap_ms`"],
+        &[
+            "field `p95_ms`",
+            "never be sent",
+            "state a `hedge_delay_ms` under the cap",
+            "raise `cap_ms`",
+        ],
+    );
+    // A hedge past a cap of p99.9 and margin (40 ms and 10 ms): the table states no
+    // `cap_ms` to raise, so it is told to state one, or to raise the margin.
+    let file = write(
+        &dir,
+        "margin-hedge.toml",
+        &format!("{GOOD}idempotent = true\nhedge = true\nhedge_delay_ms = 60\n"),
+    );
+    rejects(
+        &["plan", &file],
+        &[
+            "field `hedge_delay_ms`",
+            "never be sent",
+            "raise `cap_margin_ms` or state a larger `cap_ms`",
+        ],
     );
     // A cap of p99.9 and margin under a microsecond: the call would never be made.
     let file = write(

@@ -349,7 +349,8 @@ impl<'n> Policy<'n> {
     /// [`with_hedge_after`](Policy::with_hedge_after) or
     /// [`with_hedge_at_p95`](Policy::with_hedge_at_p95) sets (before or after this); 0 turns
     /// hedging off, and a delay set after it keeps it off. Hedges with no delay set are never
-    /// due: a [`Dependency`](crate::Dependency) made with them does not compile.
+    /// due: [`Dependency::new`](crate::Dependency::new) refuses them (a compile error in a
+    /// `static`, a panic at run time), and [`check`](Self::check) names them.
     ///
     /// ```
     /// use deadline_core::{Policy, ms};
@@ -426,9 +427,11 @@ impl<'n> Policy<'n> {
     /// # Panics
     ///
     /// If `min > max`. In a `static` or a `const`, that is a compile error. A
-    /// [`Dependency`](crate::Dependency) made with the policy also refuses a `min` under the
-    /// floor, as it refuses a floor above a fixed cap: a cap moved there would refuse every
-    /// call, and a refused call records no latency that could move it back.
+    /// [`Dependency`](crate::Dependency) made with the policy also refuses a `min` under a
+    /// microsecond or under the floor, as it refuses a fixed cap under a microsecond or
+    /// under the floor: a cap moved there would refuse every call, and a refused call records
+    /// no latency that could move it back; and a fixed hedge delay at or past `min`
+    /// ([`check`](Self::check) names each).
     #[cfg(feature = "advice")]
     #[must_use]
     pub const fn with_adaptive_cap(mut self, min: Duration, max: Duration) -> Self {
@@ -592,13 +595,14 @@ impl<'n> Policy<'n> {
     ///
     /// The first setting that could never act ([`PolicyError`]), in this order:
     ///
-    /// 1. a cap under a microsecond, or a floor above the cap: no call would ever be made;
+    /// 1. without an adaptive cap, a cap under a microsecond, or a floor above the cap: no
+    ///    call would ever be made;
     /// 2. with feature `advice` and an adaptive cap, whose bounds stand in for the cap (the
     ///    fixed cap only picks where it starts): its lower bound under a microsecond or under
     ///    the floor (a cap moved there would refuse every call, and nothing would move it
     ///    back);
-    /// 3. a fixed hedge delay at or past the cap, or past the adaptive cap's lower bound (or
-    ///    none set, with [`with_hedges`](Self::with_hedges) alone): each attempt has timed
+    /// 3. a fixed hedge delay at or past the cap, or at or past the adaptive cap's lower bound
+    ///    (or none set, with [`with_hedges`](Self::with_hedges) alone): each attempt has timed
     ///    out by the time its hedge is due. A live delay
     ///    ([`with_hedge_at`](Self::with_hedge_at)) is not refused: its fallback is used only
     ///    until the histogram holds enough latencies, and the live quantile then replaces it.
@@ -607,6 +611,11 @@ impl<'n> Policy<'n> {
     /// refuses what this returns but the two hedge errors
     /// ([`PolicyError::HedgeNotUnderCap`], [`PolicyError::HedgeNotUnderAdaptiveMin`]): they
     /// come last, so either one means that every other setting acts.
+    ///
+    /// The builders refuse other settings where they are called, with a panic (a compile error
+    /// in a `static` or a `const`): a hedge or a retry on a policy that has not said whether a
+    /// call may be repeated, a hedge on one that may not, an adaptive cap whose `min` is above
+    /// its `max`.
     ///
     /// ```
     /// use deadline_core::policy::PolicyError;

@@ -28,11 +28,11 @@ use core::fmt;
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub enum PolicyError {
-    /// The cap is under a microsecond: it counts in whole microseconds, so every call would
-    /// have no time at all, and none would be made.
+    /// Without an adaptive cap, the cap is under a microsecond: it counts in whole
+    /// microseconds, so every call would have no time at all, and none would be made.
     CapUnderAMicrosecond,
-    /// The floor is above the cap: no call's timeout could reach the floor, so none would be
-    /// made.
+    /// Without an adaptive cap, the floor is above the cap: no call's timeout could reach the
+    /// floor, so none would be made.
     FloorAboveCap,
     /// A fixed hedge delay is not under the cap, or none was set
     /// ([`Policy::with_hedges`](crate::Policy::with_hedges) alone): each attempt has timed
@@ -50,7 +50,8 @@ pub enum PolicyError {
     /// there would refuse every call, and nothing would move it back.
     AdaptiveMinUnderFloor,
     /// With feature `advice`, a fixed hedge delay is not under the adaptive cap's lower
-    /// bound: once the cap moves there, each attempt times out before its hedge is due.
+    /// bound, or none was set ([`Policy::with_hedges`](crate::Policy::with_hedges) alone):
+    /// once the cap moves there, each attempt times out before its hedge is due.
     /// [`Dependency::deadline_only`](crate::Dependency::deadline_only) accepts it, as it
     /// accepts [`HedgeNotUnderCap`](Self::HedgeNotUnderCap).
     HedgeNotUnderAdaptiveMin,
@@ -87,8 +88,9 @@ impl PolicyError {
             }
             PolicyError::HedgeNotUnderAdaptiveMin => {
                 "the hedge delay is not under the adaptive cap's lower bound: once the cap moves \
-                 there every attempt times out before its hedge is due; raise the min of \
-                 .with_adaptive_cap(..) above the delay, or hedge with .with_hedge_at_p95(..)"
+                 there every attempt times out before its hedge is due; set one under it with \
+                 .with_hedge_after(..), raise the min of .with_adaptive_cap(..) above it, or \
+                 hedge with .with_hedge_at_p95(..)"
             }
         }
     }

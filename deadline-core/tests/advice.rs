@@ -396,8 +396,9 @@ fn with_an_adaptive_cap_the_checks_read_its_bounds() {
         made(hedged().with_adaptive_cap(ms(30), ms(200))),
         Err(
             "the hedge delay is not under the adaptive cap's lower bound: once the cap moves \
-             there every attempt times out before its hedge is due; raise the min of \
-             .with_adaptive_cap(..) above the delay, or hedge with .with_hedge_at_p95(..)"
+             there every attempt times out before its hedge is due; set one under it with \
+             .with_hedge_after(..), raise the min of .with_adaptive_cap(..) above it, or hedge \
+             with .with_hedge_at_p95(..)"
                 .to_owned()
         )
     );

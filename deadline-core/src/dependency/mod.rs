@@ -211,8 +211,8 @@ impl<'n, Rt> Dependency<'n, Rt> {
     /// # Panics
     ///
     /// When `policy`'s cap is under a microsecond or its floor is above its cap (no call
-    /// would ever be made), and alike for its adaptive cap's lower bound when it has one; in
-    /// a `static` or a `const`, that is a compile error. [`Policy::check`] names such a
+    /// would ever be made); with an adaptive cap, when its lower bound is, instead of the
+    /// fixed cap. In a `static` or a `const`, that is a compile error. [`Policy::check`] names such a
     /// setting without the panic; it also names a hedge that could never be due, which a
     /// deadline-only dependency never sends, and so accepts (that error comes last, after
     /// every setting this refuses).
