@@ -4,10 +4,11 @@
 //! which runs on in the server until it ends or its statement timeout fires. A query run here
 //! through a [`PgPool`]:
 //!
-//! 1. waits for a pooled connection within the deadline (the wait counts against it like any
-//!    other), and is not started when too little time is left then
-//!    ([`StatementPolicy::floor`]): the result is [`Error::DeadlineExceeded`] or the
-//!    shortfall's error ([`Error::InsufficientTime`]);
+//! 1. is not started when too little time is left ([`StatementPolicy::floor`]), neither
+//!    before the wait for a pooled connection (it does not wait for one it could not use) nor
+//!    after it (the wait counts against the deadline like any other, and is bounded by it):
+//!    the result is [`Error::DeadlineExceeded`] or the shortfall's error
+//!    ([`Error::InsufficientTime`]);
 //! 2. runs in a transaction whose `SET LOCAL statement_timeout` is the time left, less the
 //!    policy's margin, capped ([`decide_statement`]);
 //! 3. is cancelled on the server the moment its future is dropped before it is done (the
@@ -210,11 +211,15 @@ async fn run<'q, E>(
 where
     E: 'q + Execute<'q, Postgres>,
 {
+    // Too little time already: no wait for a connection that could not be used.
+    if let StatementDecision::DontStart(shortfall) = decide_statement(policy) {
+        return Err(SqlxError::Deadline(shortfall.error()));
+    }
     let conn = within_current(pool.acquire())
         .await
         .map_err(SqlxError::Deadline)?
         .map_err(SqlxError::Db)?;
-    // Decided once the connection is there: the wait for it has used some of the time.
+    // Decided again once the connection is there: the wait for it has used some of the time.
     let timeout = match decide_statement(policy) {
         StatementDecision::Set(timeout) => timeout,
         StatementDecision::DontStart(shortfall) => {

@@ -159,20 +159,31 @@ async fn a_statement_timeout_in_a_dependency_call_is_the_calls_timeout() {
     assert_eq!(ORDERS.counters().snapshot().timeouts, 1);
 }
 
+/// With less time left than the floor, a query is not started: whether the pool has a
+/// connection to give (a second is under the 10 s floor however long the pool takes to hand it
+/// over), or its one connection is taken, when no connection is waited for that could not be
+/// used (it used to be waited for until the deadline, which then ended the query's wait).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_query_is_not_started_with_too_little_time_left() {
     let pool = pool(1).await;
-    let policy = StatementPolicy::capped(ms(10_000)).with_floor(ms(40));
-    let result = scope_timeout(ms(20), db::fetch_all(&pool, &policy, "SELECT 1"))
-        .await
-        .expect("inside its scope");
-    assert!(
-        matches!(
-            result,
-            Err(SqlxError::Deadline(Error::InsufficientTime { .. }))
-        ),
-        "{result:?}"
-    );
+    let policy = StatementPolicy::capped(ms(10_000)).with_floor(ms(10_000));
+    for taken in [false, true] {
+        let _taken = if taken {
+            Some(pool.acquire().await.unwrap())
+        } else {
+            None
+        };
+        let result = scope_timeout(ms(1_000), db::fetch_all(&pool, &policy, "SELECT 1"))
+            .await
+            .expect("inside its scope");
+        assert!(
+            matches!(
+                result,
+                Err(SqlxError::Deadline(Error::InsufficientTime { .. }))
+            ),
+            "connection taken: {taken}; {result:?}"
+        );
+    }
 }
 
 /// The pool's one connection is taken: the wait for it ends at the deadline.
