@@ -6,6 +6,8 @@
 //! real servers (hyper, tonic) on loopback run on real time: nothing there is timed, and
 //! every call has a bound of its own.
 
+mod common;
+
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -1210,11 +1212,7 @@ async fn a_refused_connection_is_retried_when_classified_as_refused() {
             .with_retries(2)
             .with_backoff(Backoff::constant(ms(1))),
     );
-    // A port with nothing listening on it.
-    let addr: SocketAddr = {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        listener.local_addr().unwrap()
-    };
+    let addr = common::closed_port();
     let client: hyper_util::client::legacy::Client<_, String> =
         hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
             .build_http();

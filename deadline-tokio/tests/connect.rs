@@ -34,6 +34,9 @@ use tokio::time::Instant;
 use tower::{Layer, Service, ServiceExt};
 
 mod budget;
+mod common;
+
+use common::closed_port;
 
 /// The bound on any one call over a real socket, so that a hang fails instead of stalling.
 const BOUND: Duration = Duration::from_secs(20);
@@ -65,12 +68,6 @@ fn never() -> (Never, Arc<AtomicUsize>) {
     let never = Never::default();
     let connects = never.connects.clone();
     (never, connects)
-}
-
-/// A loopback port nothing listens on: connects to it are refused.
-fn closed_port() -> SocketAddr {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap()
 }
 
 fn uri(addr: SocketAddr) -> Uri {

@@ -5,7 +5,10 @@
 //! `x-deadline-ms` each request carried.
 //!
 //! Real sockets run on real time; nothing here asserts a duration, only what the service
-//! saw and what the call returned.
+//! saw and what the call returned. How the call got its answer depends on the machine's
+//! speed: a first attempt that takes past the hedge delay (60 ms) is hedged, and the hedge
+//! may be the one that answers; so the tests count every request the service saw as the
+//! first attempt, a retry or a hedge.
 
 use std::sync::{Arc, Mutex};
 
@@ -82,11 +85,18 @@ async fn retries_and_propagation_in_one_expression() {
 
     assert_eq!(answer.map_err(|e| e.to_string()).as_deref(), Ok("42"));
     let seen = seen.0.lock().unwrap().clone();
-    assert_eq!(seen.len(), 2, "the 503 was retried once: {seen:?}");
     // Each attempt sent its own time left less 5 ms per hop: at most its 110 ms cap - 5 ms.
     assert!(seen.iter().all(|&ms| ms > 0 && ms <= 105), "{seen:?}");
     let counts = PRICING.counters().snapshot();
-    assert_eq!((counts.calls, counts.retries, counts.successes), (1, 1, 1));
+    assert_eq!((counts.calls, counts.successes), (1, 1), "{counts:?}");
+    // The 503 was retried, or (on a slow machine) hedged before it came: either way one more
+    // request, and every request the service saw is the first, a retry or a hedge.
+    assert!(counts.retries + counts.hedges >= 1, "{counts:?}");
+    assert_eq!(
+        seen.len() as u64,
+        1 + counts.retries + counts.hedges,
+        "{seen:?} {counts:?}"
+    );
 }
 
 /// A next service behind `DeadlineLayer` that runs out of the time it was sent answers 504

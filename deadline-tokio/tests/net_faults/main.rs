@@ -31,6 +31,8 @@
 //! PostgreSQL at `DEADLINE_TEST_DATABASE_URL`, and root, for the network namespace.
 
 mod chain;
+#[path = "../common/mod.rs"]
+mod common;
 mod leftovers;
 mod peers;
 mod proxy;
@@ -43,8 +45,9 @@ use deadline_core::ms;
 use deadline_core::observe::CounterSnapshot;
 
 use crate::chain::{Answer, client, send};
+use crate::common::closed_port;
 use crate::leftovers::{Count, Probe};
-use crate::peers::{Blackhole, FullBacklog, NeverReads, closed_port};
+use crate::peers::{Blackhole, FullBacklog, NeverReads};
 use crate::proxy::{Fault, FaultProxy};
 
 /// How much later than its deadline an answer may reach the client.

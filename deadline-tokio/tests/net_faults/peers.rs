@@ -265,9 +265,3 @@ impl Drop for NeverReads {
         self.accepting.abort();
     }
 }
-
-/// A loopback port nothing listens on: connects to it are refused at once.
-pub(crate) fn closed_port() -> SocketAddr {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap()
-}
