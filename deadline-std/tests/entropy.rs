@@ -8,7 +8,8 @@
 //!   value's 64 draws differ from the first's, always.
 //! - Across threads, each thread's seed comes from std's `RandomState`, keyed from the
 //!   operating system's randomness: two threads' 64-draw streams overlap only if their seeds
-//!   are within 128 steps of each other, a chance of about 2^-56.
+//!   are within 128 steps of each other, a chance of about 2^-56 for one pair of threads, and
+//!   of about 2^-53 for the test's four threads (six pairs).
 //! - 64 first backoffs drawn uniformly from 100,001 microsecond values are all equal with a
 //!   chance of 100,001^-63.
 

@@ -210,9 +210,10 @@ async fn backoff_of_one_call(dep: &'static Dependency) -> Duration {
 #[tokio::test(start_paused = true)]
 async fn calls_with_the_default_random_source_draw_different_jitter() {
     // Full jitter under a 400 ms ceiling. The draw is in microseconds, but tokio's timer fires
-    // on whole milliseconds, so a backoff waits one of 401 lengths: two calls wait the same
-    // one in 401 runs. Eight calls that all waited the same would be a coincidence of one in
-    // 401^7 (about 10^18).
+    // on whole milliseconds (rounding up), so a backoff waits one of 400 lengths, each as
+    // likely (a wait of 0 takes a draw of exactly 0): two calls wait the same one time in
+    // 400. Eight calls that all waited the same would be a coincidence of one in 400^7 (about
+    // 10^18).
     static JITTERED: Dependency = Dependency::new(
         Policy::required("jittered")
             .idempotent()

@@ -1,8 +1,9 @@
 //! The default random source on tokio: calls that fail together do not retry together.
 //!
 //! Sixteen calls each fail once and retry after a fully jittered backoff of up to 100 ms,
-//! drawn in microseconds; tokio's timer fires on whole milliseconds, so each waits one of
-//! 101 lengths. With `Entropy` they all retry after the same wait with a chance of 101^-15.
+//! drawn in microseconds; tokio's timer fires on whole milliseconds (rounding up), so each
+//! waits one of 100 lengths, each as likely (a wait of 0 takes a draw of exactly 0). With
+//! `Entropy` they all retry after the same wait with a chance of 100^-15.
 
 use deadline_core::policy::{Backoff, Jitter};
 use deadline_core::{Outcome, Policy, ms};
