@@ -70,7 +70,7 @@ use deadline_core::statement::{StatementDecision, StatementPolicy};
 
 use crate::context::within_current;
 use crate::database::{CANCEL_LIMIT, CancelCounts, Cancels};
-use crate::statement::decide_statement;
+use crate::statement::{decide_statement, refused_now};
 
 /// The error of a query run under the deadline.
 #[derive(Debug)]
@@ -211,8 +211,9 @@ async fn run<'q, E>(
 where
     E: 'q + Execute<'q, Postgres>,
 {
-    // Too little time already: no wait for a connection that could not be used.
-    if let StatementDecision::DontStart(shortfall) = decide_statement(policy) {
+    // Too little time already: no wait for a connection that could not be used. (Nothing is
+    // sent yet: the statement timeout is decided, and noted as sent, once there is one.)
+    if let Some(shortfall) = refused_now(policy) {
         return Err(SqlxError::Deadline(shortfall.error()));
     }
     let conn = within_current(pool.acquire())

@@ -53,3 +53,18 @@ pub fn decide_statement(policy: &StatementPolicy) -> StatementDecision {
     });
     decision
 }
+
+/// Whether a query that would start now is refused ([`StatementDecision::DontStart`]), without
+/// noting anything as sent when it is not: the check before a wait for a connection, when no
+/// statement timeout is sent yet. A refusal is noted as [`decide_statement`] notes it (nothing
+/// sent); the statement timeout is noted when the query starts, by [`decide_statement`].
+#[cfg(feature = "sqlx")]
+pub(crate) fn refused_now(policy: &StatementPolicy) -> Option<deadline_core::call::Shortfall> {
+    match statement_timeout(policy, current_or_never(), TokioClock.now()) {
+        StatementDecision::Set(_) => None,
+        StatementDecision::DontStart(shortfall) => {
+            Tokio::note_sent(Onward::Nothing);
+            Some(shortfall)
+        }
+    }
+}

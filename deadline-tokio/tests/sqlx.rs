@@ -159,10 +159,50 @@ async fn a_statement_timeout_in_a_dependency_call_is_the_calls_timeout() {
     assert_eq!(ORDERS.counters().snapshot().timeouts, 1);
 }
 
+/// A query of a dependency's attempt that waited for the pool's one connection until too little
+/// time was left for it was never sent: the attempt sent nothing, and the call ends as one
+/// that ran out of time before it could be made, not as a failed dependency. (The check made
+/// before the wait, which let it wait, sends nothing either.) The connection is given back
+/// 300 ms into the attempt's 1 s, leaving 700 ms or less under a 750 ms floor; only a machine
+/// stalled 700 ms could let the attempt's own timeout come first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_query_that_waited_until_too_late_was_never_sent() {
+    use deadline_core::drive::DeadlineOnly;
+    use deadline_core::{CallError, Policy};
+    use deadline_tokio::Dependency;
+
+    static LATE: Dependency<DeadlineOnly> =
+        Dependency::deadline_only(Policy::required("late").with_cap(ms(1_000)));
+    const FLOORED: StatementPolicy = StatementPolicy::capped(ms(10_000)).with_floor(ms(750));
+    let pool = pool(1).await;
+    let taken = pool.acquire().await.unwrap();
+    let giver = tokio::spawn(async move {
+        tokio::time::sleep(ms(300)).await;
+        drop(taken);
+    });
+    let called = scope_timeout(
+        ms(5_000),
+        LATE.run(|_| db::fetch_all(&pool, &FLOORED, "SELECT 1")),
+    )
+    .await
+    .expect("inside its scope");
+    giver.await.unwrap();
+    assert!(
+        matches!(called, Err(CallError::Library(Error::DeadlineExceeded))),
+        "{called:?}"
+    );
+    let counts = LATE.counters().snapshot();
+    assert_eq!(
+        (counts.deadline_exceeded, counts.timeouts),
+        (1, 0),
+        "{counts:?}"
+    );
+}
+
 /// With less time left than the floor, a query is not started: whether the pool has a
 /// connection to give (a second is under the 10 s floor however long the pool takes to hand it
-/// over), or its one connection is taken, when no connection is waited for that could not be
-/// used (it used to be waited for until the deadline, which then ended the query's wait).
+/// over), or its one connection is taken: no connection is waited for that could not be used
+/// (it used to be waited for until the deadline, which then ended the query's wait).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_query_is_not_started_with_too_little_time_left() {
     let pool = pool(1).await;
