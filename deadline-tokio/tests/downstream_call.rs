@@ -8,7 +8,8 @@
 //! saw and what the call returned. How the call got its answer depends on the machine's
 //! speed: a first attempt that takes past the hedge delay (60 ms) is hedged, and the hedge
 //! may be the one that answers; so the tests count every request the service saw as the
-//! first attempt, a retry or a hedge.
+//! first attempt, a retry or a hedge (and a retry or a hedge cancelled before its request
+//! reached the service is counted but not seen).
 
 use std::sync::{Arc, Mutex};
 
@@ -89,12 +90,12 @@ async fn retries_and_propagation_in_one_expression() {
     assert!(seen.iter().all(|&ms| ms > 0 && ms <= 105), "{seen:?}");
     let counts = PRICING.counters().snapshot();
     assert_eq!((counts.calls, counts.successes), (1, 1), "{counts:?}");
-    // The 503 was retried, or (on a slow machine) hedged before it came: either way one more
-    // request, and every request the service saw is the first, a retry or a hedge.
+    // The first request the service saw had its 503, so another answered: the 503 was
+    // retried, or (on a slow machine) hedged. Every request seen is the first attempt, a
+    // retry or a hedge; one cancelled once another had answered may never have arrived.
     assert!(counts.retries + counts.hedges >= 1, "{counts:?}");
-    assert_eq!(
-        seen.len() as u64,
-        1 + counts.retries + counts.hedges,
+    assert!(
+        (2..=1 + counts.retries + counts.hedges).contains(&(seen.len() as u64)),
         "{seen:?} {counts:?}"
     );
 }

@@ -1,6 +1,6 @@
 //! Peers that fail the way networks and hosts do: a blackholed host in a network namespace
-//! made for the test, a listener whose accept queue is full, a peer that accepts and never
-//! reads, and a port nothing listens on.
+//! made for the test, a listener whose accept queue is full, and a peer that accepts and never
+//! reads. (A port nothing listens on is `common::closed_port`.)
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::Command;
