@@ -8,7 +8,10 @@
 //!    before the wait for a pooled connection (it does not wait for one it could not use) nor
 //!    after it (the wait counts against the deadline like any other, and is bounded by it):
 //!    the result is [`Error::DeadlineExceeded`] or the shortfall's error
-//!    ([`Error::InsufficientTime`]);
+//!    ([`Error::InsufficientTime`]). Inside a
+//!    [`Dependency::run`](deadline_core::Dependency::run) attempt, a query not started ends
+//!    the attempt as never sent: no retry or hedge follows for it, the breaker does not count
+//!    it, and the call answers [`Error::DeadlineExceeded`] (or an earlier attempt's failure);
 //! 2. runs in a transaction whose `SET LOCAL statement_timeout` is the time left, less the
 //!    policy's margin, capped ([`decide_statement`]);
 //! 3. is cancelled on the server the moment its future is dropped before it is done (the
@@ -212,7 +215,8 @@ where
     E: 'q + Execute<'q, Postgres>,
 {
     // Too little time already: no wait for a connection that could not be used. (Nothing is
-    // sent yet: the statement timeout is decided, and noted as sent, once there is one.)
+    // sent yet: the statement timeout is decided, and noted as sent, once a connection is
+    // there.)
     if let Some(shortfall) = refused_now(policy) {
         return Err(SqlxError::Deadline(shortfall.error()));
     }

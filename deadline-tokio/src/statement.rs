@@ -19,7 +19,12 @@ use crate::time::TokioClock;
 /// ([`StatementTimeout::running_out_from`](deadline_core::statement::StatementTimeout::running_out_from)),
 /// as a deadline sent in a header is: inside a `Dependency::run` attempt, the statement's own
 /// timeout (SQLSTATE 57014), which comes the policy's margin before the attempt's end, is
-/// then counted and answered as the attempt's timeout, not as a failed dependency.
+/// then counted and answered as the attempt's timeout, not as a failed dependency. A query
+/// not started is noted as nothing sent: the attempt never reached the dependency. So call it
+/// right before the statement is sent; a check made earlier (before a wait for a connection)
+/// that must note nothing is
+/// [`statement_timeout`](deadline_core::statement::statement_timeout) with the current
+/// deadline.
 ///
 /// ```
 /// use deadline_core::ms;

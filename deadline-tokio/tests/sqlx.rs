@@ -4,9 +4,10 @@
 //!
 //! The database comes from `DEADLINE_TEST_DATABASE_URL`, as for the other database tests
 //! (`eval "$(bash scripts/postgres.sh start)"`, or `scripts/test.sh`, which starts one).
-//! Real sockets and a real server: nothing is timed; each wait on the server is a bounded
-//! poll, and the race runs `DEADLINE_PG_RACE_ITERATIONS` rounds (600 by default), as
-//! `tests/postgres_race.rs` does.
+//! Real sockets and a real server: nothing asserts a duration; each wait on the server is a
+//! bounded poll, and the race runs `DEADLINE_PG_RACE_ITERATIONS` rounds (600 by default), as
+//! `tests/postgres_race.rs` does. One test gives a connection back 300 ms into an attempt
+//! under a 750 ms floor, and says what stall would fail it.
 
 use deadline_core::statement::StatementPolicy;
 use deadline_core::{Error, ms};
@@ -163,8 +164,9 @@ async fn a_statement_timeout_in_a_dependency_call_is_the_calls_timeout() {
 /// time was left for it was never sent: the attempt sent nothing, and the call ends as one
 /// that ran out of time before it could be made, not as a failed dependency. (The check made
 /// before the wait, which let it wait, sends nothing either.) The connection is given back
-/// 300 ms into the attempt's 1 s, leaving 700 ms or less under a 750 ms floor; only a machine
-/// stalled 700 ms could let the attempt's own timeout come first.
+/// 300 ms after the attempt starts, within its 1 s: 700 ms or less are left then, under the
+/// 750 ms floor; only a machine stalled 700 ms could let the attempt's own timeout come
+/// first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_query_that_waited_until_too_late_was_never_sent() {
     use deadline_core::drive::DeadlineOnly;
@@ -175,18 +177,25 @@ async fn a_query_that_waited_until_too_late_was_never_sent() {
         Dependency::deadline_only(Policy::required("late").with_cap(ms(1_000)));
     const FLOORED: StatementPolicy = StatementPolicy::capped(ms(10_000)).with_floor(ms(750));
     let pool = pool(1).await;
-    let taken = pool.acquire().await.unwrap();
-    let giver = tokio::spawn(async move {
-        tokio::time::sleep(ms(300)).await;
-        drop(taken);
-    });
+    let mut taken = Some(pool.acquire().await.unwrap());
+    let mut giver = None;
     let called = scope_timeout(
         ms(5_000),
-        LATE.run(|_| db::fetch_all(&pool, &FLOORED, "SELECT 1")),
+        LATE.run(|_| {
+            // Started with the attempt, once its 1 s runs.
+            let taken = taken
+                .take()
+                .expect("a deadline-only call makes one attempt");
+            giver = Some(tokio::spawn(async move {
+                tokio::time::sleep(ms(300)).await;
+                drop(taken);
+            }));
+            db::fetch_all(&pool, &FLOORED, "SELECT 1")
+        }),
     )
     .await
     .expect("inside its scope");
-    giver.await.unwrap();
+    giver.expect("the attempt ran").await.unwrap();
     assert!(
         matches!(called, Err(CallError::Library(Error::DeadlineExceeded))),
         "{called:?}"
