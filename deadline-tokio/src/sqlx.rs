@@ -73,7 +73,7 @@ use deadline_core::statement::{StatementDecision, StatementPolicy};
 
 use crate::context::within_current;
 use crate::database::{CANCEL_LIMIT, CancelCounts, Cancels};
-use crate::statement::{decide_statement, refused_now};
+use crate::statement::{Sending, decide, decide_statement};
 
 /// The error of a query run under the deadline.
 #[derive(Debug)]
@@ -217,7 +217,7 @@ where
     // Too little time already: no wait for a connection that could not be used. (Nothing is
     // sent yet: the statement timeout is decided, and noted as sent, once a connection is
     // there.)
-    if let Some(shortfall) = refused_now(policy) {
+    if let StatementDecision::DontStart(shortfall) = decide(policy, Sending::Later) {
         return Err(SqlxError::Deadline(shortfall.error()));
     }
     let conn = within_current(pool.acquire())

@@ -50,26 +50,31 @@ use crate::time::TokioClock;
 /// # }
 /// ```
 pub fn decide_statement(policy: &StatementPolicy) -> StatementDecision {
-    let now = TokioClock.now();
-    let decision = statement_timeout(policy, current_or_never(), now);
-    Tokio::note_sent(match decision {
-        StatementDecision::Set(timeout) => Onward::RunningOutFrom(timeout.running_out_from(now)),
-        StatementDecision::DontStart(_) => Onward::Nothing,
-    });
-    decision
+    decide(policy, Sending::Now)
 }
 
-/// Whether a query that would start now is refused ([`StatementDecision::DontStart`]), without
-/// noting anything as sent when it is not: the check before a wait for a connection, when no
-/// statement timeout is sent yet. A refusal is noted as [`decide_statement`] notes it (nothing
-/// sent); the statement timeout is noted when the query starts, by [`decide_statement`].
-#[cfg(feature = "sqlx")]
-pub(crate) fn refused_now(policy: &StatementPolicy) -> Option<deadline_core::call::Shortfall> {
-    match statement_timeout(policy, current_or_never(), TokioClock.now()) {
-        StatementDecision::Set(_) => None,
-        StatementDecision::DontStart(shortfall) => {
-            Tokio::note_sent(Onward::Nothing);
-            Some(shortfall)
+/// Whether the statement is sent right after the decision.
+pub(crate) enum Sending {
+    /// Right after it: a timeout set is noted as sent ([`decide_statement`]).
+    Now,
+    /// Not yet (the check before a wait for a connection): nothing is noted unless the query
+    /// is refused, which is noted as nothing sent, as [`decide_statement`] notes it.
+    #[cfg(feature = "sqlx")]
+    Later,
+}
+
+/// [`statement_timeout`] for a query starting now under the current deadline, noted with the
+/// runtime as `sending` says.
+pub(crate) fn decide(policy: &StatementPolicy, sending: Sending) -> StatementDecision {
+    let now = TokioClock.now();
+    let decision = statement_timeout(policy, current_or_never(), now);
+    match &decision {
+        StatementDecision::Set(timeout) => {
+            if matches!(sending, Sending::Now) {
+                Tokio::note_sent(Onward::RunningOutFrom(timeout.running_out_from(now)));
+            }
         }
+        StatementDecision::DontStart(_) => Tokio::note_sent(Onward::Nothing),
     }
+    decision
 }
