@@ -98,7 +98,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Row};
 
 use crate::context::within_current;
-use crate::statement::decide_statement;
+use crate::statement::{self, Sending};
 
 mod cancel;
 mod database;
@@ -276,14 +276,15 @@ async fn run(
     params: &[&(dyn ToSql + Sync)],
     kind: Kind,
 ) -> Result<Done, PgError> {
-    // Too little time left: no round trip at all.
-    decide(policy)?;
+    // Too little time left: no round trip at all. (Nothing is sent yet: the statement timeout
+    // is decided, and noted as sent, once the transaction has begun.)
+    decide(policy, Sending::Later)?;
     let work = async {
         let transaction = client.transaction().await.map_err(PgError::Db)?;
         // Decided again once the transaction has begun: its `BEGIN` waits behind whatever
         // the client still runs (a query dropped before this one runs on until its statement
         // timeout), and that wait has used some of the time.
-        let timeout = decide(policy)?;
+        let timeout = decide(policy, Sending::Now)?;
         let done = async {
             transaction.batch_execute(&timeout.to_string()).await?;
             let done = match kind {
@@ -303,9 +304,10 @@ async fn run(
     }
 }
 
-/// The statement timeout from the time left now, or the error of a query not to start.
-fn decide(policy: &StatementPolicy) -> Result<StatementTimeout, PgError> {
-    match decide_statement(policy) {
+/// The statement timeout from the time left now, or the error of a query not to start; noted
+/// with the runtime as `sending` says.
+fn decide(policy: &StatementPolicy, sending: Sending) -> Result<StatementTimeout, PgError> {
+    match statement::decide(policy, sending) {
         StatementDecision::Set(timeout) => Ok(timeout),
         StatementDecision::DontStart(shortfall) => Err(PgError::Deadline(shortfall.error())),
     }

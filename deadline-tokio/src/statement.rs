@@ -57,9 +57,9 @@ pub fn decide_statement(policy: &StatementPolicy) -> StatementDecision {
 pub(crate) enum Sending {
     /// Right after it: a timeout set is noted as sent ([`decide_statement`]).
     Now,
-    /// Not yet (the check before a wait for a connection): nothing is noted unless the query
+    /// Not yet (the check before a wait for a connection or for `BEGIN`): nothing is noted unless the query
     /// is refused, which is noted as nothing sent, as [`decide_statement`] notes it.
-    #[cfg(feature = "sqlx")]
+    #[cfg(any(feature = "postgres", feature = "sqlx"))]
     Later,
 }
 

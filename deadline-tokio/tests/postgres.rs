@@ -200,6 +200,60 @@ async fn a_query_is_not_started_with_too_little_time_left() {
     );
 }
 
+/// A query whose `BEGIN` waited until too little time was left is refused, and was never
+/// sent: the call ends as the deadline passing, not as a failed dependency (which the breaker
+/// would count, and a retry follow). The check before `BEGIN` notes nothing as sent: it used
+/// to note the statement timeout as sent already, which made the refusal a failure.
+///
+/// A query dropped just before runs on in the server for 600 ms from when it was seen
+/// running, and the attempt's `BEGIN` waits behind it. The attempt (1 s) is then left at most
+/// 400 ms and the time from that sight to its start: under the 750 ms floor unless that took
+/// over 350 ms. The attempt's own timeout comes first only if the machine stood still for some
+/// 400 ms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_query_that_waited_for_begin_until_too_late_was_never_sent() {
+    use deadline_core::drive::DeadlineOnly;
+    use deadline_core::{CallError, Policy};
+    use deadline_tokio::Dependency;
+
+    static LATE: Dependency<DeadlineOnly> =
+        Dependency::deadline_only(Policy::required("late_begin").with_cap(ms(1_000)));
+    const FLOORED: StatementPolicy = StatementPolicy::capped(ms(10_000)).with_floor(ms(750));
+    let observer = connect().await;
+    let mut client = connect().await;
+    let tag = tag("begin_too_late");
+    let sql = format!("SELECT pg_sleep(0.6) /* {tag} */");
+    // The caller leaves once the query runs; it runs on in the server for its 600 ms.
+    tokio::select! {
+        done = scope_timeout(ms(10_000), postgres::query(&mut client, &POLICY, &sql, &[])) => {
+            panic!("the query ended: {done:?}")
+        }
+        _ = until(&observer, &tag, true) => {}
+    }
+    let mut client = Some(client);
+    let called = scope_timeout(
+        ms(5_000),
+        LATE.run(|_| {
+            let mut client = client
+                .take()
+                .expect("a deadline-only call makes one attempt");
+            async move { postgres::query(&mut client, &FLOORED, "SELECT 1", &[]).await }
+        }),
+    )
+    .await
+    .expect("inside its scope");
+    assert!(
+        matches!(called, Err(CallError::Library(Error::DeadlineExceeded))),
+        "{called:?}"
+    );
+    let counts = LATE.counters().snapshot();
+    assert_eq!(
+        (counts.deadline_exceeded, counts.timeouts),
+        (1, 0),
+        "{counts:?}"
+    );
+}
+
 /// The deadline passes while the query runs: it is gone from the server within 20 ms (plus
 /// slack) of the deadline.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
