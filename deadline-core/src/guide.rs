@@ -184,11 +184,17 @@
 //! timeout, and a 500 or a 429 then is still the dependency's answer. An attempt whose time
 //! is too short to send anything (under the allowance, or a statement's floor) tells the
 //! runtime so ([`Onward::Nothing`](crate::runtime::Onward::Nothing)): it never reached the
-//! dependency, so no retry or hedge follows, and the breaker does not count it (callers that
-//! arrive with too little time cannot open the breaker of a dependency they never reach);
-//! the call ends with [`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded), or, when
-//! an earlier attempt failed, with that failure, as when the floor stops a retry before it
-//! starts.
+//! dependency, so the breaker does not count it (callers that arrive with too little time
+//! cannot open the breaker of a dependency they never reach). Whose time was short decides
+//! the rest. When it was the call's (what is left of the deadline), no retry or hedge follows,
+//! each having less time still, and the call ends with
+//! [`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded), or, when an earlier attempt
+//! failed, with that failure, as when the floor stops a retry before it starts. When it was
+//! the attempt's own (its cap: the attempt spent its time before sending, waiting for a
+//! pooled connection, say, and an attempt starting then would have a whole cap), the attempt
+//! ran out of time: it is counted as a timeout, retried even when the call is not idempotent
+//! (nothing was sent), and the call's error is [`Error::Timeout`](crate::Error::Timeout) if
+//! it then gives up.
 //!
 //! A next service told a deadline answers its 504 (`DEADLINE_EXCEEDED`) by its own margins
 //! before it: its reply margin, and a database's statement timeout a margin before its

@@ -231,7 +231,7 @@ pub enum GiveUp {
     DeadlinePassed,
     /// The dependency's circuit breaker refused the retry when it was to start.
     CircuitOpen,
-    /// An attempt could send nothing, its time being too short to send a request (under the
-    /// allowance one hop keeps back): a retry would have less time still.
+    /// An attempt could send nothing, the call's time being too short to send a request
+    /// (under the allowance one hop keeps back): a retry would have less time still.
     NothingToSend,
 }

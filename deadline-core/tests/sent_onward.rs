@@ -6,8 +6,9 @@
 //! as a timeout, retried as one, and the call's error a timeout, never a failed dependency.
 //!
 //! An attempt that could send nothing ([`Onward::Nothing`]: its time was under the allowance
-//! one hop keeps back) never reached the dependency: the call is out of time, and neither the
-//! breaker nor a timeout counts it.
+//! one hop keeps back) never reached the dependency, and the breaker does not count it. When
+//! the call's time was short, the call is out of time, and no timeout counts it; when only the
+//! attempt's own cap was, the attempt ran out of time: a timeout, which may be retried.
 //!
 //! Virtual time (`ManualRuntime`): every instant here is exact.
 
@@ -293,4 +294,78 @@ fn a_hedge_that_sends_nothing_leaves_the_first_attempt_to_answer() {
     );
     let counts = DEP.counters().snapshot();
     assert_eq!((counts.timeouts, counts.successes), (0, 1));
+}
+
+/// Waits `wait_ms` before sending (for a pooled connection, say), then sends the attempt's
+/// time left or, with less than the allowance left, nothing ([`sends_then_answers`]).
+async fn waits_then_sends(
+    deadline: deadline_core::Deadline,
+    wait_ms: u64,
+) -> Result<u32, &'static str> {
+    let t = ManualRuntime::timer();
+    t.sleep_until(t.now() + ms(wait_ms)).await;
+    sends_then_answers(deadline, 1).await
+}
+
+/// The attempt's own time (its 100 ms cap) ran short before it could send, with 900 ms of
+/// the call's left: it ran out of time (the call's timeout, 504, never the deadline's), and
+/// since the dependency never saw it, the breaker does not count it. Not the call's time: a
+/// retry would have a whole cap.
+#[test]
+fn an_attempt_whose_own_cap_ran_short_before_sending_is_its_timeout() {
+    static DEP: Dependency<ManualRuntime, DeadlineOnly> =
+        Dependency::deadline_only(Policy::required("h").with_cap(ms(100)));
+    // 96 ms waited: 4 ms of the cap left, under the 5 ms allowance.
+    let called = ManualRuntime::block_on(scope_timeout::<ManualRuntime, _>(
+        ms(1_000),
+        DEP.run(|limits| waits_then_sends(limits.deadline(), 96)),
+    ))
+    .unwrap()
+    .expect("inside its scope");
+    assert_eq!(
+        called,
+        Err(CallError::Library(Error::Timeout { after: ms(96) }))
+    );
+    let counts = DEP.counters().snapshot();
+    assert_eq!((counts.timeouts, counts.deadline_exceeded), (1, 0));
+}
+
+/// The same with retries: the retry gets a whole cap and answers. Nothing was sent, so it is
+/// retried even though the call is not idempotent (as a refused connection is), and the
+/// breaker counts nothing against the dependency.
+#[test]
+fn an_attempt_whose_own_cap_ran_short_before_sending_is_retried() {
+    use core::cell::Cell;
+    use deadline_core::breaker::BreakerState;
+
+    static DEP: Dependency<ManualRuntime> = Dependency::new(
+        Policy::required("i")
+            .not_idempotent()
+            .with_cap(ms(100))
+            .with_retries(2),
+    )
+    .breaker(BreakerConfig::DEFAULT.with_consecutive_failures(1));
+    let made = Cell::new(0_u32);
+    let called = ManualRuntime::block_on(scope_timeout::<ManualRuntime, _>(ms(1_000), async {
+        DEP.run(|limits| {
+            made.set(made.get() + 1);
+            // The first waits 96 ms before sending; the retry sends at once.
+            let wait = if made.get() == 1 { 96 } else { 0 };
+            waits_then_sends(limits.deadline(), wait)
+        })
+        .classify(|_| Outcome::Fatal)
+        .report()
+        .await
+    }))
+    .unwrap()
+    .expect("inside its scope");
+    assert_eq!(called.result, Ok(1));
+    assert_eq!((called.report.attempts, called.report.retries), (2, 1));
+    let counts = DEP.counters().snapshot();
+    assert_eq!((counts.timeouts, counts.deadline_exceeded), (1, 0));
+    // One failure counted would have opened it, and refused the retry.
+    assert_eq!(
+        DEP.circuit_breaker().map(|b| b.state()),
+        Some(BreakerState::Closed)
+    );
 }

@@ -485,11 +485,17 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
     /// The attempt in `slot` ended at `now` having sent nothing: the time it had was too
     /// short to send a request ([`Onward::Nothing`](crate::runtime::Onward::Nothing)). It
     /// never reached the dependency, so its breaker does not count it (the permit is handed
-    /// back), and it is not a timeout of the dependency's; since any retry or hedge would
-    /// have less time still, none follows. With no other attempt running, the call ends
-    /// ([`GiveUp::NothingToSend`]) with the failure of an earlier attempt, if one failed, or
-    /// else [`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded); otherwise it waits
-    /// for them.
+    /// back) and no latency of the dependency's is heard.
+    ///
+    /// When the time that was short was the attempt's own (its cap: an attempt starting now
+    /// would end later), it ran out of time: counted as a timeout, and the next
+    /// [`poll`](Self::poll) decides its retry as after a refusal (nothing was sent, so even a
+    /// call that is not idempotent may be retried). When it was the call's (what is left of
+    /// the deadline), no retry or hedge follows, since each would have less time still: with
+    /// no other attempt running, the call ends ([`GiveUp::NothingToSend`]) with the failure
+    /// of an earlier attempt, if one failed, or else
+    /// [`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded); otherwise it waits for
+    /// them.
     pub fn unsent<O: Observer + ?Sized>(&mut self, slot: usize, now: Instant, observer: &mut O) {
         if self.stage == Stage::Done {
             // Too late: the call has ended; the attempt is cancelled at the next poll.
@@ -499,13 +505,13 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
             return;
         };
         let number = unsent.number();
-        self.course.unsent(unsent, now);
+        let its_own_time = self.course.unsent(unsent, now);
         observer.on_event(&Event::new(now, EventKind::NotSent { attempt: number }));
         if M::FULL {
-            // Decided at the next poll, as after a failure: the course gives up.
+            // Decided at the next poll, as after a failure.
             self.retry_due = true;
-            if self.stage == Stage::Backoff {
-                // A retry backing off would have less time still.
+            if !its_own_time && self.stage == Stage::Backoff {
+                // The call's time is short: a retry backing off would have less time still.
                 self.stage = Stage::Running;
             }
         }

@@ -223,14 +223,38 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
     }
 
     /// The attempt ended at `now` having sent nothing (the time left was too short to send
-    /// a request): not the dependency's failure, so its breaker permit is handed back, and
-    /// neither a retry nor a hedge follows (each would have less time still). It is the
-    /// call's failure only when no attempt failed before it: an earlier attempt's answer or
-    /// error stands, as it does when the same lack of time stops a retry before it starts
-    /// (under the floor), so that a dependency's answer is not replaced by a deadline that
-    /// has not passed.
-    pub(super) fn unsent(&mut self, mut attempt: Attempt, now: Instant) {
+    /// a request): not the dependency's failure, so its breaker permit is handed back, and no
+    /// latency of the dependency's is heard.
+    ///
+    /// What it means for the call depends on whose time was short:
+    ///
+    /// - **The attempt's own** (its cap, where an attempt starting now would have a later
+    ///   end: the attempt spent its time before sending, waiting for a pooled connection,
+    ///   say): it ran out of time, counted in [`Report::timeouts`] and the call's latest
+    ///   failure as a timeout ([`Error::Timeout`] if the call ends), and the dependency never
+    ///   saw it, so it may be retried even when the policy is not idempotent (as
+    ///   [`Outcome::Refused`] is). Returns `true`.
+    /// - **The call's** (what is left of the deadline, less the reserve, would not give an
+    ///   attempt starting now a later end, or is under the floor): neither a retry nor a
+    ///   hedge follows (each would have less time still). It is the call's failure only when
+    ///   no attempt failed before it: an earlier attempt's answer or error stands, as it does
+    ///   when the same lack of time stops a retry before it starts (under the floor), so
+    ///   that a dependency's answer is not replaced by a deadline that has not passed.
+    ///   Returns `false`.
+    pub(super) fn unsent(&mut self, mut attempt: Attempt, now: Instant) -> bool {
         self.settle_breaker(&mut attempt, BreakerOutcome::Abandoned, now);
+        let later_end = match self.call.decide(now) {
+            Decision::Call(limits) => limits.until() > attempt.until,
+            Decision::Skip(_) | Decision::Fail(_) => false,
+        };
+        if later_end {
+            let after = now
+                .saturating_duration_since(attempt.started)
+                .min(attempt.timeout());
+            self.tally.timed_out();
+            self.record_failure(Failure::TimedOut { after }, Outcome::Refused, now);
+            return true;
+        }
         let first = self.tally.started_at();
         if let Some(f) = self.followups.made(first) {
             f.nothing_sent = true;
@@ -239,6 +263,7 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
         if self.last.is_none() {
             self.last = Some(Failure::NothingSent);
         }
+        false
     }
 
     /// The attempt is dropped while still running because the call ended otherwise (another

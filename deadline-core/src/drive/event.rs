@@ -69,7 +69,9 @@ pub enum EventKind {
     },
     /// An attempt ended having sent nothing: its time was too short to send a request
     /// ([`Onward::Nothing`](crate::runtime::Onward::Nothing)). Not the dependency's failure:
-    /// its breaker does not count it, and no retry or hedge follows.
+    /// its breaker does not count it. When its own limit (its cap) was what was short, it
+    /// ran out of time and may be retried; when the call's time was, no retry or hedge
+    /// follows ([`CallMachine::unsent`](super::CallMachine::unsent)).
     NotSent {
         /// The attempt's number.
         attempt: u32,

@@ -186,9 +186,12 @@
 //!   attempt's timeout and answers [`Error::Timeout`](deadline_core::Error::Timeout) (504)
 //!   if it then gives up, never a failed dependency (502). An attempt that had nothing left
 //!   to send never reached the dependency ([`Onward::Nothing`](deadline_core::runtime::Onward::Nothing)):
-//!   no retry or hedge follows, neither the breaker nor the timeouts count it, and the call
-//!   ends with [`Error::DeadlineExceeded`](deadline_core::Error::DeadlineExceeded) (504), or
-//!   with an earlier attempt's failure if one failed before it.
+//!   the breaker does not count it. With the call's time short, no retry or hedge follows,
+//!   the timeouts do not count it, and the call ends with
+//!   [`Error::DeadlineExceeded`](deadline_core::Error::DeadlineExceeded) (504), or with an
+//!   earlier attempt's failure if one failed before it; with only the attempt's own time
+//!   short (its cap), it ran out of time, and may be retried, as the guide says ("Timeouts
+//!   are timeouts").
 //! - **Outside any scope** the request passes through unchanged and unbounded.
 //!
 //! The deadline is read when the service is *called*: put this layer where it is called

@@ -320,8 +320,9 @@ where
 /// [`Dependency::run`](deadline_core::Dependency::run) attempt, a failure once it is running
 /// out is the attempt's timeout, whatever error the caller makes of it; with nothing left to
 /// send, the request is not made, and the attempt's failure (this refusal) is not the
-/// dependency's: its breaker does not count it, and the call ends with
-/// [`Error::DeadlineExceeded`] ([`Onward::Nothing`]), or an earlier attempt's failure.
+/// dependency's: its breaker does not count it ([`Onward::Nothing`]; the call ends with
+/// [`Error::DeadlineExceeded`], or an earlier attempt's failure, when the call's time was
+/// short, and the attempt ran out of time when only its cap was).
 pub(crate) fn noted(sending: Result<Outgoing, WireError>) -> Result<Outgoing, Error> {
     match sending {
         Ok(outgoing) => {
