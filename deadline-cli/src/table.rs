@@ -579,6 +579,12 @@ pub fn never_acts(dependency: &Dependency) -> Option<(&'static str, String)> {
         CapSource::Stated(_) => ("cap_ms", "raise `cap_ms`"),
     };
     Some(match error {
+        PolicyError::ConnectUnderAMicrosecond => (
+            "connect_ms",
+            "its connect limit is under a microsecond, so every connection would be refused: \
+             raise `connect_ms`, or leave it out for the call's timeout"
+                .to_owned(),
+        ),
         PolicyError::CapUnderAMicrosecond => (
             cap_field,
             match dependency.cap {

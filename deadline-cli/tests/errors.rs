@@ -204,6 +204,13 @@ fn a_setting_that_could_never_act_is_refused() {
         &format!("{GOOD}cap_ms = 30\nfloor_ms = 35\n"),
     );
     rejects(&["plan", &file], &["field `floor_ms`", "never be called"]);
+    // A connect limit of zero ("no separate limit", as a configuration might mean it) would
+    // refuse every connection.
+    let file = write(&dir, "connect.toml", &format!("{GOOD}connect_ms = 0\n"));
+    rejects(
+        &["plan", &file],
+        &["field `connect_ms`", "every connection would be refused"],
+    );
     // A hedge due at or after the cap is never sent.
     let file = write(
         &dir,

@@ -158,7 +158,9 @@ impl<'n> Policy<'n> {
     /// The same policy with a connect limit apart from the read limit, in whole
     /// microseconds (rounded down): reaching the server should take milliseconds, so this is
     /// short. The connect limit handed out is never more than the call's timeout.
-    /// [`Duration::MAX`] (the default) means "the same as the timeout".
+    /// [`Duration::MAX`] (the default) means "the same as the timeout". One under a
+    /// microsecond would refuse every connection: [`check`](Self::check) names it, and a
+    /// [`Dependency`](crate::Dependency) refuses it.
     #[must_use]
     pub const fn with_connect(mut self, connect: Duration) -> Self {
         self.connect_us = duration_to_micros(connect);
@@ -601,7 +603,9 @@ impl<'n> Policy<'n> {
     ///    fixed cap only picks where it starts): its lower bound under a microsecond or under
     ///    the floor (a cap moved there would refuse every call, and nothing would move it
     ///    back);
-    /// 3. a fixed hedge delay at or past the cap, or at or past the adaptive cap's lower bound
+    /// 3. a connect limit ([`with_connect`](Self::with_connect)) under a microsecond: every
+    ///    connection would be refused at once;
+    /// 4. a fixed hedge delay at or past the cap, or at or past the adaptive cap's lower bound
     ///    (or none set, with [`with_hedges`](Self::with_hedges) alone): each attempt has timed
     ///    out by the time its hedge is due. A live delay
     ///    ([`with_hedge_at`](Self::with_hedge_at)) is not refused: its fallback is used only
@@ -668,6 +672,9 @@ impl<'n> Policy<'n> {
             Some(0) => return Some(PolicyError::AdaptiveMinUnderAMicrosecond),
             Some(min) if self.floor_us > min => return Some(PolicyError::AdaptiveMinUnderFloor),
             _ => {}
+        }
+        if self.connect_us == 0 {
+            return Some(PolicyError::ConnectUnderAMicrosecond);
         }
         let Some(HedgePolicy {
             delay, live: None, ..

@@ -49,6 +49,10 @@ pub enum PolicyError {
     /// With feature `advice`, the adaptive cap's lower bound is under the floor: a cap moved
     /// there would refuse every call, and nothing would move it back.
     AdaptiveMinUnderFloor,
+    /// The connect limit ([`Policy::with_connect`](crate::Policy::with_connect)) is under a
+    /// microsecond: it counts in whole microseconds, so every connection would be given no
+    /// time at all, and every call would fail to connect.
+    ConnectUnderAMicrosecond,
     /// With feature `advice`, a fixed hedge delay is not under the adaptive cap's lower
     /// bound, or none was set ([`Policy::with_hedges`](crate::Policy::with_hedges) alone):
     /// once the cap moves there, each attempt times out before its hedge is due.
@@ -85,6 +89,10 @@ impl PolicyError {
                 "the adaptive cap's lower bound is under the floor: a cap moved there would \
                  refuse every call, and no latency would move it back; raise the min of \
                  .with_adaptive_cap(..) to the floor at least"
+            }
+            PolicyError::ConnectUnderAMicrosecond => {
+                "the connect limit is under a microsecond: every connection would be refused \
+                 at once; raise .with_connect(..), or leave it unset for the call's timeout"
             }
             PolicyError::HedgeNotUnderAdaptiveMin => {
                 "the hedge delay is not under the adaptive cap's lower bound: once the cap moves \

@@ -370,6 +370,49 @@ fn check_names_the_first_setting_in_its_order() {
     assert_eq!(verdicts(policy), [text.clone(), text, Ok(())]);
 }
 
+/// A connect limit under a microsecond would refuse every connection (a configuration's
+/// "0" for "no separate limit" reads so): named by `check`, refused by `Dependency::new` and
+/// `Dependency::deadline_only`, after the cap and the floor and before the hedge. A
+/// microsecond, or one rounded down to it, acts.
+#[test]
+fn check_names_a_connect_limit_that_could_never_act() {
+    let policy = || Policy::required("B").idempotent().with_cap(ms(100));
+    let text = Err(PolicyError::ConnectUnderAMicrosecond.to_string());
+    for connect in [Duration::ZERO, Duration::from_nanos(999)] {
+        assert_eq!(
+            verdicts(policy().with_connect(connect)),
+            [text.clone(), text.clone(), text.clone()],
+            "{connect:?}"
+        );
+    }
+    for connect in [
+        Duration::from_micros(1),
+        Duration::from_nanos(1_999),
+        ms(20),
+    ] {
+        assert_eq!(
+            verdicts(policy().with_connect(connect)),
+            [Ok(()), Ok(()), Ok(())],
+            "{connect:?}"
+        );
+    }
+    // The floor comes first; the hedge after it.
+    assert_eq!(
+        policy()
+            .with_floor(ms(200))
+            .with_connect(Duration::ZERO)
+            .check(),
+        Err(PolicyError::FloorAboveCap)
+    );
+    assert_eq!(
+        policy()
+            .with_hedge_after(ms(200))
+            .with_connect(Duration::ZERO)
+            .check(),
+        Err(PolicyError::ConnectUnderAMicrosecond)
+    );
+}
+
 /// A hedge that could never be due is no matter to a deadline-only dependency, which sends
 /// none: `Dependency::deadline_only` accepts it where `Policy::check` (as `Dependency::new`)
 /// names it.

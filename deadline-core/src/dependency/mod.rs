@@ -103,7 +103,8 @@ impl<'n, Rt> Dependency<'n, Rt> {
     ///
     /// When a setting of `policy` could never act; in a `static` or a `const`, that is a
     /// compile error. A cap under a microsecond, or a floor above the cap, would never make a
-    /// call, and a fixed hedge delay at or past the cap (or none set, with
+    /// call, a connect limit under a microsecond would refuse every connection, and a fixed
+    /// hedge delay at or past the cap (or none set, with
     /// [`Policy::with_hedges`] alone) would come after every attempt had timed out. A live
     /// hedge delay's fallback may lie past the cap: it is used only until the histogram holds
     /// [`MIN_LIVE_SAMPLES`](Self::MIN_LIVE_SAMPLES) latencies, and the live quantile then
@@ -212,7 +213,8 @@ impl<'n, Rt> Dependency<'n, Rt> {
     ///
     /// When `policy`'s cap is under a microsecond or its floor is above its cap (no call
     /// would ever be made); with an adaptive cap, when its lower bound is, instead of the
-    /// fixed cap. In a `static` or a `const`, that is a compile error. [`Policy::check`] names such a
+    /// fixed cap; when its connect limit is under a microsecond (every connection would be
+    /// refused). In a `static` or a `const`, that is a compile error. [`Policy::check`] names such a
     /// setting without the panic; it also names a hedge that could never be due, which a
     /// deadline-only dependency never sends, and so accepts (that error comes last, after
     /// every setting this refuses).
