@@ -71,7 +71,11 @@
 //!
 //! A dependency's connect limit ([`Policy::with_connect`](crate::Policy::with_connect)) bounds the connection apart from the
 //! call: within one data centre a connection takes milliseconds, and a connect that has not
-//! finished by then will not; the attempt is then over, and retried as the policy says.
+//! finished by then will not; the attempt is then over, and retried as the policy says. The
+//! limit is handed to the attempt ([`Limits::connect`](crate::call::Limits::connect)); a
+//! client applies it where it connects: `deadline-std`'s `net::connect`, `deadline-tokio`'s
+//! `Connector` for hyper-util and tonic. reqwest takes one connect timeout per client, set
+//! when it is built, so there it is the client's to set.
 //!
 //! # Retries, and what may be repeated
 //!

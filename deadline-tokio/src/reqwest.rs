@@ -3,9 +3,11 @@
 //! [`DeadlineRequest::deadline`] sets a request's deadline header to the time left less the
 //! per-hop allowance, the way [`PropagateLayer`](crate::layer::PropagateLayer) does; with
 //! nothing left to send, it refuses, and the request is never made (inside a
-//! [`Dependency::run`](deadline_core::Dependency::run) attempt, the call then ends as out of
-//! time, [`Error::DeadlineExceeded`], unless an earlier attempt failed, whose failure it
-//! returns; the dependency's breaker does not count the attempt, which never reached it). It also sets reqwest's
+//! [`Dependency::run`](deadline_core::Dependency::run) attempt, the dependency's breaker does
+//! not count the attempt, which never reached it; the call then ends as out of time,
+//! [`Error::DeadlineExceeded`], unless an earlier attempt failed, whose failure it returns,
+//! or, when only the attempt's cap was short, the attempt ran out of time and may be
+//! retried). It also sets reqwest's
 //! own timeout (which covers the whole exchange, the body included), one allowance *after*
 //! the deadline, as a backstop: the library's timer (the scope's, or the attempt's under
 //! `Dependency::run`) always fires first, so a request that runs out of time ends as the
@@ -26,6 +28,13 @@
 //! ([`Sent::is_deadline_failure`](deadline_core::wire::Sent::is_deadline_failure)): a 500
 //! then is still the dependency's. Which of reqwest's other errors may be retried, [`classify`] says: a refused
 //! connection is the one failure a policy that is not idempotent retries.
+//!
+//! The policy's connect limit ([`Policy::with_connect`](deadline_core::Policy::with_connect))
+//! does not reach reqwest, which takes one connect timeout per client, set when it is built
+//! (`ClientBuilder::connect_timeout`), and none per request: give the client your
+//! dependency's connect limit there. Here a connect is bounded by the request's time alone.
+//! A hyper-util or tonic client is given the policy's limit per request by this crate's
+//! `Connector` (feature `hyper-util`).
 //!
 //! ```
 //! use deadline_core::wire::Propagation;
