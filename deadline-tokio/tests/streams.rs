@@ -374,9 +374,30 @@ async fn sse_server(watch: &Watch) -> (SocketAddr, tokio::task::JoinHandle<()>) 
     (addr, task)
 }
 
-/// Reads a response body to its end: the data received, and whether it ended in an error
-/// (a reset HTTP/2 stream, an HTTP/1.1 chunked body cut short).
-async fn read_events(http2: bool, addr: SocketAddr) -> (String, bool) {
+/// How a response body ended.
+#[derive(Debug, PartialEq)]
+enum Ended {
+    /// Whole.
+    Complete,
+    /// In an error: a reset HTTP/2 stream (with the reset's reason, found in the error's
+    /// source chain), an HTTP/1.1 chunked body cut short (no reason).
+    Failed(Option<h2::Reason>),
+}
+
+/// The reason of the HTTP/2 reset in `error`'s source chain, if it has one.
+fn reset_reason(error: &(dyn std::error::Error + 'static)) -> Option<h2::Reason> {
+    let mut cause = Some(error);
+    while let Some(error) = cause {
+        if let Some(h2) = error.downcast_ref::<h2::Error>() {
+            return h2.reason();
+        }
+        cause = error.source();
+    }
+    None
+}
+
+/// Reads a response body to its end: the data received, and how it ended.
+async fn read_events(http2: bool, addr: SocketAddr) -> (String, Ended) {
     let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .http2_only(http2)
         .build_http::<http_body_util::Empty<bytes::Bytes>>();
@@ -391,8 +412,8 @@ async fn read_events(http2: bool, addr: SocketAddr) -> (String, bool) {
         let mut text = String::new();
         loop {
             match body.frame().await {
-                None => return (text, false),
-                Some(Err(_)) => return (text, true),
+                None => return (text, Ended::Complete),
+                Some(Err(error)) => return (text, Ended::Failed(reset_reason(&error))),
                 Some(Ok(frame)) => {
                     if let Ok(data) = frame.into_data() {
                         text.push_str(&String::from_utf8_lossy(&data));
@@ -404,17 +425,19 @@ async fn read_events(http2: bool, addr: SocketAddr) -> (String, bool) {
     tokio::time::timeout(BOUND, read).await.expect("bounded")
 }
 
+/// The body ends in an error, never complete: over HTTP/2 a reset with `CANCEL` (which a
+/// gRPC or Connect client reads as `CANCELLED`, the deadline's shape; hyper's default for a
+/// failed body, `INTERNAL_ERROR`, reads as `INTERNAL`), over HTTP/1.1 a chunked body cut
+/// short.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_sse_response_is_cut_at_the_deadline_over_http1_and_http2() {
     for http2 in [false, true] {
         let watch = Watch::default();
         let (addr, server) = sse_server(&watch).await;
-        let (text, failed) = read_events(http2, addr).await;
+        let (text, ended) = read_events(http2, addr).await;
         assert!(text.contains("data: tick"), "events came first: {text:?}");
-        assert!(
-            failed,
-            "http2 = {http2}: the body ends in an error (reset, cut short), not complete"
-        );
+        let reset = http2.then_some(h2::Reason::CANCEL);
+        assert_eq!(ended, Ended::Failed(reset), "http2 = {http2}");
         assert!(
             watch.dropped().await,
             "http2 = {http2}: the stream was dropped"

@@ -313,8 +313,8 @@ pub enum Cut {
     TrailerFrame(Answer),
     /// Plain HTTP, Connect unary, and a body of messages cut in the middle of one too long
     /// to hold ([`Envelopes::cut`](super::Envelopes::cut)): the body fails, on which the
-    /// server resets the HTTP/2 stream or closes the HTTP/1.1 connection: the client sees a
-    /// cut response, never one that looks complete.
+    /// server resets the HTTP/2 stream with [`Cut::RESET_CODE`] or closes the HTTP/1.1
+    /// connection: the client sees a cut response, never one that looks complete.
     Reset,
     /// A body of gRPC-Web or Connect streaming messages that has already sent its protocol's
     /// last message (gRPC-Web's trailer frame, Connect's end-stream message): it ends where it
@@ -323,6 +323,15 @@ pub enum Cut {
 }
 
 impl Cut {
+    /// The HTTP/2 error code of the `RST_STREAM` that ends a [`Cut::Reset`] stream: `CANCEL`
+    /// (0x8, RFC 9113 §7), the stream no longer needed. gRPC's table of reset codes reads a
+    /// server's `CANCEL` as `CANCELLED` (grpc-go, tonic and connect-go do), which a client
+    /// of this library reads as the shape of a deadline running out
+    /// ([`ResponseHead::is_deadline_shaped`](super::ResponseHead::is_deadline_shaped));
+    /// `INTERNAL_ERROR` (0x2), what an HTTP/2 server sends for a body that failed, reads as
+    /// `INTERNAL`, a server's bug.
+    pub const RESET_CODE: u32 = 0x8;
+
     /// Whether a response whose body may end this way may declare its length in its head (a
     /// `content-length`, or an exact size a server writes one from): yes when it ends as a
     /// cut stream ([`Cut::Reset`]), short, which the declared length lets the client see,

@@ -255,6 +255,12 @@ impl<B> core::fmt::Debug for DeadlineBody<B> {
 pub enum BodyError<E> {
     /// The body was still streaming at the request's deadline, and was dropped there. Always
     /// [`Error::DeadlineExceeded`].
+    ///
+    /// Its [`source`](core::error::Error::source) is the HTTP/2 reset the stream ends with,
+    /// an `h2::Error` of reason `CANCEL` ([`Cut::RESET_CODE`]): hyper resets the stream with
+    /// the reason it finds in a body error's source chain (and `INTERNAL_ERROR` without one),
+    /// which a gRPC or Connect client reads as `CANCELLED`, the shape of a deadline, not as
+    /// `INTERNAL`.
     Deadline(Error),
     /// The handler's body failed.
     Inner(E),
@@ -272,11 +278,16 @@ impl<E: core::fmt::Display> core::fmt::Display for BodyError<E> {
 impl<E: core::error::Error + 'static> core::error::Error for BodyError<E> {
     fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
         match self {
-            BodyError::Deadline(error) => Some(error),
+            BodyError::Deadline(_) => Some(&*RESET),
             BodyError::Inner(error) => Some(error),
         }
     }
 }
+
+/// The HTTP/2 reset of a body cut at the deadline ([`Cut::RESET_CODE`]), the source of every
+/// [`BodyError::Deadline`].
+static RESET: std::sync::LazyLock<h2::Error> =
+    std::sync::LazyLock::new(|| h2::Error::from(h2::Reason::from(Cut::RESET_CODE)));
 
 impl<B> Body for DeadlineBody<B>
 where
