@@ -1059,6 +1059,38 @@ async fn grpc_trailers_with_no_time_left_are_rewritten_to_deadline_exceeded() {
     }
 }
 
+/// Trailers that say when to retry, or not to (`grpc-retry-pushback-ms`, gRFC A6), are the
+/// next service's own answer whenever they come, as in a response's head: relayed as they
+/// came, with no time left too ("do not retry" stays "do not retry", with its status).
+#[tokio::test(start_paused = true)]
+async fn grpc_trailers_with_a_pushback_are_relayed_as_they_came() {
+    let trailing = |pushback: &'static str| {
+        PropagateLayer::new(HOP, DeadlineHeader::GrpcTimeout).layer(service_fn(
+            move |_req: Request<()>| async move {
+                let mut trailers = HeaderMap::new();
+                trailers.insert("grpc-status", "14".parse().unwrap());
+                trailers.insert("grpc-retry-pushback-ms", pushback.parse().unwrap());
+                let body = Delayed {
+                    sleep: Box::pin(tokio::time::sleep(ms(196))),
+                    trailers: Some(trailers),
+                };
+                Ok::<_, Infallible>(Response::new(body))
+            },
+        ))
+    };
+    for pushback in ["-1", "50"] {
+        let late = scope_timeout(ms(200), async {
+            let response = trailing(pushback).oneshot(request(&[])).await.unwrap();
+            drain(response.into_body()).await
+        })
+        .await
+        .expect("inside its scope");
+        let trailers = late.1.unwrap().unwrap();
+        assert_eq!(trailers["grpc-status"], "14", "{pushback}");
+        assert_eq!(trailers["grpc-retry-pushback-ms"], pushback);
+    }
+}
+
 /// A stream of one trailers frame, after a delay.
 struct Delayed {
     sleep: Pin<Box<Sleep>>,

@@ -114,10 +114,14 @@ pub enum Failure<'a> {
     Transport,
     /// A response came, with this head.
     Response(ResponseHead<'a>),
-    /// A gRPC stream ended with these trailers: the value of their `grpc-status`.
+    /// A gRPC stream ended with these trailers: the values of their `grpc-status` and
+    /// `grpc-retry-pushback-ms`.
     Trailers {
         /// The `grpc-status` value of the trailers, if they have one.
         grpc_status: Option<&'a [u8]>,
+        /// The `grpc-retry-pushback-ms` value of the trailers, if they have one (gRFC A6 sends
+        /// it in the trailing metadata).
+        grpc_retry_pushback_ms: Option<&'a [u8]>,
     },
     /// A response body failed while it was being read.
     Body,
@@ -126,15 +130,35 @@ pub enum Failure<'a> {
 impl Failure<'_> {
     /// Whether this is the shape of a deadline running out: any transport or body failure;
     /// a response that [`ResponseHead::is_deadline_shaped`] says is one; trailers with gRPC
-    /// `CANCELLED`, `DEADLINE_EXCEEDED` or `UNAVAILABLE`.
+    /// `CANCELLED`, `DEADLINE_EXCEEDED` or `UNAVAILABLE` and no `grpc-retry-pushback-ms`. A
+    /// server that says when to retry, or not to, answered on its own, and its word stands
+    /// whenever it comes, in the trailers as in the head.
+    ///
+    /// ```
+    /// use deadline_core::wire::Failure;
+    ///
+    /// let unavailable = |pushback| Failure::Trailers {
+    ///     grpc_status: Some(&b"14"[..]),
+    ///     grpc_retry_pushback_ms: pushback,
+    /// };
+    /// assert!(unavailable(None).is_deadline_shaped());
+    /// // "Do not retry": the server's own answer.
+    /// assert!(!unavailable(Some(&b"-1"[..])).is_deadline_shaped());
+    /// ```
     #[must_use]
     pub fn is_deadline_shaped(&self) -> bool {
         match self {
             Failure::Transport | Failure::Body => true,
             Failure::Response(head) => head.is_deadline_shaped(),
-            Failure::Trailers { grpc_status } => grpc_status
-                .and_then(GrpcCode::parse)
-                .is_some_and(is_deadline_code),
+            Failure::Trailers {
+                grpc_status,
+                grpc_retry_pushback_ms,
+            } => {
+                grpc_retry_pushback_ms.is_none()
+                    && grpc_status
+                        .and_then(GrpcCode::parse)
+                        .is_some_and(is_deadline_code)
+            }
         }
     }
 }

@@ -5,7 +5,9 @@ use core::pin::Pin;
 use core::task::{Context, Poll};
 
 use bytes::Bytes;
-use deadline_core::wire::{Failure, GRPC_MESSAGE, GRPC_STATUS, GRPC_STATUS_DETAILS_BIN, Sent};
+use deadline_core::wire::{
+    Failure, GRPC_MESSAGE, GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS, GRPC_STATUS_DETAILS_BIN, Sent,
+};
 use deadline_core::{Clock, Error};
 use http_body::{Body, Frame, SizeHint};
 
@@ -159,6 +161,7 @@ fn relay(frame: Frame<Bytes>, sent: Sent) -> Frame<Bytes> {
         Ok(mut trailers) => {
             let failure = Failure::Trailers {
                 grpc_status: trailers.get(GRPC_STATUS).map(|v| v.as_bytes()),
+                grpc_retry_pushback_ms: trailers.get(GRPC_RETRY_PUSHBACK_MS).map(|v| v.as_bytes()),
             };
             if sent.is_deadline_failure(failure, TokioClock.now()) {
                 let error = Error::DeadlineExceeded;
