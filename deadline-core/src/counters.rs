@@ -47,7 +47,10 @@ pub enum CounterEvent {
     /// A call got its answer (from the first attempt, a retry or a hedge).
     Success,
     /// An attempt's timeout fired (counted per attempt: a call retried twice after timeouts
-    /// counts two or three).
+    /// counts two or three), or the attempt ran out of its own time before it could send
+    /// anything (waiting for a pooled connection, say: see
+    /// [`CallMachine::unsent`](crate::drive::CallMachine::unsent)), which the dependency's
+    /// latency histogram, hearing only the dependency, does not count.
     Timeout,
     /// A call that was made failed because the request's deadline ran out: the deadline had
     /// passed when it gave up, or too little time was left for another attempt (its backoff

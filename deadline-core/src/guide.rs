@@ -189,16 +189,16 @@
 //! is too short to send anything (under the allowance, or a statement's floor) tells the
 //! runtime so ([`Onward::Nothing`](crate::runtime::Onward::Nothing)): it never reached the
 //! dependency, so the breaker does not count it (callers that arrive with too little time
-//! cannot open the breaker of a dependency they never reach). Whose time was short decides
-//! the rest. When it was the call's (what is left of the deadline), no retry or hedge follows,
-//! each having less time still, and the call ends with
+//! cannot open the breaker of a dependency they never reach), and it says the least time it
+//! needed. Whose time was short decides the rest. When it was the attempt's own (its cap
+//! ended it, and it spent its time before sending, waiting for a pooled connection, say,
+//! where an attempt starting then would have what it needed), it ran out of time, as if cut
+//! off at its cap: counted as a timeout, retried as a timeout is, and the call's error is
+//! [`Error::Timeout`](crate::Error::Timeout) if it then gives up. Otherwise (what is left
+//! of the deadline is too short, or no attempt could have what it needs) no retry or hedge
+//! follows, each meeting the same refusal, and the call ends with
 //! [`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded), or, when an earlier attempt
-//! failed, with that failure, as when the floor stops a retry before it starts. When it was
-//! the attempt's own (its cap: the attempt spent its time before sending, waiting for a
-//! pooled connection, say, and an attempt starting then would have a whole cap), the attempt
-//! ran out of time: it is counted as a timeout, retried even when the call is not idempotent
-//! (nothing was sent), and the call's error is [`Error::Timeout`](crate::Error::Timeout) if
-//! it then gives up.
+//! failed, with that failure, as when the floor stops a retry before it starts.
 //!
 //! A next service told a deadline answers its 504 (`DEADLINE_EXCEEDED`) by its own margins
 //! before it: its reply margin, and a database's statement timeout a margin before its

@@ -231,7 +231,8 @@ pub enum GiveUp {
     DeadlinePassed,
     /// The dependency's circuit breaker refused the retry when it was to start.
     CircuitOpen,
-    /// An attempt could send nothing, the call's time being too short to send a request
-    /// (under the allowance one hop keeps back): a retry would have less time still.
+    /// An attempt could send nothing (under the allowance one hop keeps back, under a
+    /// statement's floor), and no retry could do better: the call's time is too short, or
+    /// any attempt's would be.
     NothingToSend,
 }

@@ -105,6 +105,39 @@ impl StatementPolicy {
     pub const fn margin(&self) -> Duration {
         self.margin
     }
+
+    /// The least time left before the deadline with which a query is started
+    /// ([`statement_timeout`]): the reserve, the margin, and the floor or a millisecond,
+    /// whichever is longer (the shortest statement timeout). [`Duration::MAX`] when the cap
+    /// is under that floor, and no query is ever started.
+    ///
+    /// ```
+    /// use deadline_core::statement::{StatementDecision, StatementPolicy, statement_timeout};
+    /// use deadline_core::{Deadline, Instant, ms};
+    ///
+    /// let orders = StatementPolicy::capped(ms(300)).with_floor(ms(40));
+    /// assert_eq!(orders.needs(), ms(45));
+    /// let now = Instant::ZERO;
+    /// let starts = |left| matches!(
+    ///     statement_timeout(&orders, Deadline::after(now, left), now),
+    ///     StatementDecision::Set(_)
+    /// );
+    /// assert!(starts(ms(45)));
+    /// assert!(!starts(ms(45) - core::time::Duration::from_micros(1)));
+    /// ```
+    #[must_use]
+    pub const fn needs(&self) -> Duration {
+        const MILLI_US: u64 = 1_000;
+        let floor = duration_to_micros_ceil(self.floor);
+        let floor = if floor > MILLI_US { floor } else { MILLI_US };
+        if duration_to_micros(self.cap) < floor {
+            return Duration::MAX;
+        }
+        let needs = duration_to_micros_ceil(self.reserve)
+            .saturating_add(duration_to_micros_ceil(self.margin))
+            .saturating_add(floor);
+        Duration::from_micros(needs)
+    }
 }
 
 /// A statement timeout to set before the query: whole milliseconds, at least one.

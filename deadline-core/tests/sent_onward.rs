@@ -240,7 +240,9 @@ async fn sends_then_answers(
             Ok(1)
         }
         Err(_) => {
-            ManualRuntime::note_sent(Onward::Nothing);
+            ManualRuntime::note_sent(Onward::Nothing {
+                needed: Propagation::DEFAULT.needs(),
+            });
             Err("not sent: no time left to send")
         }
     }
@@ -309,8 +311,8 @@ async fn waits_then_sends(
 
 /// The attempt's own time (its 100 ms cap) ran short before it could send, with 900 ms of
 /// the call's left: it ran out of time (the call's timeout, 504, never the deadline's), and
-/// since the dependency never saw it, the breaker does not count it. Not the call's time: a
-/// retry would have a whole cap.
+/// since the dependency never saw it, the breaker does not count it. Not the call's time: an
+/// attempt starting then would have a whole cap.
 #[test]
 fn an_attempt_whose_own_cap_ran_short_before_sending_is_its_timeout() {
     static DEP: Dependency<ManualRuntime, DeadlineOnly> =
@@ -330,17 +332,17 @@ fn an_attempt_whose_own_cap_ran_short_before_sending_is_its_timeout() {
     assert_eq!((counts.timeouts, counts.deadline_exceeded), (1, 0));
 }
 
-/// The same with retries: the retry gets a whole cap and answers. Nothing was sent, so it is
-/// retried even though the call is not idempotent (as a refused connection is), and the
-/// breaker counts nothing against the dependency.
+/// The same with retries: the retry, after its backoff, has a whole cap, sends and answers.
+/// Retried as a timeout is (the call is idempotent); the breaker counts nothing against the
+/// dependency, which never saw the first attempt.
 #[test]
-fn an_attempt_whose_own_cap_ran_short_before_sending_is_retried() {
+fn an_attempt_whose_own_cap_ran_short_before_sending_is_retried_as_a_timeout() {
     use core::cell::Cell;
     use deadline_core::breaker::BreakerState;
 
     static DEP: Dependency<ManualRuntime> = Dependency::new(
         Policy::required("i")
-            .not_idempotent()
+            .idempotent()
             .with_cap(ms(100))
             .with_retries(2),
     )
@@ -353,7 +355,6 @@ fn an_attempt_whose_own_cap_ran_short_before_sending_is_retried() {
             let wait = if made.get() == 1 { 96 } else { 0 };
             waits_then_sends(limits.deadline(), wait)
         })
-        .classify(|_| Outcome::Fatal)
         .report()
         .await
     }))
@@ -368,4 +369,52 @@ fn an_attempt_whose_own_cap_ran_short_before_sending_is_retried() {
         DEP.circuit_breaker().map(|b| b.state()),
         Some(BreakerState::Closed)
     );
+}
+
+/// Waits `wait_ms`, then sends nothing for want of `needed_ms` left, whatever it has.
+async fn waits_then_refuses(wait_ms: u64, needed_ms: u64) -> Result<u32, &'static str> {
+    let t = ManualRuntime::timer();
+    t.sleep_until(t.now() + ms(wait_ms)).await;
+    ManualRuntime::note_sent(Onward::Nothing {
+        needed: ms(needed_ms),
+    });
+    Err("not sent")
+}
+
+/// An attempt that could not send is its own time's only when a retry could do better. Not
+/// when no attempt could send (it needs more than the 100 ms cap: a statement's floor above
+/// it, say), nor when it had what it needed and something else stopped it (a timeout the
+/// request already carried, a shorter scope inside it): no retry follows, each would meet
+/// the same refusal, and the call ends as out of time. These hold whether the refusal comes
+/// at the attempt's start or 10 ms in.
+#[test]
+fn an_attempt_no_retry_could_help_is_not_retried() {
+    static DEP: Dependency<ManualRuntime> = Dependency::new(
+        Policy::required("j")
+            .idempotent()
+            .with_cap(ms(100))
+            .with_retries(2),
+    );
+    for (wait_ms, needed_ms) in [(0, 150), (10, 150), (0, 6), (10, 6)] {
+        let before = DEP.counters().snapshot();
+        let called = ManualRuntime::block_on(scope_timeout::<ManualRuntime, _>(
+            ms(1_000),
+            DEP.run(|_| waits_then_refuses(wait_ms, needed_ms)).report(),
+        ))
+        .unwrap()
+        .expect("inside its scope");
+        let case = format!("waited {wait_ms} ms, needed {needed_ms} ms");
+        assert_eq!(
+            called.result,
+            Err(CallError::Library(Error::DeadlineExceeded)),
+            "{case}"
+        );
+        assert_eq!(called.report.attempts, 1, "{case}");
+        let counts = DEP.counters().snapshot().since(&before);
+        assert_eq!(
+            (counts.timeouts, counts.deadline_exceeded),
+            (0, 1),
+            "{case}"
+        );
+    }
 }

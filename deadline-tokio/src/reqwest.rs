@@ -6,8 +6,8 @@
 //! [`Dependency::run`](deadline_core::Dependency::run) attempt, the dependency's breaker does
 //! not count the attempt, which never reached it; the call then ends as out of time,
 //! [`Error::DeadlineExceeded`], unless an earlier attempt failed, whose failure it returns,
-//! or, when only the attempt's cap was short, the attempt ran out of time and may be
-//! retried). It also sets reqwest's
+//! or, when only the attempt's cap was short, the attempt ran out of time, and is retried as
+//! a timeout is). It also sets reqwest's
 //! own timeout (which covers the whole exchange, the body included), one allowance *after*
 //! the deadline, as a backstop: the library's timer (the scope's, or the attempt's under
 //! `Dependency::run`) always fires first, so a request that runs out of time ends as the
@@ -133,7 +133,10 @@ impl DeadlineRequest for RequestBuilder {
         // without being read, and an error stays in the builder for `send` to return.
         let Some((client, Ok(mut request))) = self.try_clone().map(RequestBuilder::build_split)
         else {
-            let outgoing = noted(propagation.send(deadline, now, Incoming::NONE, header))?;
+            let outgoing = noted(
+                propagation.send(deadline, now, Incoming::NONE, header),
+                propagation.needs(),
+            )?;
             let mut headers = HeaderMap::with_capacity(2);
             for (name, value) in outgoing.headers() {
                 set(&mut headers, name, value);
@@ -150,7 +153,10 @@ impl DeadlineRequest for RequestBuilder {
         let already = Incoming::read(scanned.lookup());
         let own = request.timeout().copied();
         let deadline = own.map_or(deadline, |own| deadline.min(Deadline::after(now, own)));
-        let outgoing = noted(propagation.send(deadline, now, already, header))?;
+        let outgoing = noted(
+            propagation.send(deadline, now, already, header),
+            propagation.needs(),
+        )?;
         for (name, value) in outgoing.headers() {
             set(request.headers_mut(), name, value);
         }

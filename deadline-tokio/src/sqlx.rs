@@ -13,7 +13,8 @@
 //!    the attempt as never sent: the breaker does not count it; when what was short was the
 //!    call's time, no retry or hedge follows and the call answers
 //!    [`Error::DeadlineExceeded`] (or an earlier attempt's failure), and when it was only the
-//!    attempt's cap, the attempt ran out of time, and may be retried;
+//!    attempt's cap (an attempt starting then could start the query), the attempt ran out
+//!    of time, and is retried as a timeout is;
 //! 2. runs in a transaction whose `SET LOCAL statement_timeout` is the time left, less the
 //!    policy's margin, capped ([`decide_statement`]);
 //! 3. is cancelled on the server the moment its future is dropped before it is done (the

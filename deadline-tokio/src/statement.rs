@@ -20,11 +20,14 @@ use crate::time::TokioClock;
 /// as a deadline sent in a header is: inside a `Dependency::run` attempt, the statement's own
 /// timeout (SQLSTATE 57014), which comes the policy's margin before the attempt's end, is
 /// then counted and answered as the attempt's timeout, not as a failed dependency. A query
-/// not started is noted as nothing sent: the attempt never reached the dependency. So call it
-/// right before the statement is sent; a check made earlier (before a wait for a connection)
-/// that must note nothing is
-/// [`statement_timeout`](deadline_core::statement::statement_timeout) with the current
-/// deadline.
+/// not started is noted as nothing sent, for want of
+/// [`StatementPolicy::needs`](deadline_core::statement::StatementPolicy::needs): the attempt
+/// never reached the dependency. So call it right before the statement is sent. A check made
+/// earlier (before a wait for a connection) must note nothing when it lets the query go on:
+/// it is [`statement_timeout`](deadline_core::statement::statement_timeout) with the current
+/// deadline, and on a refusal
+/// [`note_sent`](deadline_core::runtime::KeepsSent::note_sent)`(Onward::Nothing { needed:
+/// policy.needs() })`, as this crate's own queries do.
 ///
 /// ```
 /// use deadline_core::ms;
@@ -74,7 +77,9 @@ pub(crate) fn decide(policy: &StatementPolicy, sending: Sending) -> StatementDec
                 Tokio::note_sent(Onward::RunningOutFrom(timeout.running_out_from(now)));
             }
         }
-        StatementDecision::DontStart(_) => Tokio::note_sent(Onward::Nothing),
+        StatementDecision::DontStart(_) => Tokio::note_sent(Onward::Nothing {
+            needed: policy.needs(),
+        }),
     }
     decision
 }

@@ -483,20 +483,28 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
     }
 
     /// The attempt in `slot` ended at `now` having sent nothing: the time it had was too
-    /// short to send a request ([`Onward::Nothing`](crate::runtime::Onward::Nothing)). It
-    /// never reached the dependency, so its breaker does not count it (the permit is handed
-    /// back) and no latency of the dependency's is heard.
+    /// short to send a request, which `needed` at least
+    /// ([`Onward::Nothing`](crate::runtime::Onward::Nothing)). It never reached the
+    /// dependency, so its breaker does not count it (the permit is handed back), and no
+    /// latency of the dependency's is heard.
     ///
-    /// When the time that was short was the attempt's own (its cap: an attempt starting now
-    /// would end later), it ran out of time: counted as a timeout, and the next
-    /// [`poll`](Self::poll) decides its retry as after a refusal (nothing was sent, so even a
-    /// call that is not idempotent may be retried). When it was the call's (what is left of
-    /// the deadline), no retry or hedge follows, since each would have less time still: with
-    /// no other attempt running, the call ends ([`GiveUp::NothingToSend`]) with the failure
-    /// of an earlier attempt, if one failed, or else
+    /// When the time that was short was the attempt's own, it ran out of time, as if cut off:
+    /// counted as a timeout, and the next [`poll`](Self::poll) decides its retry as after a
+    /// timeout. That is when the attempt had less than `needed` left, where an attempt
+    /// starting now would end later (its cap, not the deadline, ended it) with `needed` or
+    /// more: it spent its time before it could send (waiting for a pooled connection, say).
+    /// Otherwise the call's time was short, or would be for any attempt: no retry or hedge
+    /// follows, and with no other attempt running, the call ends ([`GiveUp::NothingToSend`])
+    /// with the failure of an earlier attempt, if one failed, or else
     /// [`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded); otherwise it waits for
     /// them.
-    pub fn unsent<O: Observer + ?Sized>(&mut self, slot: usize, now: Instant, observer: &mut O) {
+    pub fn unsent<O: Observer + ?Sized>(
+        &mut self,
+        slot: usize,
+        needed: Duration,
+        now: Instant,
+        observer: &mut O,
+    ) {
         if self.stage == Stage::Done {
             // Too late: the call has ended; the attempt is cancelled at the next poll.
             return;
@@ -505,7 +513,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
             return;
         };
         let number = unsent.number();
-        let its_own_time = self.course.unsent(unsent, now);
+        let its_own_time = self.course.unsent(unsent, needed, now);
         observer.on_event(&Event::new(now, EventKind::NotSent { attempt: number }));
         if M::FULL {
             // Decided at the next poll, as after a failure.

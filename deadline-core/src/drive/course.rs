@@ -222,37 +222,33 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
         self.record_failure(Failure::TimedOut { after }, Outcome::TimedOut, now);
     }
 
-    /// The attempt ended at `now` having sent nothing (the time left was too short to send
-    /// a request): not the dependency's failure, so its breaker permit is handed back, and no
-    /// latency of the dependency's is heard.
+    /// The attempt ended at `now` having sent nothing, the time left being too short to send
+    /// a request, which `needed` at least: not the dependency's failure, so its breaker
+    /// permit is handed back, and no latency of the dependency's is heard.
     ///
     /// What it means for the call depends on whose time was short:
     ///
-    /// - **The attempt's own** (its cap, where an attempt starting now would have a later
-    ///   end: the attempt spent its time before sending, waiting for a pooled connection,
-    ///   say): it ran out of time, counted in [`Report::timeouts`] and the call's latest
-    ///   failure as a timeout ([`Error::Timeout`] if the call ends), and the dependency never
-    ///   saw it, so it may be retried even when the policy is not idempotent (as
-    ///   [`Outcome::Refused`] is). Returns `true`.
-    /// - **The call's** (what is left of the deadline, less the reserve, would not give an
-    ///   attempt starting now a later end, or is under the floor): neither a retry nor a
-    ///   hedge follows (each would have less time still). It is the call's failure only when
-    ///   no attempt failed before it: an earlier attempt's answer or error stands, as it does
+    /// - **The attempt's own**: it had less than `needed` left, its end was its cap's (an
+    ///   attempt starting now would end later), and an attempt starting now would have
+    ///   `needed` (it spent its time before sending: waiting for a pooled connection, say).
+    ///   It ran out of time, as if cut off: counted in [`Report::timeouts`], the call's latest
+    ///   failure a timeout ([`Error::Timeout`] if the call ends), retried as a timeout is.
+    ///   Returns `true`.
+    /// - **The call's**, or any attempt's (no attempt starting now could send, or the
+    ///   attempt's time did not explain the refusal, or the call's time was already found
+    ///   short): neither a retry nor a hedge follows. It is the call's failure only when no
+    ///   attempt failed before it: an earlier attempt's answer or error stands, as it does
     ///   when the same lack of time stops a retry before it starts (under the floor), so
     ///   that a dependency's answer is not replaced by a deadline that has not passed.
     ///   Returns `false`.
-    pub(super) fn unsent(&mut self, mut attempt: Attempt, now: Instant) -> bool {
+    pub(super) fn unsent(&mut self, mut attempt: Attempt, needed: Duration, now: Instant) -> bool {
         self.settle_breaker(&mut attempt, BreakerOutcome::Abandoned, now);
-        let later_end = match self.call.decide(now) {
-            Decision::Call(limits) => limits.until() > attempt.until,
-            Decision::Skip(_) | Decision::Fail(_) => false,
-        };
-        if later_end {
+        if self.ran_short_of_its_own_time(&attempt, needed, now) {
             let after = now
                 .saturating_duration_since(attempt.started)
                 .min(attempt.timeout());
             self.tally.timed_out();
-            self.record_failure(Failure::TimedOut { after }, Outcome::Refused, now);
+            self.record_failure(Failure::TimedOut { after }, Outcome::TimedOut, now);
             return true;
         }
         let first = self.tally.started_at();
@@ -264,6 +260,24 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
             self.last = Some(Failure::NothingSent);
         }
         false
+    }
+
+    /// Whether `attempt`, which could send nothing at `now` for want of `needed` left, ran
+    /// short of its own time ([`unsent`](Course::unsent)).
+    fn ran_short_of_its_own_time(&self, attempt: &Attempt, needed: Duration, now: Instant) -> bool {
+        if self.followups.get().is_some_and(|f| f.nothing_sent) {
+            // The call's time was found short already.
+            return false;
+        }
+        if attempt.until.saturating_duration_since(now) >= needed {
+            // It had the time it needed: something else stopped it (a shorter scope inside
+            // it, a timeout the request already carried), which a retry would meet again.
+            return false;
+        }
+        match self.call.decide(now) {
+            Decision::Call(limits) => limits.until() > attempt.until && limits.timeout() >= needed,
+            Decision::Skip(_) | Decision::Fail(_) => false,
+        }
     }
 
     /// The attempt is dropped while still running because the call ended otherwise (another

@@ -69,9 +69,10 @@ pub enum EventKind {
     },
     /// An attempt ended having sent nothing: its time was too short to send a request
     /// ([`Onward::Nothing`](crate::runtime::Onward::Nothing)). Not the dependency's failure:
-    /// its breaker does not count it. When its own limit (its cap) was what was short, it
-    /// ran out of time and may be retried; when the call's time was, no retry or hedge
-    /// follows ([`CallMachine::unsent`](super::CallMachine::unsent)).
+    /// its breaker does not count it, and no latency of the dependency's is heard. When its
+    /// own time (its cap) was what was short, it ran out of time: counted as a timeout, and
+    /// retried as one; when the call's time was, no retry or hedge follows
+    /// ([`CallMachine::unsent`](super::CallMachine::unsent)).
     NotSent {
         /// The attempt's number.
         attempt: u32,

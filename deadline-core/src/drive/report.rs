@@ -152,7 +152,8 @@ pub enum CallError<E> {
     ///   function was never invoked);
     /// - [`Error::CircuitOpen`]: the dependency's circuit breaker refused the first attempt
     ///   (the attempt function was never invoked);
-    /// - [`Error::Timeout`]: the last attempt's timeout fired and no retry followed;
+    /// - [`Error::Timeout`]: the last attempt's timeout fired (or it ran out of its own
+    ///   time before it could send anything) and no retry followed;
     /// - [`Error::DeadlineExceeded`]: the request deadline had passed when the call gave up
     ///   (whatever the last attempt's failure: nobody waits for it any more).
     ///

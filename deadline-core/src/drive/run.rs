@@ -191,8 +191,8 @@ where
                 Some(value)
             }
             // It could send nothing: the dependency never saw it, whatever its error says.
-            (Err(_), Some(Onward::Nothing)) => {
-                self.machine.unsent(slot, now, &mut self.observer);
+            (Err(_), Some(Onward::Nothing { needed })) => {
+                self.machine.unsent(slot, needed, now, &mut self.observer);
                 None
             }
             (Err(error), sent) => {

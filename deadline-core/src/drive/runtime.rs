@@ -1,6 +1,8 @@
 //! [`Runtime`]: what the call site needs from a runtime, so that the same application code
 //! runs on each of them.
 
+use core::time::Duration;
+
 use crate::deadline::Deadline;
 use crate::rng::Rng;
 use crate::time::Instant;
@@ -94,24 +96,34 @@ pub enum Onward {
     /// Nothing: the time left was too short to send (under the allowance one hop keeps
     /// back, [`WireError::Spent`](crate::wire::WireError::Spent), or under a statement's
     /// floor), so the request was not made. The attempt never reached the dependency: its
-    /// failure is not the dependency's (its breaker does not count it), and no retry or
-    /// hedge follows, since each would have less time still.
-    Nothing,
+    /// failure is not the dependency's (its breaker does not count it). Whether a retry
+    /// follows depends on whose time was short
+    /// ([`CallMachine::unsent`](crate::drive::CallMachine::unsent)): what the attempt
+    /// `needed` says.
+    Nothing {
+        /// The least time left with which the attempt would have sent its request
+        /// ([`Propagation::needs`](crate::wire::Propagation::needs),
+        /// [`StatementPolicy::needs`](crate::statement::StatementPolicy::needs)), or more:
+        /// never less.
+        needed: Duration,
+    },
 }
 
 impl Onward {
     /// Both of two notes of one attempt: the later instant of two requests; a request sent
-    /// over nothing sent (the attempt reached the dependency).
+    /// over nothing sent (the attempt reached the dependency); the larger need of two
+    /// requests not sent.
     ///
     /// ```
-    /// use deadline_core::Instant;
     /// use deadline_core::runtime::Onward;
+    /// use deadline_core::{Instant, ms};
     ///
     /// let (early, late) = (Instant::from_millis(90), Instant::from_millis(95));
     /// let sent = Onward::RunningOutFrom(early).and(Onward::RunningOutFrom(late));
     /// assert_eq!(sent, Onward::RunningOutFrom(late));
-    /// assert_eq!(Onward::Nothing.and(Onward::RunningOutFrom(early)), Onward::RunningOutFrom(early));
-    /// assert_eq!(Onward::Nothing.and(Onward::Nothing), Onward::Nothing);
+    /// let nothing = |ms_needed| Onward::Nothing { needed: ms(ms_needed) };
+    /// assert_eq!(nothing(6).and(Onward::RunningOutFrom(early)), Onward::RunningOutFrom(early));
+    /// assert_eq!(nothing(6).and(nothing(45)), nothing(45));
     /// ```
     #[must_use]
     pub fn and(self, other: Onward) -> Onward {
@@ -119,9 +131,11 @@ impl Onward {
             (Onward::RunningOutFrom(a), Onward::RunningOutFrom(b)) => {
                 Onward::RunningOutFrom(a.max(b))
             }
-            (Onward::RunningOutFrom(a), Onward::Nothing)
-            | (Onward::Nothing, Onward::RunningOutFrom(a)) => Onward::RunningOutFrom(a),
-            (Onward::Nothing, Onward::Nothing) => Onward::Nothing,
+            (Onward::RunningOutFrom(a), Onward::Nothing { .. })
+            | (Onward::Nothing { .. }, Onward::RunningOutFrom(a)) => Onward::RunningOutFrom(a),
+            (Onward::Nothing { needed: a }, Onward::Nothing { needed: b }) => {
+                Onward::Nothing { needed: a.max(b) }
+            }
         }
     }
 }

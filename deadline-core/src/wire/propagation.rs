@@ -349,6 +349,26 @@ impl Propagation {
         self.allowance
     }
 
+    /// The least time left with which [`send`](Self::send) sends every header it writes: the
+    /// allowance and a millisecond, the millisecond headers' unit (`grpc-timeout` alone can
+    /// say less). A request that already carries a shorter timeout of its own may need more.
+    ///
+    /// ```
+    /// use deadline_core::wire::{DeadlineHeader, Incoming, Propagation};
+    /// use deadline_core::{Deadline, Instant, ms};
+    ///
+    /// let hop = Propagation::DEFAULT.with_allowance(ms(5));
+    /// assert_eq!(hop.needs(), ms(6));
+    /// let now = Instant::ZERO;
+    /// let sends = |left| hop.send(Deadline::after(now, left), now, Incoming::NONE, DeadlineHeader::Both).is_ok();
+    /// assert!(sends(ms(6)));
+    /// assert!(!sends(ms(6) - core::time::Duration::from_micros(1)));
+    /// ```
+    #[must_use]
+    pub const fn needs(&self) -> Duration {
+        self.allowance.saturating_add(Duration::from_millis(1))
+    }
+
     /// The largest budget this server accepts from a caller: incoming budgets are clamped to
     /// it, whatever the header says.
     #[must_use]

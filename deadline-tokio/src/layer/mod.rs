@@ -190,7 +190,7 @@
 //!   the timeouts do not count it, and the call ends with
 //!   [`Error::DeadlineExceeded`](deadline_core::Error::DeadlineExceeded) (504), or with an
 //!   earlier attempt's failure if one failed before it; with only the attempt's own time
-//!   short (its cap), it ran out of time, and may be retried, as the guide says ("Timeouts
+//!   short (its cap), it ran out of time, and is retried as a timeout is, as the guide says ("Timeouts
 //!   are timeouts").
 //! - **Outside any scope** the request passes through unchanged and unbounded.
 //!

@@ -4,6 +4,7 @@
 use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll};
+use core::time::Duration;
 
 use deadline_core::runtime::{KeepsSent, Onward, note_sent};
 use deadline_core::wire::{
@@ -185,10 +186,11 @@ where
             .config
             .propagation
             .send(deadline, now, already, self.config.header);
+        let needs = self.config.propagation.needs();
         let sending = if self.judged_by_caller {
-            sending.inspect_err(|_| nothing_sent()).ok()
+            sending.inspect_err(|_| nothing_sent(needs)).ok()
         } else {
-            noted(sending).ok()
+            noted(sending, needs).ok()
         };
         let Some(outgoing) = sending else {
             return PropagateFuture {
@@ -319,24 +321,29 @@ where
 /// What a request sends, told to the runtime: inside a
 /// [`Dependency::run`](deadline_core::Dependency::run) attempt, a failure once it is running
 /// out is the attempt's timeout, whatever error the caller makes of it; with nothing left to
-/// send, the request is not made, and the attempt's failure (this refusal) is not the
-/// dependency's: its breaker does not count it ([`Onward::Nothing`]; the call ends with
+/// send (less than `needs`, [`Propagation::needs`](deadline_core::wire::Propagation::needs)),
+/// the request is not made, and the attempt's failure (this refusal) is not the dependency's:
+/// its breaker does not count it ([`Onward::Nothing`]; the call ends with
 /// [`Error::DeadlineExceeded`], or an earlier attempt's failure, when the call's time was
 /// short, and the attempt ran out of time when only its cap was).
-pub(crate) fn noted(sending: Result<Outgoing, WireError>) -> Result<Outgoing, Error> {
+pub(crate) fn noted(
+    sending: Result<Outgoing, WireError>,
+    needs: Duration,
+) -> Result<Outgoing, Error> {
     match sending {
         Ok(outgoing) => {
             note_sent::<Tokio>(&outgoing.sent());
             Ok(outgoing)
         }
         Err(spent) => {
-            nothing_sent();
+            nothing_sent(needs);
             Err(Error::from(spent))
         }
     }
 }
 
-/// Tells the runtime that nothing was sent: the attempt never reached the dependency.
-fn nothing_sent() {
-    Tokio::note_sent(Onward::Nothing);
+/// Tells the runtime that nothing was sent, for want of `needed` left: the attempt never
+/// reached the dependency.
+fn nothing_sent(needed: Duration) {
+    Tokio::note_sent(Onward::Nothing { needed });
 }
