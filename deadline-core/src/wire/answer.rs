@@ -325,11 +325,11 @@ pub enum Cut {
 impl Cut {
     /// The HTTP/2 error code of the `RST_STREAM` that ends a [`Cut::Reset`] stream: `CANCEL`
     /// (0x8, RFC 9113 §7), the stream no longer needed. gRPC's table of reset codes reads a
-    /// server's `CANCEL` as `CANCELLED` (grpc-go, tonic and connect-go do), which a client
-    /// of this library reads as the shape of a deadline running out
-    /// ([`ResponseHead::is_deadline_shaped`](super::ResponseHead::is_deadline_shaped));
-    /// `INTERNAL_ERROR` (0x2), what an HTTP/2 server sends for a body that failed, reads as
-    /// `INTERNAL`, a server's bug.
+    /// server's `CANCEL` as `CANCELLED` (grpc-go, tonic and connect-go do), a status of the
+    /// shape a deadline running out makes; `INTERNAL_ERROR` (0x2), what an HTTP/2 server
+    /// sends for a body that failed, reads as `INTERNAL`, a server's bug. (A client under
+    /// this library's `PropagateLayer` reads any reset as the deadline's once the time it
+    /// sent is running out: [`Failure::Body`](super::Failure::Body).)
     pub const RESET_CODE: u32 = 0x8;
 
     /// Whether a response whose body may end this way may declare its length in its head (a
