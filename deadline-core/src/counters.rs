@@ -261,7 +261,8 @@ pub struct CounterSnapshot {
     pub calls: u64,
     /// Calls answered ([`CounterEvent::Success`]).
     pub successes: u64,
-    /// Attempts whose timeout fired ([`CounterEvent::Timeout`]).
+    /// Attempts whose timeout fired, or that ran out of their own time before they could send
+    /// ([`CounterEvent::Timeout`]).
     pub timeouts: u64,
     /// Calls failed for lack of time ([`CounterEvent::DeadlineExceeded`]).
     pub deadline_exceeded: u64,

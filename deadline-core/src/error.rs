@@ -36,9 +36,10 @@ pub enum Error {
         /// The dependency's floor (its minimum useful timeout, such as its p50).
         floor: Duration,
     },
-    /// The call was made and its timeout fired before an answer came, and no retry fitted.
+    /// The call was made and its timeout fired before an answer came (or its attempt ran out
+    /// of its own time before it could send anything), and no retry fitted.
     Timeout {
-        /// The timeout that fired.
+        /// The timeout that fired (or how long the attempt had run when it ran out).
         after: Duration,
     },
     /// The dependency's circuit breaker is open: calls fail at once for a cooldown.

@@ -86,7 +86,8 @@
 //! - [`Policy::not_idempotent`](crate::Policy::not_idempotent): it must not run twice. Only an attempt that provably never
 //!   reached the server is retried: [`Outcome::Refused`](crate::Outcome::Refused) (the connection was refused) or
 //!   [`Outcome::Pushback`](crate::Outcome::Pushback) (the server declined it and said when to come back). It is never
-//!   hedged.
+//!   hedged. An attempt that ran out of its own time before it could send (below, "Timeouts are timeouts") is a
+//!   timeout, and not retried either: whatever else it may have sent first, the library cannot see.
 //!
 //! [`Policy::with_retries`](crate::Policy::with_retries) and the hedge settings on a policy that has said neither stop the
 //! build when the policy is a `static` or a `const` (a compile-time panic, error E0080, that

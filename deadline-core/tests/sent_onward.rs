@@ -381,12 +381,12 @@ async fn waits_then_refuses(wait_ms: u64, needed_ms: u64) -> Result<u32, &'stati
     Err("not sent")
 }
 
-/// An attempt that could not send is its own time's only when a retry could do better. Not
-/// when no attempt could send (it needs more than the 100 ms cap: a statement's floor above
-/// it, say), nor when it had what it needed and something else stopped it (a timeout the
-/// request already carried, a shorter scope inside it): no retry follows, each would meet
+/// An attempt that could not send is its own time's only when time was what stopped it and
+/// a retry could do better. Not when no attempt could send (it needs more than the 100 ms
+/// cap: a statement's floor above it, say), nor when it had what it needed and something
+/// else stopped it (a timeout the request already carried): no retry follows, each would meet
 /// the same refusal, and the call ends as out of time. These hold whether the refusal comes
-/// at the attempt's start or 10 ms in.
+/// at the attempt's start or 10 ms in; 94 ms in, it has exactly the 6 ms it needs.
 #[test]
 fn an_attempt_no_retry_could_help_is_not_retried() {
     static DEP: Dependency<ManualRuntime> = Dependency::new(
@@ -395,7 +395,7 @@ fn an_attempt_no_retry_could_help_is_not_retried() {
             .with_cap(ms(100))
             .with_retries(2),
     );
-    for (wait_ms, needed_ms) in [(0, 150), (10, 150), (0, 6), (10, 6)] {
+    for (wait_ms, needed_ms) in [(0, 150), (10, 150), (0, 6), (10, 6), (94, 6)] {
         let before = DEP.counters().snapshot();
         let called = ManualRuntime::block_on(scope_timeout::<ManualRuntime, _>(
             ms(1_000),
@@ -417,4 +417,64 @@ fn an_attempt_no_retry_could_help_is_not_retried() {
             "{case}"
         );
     }
+}
+
+/// 95 ms in, with 5 ms of the 6 it needs: its own time, a timeout. A call that is not
+/// idempotent does not retry it, as it does not retry a timeout (the library cannot see
+/// whatever else the attempt may have sent before it refused).
+#[test]
+fn an_attempt_that_ran_out_of_its_own_time_is_not_retried_when_not_idempotent() {
+    static DEP: Dependency<ManualRuntime> = Dependency::new(
+        Policy::required("k")
+            .not_idempotent()
+            .with_cap(ms(100))
+            .with_retries(2),
+    );
+    let called = ManualRuntime::block_on(scope_timeout::<ManualRuntime, _>(
+        ms(1_000),
+        DEP.run(|_| waits_then_refuses(95, 6))
+            .classify(|_| Outcome::Refused)
+            .report(),
+    ))
+    .unwrap()
+    .expect("inside its scope");
+    assert_eq!(
+        called.result,
+        Err(CallError::Library(Error::Timeout { after: ms(95) }))
+    );
+    assert_eq!(called.report.attempts, 1);
+    assert_eq!(called.report.timeouts, 1);
+}
+
+/// Its own time ran short 96 ms in, with 14 ms of the call's 110 left: an attempt starting then
+/// would have the 6 ms it needs, and a retry is decided; after its 9 ms backoff it has 5, is
+/// refused in turn, having sent nothing (that lack is the call's: no attempt could do
+/// better), and the call ends with the first attempt's timeout. Nothing was sent either time.
+#[test]
+fn a_retry_left_less_than_it_needs_by_its_backoff_ends_the_call() {
+    use deadline_core::policy::Backoff;
+
+    static DEP: Dependency<ManualRuntime> = Dependency::new(
+        Policy::required("l")
+            .idempotent()
+            .with_cap(ms(100))
+            .with_retries(2)
+            .with_backoff(Backoff::constant(ms(9))),
+    );
+    let called = ManualRuntime::block_on(scope_timeout::<ManualRuntime, _>(
+        ms(110),
+        DEP.run(|limits| {
+            // The first waits 96 ms; the retry is refused at once.
+            let wait = if limits.timeout() > ms(50) { 96 } else { 0 };
+            waits_then_refuses(wait, 6)
+        })
+        .report(),
+    ))
+    .unwrap()
+    .expect("inside its scope");
+    assert_eq!(
+        called.result,
+        Err(CallError::Library(Error::Timeout { after: ms(96) }))
+    );
+    assert_eq!((called.report.attempts, called.report.timeouts), (2, 1));
 }

@@ -78,7 +78,7 @@ use reqwest::RequestBuilder;
 use crate::clock::TokioClock;
 use crate::context::current;
 use crate::layer::headers::{Scanned, set};
-use crate::layer::propagate::noted;
+use crate::layer::propagate::{noted, refusal};
 
 /// The deadline on a reqwest [`RequestBuilder`]: see the [module](self).
 pub trait DeadlineRequest: Sized {
@@ -135,7 +135,7 @@ impl DeadlineRequest for RequestBuilder {
         else {
             let outgoing = noted(
                 propagation.send(deadline, now, Incoming::NONE, header),
-                propagation.needs(),
+                refusal(propagation),
             )?;
             let mut headers = HeaderMap::with_capacity(2);
             for (name, value) in outgoing.headers() {
@@ -155,7 +155,7 @@ impl DeadlineRequest for RequestBuilder {
         let deadline = own.map_or(deadline, |own| deadline.min(Deadline::after(now, own)));
         let outgoing = noted(
             propagation.send(deadline, now, already, header),
-            propagation.needs(),
+            refusal(propagation),
         )?;
         for (name, value) in outgoing.headers() {
             set(request.headers_mut(), name, value);

@@ -482,26 +482,29 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
         }
     }
 
-    /// The attempt in `slot` ended at `now` having sent nothing: the time it had was too
-    /// short to send a request, which `needed` at least
+    /// The attempt in `slot` ended at `now` having sent nothing, refused no earlier than
+    /// `refused_at` (the clock read again after the poll that found it; the call's events
+    /// stay at `now`) for want of `needed` left before its deadline
     /// ([`Onward::Nothing`](crate::runtime::Onward::Nothing)). It never reached the
     /// dependency, so its breaker does not count it (the permit is handed back), and no
     /// latency of the dependency's is heard.
     ///
     /// When the time that was short was the attempt's own, it ran out of time, as if cut off:
     /// counted as a timeout, and the next [`poll`](Self::poll) decides its retry as after a
-    /// timeout. That is when the attempt had less than `needed` left, where an attempt
-    /// starting now would end later (its cap, not the deadline, ended it) with `needed` or
-    /// more: it spent its time before it could send (waiting for a pooled connection, say).
-    /// Otherwise the call's time was short, or would be for any attempt: no retry or hedge
-    /// follows, and with no other attempt running, the call ends ([`GiveUp::NothingToSend`])
-    /// with the failure of an earlier attempt, if one failed, or else
+    /// timeout. That is when it
+    /// had less than `needed` left, and an attempt starting now would end later (its cap, not
+    /// the deadline, ended it) with `needed` or more: it spent its time before it could send
+    /// (waiting for a pooled connection, say). Otherwise the call's time was short, or would
+    /// be for any attempt, or something else than time stopped it: no retry or hedge follows,
+    /// and with no other attempt running, the call ends ([`GiveUp::NothingToSend`]) with the
+    /// failure of an earlier attempt, if one failed, or else
     /// [`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded); otherwise it waits for
     /// them.
     pub fn unsent<O: Observer + ?Sized>(
         &mut self,
         slot: usize,
         needed: Duration,
+        refused_at: Instant,
         now: Instant,
         observer: &mut O,
     ) {
@@ -513,7 +516,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
             return;
         };
         let number = unsent.number();
-        let its_own_time = self.course.unsent(unsent, needed, now);
+        let its_own_time = self.course.unsent(unsent, needed, refused_at, now);
         observer.on_event(&Event::new(now, EventKind::NotSent { attempt: number }));
         if M::FULL {
             // Decided at the next poll, as after a failure.

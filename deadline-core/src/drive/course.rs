@@ -222,28 +222,38 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
         self.record_failure(Failure::TimedOut { after }, Outcome::TimedOut, now);
     }
 
-    /// The attempt ended at `now` having sent nothing, the time left being too short to send
-    /// a request, which `needed` at least: not the dependency's failure, so its breaker
-    /// permit is handed back, and no latency of the dependency's is heard.
+    /// The attempt ended at `now` having sent nothing, refused no earlier than `refused_at`
+    /// for want of `needed` left: not the dependency's failure, so its breaker permit is
+    /// handed back, and no latency of the dependency's is heard.
     ///
     /// What it means for the call depends on whose time was short:
     ///
-    /// - **The attempt's own**: it had less than `needed` left, its end was its cap's (an
-    ///   attempt starting now would end later), and an attempt starting now would have
-    ///   `needed` (it spent its time before sending: waiting for a pooled connection, say).
-    ///   It ran out of time, as if cut off: counted in [`Report::timeouts`], the call's latest
-    ///   failure a timeout ([`Error::Timeout`] if the call ends), retried as a timeout is.
-    ///   Returns `true`.
-    /// - **The call's**, or any attempt's (no attempt starting now could send, or the
-    ///   attempt's time did not explain the refusal, or the call's time was already found
-    ///   short): neither a retry nor a hedge follows. It is the call's failure only when no
+    /// - **The attempt's own**: time was what stopped it (it had less than `needed` left at
+    ///   `refused_at`), its end was
+    ///   its cap's (an attempt starting now would end later), and an attempt starting now
+    ///   would have `needed` (it spent its time before sending: waiting for a pooled
+    ///   connection, say). It ran out of time, as if cut off: counted in
+    ///   [`Report::timeouts`], the call's latest failure a timeout ([`Error::Timeout`] if the
+    ///   call ends), retried as a timeout is. (A retry whose backoff leaves it less than
+    ///   `needed` is refused in turn, having sent nothing, and the call then ends.) Returns
+    ///   `true`.
+    /// - **Otherwise** (the call's time was short, or would be for any attempt, or was found
+    ///   short already, or something else than time stopped it): neither a retry nor a hedge
+    ///   follows, each meeting the same refusal. It is the call's failure only when no
     ///   attempt failed before it: an earlier attempt's answer or error stands, as it does
     ///   when the same lack of time stops a retry before it starts (under the floor), so
     ///   that a dependency's answer is not replaced by a deadline that has not passed.
     ///   Returns `false`.
-    pub(super) fn unsent(&mut self, mut attempt: Attempt, needed: Duration, now: Instant) -> bool {
+    pub(super) fn unsent(
+        &mut self,
+        mut attempt: Attempt,
+        needed: Duration,
+        refused_at: Instant,
+        now: Instant,
+    ) -> bool {
         self.settle_breaker(&mut attempt, BreakerOutcome::Abandoned, now);
-        if self.ran_short_of_its_own_time(&attempt, needed, now) {
+        let first = self.tally.started_at();
+        if self.ran_short_of_its_own_time(&attempt, needed, refused_at, now) {
             let after = now
                 .saturating_duration_since(attempt.started)
                 .min(attempt.timeout());
@@ -251,7 +261,6 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
             self.record_failure(Failure::TimedOut { after }, Outcome::TimedOut, now);
             return true;
         }
-        let first = self.tally.started_at();
         if let Some(f) = self.followups.made(first) {
             f.nothing_sent = true;
             f.hedges.stop();
@@ -262,16 +271,22 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
         false
     }
 
-    /// Whether `attempt`, which could send nothing at `now` for want of `needed` left, ran
+    /// Whether `attempt`, refused no earlier than `refused_at` for want of `needed` left, ran
     /// short of its own time ([`unsent`](Course::unsent)).
-    fn ran_short_of_its_own_time(&self, attempt: &Attempt, needed: Duration, now: Instant) -> bool {
+    fn ran_short_of_its_own_time(
+        &self,
+        attempt: &Attempt,
+        needed: Duration,
+        refused_at: Instant,
+        now: Instant,
+    ) -> bool {
         if self.followups.get().is_some_and(|f| f.nothing_sent) {
             // The call's time was found short already.
             return false;
         }
-        if attempt.until.saturating_duration_since(now) >= needed {
-            // It had the time it needed: something else stopped it (a shorter scope inside
-            // it, a timeout the request already carried), which a retry would meet again.
+        if attempt.until.saturating_duration_since(refused_at) >= needed {
+            // Not time: something of the request's own stopped it (a timeout it already
+            // carried), which a retry would meet again.
             return false;
         }
         match self.call.decide(now) {

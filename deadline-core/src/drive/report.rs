@@ -263,7 +263,8 @@ pub struct Report {
     pub retries: u32,
     /// Hedges started (copies sent while an attempt was still running).
     pub hedges: u32,
-    /// Attempts whose timeout fired.
+    /// Attempts whose timeout fired, or that ran out of their own time before they could send
+    /// anything ([`CallMachine::unsent`](super::CallMachine::unsent)).
     pub timeouts: u32,
     /// Retries and hedges the retry budget refused.
     pub budget_refusals: u32,

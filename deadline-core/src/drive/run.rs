@@ -192,7 +192,11 @@ where
             }
             // It could send nothing: the dependency never saw it, whatever its error says.
             (Err(_), Some(Onward::Nothing { needed })) => {
-                self.machine.unsent(slot, needed, now, &mut self.observer);
+                // Refused during the poll, by the attempt's own clock: read again, so that a
+                // refusal for want of time is not taken for one with time to spare.
+                let refused_at = self.timer.now().max(now);
+                self.machine
+                    .unsent(slot, needed, refused_at, now, &mut self.observer);
                 None
             }
             (Err(error), sent) => {

@@ -93,26 +93,27 @@ pub enum Onward {
     /// ([`StatementTimeout::running_out_from`](crate::statement::StatementTimeout::running_out_from)):
     /// a failure of the attempt from then on is the attempt running out of time.
     RunningOutFrom(Instant),
-    /// Nothing: the time left was too short to send (under the allowance one hop keeps
-    /// back, [`WireError::Spent`](crate::wire::WireError::Spent), or under a statement's
-    /// floor), so the request was not made. The attempt never reached the dependency: its
-    /// failure is not the dependency's (its breaker does not count it). Whether a retry
-    /// follows depends on whose time was short
-    /// ([`CallMachine::unsent`](crate::drive::CallMachine::unsent)): what the attempt
-    /// `needed` says.
+    /// Nothing: the request was not made, the time left being too short to send it (under
+    /// the allowance one hop keeps back, [`WireError::Spent`](crate::wire::WireError::Spent),
+    /// or under a statement's floor), or for a reason of the request's own (a timeout it
+    /// already carried, spent). The attempt never reached the dependency: its failure is not
+    /// the dependency's (its breaker does not count it). Whether a retry follows depends on
+    /// whose time was short ([`CallMachine::unsent`](crate::drive::CallMachine::unsent)):
+    /// what `needed` says.
     Nothing {
-        /// The least time left with which the attempt would have sent its request
+        /// The least time left before the attempt's deadline with which the request would have
+        /// been sent, as far as time decides it
         /// ([`Propagation::needs`](crate::wire::Propagation::needs),
-        /// [`StatementPolicy::needs`](crate::statement::StatementPolicy::needs)), or more:
-        /// never less.
+        /// [`StatementPolicy::needs`](crate::statement::StatementPolicy::needs)): more than
+        /// was left when the time was what was short.
         needed: Duration,
     },
 }
 
 impl Onward {
-    /// Both of two notes of one attempt: the later instant of two requests; a request sent
-    /// over nothing sent (the attempt reached the dependency); the larger need of two
-    /// requests not sent.
+    /// Both of two notes of one attempt, `other` the later: the later instant of two
+    /// requests; a request sent over nothing sent (the attempt reached the dependency); of
+    /// two requests not sent, the later refusal.
     ///
     /// ```
     /// use deadline_core::runtime::Onward;
@@ -121,7 +122,7 @@ impl Onward {
     /// let (early, late) = (Instant::from_millis(90), Instant::from_millis(95));
     /// let sent = Onward::RunningOutFrom(early).and(Onward::RunningOutFrom(late));
     /// assert_eq!(sent, Onward::RunningOutFrom(late));
-    /// let nothing = |ms_needed| Onward::Nothing { needed: ms(ms_needed) };
+    /// let nothing = |needed| Onward::Nothing { needed: ms(needed) };
     /// assert_eq!(nothing(6).and(Onward::RunningOutFrom(early)), Onward::RunningOutFrom(early));
     /// assert_eq!(nothing(6).and(nothing(45)), nothing(45));
     /// ```
@@ -133,9 +134,7 @@ impl Onward {
             }
             (Onward::RunningOutFrom(a), Onward::Nothing { .. })
             | (Onward::Nothing { .. }, Onward::RunningOutFrom(a)) => Onward::RunningOutFrom(a),
-            (Onward::Nothing { needed: a }, Onward::Nothing { needed: b }) => {
-                Onward::Nothing { needed: a.max(b) }
-            }
+            (Onward::Nothing { .. }, later @ Onward::Nothing { .. }) => later,
         }
     }
 }

@@ -4,7 +4,6 @@
 use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll};
-use core::time::Duration;
 
 use deadline_core::runtime::{KeepsSent, Onward, note_sent};
 use deadline_core::wire::{
@@ -186,11 +185,11 @@ where
             .config
             .propagation
             .send(deadline, now, already, self.config.header);
-        let needs = self.config.propagation.needs();
+        let refused = refusal(&self.config.propagation);
         let sending = if self.judged_by_caller {
-            sending.inspect_err(|_| nothing_sent(needs)).ok()
+            sending.inspect_err(|_| Tokio::note_sent(refused)).ok()
         } else {
-            noted(sending, needs).ok()
+            noted(sending, refused).ok()
         };
         let Some(outgoing) = sending else {
             return PropagateFuture {
@@ -321,14 +320,13 @@ where
 /// What a request sends, told to the runtime: inside a
 /// [`Dependency::run`](deadline_core::Dependency::run) attempt, a failure once it is running
 /// out is the attempt's timeout, whatever error the caller makes of it; with nothing left to
-/// send (less than `needs`, [`Propagation::needs`](deadline_core::wire::Propagation::needs)),
-/// the request is not made, and the attempt's failure (this refusal) is not the dependency's:
-/// its breaker does not count it ([`Onward::Nothing`]; the call ends with
-/// [`Error::DeadlineExceeded`], or an earlier attempt's failure, when the call's time was
-/// short, and the attempt ran out of time when only its cap was).
+/// send, the request is not made, and the attempt's failure (this refusal, `refused`:
+/// [`refusal`]) is not the dependency's: its breaker does not count it ([`Onward::Nothing`];
+/// the call ends with [`Error::DeadlineExceeded`], or an earlier attempt's failure, when the
+/// call's time was short, and the attempt ran out of time when only its cap was).
 pub(crate) fn noted(
     sending: Result<Outgoing, WireError>,
-    needs: Duration,
+    refused: Onward,
 ) -> Result<Outgoing, Error> {
     match sending {
         Ok(outgoing) => {
@@ -336,14 +334,16 @@ pub(crate) fn noted(
             Ok(outgoing)
         }
         Err(spent) => {
-            nothing_sent(needs);
+            Tokio::note_sent(refused);
             Err(Error::from(spent))
         }
     }
 }
 
-/// Tells the runtime that nothing was sent, for want of `needed` left: the attempt never
-/// reached the dependency.
-fn nothing_sent(needed: Duration) {
-    Tokio::note_sent(Onward::Nothing { needed });
+/// What the runtime is told of a request `propagation` would not send: the least time left
+/// it needs ([`Propagation::needs`](deadline_core::wire::Propagation::needs)).
+pub(crate) const fn refusal(propagation: &Propagation) -> Onward {
+    Onward::Nothing {
+        needed: propagation.needs(),
+    }
 }
