@@ -478,3 +478,33 @@ fn a_retry_left_less_than_it_needs_by_its_backoff_ends_the_call() {
     );
     assert_eq!((called.report.attempts, called.report.timeouts), (2, 1));
 }
+
+/// The attempt refuses by its own clock, later in the poll than the driver's reading of it (a
+/// poll takes time): 90 ms in, its poll takes 0.5 ms, and it is refused with 9.5 ms of the 10
+/// it needs. Judged by the poll's reading (10 ms left) it would have had what it needed, and
+/// the call would end as the deadline's with 910 ms left; the clock read again says its own
+/// time ran short: its timeout.
+#[test]
+fn a_refusal_is_judged_by_the_clock_after_the_poll_that_found_it() {
+    static DEP: Dependency<ManualRuntime, DeadlineOnly> =
+        Dependency::deadline_only(Policy::required("m").with_cap(ms(100)));
+    let called = ManualRuntime::block_on(scope_timeout::<ManualRuntime, _>(
+        ms(1_000),
+        DEP.run(|_| async {
+            let t = ManualRuntime::timer();
+            t.sleep_until(t.now() + ms(90)).await;
+            // This poll takes half a millisecond before it refuses.
+            t.clock().advance(core::time::Duration::from_micros(500));
+            ManualRuntime::note_sent(Onward::Nothing { needed: ms(10) });
+            Err::<u32, _>("not sent")
+        }),
+    ))
+    .unwrap()
+    .expect("inside its scope");
+    assert_eq!(
+        called,
+        Err(CallError::Library(Error::Timeout { after: ms(90) }))
+    );
+    let counts = DEP.counters().snapshot();
+    assert_eq!((counts.timeouts, counts.deadline_exceeded), (1, 0));
+}
