@@ -563,8 +563,9 @@ fn check_settings_act(
 
 /// A setting of `dependency` that could never act, as the library refuses such a policy when
 /// a `Dependency` is made ([`Policy::check`] decides): a cap under a microsecond or a floor
-/// above the cap (the call would never be made), or a hedge due at or after the cap (every
-/// attempt has timed out by then). The field to change, and what is wrong.
+/// above the cap (the call would never be made), a connect limit under a microsecond (every
+/// connection would be refused), or a hedge due at or after the cap (every attempt has timed
+/// out by then). The field to change, and what is wrong.
 #[must_use]
 pub fn never_acts(dependency: &Dependency) -> Option<(&'static str, String)> {
     let policy = dependency.policy();

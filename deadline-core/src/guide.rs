@@ -194,7 +194,7 @@
 //! needed. Whose time was short decides the rest. When it was the attempt's own (its cap
 //! ended it, and it spent its time before sending, waiting for a pooled connection, say,
 //! where an attempt starting then would have what it needed), it ran out of time, as if cut
-//! off at its cap: counted as a timeout, retried as a timeout is, and the call's error is
+//! off then: counted as a timeout, retried as a timeout is, and the call's error is
 //! [`Error::Timeout`](crate::Error::Timeout) if it then gives up. Otherwise (what is left
 //! of the deadline is too short, or no attempt could have what it needs) no retry or hedge
 //! follows, each meeting the same refusal, and the call ends with

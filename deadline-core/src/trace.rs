@@ -54,10 +54,7 @@ pub(crate) fn emit(name: &str, event: &Event) {
             );
         }
         EventKind::NotSent { attempt } => {
-            debug!(
-                dependency = name,
-                attempt, at_us, "attempt sent nothing: too little time left"
-            );
+            debug!(dependency = name, attempt, at_us, "attempt sent nothing");
         }
         EventKind::Cancelled { attempt } => {
             trace!(dependency = name, attempt, at_us, "attempt cancelled");

@@ -240,9 +240,7 @@ async fn sends_then_answers(
             Ok(1)
         }
         Err(_) => {
-            ManualRuntime::note_sent(Onward::Nothing {
-                needed: Propagation::DEFAULT.needs(),
-            });
+            ManualRuntime::note_sent(Onward::nothing(Propagation::DEFAULT.needs()));
             Err("not sent: no time left to send")
         }
     }
@@ -375,9 +373,7 @@ fn an_attempt_whose_own_cap_ran_short_before_sending_is_retried_as_a_timeout() {
 async fn waits_then_refuses(wait_ms: u64, needed_ms: u64) -> Result<u32, &'static str> {
     let t = ManualRuntime::timer();
     t.sleep_until(t.now() + ms(wait_ms)).await;
-    ManualRuntime::note_sent(Onward::Nothing {
-        needed: ms(needed_ms),
-    });
+    ManualRuntime::note_sent(Onward::nothing(ms(needed_ms)));
     Err("not sent")
 }
 
@@ -495,7 +491,7 @@ fn a_refusal_is_judged_by_the_clock_after_the_poll_that_found_it() {
             t.sleep_until(t.now() + ms(90)).await;
             // This poll takes half a millisecond before it refuses.
             t.clock().advance(core::time::Duration::from_micros(500));
-            ManualRuntime::note_sent(Onward::Nothing { needed: ms(10) });
+            ManualRuntime::note_sent(Onward::nothing(ms(10)));
             Err::<u32, _>("not sent")
         }),
     ))

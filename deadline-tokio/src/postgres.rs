@@ -4,8 +4,15 @@
 //! nobody: dropping a tokio-postgres future stops the wait, not the query, which runs on in
 //! the server until it ends or its statement timeout fires. A query run by a [`Session`]:
 //!
-//! 1. is not started when too little time is left ([`StatementPolicy::floor`]): the result
-//!    is the shortfall's error ([`Error::InsufficientTime`]);
+//! 1. is not started when too little time is left ([`StatementPolicy::floor`]), neither
+//!    before its transaction begins nor after (the `BEGIN` may wait behind a query the client
+//!    still runs): the result is the shortfall's error ([`Error::InsufficientTime`]). Inside a
+//!    [`Dependency::run`](deadline_core::Dependency::run) attempt, a query not started ends
+//!    the attempt as never sent: the breaker does not count it; when what was short was the
+//!    call's time, no retry or hedge follows and the call answers
+//!    [`Error::DeadlineExceeded`] (or an earlier attempt's failure), and when it was only the
+//!    attempt's cap (an attempt starting then could start the query), the attempt ran out
+//!    of time, and is retried as a timeout is;
 //! 2. runs in a transaction whose `SET LOCAL statement_timeout` is the time left, less the
 //!    policy's margin, capped ([`decide_statement`]): at the deadline the server ends the
 //!    statement itself, a few milliseconds before the caller would give up;

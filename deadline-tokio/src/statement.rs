@@ -26,8 +26,8 @@ use crate::time::TokioClock;
 /// earlier (before a wait for a connection) must note nothing when it lets the query go on:
 /// it is [`statement_timeout`](deadline_core::statement::statement_timeout) with the current
 /// deadline, and on a refusal
-/// [`note_sent`](deadline_core::runtime::KeepsSent::note_sent)`(Onward::Nothing { needed:
-/// policy.needs() })`, as this crate's own queries do.
+/// [`note_sent`](deadline_core::runtime::KeepsSent::note_sent)`(Onward::nothing(policy.needs()))`,
+/// as this crate's own queries do.
 ///
 /// ```
 /// use deadline_core::ms;
@@ -77,9 +77,7 @@ pub(crate) fn decide(policy: &StatementPolicy, sending: Sending) -> StatementDec
                 Tokio::note_sent(Onward::RunningOutFrom(timeout.running_out_from(now)));
             }
         }
-        StatementDecision::DontStart(_) => Tokio::note_sent(Onward::Nothing {
-            needed: policy.needs(),
-        }),
+        StatementDecision::DontStart(_) => Tokio::note_sent(Onward::nothing(policy.needs())),
     }
     decision
 }

@@ -491,10 +491,9 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
     ///
     /// When the time that was short was the attempt's own, it ran out of time, as if cut off:
     /// counted as a timeout, and the next [`poll`](Self::poll) decides its retry as after a
-    /// timeout. That is when it
-    /// had less than `needed` left, and an attempt starting now would end later (its cap, not
-    /// the deadline, ended it) with `needed` or more: it spent its time before it could send
-    /// (waiting for a pooled connection, say). Otherwise the call's time was short, or would
+    /// timeout. That is when it had less than `needed` left at `refused_at`, and an attempt
+    /// starting then would end later (its cap, not the deadline, ended it) with `needed` or
+    /// more: it spent its time before it could send (waiting for a pooled connection, say). Otherwise the call's time was short, or would
     /// be for any attempt, or something else than time stopped it: no retry or hedge follows,
     /// and with no other attempt running, the call ends ([`GiveUp::NothingToSend`]) with the
     /// failure of an earlier attempt, if one failed, or else

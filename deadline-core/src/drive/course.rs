@@ -229,10 +229,9 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
     /// What it means for the call depends on whose time was short:
     ///
     /// - **The attempt's own**: time was what stopped it (it had less than `needed` left at
-    ///   `refused_at`), its end was
-    ///   its cap's (an attempt starting now would end later), and an attempt starting now
-    ///   would have `needed` (it spent its time before sending: waiting for a pooled
-    ///   connection, say). It ran out of time, as if cut off: counted in
+    ///   `refused_at`), its end was its cap's (an attempt starting at `refused_at` would end
+    ///   later), and one starting then would have `needed` (it spent its time before sending:
+    ///   waiting for a pooled connection, say). It ran out of time, as if cut off: counted in
     ///   [`Report::timeouts`], the call's latest failure a timeout ([`Error::Timeout`] if the
     ///   call ends), retried as a timeout is. (A retry whose backoff leaves it less than
     ///   `needed` is refused in turn, having sent nothing, and the call then ends.) Returns
@@ -253,7 +252,7 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
     ) -> bool {
         self.settle_breaker(&mut attempt, BreakerOutcome::Abandoned, now);
         let first = self.tally.started_at();
-        if self.ran_short_of_its_own_time(&attempt, needed, refused_at, now) {
+        if self.ran_short_of_its_own_time(&attempt, needed, refused_at) {
             let after = now
                 .saturating_duration_since(attempt.started)
                 .min(attempt.timeout());
@@ -278,7 +277,6 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
         attempt: &Attempt,
         needed: Duration,
         refused_at: Instant,
-        now: Instant,
     ) -> bool {
         if self.followups.get().is_some_and(|f| f.nothing_sent) {
             // The call's time was found short already.
@@ -289,7 +287,7 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
             // carried), which a retry would meet again.
             return false;
         }
-        match self.call.decide(now) {
+        match self.call.decide(refused_at) {
             Decision::Call(limits) => limits.until() > attempt.until && limits.timeout() >= needed,
             Decision::Skip(_) | Decision::Fail(_) => false,
         }

@@ -25,8 +25,8 @@ pub struct Followups {
     /// A fatal error or a server's "do not retry" has been seen: it stands, whatever the
     /// attempts still running do afterwards.
     pub(super) final_failure: bool,
-    /// An attempt could send nothing, the call's time left being too short: no retry or
-    /// hedge follows, each having less time still.
+    /// An attempt could send nothing, and no retry could do better (the call's time is too
+    /// short, or any attempt's would be): no retry or hedge follows.
     pub(super) nothing_sent: bool,
 }
 

@@ -5,7 +5,7 @@ use core::time::Duration;
 
 use crate::deadline::Deadline;
 use crate::rng::Rng;
-use crate::time::Instant;
+use crate::time::{Instant, duration_to_micros_ceil};
 use crate::timer::Timer;
 
 /// A runtime as the call site sees it: its timer, its default random source, and where the
@@ -99,18 +99,49 @@ pub enum Onward {
     /// already carried, spent). The attempt never reached the dependency: its failure is not
     /// the dependency's (its breaker does not count it). Whether a retry follows depends on
     /// whose time was short ([`CallMachine::unsent`](crate::drive::CallMachine::unsent)):
-    /// what `needed` says.
+    /// what `needed_micros` says. Made with [`Onward::nothing`].
     Nothing {
         /// The least time left before the attempt's deadline with which the request would have
         /// been sent, as far as time decides it
         /// ([`Propagation::needs`](crate::wire::Propagation::needs),
-        /// [`StatementPolicy::needs`](crate::statement::StatementPolicy::needs)): more than
-        /// was left when the time was what was short.
-        needed: Duration,
+        /// [`StatementPolicy::needs`](crate::statement::StatementPolicy::needs)), in whole
+        /// microseconds, rounded up: more than was left when the time was what was short.
+        /// (Microseconds rather than a `Duration`: a tag and a `u64` are what every attempt's
+        /// poll copies, and checking a `Duration`'s niche for the tag cost a pending
+        /// `Dependency::run` 31 instructions, `bash scripts/instructions.sh
+        /// dependency_run_deadline_only_pending`.)
+        needed_micros: u64,
     },
 }
 
 impl Onward {
+    /// Nothing sent, for want of `needed` left ([`Onward::Nothing`]), rounded up to whole
+    /// microseconds.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use deadline_core::runtime::Onward;
+    ///
+    /// let refused = Onward::nothing(Duration::from_nanos(5_000_001));
+    /// assert_eq!(refused, Onward::Nothing { needed_micros: 5_001 });
+    /// assert_eq!(refused.needed(), Some(Duration::from_micros(5_001)));
+    /// ```
+    #[must_use]
+    pub const fn nothing(needed: Duration) -> Onward {
+        Onward::Nothing {
+            needed_micros: duration_to_micros_ceil(needed),
+        }
+    }
+
+    /// The time a request not sent needed left ([`Onward::Nothing`]); `None` for one sent.
+    #[must_use]
+    pub const fn needed(self) -> Option<Duration> {
+        match self {
+            Onward::Nothing { needed_micros } => Some(Duration::from_micros(needed_micros)),
+            Onward::RunningOutFrom(_) => None,
+        }
+    }
+
     /// Both of two notes of one attempt, `other` the later: the later instant of two
     /// requests; a request sent over nothing sent (the attempt reached the dependency); of
     /// two requests not sent, the later refusal.
@@ -122,7 +153,7 @@ impl Onward {
     /// let (early, late) = (Instant::from_millis(90), Instant::from_millis(95));
     /// let sent = Onward::RunningOutFrom(early).and(Onward::RunningOutFrom(late));
     /// assert_eq!(sent, Onward::RunningOutFrom(late));
-    /// let nothing = |needed| Onward::Nothing { needed: ms(needed) };
+    /// let nothing = |needed| Onward::nothing(ms(needed));
     /// assert_eq!(nothing(6).and(Onward::RunningOutFrom(early)), Onward::RunningOutFrom(early));
     /// assert_eq!(nothing(6).and(nothing(45)), nothing(45));
     /// ```

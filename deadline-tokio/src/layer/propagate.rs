@@ -343,7 +343,5 @@ pub(crate) fn noted(
 /// What the runtime is told of a request `propagation` would not send: the least time left
 /// it needs ([`Propagation::needs`](deadline_core::wire::Propagation::needs)).
 pub(crate) const fn refusal(propagation: &Propagation) -> Onward {
-    Onward::Nothing {
-        needed: propagation.needs(),
-    }
+    Onward::nothing(propagation.needs())
 }

@@ -32,7 +32,9 @@ pin_project_lite::pin_project! {
     ///   ([`Sent::is_deadline_failure`](deadline_core::wire::Sent::is_deadline_failure)) is
     ///   reported as the deadline's: a body error becomes [`PropagateError::Deadline`], and
     ///   gRPC trailers with `CANCELLED` or `UNAVAILABLE` are rewritten to
-    ///   `DEADLINE_EXCEEDED`, so the caller reads the deadline, not the next hop's timer.
+    ///   `DEADLINE_EXCEEDED`, so the caller reads the deadline, not the next hop's timer
+    ///   (unless they say when to retry, or not to, `grpc-retry-pushback-ms`: the next
+    ///   service's own answer, relayed as it came).
     /// - Outside any scope, the body passes through (its errors as
     ///   [`PropagateError::Inner`]).
     pub struct PropagateBody<B> {
