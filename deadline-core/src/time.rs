@@ -18,7 +18,7 @@ const MICROS_PER_SEC: u64 = 1_000_000;
 // conversions saves about 3% of a downstream call that is really pending (`bash
 // scripts/instructions.sh dependency_run_deadline_only_pending`: 2 536 -> 2 452
 // instructions), while on a 32-bit microcontroller every copy repeats a 64-bit multiply and
-// its overflow check: one copy there keeps the deadline-only firmware at 4.0 KiB of library
+// its overflow check: one copy there keeps the deadline-only firmware at 3.9 KiB of library
 // code instead of 4.8 (`bash scripts/firmware.sh`). The same for each conversion below.
 #[cfg_attr(target_pointer_width = "64", inline)]
 #[cfg_attr(not(target_pointer_width = "64"), inline(never))]

@@ -482,7 +482,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
         }
     }
 
-    /// The attempt in `slot` ended at `now` having sent nothing, refused no earlier than
+    /// The attempt in `slot` ended at `now` having sent nothing, refused no later than
     /// `refused_at` (the clock read again after the poll that found it; the call's events
     /// stay at `now`) for want of `needed` left before its deadline
     /// ([`Onward::Nothing`](crate::runtime::Onward::Nothing)). It never reached the
@@ -493,10 +493,11 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
     /// counted as a timeout, and the next [`poll`](Self::poll) decides its retry as after a
     /// timeout. That is when it had less than `needed` left at `refused_at`, and an attempt
     /// starting then would end later (its cap, not the deadline, ended it) with `needed` or
-    /// more: it spent its time before it could send (waiting for a pooled connection, say). Otherwise the call's time was short, or would
-    /// be for any attempt, or something else than time stopped it: no retry or hedge follows,
-    /// and with no other attempt running, the call ends ([`GiveUp::NothingToSend`]) with the
-    /// failure of an earlier attempt, if one failed, or else
+    /// more: it spent its time before it could send (waiting for a pooled connection, say).
+    /// Otherwise the call's time was short, or would be for any attempt, or something else
+    /// than time stopped it: no retry or hedge follows, and with no other attempt running,
+    /// the call ends ([`GiveUp::NothingToSend`]) with the failure of an earlier attempt, if
+    /// one failed, or else
     /// [`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded); otherwise it waits for
     /// them.
     pub fn unsent<O: Observer + ?Sized>(

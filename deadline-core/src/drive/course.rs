@@ -222,7 +222,7 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
         self.record_failure(Failure::TimedOut { after }, Outcome::TimedOut, now);
     }
 
-    /// The attempt ended at `now` having sent nothing, refused no earlier than `refused_at`
+    /// The attempt ended at `now` having sent nothing, refused no later than `refused_at`
     /// for want of `needed` left: not the dependency's failure, so its breaker permit is
     /// handed back, and no latency of the dependency's is heard.
     ///
@@ -270,7 +270,7 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
         false
     }
 
-    /// Whether `attempt`, refused no earlier than `refused_at` for want of `needed` left, ran
+    /// Whether `attempt`, refused no later than `refused_at` for want of `needed` left, ran
     /// short of its own time ([`unsent`](Course::unsent)).
     fn ran_short_of_its_own_time(
         &self,

@@ -67,8 +67,9 @@ pub enum EventKind {
         /// How long it ran: its timeout, or less for an error that came before it.
         after: Duration,
     },
-    /// An attempt ended having sent nothing: its time was too short to send a request
-    /// ([`Onward::Nothing`](crate::runtime::Onward::Nothing)). Not the dependency's failure:
+    /// An attempt ended having sent nothing: it could not send its request, its time too short
+    /// (or a timeout of the request's own spent:
+    /// [`Onward::Nothing`](crate::runtime::Onward::Nothing)). Not the dependency's failure:
     /// its breaker does not count it, and no latency of the dependency's is heard. When its
     /// own time (its cap) was what was short, it ran out of time: counted as a timeout, and
     /// retried as one; when the call's time was, no retry or hedge follows

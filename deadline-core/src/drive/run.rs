@@ -8,7 +8,7 @@ use core::task::{Context, Poll};
 use core::time::Duration;
 
 use crate::rng::Rng;
-use crate::time::Instant;
+use crate::time::{Instant, micros_to_duration};
 use crate::timer::Timer;
 
 use super::attempt::Attempt;
@@ -193,7 +193,7 @@ where
             }
             // It could send nothing: the dependency never saw it, whatever its error says.
             (Err(_), Some(Onward::Nothing { needed_micros })) => {
-                self.unsent(slot, Duration::from_micros(needed_micros), now);
+                self.unsent(slot, micros_to_duration(needed_micros), now);
                 None
             }
             (Err(error), sent) => {
@@ -213,8 +213,9 @@ where
     /// own clock: the clock is read again, so that a refusal for want of time is not taken
     /// for one with time to spare. Out of line, as it is seldom taken: inlined into the poll
     /// of every attempt's answer, it cost an armed `Dependency::run` whose answer is pending
-    /// once 11 instructions (2 797 against 2 786, `bash scripts/instructions.sh
-    /// dependency_run_armed_pending`), where one that answers at once gains 5.
+    /// once 13 instructions more (2 797 against 2 784, `bash scripts/instructions.sh
+    /// dependency_run_armed_pending`), and saved one that answers at once 5 (712 against
+    /// 717, `dependency_run_armed`).
     #[cold]
     #[inline(never)]
     fn unsent(&mut self, slot: usize, needed: Duration, now: Instant) {

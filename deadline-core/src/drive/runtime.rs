@@ -5,7 +5,7 @@ use core::time::Duration;
 
 use crate::deadline::Deadline;
 use crate::rng::Rng;
-use crate::time::{Instant, duration_to_micros_ceil};
+use crate::time::{Instant, duration_to_micros_ceil, micros_to_duration};
 use crate::timer::Timer;
 
 /// A runtime as the call site sees it: its timer, its default random source, and where the
@@ -137,7 +137,7 @@ impl Onward {
     #[must_use]
     pub const fn needed(self) -> Option<Duration> {
         match self {
-            Onward::Nothing { needed_micros } => Some(Duration::from_micros(needed_micros)),
+            Onward::Nothing { needed_micros } => Some(micros_to_duration(needed_micros)),
             Onward::RunningOutFrom(_) => None,
         }
     }
