@@ -167,7 +167,11 @@ impl DeadlineRequest for RequestBuilder {
 }
 
 /// Classifies an attempt's error for a call ([`Run::classify`](deadline_core::run::Run::classify)),
-/// when it is, or boxes, a reqwest error: a connection that was never made
+/// when it is, or boxes, a reqwest error: a limit of the client's own that ran out
+/// ([`reqwest::Error::is_timeout`]: its `ClientBuilder::connect_timeout` or `read_timeout`)
+/// is [`Outcome::TimedOut`], as a connect limit that runs out in this crate's `Connector` is:
+/// counted in the dependency's timeouts, retried as a timeout is, and answered as the
+/// library's timeout (504) if the call then gives up; any other connection that was never made
 /// ([`reqwest::Error::is_connect`]: refused, or failed while connecting) is
 /// [`Outcome::Refused`], the one failure a policy that is not idempotent retries, since the
 /// request never left; an error made of a response (`error_for_status`) is read by its status
@@ -226,6 +230,8 @@ impl DeadlineRequest for RequestBuilder {
 #[must_use]
 pub fn classify(error: &(dyn std::error::Error + 'static)) -> Outcome {
     match error.downcast_ref::<reqwest::Error>() {
+        // Before `is_connect`: a connect timeout is both.
+        Some(error) if error.is_timeout() => Outcome::TimedOut,
         Some(error) if error.is_connect() => Outcome::Refused,
         Some(error) => error
             .status()

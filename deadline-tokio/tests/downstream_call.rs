@@ -199,3 +199,69 @@ async fn a_next_services_early_504_is_the_attempts_timeout() {
     let counts = EARLY.counters().snapshot();
     assert_eq!((counts.calls, counts.timeouts), (1, 1));
 }
+
+/// A connect that the client's own connect timeout ends (`ClientBuilder::connect_timeout`,
+/// where the module's docs say to give reqwest the dependency's connect limit) is the
+/// attempt's timeout, as the library's `Connector` makes one: the call answers 504 and counts
+/// a timeout, where it answered 502 as a refused connection (reqwest's error says both
+/// "connect" and "timeout"). The peer is a listener on loopback whose accept queue is full:
+/// the kernel drops the client's SYN, so the connect hangs until the client's limit.
+#[tokio::test]
+async fn a_connect_timeout_is_the_attempts_timeout() {
+    use deadline_core::{CallError, Error};
+    use deadline_tokio::reqwest::classify;
+
+    static SLOW_CONNECT: Dependency = Dependency::new(
+        Policy::required("slow-connect")
+            .not_idempotent()
+            .with_cap(ms(1_000)),
+    );
+
+    // A backlog of 1, filled until a connect no longer completes (within 200 ms, for at most
+    // 16 connects), its connections held and never accepted.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let listener = socket.listen(1).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut queued = Vec::new();
+    let mut full = false;
+    for _ in 0..16 {
+        match tokio::time::timeout(ms(200), tokio::net::TcpStream::connect(addr)).await {
+            Ok(Ok(stream)) => queued.push(stream),
+            Ok(Err(e)) => panic!("a connect to fill the backlog failed: {e}"),
+            Err(_) => {
+                full = true;
+                break;
+            }
+        }
+    }
+    assert!(full, "the listen backlog did not fill after 16 connects");
+
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .connect_timeout(ms(100))
+        .build()
+        .expect("a reqwest client");
+    let url = format!("http://{addr}/pay");
+    let called = scope_timeout(ms(5_000), async {
+        SLOW_CONNECT
+            .run(|_| async {
+                let response = client.post(&url).time_left()?.send().await?;
+                Ok::<_, BoxError>(response.error_for_status()?.text().await?)
+            })
+            .classify(|e| classify(&**e))
+            .await
+    })
+    .await
+    .expect("inside its scope");
+    drop((queued, listener));
+
+    let error = called.expect_err("the connect never completes");
+    assert!(
+        matches!(error, CallError::Library(Error::Timeout { after }) if after < ms(1_000)),
+        "{error:?}"
+    );
+    assert_eq!(StatusCode::from(error), StatusCode::GATEWAY_TIMEOUT);
+    let counts = SLOW_CONNECT.counters().snapshot();
+    assert_eq!((counts.calls, counts.timeouts), (1, 1));
+}
