@@ -201,6 +201,43 @@ impl StatementTimeout {
         decided.saturating_add(self.as_duration())
     }
 
+    /// What is left at `now` of this timeout, decided at `decided`: the statement timeout to
+    /// set for the rest of a statement that the server times in two parts. PostgreSQL times
+    /// a prepared statement's parse and its run apart, each from its first message to its
+    /// `Sync` (the extended query protocol), so a parse that waited (behind a lock on a table
+    /// it reads) would give the run a whole timeout again, past the deadline: set what is
+    /// left before the run, and the statement ends when its timeout would have. In whole
+    /// milliseconds, rounded down; `None` when less than a millisecond is left (a timeout of
+    /// zero would mean none at all): the statement's time is spent, and it is this timeout's
+    /// error ([`error_of`](Self::error_of)) without running it.
+    ///
+    /// ```
+    /// use deadline_core::{Deadline, Instant, ms};
+    /// use deadline_core::statement::{statement_timeout, StatementPolicy};
+    ///
+    /// let decided = Instant::from_millis(900);
+    /// let deadline = Deadline::after(Instant::ZERO, ms(1_000));
+    /// let timeout = statement_timeout(&StatementPolicy::capped(ms(300)), deadline, decided)
+    ///     .timeout()
+    ///     .unwrap();
+    /// assert_eq!(timeout.millis(), 95);
+    /// // The parse took 40.5 ms: 54 ms are left for the run.
+    /// let rest = timeout.left_at(decided, Instant::from_micros(940_500)).unwrap();
+    /// assert_eq!(rest.to_string(), "SET LOCAL statement_timeout = 54");
+    /// assert_eq!(timeout.left_at(decided, Instant::from_micros(994_001)), None);
+    /// ```
+    #[must_use]
+    pub const fn left_at(self, decided: Instant, now: Instant) -> Option<StatementTimeout> {
+        let end = self.running_out_from(decided).as_micros();
+        // At most this timeout's milliseconds: it fits.
+        let millis = div_1_000(end.saturating_sub(now.as_micros())) as u32;
+        if millis == 0 {
+            None
+        } else {
+            Some(StatementTimeout { millis })
+        }
+    }
+
     /// What a database error with this SQLSTATE is, for a query run with this statement
     /// timeout: [`Error::Timeout`] after the timeout when it is the timeout firing (PostgreSQL's
     /// `query_canceled`, 57014: the statement ran out of the time it was given, which is the

@@ -15,7 +15,10 @@
 //!    of time, and is retried as a timeout is;
 //! 2. runs in a transaction whose `SET LOCAL statement_timeout` is the time left, less the
 //!    policy's margin, capped ([`decide_statement`]): at the deadline the server ends the
-//!    statement itself, a few milliseconds before the caller would give up;
+//!    statement itself, a few milliseconds before the caller would give up. PostgreSQL times
+//!    a statement's parse and its run apart, so the statement is parsed under that timeout
+//!    and runs with what is left of it, set again: a parse that waited behind a lock does not
+//!    give the run the whole timeout again;
 //! 3. is cancelled on the server the moment its future is dropped before it is done (the
 //!    caller left, the deadline passed, a hedge lost), and its connection is not used again
 //!    until the cancel has settled (below);
@@ -99,13 +102,15 @@
 
 use core::fmt;
 
-use deadline_core::Error;
 use deadline_core::statement::{StatementDecision, StatementPolicy, StatementTimeout};
+use deadline_core::{Clock, Error, Instant};
+use futures_util::future::try_join;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Row};
 
 use crate::context::within_current;
 use crate::statement::{self, Sending};
+use crate::time::TokioClock;
 
 mod cancel;
 mod database;
@@ -291,17 +296,48 @@ async fn run(
         // Decided again once the transaction has begun: its `BEGIN` waits behind whatever
         // the client still runs (a query dropped before this one runs on until its statement
         // timeout), and that wait has used some of the time.
-        let timeout = decide(policy, Sending::Now)?;
-        let done = async {
-            transaction.batch_execute(&timeout.to_string()).await?;
-            let done = match kind {
-                Kind::Query => Done::Rows(transaction.query(statement, params).await?),
-                Kind::Execute => Done::Count(transaction.execute(statement, params).await?),
-            };
-            transaction.commit().await?;
-            Ok(done)
+        let (timeout, decided) = decide(policy, Sending::Now)?;
+        let of = |error| of_statement(error, timeout);
+        // PostgreSQL times a statement's parse and its run apart, each with a statement
+        // timeout of its own: parsed under the timeout, the statement runs with what is left
+        // of it, set again (`StatementTimeout::left_at`), so that a parse that waited behind a
+        // lock does not give the run the whole timeout again, past the deadline. Each `SET`
+        // goes in one round trip with what follows it (tokio-postgres sends requests polled
+        // together without waiting between them, and the server runs them in order).
+        let (_, prepared) = try_join(
+            transaction.batch_execute(&timeout.to_string()),
+            transaction.prepare(statement),
+        )
+        .await
+        .map_err(of)?;
+        let rest = timeout
+            .left_at(decided, TokioClock.now())
+            .ok_or(PgError::Deadline(Error::Timeout {
+                after: timeout.as_duration(),
+            }))?;
+        let rest = rest.to_string();
+        let done = match kind {
+            Kind::Query => Done::Rows(
+                try_join(
+                    transaction.batch_execute(&rest),
+                    transaction.query(&prepared, params),
+                )
+                .await
+                .map_err(of)?
+                .1,
+            ),
+            Kind::Execute => Done::Count(
+                try_join(
+                    transaction.batch_execute(&rest),
+                    transaction.execute(&prepared, params),
+                )
+                .await
+                .map_err(of)?
+                .1,
+            ),
         };
-        done.await.map_err(|error| of_statement(error, timeout))
+        transaction.commit().await.map_err(of)?;
+        Ok(done)
     };
     match within_current(work).await {
         // The deadline passed: the work is dropped (its transaction's drop queues a
@@ -311,12 +347,15 @@ async fn run(
     }
 }
 
-/// The statement timeout from the time left now, or the error of a query not to start; noted
-/// with the runtime as `sending` says.
-fn decide(policy: &StatementPolicy, sending: Sending) -> Result<StatementTimeout, PgError> {
+/// The statement timeout from the time left now, and when it was decided; or the error of a
+/// query not to start; noted with the runtime as `sending` says.
+fn decide(
+    policy: &StatementPolicy,
+    sending: Sending,
+) -> Result<(StatementTimeout, Instant), PgError> {
     match statement::decide(policy, sending) {
-        StatementDecision::Set(timeout) => Ok(timeout),
-        StatementDecision::DontStart(shortfall) => Err(PgError::Deadline(shortfall.error())),
+        (StatementDecision::Set(timeout), decided) => Ok((timeout, decided)),
+        (StatementDecision::DontStart(shortfall), _) => Err(PgError::Deadline(shortfall.error())),
     }
 }
 

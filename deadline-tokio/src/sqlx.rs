@@ -220,7 +220,7 @@ where
     // Too little time already: no wait for a connection that could not be used. (Nothing is
     // sent yet: the statement timeout is decided, and noted as sent, once a connection is
     // there.)
-    if let StatementDecision::DontStart(shortfall) = decide(policy, Sending::Later) {
+    if let (StatementDecision::DontStart(shortfall), _) = decide(policy, Sending::Later) {
         return Err(SqlxError::Deadline(shortfall.error()));
     }
     let conn = within_current(pool.acquire())

@@ -1,8 +1,8 @@
 //! Database statement timeouts from the current deadline.
 
-use deadline_core::Clock;
 use deadline_core::runtime::{KeepsSent, Onward};
 use deadline_core::statement::{StatementDecision, StatementPolicy, statement_timeout};
+use deadline_core::{Clock, Instant};
 
 use crate::context::{Tokio, current_or_never};
 use crate::time::TokioClock;
@@ -53,7 +53,7 @@ use crate::time::TokioClock;
 /// # }
 /// ```
 pub fn decide_statement(policy: &StatementPolicy) -> StatementDecision {
-    decide(policy, Sending::Now)
+    decide(policy, Sending::Now).0
 }
 
 /// Whether the statement is sent right after the decision.
@@ -67,8 +67,8 @@ pub(crate) enum Sending {
 }
 
 /// [`statement_timeout`] for a query starting now under the current deadline, noted with the
-/// runtime as `sending` says.
-pub(crate) fn decide(policy: &StatementPolicy, sending: Sending) -> StatementDecision {
+/// runtime as `sending` says; and the instant it was decided at.
+pub(crate) fn decide(policy: &StatementPolicy, sending: Sending) -> (StatementDecision, Instant) {
     let now = TokioClock.now();
     let decision = statement_timeout(policy, current_or_never(), now);
     match &decision {
@@ -79,5 +79,5 @@ pub(crate) fn decide(policy: &StatementPolicy, sending: Sending) -> StatementDec
         }
         StatementDecision::DontStart(_) => Tokio::note_sent(Onward::nothing(policy.needs())),
     }
-    decision
+    (decision, now)
 }

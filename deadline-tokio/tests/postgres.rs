@@ -426,3 +426,85 @@ async fn without_the_library_a_query_runs_on_after_the_caller_leaves() {
     eprintln!("caller left, without the library: the query ran on {after:?} in the database");
     assert!(after >= ms(300));
 }
+
+/// Whether a query with `tag` is waiting for a lock, seen from `observer`: its parse, which
+/// opens the tables it reads, waits behind a lock another transaction holds.
+async fn waiting_for_a_lock(observer: &Client, tag: &str) -> bool {
+    let row = observer
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE wait_event_type = 'Lock' \
+             AND pid <> pg_backend_pid() AND position($1 in query) > 0",
+            &[&tag],
+        )
+        .await
+        .unwrap();
+    row.get::<_, i64>(0) > 0
+}
+
+/// PostgreSQL times a statement's parse and its run apart, each with a statement timeout of
+/// its own. A statement whose parse waits behind a lock (here an `ACCESS EXCLUSIVE` lock that
+/// another transaction holds on a table it reads, released 50 ms after the parse is seen
+/// waiting) must run with what is left of its timeout, not with the whole of it again: a
+/// query dropped then (`postgres::query` sends no cancel) would run on past the deadline by
+/// as long as the parse waited. The statement reads the timeout it runs with: under the
+/// 1 000 ms decided, by at least the 50 ms the lock was held after the parse was seen waiting
+/// (it read 1 000 when the run was given the whole timeout again). Both ways to run a query:
+/// `postgres::query`, and a session's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_whose_parse_waited_runs_with_what_is_left_of_its_timeout() {
+    let observer = connect().await;
+    let db = Database::new(&database_url().parse().unwrap(), NoTls).unwrap();
+    let mut session = db.connect().await.unwrap();
+    let policy = StatementPolicy::capped(ms(1_000)).with_floor(ms(1));
+    for with_a_session in [false, true] {
+        let table = tag("locked");
+        let mut holder = connect().await;
+        holder
+            .batch_execute(&format!("CREATE TABLE {table} (x int)"))
+            .await
+            .unwrap();
+        let lock = holder.transaction().await.unwrap();
+        lock.batch_execute(&format!("LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE"))
+            .await
+            .unwrap();
+
+        let sql = format!(
+            "SELECT (SELECT setting FROM pg_settings WHERE name = 'statement_timeout')::int, \
+             (SELECT count(*) FROM {table})"
+        );
+        let mut client = connect().await;
+        let query = async {
+            let rows = if with_a_session {
+                session.query(&policy, &sql, &[]).await
+            } else {
+                postgres::query(&mut client, &policy, &sql, &[]).await
+            };
+            rows.expect("the statement ran")[0].get::<_, i32>(0)
+        };
+        let release = async {
+            let start = Instant::now();
+            while !waiting_for_a_lock(&observer, &table).await {
+                assert!(
+                    start.elapsed() < Duration::from_secs(10),
+                    "the parse never waited for the lock"
+                );
+                tokio::time::sleep(ms(1)).await;
+            }
+            tokio::time::sleep(ms(50)).await;
+            lock.commit().await.unwrap();
+        };
+        let (ran_with, ()) = scope_timeout(ms(5_000), async { tokio::join!(query, release) })
+            .await
+            .expect("inside its scope");
+        eprintln!("session: {with_a_session}: the statement ran with {ran_with} ms of 1000");
+        assert!(
+            (1..=950).contains(&ran_with),
+            "session: {with_a_session}: ran with a statement timeout of {ran_with} ms"
+        );
+        holder
+            .batch_execute(&format!("DROP TABLE {table}"))
+            .await
+            .unwrap();
+    }
+}

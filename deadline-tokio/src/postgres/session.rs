@@ -4,6 +4,8 @@
 use std::fmt;
 
 use deadline_core::statement::{StatementDecision, StatementPolicy};
+use deadline_core::{Clock, Error};
+use futures_util::future::try_join;
 use tokio::sync::oneshot;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Row};
@@ -17,7 +19,8 @@ use super::cancel::CancelTls;
 use super::database::Database;
 use super::{Done, Kind, PgError, of_statement};
 use crate::context::within_current;
-use crate::statement::decide_statement;
+use crate::statement::{Sending, decide};
+use crate::time::TokioClock;
 
 /// A connection for queries under the current deadline, each cancelled on the server when its
 /// future is dropped before it is done. Made by [`Database::connect`], [`Database::session`]
@@ -146,15 +149,16 @@ impl<C: Send + 'static, M: CancelTls> Session<C, M> {
         kind: Kind,
     ) -> Result<Done, PgError> {
         self.settled().await?;
-        // Decided once the connection is free: the wait for it has used some of the time.
-        let timeout = match decide_statement(policy) {
-            StatementDecision::Set(timeout) => timeout,
-            StatementDecision::DontStart(shortfall) => {
-                return Err(PgError::Deadline(shortfall.error()));
-            }
-        };
         let Slot::Ready(conn) = std::mem::replace(&mut self.slot, Slot::Lost) else {
             return Err(PgError::Lost);
+        };
+        // Decided once the connection is free: the wait for it has used some of the time.
+        let (timeout, decided) = match decide(policy, Sending::Now) {
+            (StatementDecision::Set(timeout), decided) => (timeout, decided),
+            (StatementDecision::DontStart(shortfall), _) => {
+                self.slot = Slot::Ready(conn);
+                return Err(PgError::Deadline(shortfall.error()));
+            }
         };
         // Armed until the transaction is over: dropped before that, it hands the connection to
         // a task that cancels the query and settles the cancel.
@@ -166,14 +170,41 @@ impl<C: Send + 'static, M: CancelTls> Session<C, M> {
         };
         let client = held.client();
         let work = async {
-            // One round trip for both.
-            client.batch_execute(&format!("BEGIN; {timeout}")).await?;
+            // PostgreSQL times a statement's parse and its run apart, each with a statement
+            // timeout of its own: parsed under the timeout, the statement runs with what is
+            // left of it, set again (`StatementTimeout::left_at`), so that a parse that waited
+            // behind a lock does not give the run the whole timeout again. Each `SET` goes in
+            // one round trip with what follows it (tokio-postgres sends requests polled
+            // together without waiting between them, and the server runs them in order).
+            let (_, prepared) = try_join(
+                client.batch_execute(&format!("BEGIN; {timeout}")),
+                client.prepare(statement),
+            )
+            .await
+            .map_err(Ran::Db)?;
+            let rest = timeout
+                .left_at(decided, TokioClock.now())
+                .ok_or(Ran::Spent)?
+                .to_string();
             let done = match kind {
-                Kind::Query => Done::Rows(client.query(statement, params).await?),
-                Kind::Execute => Done::Count(client.execute(statement, params).await?),
+                Kind::Query => Done::Rows(
+                    try_join(client.batch_execute(&rest), client.query(&prepared, params))
+                        .await
+                        .map_err(Ran::Db)?
+                        .1,
+                ),
+                Kind::Execute => Done::Count(
+                    try_join(
+                        client.batch_execute(&rest),
+                        client.execute(&prepared, params),
+                    )
+                    .await
+                    .map_err(Ran::Db)?
+                    .1,
+                ),
             };
-            client.batch_execute("COMMIT").await?;
-            Ok::<_, tokio_postgres::Error>(done)
+            client.batch_execute("COMMIT").await.map_err(Ran::Db)?;
+            Ok::<_, Ran>(done)
         };
         let done = match within_current(work).await {
             // The deadline passed: the work is dropped, and so is `held`, armed.
@@ -185,8 +216,21 @@ impl<C: Send + 'static, M: CancelTls> Session<C, M> {
             let _ = client.batch_execute("ROLLBACK").await;
         }
         held.release();
-        done.map_err(|error| of_statement(error, timeout))
+        done.map_err(|ran| match ran {
+            Ran::Db(error) => of_statement(error, timeout),
+            // Parsed at the end of its time: it is its timeout's, not run.
+            Ran::Spent => PgError::Deadline(Error::Timeout {
+                after: timeout.as_duration(),
+            }),
+        })
     }
+}
+
+/// How a session's query failed: the database's error, or its statement's time spent before
+/// it could run.
+enum Ran {
+    Db(tokio_postgres::Error),
+    Spent,
 }
 
 /// A session's connection during a query. Released, it goes back to the session; dropped
