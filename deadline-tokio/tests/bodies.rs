@@ -1111,3 +1111,82 @@ impl Body for Delayed {
         Poll::Ready(self.trailers.take().map(|t| Ok(Frame::trailers(t))))
     }
 }
+
+/// A gateway's handler that passes on an upstream's streaming answer, called through
+/// `PropagateLayer` in the request's scope: the upstream sends one message, then waits. The
+/// relayed body is bounded by the same deadline and polled first, so at the deadline it fails
+/// with the deadline's error; the client still gets the message, then the deadline's
+/// trailers (`grpc-status: 4`), as for a body of the handler's own. The body failed with
+/// that error before, which resets the stream: a gRPC client reads `INTERNAL`.
+#[tokio::test(start_paused = true)]
+async fn a_relayed_stream_cut_at_the_deadline_ends_with_the_deadlines_trailers() {
+    let message = envelope(b"abc");
+    let upstream_message = message.clone();
+    let server = layer().layer(service_fn(move |req: Request<()>| {
+        let message = upstream_message.clone();
+        let upstream = PropagateLayer::new(HOP, DeadlineHeader::GrpcTimeout).layer(service_fn(
+            move |_req: Request<()>| {
+                let frames = vec![(ms(10), Frame::data(Bytes::from(message.clone())))];
+                let response = Response::builder()
+                    .header("content-type", "application/grpc")
+                    .body(script(frames, false))
+                    .unwrap();
+                async move { Ok::<_, Infallible>(response) }
+            },
+        ));
+        upstream.oneshot(req)
+    }));
+    let request = request(&[
+        ("content-type", "application/grpc"),
+        ("grpc-timeout", "55m"),
+    ]);
+    let response = server.oneshot(request).await.unwrap();
+    let (data, end) = read_all(response.into_body()).await;
+    assert_eq!(data, message);
+    let trailers = end.expect("trailers, not an error").expect("trailers");
+    assert_eq!(trailers["grpc-status"], "4");
+}
+
+/// A gateway made of layers alone (`DeadlineLayer` around `PropagateLayer` around a client)
+/// whose upstream never answers: the client layer, bounded by the same deadline and polled
+/// first, fails at the deadline, and the server answers the deadline (a gRPC trailers-only
+/// `DEADLINE_EXCEEDED`, a plain HTTP 504), where that error reached the server, which closes
+/// the connection or resets the stream with no answer.
+#[tokio::test(start_paused = true)]
+async fn a_client_layer_failing_at_the_deadline_is_answered_as_the_deadline() {
+    for (headers, status, grpc_status) in [
+        (
+            [
+                ("content-type", "application/grpc"),
+                ("grpc-timeout", "55m"),
+            ],
+            StatusCode::OK,
+            Some("4"),
+        ),
+        (
+            [("content-type", "text/plain"), ("x-deadline-ms", "55")],
+            StatusCode::GATEWAY_TIMEOUT,
+            None,
+        ),
+    ] {
+        let server = layer().layer(PropagateLayer::new(HOP, DeadlineHeader::GrpcTimeout).layer(
+            service_fn(|_req: Request<()>| {
+                std::future::pending::<Result<Response<String>, Infallible>>()
+            }),
+        ));
+        let start = TokioClock.now();
+        let response = server
+            .oneshot(request(&headers))
+            .await
+            .expect("an answer, not the client layer's error");
+        assert_eq!(TokioClock.now(), start + ms(55));
+        assert_eq!(response.status(), status);
+        assert_eq!(
+            response
+                .headers()
+                .get("grpc-status")
+                .map(|v| v.to_str().unwrap()),
+            grpc_status
+        );
+    }
+}

@@ -300,9 +300,20 @@ where
                 let (deadline, protocol) = (*deadline, *protocol);
                 match handler.poll(cx) {
                     Poll::Pending => Poll::Pending,
-                    Poll::Ready(Ok(answered)) => Poll::Ready(
-                        answered.map(|response| on_response(response, deadline, protocol, cx)),
-                    ),
+                    Poll::Ready(Ok(Ok(response))) => {
+                        Poll::Ready(Ok(on_response(response, deadline, protocol, cx)))
+                    }
+                    // A service error at or after the deadline is the deadline's: a client
+                    // layer inside (`PropagateLayer`), bounded by the same deadline and
+                    // polled first, fails at that instant, and its error alone would reach
+                    // the server, which closes the connection or resets the stream with no
+                    // answer.
+                    Poll::Ready(Ok(Err(_))) if deadline.is_expired(TokioClock.now()) => {
+                        let answer = Answer::new(protocol, Error::DeadlineExceeded);
+                        state.set(State::Answered { answer });
+                        Poll::Ready(Ok(on_answer(answer)))
+                    }
+                    Poll::Ready(Ok(Err(error))) => Poll::Ready(Err(error)),
                     Poll::Ready(Err(_elapsed)) => {
                         // The deadline came first: the handler is dropped now, cancelling
                         // its work.

@@ -7,13 +7,14 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use bytes::Bytes;
 use deadline_core::wire::{Cut, Envelopes, GRPC_MESSAGE, GRPC_STATUS, Protocol};
-use deadline_core::{Deadline, Error};
+use deadline_core::{Clock, Deadline, Error};
 use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
 
 use super::bounded_body::{BoundedBody, Polled};
 use super::headers::{lookup, set};
 use super::messages::Messages;
+use crate::clock::TokioClock;
 
 pin_project_lite::pin_project! {
     /// The response body of [`DeadlineLayer`](crate::DeadlineLayer): the handler's own body,
@@ -41,6 +42,10 @@ pin_project_lite::pin_project! {
     ///   [`BodyError::Deadline`], on which hyper resets the HTTP/2 stream or closes the
     ///   HTTP/1.1 connection, so the client sees a cut response, never one that looks
     ///   complete.
+    /// - A body that fails at or after the deadline, whatever its error, is cut as the
+    ///   deadline's, as above: a body relayed from a client layer bounded by the same
+    ///   deadline (`PropagateLayer`'s) fails at that instant, and the client reads the
+    ///   deadline's status, not a reset stream.
     /// - A body of gRPC, gRPC-Web or Connect streaming messages (the response says so in its
     ///   `content-type`: [`Envelopes::of_response`]) is sent whole message by whole
     ///   message, however its frames split them (a proxy's do): the bytes of a message not yet
@@ -284,6 +289,15 @@ impl<E: core::error::Error + 'static> core::error::Error for BodyError<E> {
     }
 }
 
+/// Whether a handler's body that failed now failed of the `deadline`: at or after it, whatever
+/// its error, it is cut as the deadline's, and the client reads the deadline's status. A body
+/// relayed from a client layer (`PropagateLayer`'s, bounded by the same deadline, and polled
+/// first) fails at that instant with the deadline's error, and that failure alone would
+/// reset the stream, which a gRPC client reads as `INTERNAL`.
+fn failed_of(deadline: Deadline) -> bool {
+    deadline.is_expired(TokioClock.now())
+}
+
 /// The HTTP/2 reset of a body cut at the deadline ([`Cut::RESET_CODE`]), the source of every
 /// [`BodyError::Deadline`].
 static RESET: std::sync::LazyLock<h2::Error> =
@@ -307,20 +321,20 @@ where
                 protocol,
                 reset,
             } => {
-                return match body.poll_step(cx) {
-                    Poll::Pending => Poll::Pending,
-                    Poll::Ready(Polled::Frame(frame)) => Poll::Ready(Some(Ok(frame))),
-                    Poll::Ready(Polled::Failed(error)) => {
-                        Poll::Ready(Some(Err(BodyError::Inner(error))))
+                let deadline = body.deadline();
+                match body.poll_step(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(Polled::Frame(frame)) => return Poll::Ready(Some(Ok(frame))),
+                    Poll::Ready(Polled::End) => return Poll::Ready(None),
+                    Poll::Ready(Polled::Failed(error)) if !failed_of(deadline) => {
+                        return Poll::Ready(Some(Err(BodyError::Inner(error))));
                     }
-                    Poll::Ready(Polled::End) => Poll::Ready(None),
-                    Poll::Ready(Polled::Cut) => {
-                        let cut = if *reset { Cut::Reset } else { protocol.cut() };
-                        // Drop the handler's body (and its stream) now.
-                        kind.set(Kind::Cut { last: None });
-                        Poll::Ready(Last::of(cut).map(Last::frame))
-                    }
-                };
+                    Poll::Ready(Polled::Failed(_) | Polled::Cut) => {}
+                }
+                let cut = if *reset { Cut::Reset } else { protocol.cut() };
+                // Drop the handler's body (and its stream) now.
+                kind.set(Kind::Cut { last: None });
+                return Poll::Ready(Last::of(cut).map(Last::frame));
             }
             KindProj::Messages {
                 body,
@@ -364,7 +378,9 @@ where
                         return Poll::Ready(Some(Ok(Frame::data(held))));
                     }
                 },
-                Polled::Failed(error) => return Poll::Ready(Some(Err(BodyError::Inner(error)))),
+                Polled::Failed(error) if !failed_of(body.deadline()) => {
+                    return Poll::Ready(Some(Err(BodyError::Inner(error))));
+                }
                 Polled::End => {
                     let Some(held) = messages.take_held() else {
                         return Poll::Ready(None);
@@ -372,7 +388,7 @@ where
                     kind.set(Kind::Ended { trailers: None });
                     return Poll::Ready(Some(Ok(Frame::data(held))));
                 }
-                Polled::Cut => {
+                Polled::Failed(_) | Polled::Cut => {
                     // What is held of a message not yet whole is dropped with the handler's
                     // body (and its stream), now.
                     let cut = messages.cut(protocol);
