@@ -1190,3 +1190,35 @@ async fn a_client_layer_failing_at_the_deadline_is_answered_as_the_deadline() {
         );
     }
 }
+
+/// The layer's own answers to a `HEAD` request have its status and headers and no body: an
+/// HTTP/2 server sends what it is given (axum strips a `HEAD` answer's body only inside its
+/// router, which the layer's answers never pass through), and an HTTP/2 client resets a
+/// stream whose answer to `HEAD` carries data, so it never read the 504. Refused on arrival
+/// (a deadline already spent, a header it cannot read), and dropped at the deadline.
+#[tokio::test(start_paused = true)]
+async fn the_layers_answers_to_head_have_no_body() {
+    let cases: [(&[(&'static str, &'static str)], StatusCode); 3] = [
+        (&[("x-deadline-ms", "0")], StatusCode::GATEWAY_TIMEOUT),
+        (&[("x-deadline-ms", "soon")], StatusCode::BAD_REQUEST),
+        (&[("x-deadline-ms", "55")], StatusCode::GATEWAY_TIMEOUT),
+    ];
+    for (headers, status) in cases {
+        for method in [http::Method::HEAD, http::Method::GET] {
+            let server = layer().layer(service_fn(|_req: Request<()>| {
+                std::future::pending::<Result<Response<String>, Infallible>>()
+            }));
+            let mut request = request(headers);
+            *request.method_mut() = method.clone();
+            let response = server.oneshot(request).await.unwrap();
+            assert_eq!(response.status(), status, "{method} {headers:?}");
+            let (data, end) = read_all(response.into_body()).await;
+            assert!(end.is_ok_and(|trailers| trailers.is_none()));
+            assert_eq!(
+                data.is_empty(),
+                method == http::Method::HEAD,
+                "{method} {headers:?}: {data:?}"
+            );
+        }
+    }
+}

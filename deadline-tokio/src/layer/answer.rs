@@ -7,9 +7,14 @@ use http::{Response, StatusCode};
 use super::headers::set;
 use super::server_body::DeadlineBody;
 
-/// `answer`, as a response whose body is a [`DeadlineBody`].
-pub(crate) fn render<B>(answer: Answer) -> Response<DeadlineBody<B>> {
-    let body = Bytes::copy_from_slice(answer.body().as_bytes());
+/// `answer`, as a response whose body is a [`DeadlineBody`]: none at all to a `HEAD` request
+/// (`head`), whose answer has the same head.
+pub(crate) fn render<B>(answer: Answer, head: bool) -> Response<DeadlineBody<B>> {
+    let body = if head {
+        Bytes::new()
+    } else {
+        Bytes::copy_from_slice(answer.body().as_bytes())
+    };
     let mut response = Response::new(DeadlineBody::answer(body));
     *response.status_mut() =
         StatusCode::from_u16(answer.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);

@@ -130,8 +130,8 @@ impl Future for AxumFuture {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         self.project()
             .inner
-            .poll_with(cx, whole_or_bounded, |answer| {
-                render::<Body>(answer).map(Body::new)
+            .poll_with(cx, whole_or_bounded, |answer, head| {
+                render::<Body>(answer, head).map(Body::new)
             })
     }
 }

@@ -212,6 +212,9 @@ where
         let headers = Scanned::new(request.headers());
         let protocol = Protocol::read(|| request.uri().query(), headers.lookup());
         let incoming = Incoming::read(headers.lookup());
+        // The answer to a `HEAD` request has no body (HTTP/2 servers send what they are given,
+        // and its clients reset a stream whose answer to `HEAD` carries one).
+        let head = request.method() == http::Method::HEAD;
         let now = TokioClock.now();
         let arrived = self.waiting_since.take().unwrap_or(now);
         let deadline = match self
@@ -219,7 +222,7 @@ where
             .accept(protocol, incoming, arrived, now, current())
         {
             Ok(deadline) => deadline,
-            Err(answer) => return DeadlineFuture::answered(answer),
+            Err(answer) => return DeadlineFuture::answered(answer, head),
         };
         // The inner service is called in the scope too: a service that reads the deadline in
         // its `call` (as the client layers do) sees this request's.
@@ -231,6 +234,7 @@ where
                 ),
                 deadline,
                 protocol,
+                head,
             },
         })
     }
@@ -255,16 +259,18 @@ pin_project_lite::pin_project! {
             handler: Bounded<Scoped<F>>,
             deadline: Deadline,
             protocol: Protocol,
+            head: bool,
         },
         /// Answered without calling the handler, or the handler dropped at the deadline.
-        Answered { answer: Answer },
+        Answered { answer: Answer, head: bool },
     }
 }
 
 impl<F> DeadlineFuture<F> {
-    fn answered(answer: Answer) -> Self {
+    /// `answer`, to a `HEAD` request when `head`.
+    fn answered(answer: Answer, head: bool) -> Self {
         DeadlineFuture {
-            state: State::Answered { answer },
+            state: State::Answered { answer, head },
         }
     }
 }
@@ -282,7 +288,7 @@ where
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         on_response: impl FnOnce(Response<ResBody>, Deadline, Protocol, &mut Context<'_>) -> T,
-        on_answer: impl FnOnce(Answer) -> T,
+        on_answer: impl FnOnce(Answer, bool) -> T,
     ) -> Poll<Result<T, E>> {
         let mut state = self.project().state;
         match state.as_mut().project() {
@@ -290,6 +296,7 @@ where
                 mut handler,
                 deadline,
                 protocol,
+                head,
             } => {
                 // Polled inside a scope with an earlier deadline (rare on a server), that one
                 // rules, for the handler and for its body.
@@ -297,7 +304,7 @@ where
                     *deadline = outer;
                     handler.as_mut().shorten(outer.instant());
                 }
-                let (deadline, protocol) = (*deadline, *protocol);
+                let (deadline, protocol, head) = (*deadline, *protocol, *head);
                 match handler.poll(cx) {
                     Poll::Pending => Poll::Pending,
                     Poll::Ready(Ok(Ok(response))) => {
@@ -310,20 +317,20 @@ where
                     // answer.
                     Poll::Ready(Ok(Err(_))) if deadline.is_expired(TokioClock.now()) => {
                         let answer = Answer::new(protocol, Error::DeadlineExceeded);
-                        state.set(State::Answered { answer });
-                        Poll::Ready(Ok(on_answer(answer)))
+                        state.set(State::Answered { answer, head });
+                        Poll::Ready(Ok(on_answer(answer, head)))
                     }
                     Poll::Ready(Ok(Err(error))) => Poll::Ready(Err(error)),
                     Poll::Ready(Err(_elapsed)) => {
                         // The deadline came first: the handler is dropped now, cancelling
                         // its work.
                         let answer = Answer::new(protocol, Error::DeadlineExceeded);
-                        state.set(State::Answered { answer });
-                        Poll::Ready(Ok(on_answer(answer)))
+                        state.set(State::Answered { answer, head });
+                        Poll::Ready(Ok(on_answer(answer, head)))
                     }
                 }
             }
-            StateProj::Answered { answer } => Poll::Ready(Ok(on_answer(*answer))),
+            StateProj::Answered { answer, head } => Poll::Ready(Ok(on_answer(*answer, *head))),
         }
     }
 }
