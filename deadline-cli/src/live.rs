@@ -28,6 +28,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::InputError;
 use crate::output::{fmt_ms, fmt_percent, pad, ser_ms, ser_opt_ms};
 use crate::plan::{self, PlanReport};
+use crate::sample::MAX_CALLS;
 use crate::table::{CapSource, Table};
 
 /// One dependency's snapshot, as a service exported it.
@@ -189,6 +190,17 @@ impl Snapshot {
                     ),
                 ));
             }
+        }
+        if self.latency.recorded > MAX_CALLS as u64 {
+            // The lab draws each latency: more than a sample file may hold is refused, as a
+            // sample file's are (a dependency's histogram holds far fewer).
+            return Err(err(
+                "latency.recorded",
+                format!(
+                    "{} latencies recorded: more than the {MAX_CALLS} the lab reads",
+                    self.latency.recorded
+                ),
+            ));
         }
         if sum != self.latency.recorded {
             return Err(err(
@@ -407,14 +419,6 @@ fn ceil_ms(d: Duration) -> Duration {
     Duration::from_millis(u64::try_from(d.as_micros().div_ceil(1_000)).unwrap_or(u64::MAX))
 }
 
-/// The margin of a table dependency: its own, or the table's.
-fn margin(table: &Table, dep: &crate::table::Dependency) -> Duration {
-    match dep.cap {
-        CapSource::Margin(m) => m,
-        CapSource::Stated(_) => table.cap_margin,
-    }
-}
-
 /// Runs `deadline plan --live`: each table dependency's live figures against its table
 /// values, the changes they call for, and the budget table with the changes made.
 ///
@@ -438,7 +442,7 @@ pub fn run(
             let policy = dep
                 .policy()
                 .with_cap_quantile(quantile)
-                .with_cap_margin(margin(table, dep))
+                .with_cap_margin(dep.cap_margin)
                 .with_slice(row.slice_ms);
             snap.advice(&policy, policy.cap())
                 .map(|a| (snap, policy, a))
@@ -488,12 +492,12 @@ pub fn run(
             proposed_cap_ms: proposed_cap,
             proposed_floor_ms: proposed_floor,
         };
-        changes.extend(describe(&live, margin(table, dep)));
+        changes.extend(describe(&live, dep.cap_margin));
         // The proposed cap's own kill fraction on the live latencies, for its reason.
         let killed_after = kills(proposed_cap);
         reasons.insert(
             dep.name.clone(),
-            reason(&live, margin(table, dep), killed_after),
+            reason(&live, dep.cap_margin, killed_after),
         );
         dep.p50 = advice.p50.value();
         dep.p999 = advice.p999.value();

@@ -128,6 +128,10 @@ pub struct Dependency {
     pub samples_file: Option<String>,
     /// The cap, stated or from a margin.
     pub cap: CapSource,
+    /// The margin over the p99.9 of a cap proposed from live figures (`deadline plan
+    /// --live`): the dependency's own `cap_margin_ms`, or the table's, whether or not it
+    /// states its cap.
+    pub cap_margin: Duration,
     /// The floor, if stated (else the p50).
     pub floor: Option<Duration>,
     /// The connect limit, if stated.
@@ -472,16 +476,18 @@ fn dependency(
             ));
         }
     }
-    let cap = match (&raw.cap_ms, &raw.cap_margin_ms) {
-        (Some(cap), _) => {
+    let cap_margin = ck
+        .opt_ms(raw.cap_margin_ms.as_ref(), "cap_margin_ms")?
+        .unwrap_or(table_margin);
+    let cap = match &raw.cap_ms {
+        Some(cap) => {
             let d = ck.ms(cap, "cap_ms")?;
             if d.is_zero() {
                 return Err(ck.err(&cap.span(), "cap_ms", "a cap must be positive"));
             }
             CapSource::Stated(d)
         }
-        (None, Some(m)) => CapSource::Margin(ck.ms(m, "cap_margin_ms")?),
-        (None, None) => CapSource::Margin(table_margin),
+        None => CapSource::Margin(cap_margin),
     };
     let backoff = ck
         .opt_ms(raw.backoff_ms.as_ref(), "backoff_ms")?
@@ -527,6 +533,7 @@ fn dependency(
         samples,
         samples_file,
         cap,
+        cap_margin,
         floor: ck.opt_ms(raw.floor_ms.as_ref(), "floor_ms")?,
         connect: ck.opt_ms(raw.connect_ms.as_ref(), "connect_ms")?,
         required: raw.required.unwrap_or(true),

@@ -284,6 +284,21 @@ fn a_broken_snapshot_is_named() {
     let (code, _, err) = texts(&["plan", "--live", &file]);
     assert_eq!(code, 2);
     assert!(err.contains("not a dependency snapshot"), "{err}");
+    // More latencies than the lab reads (each is drawn): refused, where `lab --live` tried
+    // to hold four billion of them.
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let a = &mut v[0]["latency"];
+    a["buckets"] = serde_json::json!([[1000, 2000, 4_000_000_000_u32]]);
+    a["recorded"] = 4_000_000_000_u32.into();
+    a["timeouts"] = serde_json::json!([]);
+    a["timed_out"] = 0.into();
+    let file = write(&dir, "huge.json", &v.to_string());
+    let (code, _, err) = texts(&["lab", "--live", &file, "--dependency", "A"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("A.latency.recorded") && err.contains("more than the 10000000"),
+        "{err}"
+    );
     // B's timeouts without their buckets, as a snapshot written before they were kept per
     // bucket: refused with the reason, not read as timeouts nowhere.
     let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
@@ -514,4 +529,28 @@ fn plan_live_reads_one_kill_behind_the_callers_cuts_as_theirs() {
             .any(|c| c.starts_with("A: cap stays 50 ms") && c.contains("callers' deadlines")),
         "{changes:?}"
     );
+}
+
+/// A dependency that states both its cap and its own margin (`cap_ms`, `cap_margin_ms`, as
+/// the README's table does): the cap proposed from its live p99.9 adds its own margin (30 ms),
+/// not the table's (10 ms), which it did whenever the cap was stated.
+#[test]
+fn plan_live_adds_a_dependencys_own_margin_to_a_stated_cap() {
+    let a = a_recorded(ms(100), &[(ms(20), 4_000)], &[]);
+    let dir = temp_dir("plan-live-own-margin");
+    let live = write(
+        &dir,
+        "live.json",
+        &serde_json::to_string(&[a.snapshot()]).unwrap(),
+    );
+    let table = write(
+        &dir,
+        "t.toml",
+        "budget_ms = 500\ncap_margin_ms = 10\n[[dependency]]\nname = \"A\"\np50_ms = 20\n\
+         p999_ms = 40\ncap_ms = 100\ncap_margin_ms = 30\n",
+    );
+    let v = json(&["plan", &table, "--live", &live, "--json"]);
+    let row = &v["dependencies"][0];
+    let p999 = num(&row["p999"]["estimate_ms"]);
+    assert_eq!(num(&row["proposed_cap_ms"]), (p999 + 30.0).ceil(), "{row}");
 }
