@@ -23,8 +23,14 @@
 //! ```toml
 //! [dependencies]
 //! cortex-m = { version = "0.7", features = ["critical-section-single-core"] }
-//! embassy-time = { version = "0.5", features = ["tick-hz-1_000"] }
+//! embassy-time = "0.5"
 //! ```
+//!
+//! A HAL's time driver sets its tick rate itself (embassy-nrf's RTC driver 32 768 Hz,
+//! embassy-rp's timer 1 MHz): leave embassy-time's `tick-hz-*` features alone, as a second
+//! rate does not build. Only a time driver of your own picks one there (the repository's
+//! firmware, whose SysTick driver ticks at 1 kHz: `features = ["tick-hz-1_000"]`). The
+//! library reads whatever rate it is.
 //!
 //! On `thumbv7m-none-eabi` and `thumbv7em-none-eabi(hf)` (Cortex-M3, M4, M7) that is all.
 //! On `thumbv6m-none-eabi` (Cortex-M0, M0+), which has no compare-and-swap, the binary also
