@@ -10,7 +10,8 @@
 //! A blocking attempt cannot be cut off from outside: it enforces its own limits, typically by
 //! handing them to its socket ([`crate::net::connect`], [`crate::net::arm_read`]), and reports a
 //! socket timeout as its error, which the classifier maps to
-//! [`Outcome::TimedOut`]. There are no hedges: a
+//! [`Outcome::TimedOut`] (on Unix a socket's read or write timeout is
+//! [`std::io::ErrorKind::WouldBlock`], on Windows `TimedOut`: read both). There are no hedges: a
 //! hedge needs a second attempt running alongside the first.
 //!
 //! The [`Sleeper`] is injected: [`ThreadSleeper`] sleeps the thread on [`StdClock`], and a

@@ -20,6 +20,13 @@
 //!
 //! All three fail with [`io::ErrorKind::TimedOut`] instead of arming a zero limit when no time
 //! is left: the attempt is over, and std refuses a zero socket timeout anyway.
+//!
+//! A read or a write whose limit runs out fails as the platform says: with
+//! [`io::ErrorKind::WouldBlock`] on Unix (`EAGAIN`), with [`io::ErrorKind::TimedOut`] on
+//! Windows. A classifier of an attempt's errors reads both as
+//! [`Outcome::TimedOut`](deadline_core::Outcome::TimedOut); one that knew `TimedOut` alone would
+//! read a socket's timeout on Linux as some other failure. (The driver's own rule catches it
+//! anyway when it comes at the attempt's end: a failure then is the attempt's timeout.)
 
 use std::io;
 use std::net::{SocketAddr, TcpStream};
