@@ -348,6 +348,41 @@ async fn a_503_with_retry_after_is_pushback_and_garbage_is_a_plain_failure() {
     assert_eq!(seen[2].at - seen[1].at, ms(10));
 }
 
+/// A `Retry-After` in its HTTP-date form (RFC 9110 §10.2.3) is the server's pushback until
+/// that date on the system clock: a 503 asking for 3 s from now is retried after 2 to 3 s
+/// (the date is in whole seconds), where the date was not read and the retry came after the
+/// 10 ms backoff; a date already past is a retry at once.
+#[tokio::test(start_paused = true)]
+async fn a_retry_after_date_is_the_servers_pushback_until_then() {
+    static DATED: Dependency = Dependency::new(twice("dated", Idempotence::Idempotent));
+    let later = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(3));
+    let (next, log) = scripted(move |n| match n {
+        0 => {
+            let mut response = status(503);
+            response
+                .headers_mut()
+                .insert("retry-after", HeaderValue::from_str(&later).unwrap());
+            response
+        }
+        1 => with_header(503, "retry-after", b"Fri, 31 Dec 1999 23:59:59 GMT"),
+        _ => status(200),
+    });
+    let client = DependencyLayer::new(&DATED, DeadlineHeader::DeadlineMs).layer(next);
+    let response = scope_timeout(ms(10_000), client.oneshot(Request::new(String::new())))
+        .await
+        .expect("inside its scope")
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let seen = seen(&log);
+    assert_eq!(seen.len(), 3);
+    let waited = seen[1].at - seen[0].at;
+    assert!(
+        (Duration::from_secs(2)..=Duration::from_secs(3)).contains(&waited),
+        "the retry came {waited:?} after the 503"
+    );
+    assert_eq!(seen[2].at - seen[1].at, Duration::ZERO);
+}
+
 // 3. 400.
 
 #[tokio::test(start_paused = true)]

@@ -5,11 +5,12 @@ use core::future::Future;
 use core::marker::PhantomData;
 use core::pin::Pin;
 use core::task::{Context, Poll, ready};
+use std::time::SystemTime;
 
 use deadline_core::call::Limits;
 use deadline_core::drive::{Attempt, Classify};
-use deadline_core::wire::ResponseHead;
-use deadline_core::{Error, Outcome};
+use deadline_core::wire::{RETRY_AFTER, ResponseHead};
+use deadline_core::{Error, Outcome, Pushback};
 use http::{Request, Response};
 use tower_service::Service;
 
@@ -196,7 +197,7 @@ where
                             match head.classify() {
                                 None => Ok(response),
                                 Some(outcome) => Err(Failure {
-                                    outcome,
+                                    outcome: dated(outcome, &response),
                                     what: Failed::Response(response),
                                 }),
                             }
@@ -206,5 +207,26 @@ where
                 }
             }
         }
+    }
+}
+
+/// `outcome` of a 429 or 503 whose `Retry-After` is an HTTP date, which the core does not read
+/// (it reads no wall clock): the server's pushback until that date on the system clock (at
+/// once for a date past). Any other outcome as it is.
+fn dated<B>(outcome: Outcome, response: &Response<B>) -> Outcome {
+    let status = response.status().as_u16();
+    if outcome != Outcome::Failed || !matches!(status, 429 | 503) {
+        return outcome;
+    }
+    let date = response
+        .headers()
+        .get(RETRY_AFTER)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| httpdate::parse_http_date(value.trim()).ok());
+    match date {
+        Some(date) => Outcome::Pushback(Pushback::After(
+            date.duration_since(SystemTime::now()).unwrap_or_default(),
+        )),
+        None => outcome,
     }
 }

@@ -222,8 +222,8 @@
 //!   is the answer; a 500, 502, 503, 408 or 429 (gRPC `UNAVAILABLE` or
 //!   `RESOURCE_EXHAUSTED`; but a 500 to a Connect unary call is Connect's `unknown`,
 //!   `internal` or `data_loss`, final as gRPC's `INTERNAL` is) is an attempt that failed,
-//!   retried as the policy allows, after the server's `Retry-After` or
-//!   `grpc-retry-pushback-ms` if it sent one; a 504 (gRPC
+//!   retried as the policy allows, after the server's `Retry-After` (in seconds, or an HTTP
+//!   date, read on the system clock) or `grpc-retry-pushback-ms` if it sent one; a 504 (gRPC
 //!   `DEADLINE_EXCEEDED`) is the attempt's timeout, whenever it comes (the next service
 //!   answers it by its own margins before the time it was sent), counted and retried as
 //!   one, and answered as the library's timeout when the call gives up, unless a gRPC
