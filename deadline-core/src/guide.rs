@@ -270,9 +270,11 @@
 //! order) is counted in the current window: it never opens a new one, so it never mints floor
 //! tokens. Windows are identified by the second modulo 2^22 (about 48.5 days); a step back of
 //! up to half that (about 24 days) is recognised as such. The price of this, documented rather
-//! than hidden: after a budget sits unused for more than 24 days, its first calls may be
-//! counted against the old window, so the floor can be withheld (never over-granted) until the
-//! clock reaches a second that reads as later. Deposits are unaffected.
+//! than hidden: once the floor has not been drawn from for more than about 24 days (a budget
+//! left unused, or a busy one, whose deposits cover its retries so that the floor is never
+//! touched), a floor grant may be counted against that old window, and the floor withheld
+//! (never over-granted) for up to another 24 days, until the clock reaches a second that reads
+//! as later. Deposits, and retries paid from them, are unaffected.
 //!
 //! # The circuit breaker
 //!
