@@ -239,10 +239,17 @@ impl StatementTimeout {
     }
 
     /// What a database error with this SQLSTATE is, for a query run with this statement
-    /// timeout: [`Error::Timeout`] after the timeout when it is the timeout firing (PostgreSQL's
-    /// `query_canceled`, 57014: the statement ran out of the time it was given, which is the
-    /// caller's deadline less the margin), `None` for any other error, the database's own.
-    /// `sqlstate` is the error's five-character code, as the client library gives it.
+    /// timeout, decided at `decided`, and failed at `now` (both on the clock that decided it):
+    /// [`Error::Timeout`] after the timeout when it is the timeout firing, `None` for any other
+    /// error, the database's own. `sqlstate` is the error's five-character code, as the client
+    /// library gives it.
+    ///
+    /// The timeout firing is PostgreSQL's `query_canceled` (57014) at or after the statement's
+    /// time ran out ([`running_out_from`](Self::running_out_from)): the statement ran out of
+    /// the time it was given, which is the caller's deadline less the margin. The server
+    /// starts the timeout when the statement reaches it, after `decided`, so its own 57014
+    /// never comes before then; one that does is a cancel of someone else's (an
+    /// administrator's `pg_cancel_backend`, a pooler's), the database's own error.
     ///
     /// ```
     /// use deadline_core::{Deadline, Error, Instant, ms};
@@ -254,14 +261,22 @@ impl StatementTimeout {
     ///     Instant::ZERO,
     /// );
     /// let timeout = decided.timeout().unwrap();
-    /// assert_eq!(timeout.error_of(b"57014"), Some(Error::Timeout { after: ms(300) }));
+    /// let at = Instant::from_millis;
+    /// assert_eq!(
+    ///     timeout.error_of(b"57014", Instant::ZERO, at(301)),
+    ///     Some(Error::Timeout { after: ms(300) })
+    /// );
+    /// // Cancelled 10 ms in: not the timeout, which could not have fired yet.
+    /// assert_eq!(timeout.error_of(b"57014", Instant::ZERO, at(10)), None);
     /// // A unique violation is the database's own error.
-    /// assert_eq!(timeout.error_of(b"23505"), None);
+    /// assert_eq!(timeout.error_of(b"23505", Instant::ZERO, at(301)), None);
     /// ```
     #[must_use]
-    pub fn error_of(self, sqlstate: &[u8]) -> Option<Error> {
-        (sqlstate == QUERY_CANCELED).then(|| Error::Timeout {
-            after: self.as_duration(),
+    pub fn error_of(self, sqlstate: &[u8], decided: Instant, now: Instant) -> Option<Error> {
+        (sqlstate == QUERY_CANCELED && now >= self.running_out_from(decided)).then(|| {
+            Error::Timeout {
+                after: self.as_duration(),
+            }
         })
     }
 }

@@ -22,8 +22,9 @@
 //! 3. is cancelled on the server the moment its future is dropped before it is done (the
 //!    caller left, the deadline passed, a hedge lost), and its connection is not used again
 //!    until the cancel has settled (below);
-//! 4. reports SQLSTATE 57014 (`query_canceled`: the statement timeout fired) as the library's
-//!    timeout, [`Error::Timeout`] (the core's rule:
+//! 4. reports SQLSTATE 57014 (`query_canceled`: the statement timeout fired) that comes once
+//!    the timeout could have fired as the library's timeout, [`Error::Timeout`] (one before
+//!    then is a cancel of someone else's, the database's error; the core's rule:
 //!    [`StatementTimeout::error_of`](deadline_core::statement::StatementTimeout::error_of)),
 //!    and the deadline passing as [`Error::DeadlineExceeded`];
 //!    inside a [`Dependency::run`](deadline_core::Dependency::run) attempt, whose error it
@@ -108,9 +109,9 @@ use futures_util::future::try_join;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Row};
 
+use crate::clock::TokioClock;
 use crate::context::within_current;
 use crate::statement::{self, Sending};
-use crate::time::TokioClock;
 
 mod cancel;
 mod database;
@@ -297,7 +298,7 @@ async fn run(
         // the client still runs (a query dropped before this one runs on until its statement
         // timeout), and that wait has used some of the time.
         let (timeout, decided) = decide(policy, Sending::Now)?;
-        let of = |error| of_statement(error, timeout);
+        let of = |error| of_statement(error, timeout, decided);
         // PostgreSQL times a statement's parse and its run apart, each with a statement
         // timeout of its own: parsed under the timeout, the statement runs with what is left
         // of it, set again (`StatementTimeout::left_at`), so that a parse that waited behind a
@@ -359,12 +360,17 @@ fn decide(
     }
 }
 
-/// The error of a query run with `timeout`: the statement timeout firing is the library's
-/// timeout ([`StatementTimeout::error_of`]), any other error the database's own.
-fn of_statement(error: tokio_postgres::Error, timeout: StatementTimeout) -> PgError {
+/// The error of a query run with `timeout`, decided at `decided`: the statement timeout firing
+/// is the library's timeout ([`StatementTimeout::error_of`]), any other error the database's
+/// own.
+fn of_statement(
+    error: tokio_postgres::Error,
+    timeout: StatementTimeout,
+    decided: Instant,
+) -> PgError {
     match error
         .code()
-        .and_then(|code| timeout.error_of(code.code().as_bytes()))
+        .and_then(|code| timeout.error_of(code.code().as_bytes(), decided, TokioClock.now()))
     {
         Some(timed_out) => PgError::Deadline(timed_out),
         None => PgError::Db(error),

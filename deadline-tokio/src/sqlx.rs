@@ -27,8 +27,9 @@
 //!    fails, or a settle that fails or does not answer within
 //!    [`CANCEL_LIMIT`], closes the connection instead (counted
 //!    in [`cancels`], and a `tracing` warning under feature `tracing`);
-//! 4. reports SQLSTATE 57014 (`query_canceled`: the statement timeout fired) as the library's
-//!    timeout, [`Error::Timeout`] (the core's rule:
+//! 4. reports SQLSTATE 57014 (`query_canceled`: the statement timeout fired) that comes once
+//!    the timeout could have fired as the library's timeout, [`Error::Timeout`] (one before
+//!    then is a cancel of someone else's, the database's error; the core's rule:
 //!    [`StatementTimeout::error_of`](deadline_core::statement::StatementTimeout::error_of)),
 //!    and the deadline passing as [`Error::DeadlineExceeded`];
 //!    inside a [`Dependency::run`](deadline_core::Dependency::run) attempt, whose error it
@@ -71,12 +72,13 @@ use std::pin::Pin;
 use ::sqlx::pool::PoolConnection;
 use ::sqlx::postgres::{PgConnection, PgPool, PgQueryResult, PgRow, Postgres};
 use ::sqlx::{Connection, Execute, Executor, Row};
-use deadline_core::Error;
 use deadline_core::statement::{StatementDecision, StatementPolicy};
+use deadline_core::{Clock, Error};
 
+use crate::clock::TokioClock;
 use crate::context::within_current;
 use crate::database::{CANCEL_LIMIT, CancelCounts, Cancels};
-use crate::statement::{Sending, decide, decide_statement};
+use crate::statement::{Sending, decide};
 
 /// The error of a query run under the deadline.
 #[derive(Debug)]
@@ -228,9 +230,9 @@ where
         .map_err(SqlxError::Deadline)?
         .map_err(SqlxError::Db)?;
     // Decided again once the connection is there: the wait for it has used some of the time.
-    let timeout = match decide_statement(policy) {
-        StatementDecision::Set(timeout) => timeout,
-        StatementDecision::DontStart(shortfall) => {
+    let (timeout, decided) = match decide(policy, Sending::Now) {
+        (StatementDecision::Set(timeout), decided) => (timeout, decided),
+        (StatementDecision::DontStart(shortfall), _) => {
             return Err(SqlxError::Deadline(shortfall.error()));
         }
     };
@@ -270,7 +272,8 @@ where
     held.release();
     done.map_err(|error| {
         let code = error.as_database_error().and_then(|e| e.code());
-        match code.and_then(|code| timeout.error_of(code.as_bytes())) {
+        let now = TokioClock.now();
+        match code.and_then(|code| timeout.error_of(code.as_bytes(), decided, now)) {
             Some(timed_out) => SqlxError::Deadline(timed_out),
             None => SqlxError::Db(error),
         }

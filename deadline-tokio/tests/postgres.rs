@@ -508,3 +508,51 @@ async fn a_statement_whose_parse_waited_runs_with_what_is_left_of_its_timeout() 
             .unwrap();
     }
 }
+
+/// A query that someone else cancels (an administrator's `pg_cancel_backend`) ends with
+/// SQLSTATE 57014, as one whose statement timeout fires does; but long before its timeout
+/// could fire (the server starts it after the timeout is decided), so it is the database's
+/// error, not the library's timeout (it was reported as a timeout of the whole 10 s, a 504).
+/// Both ways to run a query: `postgres::query`, and a session's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_query_cancelled_by_someone_else_is_the_databases_error() {
+    let observer = connect().await;
+    let db = Database::new(&database_url().parse().unwrap(), NoTls).unwrap();
+    let mut session = db.connect().await.unwrap();
+    for with_a_session in [false, true] {
+        let tag = tag("cancelled");
+        let sql = stalled(&tag);
+        let mut client = connect().await;
+        let query = async {
+            if with_a_session {
+                session.query(&POLICY, &sql, &[]).await
+            } else {
+                postgres::query(&mut client, &POLICY, &sql, &[]).await
+            }
+        };
+        let cancel = async {
+            until(&observer, &tag, true).await;
+            observer
+                .execute(
+                    "SELECT pg_cancel_backend(pid) FROM pg_stat_activity \
+                     WHERE pid <> pg_backend_pid() AND position($1 in query) > 0",
+                    &[&tag],
+                )
+                .await
+                .unwrap();
+        };
+        let (result, ()) = scope_timeout(ms(20_000), async { tokio::join!(query, cancel) })
+            .await
+            .expect("inside its scope");
+        match result {
+            Err(PgError::Db(error)) => assert_eq!(
+                error.code(),
+                Some(&tokio_postgres::error::SqlState::QUERY_CANCELED),
+                "session: {with_a_session}"
+            ),
+            other => {
+                panic!("session: {with_a_session}: expected the database's error, got {other:?}")
+            }
+        }
+    }
+}

@@ -18,9 +18,9 @@ use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
 use super::cancel::CancelTls;
 use super::database::Database;
 use super::{Done, Kind, PgError, of_statement};
+use crate::clock::TokioClock;
 use crate::context::within_current;
 use crate::statement::{Sending, decide};
-use crate::time::TokioClock;
 
 /// A connection for queries under the current deadline, each cancelled on the server when its
 /// future is dropped before it is done. Made by [`Database::connect`], [`Database::session`]
@@ -217,7 +217,7 @@ impl<C: Send + 'static, M: CancelTls> Session<C, M> {
         }
         held.release();
         done.map_err(|ran| match ran {
-            Ran::Db(error) => of_statement(error, timeout),
+            Ran::Db(error) => of_statement(error, timeout, decided),
             // Parsed at the end of its time: it is its timeout's, not run.
             Ran::Spent => PgError::Deadline(Error::Timeout {
                 after: timeout.as_duration(),
