@@ -56,7 +56,8 @@
 //! A cancel that fails (the server unreachable on a new connection, a TLS failure, no answer
 //! in time) is never dropped silently: it is counted in [`Database::cancels`], logged as a
 //! `tracing` warning under feature `tracing`, and its connection is closed (its backend ended)
-//! rather than reused, since a late signal could still reach it.
+//! rather than reused, since a late signal could still reach it: the session's next query
+//! returns [`PgError::Lost`].
 //!
 //! What not to do: do not run queries on a session's connection other than through the
 //! session ([`Session::connection`] hands it out once any cancel has settled), and do not send
@@ -134,8 +135,8 @@ pub enum PgError {
     /// The database's own error (or the connection's).
     Db(tokio_postgres::Error),
     /// The [`Session`] has no connection any more: the task that settled a dropped query's
-    /// cancel did not give it back (its runtime shut down, or the connection did not settle
-    /// or close within the cancel limit).
+    /// cancel did not give it back (its runtime shut down, the connection did not settle or
+    /// close within the cancel limit, or it was closed, its cancel having failed).
     Lost,
 }
 

@@ -159,10 +159,11 @@ impl<M: CancelTls> Database<M> {
                 shared.cancels.closed();
                 within_limit(close(pg), &mut back).await;
             }
-        }
-        if let Some(back) = back {
-            // A session dropped meanwhile: the connection is dropped here, settled.
-            let _ = back.send(Some(conn));
+            if let Some(back) = back.take() {
+                // Settled, the connection goes back to the session (a session dropped
+                // meanwhile: it is dropped here); closed, the session has none any more.
+                let _ = back.send(settled.then_some(conn));
+            }
         }
     }
 }
