@@ -299,7 +299,7 @@ async fn run(
         // the client still runs (a query dropped before this one runs on until its statement
         // timeout), and that wait has used some of the time.
         let (timeout, decided) = decide(policy, Sending::Now)?;
-        let of = |error| of_statement(error, timeout, decided);
+        let whole = TimeoutSet::whole(timeout, decided);
         // PostgreSQL times a statement's parse and its run apart, each with a statement
         // timeout of its own: parsed under the timeout, the statement runs with what is left
         // of it, set again (`StatementTimeout::left_at`), so that a parse that waited behind a
@@ -311,17 +311,16 @@ async fn run(
             transaction.prepare(statement),
         )
         .await
-        .map_err(of)?;
-        let rest = timeout
-            .left_at(decided, TokioClock.now())
-            .ok_or(PgError::Deadline(Error::Timeout {
-                after: timeout.as_duration(),
-            }))?;
-        let rest = rest.to_string();
+        .map_err(|error| whole.error(error))?;
+        let rest = whole.rest().ok_or(PgError::Deadline(Error::Timeout {
+            after: timeout.as_duration(),
+        }))?;
+        let of = |error| rest.error(error);
+        let set = rest.statement();
         let done = match kind {
             Kind::Query => Done::Rows(
                 try_join(
-                    transaction.batch_execute(&rest),
+                    transaction.batch_execute(&set),
                     transaction.query(&prepared, params),
                 )
                 .await
@@ -330,7 +329,7 @@ async fn run(
             ),
             Kind::Execute => Done::Count(
                 try_join(
-                    transaction.batch_execute(&rest),
+                    transaction.batch_execute(&set),
                     transaction.execute(&prepared, params),
                 )
                 .await
@@ -361,19 +360,56 @@ fn decide(
     }
 }
 
-/// The error of a query run with `timeout`, decided at `decided`: the statement timeout firing
-/// is the library's timeout ([`StatementTimeout::error_of`]), any other error the database's
-/// own.
-fn of_statement(
-    error: tokio_postgres::Error,
+/// A statement's timeout (`timeout`), and the one set for it at `at`: the whole of it, or
+/// what was left of it for its run ([`StatementTimeout::left_at`]).
+#[derive(Clone, Copy)]
+pub(crate) struct TimeoutSet {
     timeout: StatementTimeout,
-    decided: Instant,
-) -> PgError {
-    match error
-        .code()
-        .and_then(|code| timeout.error_of(code.code().as_bytes(), decided, TokioClock.now()))
-    {
-        Some(timed_out) => PgError::Deadline(timed_out),
-        None => PgError::Db(error),
+    set: StatementTimeout,
+    at: Instant,
+}
+
+impl TimeoutSet {
+    /// The whole `timeout`, decided (and set) at `decided`.
+    pub(crate) const fn whole(timeout: StatementTimeout, decided: Instant) -> TimeoutSet {
+        TimeoutSet {
+            timeout,
+            set: timeout,
+            at: decided,
+        }
+    }
+
+    /// What is left of it now, set now; `None` when the statement's time is spent.
+    pub(crate) fn rest(&self) -> Option<TimeoutSet> {
+        let now = TokioClock.now();
+        let set = self.timeout.left_at(self.at, now)?;
+        Some(TimeoutSet {
+            timeout: self.timeout,
+            set,
+            at: now,
+        })
+    }
+
+    /// The `SET LOCAL` statement of the timeout set.
+    pub(crate) fn statement(&self) -> String {
+        self.set.to_string()
+    }
+
+    /// The error of a statement under this timeout: the timeout set firing is the library's
+    /// timeout after the whole statement timeout ([`StatementTimeout::error_of`], judged by the
+    /// timeout set and when it was: what is left of a timeout is rounded down to whole
+    /// milliseconds, so the server's may end up to one before the whole one would have), any
+    /// other error the database's own.
+    pub(crate) fn error(&self, error: tokio_postgres::Error) -> PgError {
+        let now = TokioClock.now();
+        match error
+            .code()
+            .and_then(|code| self.set.error_of(code.code().as_bytes(), self.at, now))
+        {
+            Some(_) => PgError::Deadline(Error::Timeout {
+                after: self.timeout.as_duration(),
+            }),
+            None => PgError::Db(error),
+        }
     }
 }

@@ -3,8 +3,8 @@
 
 use std::fmt;
 
+use deadline_core::Error;
 use deadline_core::statement::{StatementDecision, StatementPolicy};
-use deadline_core::{Clock, Error};
 use futures_util::future::try_join;
 use tokio::sync::oneshot;
 use tokio_postgres::types::ToSql;
@@ -17,8 +17,7 @@ use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
 
 use super::cancel::CancelTls;
 use super::database::Database;
-use super::{Done, Kind, PgError, of_statement};
-use crate::clock::TokioClock;
+use super::{Done, Kind, PgError, TimeoutSet};
 use crate::context::within_current;
 use crate::statement::{Sending, decide};
 
@@ -176,35 +175,38 @@ impl<C: Send + 'static, M: CancelTls> Session<C, M> {
             // behind a lock does not give the run the whole timeout again. Each `SET` goes in
             // one round trip with what follows it (tokio-postgres sends requests polled
             // together without waiting between them, and the server runs them in order).
+            let whole = TimeoutSet::whole(timeout, decided);
             let (_, prepared) = try_join(
                 client.batch_execute(&format!("BEGIN; {timeout}")),
                 client.prepare(statement),
             )
             .await
-            .map_err(Ran::Db)?;
-            let rest = timeout
-                .left_at(decided, TokioClock.now())
-                .ok_or(Ran::Spent)?
-                .to_string();
+            .map_err(|error| whole.error(error))?;
+            // Parsed at the end of its time: it is its timeout's, not run.
+            let rest = whole.rest().ok_or(PgError::Deadline(Error::Timeout {
+                after: timeout.as_duration(),
+            }))?;
+            let of = |error| rest.error(error);
+            let set = rest.statement();
             let done = match kind {
                 Kind::Query => Done::Rows(
-                    try_join(client.batch_execute(&rest), client.query(&prepared, params))
+                    try_join(client.batch_execute(&set), client.query(&prepared, params))
                         .await
-                        .map_err(Ran::Db)?
+                        .map_err(of)?
                         .1,
                 ),
                 Kind::Execute => Done::Count(
                     try_join(
-                        client.batch_execute(&rest),
+                        client.batch_execute(&set),
                         client.execute(&prepared, params),
                     )
                     .await
-                    .map_err(Ran::Db)?
+                    .map_err(of)?
                     .1,
                 ),
             };
-            client.batch_execute("COMMIT").await.map_err(Ran::Db)?;
-            Ok::<_, Ran>(done)
+            client.batch_execute("COMMIT").await.map_err(of)?;
+            Ok::<_, PgError>(done)
         };
         let done = match within_current(work).await {
             // The deadline passed: the work is dropped, and so is `held`, armed.
@@ -216,21 +218,8 @@ impl<C: Send + 'static, M: CancelTls> Session<C, M> {
             let _ = client.batch_execute("ROLLBACK").await;
         }
         held.release();
-        done.map_err(|ran| match ran {
-            Ran::Db(error) => of_statement(error, timeout, decided),
-            // Parsed at the end of its time: it is its timeout's, not run.
-            Ran::Spent => PgError::Deadline(Error::Timeout {
-                after: timeout.as_duration(),
-            }),
-        })
+        done
     }
-}
-
-/// How a session's query failed: the database's error, or its statement's time spent before
-/// it could run.
-enum Ran {
-    Db(tokio_postgres::Error),
-    Spent,
 }
 
 /// A session's connection during a query. Released, it goes back to the session; dropped
