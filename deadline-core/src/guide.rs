@@ -295,11 +295,7 @@
 //! - **Closed**: every call is let through; outcomes go into a window of the last `window`
 //!   outcomes (up to 24). It opens on `consecutive_failures` failures in a row, or when at
 //!   least `failure_percent` percent of the window failed once it holds `min_calls` outcomes.
-//!   A timeout counts as a failure. In the core's driver, an attempt that the call's
-//!   deadline cut, having given it all the time left (less than its cap), is handed back
-//!   instead: the caller was short of time, and callers that arrive with little time cannot
-//!   open the breaker of a dependency that answers within its cap. The calls that give a
-//!   dependency its whole cap still find one that hangs.
+//!   A timeout counts as a failure.
 //! - **Open**: every call fails at once with [`Error::CircuitOpen`](crate::Error::CircuitOpen) until the cooldown is over.
 //! - **HalfOpen**: at most `probes` calls are let through (failsafe-rs lets every call through
 //!   in half-open; this does not). When all of them succeed the breaker closes with a fresh

@@ -151,52 +151,6 @@ fn timeouts_open_the_breaker_and_the_next_call_is_not_made() {
     assert_eq!(t.now(), Instant::from_millis(150));
 }
 
-/// A dependency that answers in 50 ms, within its 1 s cap, called by callers that arrive
-/// with 25 ms left and keep 5 ms for themselves: each attempt is cut at the caller's
-/// deadline, a timeout of the call's, but the dependency was slower than the caller could
-/// wait, not slower than its cap. Three such cuts in a row do not open a breaker that opens on
-/// three timeouts (they opened it, and every caller was then refused with a healthy
-/// dependency); a caller with time for the cap is answered; and the same dependency, hanging,
-/// still opens it through the calls that give it its cap.
-#[test]
-fn callers_short_of_time_do_not_open_the_breaker_of_a_dependency_within_its_cap() {
-    let timer = ManualTimer::new();
-    let t = &timer;
-    let breaker = CircuitBreaker::new(config(3, 1));
-    let b = Policy::required("B").with_cap(ms(1_000)).with_floor(ms(10));
-    for _ in 0..4 {
-        let call = Call::new(&b, Deadline::after(t.now(), ms(25)), ms(5)).with_breaker(&breaker);
-        let called: Called<(), DepError> = timer
-            .run(Driver::new(call, t, SplitMix64::new(2)).run(classify, |_| sim(t, ms(50), Ok(()))))
-            .unwrap();
-        assert_eq!(
-            called.result,
-            Err(CallError::Library(Error::Timeout { after: ms(20) }))
-        );
-        assert_eq!(called.report.timeouts, 1);
-        assert_eq!(breaker.state(), BreakerState::Closed);
-    }
-
-    let call = Call::new(&b, Deadline::after(t.now(), ms(2_000)), ms(0)).with_breaker(&breaker);
-    let called: Called<(), DepError> = timer
-        .run(Driver::new(call, t, SplitMix64::new(2)).run(classify, |_| sim(t, ms(50), Ok(()))))
-        .unwrap();
-    assert_eq!(called.result, Ok(()));
-
-    // Hanging: cut at its cap three times, it opens the breaker.
-    for _ in 0..3 {
-        let call = Call::new(&b, Deadline::after(t.now(), ms(2_000)), ms(0)).with_breaker(&breaker);
-        let called: Called<(), DepError> = timer
-            .run(Driver::new(call, t, SplitMix64::new(2)).run(classify, |_| std::future::pending()))
-            .unwrap();
-        assert_eq!(
-            called.result,
-            Err(CallError::Library(Error::Timeout { after: ms(1_000) }))
-        );
-    }
-    assert_eq!(breaker.state(), BreakerState::Open);
-}
-
 #[test]
 fn a_retry_the_breaker_refuses_is_not_made() {
     // Two timeouts of this call's own open the breaker: its third attempt is refused, and

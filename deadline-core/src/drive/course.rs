@@ -214,38 +214,12 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
         self.ran_out(attempt, after, now);
     }
 
-    /// The attempt ran out of time `after` it started: counted as a timeout, and the call's
-    /// latest failure. Reported to the breaker as a timeout, unless the call's deadline was
-    /// its limit and it ran all of it: the caller had less time left than the dependency's
-    /// cap, and the dependency was slower than the caller could wait, not slower than its
-    /// owner allows. That attempt is handed back to the breaker
-    /// ([`Abandoned`](BreakerOutcome::Abandoned)), so that callers which arrive with little
-    /// time cannot open the breaker of a dependency that answers within its cap. (A
-    /// dependency that hangs is still found by the calls that give it its cap; and a limit
-    /// that ran out before the attempt's end, a connect limit or the next service's own
-    /// timeout, is the dependency's.)
+    /// The attempt ran out of time `after` it started: counted and reported to the breaker as
+    /// a timeout, and the call's latest failure.
     fn ran_out(&mut self, mut attempt: Attempt, after: Duration, now: Instant) {
         self.tally.timed_out();
-        if M::FULL {
-            let outcome = if after >= attempt.timeout() && self.ended_by_the_deadline(&attempt) {
-                BreakerOutcome::Abandoned
-            } else {
-                BreakerOutcome::Timeout
-            };
-            self.settle_breaker(&mut attempt, outcome, now);
-        }
+        self.settle_breaker(&mut attempt, BreakerOutcome::Timeout, now);
         self.record_failure(Failure::TimedOut { after }, Outcome::TimedOut, now);
-    }
-
-    /// Whether `attempt`'s end was the call's deadline (less the caller's reserve), not its
-    /// cap: it was given all the time left, which was less than its cap.
-    fn ended_by_the_deadline(&self, attempt: &Attempt) -> bool {
-        attempt.until
-            >= self
-                .call
-                .deadline
-                .instant()
-                .saturating_sub(self.call.reserve())
     }
 
     /// The attempt ended at `now` having sent nothing, refused no later than `refused_at`
