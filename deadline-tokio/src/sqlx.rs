@@ -16,7 +16,12 @@
 //!    attempt's cap (an attempt starting then could start the query), the attempt ran out
 //!    of time, and is retried as a timeout is;
 //! 2. runs in a transaction whose `SET LOCAL statement_timeout` is the time left, less the
-//!    policy's margin, capped ([`decide_statement`]);
+//!    policy's margin, capped ([`decide_statement`]). PostgreSQL times a statement's parse
+//!    and its run apart, and sqlx parses a statement the first time a connection runs it
+//!    (its statement cache skips the parse after): a first parse that waits behind a lock
+//!    leaves the run the whole timeout again, past the deadline, where the query is then
+//!    cancelled (3) rather than ended by the server itself. (The `postgres` adapter sets what
+//!    is left of the timeout before the run.);
 //! 3. is cancelled on the server the moment its future is dropped before it is done (the
 //!    caller left, the deadline passed, a hedge lost): a task on the runtime keeps the
 //!    connection, runs `pg_cancel_backend` on its backend from another connection (an idle
@@ -265,6 +270,8 @@ where
     };
     // The deadline passing drops the work, and `held`, armed, on the way out.
     let done = within_current(work).await.map_err(SqlxError::Deadline)?;
+    // When an error came back, before the `ROLLBACK` after it takes its own time.
+    let ended = TokioClock.now();
     if done.is_err() {
         // The transaction failed (or never began): end it before the pool has it back.
         let _ = simple(conn, "ROLLBACK").await;
@@ -272,8 +279,7 @@ where
     held.release();
     done.map_err(|error| {
         let code = error.as_database_error().and_then(|e| e.code());
-        let now = TokioClock.now();
-        match code.and_then(|code| timeout.error_of(code.as_bytes(), decided, now)) {
+        match code.and_then(|code| timeout.error_of(code.as_bytes(), decided, ended)) {
             Some(timed_out) => SqlxError::Deadline(timed_out),
             None => SqlxError::Db(error),
         }

@@ -101,8 +101,8 @@ impl<M: CancelTls> Database<M> {
     }
 
     /// Cancels the query `conn` was running when its future was dropped, waits until the
-    /// cancel has settled, and gives the connection back through `back`: settled and idle,
-    /// or closed.
+    /// cancel has settled, and gives the connection back through `back` when it settled idle;
+    /// closed, it is not given back (`None`): the session has no connection any more.
     ///
     /// 1. The cancel request goes to the database's address through its TLS connector, and
     ///    the wait lasts until the server closes the cancel connection (by then PostgreSQL has
@@ -111,7 +111,8 @@ impl<M: CancelTls> Database<M> {
     ///    their answers, any signal the cancel sent has been taken by the dropped query, by
     ///    these statements, or by the idle backend, which ignores it.
     /// 3. If the cancel fails, or the settle fails, the connection's backend is ended
-    ///    (`pg_terminate_backend`), so that no pool hands it out again.
+    ///    (`pg_terminate_backend`), so that no pool hands it out again, and `back` says the
+    ///    connection is gone (`None`).
     /// 4. The session waits at most [`CANCEL_LIMIT`] for the settle, and as long again for
     ///    the close: past either, `back` says the connection is gone (`None`), and the
     ///    connection is kept here until the settle or the close ends (its network silent, or

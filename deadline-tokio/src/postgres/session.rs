@@ -132,8 +132,9 @@ impl<C: Send + 'static, M: CancelTls> Session<C, M> {
             let back = within_current(back).await.map_err(PgError::Deadline)?;
             self.slot = match back {
                 Ok(Some(conn)) => Slot::Ready(conn),
-                // A connection that did not settle or close within the cancel limit (it is
-                // held until it does, then dropped), or a runtime that shut down.
+                // A connection closed after its cancel or its settle failed, one that did not
+                // settle or close within the cancel limit (it is held until it does, then
+                // dropped), or a runtime that shut down.
                 Ok(None) | Err(_) => Slot::Lost,
             };
         }
