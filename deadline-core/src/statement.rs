@@ -209,7 +209,10 @@ impl StatementTimeout {
     /// left before the run, and the statement ends when its timeout would have. In whole
     /// milliseconds, rounded down; `None` when less than a millisecond is left (a timeout of
     /// zero would mean none at all): the statement's time is spent, and it is this timeout's
-    /// error ([`error_of`](Self::error_of)) without running it.
+    /// error ([`error_of`](Self::error_of)) without running it. Judge the run's errors by
+    /// what is left and the instant it was set (`rest.error_of(sqlstate, now, failed_at)`):
+    /// rounded down, the rest can run out up to a millisecond before this whole timeout
+    /// would have, and the server's 57014 with it.
     ///
     /// ```
     /// use deadline_core::{Deadline, Instant, ms};
@@ -239,7 +242,8 @@ impl StatementTimeout {
     }
 
     /// What a database error with this SQLSTATE is, for a query run with this statement
-    /// timeout, decided at `decided`, and failed at `now` (both on the clock that decided it):
+    /// timeout, decided at `decided` (or a reading of the same clock before it), and failed at
+    /// `now`:
     /// [`Error::Timeout`] after the timeout when it is the timeout firing, `None` for any other
     /// error, the database's own. `sqlstate` is the error's five-character code, as the client
     /// library gives it.

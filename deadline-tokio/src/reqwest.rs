@@ -27,7 +27,9 @@
 //! deadline's only the failures of its shape
 //! ([`Sent::is_deadline_failure`](deadline_core::wire::Sent::is_deadline_failure)): a 500
 //! then is still the dependency's. Which of reqwest's other errors may be retried, [`classify`] says: a refused
-//! connection is the one failure a policy that is not idempotent retries.
+//! connection is the one failure a policy that is not idempotent retries (a connect that
+//! ran out of the client's connect timeout is a timeout, as the library's `Connector` reads
+//! one: counted and answered as one, and not retried by such a policy).
 //!
 //! The policy's connect limit ([`Policy::with_connect`](deadline_core::Policy::with_connect))
 //! does not reach reqwest, which takes one connect timeout per client, set when it is built

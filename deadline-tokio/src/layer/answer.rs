@@ -8,7 +8,7 @@ use super::headers::set;
 use super::server_body::DeadlineBody;
 
 /// `answer`, as a response whose body is a [`DeadlineBody`]: none at all to a `HEAD` request
-/// (`head`), whose answer has the same head.
+/// (`head`), whose answer has the same status and headers but for the length.
 pub(crate) fn render<B>(answer: Answer, head: bool) -> Response<DeadlineBody<B>> {
     let body = if head {
         Bytes::new()

@@ -211,8 +211,9 @@ where
 }
 
 /// `outcome` of a 429 or 503 whose `Retry-After` is an HTTP date, which the core does not read
-/// (it reads no wall clock): the server's pushback until that date on the system clock (at
-/// once for a date past). Any other outcome as it is.
+/// (it reads no wall clock): the server's pushback until that date on the system clock. A
+/// date already past (or a server clock behind this one) says nothing: a plain failure, and
+/// the policy's backoff. Any other outcome as it is.
 fn dated<B>(outcome: Outcome, response: &Response<B>) -> Outcome {
     let status = response.status().as_u16();
     if outcome != Outcome::Failed || !matches!(status, 429 | 503) {
@@ -223,10 +224,8 @@ fn dated<B>(outcome: Outcome, response: &Response<B>) -> Outcome {
         .get(RETRY_AFTER)
         .and_then(|value| value.to_str().ok())
         .and_then(|value| httpdate::parse_http_date(value.trim()).ok());
-    match date {
-        Some(date) => Outcome::Pushback(Pushback::After(
-            date.duration_since(SystemTime::now()).unwrap_or_default(),
-        )),
-        None => outcome,
+    match date.and_then(|date| date.duration_since(SystemTime::now()).ok()) {
+        Some(wait) if !wait.is_zero() => Outcome::Pushback(Pushback::After(wait)),
+        _ => outcome,
     }
 }

@@ -261,7 +261,8 @@ pin_project_lite::pin_project! {
             protocol: Protocol,
             head: bool,
         },
-        /// Answered without calling the handler, or the handler dropped at the deadline.
+        /// Answered without calling the handler, or the handler dropped at the deadline or
+        /// failed at or after it; to a `HEAD` request when `head`.
         Answered { answer: Answer, head: bool },
     }
 }
@@ -281,8 +282,9 @@ where
 {
     /// Polls the handler under the deadline. What it came to is made into the output with
     /// `on_response` (the handler's response, with the deadline and the protocol its body is
-    /// to be bounded by) or `on_answer` (the layer's own answer: the handler was not called,
-    /// or was dropped at the deadline).
+    /// to be bounded by) or `on_answer` (the layer's own answer, and whether the request is a
+    /// `HEAD`: the handler was not called, or was dropped at the deadline, or failed at or
+    /// after it).
     #[inline]
     pub(crate) fn poll_with<T>(
         self: Pin<&mut Self>,
