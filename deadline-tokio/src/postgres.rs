@@ -299,45 +299,19 @@ async fn run(
         // the client still runs (a query dropped before this one runs on until its statement
         // timeout), and that wait has used some of the time.
         let (timeout, decided) = decide(policy, Sending::Now)?;
-        let whole = TimeoutSet::whole(timeout, decided);
-        // PostgreSQL times a statement's parse and its run apart, each with a statement
-        // timeout of its own: parsed under the timeout, the statement runs with what is left
-        // of it, set again (`StatementTimeout::left_at`), so that a parse that waited behind a
-        // lock does not give the run the whole timeout again, past the deadline. Each `SET`
-        // goes in one round trip with what follows it (tokio-postgres sends requests polled
-        // together without waiting between them, and the server runs them in order).
-        let (_, prepared) = try_join(
-            transaction.batch_execute(&timeout.to_string()),
-            transaction.prepare(statement),
+        let (done, rest) = parse_then_run(
+            transaction.client(),
+            &timeout.to_string(),
+            TimeoutSet::whole(timeout, decided),
+            statement,
+            params,
+            kind,
         )
-        .await
-        .map_err(|error| whole.error(error))?;
-        let rest = whole.rest().ok_or(PgError::Deadline(Error::Timeout {
-            after: timeout.as_duration(),
-        }))?;
-        let of = |error| rest.error(error);
-        let set = rest.statement();
-        let done = match kind {
-            Kind::Query => Done::Rows(
-                try_join(
-                    transaction.batch_execute(&set),
-                    transaction.query(&prepared, params),
-                )
-                .await
-                .map_err(of)?
-                .1,
-            ),
-            Kind::Execute => Done::Count(
-                try_join(
-                    transaction.batch_execute(&set),
-                    transaction.execute(&prepared, params),
-                )
-                .await
-                .map_err(of)?
-                .1,
-            ),
-        };
-        transaction.commit().await.map_err(of)?;
+        .await?;
+        transaction
+            .commit()
+            .await
+            .map_err(|error| rest.error(error))?;
         Ok(done)
     };
     match within_current(work).await {
@@ -346,6 +320,42 @@ async fn run(
         Err(deadline) => Err(PgError::Deadline(deadline)),
         Ok(done) => done,
     }
+}
+
+/// Parses `statement` on `client` in one round trip with `first` (the `SET` of the whole
+/// timeout, with whatever goes before it), then runs it with what is left of the timeout, set
+/// again in one round trip with the run: PostgreSQL times a statement's parse and its run
+/// apart, each with a statement timeout of its own, so a parse that waited behind a lock
+/// would give the run the whole timeout again, past the deadline. (tokio-postgres sends
+/// requests polled together without waiting between them, the first polled first, and the
+/// server runs them in order.) What it came to, and the timeout set for the run, by which
+/// what follows in the transaction is judged.
+async fn parse_then_run(
+    client: &Client,
+    first: &str,
+    whole: TimeoutSet,
+    statement: &str,
+    params: &[&(dyn ToSql + Sync)],
+    kind: Kind,
+) -> Result<(Done, TimeoutSet), PgError> {
+    let (_, prepared) = try_join(client.batch_execute(first), client.prepare(statement))
+        .await
+        .map_err(|error| whole.error(error))?;
+    // Parsed at the end of its time: it is its timeout's, not run.
+    let rest = whole.rest().ok_or_else(|| whole.spent())?;
+    let set = rest.statement();
+    let ran = match kind {
+        Kind::Query => try_join(client.batch_execute(&set), client.query(&prepared, params))
+            .await
+            .map(|(_, rows)| Done::Rows(rows)),
+        Kind::Execute => try_join(
+            client.batch_execute(&set),
+            client.execute(&prepared, params),
+        )
+        .await
+        .map(|(_, count)| Done::Count(count)),
+    };
+    Ok((ran.map_err(|error| rest.error(error))?, rest))
 }
 
 /// The statement timeout from the time left now, and when it was decided; or the error of a
@@ -363,7 +373,7 @@ fn decide(
 /// A statement's timeout (`timeout`), and the one set for it at `at`: the whole of it, or
 /// what was left of it for its run ([`StatementTimeout::left_at`]).
 #[derive(Clone, Copy)]
-pub(crate) struct TimeoutSet {
+struct TimeoutSet {
     timeout: StatementTimeout,
     set: StatementTimeout,
     at: Instant,
@@ -371,7 +381,7 @@ pub(crate) struct TimeoutSet {
 
 impl TimeoutSet {
     /// The whole `timeout`, decided (and set) at `decided`.
-    pub(crate) const fn whole(timeout: StatementTimeout, decided: Instant) -> TimeoutSet {
+    const fn whole(timeout: StatementTimeout, decided: Instant) -> TimeoutSet {
         TimeoutSet {
             timeout,
             set: timeout,
@@ -380,7 +390,7 @@ impl TimeoutSet {
     }
 
     /// What is left of it now, set now; `None` when the statement's time is spent.
-    pub(crate) fn rest(&self) -> Option<TimeoutSet> {
+    fn rest(&self) -> Option<TimeoutSet> {
         let now = TokioClock.now();
         let set = self.timeout.left_at(self.at, now)?;
         Some(TimeoutSet {
@@ -391,8 +401,15 @@ impl TimeoutSet {
     }
 
     /// The `SET LOCAL` statement of the timeout set.
-    pub(crate) fn statement(&self) -> String {
+    fn statement(&self) -> String {
         self.set.to_string()
+    }
+
+    /// The error of a statement whose time is spent before it could run: its timeout's.
+    fn spent(&self) -> PgError {
+        PgError::Deadline(Error::Timeout {
+            after: self.timeout.as_duration(),
+        })
     }
 
     /// The error of a statement under this timeout: the timeout set firing is the library's
@@ -400,7 +417,7 @@ impl TimeoutSet {
     /// timeout set and when it was: what is left of a timeout is rounded down to whole
     /// milliseconds, so the server's may end up to one before the whole one would have), any
     /// other error the database's own.
-    pub(crate) fn error(&self, error: tokio_postgres::Error) -> PgError {
+    fn error(&self, error: tokio_postgres::Error) -> PgError {
         let now = TokioClock.now();
         match error
             .code()

@@ -3,9 +3,7 @@
 
 use std::fmt;
 
-use deadline_core::Error;
 use deadline_core::statement::{StatementDecision, StatementPolicy};
-use futures_util::future::try_join;
 use tokio::sync::oneshot;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Row};
@@ -17,7 +15,7 @@ use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
 
 use super::cancel::CancelTls;
 use super::database::Database;
-use super::{Done, Kind, PgError, TimeoutSet};
+use super::{Done, Kind, PgError, TimeoutSet, parse_then_run};
 use crate::context::within_current;
 use crate::statement::{Sending, decide};
 
@@ -170,43 +168,19 @@ impl<C: Send + 'static, M: CancelTls> Session<C, M> {
         };
         let client = held.client();
         let work = async {
-            // PostgreSQL times a statement's parse and its run apart, each with a statement
-            // timeout of its own: parsed under the timeout, the statement runs with what is
-            // left of it, set again (`StatementTimeout::left_at`), so that a parse that waited
-            // behind a lock does not give the run the whole timeout again. Each `SET` goes in
-            // one round trip with what follows it (tokio-postgres sends requests polled
-            // together without waiting between them, and the server runs them in order).
-            let whole = TimeoutSet::whole(timeout, decided);
-            let (_, prepared) = try_join(
-                client.batch_execute(&format!("BEGIN; {timeout}")),
-                client.prepare(statement),
+            let (done, rest) = parse_then_run(
+                client,
+                &format!("BEGIN; {timeout}"),
+                TimeoutSet::whole(timeout, decided),
+                statement,
+                params,
+                kind,
             )
-            .await
-            .map_err(|error| whole.error(error))?;
-            // Parsed at the end of its time: it is its timeout's, not run.
-            let rest = whole.rest().ok_or(PgError::Deadline(Error::Timeout {
-                after: timeout.as_duration(),
-            }))?;
-            let of = |error| rest.error(error);
-            let set = rest.statement();
-            let done = match kind {
-                Kind::Query => Done::Rows(
-                    try_join(client.batch_execute(&set), client.query(&prepared, params))
-                        .await
-                        .map_err(of)?
-                        .1,
-                ),
-                Kind::Execute => Done::Count(
-                    try_join(
-                        client.batch_execute(&set),
-                        client.execute(&prepared, params),
-                    )
-                    .await
-                    .map_err(of)?
-                    .1,
-                ),
-            };
-            client.batch_execute("COMMIT").await.map_err(of)?;
+            .await?;
+            client
+                .batch_execute("COMMIT")
+                .await
+                .map_err(|error| rest.error(error))?;
             Ok::<_, PgError>(done)
         };
         let done = match within_current(work).await {
