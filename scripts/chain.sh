@@ -10,7 +10,8 @@
 # whose log is the benchmark's account of the database's work, and stops it at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-eval "$(bash scripts/postgres.sh start-logged)"
+pg_env=$(bash scripts/postgres.sh start-logged) || { echo "chain.sh: PostgreSQL did not start (scripts/postgres.sh start-logged failed)" >&2; exit 1; }
+eval "$pg_env"
 trap 'bash scripts/postgres.sh stop "$DEADLINE_PG_DIR"' EXIT
 cargo build -p deadline-load --release --bin chain
 timeout 3600 cargo run -q -p deadline-load --release --bin chain -- "$@"

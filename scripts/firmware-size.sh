@@ -38,9 +38,9 @@ for elf in "$@"; do
   ram=$((data + bss + uninit))
   echo "== $elf"
   printf '  flash %6d B (%.1f KiB) = .vector_table %d + .text %d + .rodata %d + .data %d\n' \
-    "$flash" "$(echo "$flash / 1024" | bc -l)" "$vt" "$text" "$rodata" "$data"
+    "$flash" "$(awk -v b="$flash" 'BEGIN { print b / 1024 }')" "$vt" "$text" "$rodata" "$data"
   printf '  static RAM %6d B (%.1f KiB) = .data %d + .bss %d + .uninit %d\n' \
-    "$ram" "$(echo "$ram / 1024" | bc -l)" "$data" "$bss" "$uninit"
+    "$ram" "$(awk -v b="$ram" 'BEGIN { print b / 1024 }')" "$data" "$bss" "$uninit"
 
   # .text bytes by source file: each line-table row covers the bytes up to the next row of
   # its sequence; sequences outside .text (functions the linker dropped) are ignored.

@@ -32,7 +32,8 @@ for arg in "$@"; do
   esac
 done
 if [ -z "${DEADLINE_TEST_DATABASE_URL:-}" ]; then
-  eval "$(bash scripts/postgres.sh start)"
+  pg_env=$(bash scripts/postgres.sh start) || { echo "net-faults.sh: PostgreSQL did not start (scripts/postgres.sh start failed)" >&2; exit 1; }
+  eval "$pg_env"
   trap 'bash scripts/postgres.sh stop "$DEADLINE_PG_DIR"' EXIT
 fi
 cargo test -p deadline-tokio --all-features --test net_faults --no-run

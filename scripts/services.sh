@@ -9,7 +9,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -z "${DEADLINE_TEST_DATABASE_URL:-}" ]; then
-  eval "$(bash scripts/postgres.sh start)"
+  pg_env=$(bash scripts/postgres.sh start) || { echo "services.sh: PostgreSQL did not start (scripts/postgres.sh start failed)" >&2; exit 1; }
+  eval "$pg_env"
   trap 'bash scripts/postgres.sh stop "$DEADLINE_PG_DIR"' EXIT
 fi
 cargo build -p deadline-tokio --example services --all-features

@@ -133,7 +133,8 @@ step "a throwaway PostgreSQL for the database tests (unless DEADLINE_TEST_DATABA
 # deadline-tokio's `postgres` tests and the services chain need a live server; without one
 # they fail, naming DEADLINE_TEST_DATABASE_URL. scripts/postgres.sh starts one.
 if [ -z "${DEADLINE_TEST_DATABASE_URL:-}" ]; then
-  eval "$(bash scripts/postgres.sh start)"
+  pg_env=$(bash scripts/postgres.sh start) || { echo "test.sh: PostgreSQL did not start (scripts/postgres.sh start failed)" >&2; exit 1; }
+  eval "$pg_env"
   trap 'rm -f "$RESULTS"; bash scripts/postgres.sh stop "$DEADLINE_PG_DIR"' EXIT
 fi
 
