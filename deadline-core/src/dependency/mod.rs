@@ -293,27 +293,16 @@ impl<'n, Rt, M> Dependency<'n, Rt, M> {
     /// The [`Call`] of this dependency within `deadline`, keeping `reserve` after it, with its
     /// budget and breaker (and its adaptive cap, feature `advice`): for a driver of your own.
     #[must_use]
-    #[cfg(not(feature = "advice"))]
-    pub const fn call(&self, deadline: Deadline, reserve: Duration) -> Call<'_> {
-        Call::new(&self.policy, deadline, reserve)
-            .with_budget_opt(self.budget.as_ref())
-            .with_breaker_opt(self.breaker.as_ref())
-    }
-
-    /// The [`Call`] of this dependency within `deadline`, keeping `reserve` after it, with its
-    /// budget and breaker (and its adaptive cap, feature `advice`): for a driver of your own.
-    #[must_use]
-    #[cfg(feature = "advice")]
     #[inline]
     pub fn call(&self, deadline: Deadline, reserve: Duration) -> Call<'_> {
         let call = Call::new(&self.policy, deadline, reserve)
             .with_budget_opt(self.budget.as_ref())
             .with_breaker_opt(self.breaker.as_ref());
+        #[cfg(feature = "advice")]
         if self.policy.is_adaptive() {
-            call.with_cap_micros(self.advice.cap_micros(&self.policy))
-        } else {
-            call
+            return call.with_cap_micros(self.advice.cap_micros(&self.policy));
         }
+        call
     }
 }
 
@@ -454,24 +443,15 @@ impl<'n, Rt, M: Mode> Dependency<'n, Rt, M> {
     }
 
     /// Its recorder, for a driver of your own ([`Recorder`]): it records each attempt's
-    /// latency as [`record_latency`](Self::record_latency) does.
+    /// latency as [`record_latency`](Self::record_latency) does; with feature `advice`, also
+    /// each timeout as `record_timeout` does, checking the advice as [`run`](Self::run) does.
     #[must_use]
-    #[cfg(not(feature = "advice"))]
-    pub const fn recorder(&self) -> Recorder<'_> {
-        Recorder::new(self.policy.name, &self.latency, self.live_quantile())
-    }
-
-    /// Its recorder, for a driver of your own ([`Recorder`]): it records each attempt's
-    /// latency as [`record_latency`](Self::record_latency) does, and each timeout as
-    /// [`record_timeout`](Self::record_timeout), checking the advice as
-    /// [`run`](Self::run) does.
-    #[must_use]
-    #[cfg(feature = "advice")]
     pub fn recorder(&self) -> Recorder<'_> {
         Recorder::new(
             self.policy.name,
             &self.latency,
             self.live_quantile(),
+            #[cfg(feature = "advice")]
             self.watch(),
         )
     }
