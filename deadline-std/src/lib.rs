@@ -2,19 +2,23 @@
 //!
 //! [`deadline_core`] makes every decision; this crate gives it std's time:
 //!
+//! - [`Blocking`] and [`AsyncIo`]: the core's [`Runtime`](deadline_core::runtime::Runtime) on
+//!   plain threads, and on async-std and smol, for a [`Dependency`](deadline_core::Dependency)'s
+//!   one-line call (its retries, budget, breaker, counters and latency histogram); the current
+//!   deadline lives in a thread-local set around each poll of a scoped future. This is the way
+//!   to call a dependency.
 //! - [`StdClock`]: the core's [`Clock`](deadline_core::Clock) on [`std::time::Instant`].
 //! - [`Entropy`]: the default random source for jitter, a generator per thread seeded from
 //!   the operating system (the core takes its randomness injected; this is what a real
 //!   program injects).
-//! - [`blocking`]: a blocking driver for one dependency call: the core's retries and backoff,
-//!   with thread sleeps (or virtual ones, in tests).
 //! - [`net`]: an attempt's connect and read limits handed to `std::net` sockets.
 //! - [`AsyncIoTimer`] (feature `async-io`): the core's [`Timer`](deadline_core::Timer) on
 //!   `async-io`, which async-std and smol both run on.
-//! - [`AsyncIo`] and [`Blocking`]: the core's [`Runtime`](deadline_core::runtime::Runtime) on
-//!   async-std and smol, and on plain threads, for a
-//!   [`Dependency`](deadline_core::Dependency)'s one-line call; the current deadline lives
-//!   in a thread-local set around each poll of a scoped future.
+//! - [`blocking`]: for a driver of your own, as the core's
+//!   [`Driver`](deadline_core::drive::Driver) is: a blocking loop over one
+//!   [`Call`](deadline_core::call::Call), with thread sleeps (or virtual ones, in tests). It
+//!   keeps no counters or histogram, and draws on a budget or a breaker only when the call
+//!   carries them ([`Dependency::call`](deadline_core::Dependency::call) gives one that does).
 //!
 //! # Testing on async-std and smol
 //!

@@ -52,13 +52,16 @@ impl<'d, 'n, Rt, A, C, R, M> Run<'d, 'n, Rt, A, C, R, M> {
 
     /// Keeps `reserve` after the call, for the work that follows it (the request's own work
     /// and the floors of the required calls still to come): each attempt's timeout is
-    /// `min(left - reserve, cap)`. Zero unless set.
+    /// `min(left - reserve, cap)`. Zero unless set. It replaces a reserve set before, by this
+    /// or by [`in_plan`](Self::in_plan): the last one set is kept.
     pub const fn reserve(mut self, reserve: Duration) -> Self {
         self.reserve = reserve;
         self
     }
 
     /// Keeps the reserve that `steps` computes for this dependency ([`Steps::reserve_for`]).
+    /// It replaces a reserve set before, by this or by [`reserve`](Self::reserve): the last
+    /// one set is kept.
     pub fn in_plan<const N: usize>(mut self, steps: &Steps<'_, '_, Rt, N, M>) -> Self {
         self.reserve = steps.reserve_for(self.dep);
         self

@@ -61,7 +61,7 @@ pub struct Propagation {
 
 impl Propagation {
     /// Keeps back 5 ms per hop when sending; clamps incoming budgets to 30 s. Adjust with
-    /// [`allowance`](Self::allowance) and [`max`](Self::max).
+    /// [`with_allowance`](Self::with_allowance) and [`with_max`](Self::with_max).
     pub const DEFAULT: Propagation = Propagation {
         allowance: Duration::from_millis(5),
         max: Duration::from_secs(30),
