@@ -177,10 +177,12 @@ impl<C: Send + 'static, M: CancelTls> Session<C, M> {
                 kind,
             )
             .await?;
+            // `COMMIT` is timed apart too: it gets what is left, set in the same message.
+            let commit = rest.rest().ok_or_else(|| rest.spent())?;
             client
-                .batch_execute("COMMIT")
+                .batch_execute(&format!("{}; COMMIT", commit.statement()))
                 .await
-                .map_err(|error| rest.error(error))?;
+                .map_err(|error| commit.error(error))?;
             Ok::<_, PgError>(done)
         };
         let done = match within_current(work).await {
