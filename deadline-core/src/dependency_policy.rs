@@ -507,6 +507,27 @@ impl<'n> Policy<'n> {
         unbounded_or_duration(self.cap_us)
     }
 
+    /// The longest any attempt can wait: the cap, or with an adaptive cap (feature `advice`),
+    /// the most it can grow to ([`with_adaptive_cap`](Self::with_adaptive_cap)'s `max`, which
+    /// may be above the fixed cap); [`Duration::MAX`] for none. What outlives every attempt
+    /// (a connection's stall limit, say) waits at least this long.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use deadline_core::{Policy, ms};
+    ///
+    /// assert_eq!(Policy::required("B").with_cap(ms(110)).longest_cap(), ms(110));
+    /// assert_eq!(Policy::required("B").longest_cap(), Duration::MAX);
+    /// ```
+    #[must_use]
+    pub const fn longest_cap(&self) -> Duration {
+        #[cfg(feature = "advice")]
+        if let Some((_, max_us)) = self.adaptive_micros() {
+            return unbounded_or_duration(max_us);
+        }
+        self.cap()
+    }
+
     /// The shortest timeout worth calling with.
     #[must_use]
     pub const fn floor(&self) -> Duration {

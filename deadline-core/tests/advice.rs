@@ -670,3 +670,20 @@ fn a_buckets_timeouts_are_kept_to_its_latencies() {
     let advice = dep.advice().unwrap();
     assert_eq!((advice.recorded, advice.timed_out), (8, 3));
 }
+
+/// An adaptive cap grows up to its `max`, above the fixed cap: the longest an attempt can wait
+/// is that `max` (what outlives every attempt, a connection's stall limit, waits that long),
+/// not the fixed cap, after which a connection stalled for a live attempt was given up; with
+/// no fixed cap, `max` and not "never".
+#[test]
+fn the_longest_cap_is_an_adaptive_caps_upper_bound() {
+    let adaptive = Policy::required("p")
+        .idempotent()
+        .with_cap(ms(50))
+        .with_adaptive_cap(ms(200), ms(1_000));
+    assert_eq!(adaptive.cap(), ms(50));
+    assert_eq!(adaptive.longest_cap(), ms(1_000));
+    let uncapped = Policy::required("p").with_adaptive_cap(ms(200), ms(1_000));
+    assert_eq!(uncapped.longest_cap(), ms(1_000));
+    assert_eq!(Policy::required("p").with_cap(ms(50)).longest_cap(), ms(50));
+}

@@ -11,8 +11,8 @@
 //! instead of after the whole read limit.
 //!
 //! Each connection it makes ([`Io`]) is given up when a write to it makes no progress for
-//! as long as the policy's cap ([`Policy::cap`]), the longest any attempt waits: by then
-//! every request writing to it has been given up. Without this, hyper's connection task
+//! as long as the longest any attempt can wait ([`Policy::longest_cap`]: the policy's cap,
+//! or an adaptive cap's upper bound): by then every request writing to it has been given up. Without this, hyper's connection task
 //! keeps trying to send an abandoned request's body to a peer that has stopped reading, for
 //! as long as the peer keeps the connection open, and the task and its socket are left.
 //!
@@ -124,13 +124,14 @@ impl<C> Connector<C> {
     /// Wraps `inner` for the dependency whose policy is `policy`: each connect bounded by
     /// the policy's connect limit ([`Policy::connect`]; none: the time left alone) or the
     /// time left, whichever is shorter; each connection given up when a write makes no
-    /// progress for the policy's cap ([`Policy::cap`]; none: never).
+    /// progress for the longest an attempt can wait ([`Policy::longest_cap`]: the cap, or an
+    /// adaptive cap's upper bound; none: never).
     #[must_use]
     pub const fn new(inner: C, policy: &Policy<'_>) -> Self {
         Connector {
             inner,
             connect: policy.connect(),
-            stall: policy.cap(),
+            stall: policy.longest_cap(),
         }
     }
 
