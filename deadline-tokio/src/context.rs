@@ -177,17 +177,6 @@ pub(crate) fn in_scope<R>(deadline: Deadline, f: impl FnOnce() -> R) -> R {
     deadline_core::runtime::enter::<Tokio, R>(deadline, f)
 }
 
-/// Runs `f`, with what it sent onward ([`KeepsSent::note_sent`]) merged into `kept`
-/// ([`Onward::and`]): for a server's handler, whose failures are judged by it.
-#[inline]
-pub(crate) fn noting<R>(kept: &mut Option<Onward>, f: impl FnOnce() -> R) -> R {
-    let (r, sent) = ThreadDeadline::noting(f);
-    if let Some(sent) = sent {
-        *kept = Some(kept.map_or(sent, |k| k.and(sent)));
-    }
-    r
-}
-
 /// tokio as the core's [`Runtime`]: [`TokioTimer`], the default random source [`Entropy`],
 /// and the current deadline ([`scope`]).
 ///

@@ -142,28 +142,6 @@ impl Onward {
         }
     }
 
-    /// The instant from which a failure of work that sent this onward is its deadline's: for
-    /// a request sent, once it is running out (the instant it holds); for nothing sent for want
-    /// of time, from the start ([`Instant::ZERO`]). A server that answers for its handler
-    /// answers such a failure as the deadline's, as a driven call counts it as its attempt
-    /// running out of time.
-    ///
-    /// ```
-    /// use deadline_core::runtime::Onward;
-    /// use deadline_core::{Instant, ms};
-    ///
-    /// let sent = Onward::RunningOutFrom(Instant::from_millis(190));
-    /// assert_eq!(sent.deadline_failures_from(), Instant::from_millis(190));
-    /// assert_eq!(Onward::nothing(ms(6)).deadline_failures_from(), Instant::ZERO);
-    /// ```
-    #[must_use]
-    pub const fn deadline_failures_from(self) -> Instant {
-        match self {
-            Onward::RunningOutFrom(from) => from,
-            Onward::Nothing { .. } => Instant::ZERO,
-        }
-    }
-
     /// Both of two notes of one attempt, `other` the later: the later instant of two
     /// requests; a request sent over nothing sent (the attempt reached the dependency); of
     /// two requests not sent, the later refusal.

@@ -57,17 +57,10 @@ impl ThreadDeadline {
     /// put back after, so an attempt made inside another attempt's poll takes only its own.
     #[inline]
     pub fn enter_attempt<R>(deadline: Deadline, f: impl FnOnce() -> R) -> (R, Option<Onward>) {
-        Self::enter(deadline, || Self::noting(f))
-    }
-
-    /// Runs `f`, returning what was given to [`note_sent`](Self::note_sent) on this thread
-    /// while it ran, without entering a deadline: for work that is already in its scope (a
-    /// server's handler) and whose failures are judged by what it sent onward. What was kept
-    /// before is put back after.
-    #[inline]
-    pub fn noting<R>(f: impl FnOnce() -> R) -> (R, Option<Onward>) {
-        let before = SENT.with(Cell::take);
-        let r = f();
-        (r, SENT.with(|s| s.replace(before)))
+        Self::enter(deadline, || {
+            let before = SENT.with(Cell::take);
+            let r = f();
+            (r, SENT.with(|s| s.replace(before)))
+        })
     }
 }

@@ -5,7 +5,6 @@ use core::pin::Pin;
 use core::task::{Context, Poll};
 use core::time::Duration;
 
-use deadline_core::runtime::Onward;
 use deadline_core::wire::Admission;
 use deadline_core::wire::{Answer, Incoming, Propagation, Protocol, ServerPolicy};
 use deadline_core::{Clock, Deadline, Error, Instant};
@@ -18,7 +17,7 @@ use super::headers::Scanned;
 use super::server_body::DeadlineBody;
 use crate::bounded::Bounded;
 use crate::clock::TokioClock;
-use crate::context::{Scoped, current, in_scope, noting, with_deadline};
+use crate::context::{Scoped, current, in_scope, with_deadline};
 
 /// A tower layer that gives each HTTP or gRPC request a deadline and runs its handler under
 /// it: the core's [`ServerPolicy`], bound to a tower server (axum, hyper, tonic).
@@ -226,26 +225,18 @@ where
             Err(answer) => return DeadlineFuture::answered(answer, head),
         };
         // The inner service is called in the scope too: a service that reads the deadline in
-        // its `call` (as the client layers do) sees this request's, and what it sends onward
-        // then is kept.
-        let mut sent = None;
-        let handler = noting(&mut sent, || {
-            in_scope(deadline, || {
-                Bounded::new(
+        // its `call` (as the client layers do) sees this request's.
+        in_scope(deadline, || DeadlineFuture {
+            state: State::Running {
+                handler: Bounded::new(
                     deadline.instant(),
                     with_deadline(deadline, self.inner.call(request)),
-                )
-            })
-        });
-        DeadlineFuture {
-            state: State::Running {
-                handler,
+                ),
                 deadline,
                 protocol,
                 head,
-                sent,
             },
-        }
+        })
     }
 }
 
@@ -262,15 +253,13 @@ pin_project_lite::pin_project! {
 pin_project_lite::pin_project! {
     #[project = StateProj]
     enum State<F> {
-        /// The handler, in its scope, until the deadline; with what it sent onward, by which
-        /// its failures are judged.
+        /// The handler, in its scope, until the deadline.
         Running {
             #[pin]
             handler: Bounded<Scoped<F>>,
             deadline: Deadline,
             protocol: Protocol,
             head: bool,
-            sent: Option<Onward>,
         },
         /// Answered without calling the handler, or the handler dropped at the deadline or
         /// failed at or after it; to a `HEAD` request when `head`.
@@ -293,14 +282,14 @@ where
 {
     /// Polls the handler under the deadline. What it came to is made into the output with
     /// `on_response` (the handler's response, with the deadline and the protocol its body is
-    /// to be bounded by, and the instant from which its body's failures are the deadline's:
-    /// [`Bound`]) or `on_answer` (the layer's own answer, and whether the request is a
-    /// `HEAD`: the handler was not called, or was dropped at the deadline, or failed of it).
+    /// to be bounded by) or `on_answer` (the layer's own answer, and whether the request is a
+    /// `HEAD`: the handler was not called, or was dropped at the deadline, or failed at or
+    /// after it).
     #[inline]
     pub(crate) fn poll_with<T>(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-        on_response: impl FnOnce(Response<ResBody>, Bound, &mut Context<'_>) -> T,
+        on_response: impl FnOnce(Response<ResBody>, Deadline, Protocol, &mut Context<'_>) -> T,
         on_answer: impl FnOnce(Answer, bool) -> T,
     ) -> Poll<Result<T, E>> {
         let mut state = self.project().state;
@@ -310,7 +299,6 @@ where
                 deadline,
                 protocol,
                 head,
-                sent,
             } => {
                 // Polled inside a scope with an earlier deadline (rare on a server), that one
                 // rules, for the handler and for its body.
@@ -318,26 +306,19 @@ where
                     *deadline = outer;
                     handler.as_mut().shorten(outer.instant());
                 }
-                let polled = noting(sent, || handler.poll(cx));
-                let bound = Bound {
-                    deadline: *deadline,
-                    protocol: *protocol,
-                    failing_from: failing_from(*deadline, *sent),
-                };
-                let head = *head;
-                match polled {
+                let (deadline, protocol, head) = (*deadline, *protocol, *head);
+                match handler.poll(cx) {
                     Poll::Pending => Poll::Pending,
                     Poll::Ready(Ok(Ok(response))) => {
-                        Poll::Ready(Ok(on_response(response, bound, cx)))
+                        Poll::Ready(Ok(on_response(response, deadline, protocol, cx)))
                     }
-                    // A service error once the deadline is failing is the deadline's: a client
-                    // layer inside (`PropagateLayer`) fails as its deadline when what it sent
-                    // is running out, an allowance or two before this one, or at this one
-                    // (bounded by the same deadline, and polled first), or at once with
-                    // nothing left to send; its error alone would reach the server, which
-                    // closes the connection or resets the stream with no answer.
-                    Poll::Ready(Ok(Err(_))) if TokioClock.now() >= bound.failing_from => {
-                        let answer = Answer::new(bound.protocol, Error::DeadlineExceeded);
+                    // A service error at or after the deadline is the deadline's: a client
+                    // layer inside (`PropagateLayer`), bounded by the same deadline and
+                    // polled first, fails at that instant, and its error alone would reach
+                    // the server, which closes the connection or resets the stream with no
+                    // answer.
+                    Poll::Ready(Ok(Err(_))) if deadline.is_expired(TokioClock.now()) => {
+                        let answer = Answer::new(protocol, Error::DeadlineExceeded);
                         state.set(State::Answered { answer, head });
                         Poll::Ready(Ok(on_answer(answer, head)))
                     }
@@ -345,7 +326,7 @@ where
                     Poll::Ready(Err(_elapsed)) => {
                         // The deadline came first: the handler is dropped now, cancelling
                         // its work.
-                        let answer = Answer::new(bound.protocol, Error::DeadlineExceeded);
+                        let answer = Answer::new(protocol, Error::DeadlineExceeded);
                         state.set(State::Answered { answer, head });
                         Poll::Ready(Ok(on_answer(answer, head)))
                     }
@@ -363,32 +344,24 @@ where
     type Output = Result<Response<DeadlineBody<ResBody>>, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.poll_with(cx, |response, bound, _| bounded(response, bound), render)
+        self.poll_with(
+            cx,
+            |response, deadline, protocol, _| bounded(response, deadline, protocol),
+            render,
+        )
     }
 }
 
-/// What a handler's response body is bounded by: the request's deadline, the protocol whose
-/// ending a cut writes, and the instant from which the body's failures are the deadline's.
-#[derive(Clone, Copy)]
-pub(crate) struct Bound {
-    pub(crate) deadline: Deadline,
-    pub(crate) protocol: Protocol,
-    pub(crate) failing_from: Instant,
-}
-
-/// The instant from which a handler's failure is the deadline's: the deadline, or earlier, as
-/// what the handler sent onward says ([`Onward::deadline_failures_from`]).
-#[inline]
-fn failing_from(deadline: Deadline, sent: Option<Onward>) -> Instant {
-    let at = deadline.instant();
-    sent.map_or(at, |sent| sent.deadline_failures_from().min(at))
-}
-
-/// `response` with its body bounded as `bound` says ([`DeadlineBody`]); without its
-/// `content-length` when a cut would write the protocol's ending into the body.
-pub(crate) fn bounded<B>(response: Response<B>, bound: Bound) -> Response<DeadlineBody<B>> {
+/// `response` with its body bounded by `deadline` and cut as `protocol` expects
+/// ([`DeadlineBody`]); without its `content-length` when a cut would write the protocol's
+/// ending into the body.
+pub(crate) fn bounded<B>(
+    response: Response<B>,
+    deadline: Deadline,
+    protocol: Protocol,
+) -> Response<DeadlineBody<B>> {
     let (parts, body) = response.into_parts();
-    let (body, keeps_length) = DeadlineBody::inner(body, bound, &parts.headers);
+    let (body, keeps_length) = DeadlineBody::inner(body, deadline, protocol, &parts.headers);
     let mut response = Response::from_parts(parts, body);
     if !keeps_length {
         response.headers_mut().remove(http::header::CONTENT_LENGTH);
