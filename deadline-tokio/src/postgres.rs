@@ -16,10 +16,9 @@
 //! 2. runs in a transaction whose `SET LOCAL statement_timeout` is the time left, less the
 //!    policy's margin, capped ([`decide_statement`]): at the deadline the server ends the
 //!    statement itself, a few milliseconds before the caller would give up. PostgreSQL times
-//!    a statement's parse, its run and the `COMMIT` after it apart, so the statement is parsed
-//!    under that timeout, runs with what is left of it, set again, and commits with what is
-//!    left then, set again: a parse that waited behind a lock does not give the run the whole
-//!    timeout again, nor a long run the `COMMIT` (whose deferred constraints can take time);
+//!    a statement's parse and its run apart, so the statement is parsed under that timeout
+//!    and runs with what is left of it, set again: a parse that waited behind a lock does not
+//!    give the run the whole timeout again;
 //! 3. is cancelled on the server the moment its future is dropped before it is done (the
 //!    caller left, the deadline passed, a hedge lost), and its connection is not used again
 //!    until the cancel has settled (below);
@@ -309,18 +308,10 @@ async fn run(
             kind,
         )
         .await?;
-        // `COMMIT` is a statement of its own, with a statement timeout of its own (deferred
-        // constraints run there): it gets what is left, set first. (`Transaction::commit`
-        // takes the transaction, so the `SET` goes in a round trip of its own.)
-        let commit = rest.rest().ok_or_else(|| rest.spent())?;
-        transaction
-            .batch_execute(&commit.statement())
-            .await
-            .map_err(|error| commit.error(error))?;
         transaction
             .commit()
             .await
-            .map_err(|error| commit.error(error))?;
+            .map_err(|error| rest.error(error))?;
         Ok(done)
     };
     match within_current(work).await {
@@ -337,8 +328,8 @@ async fn run(
 /// apart, each with a statement timeout of its own, so a parse that waited behind a lock
 /// would give the run the whole timeout again, past the deadline. (tokio-postgres sends
 /// requests polled together without waiting between them, the first polled first, and the
-/// server runs them in order.) What it came to, and the timeout set for the run, from which
-/// what follows in the transaction (its `COMMIT`, timed apart too) takes what is left.
+/// server runs them in order.) What it came to, and the timeout set for the run, by which
+/// what follows in the transaction is judged.
 async fn parse_then_run(
     client: &Client,
     first: &str,

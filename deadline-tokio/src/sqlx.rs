@@ -21,9 +21,7 @@
 //!    (its statement cache skips the parse after): a first parse that waits behind a lock
 //!    leaves the run the whole timeout again, past the deadline, where the query is then
 //!    cancelled (3) rather than ended by the server itself. (The `postgres` adapter sets what
-//!    is left of the timeout before the run.) The `COMMIT` after the statement is timed apart
-//!    too, and gets what is left of the timeout, set in the same message (deferred constraints
-//!    run there);
+//!    is left of the timeout before the run.);
 //! 3. is cancelled on the server the moment its future is dropped before it is done (the
 //!    caller left, the deadline passed, a hedge lost): a task on the runtime keeps the
 //!    connection, runs `pg_cancel_backend` on its backend from another connection (an idle
@@ -257,8 +255,6 @@ where
     // `BEGIN` and the statement timeout, in one round trip that also reads which backend of
     // which server runs the query.
     let begin = format!("BEGIN; {timeout}; SELECT pg_backend_pid(), {SERVER_START}");
-    // The timeout in force, and when it was set: by it an error is judged.
-    let mut in_force = (timeout, decided);
     let work = async {
         let row = conn.fetch_one(begin.as_str()).await?;
         *backend = Some(Backend {
@@ -269,42 +265,25 @@ where
             Kind::Rows => Done::Rows(conn.fetch_all(query).await?),
             Kind::Count => Done::Count(conn.execute(query).await?.rows_affected()),
         };
-        // `COMMIT` is timed apart from the statement (deferred constraints run there): it gets
-        // what is left, set in the same message; none left, the statement's time is spent.
-        let committing = TokioClock.now();
-        let Some(left) = timeout.left_at(decided, committing) else {
-            return Ok(None);
-        };
-        in_force = (left, committing);
-        simple(conn, &format!("{left}; COMMIT")).await?;
-        Ok::<_, ::sqlx::Error>(Some(done))
+        simple(conn, "COMMIT").await?;
+        Ok::<_, ::sqlx::Error>(done)
     };
     // The deadline passing drops the work, and `held`, armed, on the way out.
     let done = within_current(work).await.map_err(SqlxError::Deadline)?;
     // When an error came back, before the `ROLLBACK` after it takes its own time.
     let ended = TokioClock.now();
-    if !matches!(done, Ok(Some(_))) {
-        // The transaction failed (or never began), or was not committed: end it before the
-        // pool has it back.
+    if done.is_err() {
+        // The transaction failed (or never began): end it before the pool has it back.
         let _ = simple(conn, "ROLLBACK").await;
     }
     held.release();
-    // A timeout is the statement's whole timeout, whichever part of it fired.
-    let timed_out = Error::Timeout {
-        after: timeout.as_duration(),
-    };
-    match done {
-        Ok(Some(done)) => Ok(done),
-        Ok(None) => Err(SqlxError::Deadline(timed_out)),
-        Err(error) => {
-            let (set, at) = in_force;
-            let code = error.as_database_error().and_then(|e| e.code());
-            match code.and_then(|code| set.error_of(code.as_bytes(), at, ended)) {
-                Some(_) => Err(SqlxError::Deadline(timed_out)),
-                None => Err(SqlxError::Db(error)),
-            }
+    done.map_err(|error| {
+        let code = error.as_database_error().and_then(|e| e.code());
+        match code.and_then(|code| timeout.error_of(code.as_bytes(), decided, ended)) {
+            Some(timed_out) => SqlxError::Deadline(timed_out),
+            None => SqlxError::Db(error),
         }
-    }
+    })
 }
 
 /// A pooled connection during a query. Released, it goes back to the pool; dropped

@@ -509,69 +509,6 @@ async fn a_statement_whose_parse_waited_runs_with_what_is_left_of_its_timeout() 
     }
 }
 
-/// PostgreSQL times a transaction's `COMMIT` apart from the statement before it, with a
-/// statement timeout of its own, and a `COMMIT` can take time: deferred constraints run
-/// there. It must get what is left of the statement's timeout, not what was set for the run
-/// again: a query dropped then (`postgres::execute` sends no cancel) would run on past the
-/// deadline by as long as the run took. A deferred constraint trigger notes the timeout the
-/// `COMMIT` runs with; the statement's run takes at least 50 ms (`pg_sleep`), so under the
-/// 1 000 ms decided, what is left at the `COMMIT` is at most 950 ms (it read 999, what was
-/// set for the run, before the `COMMIT` got what was left). Both ways to run a statement:
-/// `postgres::execute`, and a session's.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_commit_runs_with_what_is_left_of_the_statements_timeout() {
-    let db = Database::new(&database_url().parse().unwrap(), NoTls).unwrap();
-    let mut session = db.connect().await.unwrap();
-    let mut client = connect().await;
-    let policy = StatementPolicy::capped(ms(1_000)).with_floor(ms(1));
-    for with_a_session in [false, true] {
-        let table = tag("deferred");
-        let admin = connect().await;
-        admin
-            .batch_execute(&format!(
-                "CREATE TABLE {table} (x int); \
-                 CREATE TABLE {table}_seen (ms int); \
-                 CREATE FUNCTION {table}_note() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
-                   INSERT INTO {table}_seen SELECT setting::int FROM pg_settings \
-                     WHERE name = 'statement_timeout'; \
-                   RETURN NULL; \
-                 END $$; \
-                 CREATE CONSTRAINT TRIGGER {table}_at_commit AFTER INSERT ON {table} \
-                   DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION {table}_note();"
-            ))
-            .await
-            .unwrap();
-        let sql = format!("INSERT INTO {table} SELECT 1 FROM pg_sleep(0.05)");
-        let inserted = scope_timeout(ms(5_000), async {
-            if with_a_session {
-                session.execute(&policy, &sql, &[]).await
-            } else {
-                postgres::execute(&mut client, &policy, &sql, &[]).await
-            }
-        })
-        .await
-        .expect("inside its scope")
-        .expect("the statement ran and committed");
-        assert_eq!(inserted, 1);
-        let seen: i32 = admin
-            .query_one(&format!("SELECT ms FROM {table}_seen"), &[])
-            .await
-            .expect("the deferred trigger ran once, at the COMMIT")
-            .get(0);
-        eprintln!("session: {with_a_session}: the COMMIT ran with {seen} ms of 1000");
-        assert!(
-            (1..=950).contains(&seen),
-            "session: {with_a_session}: the COMMIT ran with a statement timeout of {seen} ms"
-        );
-        admin
-            .batch_execute(&format!(
-                "DROP TABLE {table}; DROP TABLE {table}_seen; DROP FUNCTION {table}_note();"
-            ))
-            .await
-            .unwrap();
-    }
-}
-
 /// A query that someone else cancels (an administrator's `pg_cancel_backend`) ends with
 /// SQLSTATE 57014, as one whose statement timeout fires does; but long before its timeout
 /// could fire (the server starts it after the timeout is decided), so it is the database's

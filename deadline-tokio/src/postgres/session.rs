@@ -177,12 +177,10 @@ impl<C: Send + 'static, M: CancelTls> Session<C, M> {
                 kind,
             )
             .await?;
-            // `COMMIT` is timed apart too: it gets what is left, set in the same message.
-            let commit = rest.rest().ok_or_else(|| rest.spent())?;
             client
-                .batch_execute(&format!("{}; COMMIT", commit.statement()))
+                .batch_execute("COMMIT")
                 .await
-                .map_err(|error| commit.error(error))?;
+                .map_err(|error| rest.error(error))?;
             Ok::<_, PgError>(done)
         };
         let done = match within_current(work).await {
