@@ -11,6 +11,23 @@ use crate::time::{Instant, div_1_000, duration_to_micros, duration_to_micros_cei
 /// The largest statement timeout PostgreSQL accepts, in milliseconds (`INT_MAX`).
 pub const MAX_STATEMENT_MILLIS: u32 = i32::MAX as u32;
 
+/// The PostgreSQL statement that checks the transaction's deferred constraints at the end of
+/// each statement rather than at its `COMMIT`: `SET CONSTRAINTS ALL IMMEDIATE`. Send it with
+/// the statement timeout, in a transaction that runs the one statement.
+///
+/// PostgreSQL turns the statement timeout off before it commits, so deferred constraints
+/// (a `DEFERRABLE INITIALLY DEFERRED` foreign key, a constraint trigger) checked at `COMMIT`
+/// run untimed, for as long as they take, after the caller has left. Checked at the end of
+/// the statement instead, they run under its timeout. In a transaction of one statement, that
+/// checks the same constraints on the same rows, with the same outcome.
+///
+/// ```
+/// use deadline_core::statement::CONSTRAINTS_AT_STATEMENT_END;
+///
+/// assert_eq!(CONSTRAINTS_AT_STATEMENT_END, "SET CONSTRAINTS ALL IMMEDIATE");
+/// ```
+pub const CONSTRAINTS_AT_STATEMENT_END: &str = "SET CONSTRAINTS ALL IMMEDIATE";
+
 /// How the statement timeout of a database query is derived from the time left.
 ///
 /// The timeout is set for the query's transaction alone (`SET LOCAL`), and there it replaces

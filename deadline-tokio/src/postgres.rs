@@ -18,7 +18,9 @@
 //!    statement itself, a few milliseconds before the caller would give up. PostgreSQL times
 //!    a statement's parse and its run apart, so the statement is parsed under that timeout
 //!    and runs with what is left of it, set again: a parse that waited behind a lock does not
-//!    give the run the whole timeout again;
+//!    give the run the whole timeout again. PostgreSQL does not time a `COMMIT`, so the
+//!    transaction checks its deferred constraints at the end of the statement
+//!    ([`CONSTRAINTS_AT_STATEMENT_END`]), under its timeout, not untimed at the `COMMIT`;
 //! 3. is cancelled on the server the moment its future is dropped before it is done (the
 //!    caller left, the deadline passed, a hedge lost), and its connection is not used again
 //!    until the cancel has settled (below);
@@ -104,7 +106,9 @@
 
 use core::fmt;
 
-use deadline_core::statement::{StatementDecision, StatementPolicy, StatementTimeout};
+use deadline_core::statement::{
+    CONSTRAINTS_AT_STATEMENT_END, StatementDecision, StatementPolicy, StatementTimeout,
+};
 use deadline_core::{Clock, Error, Instant};
 use futures_util::future::try_join;
 use tokio_postgres::types::ToSql;
@@ -301,7 +305,7 @@ async fn run(
         let (timeout, decided) = decide(policy, Sending::Now)?;
         let (done, rest) = parse_then_run(
             transaction.client(),
-            &timeout.to_string(),
+            &format!("{timeout}; {CONSTRAINTS_AT_STATEMENT_END}"),
             TimeoutSet::whole(timeout, decided),
             statement,
             params,

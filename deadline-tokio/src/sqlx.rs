@@ -21,7 +21,9 @@
 //!    (its statement cache skips the parse after): a first parse that waits behind a lock
 //!    leaves the run the whole timeout again, past the deadline, where the query is then
 //!    cancelled (3) rather than ended by the server itself. (The `postgres` adapter sets what
-//!    is left of the timeout before the run.);
+//!    is left of the timeout before the run.) PostgreSQL does not time a `COMMIT`, so the
+//!    transaction checks its deferred constraints at the end of the statement
+//!    ([`CONSTRAINTS_AT_STATEMENT_END`]), under its timeout;
 //! 3. is cancelled on the server the moment its future is dropped before it is done (the
 //!    caller left, the deadline passed, a hedge lost): a task on the runtime keeps the
 //!    connection, runs `pg_cancel_backend` on its backend from another connection (an idle
@@ -77,7 +79,7 @@ use std::pin::Pin;
 use ::sqlx::pool::PoolConnection;
 use ::sqlx::postgres::{PgConnection, PgPool, PgQueryResult, PgRow, Postgres};
 use ::sqlx::{Connection, Execute, Executor, Row};
-use deadline_core::statement::{StatementDecision, StatementPolicy};
+use deadline_core::statement::{CONSTRAINTS_AT_STATEMENT_END, StatementDecision, StatementPolicy};
 use deadline_core::{Clock, Error};
 
 use crate::clock::TokioClock;
@@ -252,9 +254,11 @@ where
     let Some(conn) = conn.as_mut() else {
         unreachable!("the connection was just put there")
     };
-    // `BEGIN` and the statement timeout, in one round trip that also reads which backend of
-    // which server runs the query.
-    let begin = format!("BEGIN; {timeout}; SELECT pg_backend_pid(), {SERVER_START}");
+    // `BEGIN`, the statement timeout and the deferred constraints checked under it, in one
+    // round trip that also reads which backend of which server runs the query.
+    let begin = format!(
+        "BEGIN; {timeout}; {CONSTRAINTS_AT_STATEMENT_END}; SELECT pg_backend_pid(), {SERVER_START}"
+    );
     let work = async {
         let row = conn.fetch_one(begin.as_str()).await?;
         *backend = Some(Backend {

@@ -509,6 +509,64 @@ async fn a_statement_whose_parse_waited_runs_with_what_is_left_of_its_timeout() 
     }
 }
 
+/// PostgreSQL does not time a `COMMIT` (it turns the statement timeout off before it
+/// commits), and deferred constraints are checked there: a constraint trigger that takes 3 s
+/// ran untimed after the statement, for as long as it took, past the caller's deadline (the
+/// free function sends no cancel, and the row was committed after the caller had left). The
+/// transaction checks them at the end of the statement instead, under its 300 ms timeout: the
+/// statement ends as the library's timeout, and nothing is committed. (It ended as the 2 s
+/// scope's `DeadlineExceeded`.) Both ways to run a statement: `postgres::execute`, and a
+/// session's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deferred_constraints_are_checked_under_the_statements_timeout() {
+    let db = Database::new(&database_url().parse().unwrap(), NoTls).unwrap();
+    let mut session = db.connect().await.unwrap();
+    let mut client = connect().await;
+    let policy = StatementPolicy::capped(ms(300)).with_floor(ms(1));
+    for with_a_session in [false, true] {
+        let table = tag("deferred");
+        let admin = connect().await;
+        admin
+            .batch_execute(&format!(
+                "CREATE TABLE {table} (x int); \
+                 CREATE FUNCTION {table}_check() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+                   PERFORM pg_sleep(3); \
+                   RETURN NULL; \
+                 END $$; \
+                 CREATE CONSTRAINT TRIGGER {table}_at_commit AFTER INSERT ON {table} \
+                   DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION {table}_check();"
+            ))
+            .await
+            .unwrap();
+        let sql = format!("INSERT INTO {table} VALUES (1)");
+        let inserted = scope_timeout(ms(2_000), async {
+            if with_a_session {
+                session.execute(&policy, &sql, &[]).await
+            } else {
+                postgres::execute(&mut client, &policy, &sql, &[]).await
+            }
+        })
+        .await
+        .expect("inside its scope");
+        match inserted {
+            Err(PgError::Deadline(Error::Timeout { after })) => assert_eq!(after, ms(300)),
+            other => panic!("session: {with_a_session}: expected the timeout, got {other:?}"),
+        }
+        let rows: i64 = admin
+            .query_one(&format!("SELECT count(*) FROM {table}"), &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(rows, 0, "session: {with_a_session}: nothing is committed");
+        admin
+            .batch_execute(&format!(
+                "DROP TABLE {table}; DROP FUNCTION {table}_check();"
+            ))
+            .await
+            .unwrap();
+    }
+}
+
 /// A query that someone else cancels (an administrator's `pg_cancel_backend`) ends with
 /// SQLSTATE 57014, as one whose statement timeout fires does; but long before its timeout
 /// could fire (the server starts it after the timeout is decided), so it is the database's

@@ -115,6 +115,50 @@ async fn a_query_runs_with_the_statement_timeout_from_the_time_left() {
     assert_eq!(spawned.await.unwrap().unwrap().len(), 1);
 }
 
+/// PostgreSQL does not time a `COMMIT` (it turns the statement timeout off before it
+/// commits), and deferred constraints are checked there: a constraint trigger that takes 3 s
+/// ran untimed after the statement, until the caller's deadline cut it (its cancel). The
+/// transaction checks them at the end of the statement instead, under its 300 ms timeout: the
+/// statement ends as the library's timeout, and nothing is committed. (It ended as the 2 s
+/// scope's `DeadlineExceeded`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deferred_constraints_are_checked_under_the_statements_timeout() {
+    let pool = pool(1).await;
+    let policy = StatementPolicy::capped(ms(300)).with_floor(ms(1));
+    let table = format!("deadline_sqlx_deferred_{}", std::process::id());
+    sqlx::raw_sql(&format!(
+        "CREATE TABLE {table} (x int); \
+         CREATE FUNCTION {table}_check() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+           PERFORM pg_sleep(3); \
+           RETURN NULL; \
+         END $$; \
+         CREATE CONSTRAINT TRIGGER {table}_at_commit AFTER INSERT ON {table} \
+           DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION {table}_check();"
+    ))
+    .execute(&pool)
+    .await
+    .unwrap();
+    let sql = format!("INSERT INTO {table} VALUES (1)");
+    let inserted = scope_timeout(ms(2_000), db::execute(&pool, &policy, sql.as_str()))
+        .await
+        .expect("inside its scope");
+    match inserted {
+        Err(SqlxError::Deadline(Error::Timeout { after })) => assert_eq!(after, ms(300)),
+        other => panic!("expected the timeout, got {other:?}"),
+    }
+    let rows: i64 = sqlx::query_scalar(&format!("SELECT count(*) FROM {table}"))
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(rows, 0, "nothing is committed");
+    sqlx::raw_sql(&format!(
+        "DROP TABLE {table}; DROP FUNCTION {table}_check();"
+    ))
+    .execute(&pool)
+    .await
+    .unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlstate_57014_is_the_librarys_timeout() {
     let pool = pool(1).await;

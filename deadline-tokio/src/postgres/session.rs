@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use deadline_core::statement::{StatementDecision, StatementPolicy};
+use deadline_core::statement::{CONSTRAINTS_AT_STATEMENT_END, StatementDecision, StatementPolicy};
 use tokio::sync::oneshot;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Row};
@@ -170,7 +170,7 @@ impl<C: Send + 'static, M: CancelTls> Session<C, M> {
         let work = async {
             let (done, rest) = parse_then_run(
                 client,
-                &format!("BEGIN; {timeout}"),
+                &format!("BEGIN; {timeout}; {CONSTRAINTS_AT_STATEMENT_END}"),
                 TimeoutSet::whole(timeout, decided),
                 statement,
                 params,
