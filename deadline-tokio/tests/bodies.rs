@@ -1191,6 +1191,200 @@ async fn a_client_layer_failing_at_the_deadline_is_answered_as_the_deadline() {
     }
 }
 
+/// A gateway made of layers alone whose client layer fails as its deadline before the
+/// server's deadline: what it sent was running out (the upstream answered a 504, or a gRPC
+/// `UNAVAILABLE`, at 196 ms of 200: the client layer told it 195, and reads a failure from 190
+/// on as the deadline's), or nothing was left to send (5 ms, no more than the hop's
+/// allowance). Both are within the server's failure window (two 5 ms allowances and a
+/// millisecond: from 189 ms of 200), and the server answers the deadline, where that error
+/// reached the server (before the deadline, it was passed on), which closes the connection
+/// or resets the stream with no answer. An error before the window is passed on as it was
+/// (the next test).
+#[tokio::test(start_paused = true)]
+async fn a_client_layer_failing_of_what_it_sent_is_answered_as_the_deadline() {
+    let grpc = |timeout| {
+        [
+            ("content-type", "application/grpc"),
+            ("grpc-timeout", timeout),
+        ]
+    };
+    let plain = |timeout| [("content-type", "text/plain"), ("x-deadline-ms", timeout)];
+    let upstream_504 = || {
+        Response::builder()
+            .status(StatusCode::GATEWAY_TIMEOUT)
+            .body(String::new())
+            .unwrap()
+    };
+    let upstream_unavailable = || {
+        Response::builder()
+            .header("content-type", "application/grpc")
+            .header("grpc-status", "14")
+            .body(String::new())
+            .unwrap()
+    };
+    type Case = (
+        [(&'static str, &'static str); 2],
+        fn() -> Response<String>,
+        Duration,
+        StatusCode,
+        Option<&'static str>,
+    );
+    let cases: [Case; 4] = [
+        (
+            plain("200"),
+            upstream_504,
+            ms(196),
+            StatusCode::GATEWAY_TIMEOUT,
+            None,
+        ),
+        (
+            grpc("200m"),
+            upstream_unavailable,
+            ms(196),
+            StatusCode::OK,
+            Some("4"),
+        ),
+        (
+            plain("5"),
+            upstream_504,
+            ms(0),
+            StatusCode::GATEWAY_TIMEOUT,
+            None,
+        ),
+        (
+            grpc("5m"),
+            upstream_unavailable,
+            ms(0),
+            StatusCode::OK,
+            Some("4"),
+        ),
+    ];
+    for (headers, upstream, answers_at, status, grpc_status) in cases {
+        let server = layer().layer(PropagateLayer::new(HOP, DeadlineHeader::GrpcTimeout).layer(
+            service_fn(move |_req: Request<()>| async move {
+                tokio::time::sleep(ms(196)).await;
+                Ok::<_, Infallible>(upstream())
+            }),
+        ));
+        let start = TokioClock.now();
+        let response = server
+            .oneshot(request(&headers))
+            .await
+            .unwrap_or_else(|error| panic!("{headers:?}: the client layer's error: {error:?}"));
+        assert_eq!(TokioClock.now(), start + answers_at, "{headers:?}");
+        assert_eq!(response.status(), status, "{headers:?}");
+        assert_eq!(
+            response
+                .headers()
+                .get("grpc-status")
+                .map(|v| v.to_str().unwrap()),
+            grpc_status,
+            "{headers:?}"
+        );
+    }
+}
+
+/// Before the failure window, a service's error is its own, and passed on as it was: the
+/// upstream refused at 150 ms of 200 (a transport error, not yet the deadline's), and a
+/// relayed body failing then ends with its own error.
+#[tokio::test(start_paused = true)]
+async fn a_failure_before_the_window_is_passed_on() {
+    let server = layer().layer(PropagateLayer::new(HOP, DeadlineHeader::GrpcTimeout).layer(
+        service_fn(|_req: Request<()>| async {
+            tokio::time::sleep(ms(150)).await;
+            Err::<Response<String>, _>(std::io::Error::other("connection refused"))
+        }),
+    ));
+    let failed = server
+        .oneshot(request(&[("x-deadline-ms", "200")]))
+        .await
+        .expect_err("the upstream's own failure");
+    assert!(
+        matches!(failed, PropagateError::Inner(ref e) if e.to_string() == "connection refused"),
+        "{failed:?}"
+    );
+
+    let server = layer().layer(service_fn(|_req: Request<()>| async {
+        let start = tokio::time::Instant::now();
+        let frames = [
+            (ms(10), Ok(Frame::data(Bytes::from(envelope(b"abc"))))),
+            (ms(150), Err(std::io::Error::other("the stream broke"))),
+        ];
+        let body = StreamBody::new(tokio_stream::iter(frames).then(
+            move |(at, frame)| async move {
+                tokio::time::sleep_until(start + at).await;
+                frame
+            },
+        ));
+        Ok::<_, Infallible>(
+            Response::builder()
+                .header("content-type", "application/grpc")
+                .body(body)
+                .unwrap(),
+        )
+    }));
+    let request = request(&[
+        ("content-type", "application/grpc"),
+        ("grpc-timeout", "200m"),
+    ]);
+    let response = server.oneshot(request).await.unwrap();
+    let (data, end) = read_all(response.into_body()).await;
+    assert_eq!(data, envelope(b"abc"));
+    assert!(
+        matches!(end, Err(BodyError::Inner(ref e)) if e.to_string() == "the stream broke"),
+        "{end:?}"
+    );
+}
+
+/// A relayed stream (as in the test above) whose upstream body fails at 196 ms of 200, once
+/// what the client layer sent is running out (it told the upstream 195, and reads a failure
+/// from 190 on as the deadline's): the client gets the message, then the deadline's trailers,
+/// where the body failed with the client layer's error before the deadline, which resets the
+/// stream (a gRPC client reads `INTERNAL`).
+#[tokio::test(start_paused = true)]
+async fn a_relayed_stream_failing_of_what_was_sent_ends_with_the_deadlines_trailers() {
+    let message = envelope(b"abc");
+    let upstream_message = message.clone();
+    let server = layer().layer(service_fn(move |req: Request<()>| {
+        let message = upstream_message.clone();
+        let upstream = PropagateLayer::new(HOP, DeadlineHeader::GrpcTimeout).layer(service_fn(
+            move |_req: Request<()>| {
+                let start = tokio::time::Instant::now();
+                let frames = [
+                    (ms(10), Ok(Frame::data(Bytes::from(message.clone())))),
+                    (
+                        ms(196),
+                        Err(std::io::Error::other("the upstream reset the stream")),
+                    ),
+                ];
+                let body = StreamBody::new(tokio_stream::iter(frames).then(
+                    move |(at, frame)| async move {
+                        tokio::time::sleep_until(start + at).await;
+                        frame
+                    },
+                ));
+                let response = Response::builder()
+                    .header("content-type", "application/grpc")
+                    .body(body)
+                    .unwrap();
+                async move { Ok::<_, Infallible>(response) }
+            },
+        ));
+        upstream.oneshot(req)
+    }));
+    let request = request(&[
+        ("content-type", "application/grpc"),
+        ("grpc-timeout", "200m"),
+    ]);
+    let start = TokioClock.now();
+    let response = server.oneshot(request).await.unwrap();
+    let (data, end) = read_all(response.into_body()).await;
+    assert_eq!(TokioClock.now(), start + ms(196));
+    assert_eq!(data, message);
+    let trailers = end.expect("trailers, not an error").expect("trailers");
+    assert_eq!(trailers["grpc-status"], "4");
+}
+
 /// The layer's own answers to a `HEAD` request have its status and headers and no body: an
 /// HTTP/2 server sends what it is given (axum strips a `HEAD` answer's body only inside its
 /// router, which the layer's answers never pass through), and an HTTP/2 client resets a

@@ -116,6 +116,31 @@ impl ServerPolicy {
         self.reply_margin
     }
 
+    /// How long before the handler's deadline its failure is the deadline's, and answered as
+    /// the deadline (504, `DEADLINE_EXCEEDED`) rather than passed on: two of the
+    /// propagation's hop allowances and a millisecond. That is where a client layer inside,
+    /// sending with the same allowance, fails as its deadline: it tells the next service the
+    /// time left less one allowance, rounded down to its header's unit (a millisecond at
+    /// most, for a budget under 27 hours), takes a failure within another allowance of that
+    /// as the deadline's, and sends nothing with less than [`Propagation::needs`] left. A
+    /// failure there passed on would reach the HTTP server, which closes the connection or
+    /// resets the stream with no answer.
+    ///
+    /// ```
+    /// use deadline_core::ms;
+    /// use deadline_core::wire::{Propagation, ServerPolicy};
+    ///
+    /// let policy = ServerPolicy::new(Propagation::DEFAULT.with_allowance(ms(5)), ms(1_000));
+    /// assert_eq!(policy.failure_window(), ms(11));
+    /// ```
+    #[must_use]
+    pub const fn failure_window(&self) -> Duration {
+        let allowance = self.propagation.allowance();
+        allowance
+            .saturating_add(allowance)
+            .saturating_add(Duration::from_millis(1))
+    }
+
     /// The deadline of the handler of a request that arrived at `arrived` with `headers`,
     /// spoken in `protocol`, judged at `now`, inside a scope whose deadline is `enclosing`
     /// (if any; the earlier rules), or the answer to give it at once without calling the

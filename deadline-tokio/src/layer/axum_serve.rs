@@ -14,13 +14,11 @@ use axum::routing::future::RouteFuture;
 use axum::serve::{IncomingStream, Listener};
 use tower_service::Service;
 
-use deadline_core::Deadline;
-use deadline_core::wire::Protocol;
 use http_body::Body as _;
 
 use super::answer::render;
 use super::primed_body::Primed;
-use super::server::{DeadlineFuture, DeadlineService, bounded};
+use super::server::{Bound, DeadlineFuture, DeadlineService, bounded};
 use crate::context::in_scope;
 
 /// A router wrapped whole in [`DeadlineLayer`](crate::DeadlineLayer) is what
@@ -137,7 +135,7 @@ impl Future for AxumFuture {
 }
 
 /// The handler's `response` as axum serves it: its body as it is when it is whole, else
-/// bounded by `deadline` as [`DeadlineBody`](super::DeadlineBody) bounds it; boxed into
+/// bounded as [`DeadlineBody`](super::DeadlineBody) bounds it; boxed into
 /// axum's [`Body`] either way.
 ///
 /// The body is polled once first, in the request's scope, as its first frame would be. Most
@@ -147,14 +145,9 @@ impl Future for AxumFuture {
 /// (about 380 instructions through the router in process, the allocations the same: `bash
 /// scripts/instructions.sh axum_request_deadline_layer_around`). Any other body goes on
 /// under the layer's, with what its first poll gave sent first ([`Primed`]).
-fn whole_or_bounded(
-    mut response: Response,
-    deadline: Deadline,
-    protocol: Protocol,
-    cx: &mut Context<'_>,
-) -> Response {
+fn whole_or_bounded(mut response: Response, bound: Bound, cx: &mut Context<'_>) -> Response {
     let body = response.body_mut();
-    let first = match in_scope(deadline, || Pin::new(&mut *body).poll_frame(cx)) {
+    let first = match in_scope(bound.deadline, || Pin::new(&mut *body).poll_frame(cx)) {
         Poll::Ready(None) => {
             *body = Body::empty();
             return response;
@@ -171,5 +164,5 @@ fn whole_or_bounded(
         Poll::Pending => None,
     };
     let response = response.map(|body| Primed::new(first, body));
-    bounded(response, deadline, protocol).map(Body::new)
+    bounded(response, bound).map(Body::new)
 }

@@ -134,10 +134,14 @@
 //! Every answer the layer makes is in the request's protocol ([`Answer`](deadline_core::wire::Answer)): a gRPC request
 //! gets HTTP 200 trailers-only with `grpc-status`, in its own content type and codec (a
 //! gRPC-Web request the same, in gRPC-Web's), a Connect request Connect's error, any other an HTTP status with
-//! a short text. A service error that comes at or after the deadline is answered the same,
-//! as the deadline's (a client layer inside, such as `PropagateLayer`, bounded by the same
-//! deadline, fails at that instant), and so is a response body that fails then; an error
-//! before the deadline is the service's, passed on. What margin to pick, and what a server can and
+//! a short text. A service error that comes within the failure window before the deadline
+//! (two hop allowances and a millisecond:
+//! [`ServerPolicy::failure_window`](deadline_core::wire::ServerPolicy::failure_window)) or
+//! after it is answered the same, as the deadline's (a client layer inside, such as
+//! `PropagateLayer`, sending with the same allowance, fails as its deadline there: what it
+//! sent running out, nothing left to send, or this deadline, by which it is bounded too), and
+//! so is a response body that fails then; an error before the window is the service's,
+//! passed on. What margin to pick, and what a server can and
 //! cannot do about a client's own timer, is in [the guide](deadline_core::guide#clients-that-time-their-own-calls).
 //!
 //! **Browsers (gRPC-Web, connect-web): put CORS outside.** The layer's own answers (a

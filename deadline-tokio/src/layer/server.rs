@@ -226,6 +226,7 @@ where
         };
         // The inner service is called in the scope too: a service that reads the deadline in
         // its `call` (as the client layers do) sees this request's.
+        let window = self.policy.failure_window();
         in_scope(deadline, || DeadlineFuture {
             state: State::Running {
                 handler: Bounded::new(
@@ -235,6 +236,7 @@ where
                 deadline,
                 protocol,
                 head,
+                window,
             },
         })
     }
@@ -253,16 +255,18 @@ pin_project_lite::pin_project! {
 pin_project_lite::pin_project! {
     #[project = StateProj]
     enum State<F> {
-        /// The handler, in its scope, until the deadline.
+        /// The handler, in its scope, until the deadline; a failure within `window` of the
+        /// deadline is the deadline's ([`ServerPolicy::failure_window`]).
         Running {
             #[pin]
             handler: Bounded<Scoped<F>>,
             deadline: Deadline,
             protocol: Protocol,
             head: bool,
+            window: Duration,
         },
         /// Answered without calling the handler, or the handler dropped at the deadline or
-        /// failed at or after it; to a `HEAD` request when `head`.
+        /// failed of it; to a `HEAD` request when `head`.
         Answered { answer: Answer, head: bool },
     }
 }
@@ -281,15 +285,14 @@ where
     F: Future<Output = Result<Response<ResBody>, E>>,
 {
     /// Polls the handler under the deadline. What it came to is made into the output with
-    /// `on_response` (the handler's response, with the deadline and the protocol its body is
-    /// to be bounded by) or `on_answer` (the layer's own answer, and whether the request is a
-    /// `HEAD`: the handler was not called, or was dropped at the deadline, or failed at or
-    /// after it).
+    /// `on_response` (the handler's response, with what its body is to be bounded by:
+    /// [`Bound`]) or `on_answer` (the layer's own answer, and whether the request is a
+    /// `HEAD`: the handler was not called, or was dropped at the deadline, or failed of it).
     #[inline]
     pub(crate) fn poll_with<T>(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-        on_response: impl FnOnce(Response<ResBody>, Deadline, Protocol, &mut Context<'_>) -> T,
+        on_response: impl FnOnce(Response<ResBody>, Bound, &mut Context<'_>) -> T,
         on_answer: impl FnOnce(Answer, bool) -> T,
     ) -> Poll<Result<T, E>> {
         let mut state = self.project().state;
@@ -299,6 +302,7 @@ where
                 deadline,
                 protocol,
                 head,
+                window,
             } => {
                 // Polled inside a scope with an earlier deadline (rare on a server), that one
                 // rules, for the handler and for its body.
@@ -306,18 +310,24 @@ where
                     *deadline = outer;
                     handler.as_mut().shorten(outer.instant());
                 }
-                let (deadline, protocol, head) = (*deadline, *protocol, *head);
+                let bound = Bound {
+                    deadline: *deadline,
+                    protocol: *protocol,
+                    window: *window,
+                };
+                let (protocol, head) = (*protocol, *head);
                 match handler.poll(cx) {
                     Poll::Pending => Poll::Pending,
                     Poll::Ready(Ok(Ok(response))) => {
-                        Poll::Ready(Ok(on_response(response, deadline, protocol, cx)))
+                        Poll::Ready(Ok(on_response(response, bound, cx)))
                     }
-                    // A service error at or after the deadline is the deadline's: a client
-                    // layer inside (`PropagateLayer`), bounded by the same deadline and
-                    // polled first, fails at that instant, and its error alone would reach
-                    // the server, which closes the connection or resets the stream with no
-                    // answer.
-                    Poll::Ready(Ok(Err(_))) if deadline.is_expired(TokioClock.now()) => {
+                    // A service error within the failure window of the deadline, or after it,
+                    // is the deadline's: a client layer inside (`PropagateLayer`) fails as its
+                    // deadline there (what it sent running out, nothing left to send, or this
+                    // deadline, by which it is bounded too, polled first), and its error alone
+                    // would reach the server, which closes the connection or resets the
+                    // stream with no answer.
+                    Poll::Ready(Ok(Err(_))) if TokioClock.now() >= bound.failing_from() => {
                         let answer = Answer::new(protocol, Error::DeadlineExceeded);
                         state.set(State::Answered { answer, head });
                         Poll::Ready(Ok(on_answer(answer, head)))
@@ -344,24 +354,33 @@ where
     type Output = Result<Response<DeadlineBody<ResBody>>, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.poll_with(
-            cx,
-            |response, deadline, protocol, _| bounded(response, deadline, protocol),
-            render,
-        )
+        self.poll_with(cx, |response, bound, _| bounded(response, bound), render)
     }
 }
 
-/// `response` with its body bounded by `deadline` and cut as `protocol` expects
-/// ([`DeadlineBody`]); without its `content-length` when a cut would write the protocol's
-/// ending into the body.
-pub(crate) fn bounded<B>(
-    response: Response<B>,
-    deadline: Deadline,
-    protocol: Protocol,
-) -> Response<DeadlineBody<B>> {
+/// What a handler and its response body are bounded by: the request's deadline, the protocol
+/// whose ending a cut writes, and the failure window before the deadline
+/// ([`ServerPolicy::failure_window`]).
+#[derive(Clone, Copy)]
+pub(crate) struct Bound {
+    pub(crate) deadline: Deadline,
+    pub(crate) protocol: Protocol,
+    pub(crate) window: Duration,
+}
+
+impl Bound {
+    /// The instant from which a failure is the deadline's: the failure window's start.
+    #[inline]
+    pub(crate) fn failing_from(&self) -> Instant {
+        self.deadline.instant().saturating_sub(self.window)
+    }
+}
+
+/// `response` with its body bounded as `bound` says ([`DeadlineBody`]); without its
+/// `content-length` when a cut would write the protocol's ending into the body.
+pub(crate) fn bounded<B>(response: Response<B>, bound: Bound) -> Response<DeadlineBody<B>> {
     let (parts, body) = response.into_parts();
-    let (body, keeps_length) = DeadlineBody::inner(body, deadline, protocol, &parts.headers);
+    let (body, keeps_length) = DeadlineBody::inner(body, bound, &parts.headers);
     let mut response = Response::from_parts(parts, body);
     if !keeps_length {
         response.headers_mut().remove(http::header::CONTENT_LENGTH);

@@ -7,13 +7,14 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use bytes::Bytes;
 use deadline_core::wire::{Cut, Envelopes, GRPC_MESSAGE, GRPC_STATUS, Protocol};
-use deadline_core::{Clock, Deadline, Error};
+use deadline_core::{Clock, Error, Instant};
 use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
 
 use super::bounded_body::{BoundedBody, Polled};
 use super::headers::{lookup, set};
 use super::messages::Messages;
+use super::server::Bound;
 use crate::clock::TokioClock;
 
 pin_project_lite::pin_project! {
@@ -42,10 +43,11 @@ pin_project_lite::pin_project! {
     ///   [`BodyError::Deadline`], on which hyper resets the HTTP/2 stream or closes the
     ///   HTTP/1.1 connection, so the client sees a cut response, never one that looks
     ///   complete.
-    /// - A body that fails at or after the deadline, whatever its error, is cut as the
-    ///   deadline's, as above: a body relayed from a client layer bounded by the same
-    ///   deadline (`PropagateLayer`'s) fails at that instant, and the client reads the
-    ///   deadline's status, not a reset stream.
+    /// - A body that fails within the failure window before the deadline
+    ///   ([`ServerPolicy::failure_window`](deadline_core::wire::ServerPolicy::failure_window))
+    ///   or after it, whatever its error, is cut as the deadline's, as above: a body relayed
+    ///   from a client layer (`PropagateLayer`'s) fails as its deadline there, and the client
+    ///   reads the deadline's status, not a reset stream.
     /// - A body of gRPC, gRPC-Web or Connect streaming messages (the response says so in its
     ///   `content-type`: [`Envelopes::of_response`]) is sent whole message by whole
     ///   message, however its frames split them (a proxy's do): the bytes of a message not yet
@@ -86,6 +88,8 @@ pin_project_lite::pin_project! {
             body: BoundedBody<B>,
             protocol: Protocol,
             reset: bool,
+            // From when its failures are the deadline's ([`failed_of`]).
+            failing_from: Instant,
         },
         /// The handler's body of enveloped messages, until the deadline, sent whole message by
         /// whole message.
@@ -96,6 +100,8 @@ pin_project_lite::pin_project! {
             // Where it stands between them, and what it holds (boxed, so that the other
             // bodies, most of them, stay small to move).
             messages: Box<Messages>,
+            // From when its failures are the deadline's ([`failed_of`]).
+            failing_from: Instant,
         },
         /// The layer's answer: its text, until it has been sent (none for a gRPC answer,
         /// whose status travels in the headers).
@@ -178,13 +184,9 @@ impl<B> DeadlineBody<B> {
     /// the protocol's ending ([`Cut::keeps_declared_length`]), and the body then says no
     /// exact size.
     #[inline]
-    pub(crate) fn inner(
-        body: B,
-        deadline: Deadline,
-        protocol: Protocol,
-        headers: &HeaderMap,
-    ) -> (Self, bool) {
-        let body = BoundedBody::new(body, deadline, true);
+    pub(crate) fn inner(body: B, bound: Bound, headers: &HeaderMap) -> (Self, bool) {
+        let (protocol, failing_from) = (bound.protocol, bound.failing_from());
+        let body = BoundedBody::new(body, bound.deadline, true);
         let (kind, keeps_length) = match Envelopes::of_response(protocol, lookup(headers)) {
             None => {
                 let cut = Envelopes::cut_unread(protocol, lookup(headers));
@@ -193,6 +195,7 @@ impl<B> DeadlineBody<B> {
                     body,
                     protocol,
                     reset,
+                    failing_from,
                 };
                 (kind, cut.keeps_declared_length())
             }
@@ -201,6 +204,7 @@ impl<B> DeadlineBody<B> {
                     body,
                     protocol,
                     messages: Box::new(Messages::new(read, protocol)),
+                    failing_from,
                 };
                 (kind, protocol.cut().keeps_declared_length())
             }
@@ -289,13 +293,16 @@ impl<E: core::error::Error + 'static> core::error::Error for BodyError<E> {
     }
 }
 
-/// Whether a handler's body that failed now failed of the `deadline`: at or after it, whatever
-/// its error, it is cut as the deadline's, and the client reads the deadline's status. A body
-/// relayed from a client layer (`PropagateLayer`'s, bounded by the same deadline, and polled
-/// first) fails at that instant with the deadline's error, and that failure alone would
-/// reset the stream, which a gRPC client reads as `INTERNAL`.
-fn failed_of(deadline: Deadline) -> bool {
-    deadline.is_expired(TokioClock.now())
+/// Whether a handler's body that failed now failed of the deadline: from `failing_from` on
+/// (the failure window's start, [`ServerPolicy::failure_window`]), whatever its error, it is
+/// cut as the deadline's, and the client reads the deadline's status. A body relayed from a
+/// client layer (`PropagateLayer`'s) fails with the deadline's error there (what it sent
+/// running out, or this deadline, by which it is bounded too, polled first), and that failure
+/// alone would reset the stream, which a gRPC client reads as `INTERNAL`.
+///
+/// [`ServerPolicy::failure_window`]: deadline_core::wire::ServerPolicy::failure_window
+fn failed_of(failing_from: Instant) -> bool {
+    TokioClock.now() >= failing_from
 }
 
 /// The HTTP/2 reset of a body cut at the deadline ([`Cut::RESET_CODE`]), the source of every
@@ -315,18 +322,18 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let mut kind = self.project().kind;
-        let (mut body, protocol, messages) = match kind.as_mut().project() {
+        let (mut body, protocol, messages, failing_from) = match kind.as_mut().project() {
             KindProj::Inner {
                 body,
                 protocol,
                 reset,
+                failing_from,
             } => {
-                let deadline = body.deadline();
                 match body.poll_step(cx) {
                     Poll::Pending => return Poll::Pending,
                     Poll::Ready(Polled::Frame(frame)) => return Poll::Ready(Some(Ok(frame))),
                     Poll::Ready(Polled::End) => return Poll::Ready(None),
-                    Poll::Ready(Polled::Failed(error)) if !failed_of(deadline) => {
+                    Poll::Ready(Polled::Failed(error)) if !failed_of(*failing_from) => {
                         return Poll::Ready(Some(Err(BodyError::Inner(error))));
                     }
                     Poll::Ready(Polled::Failed(_) | Polled::Cut) => {}
@@ -340,7 +347,8 @@ where
                 body,
                 protocol,
                 messages,
-            } => (body, *protocol, messages),
+                failing_from,
+            } => (body, *protocol, messages, *failing_from),
             KindProj::Answer { text } => {
                 return Poll::Ready(text.take().map(|text| Ok(Frame::data(text))));
             }
@@ -378,7 +386,7 @@ where
                         return Poll::Ready(Some(Ok(Frame::data(held))));
                     }
                 },
-                Polled::Failed(error) if !failed_of(body.deadline()) => {
+                Polled::Failed(error) if !failed_of(failing_from) => {
                     return Poll::Ready(Some(Err(BodyError::Inner(error))));
                 }
                 Polled::End => {
