@@ -20,7 +20,15 @@ pub const CONNECT_TIMEOUT_MS: &str = "connect-timeout-ms";
 
 /// Envoy's header telling an upstream service how long Envoy will wait for it, in whole
 /// milliseconds ("so that the upstream host can make decisions based on the request
-/// timeout"). Read as an incoming budget, in the same form as `x-deadline-ms`.
+/// timeout"). Read as an incoming budget, in the same form as `x-deadline-ms`, from when the
+/// request arrived.
+///
+/// Envoy's route timeout runs from the end of the request (once its whole body has come in),
+/// not from its headers, and Envoy sends the header with the headers. For a request whose body
+/// takes long to arrive (an upload, a client-streaming gRPC call without a `grpc-timeout`),
+/// the budget read from its headers ends earlier than Envoy stops waiting, by as long as the
+/// body took: the server gives up first, on the safe side. Give such a route a default budget
+/// of its own rather than Envoy's header (a layer that strips it), or a `grpc-timeout`.
 pub const ENVOY_EXPECTED_RQ_TIMEOUT_MS: &str = "x-envoy-expected-rq-timeout-ms";
 
 /// A gRPC response's status code, in its head (trailers-only) or its trailers.
