@@ -11,22 +11,26 @@ use crate::time::{Instant, div_1_000, duration_to_micros, duration_to_micros_cei
 /// The largest statement timeout PostgreSQL accepts, in milliseconds (`INT_MAX`).
 pub const MAX_STATEMENT_MILLIS: u32 = i32::MAX as u32;
 
-/// The PostgreSQL statement that checks the transaction's deferred constraints at the end of
-/// each statement rather than at its `COMMIT`: `SET CONSTRAINTS ALL IMMEDIATE`. Send it with
-/// the statement timeout, in a transaction that runs the one statement.
+/// The PostgreSQL statement that checks the transaction's deferred constraints now, rather than
+/// at its `COMMIT`: `SET CONSTRAINTS ALL IMMEDIATE`. Send it after the query, with what is left
+/// of the statement timeout set before it, then `COMMIT`.
 ///
-/// PostgreSQL turns the statement timeout off before it commits, so deferred constraints
-/// (a `DEFERRABLE INITIALLY DEFERRED` foreign key, a constraint trigger) checked at `COMMIT`
-/// run untimed, for as long as they take, after the caller has left. Checked at the end of
-/// the statement instead, they run under its timeout. In a transaction of one statement, that
-/// checks the same constraints on the same rows, with the same outcome.
+/// PostgreSQL turns the statement timeout off before it commits, so deferred constraints (a
+/// `DEFERRABLE INITIALLY DEFERRED` foreign key, a constraint trigger) checked at `COMMIT` run
+/// untimed, for as long as they take, after the caller has left. Switched to immediate after
+/// the query, the checks still pending run inside this command, which the statement timeout
+/// covers, and the `COMMIT` after it has none left to run. The query itself ran with its
+/// constraints deferred as declared: a function, a trigger or a string of several statements
+/// that relies on deferral within it runs as before, and the same checks come to the same
+/// outcome, only timed. A query that changed nothing has no checks pending, and the command
+/// costs nothing.
 ///
 /// ```
-/// use deadline_core::statement::CONSTRAINTS_AT_STATEMENT_END;
+/// use deadline_core::statement::CHECK_DEFERRED_CONSTRAINTS;
 ///
-/// assert_eq!(CONSTRAINTS_AT_STATEMENT_END, "SET CONSTRAINTS ALL IMMEDIATE");
+/// assert_eq!(CHECK_DEFERRED_CONSTRAINTS, "SET CONSTRAINTS ALL IMMEDIATE");
 /// ```
-pub const CONSTRAINTS_AT_STATEMENT_END: &str = "SET CONSTRAINTS ALL IMMEDIATE";
+pub const CHECK_DEFERRED_CONSTRAINTS: &str = "SET CONSTRAINTS ALL IMMEDIATE";
 
 /// How the statement timeout of a database query is derived from the time left.
 ///

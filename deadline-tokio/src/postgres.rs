@@ -19,8 +19,9 @@
 //!    a statement's parse and its run apart, so the statement is parsed under that timeout
 //!    and runs with what is left of it, set again: a parse that waited behind a lock does not
 //!    give the run the whole timeout again. PostgreSQL does not time a `COMMIT`, so the
-//!    transaction checks its deferred constraints at the end of the statement
-//!    ([`CONSTRAINTS_AT_STATEMENT_END`]), under its timeout, not untimed at the `COMMIT`;
+//!    deferred constraints are checked before it ([`CHECK_DEFERRED_CONSTRAINTS`]), under
+//!    what is left of the timeout, set again, not untimed at the `COMMIT` (with less than a
+//!    millisecond left, the `COMMIT` checks them untimed);
 //! 3. is cancelled on the server the moment its future is dropped before it is done (the
 //!    caller left, the deadline passed, a hedge lost), and its connection is not used again
 //!    until the cancel has settled (below);
@@ -107,7 +108,7 @@
 use core::fmt;
 
 use deadline_core::statement::{
-    CONSTRAINTS_AT_STATEMENT_END, StatementDecision, StatementPolicy, StatementTimeout,
+    CHECK_DEFERRED_CONSTRAINTS, StatementDecision, StatementPolicy, StatementTimeout,
 };
 use deadline_core::{Clock, Error, Instant};
 use futures_util::future::try_join;
@@ -305,17 +306,30 @@ async fn run(
         let (timeout, decided) = decide(policy, Sending::Now)?;
         let (done, rest) = parse_then_run(
             transaction.client(),
-            &format!("{timeout}; {CONSTRAINTS_AT_STATEMENT_END}"),
+            &timeout.to_string(),
             TimeoutSet::whole(timeout, decided),
             statement,
             params,
             kind,
         )
         .await?;
+        // The deferred constraints, checked under what is left of the timeout, set again
+        // (PostgreSQL does not time a `COMMIT`): a round trip of its own, as
+        // `Transaction::commit` takes the transaction.
+        let checked = match rest.rest() {
+            Some(check) => {
+                transaction
+                    .batch_execute(&check.check_deferred())
+                    .await
+                    .map_err(|error| check.error(error))?;
+                check
+            }
+            None => rest,
+        };
         transaction
             .commit()
             .await
-            .map_err(|error| rest.error(error))?;
+            .map_err(|error| checked.error(error))?;
         Ok(done)
     };
     match within_current(work).await {
@@ -407,6 +421,12 @@ impl TimeoutSet {
     /// The `SET LOCAL` statement of the timeout set.
     fn statement(&self) -> String {
         self.set.to_string()
+    }
+
+    /// The timeout set, then the check of the deferred constraints under it
+    /// ([`CHECK_DEFERRED_CONSTRAINTS`]).
+    fn check_deferred(&self) -> String {
+        format!("{}; {CHECK_DEFERRED_CONSTRAINTS}", self.set)
     }
 
     /// The error of a statement whose time is spent before it could run: its timeout's.

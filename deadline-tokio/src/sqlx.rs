@@ -22,8 +22,9 @@
 //!    leaves the run the whole timeout again, past the deadline, where the query is then
 //!    cancelled (3) rather than ended by the server itself. (The `postgres` adapter sets what
 //!    is left of the timeout before the run.) PostgreSQL does not time a `COMMIT`, so the
-//!    transaction checks its deferred constraints at the end of the statement
-//!    ([`CONSTRAINTS_AT_STATEMENT_END`]), under its timeout;
+//!    deferred constraints are checked before it ([`CHECK_DEFERRED_CONSTRAINTS`]), under
+//!    what is left of the timeout, set again, in the `COMMIT`'s message (with less than a
+//!    millisecond left, the `COMMIT` checks them untimed);
 //! 3. is cancelled on the server the moment its future is dropped before it is done (the
 //!    caller left, the deadline passed, a hedge lost): a task on the runtime keeps the
 //!    connection, runs `pg_cancel_backend` on its backend from another connection (an idle
@@ -79,7 +80,7 @@ use std::pin::Pin;
 use ::sqlx::pool::PoolConnection;
 use ::sqlx::postgres::{PgConnection, PgPool, PgQueryResult, PgRow, Postgres};
 use ::sqlx::{Connection, Execute, Executor, Row};
-use deadline_core::statement::{CONSTRAINTS_AT_STATEMENT_END, StatementDecision, StatementPolicy};
+use deadline_core::statement::{CHECK_DEFERRED_CONSTRAINTS, StatementDecision, StatementPolicy};
 use deadline_core::{Clock, Error};
 
 use crate::clock::TokioClock;
@@ -254,11 +255,11 @@ where
     let Some(conn) = conn.as_mut() else {
         unreachable!("the connection was just put there")
     };
-    // `BEGIN`, the statement timeout and the deferred constraints checked under it, in one
-    // round trip that also reads which backend of which server runs the query.
-    let begin = format!(
-        "BEGIN; {timeout}; {CONSTRAINTS_AT_STATEMENT_END}; SELECT pg_backend_pid(), {SERVER_START}"
-    );
+    // `BEGIN` and the statement timeout, in one round trip that also reads which backend of
+    // which server runs the query.
+    let begin = format!("BEGIN; {timeout}; SELECT pg_backend_pid(), {SERVER_START}");
+    // The timeout in force, and when it was set: by it an error is judged.
+    let mut in_force = (timeout, decided);
     let work = async {
         let row = conn.fetch_one(begin.as_str()).await?;
         *backend = Some(Backend {
@@ -269,7 +270,19 @@ where
             Kind::Rows => Done::Rows(conn.fetch_all(query).await?),
             Kind::Count => Done::Count(conn.execute(query).await?.rows_affected()),
         };
-        simple(conn, "COMMIT").await?;
+        // The deferred constraints, checked under what is left of the timeout, set again,
+        // then `COMMIT` (which PostgreSQL does not time), in one message.
+        let checking = TokioClock.now();
+        match timeout.left_at(decided, checking) {
+            Some(left) => {
+                in_force = (left, checking);
+                let end = format!("{left}; {CHECK_DEFERRED_CONSTRAINTS}; COMMIT");
+                simple(conn, &end).await?;
+            }
+            None => {
+                simple(conn, "COMMIT").await?;
+            }
+        }
         Ok::<_, ::sqlx::Error>(done)
     };
     // The deadline passing drops the work, and `held`, armed, on the way out.
@@ -282,9 +295,13 @@ where
     }
     held.release();
     done.map_err(|error| {
+        // The timeout set last fired: the library's timeout of the whole statement timeout.
+        let (set, at) = in_force;
         let code = error.as_database_error().and_then(|e| e.code());
-        match code.and_then(|code| timeout.error_of(code.as_bytes(), decided, ended)) {
-            Some(timed_out) => SqlxError::Deadline(timed_out),
+        match code.and_then(|code| set.error_of(code.as_bytes(), at, ended)) {
+            Some(_) => SqlxError::Deadline(Error::Timeout {
+                after: timeout.as_duration(),
+            }),
             None => SqlxError::Db(error),
         }
     })

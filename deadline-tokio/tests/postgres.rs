@@ -512,8 +512,8 @@ async fn a_statement_whose_parse_waited_runs_with_what_is_left_of_its_timeout() 
 /// PostgreSQL does not time a `COMMIT` (it turns the statement timeout off before it
 /// commits), and deferred constraints are checked there: a constraint trigger that takes 3 s
 /// ran untimed after the statement, for as long as it took, past the caller's deadline (the
-/// free function sends no cancel, and the row was committed after the caller had left). The
-/// transaction checks them at the end of the statement instead, under its 300 ms timeout: the
+/// free function sends no cancel, and the row was committed after the caller had left). They
+/// are checked before the `COMMIT` instead, under what is left of the 300 ms timeout: the
 /// statement ends as the library's timeout, and nothing is committed. (It ended as the 2 s
 /// scope's `DeadlineExceeded`.) Both ways to run a statement: `postgres::execute`, and a
 /// session's.
@@ -565,6 +565,58 @@ async fn deferred_constraints_are_checked_under_the_statements_timeout() {
             .await
             .unwrap();
     }
+}
+
+/// A statement that relies on deferral within it (a function that inserts a child row before
+/// its parent, under a `DEFERRABLE INITIALLY DEFERRED` foreign key) runs as it would without
+/// the library: its constraints are checked after it, not at the end of each query inside it
+/// (they would be, were they made immediate before it: 23503). Both ways to run a statement.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_relying_on_deferral_within_it_runs() {
+    let db = Database::new(&database_url().parse().unwrap(), NoTls).unwrap();
+    let mut session = db.connect().await.unwrap();
+    let mut client = connect().await;
+    let admin = connect().await;
+    let table = tag("parent");
+    admin
+        .batch_execute(&format!(
+            "CREATE TABLE {table} (id int PRIMARY KEY); \
+             CREATE TABLE {table}_child (parent int REFERENCES {table} (id) \
+               DEFERRABLE INITIALLY DEFERRED); \
+             CREATE FUNCTION {table}_both(id int) RETURNS int LANGUAGE plpgsql AS $$ BEGIN \
+               INSERT INTO {table}_child VALUES (id); \
+               INSERT INTO {table} VALUES (id); \
+               RETURN id; \
+             END $$;"
+        ))
+        .await
+        .unwrap();
+    for (id, with_a_session) in [(1, false), (2, true)] {
+        let sql = format!("SELECT {table}_both({id})");
+        let rows = scope_timeout(ms(5_000), async {
+            if with_a_session {
+                session.query(&POLICY, &sql, &[]).await
+            } else {
+                postgres::query(&mut client, &POLICY, &sql, &[]).await
+            }
+        })
+        .await
+        .expect("inside its scope")
+        .unwrap_or_else(|error| panic!("session: {with_a_session}: {error:?}"));
+        assert_eq!(rows[0].get::<_, i32>(0), id);
+    }
+    let children: i64 = admin
+        .query_one(&format!("SELECT count(*) FROM {table}_child"), &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(children, 2);
+    admin
+        .batch_execute(&format!(
+            "DROP TABLE {table}_child; DROP TABLE {table}; DROP FUNCTION {table}_both(int);"
+        ))
+        .await
+        .unwrap();
 }
 
 /// A query that someone else cancels (an administrator's `pg_cancel_backend`) ends with

@@ -117,8 +117,8 @@ async fn a_query_runs_with_the_statement_timeout_from_the_time_left() {
 
 /// PostgreSQL does not time a `COMMIT` (it turns the statement timeout off before it
 /// commits), and deferred constraints are checked there: a constraint trigger that takes 3 s
-/// ran untimed after the statement, until the caller's deadline cut it (its cancel). The
-/// transaction checks them at the end of the statement instead, under its 300 ms timeout: the
+/// ran untimed after the statement, until the caller's deadline cut it (its cancel). They are
+/// checked before the `COMMIT` instead, under what is left of the 300 ms timeout: the
 /// statement ends as the library's timeout, and nothing is committed. (It ended as the 2 s
 /// scope's `DeadlineExceeded`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -153,6 +153,59 @@ async fn deferred_constraints_are_checked_under_the_statements_timeout() {
     assert_eq!(rows, 0, "nothing is committed");
     sqlx::raw_sql(&format!(
         "DROP TABLE {table}; DROP FUNCTION {table}_check();"
+    ))
+    .execute(&pool)
+    .await
+    .unwrap();
+}
+
+/// Statements that rely on deferral within them (a child row inserted before its parent,
+/// under a `DEFERRABLE INITIALLY DEFERRED` foreign key: in a function, and as two statements
+/// in one string, which sqlx sends as one simple query) run as they would without the library:
+/// their constraints are checked after them, not at the end of each query inside them (they
+/// would be, were they made immediate before: 23503).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statements_relying_on_deferral_within_them_run() {
+    let pool = pool(1).await;
+    let table = format!("deadline_sqlx_parent_{}", std::process::id());
+    sqlx::raw_sql(&format!(
+        "CREATE TABLE {table} (id int PRIMARY KEY); \
+         CREATE TABLE {table}_child (parent int REFERENCES {table} (id) \
+           DEFERRABLE INITIALLY DEFERRED); \
+         CREATE FUNCTION {table}_both(id int) RETURNS int LANGUAGE plpgsql AS $$ BEGIN \
+           INSERT INTO {table}_child VALUES (id); \
+           INSERT INTO {table} VALUES (id); \
+           RETURN id; \
+         END $$;"
+    ))
+    .execute(&pool)
+    .await
+    .unwrap();
+    let in_a_function = format!("SELECT {table}_both(1)");
+    let rows = scope_timeout(
+        ms(5_000),
+        db::fetch_all(&pool, &POLICY, in_a_function.as_str()),
+    )
+    .await
+    .expect("inside its scope")
+    .unwrap();
+    assert_eq!(rows[0].get::<i32, _>(0), 1);
+    let two_statements =
+        format!("INSERT INTO {table}_child VALUES (2); INSERT INTO {table} VALUES (2)");
+    scope_timeout(
+        ms(5_000),
+        db::execute(&pool, &POLICY, two_statements.as_str()),
+    )
+    .await
+    .expect("inside its scope")
+    .unwrap();
+    let children: i64 = sqlx::query_scalar(&format!("SELECT count(*) FROM {table}_child"))
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(children, 2);
+    sqlx::raw_sql(&format!(
+        "DROP TABLE {table}_child; DROP TABLE {table}; DROP FUNCTION {table}_both(int);"
     ))
     .execute(&pool)
     .await

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use deadline_core::statement::{CONSTRAINTS_AT_STATEMENT_END, StatementDecision, StatementPolicy};
+use deadline_core::statement::{StatementDecision, StatementPolicy};
 use tokio::sync::oneshot;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Row};
@@ -170,17 +170,23 @@ impl<C: Send + 'static, M: CancelTls> Session<C, M> {
         let work = async {
             let (done, rest) = parse_then_run(
                 client,
-                &format!("BEGIN; {timeout}; {CONSTRAINTS_AT_STATEMENT_END}"),
+                &format!("BEGIN; {timeout}"),
                 TimeoutSet::whole(timeout, decided),
                 statement,
                 params,
                 kind,
             )
             .await?;
+            // The deferred constraints, checked under what is left of the timeout, set
+            // again, then `COMMIT` (which PostgreSQL does not time), in one message.
+            let (end, checked) = match rest.rest() {
+                Some(check) => (format!("{}; COMMIT", check.check_deferred()), check),
+                None => ("COMMIT".to_owned(), rest),
+            };
             client
-                .batch_execute("COMMIT")
+                .batch_execute(&end)
                 .await
-                .map_err(|error| rest.error(error))?;
+                .map_err(|error| checked.error(error))?;
             Ok::<_, PgError>(done)
         };
         let done = match within_current(work).await {
