@@ -1336,6 +1336,40 @@ async fn a_failure_before_the_window_is_passed_on() {
     );
 }
 
+/// The failure window is two of the server's hop allowances and a millisecond before the
+/// handler's deadline (the request's, less the reply margin): with a 5 ms allowance and a
+/// 200 ms budget, a service error from 189 ms on is the deadline's, and one at 188 ms is passed
+/// on; with a 5 ms reply margin, the handler's deadline is 195 ms, and the window starts at 184.
+#[tokio::test(start_paused = true)]
+async fn the_failure_window_is_two_allowances_and_a_millisecond_before_the_handlers_deadline() {
+    for (margin, fails_at, answered) in [
+        (Duration::ZERO, ms(189), true),
+        (Duration::ZERO, ms(188), false),
+        (ms(5), ms(184), true),
+        (ms(5), ms(183), false),
+    ] {
+        let server = layer().with_reply_margin(margin).layer(service_fn(
+            move |_req: Request<()>| async move {
+                tokio::time::sleep(fails_at).await;
+                Err::<Response<String>, _>(std::io::Error::other("the service failed"))
+            },
+        ));
+        let start = TokioClock.now();
+        let answer = server.oneshot(request(&[("x-deadline-ms", "200")])).await;
+        assert_eq!(TokioClock.now(), start + fails_at);
+        match answer {
+            Ok(response) => {
+                assert!(answered, "{margin:?} {fails_at:?}: answered, not passed on");
+                assert_eq!(response.status(), StatusCode::GATEWAY_TIMEOUT);
+            }
+            Err(error) => {
+                assert!(!answered, "{margin:?} {fails_at:?}: passed on: {error}");
+                assert_eq!(error.to_string(), "the service failed");
+            }
+        }
+    }
+}
+
 /// A relayed stream (as in the test above) whose upstream body fails at 196 ms of 200, once
 /// what the client layer sent is running out (it told the upstream 195, and reads a failure
 /// from 190 on as the deadline's): the client gets the message, then the deadline's trailers,

@@ -135,14 +135,19 @@
 //! gets HTTP 200 trailers-only with `grpc-status`, in its own content type and codec (a
 //! gRPC-Web request the same, in gRPC-Web's), a Connect request Connect's error, any other an HTTP status with
 //! a short text. A service error that comes within the failure window before the deadline
-//! (two hop allowances and a millisecond:
+//! (two of the layer's hop allowances and a millisecond:
 //! [`ServerPolicy::failure_window`](deadline_core::wire::ServerPolicy::failure_window)) or
 //! after it is answered the same, as the deadline's (a client layer inside, such as
 //! `PropagateLayer`, sending with the same allowance, fails as its deadline there: what it
 //! sent running out, nothing left to send, or this deadline, by which it is bounded too), and
-//! so is a response body that fails then; an error before the window is the service's,
-//! passed on. What margin to pick, and what a server can and
-//! cannot do about a client's own timer, is in [the guide](deadline_core::guide#clients-that-time-their-own-calls).
+//! so is a response body that fails then. The error itself is dropped: a service's own
+//! failure in that last stretch reads as the deadline. An error before the window is the
+//! service's, passed on, as is any from a client layer whose allowance is larger than the
+//! layer's, or a `DependencyLayer`'s own (a floor not met, its cap, a call skipped): the
+//! HTTP server closes the connection or resets the stream on it, so answer it inside (axum's
+//! `HandleErrorLayer`; a [`DependencyError`] gives its `http::StatusCode` with `From`).
+//! What margin to pick, and what a server can and cannot do about a client's own timer, is
+//! in [the guide](deadline_core::guide#clients-that-time-their-own-calls).
 //!
 //! **Browsers (gRPC-Web, connect-web): put CORS outside.** The layer's own answers (a
 //! request refused on arrival, a handler dropped at the deadline) are made by the layer, so
