@@ -22,8 +22,10 @@ pub const MAX_STATEMENT_MILLIS: u32 = i32::MAX as u32;
 /// covers, and the `COMMIT` after it has none left to run. The query itself ran with its
 /// constraints deferred as declared: a function, a trigger or a string of several statements
 /// that relies on deferral within it runs as before, and the same checks come to the same
-/// outcome, only timed. A query that changed nothing has no checks pending, and the command
-/// costs nothing.
+/// outcome (the same SQLSTATE for a violation), only timed. A query that changed nothing has
+/// no checks pending, and the command does no work (sent apart from the `COMMIT`, it still
+/// costs a round trip). Give it what is left of the timeout, at least a millisecond
+/// ([`StatementTimeout::left_at_or_shortest`]).
 ///
 /// ```
 /// use deadline_core::statement::CHECK_DEFERRED_CONSTRAINTS;
@@ -259,6 +261,37 @@ impl StatementTimeout {
             None
         } else {
             Some(StatementTimeout { millis })
+        }
+    }
+
+    /// What is left at `now` of this timeout, decided at `decided`, as
+    /// [`left_at`](Self::left_at) says, but never less than a millisecond, the shortest
+    /// timeout PostgreSQL takes: for a statement that must run timed whatever is left, as the
+    /// check of deferred constraints before a `COMMIT` ([`CHECK_DEFERRED_CONSTRAINTS`]), which
+    /// would otherwise be left to the `COMMIT`, untimed. With less than a millisecond left, it
+    /// may end up to a millisecond after this timeout would have.
+    ///
+    /// ```
+    /// use deadline_core::Instant;
+    /// use deadline_core::statement::{statement_timeout, StatementPolicy};
+    /// use deadline_core::{Deadline, ms};
+    ///
+    /// let decided = Instant::ZERO;
+    /// let deadline = Deadline::after(decided, ms(100));
+    /// let timeout = statement_timeout(&StatementPolicy::capped(ms(300)), deadline, decided)
+    ///     .timeout()
+    ///     .unwrap();
+    /// assert_eq!(timeout.millis(), 95);
+    /// let left = |at| timeout.left_at_or_shortest(decided, Instant::from_micros(at)).millis();
+    /// assert_eq!(left(40_500), 54);
+    /// assert_eq!(left(94_001), 1);
+    /// assert_eq!(left(200_000), 1);
+    /// ```
+    #[must_use]
+    pub const fn left_at_or_shortest(self, decided: Instant, now: Instant) -> StatementTimeout {
+        match self.left_at(decided, now) {
+            Some(left) => left,
+            None => StatementTimeout { millis: 1 },
         }
     }
 

@@ -20,8 +20,9 @@
 //!    and runs with what is left of it, set again: a parse that waited behind a lock does not
 //!    give the run the whole timeout again. PostgreSQL does not time a `COMMIT`, so the
 //!    deferred constraints are checked before it ([`CHECK_DEFERRED_CONSTRAINTS`]), under
-//!    what is left of the timeout, set again, not untimed at the `COMMIT` (with less than a
-//!    millisecond left, the `COMMIT` checks them untimed);
+//!    what is left of the timeout (at least a millisecond), set again, not untimed at the
+//!    `COMMIT`: for the free functions ([`query`], [`execute`]) in a round trip of its own,
+//!    for a session in the `COMMIT`'s;
 //! 3. is cancelled on the server the moment its future is dropped before it is done (the
 //!    caller left, the deadline passed, a hedge lost), and its connection is not used again
 //!    until the cancel has settled (below);
@@ -316,20 +317,15 @@ async fn run(
         // The deferred constraints, checked under what is left of the timeout, set again
         // (PostgreSQL does not time a `COMMIT`): a round trip of its own, as
         // `Transaction::commit` takes the transaction.
-        let checked = match rest.rest() {
-            Some(check) => {
-                transaction
-                    .batch_execute(&check.check_deferred())
-                    .await
-                    .map_err(|error| check.error(error))?;
-                check
-            }
-            None => rest,
-        };
+        let check = rest.check();
+        transaction
+            .batch_execute(&check.check_deferred())
+            .await
+            .map_err(|error| check.error(error))?;
         transaction
             .commit()
             .await
-            .map_err(|error| checked.error(error))?;
+            .map_err(|error| check.error(error))?;
         Ok(done)
     };
     match within_current(work).await {
@@ -388,11 +384,13 @@ fn decide(
     }
 }
 
-/// A statement's timeout (`timeout`), and the one set for it at `at`: the whole of it, or
-/// what was left of it for its run ([`StatementTimeout::left_at`]).
+/// A statement's timeout (`timeout`, decided at `decided`), and the one set for it at `at`:
+/// the whole of it, or what was left of it for its run or for the check of its deferred
+/// constraints ([`StatementTimeout::left_at`]).
 #[derive(Clone, Copy)]
 struct TimeoutSet {
     timeout: StatementTimeout,
+    decided: Instant,
     set: StatementTimeout,
     at: Instant,
 }
@@ -402,20 +400,31 @@ impl TimeoutSet {
     const fn whole(timeout: StatementTimeout, decided: Instant) -> TimeoutSet {
         TimeoutSet {
             timeout,
+            decided,
             set: timeout,
             at: decided,
         }
     }
 
-    /// What is left of it now, set now; `None` when the statement's time is spent.
+    /// What is left of the whole timeout now, set now; `None` when the statement's time is
+    /// spent.
     fn rest(&self) -> Option<TimeoutSet> {
         let now = TokioClock.now();
-        let set = self.timeout.left_at(self.at, now)?;
-        Some(TimeoutSet {
-            timeout: self.timeout,
-            set,
-            at: now,
-        })
+        let set = self.timeout.left_at(self.decided, now)?;
+        Some(self.set_at(set, now))
+    }
+
+    /// What is left of the whole timeout now, at least a millisecond, set now: for the check
+    /// of the deferred constraints, which must run timed
+    /// ([`StatementTimeout::left_at_or_shortest`]).
+    fn check(&self) -> TimeoutSet {
+        let now = TokioClock.now();
+        self.set_at(self.timeout.left_at_or_shortest(self.decided, now), now)
+    }
+
+    /// The same statement's timeout, with `set` set at `at`.
+    const fn set_at(&self, set: StatementTimeout, at: Instant) -> TimeoutSet {
+        TimeoutSet { set, at, ..*self }
     }
 
     /// The `SET LOCAL` statement of the timeout set.

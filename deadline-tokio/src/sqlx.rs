@@ -23,8 +23,8 @@
 //!    cancelled (3) rather than ended by the server itself. (The `postgres` adapter sets what
 //!    is left of the timeout before the run.) PostgreSQL does not time a `COMMIT`, so the
 //!    deferred constraints are checked before it ([`CHECK_DEFERRED_CONSTRAINTS`]), under
-//!    what is left of the timeout, set again, in the `COMMIT`'s message (with less than a
-//!    millisecond left, the `COMMIT` checks them untimed);
+//!    what is left of the timeout (at least a millisecond), set again, in the `COMMIT`'s
+//!    message;
 //! 3. is cancelled on the server the moment its future is dropped before it is done (the
 //!    caller left, the deadline passed, a hedge lost): a task on the runtime keeps the
 //!    connection, runs `pg_cancel_backend` on its backend from another connection (an idle
@@ -273,16 +273,13 @@ where
         // The deferred constraints, checked under what is left of the timeout, set again,
         // then `COMMIT` (which PostgreSQL does not time), in one message.
         let checking = TokioClock.now();
-        match timeout.left_at(decided, checking) {
-            Some(left) => {
-                in_force = (left, checking);
-                let end = format!("{left}; {CHECK_DEFERRED_CONSTRAINTS}; COMMIT");
-                simple(conn, &end).await?;
-            }
-            None => {
-                simple(conn, "COMMIT").await?;
-            }
-        }
+        let left = timeout.left_at_or_shortest(decided, checking);
+        in_force = (left, checking);
+        simple(
+            conn,
+            &format!("{left}; {CHECK_DEFERRED_CONSTRAINTS}; COMMIT"),
+        )
+        .await?;
         Ok::<_, ::sqlx::Error>(done)
     };
     // The deadline passing drops the work, and `held`, armed, on the way out.

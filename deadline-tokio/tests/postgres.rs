@@ -567,6 +567,86 @@ async fn deferred_constraints_are_checked_under_the_statements_timeout() {
     }
 }
 
+/// The check of the deferred constraints before the `COMMIT` gets what is left of the whole
+/// statement timeout, after the parse and the run: a parse that waited 50 ms behind a lock
+/// (as above) leaves the check at most 950 ms of 1 000 (it read 999, the whole timeout less
+/// the run alone, when what was left was reckoned from the run's start). A deferred constraint
+/// trigger notes the timeout the check runs with (a check that overran it ends with 57014:
+/// `deferred_constraints_are_checked_under_the_statements_timeout`). Both ways to run a
+/// statement.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_deferred_check_gets_what_is_left_after_a_parse_that_waited() {
+    let observer = connect().await;
+    let db = Database::new(&database_url().parse().unwrap(), NoTls).unwrap();
+    let mut session = db.connect().await.unwrap();
+    let mut client = connect().await;
+    let policy = StatementPolicy::capped(ms(1_000)).with_floor(ms(1));
+    for with_a_session in [false, true] {
+        let table = tag("checked");
+        let mut holder = connect().await;
+        holder
+            .batch_execute(&format!(
+                "CREATE TABLE {table} (x int); \
+                 CREATE TABLE {table}_rows (n bigint); \
+                 CREATE TABLE {table}_seen (ms int); \
+                 CREATE FUNCTION {table}_note() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+                   INSERT INTO {table}_seen SELECT setting::int FROM pg_settings \
+                     WHERE name = 'statement_timeout'; \
+                   RETURN NULL; \
+                 END $$; \
+                 CREATE CONSTRAINT TRIGGER {table}_checked AFTER INSERT ON {table}_rows \
+                   DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION {table}_note();"
+            ))
+            .await
+            .unwrap();
+        let lock = holder.transaction().await.unwrap();
+        lock.batch_execute(&format!("LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE"))
+            .await
+            .unwrap();
+        let sql = format!("INSERT INTO {table}_rows SELECT count(*) FROM {table}");
+        let insert = async {
+            let inserted = if with_a_session {
+                session.execute(&policy, &sql, &[]).await
+            } else {
+                postgres::execute(&mut client, &policy, &sql, &[]).await
+            };
+            assert_eq!(inserted.expect("the statement ran and committed"), 1);
+        };
+        let release = async {
+            let start = Instant::now();
+            while !waiting_for_a_lock(&observer, &table).await {
+                assert!(
+                    start.elapsed() < Duration::from_secs(10),
+                    "the parse never waited for the lock"
+                );
+                tokio::time::sleep(ms(1)).await;
+            }
+            tokio::time::sleep(ms(50)).await;
+            lock.commit().await.unwrap();
+        };
+        scope_timeout(ms(5_000), async { tokio::join!(insert, release) })
+            .await
+            .expect("inside its scope");
+        let seen: i32 = observer
+            .query_one(&format!("SELECT ms FROM {table}_seen"), &[])
+            .await
+            .expect("the deferred trigger ran once, in the check")
+            .get(0);
+        eprintln!("session: {with_a_session}: the check ran with {seen} ms of 1000");
+        assert!(
+            (1..=950).contains(&seen),
+            "session: {with_a_session}: the check ran with a statement timeout of {seen} ms"
+        );
+        holder
+            .batch_execute(&format!(
+                "DROP TABLE {table}; DROP TABLE {table}_rows; DROP TABLE {table}_seen; \
+                 DROP FUNCTION {table}_note();"
+            ))
+            .await
+            .unwrap();
+    }
+}
+
 /// A statement that relies on deferral within it (a function that inserts a child row before
 /// its parent, under a `DEFERRABLE INITIALLY DEFERRED` foreign key) runs as it would without
 /// the library: its constraints are checked after it, not at the end of each query inside it

@@ -179,14 +179,11 @@ impl<C: Send + 'static, M: CancelTls> Session<C, M> {
             .await?;
             // The deferred constraints, checked under what is left of the timeout, set
             // again, then `COMMIT` (which PostgreSQL does not time), in one message.
-            let (end, checked) = match rest.rest() {
-                Some(check) => (format!("{}; COMMIT", check.check_deferred()), check),
-                None => ("COMMIT".to_owned(), rest),
-            };
+            let check = rest.check();
             client
-                .batch_execute(&end)
+                .batch_execute(&format!("{}; COMMIT", check.check_deferred()))
                 .await
-                .map_err(|error| checked.error(error))?;
+                .map_err(|error| check.error(error))?;
             Ok::<_, PgError>(done)
         };
         let done = match within_current(work).await {
