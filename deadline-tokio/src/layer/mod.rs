@@ -140,12 +140,14 @@
 //! after it is answered the same, as the deadline's (a client layer inside, such as
 //! `PropagateLayer`, sending with the same allowance, fails as its deadline there: what it
 //! sent running out, nothing left to send, or this deadline, by which it is bounded too), and
-//! so is a response body that fails then. The error itself is dropped: a service's own
-//! failure in that last stretch reads as the deadline. An error before the window is the
-//! service's, passed on, as is any from a client layer whose allowance is larger than the
-//! layer's, or a `DependencyLayer`'s own (a floor not met, its cap, a call skipped): the
-//! HTTP server closes the connection or resets the stream on it, so answer it inside (axum's
-//! `HandleErrorLayer`; a [`DependencyError`] gives its `http::StatusCode` with `From`).
+//! so is a response body that fails then. The window goes by time alone: the error itself is
+//! dropped, and any failure in that last stretch, a service's own included, reads as the
+//! deadline. An error before the window is the service's, passed on, whatever made it: a
+//! client layer whose allowance is larger than the layer's fails as its deadline before the
+//! window, and a `DependencyLayer`'s own errors (a floor not met, its cap, a call skipped)
+//! often come before it too. The HTTP server closes the connection or resets the stream on
+//! such an error, so answer it inside (axum's `HandleErrorLayer`; a [`DependencyError`] gives
+//! its `http::StatusCode` with `From`).
 //! What margin to pick, and what a server can and cannot do about a client's own timer, is
 //! in [the guide](deadline_core::guide#clients-that-time-their-own-calls).
 //!
