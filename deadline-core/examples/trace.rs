@@ -1,4 +1,6 @@
-//! The checkout example's two traces, decided by the core over a manual clock.
+//! The checkout example's two traces, decided by the core over a manual clock. It exits
+//! non-zero when a trace ends otherwise than the worked example says (the response at 160 ms
+//! with every call made; in the slow case, C skipped and the response at 176 ms).
 //!
 //! ```text
 //! cargo run -p deadline-core --example trace
@@ -15,7 +17,11 @@ const A: Policy = Policy::required("A").with_cap(ms(50)).with_floor(ms(10));
 const B: Policy = Policy::required("B").with_cap(ms(110)).with_floor(ms(30));
 const C: Policy = Policy::optional("C").with_cap(ms(60)).with_floor(ms(25));
 
-fn trace(title: &str, latencies: [Duration; 3]) {
+/// Prints one trace: the calls as the plan decides them, each answering after its latency (at
+/// most its timeout). When the response goes out (ms), and the optional calls skipped; or
+/// `None` when the request failed.
+fn trace(title: &str, latencies: [Duration; 3]) -> Option<(u64, Vec<&'static str>)> {
+    let mut skipped = Vec::new();
     println!("{title}");
     let clock = ManualClock::new();
     let deadline = Deadline::after(clock.now(), ms(200));
@@ -38,13 +44,16 @@ fn trace(title: &str, latencies: [Duration; 3]) {
                     took.as_millis(),
                 );
             }
-            Decision::Skip(s) => println!(
-                "  {:>4} ms  {}  left {left:>3} ms, reserve {reserve:>2} ms -> {} ms < floor {} ms: skipped, fallback used",
-                now.as_millis(),
-                policy.name(),
-                s.available().as_millis(),
-                s.floor().as_millis(),
-            ),
+            Decision::Skip(s) => {
+                skipped.push(policy.name());
+                println!(
+                    "  {:>4} ms  {}  left {left:>3} ms, reserve {reserve:>2} ms -> {} ms < floor {} ms: skipped, fallback used",
+                    now.as_millis(),
+                    policy.name(),
+                    s.available().as_millis(),
+                    s.floor().as_millis(),
+                );
+            }
             Decision::Fail(s) => {
                 println!(
                     "  {:>4} ms  {}  {} ms < floor {} ms: request fails now ({})",
@@ -54,24 +63,32 @@ fn trace(title: &str, latencies: [Duration; 3]) {
                     s.floor().as_millis(),
                     s.error(),
                 );
-                return;
+                return None;
             }
         }
     }
     clock.advance(plan.own_work());
     println!("  {:>4} ms  response goes out\n", clock.now().as_millis());
+    Some((clock.now().as_millis(), skipped))
 }
 
 fn main() {
     println!(
         "deadline 200 ms; own work 20 ms; A cap 50 floor 10, B cap 110 floor 30, C cap 60 floor 25 (optional)\n"
     );
-    trace(
+    let usual = trace(
         "A answers in 10 ms, B in 105, C in 25:",
         [ms(10), ms(105), ms(25)],
     );
-    trace(
+    let slow = trace(
         "slow case: A answers in 48 ms, B in 108:",
         [ms(48), ms(108), ms(25)],
     );
+    if usual != Some((160, vec![])) || slow != Some((176, vec!["C"])) {
+        eprintln!(
+            "trace: not the worked example: {usual:?} (expected the response at 160 ms, \
+             nothing skipped), {slow:?} (expected 176 ms, C skipped)"
+        );
+        std::process::exit(1);
+    }
 }

@@ -103,6 +103,10 @@ async fn main() {
         )
         .await;
         println!("{:>4} ms  pricing answered: {:?}", at(t0), price.result);
+        if price.result != Ok(42) {
+            eprintln!("nested: the pricing call did not answer 42 within its deadline");
+            std::process::exit(1);
+        }
 
         // Work handed to another task sees the deadline only when it is propagated.
         let audit = tokio::spawn(propagate(async { remaining() }));
@@ -112,6 +116,10 @@ async fn main() {
             at(t0),
             left.as_millis()
         );
+        if left.is_zero() {
+            eprintln!("nested: the spawned task did not see the request's deadline");
+            std::process::exit(1);
+        }
     })
     .await
     .expect("inside its scope");
