@@ -30,12 +30,18 @@ pub fn fmt_num(value: f64, decimals: usize) -> String {
     }
 }
 
-/// A fraction as a percentage for a person: `15%`, `0.01%`, `1e-8%` for tiny ones.
+/// A fraction as a percentage for a person: `15%`, `0.01%`, `1e-8%` for tiny ones; a
+/// fraction under one never reads `100%` (`99.999%`: one request in a hundred thousand lost
+/// is not none).
 #[must_use]
 pub fn fmt_percent(fraction: f64) -> String {
     let p = fraction * 100.0;
     if p == 0.0 || p >= 0.01 {
-        format!("{}%", fmt_num(p, 2))
+        let mut decimals = 2;
+        while p < 100.0 && decimals < 12 && fmt_num(p, decimals) == "100" {
+            decimals += 1;
+        }
+        format!("{}%", fmt_num(p, decimals))
     } else {
         format!("{p:.1e}%")
     }
@@ -119,6 +125,10 @@ mod tests {
         assert_eq!(fmt_ms(Duration::from_millis(50)), "50");
         assert_eq!(fmt_percent(0.15), "15%");
         assert_eq!(fmt_percent(0.0001), "0.01%");
+        // Under one never reads as all: it rounded to "100%".
+        assert_eq!(fmt_percent(0.99999), "99.999%");
+        assert_eq!(fmt_percent(0.999_999_9), "99.99999%");
+        assert_eq!(fmt_percent(1.0), "100%");
         assert_eq!(round_to(0.950_000_000_000_1, 9), 0.95);
     }
 }
