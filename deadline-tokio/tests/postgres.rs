@@ -17,7 +17,7 @@ use deadline_core::statement::StatementPolicy;
 use deadline_core::{Error, ms};
 use deadline_tokio::postgres::{self, Database, PgError};
 use deadline_tokio::scope_timeout;
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::{Client, NoTls, Transaction};
 
 /// What the issue asks: gone within 20 ms of the moment nobody waits.
 const BOUND: Duration = ms(20);
@@ -442,6 +442,22 @@ async fn waiting_for_a_lock(observer: &Client, tag: &str) -> bool {
     row.get::<_, i64>(0) > 0
 }
 
+/// Commits `lock`'s transaction (which holds a lock on `table`) 50 ms after `observer` sees a
+/// query wait for a lock on it (the query's parse, reading `table`); fails when none does
+/// within 10 s.
+async fn release_once_waited_on(observer: &Client, table: &str, lock: Transaction<'_>) {
+    let start = Instant::now();
+    while !waiting_for_a_lock(observer, table).await {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the parse never waited for the lock"
+        );
+        tokio::time::sleep(ms(1)).await;
+    }
+    tokio::time::sleep(ms(50)).await;
+    lock.commit().await.unwrap();
+}
+
 /// PostgreSQL times a statement's parse and its run apart, each with a statement timeout of
 /// its own. A statement whose parse waits behind a lock (here an `ACCESS EXCLUSIVE` lock that
 /// another transaction holds on a table it reads, released 50 ms after the parse is seen
@@ -482,18 +498,7 @@ async fn a_statement_whose_parse_waited_runs_with_what_is_left_of_its_timeout() 
             };
             rows.expect("the statement ran")[0].get::<_, i32>(0)
         };
-        let release = async {
-            let start = Instant::now();
-            while !waiting_for_a_lock(&observer, &table).await {
-                assert!(
-                    start.elapsed() < Duration::from_secs(10),
-                    "the parse never waited for the lock"
-                );
-                tokio::time::sleep(ms(1)).await;
-            }
-            tokio::time::sleep(ms(50)).await;
-            lock.commit().await.unwrap();
-        };
+        let release = release_once_waited_on(&observer, &table, lock);
         let (ran_with, ()) = scope_timeout(ms(5_000), async { tokio::join!(query, release) })
             .await
             .expect("inside its scope");
@@ -612,18 +617,7 @@ async fn the_deferred_check_gets_what_is_left_after_a_parse_that_waited() {
             };
             assert_eq!(inserted.expect("the statement ran and committed"), 1);
         };
-        let release = async {
-            let start = Instant::now();
-            while !waiting_for_a_lock(&observer, &table).await {
-                assert!(
-                    start.elapsed() < Duration::from_secs(10),
-                    "the parse never waited for the lock"
-                );
-                tokio::time::sleep(ms(1)).await;
-            }
-            tokio::time::sleep(ms(50)).await;
-            lock.commit().await.unwrap();
-        };
+        let release = release_once_waited_on(&observer, &table, lock);
         scope_timeout(ms(5_000), async { tokio::join!(insert, release) })
             .await
             .expect("inside its scope");
