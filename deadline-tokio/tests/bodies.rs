@@ -377,6 +377,25 @@ fn script(
     StreamBody::new(sent.chain(then))
 }
 
+/// A body that sends `frames` as [`script`] does, then fails with `error` at `fails_at` after
+/// it was made.
+fn failing_script(
+    frames: Vec<(Duration, Frame<Bytes>)>,
+    fails_at: Duration,
+    error: &'static str,
+) -> StreamBody<impl Stream<Item = Result<Frame<Bytes>, std::io::Error>>> {
+    let start = tokio::time::Instant::now();
+    let sent = frames.into_iter().map(|(at, frame)| (at, Ok(frame)));
+    let failed = (fails_at, Err(std::io::Error::other(error)));
+    let items = sent.chain(std::iter::once(failed));
+    StreamBody::new(
+        tokio_stream::iter(items).then(move |(at, item)| async move {
+            tokio::time::sleep_until(start + at).await;
+            item
+        }),
+    )
+}
+
 /// gRPC-Web's trailer frame with `DEADLINE_EXCEEDED`: how the layer ends a gRPC-Web body cut
 /// at the deadline.
 fn deadline_trailer_frame() -> Vec<u8> {
@@ -1305,17 +1324,11 @@ async fn a_failure_before_the_window_is_passed_on() {
     );
 
     let server = layer().layer(service_fn(|_req: Request<()>| async {
-        let start = tokio::time::Instant::now();
-        let frames = [
-            (ms(10), Ok(Frame::data(Bytes::from(envelope(b"abc"))))),
-            (ms(150), Err(std::io::Error::other("the stream broke"))),
-        ];
-        let body = StreamBody::new(tokio_stream::iter(frames).then(
-            move |(at, frame)| async move {
-                tokio::time::sleep_until(start + at).await;
-                frame
-            },
-        ));
+        let body = failing_script(
+            vec![(ms(10), Frame::data(Bytes::from(envelope(b"abc"))))],
+            ms(150),
+            "the stream broke",
+        );
         Ok::<_, Infallible>(
             Response::builder()
                 .header("content-type", "application/grpc")
@@ -1383,20 +1396,11 @@ async fn a_relayed_stream_failing_of_what_was_sent_ends_with_the_deadlines_trail
         let message = upstream_message.clone();
         let upstream = PropagateLayer::new(HOP, DeadlineHeader::GrpcTimeout).layer(service_fn(
             move |_req: Request<()>| {
-                let start = tokio::time::Instant::now();
-                let frames = [
-                    (ms(10), Ok(Frame::data(Bytes::from(message.clone())))),
-                    (
-                        ms(196),
-                        Err(std::io::Error::other("the upstream reset the stream")),
-                    ),
-                ];
-                let body = StreamBody::new(tokio_stream::iter(frames).then(
-                    move |(at, frame)| async move {
-                        tokio::time::sleep_until(start + at).await;
-                        frame
-                    },
-                ));
+                let body = failing_script(
+                    vec![(ms(10), Frame::data(Bytes::from(message.clone())))],
+                    ms(196),
+                    "the upstream reset the stream",
+                );
                 let response = Response::builder()
                     .header("content-type", "application/grpc")
                     .body(body)
