@@ -800,7 +800,7 @@ async fn outside_any_scope_each_attempt_still_carries_the_cap() {
     );
     let (next, log) = scripted(|_| status(200));
     let client = DependencyLayer::new(&CAPPED, DeadlineHeader::DeadlineMs)
-        .propagation(Propagation::DEFAULT.with_allowance(ms(10)))
+        .with_propagation(Propagation::DEFAULT.with_allowance(ms(10)))
         .layer(next);
     client.oneshot(Request::new(String::new())).await.unwrap();
     assert_eq!(seen(&log)[0].x_deadline_ms.as_deref(), Some("240"));

@@ -129,7 +129,7 @@ impl DependencyLayer {
 impl<C, M> DependencyLayer<C, M> {
     /// The same layer, keeping back `propagation`'s allowance from the time left it sends.
     #[must_use]
-    pub const fn propagation(mut self, propagation: Propagation) -> Self {
+    pub const fn with_propagation(mut self, propagation: Propagation) -> Self {
         self.propagate = self.propagate.with_propagation(propagation);
         self
     }

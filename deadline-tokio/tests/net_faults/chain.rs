@@ -121,7 +121,7 @@ pub(crate) async fn front(target: SocketAddr, body: usize) -> (Server, &'static 
         .build(connector);
     let client = tower::Layer::layer(
         &DependencyLayer::new(dependency, DeadlineHeader::DeadlineMs)
-            .propagation(HOP)
+            .with_propagation(HOP)
             .classify_error(ClassifyConnect::new()),
         client,
     );
