@@ -330,11 +330,21 @@ pub fn check_send(data: &[u8]) {
     .flatten()
     .min();
     let can_send = left.min(shortest.unwrap_or(Duration::MAX));
+    // A server's failure window, with the same allowance, holds every failure a client layer
+    // takes for its deadline's, and a request it does not send for want of time: when what it
+    // tells comes from the time left (no shorter timeout already on the request), for a budget
+    // under 27 hours (a header's unit is then a millisecond at most).
+    let window = ServerPolicy::new(hop, Duration::from_secs(1)).failure_window();
+    let from_time_left =
+        shortest.is_none_or(|shortest| shortest > left) && left < Duration::from_millis(99_999_999);
     match hop.send(request, now, incoming, header) {
         Err(error) => {
             assert_eq!(error, WireError::Spent);
             let millis = written.iter().any(|name| *name != "grpc-timeout");
             assert!(can_send.is_zero() || (millis && can_send < Duration::from_millis(1)));
+            if from_time_left {
+                assert!(window.is_deadline_failure(request, now));
+            }
         }
         Ok(out) => {
             assert!(!can_send.is_zero());
@@ -361,6 +371,14 @@ pub fn check_send(data: &[u8]) {
             assert_eq!(names, written);
             let sent = out.sent();
             assert_eq!(sent.until(), now.saturating_add(told));
+            if from_time_left {
+                assert!(
+                    sent.running_out_from() >= window.starts(request),
+                    "{:?} {:?}",
+                    sent.running_out_from(),
+                    window.starts(request)
+                );
+            }
             assert!(sent.deadline() <= request);
             assert!(sent.deadline().instant() <= sent.until().saturating_add(allowance));
             let at = Instant::from_micros(u64_at(data, 37));

@@ -135,4 +135,4 @@ pub use propagation::{Outgoing, Propagation};
 pub use protocol::Protocol;
 pub use response::{ResponseHead, parse_grpc_pushback, parse_retry_after};
 pub use sent::{Failure, Sent};
-pub use serve::ServerPolicy;
+pub use serve::{FailureWindow, ServerPolicy};

@@ -57,6 +57,33 @@ pub struct ServerPolicy {
     reply_margin: Duration,
 }
 
+/// The stretch before a handler's deadline in which its failure, whatever it is, is the
+/// deadline's ([`ServerPolicy::failure_window`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct FailureWindow(Duration);
+
+impl FailureWindow {
+    /// How long before the deadline it starts.
+    #[must_use]
+    pub const fn duration(self) -> Duration {
+        self.0
+    }
+
+    /// The instant it starts, before `deadline`.
+    #[must_use]
+    pub const fn starts(self, deadline: Deadline) -> Instant {
+        deadline.instant().saturating_sub(self.0)
+    }
+
+    /// Whether a failure at `now` of a handler bounded by `deadline` is the deadline's: at
+    /// or after the window's start.
+    #[must_use]
+    pub fn is_deadline_failure(self, deadline: Deadline, now: Instant) -> bool {
+        now >= self.starts(deadline)
+    }
+}
+
 impl ServerPolicy {
     /// The reply margin of [`ServerPolicy::new`]: 5 ms.
     pub const DEFAULT_REPLY_MARGIN: Duration = Duration::from_millis(5);
@@ -127,18 +154,25 @@ impl ServerPolicy {
     /// resets the stream with no answer.
     ///
     /// ```
-    /// use deadline_core::ms;
     /// use deadline_core::wire::{Propagation, ServerPolicy};
+    /// use deadline_core::{Deadline, Instant, ms};
     ///
     /// let policy = ServerPolicy::new(Propagation::DEFAULT.with_allowance(ms(5)), ms(1_000));
-    /// assert_eq!(policy.failure_window(), ms(11));
+    /// let window = policy.failure_window();
+    /// assert_eq!(window.duration(), ms(11));
+    /// let deadline = Deadline::after(Instant::ZERO, ms(200));
+    /// assert_eq!(window.starts(deadline), Instant::from_millis(189));
+    /// assert!(window.is_deadline_failure(deadline, Instant::from_millis(189)));
+    /// assert!(!window.is_deadline_failure(deadline, Instant::from_millis(188)));
     /// ```
     #[must_use]
-    pub const fn failure_window(&self) -> Duration {
+    pub const fn failure_window(&self) -> FailureWindow {
         let allowance = self.propagation.allowance();
-        allowance
-            .saturating_add(allowance)
-            .saturating_add(Duration::from_millis(1))
+        FailureWindow(
+            allowance
+                .saturating_add(allowance)
+                .saturating_add(Duration::from_millis(1)),
+        )
     }
 
     /// The deadline of the handler of a request that arrived at `arrived` with `headers`,

@@ -6,7 +6,7 @@ use core::task::{Context, Poll};
 use core::time::Duration;
 
 use deadline_core::wire::Admission;
-use deadline_core::wire::{Answer, Incoming, Propagation, Protocol, ServerPolicy};
+use deadline_core::wire::{Answer, FailureWindow, Incoming, Propagation, Protocol, ServerPolicy};
 use deadline_core::{Clock, Deadline, Error, Instant};
 use http::{Request, Response};
 use tower_layer::Layer;
@@ -263,7 +263,7 @@ pin_project_lite::pin_project! {
             deadline: Deadline,
             protocol: Protocol,
             head: bool,
-            window: Duration,
+            window: FailureWindow,
         },
         /// Answered without calling the handler, or the handler dropped at the deadline or
         /// failed of it; to a `HEAD` request when `head`.
@@ -327,7 +327,11 @@ where
                     // deadline, by which it is bounded too, polled first), and its error alone
                     // would reach the server, which closes the connection or resets the
                     // stream with no answer.
-                    Poll::Ready(Ok(Err(_))) if TokioClock.now() >= bound.failing_from() => {
+                    Poll::Ready(Ok(Err(_)))
+                        if bound
+                            .window
+                            .is_deadline_failure(bound.deadline, TokioClock.now()) =>
+                    {
                         let answer = Answer::new(protocol, Error::DeadlineExceeded);
                         state.set(State::Answered { answer, head });
                         Poll::Ready(Ok(on_answer(answer, head)))
@@ -365,15 +369,7 @@ where
 pub(crate) struct Bound {
     pub(crate) deadline: Deadline,
     pub(crate) protocol: Protocol,
-    pub(crate) window: Duration,
-}
-
-impl Bound {
-    /// The instant from which a failure is the deadline's: the failure window's start.
-    #[inline]
-    pub(crate) fn failing_from(&self) -> Instant {
-        self.deadline.instant().saturating_sub(self.window)
-    }
+    pub(crate) window: FailureWindow,
 }
 
 /// `response` with its body bounded as `bound` says ([`DeadlineBody`]); without its

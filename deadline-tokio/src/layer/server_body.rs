@@ -6,8 +6,8 @@ use core::task::{Context, Poll};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use bytes::Bytes;
-use deadline_core::wire::{Cut, Envelopes, GRPC_MESSAGE, GRPC_STATUS, Protocol};
-use deadline_core::{Clock, Error, Instant};
+use deadline_core::wire::{Cut, Envelopes, FailureWindow, GRPC_MESSAGE, GRPC_STATUS, Protocol};
+use deadline_core::{Clock, Deadline, Error};
 use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
 
@@ -88,8 +88,8 @@ pin_project_lite::pin_project! {
             body: BoundedBody<B>,
             protocol: Protocol,
             reset: bool,
-            // From when its failures are the deadline's ([`failed_of`]).
-            failing_from: Instant,
+            // The stretch before the deadline in which its failures are the deadline's.
+            window: FailureWindow,
         },
         /// The handler's body of enveloped messages, until the deadline, sent whole message by
         /// whole message.
@@ -100,8 +100,8 @@ pin_project_lite::pin_project! {
             // Where it stands between them, and what it holds (boxed, so that the other
             // bodies, most of them, stay small to move).
             messages: Box<Messages>,
-            // From when its failures are the deadline's ([`failed_of`]).
-            failing_from: Instant,
+            // The stretch before the deadline in which its failures are the deadline's.
+            window: FailureWindow,
         },
         /// The layer's answer: its text, until it has been sent (none for a gRPC answer,
         /// whose status travels in the headers).
@@ -185,8 +185,12 @@ impl<B> DeadlineBody<B> {
     /// exact size.
     #[inline]
     pub(crate) fn inner(body: B, bound: Bound, headers: &HeaderMap) -> (Self, bool) {
-        let (protocol, failing_from) = (bound.protocol, bound.failing_from());
-        let body = BoundedBody::new(body, bound.deadline, true);
+        let Bound {
+            deadline,
+            protocol,
+            window,
+        } = bound;
+        let body = BoundedBody::new(body, deadline, true);
         let (kind, keeps_length) = match Envelopes::of_response(protocol, lookup(headers)) {
             None => {
                 let cut = Envelopes::cut_unread(protocol, lookup(headers));
@@ -195,7 +199,7 @@ impl<B> DeadlineBody<B> {
                     body,
                     protocol,
                     reset,
-                    failing_from,
+                    window,
                 };
                 (kind, cut.keeps_declared_length())
             }
@@ -204,7 +208,7 @@ impl<B> DeadlineBody<B> {
                     body,
                     protocol,
                     messages: Box::new(Messages::new(read, protocol)),
-                    failing_from,
+                    window,
                 };
                 (kind, protocol.cut().keeps_declared_length())
             }
@@ -293,16 +297,16 @@ impl<E: core::error::Error + 'static> core::error::Error for BodyError<E> {
     }
 }
 
-/// Whether a handler's body that failed now failed of the deadline: from `failing_from` on
-/// (the failure window's start, [`ServerPolicy::failure_window`]), whatever its error, it is
-/// cut as the deadline's, and the client reads the deadline's status. A body relayed from a
-/// client layer (`PropagateLayer`'s) fails with the deadline's error there (what it sent
-/// running out, or this deadline, by which it is bounded too, polled first), and that failure
-/// alone would reset the stream, which a gRPC client reads as `INTERNAL`.
+/// Whether a handler's body bounded by `deadline` that failed now failed of the deadline: in
+/// the failure `window` ([`ServerPolicy::failure_window`]) or after the deadline, whatever its
+/// error, it is cut as the deadline's, and the client reads the deadline's status. A body
+/// relayed from a client layer (`PropagateLayer`'s) fails with the deadline's error there
+/// (what it sent running out, or this deadline, by which it is bounded too, polled first),
+/// and that failure alone would reset the stream, which a gRPC client reads as `INTERNAL`.
 ///
 /// [`ServerPolicy::failure_window`]: deadline_core::wire::ServerPolicy::failure_window
-fn failed_of(failing_from: Instant) -> bool {
-    TokioClock.now() >= failing_from
+fn failed_of(window: FailureWindow, deadline: Deadline) -> bool {
+    window.is_deadline_failure(deadline, TokioClock.now())
 }
 
 /// The HTTP/2 reset of a body cut at the deadline ([`Cut::RESET_CODE`]), the source of every
@@ -322,18 +326,19 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let mut kind = self.project().kind;
-        let (mut body, protocol, messages, failing_from) = match kind.as_mut().project() {
+        let (mut body, protocol, messages, window) = match kind.as_mut().project() {
             KindProj::Inner {
                 body,
                 protocol,
                 reset,
-                failing_from,
+                window,
             } => {
+                let deadline = body.deadline();
                 match body.poll_step(cx) {
                     Poll::Pending => return Poll::Pending,
                     Poll::Ready(Polled::Frame(frame)) => return Poll::Ready(Some(Ok(frame))),
                     Poll::Ready(Polled::End) => return Poll::Ready(None),
-                    Poll::Ready(Polled::Failed(error)) if !failed_of(*failing_from) => {
+                    Poll::Ready(Polled::Failed(error)) if !failed_of(*window, deadline) => {
                         return Poll::Ready(Some(Err(BodyError::Inner(error))));
                     }
                     Poll::Ready(Polled::Failed(_) | Polled::Cut) => {}
@@ -347,8 +352,8 @@ where
                 body,
                 protocol,
                 messages,
-                failing_from,
-            } => (body, *protocol, messages, *failing_from),
+                window,
+            } => (body, *protocol, messages, *window),
             KindProj::Answer { text } => {
                 return Poll::Ready(text.take().map(|text| Ok(Frame::data(text))));
             }
@@ -386,7 +391,7 @@ where
                         return Poll::Ready(Some(Ok(Frame::data(held))));
                     }
                 },
-                Polled::Failed(error) if !failed_of(failing_from) => {
+                Polled::Failed(error) if !failed_of(window, body.deadline()) => {
                     return Poll::Ready(Some(Err(BodyError::Inner(error))));
                 }
                 Polled::End => {
