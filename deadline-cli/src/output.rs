@@ -31,8 +31,8 @@ pub fn fmt_num(value: f64, decimals: usize) -> String {
 }
 
 /// A fraction as a percentage for a person: `15%`, `0.01%`, `1e-8%` for tiny ones; a
-/// fraction under one never reads `100%` (`99.999%`: one request in a hundred thousand lost
-/// is not none).
+/// fraction under one is given as many decimals as it takes not to read `100%`, up to twelve
+/// (`99.999%`: one request in a hundred thousand lost is not none).
 #[must_use]
 pub fn fmt_percent(fraction: f64) -> String {
     let p = fraction * 100.0;

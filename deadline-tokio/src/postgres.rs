@@ -19,7 +19,8 @@
 //!    a statement's parse and its run apart, so the statement is parsed under that timeout
 //!    and runs with what is left of it, set again: a parse that waited behind a lock does not
 //!    give the run the whole timeout again. PostgreSQL does not time a `COMMIT`, so the
-//!    deferred constraints are checked before it ([`CHECK_DEFERRED_CONSTRAINTS`]), under
+//!    deferred constraints are checked before it
+//!    ([`CHECK_DEFERRED_CONSTRAINTS`](deadline_core::statement::CHECK_DEFERRED_CONSTRAINTS)), under
 //!    what is left of the timeout (at least a millisecond), set again, not untimed at the
 //!    `COMMIT`: for the free functions ([`query`], [`execute`]) in a round trip of its own,
 //!    for a session in the `COMMIT`'s;
@@ -108,9 +109,7 @@
 
 use core::fmt;
 
-use deadline_core::statement::{
-    CHECK_DEFERRED_CONSTRAINTS, StatementDecision, StatementPolicy, StatementTimeout,
-};
+use deadline_core::statement::{StatementDecision, StatementPolicy, StatementTimeout};
 use deadline_core::{Clock, Error, Instant};
 use futures_util::future::try_join;
 use tokio_postgres::types::ToSql;
@@ -118,7 +117,7 @@ use tokio_postgres::{Client, Row};
 
 use crate::clock::TokioClock;
 use crate::context::within_current;
-use crate::statement::{self, Sending};
+use crate::statement::{self, Sending, TimeoutSet};
 
 mod cancel;
 mod database;
@@ -356,7 +355,9 @@ async fn parse_then_run(
         .await
         .map_err(|error| whole.error(error))?;
     // Parsed at the end of its time: it is its timeout's, not run.
-    let rest = whole.rest().ok_or_else(|| whole.spent())?;
+    let rest = whole
+        .rest()
+        .ok_or_else(|| PgError::Deadline(whole.spent()))?;
     let set = rest.statement();
     let ran = match kind {
         Kind::Query => try_join(client.batch_execute(&set), client.query(&prepared, params))
@@ -384,81 +385,17 @@ fn decide(
     }
 }
 
-/// A statement's timeout (`timeout`, decided at `decided`), and the one set for it at `at`:
-/// the whole of it, or what was left of it for its run or for the check of its deferred
-/// constraints ([`StatementTimeout::left_at`]).
-#[derive(Clone, Copy)]
-struct TimeoutSet {
-    timeout: StatementTimeout,
-    decided: Instant,
-    set: StatementTimeout,
-    at: Instant,
-}
-
+/// The database's errors, judged by the timeout set for the statement ([`TimeoutSet`]).
 impl TimeoutSet {
-    /// The whole `timeout`, decided (and set) at `decided`.
-    const fn whole(timeout: StatementTimeout, decided: Instant) -> TimeoutSet {
-        TimeoutSet {
-            timeout,
-            decided,
-            set: timeout,
-            at: decided,
-        }
-    }
-
-    /// What is left of the whole timeout now, set now; `None` when the statement's time is
-    /// spent.
-    fn rest(&self) -> Option<TimeoutSet> {
-        let now = TokioClock.now();
-        let set = self.timeout.left_at(self.decided, now)?;
-        Some(self.set_at(set, now))
-    }
-
-    /// What is left of the whole timeout now, at least a millisecond, set now: for the check
-    /// of the deferred constraints, which must run timed
-    /// ([`StatementTimeout::left_at_or_shortest`]).
-    fn check(&self) -> TimeoutSet {
-        let now = TokioClock.now();
-        self.set_at(self.timeout.left_at_or_shortest(self.decided, now), now)
-    }
-
-    /// The same statement's timeout, with `set` set at `at`.
-    const fn set_at(&self, set: StatementTimeout, at: Instant) -> TimeoutSet {
-        TimeoutSet { set, at, ..*self }
-    }
-
-    /// The `SET LOCAL` statement of the timeout set.
-    fn statement(&self) -> String {
-        self.set.to_string()
-    }
-
-    /// The timeout set, then the check of the deferred constraints under it
-    /// ([`CHECK_DEFERRED_CONSTRAINTS`]).
-    fn check_deferred(&self) -> String {
-        format!("{}; {CHECK_DEFERRED_CONSTRAINTS}", self.set)
-    }
-
-    /// The error of a statement whose time is spent before it could run: its timeout's.
-    fn spent(&self) -> PgError {
-        PgError::Deadline(Error::Timeout {
-            after: self.timeout.as_duration(),
-        })
-    }
-
-    /// The error of a statement under this timeout: the timeout set firing is the library's
-    /// timeout after the whole statement timeout ([`StatementTimeout::error_of`], judged by the
-    /// timeout set and when it was: what is left of a timeout is rounded down to whole
-    /// milliseconds, so the server's may end up to one before the whole one would have), any
-    /// other error the database's own.
+    /// The error of a statement under this timeout, now: the timeout set firing is the
+    /// library's timeout ([`TimeoutSet::timeout_error`]), any other error the database's own.
     fn error(&self, error: tokio_postgres::Error) -> PgError {
         let now = TokioClock.now();
         match error
             .code()
-            .and_then(|code| self.set.error_of(code.code().as_bytes(), self.at, now))
+            .and_then(|code| self.timeout_error(code.code().as_bytes(), now))
         {
-            Some(_) => PgError::Deadline(Error::Timeout {
-                after: self.timeout.as_duration(),
-            }),
+            Some(timed_out) => PgError::Deadline(timed_out),
             None => PgError::Db(error),
         }
     }

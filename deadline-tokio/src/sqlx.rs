@@ -22,7 +22,8 @@
 //!    leaves the run the whole timeout again, past the deadline, where the query is then
 //!    cancelled (3) rather than ended by the server itself. (The `postgres` adapter sets what
 //!    is left of the timeout before the run.) PostgreSQL does not time a `COMMIT`, so the
-//!    deferred constraints are checked before it ([`CHECK_DEFERRED_CONSTRAINTS`]), under
+//!    deferred constraints are checked before it
+//!    ([`CHECK_DEFERRED_CONSTRAINTS`](deadline_core::statement::CHECK_DEFERRED_CONSTRAINTS)), under
 //!    what is left of the timeout (at least a millisecond), set again, in the `COMMIT`'s
 //!    message;
 //! 3. is cancelled on the server the moment its future is dropped before it is done (the
@@ -80,13 +81,13 @@ use std::pin::Pin;
 use ::sqlx::pool::PoolConnection;
 use ::sqlx::postgres::{PgConnection, PgPool, PgQueryResult, PgRow, Postgres};
 use ::sqlx::{Connection, Execute, Executor, Row};
-use deadline_core::statement::{CHECK_DEFERRED_CONSTRAINTS, StatementDecision, StatementPolicy};
+use deadline_core::statement::{StatementDecision, StatementPolicy};
 use deadline_core::{Clock, Error};
 
 use crate::clock::TokioClock;
 use crate::context::within_current;
 use crate::database::{CANCEL_LIMIT, CancelCounts, Cancels};
-use crate::statement::{Sending, decide};
+use crate::statement::{Sending, TimeoutSet, decide};
 
 /// The error of a query run under the deadline.
 #[derive(Debug)]
@@ -259,7 +260,7 @@ where
     // which server runs the query.
     let begin = format!("BEGIN; {timeout}; SELECT pg_backend_pid(), {SERVER_START}");
     // The timeout in force, and when it was set: by it an error is judged.
-    let mut in_force = (timeout, decided);
+    let mut in_force = TimeoutSet::whole(timeout, decided);
     let work = async {
         let row = conn.fetch_one(begin.as_str()).await?;
         *backend = Some(Backend {
@@ -272,14 +273,8 @@ where
         };
         // The deferred constraints, checked under what is left of the timeout, set again,
         // then `COMMIT` (which PostgreSQL does not time), in one message.
-        let checking = TokioClock.now();
-        let left = timeout.left_at_or_shortest(decided, checking);
-        in_force = (left, checking);
-        simple(
-            conn,
-            &format!("{left}; {CHECK_DEFERRED_CONSTRAINTS}; COMMIT"),
-        )
-        .await?;
+        in_force = in_force.check();
+        simple(conn, &format!("{}; COMMIT", in_force.check_deferred())).await?;
         Ok::<_, ::sqlx::Error>(done)
     };
     // The deadline passing drops the work, and `held`, armed, on the way out.
@@ -292,13 +287,9 @@ where
     }
     held.release();
     done.map_err(|error| {
-        // The timeout set last fired: the library's timeout of the whole statement timeout.
-        let (set, at) = in_force;
         let code = error.as_database_error().and_then(|e| e.code());
-        match code.and_then(|code| set.error_of(code.as_bytes(), at, ended)) {
-            Some(_) => SqlxError::Deadline(Error::Timeout {
-                after: timeout.as_duration(),
-            }),
+        match code.and_then(|code| in_force.timeout_error(code.as_bytes(), ended)) {
+            Some(timed_out) => SqlxError::Deadline(timed_out),
             None => SqlxError::Db(error),
         }
     })

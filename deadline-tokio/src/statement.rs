@@ -1,6 +1,10 @@
 //! Database statement timeouts from the current deadline.
 
+#[cfg(any(feature = "postgres", feature = "sqlx"))]
+use deadline_core::Error;
 use deadline_core::runtime::{KeepsSent, Onward};
+#[cfg(any(feature = "postgres", feature = "sqlx"))]
+use deadline_core::statement::{CHECK_DEFERRED_CONSTRAINTS, StatementTimeout};
 use deadline_core::statement::{StatementDecision, StatementPolicy, statement_timeout};
 use deadline_core::{Clock, Instant};
 
@@ -13,7 +17,12 @@ use crate::time::TokioClock;
 ///
 /// Run the [`StatementTimeout`](deadline_core::statement::StatementTimeout)'s SQL at the start
 /// of the query's transaction; on [`StatementDecision::DontStart`], do not run the query and
-/// report [`Shortfall::error`](deadline_core::call::Shortfall::error).
+/// report [`Shortfall::error`](deadline_core::call::Shortfall::error). PostgreSQL does not time
+/// a `COMMIT`: before it, check the transaction's deferred constraints under what is left of
+/// the timeout, set again
+/// ([`StatementTimeout::left_at_or_shortest`](deadline_core::statement::StatementTimeout::left_at_or_shortest),
+/// then [`CHECK_DEFERRED_CONSTRAINTS`](deadline_core::statement::CHECK_DEFERRED_CONSTRAINTS)),
+/// as this crate's own queries do.
 ///
 /// A timeout set is also noted with the runtime
 /// ([`StatementTimeout::running_out_from`](deadline_core::statement::StatementTimeout::running_out_from)),
@@ -80,4 +89,85 @@ pub(crate) fn decide(policy: &StatementPolicy, sending: Sending) -> (StatementDe
         StatementDecision::DontStart(_) => Tokio::note_sent(Onward::nothing(policy.needs())),
     }
     (decision, now)
+}
+
+/// A statement's timeout (`timeout`, decided at `decided`), and the one set for it at `at`:
+/// the whole of it, or what was left of it for its run (PostgreSQL times a prepared
+/// statement's parse and its run apart) or for the check of its deferred constraints before
+/// the `COMMIT` (which PostgreSQL does not time). Its errors are judged by the timeout set.
+#[cfg(any(feature = "postgres", feature = "sqlx"))]
+#[derive(Clone, Copy)]
+pub(crate) struct TimeoutSet {
+    timeout: StatementTimeout,
+    decided: Instant,
+    set: StatementTimeout,
+    at: Instant,
+}
+
+#[cfg(any(feature = "postgres", feature = "sqlx"))]
+impl TimeoutSet {
+    /// The whole `timeout`, decided (and set) at `decided`.
+    pub(crate) const fn whole(timeout: StatementTimeout, decided: Instant) -> TimeoutSet {
+        TimeoutSet {
+            timeout,
+            decided,
+            set: timeout,
+            at: decided,
+        }
+    }
+
+    /// What is left of the whole timeout now, set now; `None` when the statement's time is
+    /// spent ([`StatementTimeout::left_at`]).
+    #[cfg(feature = "postgres")]
+    pub(crate) fn rest(&self) -> Option<TimeoutSet> {
+        let now = TokioClock.now();
+        let set = self.timeout.left_at(self.decided, now)?;
+        Some(self.set_at(set, now))
+    }
+
+    /// What is left of the whole timeout now, at least a millisecond, set now: for the check
+    /// of the deferred constraints, which must run timed
+    /// ([`StatementTimeout::left_at_or_shortest`]).
+    pub(crate) fn check(&self) -> TimeoutSet {
+        let now = TokioClock.now();
+        self.set_at(self.timeout.left_at_or_shortest(self.decided, now), now)
+    }
+
+    /// The same statement's timeout, with `set` set at `at`.
+    const fn set_at(&self, set: StatementTimeout, at: Instant) -> TimeoutSet {
+        TimeoutSet { set, at, ..*self }
+    }
+
+    /// The `SET LOCAL` statement of the timeout set.
+    #[cfg(feature = "postgres")]
+    pub(crate) fn statement(&self) -> String {
+        self.set.to_string()
+    }
+
+    /// The timeout set, then the check of the deferred constraints under it
+    /// ([`CHECK_DEFERRED_CONSTRAINTS`]).
+    pub(crate) fn check_deferred(&self) -> String {
+        format!("{}; {CHECK_DEFERRED_CONSTRAINTS}", self.set)
+    }
+
+    /// The error of a statement whose time is spent before it could run: its timeout's.
+    #[cfg(feature = "postgres")]
+    pub(crate) const fn spent(&self) -> Error {
+        Error::Timeout {
+            after: self.timeout.as_duration(),
+        }
+    }
+
+    /// What a database error with SQLSTATE `sqlstate`, come back `now`, is for the statement:
+    /// the timeout set firing is the library's timeout after the whole statement timeout
+    /// ([`StatementTimeout::error_of`], judged by the timeout set and when it was: what is left
+    /// of a timeout is rounded down to whole milliseconds, so the server's may end up to one
+    /// before the whole one would have); `None` for any other error, the database's own.
+    pub(crate) fn timeout_error(&self, sqlstate: &[u8], now: Instant) -> Option<Error> {
+        self.set
+            .error_of(sqlstate, self.at, now)
+            .map(|_| Error::Timeout {
+                after: self.timeout.as_duration(),
+            })
+    }
 }

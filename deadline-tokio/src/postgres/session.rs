@@ -15,8 +15,9 @@ use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
 
 use super::cancel::CancelTls;
 use super::database::Database;
-use super::{Done, Kind, PgError, TimeoutSet, parse_then_run};
+use super::{Done, Kind, PgError, parse_then_run};
 use crate::context::within_current;
+use crate::statement::TimeoutSet;
 use crate::statement::{Sending, decide};
 
 /// A connection for queries under the current deadline, each cancelled on the server when its
