@@ -275,6 +275,9 @@ fn check_answer_shape(answer: &Answer) {
 ///   sent plus the allowance.
 /// - A failure of the deadline's shape is the deadline's exactly when it arrives with the time
 ///   sent run out or within the allowance of it; any other failure never is.
+/// - A server's failure window with the same allowance holds every failure the client takes
+///   for its deadline's, and a request it does not send for want of time: when what it tells
+///   comes from the time left, for a budget under 27 hours.
 pub fn check_send(data: &[u8]) {
     let now = Instant::from_micros(u64_at(data, 0) >> (data.get(24).copied().unwrap_or(0) % 64));
     let budget =

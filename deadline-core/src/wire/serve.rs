@@ -70,7 +70,7 @@ impl FailureWindow {
         self.0
     }
 
-    /// The instant it starts, before `deadline`.
+    /// The instant it starts, before `deadline` (at the clock's zero at the earliest).
     #[must_use]
     pub const fn starts(self, deadline: Deadline) -> Instant {
         deadline.instant().saturating_sub(self.0)
@@ -151,7 +151,9 @@ impl ServerPolicy {
     /// most, for a budget under 27 hours), takes a failure within another allowance of that
     /// as the deadline's, and sends nothing with less than [`Propagation::needs`] left. A
     /// failure there passed on would reach the HTTP server, which closes the connection or
-    /// resets the stream with no answer.
+    /// resets the stream with no answer. (A request that already carries a shorter timeout of
+    /// its own, such as tonic's `Request::set_timeout`, runs out by it, before the window: its
+    /// failure is passed on.)
     ///
     /// ```
     /// use deadline_core::wire::{Propagation, ServerPolicy};

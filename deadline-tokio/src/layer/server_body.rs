@@ -82,7 +82,7 @@ pin_project_lite::pin_project! {
         /// The handler's body, until the deadline. There it ends as `protocol` ends a body,
         /// or as a cut stream when `reset` ([`Envelopes::cut_unread`] gives one or the other).
         /// A flag rather than that 72-byte `Cut`, so that the body, moved and boxed with every
-        /// response it bounds, stays at 96 bytes around axum's `Body`.
+        /// response it bounds, stays at 104 bytes around axum's `Body`.
         Inner {
             #[pin]
             body: BoundedBody<B>,
