@@ -17,7 +17,7 @@
 //! beyond every answer) and `deadline_cap_seconds` (the cap in use).
 
 use crate::counters::{CounterEvent, Counters};
-use crate::drive::Called;
+use crate::drive::{Called, Report};
 
 /// The metric name of a counter event.
 const fn metric(event: CounterEvent) -> &'static str {
@@ -43,6 +43,25 @@ pub(crate) const CALL_SECONDS: &str = "deadline_call_seconds";
 pub(crate) fn publish<T, E>(name: &str, called: &Called<T, E>) {
     let this_call = Counters::new();
     called.record(&this_call);
+    publish_counts(name, &this_call);
+    if called.report.was_called() {
+        metrics::histogram!(CALL_SECONDS, "dependency" => std::string::String::from(name))
+            .record(called.report.elapsed().as_secs_f64());
+    }
+}
+
+/// Sends one call of dependency `name` that was dropped before it ended, having done what
+/// `report` says, to the installed `metrics` recorder: the same counts that the dependency's
+/// [`Counters`] get for it (the call, and its steps; no duration, as it never ended).
+pub(crate) fn publish_dropped(name: &str, report: &Report) {
+    let this_call = Counters::new();
+    report.record_steps(&this_call);
+    publish_counts(name, &this_call);
+}
+
+/// Sends the counts of one call of dependency `name`, in `this_call`, to the installed
+/// `metrics` recorder.
+fn publish_counts(name: &str, this_call: &Counters) {
     let snapshot = this_call.snapshot();
     for event in CounterEvent::ALL {
         let n = snapshot.get(event);
@@ -50,10 +69,6 @@ pub(crate) fn publish<T, E>(name: &str, called: &Called<T, E>) {
             metrics::counter!(metric(event), "dependency" => std::string::String::from(name))
                 .increment(n);
         }
-    }
-    if called.report.was_called() {
-        metrics::histogram!(CALL_SECONDS, "dependency" => std::string::String::from(name))
-            .record(called.report.elapsed().as_secs_f64());
     }
 }
 

@@ -260,7 +260,10 @@ impl<'n, Rt, M> Dependency<'n, Rt, M> {
         self.breaker.as_ref()
     }
 
-    /// Its counters: every call made through [`run`](Self::run) is recorded in them.
+    /// Its counters: every call made through [`run`](Self::run) is recorded in them, once,
+    /// when it ends, or when its future is dropped after it started (its caller went away:
+    /// then with the timeouts, retries and hedges it made, and neither a success nor a
+    /// deadline exceeded).
     #[must_use]
     pub const fn counters(&self) -> &Counters {
         &self.counters

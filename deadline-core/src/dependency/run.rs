@@ -184,11 +184,39 @@ type DriveOf<'d, 'n, Rt, A, C, R, F, T, E, M> = Drive<
 
 pin_project_lite::pin_project! {
     /// The call in progress: the driver's future, and the dependency it records into.
+    ///
+    /// A call is recorded once, whatever became of it: when it ends, and otherwise when its
+    /// future is dropped after it started (its caller went away: a `select!`, a `try_join!`
+    /// whose other branch failed, a client that disconnected). Such a call counts as a call,
+    /// with the timeouts, retries, hedges and refusals it made before it was dropped.
     struct Calling<'d, 'n, Rt: Runtime, A, C, R, F, T, E, M: Mode> {
         #[pin]
         drive: DriveOf<'d, 'n, Rt, A, C, R, F, T, E, M>,
         dep: &'d Dependency<'n, Rt, M>,
     }
+
+    impl<'d, 'n, Rt: Runtime, A, C, R, F, T, E, M: Mode> PinnedDrop for Calling<'d, 'n, Rt, A, C, R, F, T, E, M> {
+        #[inline]
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            let dep = *this.dep;
+            let machine = this.drive.machine_mut();
+            if machine.is_unfinished() {
+                record_dropped(dep, machine);
+            }
+        }
+    }
+}
+
+/// Records the call of `machine`, dropped before it ended, into `dep`'s counters (and the
+/// `metrics` recorder): out of line, as a call that ended was recorded then.
+#[cold]
+#[inline(never)]
+fn record_dropped<Rt, E, M: Mode>(dep: &Dependency<'_, Rt, M>, machine: &CallMachine<'_, E, M>) {
+    let report = machine.report();
+    report.record_steps(dep.counters());
+    #[cfg(feature = "metrics")]
+    super::metrics::publish_dropped(dep.name(), &report);
 }
 
 impl<'d, 'n, Rt, A, C, R, F, T, E, M> Calling<'d, 'n, Rt, A, C, R, F, T, E, M>

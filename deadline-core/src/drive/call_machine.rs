@@ -228,6 +228,19 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
         self.stage == Stage::Done && self.running() == 0
     }
 
+    /// Whether the call has started ([`has_started`](Self::has_started)) and not been
+    /// [`finish`](Self::finish)ed: a call whose future is dropped in this state was left
+    /// before it ended (its caller went away).
+    #[must_use]
+    #[inline]
+    pub(crate) fn is_unfinished(&self) -> bool {
+        match self.stage {
+            Stage::Start => false,
+            Stage::Running | Stage::Backoff => true,
+            Stage::Done => self.ended.is_some(),
+        }
+    }
+
     /// Whether the call has started (its first [`poll`](Self::poll) has been made): before
     /// that, no attempt runs.
     #[must_use]

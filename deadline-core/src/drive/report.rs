@@ -108,12 +108,7 @@ impl<T, E> Called<T, E> {
     /// ```
     pub fn record(&self, counters: &Counters) {
         let report = &self.report;
-        counters.record(CounterEvent::Call);
-        counters.record_n(CounterEvent::Timeout, report.timeouts);
-        counters.record_n(CounterEvent::Retry, report.retries);
-        counters.record_n(CounterEvent::Hedge, report.hedges);
-        counters.record_n(CounterEvent::BudgetRefusal, report.budget_refusals);
-        counters.record_n(CounterEvent::BreakerRejection, report.breaker_rejections);
+        report.record_steps(counters);
         match &self.result {
             Ok(_) => {
                 counters.record(CounterEvent::Success);
@@ -310,6 +305,17 @@ impl Report {
             started: None,
             ended: Instant::ZERO,
         }
+    }
+
+    /// Adds what the call did, whatever its end, to `counters`: one [`CounterEvent::Call`],
+    /// and each attempt timeout, retry, hedge, budget refusal and breaker rejection.
+    pub(crate) fn record_steps(&self, counters: &Counters) {
+        counters.record(CounterEvent::Call);
+        counters.record_n(CounterEvent::Timeout, self.timeouts);
+        counters.record_n(CounterEvent::Retry, self.retries);
+        counters.record_n(CounterEvent::Hedge, self.hedges);
+        counters.record_n(CounterEvent::BudgetRefusal, self.budget_refusals);
+        counters.record_n(CounterEvent::BreakerRejection, self.breaker_rejections);
     }
 
     /// Whether the dependency was called at all.
