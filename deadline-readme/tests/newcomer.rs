@@ -78,7 +78,7 @@ mod always_slow {
     use axum::http::StatusCode;
     use axum::{Router, extract::State, routing::get};
     use deadline_core::wire::Propagation;
-    use deadline_tokio::reqwest::{DeadlineRequest, classify};
+    use deadline_tokio::reqwest::{DeadlineRequest, classify, error_for_status};
     use deadline_tokio::{DeadlineLayer, Dependency};
     use tower::Layer;
 
@@ -105,7 +105,7 @@ mod always_slow {
             ATTEMPTS.fetch_add(1, Ordering::Relaxed);
             let reply = app.http.get(&app.downstream).time_left()?.send().await?;
             Ok::<_, Box<dyn std::error::Error + Send + Sync>>(
-                reply.error_for_status()?.text().await?,
+                error_for_status(reply)?.text().await?,
             )
         });
         Ok(price.classify(|e| classify(&**e)).reserve(ms(5)).await?)

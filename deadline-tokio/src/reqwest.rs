@@ -18,7 +18,7 @@
 //! and its own reply margin before the attempt's end. So the request tells the runtime what
 //! it sent ([`note_sent`](deadline_core::runtime::note_sent)): inside a [`Dependency::run`](deadline_core::Dependency::run)
 //! attempt, a failure that comes once that is running out (an error made of that answer with
-//! `error_for_status()?`, a connection closed) is the attempt running out of time, by the
+//! [`error_for_status`], a connection closed) is the attempt running out of time, by the
 //! core's rule ([`Sent::running_out_from`](deadline_core::wire::Sent::running_out_from)):
 //! counted and retried as a timeout, and a 504 through the axum answer if the call then gives
 //! up, never a 502: the library cannot tell an error made of a 500 from one made of the
@@ -70,6 +70,7 @@
 //! # }
 //! ```
 
+use core::fmt;
 use core::time::Duration;
 
 use deadline_core::wire::{DeadlineHeader, Incoming, Outgoing, Propagation, ResponseHead};
@@ -79,7 +80,7 @@ use reqwest::RequestBuilder;
 
 use crate::clock::TokioClock;
 use crate::context::current;
-use crate::layer::headers::{Scanned, set};
+use crate::layer::headers::{Scanned, dated, lookup, set};
 use crate::layer::propagate::{noted, refusal};
 
 /// The deadline on a reqwest [`RequestBuilder`]: see the [module](self).
@@ -176,11 +177,13 @@ impl DeadlineRequest for RequestBuilder {
 /// library's timeout (504) if the call then gives up; any other connection that was never made
 /// ([`reqwest::Error::is_connect`]: refused, or failed while connecting) is
 /// [`Outcome::Refused`], the one failure a policy that is not idempotent retries, since the
-/// request never left; an error made of a response (`error_for_status`) is read by its status
+/// request never left; an error made of a response is read by its status
 /// ([`ResponseHead::classify`]: a 4xx is final, a 408, 429, 500, 502 or 503 may be retried,
 /// a 504 is the attempt running out of time, so that the call answers it as the library's
-/// timeout, whenever the next service sent it); anything else is [`Outcome::Failed`], as by
-/// default. The status is read as plain HTTP's: for a Connect unary call (as
+/// timeout, whenever the next service sent it), and, made by this module's
+/// [`error_for_status`], by the server's `Retry-After` too (reqwest's own
+/// `error_for_status` drops the headers: a 429 or 503 is then a plain failure); anything else
+/// is [`Outcome::Failed`], as by default. The status is read as plain HTTP's: for a Connect unary call (as
 /// [`Protocol::read`](deadline_core::wire::Protocol::read) tells one: by its `content-type`
 /// or its Connect headers, `connect-timeout-ms` included), whose 500 is final, classify with
 /// [`ResponseHead::for_request`]`(`[`Protocol::ConnectUnary`]`)` instead. (Reading a 499 near
@@ -192,7 +195,7 @@ impl DeadlineRequest for RequestBuilder {
 /// ```
 /// use deadline_core::policy::Backoff;
 /// use deadline_core::{CallError, Policy, ms};
-/// use deadline_tokio::reqwest::{DeadlineRequest, classify};
+/// use deadline_tokio::reqwest::{DeadlineRequest, classify, error_for_status};
 /// use deadline_tokio::{Dependency, scope_timeout};
 ///
 /// type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -216,7 +219,7 @@ impl DeadlineRequest for RequestBuilder {
 /// let called = scope_timeout(ms(5_000), async {
 ///     PAY.run(|_| async {
 ///         let response = client.post(&url).time_left()?.send().await?;
-///         Ok::<_, BoxError>(response.error_for_status()?.status())
+///         Ok::<_, BoxError>(error_for_status(response)?.status())
 ///     })
 ///     .classify(|e| classify(&**e))
 ///     .report()
@@ -231,6 +234,9 @@ impl DeadlineRequest for RequestBuilder {
 /// ```
 #[must_use]
 pub fn classify(error: &(dyn std::error::Error + 'static)) -> Outcome {
+    if let Some(error) = error.downcast_ref::<StatusError>() {
+        return error.outcome;
+    }
     match error.downcast_ref::<reqwest::Error>() {
         // Before `is_connect`: a connect timeout is both.
         Some(error) if error.is_timeout() => Outcome::TimedOut,
@@ -242,6 +248,97 @@ pub fn classify(error: &(dyn std::error::Error + 'static)) -> Outcome {
         None => Outcome::Failed,
     }
 }
+
+/// `response` itself when its status is not an error, else the error of its status (400 to
+/// 599) with what the server said about trying again: reqwest's `Response::error_for_status`
+/// for a call under [`Dependency::run`](deadline_core::Dependency::run), which [`classify`]
+/// reads.
+///
+/// reqwest's own `error_for_status` keeps the status alone, so [`classify`] reads a 429 or a
+/// 503 made into a `reqwest::Error` as a plain failure: retried after the policy's backoff,
+/// whatever the server asked, and never by a policy that is not idempotent. This one keeps
+/// the server's word: a `Retry-After` (seconds, or an HTTP date on the system clock) or a
+/// `grpc-retry-pushback-ms` is [`Outcome::Pushback`], so the retry waits as long as the
+/// server asked (and is not made when that is past the deadline), and a policy that is not
+/// idempotent may retry it, the server having refused it unprocessed.
+///
+/// ```no_run
+/// use deadline_core::{Policy, ms};
+/// use deadline_tokio::reqwest::{DeadlineRequest, classify, error_for_status};
+/// use deadline_tokio::{Dependency, scope_timeout};
+///
+/// type BoxError = Box<dyn std::error::Error + Send + Sync>;
+///
+/// static PRICING: Dependency = Dependency::new(
+///     Policy::required("pricing").idempotent().with_cap(ms(200)).with_retries(2),
+/// );
+///
+/// # async fn price(client: reqwest::Client) -> Result<(), BoxError> {
+/// let price = scope_timeout(ms(1_000), async {
+///     PRICING
+///         .run(|_| async {
+///             let response = client.get("http://127.0.0.1:8080/price").time_left()?.send().await?;
+///             Ok::<_, BoxError>(error_for_status(response)?.text().await?)
+///         })
+///         .classify(|e| classify(&**e))
+///         .await
+/// })
+/// .await??;
+/// # let _ = price;
+/// # Ok(())
+/// # }
+/// ```
+///
+/// # Errors
+///
+/// [`StatusError`] when the status is a client error (4xx) or a server error (5xx); the
+/// response, and its body, are dropped.
+pub fn error_for_status(response: reqwest::Response) -> Result<reqwest::Response, StatusError> {
+    let status = response.status();
+    if !status.is_client_error() && !status.is_server_error() {
+        return Ok(response);
+    }
+    let code = status.as_u16();
+    let outcome = ResponseHead::read(code, lookup(response.headers()))
+        .classify()
+        .unwrap_or(Outcome::Failed);
+    Err(StatusError {
+        status,
+        outcome: dated(outcome, code, response.headers()),
+    })
+}
+
+/// An answer whose status is an error, and what the server said about trying again: made by
+/// [`error_for_status`], read by [`classify`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StatusError {
+    status: reqwest::StatusCode,
+    outcome: Outcome,
+}
+
+impl StatusError {
+    /// The answer's status.
+    #[must_use]
+    pub const fn status(&self) -> reqwest::StatusCode {
+        self.status
+    }
+
+    /// What the answer says of the call ([`classify`] gives it): a 4xx is final, a 408, 429,
+    /// 500, 502 or 503 may be retried (after the server's `Retry-After`, if it sent one), a
+    /// 504 is the attempt running out of time.
+    #[must_use]
+    pub const fn outcome(&self) -> Outcome {
+        self.outcome
+    }
+}
+
+impl fmt::Display for StatusError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "the server answered {}", self.status)
+    }
+}
+
+impl std::error::Error for StatusError {}
 
 /// reqwest's own timeout: a backstop one allowance after the library's deadline, so that the
 /// library's timer decides.
@@ -349,6 +446,55 @@ mod tests {
         assert_eq!(classify(&error_of(404)), Outcome::Fatal);
         assert_eq!(classify(&error_of(504)), Outcome::TimedOut);
         assert_eq!(classify(&Error::DeadlineExceeded), Outcome::Failed);
+    }
+
+    /// This module's `error_for_status` keeps what the server said about trying again:
+    /// `Retry-After` in seconds or as an HTTP date (an hour ahead on the system clock, read
+    /// as at most that), which reqwest's own drops; a success is the response itself.
+    #[test]
+    fn error_for_status_keeps_the_servers_word() {
+        use std::time::{Duration, SystemTime};
+
+        use deadline_core::{Outcome, Pushback};
+
+        use super::{StatusError, classify, error_for_status};
+
+        let answer = |status: u16, retry_after: Option<String>| {
+            let mut response = http::Response::builder().status(status);
+            if let Some(value) = retry_after {
+                response = response.header("retry-after", value);
+            }
+            reqwest::Response::from(response.body("").unwrap())
+        };
+        let kept = |status: u16, retry_after: Option<String>| {
+            let error: StatusError = error_for_status(answer(status, retry_after)).unwrap_err();
+            assert_eq!(error.status().as_u16(), status);
+            assert_eq!(classify(&error), error.outcome());
+            error.outcome()
+        };
+        let busy = Outcome::Pushback(Pushback::After(Duration::from_secs(30)));
+        assert_eq!(kept(503, Some("30".into())), busy);
+        assert_eq!(kept(429, Some("30".into())), busy);
+        let in_an_hour = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(3_600));
+        match kept(503, Some(in_an_hour)) {
+            Outcome::Pushback(Pushback::After(wait)) => {
+                assert!(wait <= Duration::from_secs(3_600) && wait > Duration::from_secs(3_000));
+            }
+            other => panic!("the date's wait, not {other:?}"),
+        }
+        assert_eq!(kept(503, None), Outcome::Failed);
+        assert_eq!(kept(404, Some("30".into())), Outcome::Fatal);
+        assert_eq!(kept(504, None), Outcome::TimedOut);
+        // reqwest's own: the header is gone.
+        let dropped = answer(503, Some("30".into()))
+            .error_for_status()
+            .unwrap_err();
+        assert_eq!(classify(&dropped), Outcome::Failed);
+        // A success, or a redirect, is the response itself.
+        for status in [200, 204, 304] {
+            let response = error_for_status(answer(status, None)).expect("not an error");
+            assert_eq!(response.status().as_u16(), status);
+        }
     }
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]

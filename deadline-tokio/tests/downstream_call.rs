@@ -267,3 +267,104 @@ async fn a_connect_timeout_is_the_attempts_timeout() {
     let counts = SLOW_CONNECT.counters().snapshot();
     assert_eq!((counts.calls, counts.timeouts), (1, 1));
 }
+
+/// A service that is busy answers 503 with `Retry-After`: the server refused the request
+/// unprocessed, and says when to come back. Made into an error by
+/// `deadline_tokio::reqwest::error_for_status`, the answer keeps that word: a payment (never
+/// sent twice after a failure) is retried after a `Retry-After: 0`, and not retried when the
+/// server asks for an hour, past the call's deadline, so the call ends at once on the 503.
+/// Made into an error by reqwest's own `error_for_status`, the header is lost: the 503 is a
+/// plain failure, which a payment never retries.
+#[tokio::test]
+async fn a_busy_services_retry_after_is_kept() {
+    use deadline_core::CallError;
+    use deadline_tokio::reqwest::{StatusError, classify, error_for_status};
+
+    static PAY: Dependency = Dependency::new(
+        Policy::required("pay")
+            .not_idempotent()
+            .with_cap(ms(1_000))
+            .with_retries(1),
+    );
+
+    /// The service answers each request's first try 503 with `Retry-After: <after>` (the
+    /// query string), and 200 after; it counts the requests.
+    async fn busy(
+        State(seen): State<Arc<Mutex<Vec<String>>>>,
+        axum::extract::RawQuery(after): axum::extract::RawQuery,
+    ) -> axum::response::Response {
+        use axum::response::IntoResponse;
+        let after = after.unwrap_or_default();
+        let mut seen = seen.lock().unwrap();
+        let first = !seen.contains(&after);
+        seen.push(after.clone());
+        if first {
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                [("retry-after", after)],
+                "busy",
+            )
+                .into_response()
+        } else {
+            "paid".into_response()
+        }
+    }
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let app = axum::Router::new()
+        .route("/pay", axum::routing::post(busy))
+        .with_state(seen.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/pay", listener.local_addr().unwrap());
+    let server = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("a reqwest client");
+
+    // One payment whose first answer says `Retry-After: <after>`, its 503 made into an error
+    // by this crate's `error_for_status` (`kept`) or by reqwest's: the answer, and the
+    // requests the service saw for it.
+    let pay = |after: &'static str, kept: bool| {
+        let (client, url, seen) = (&client, format!("{url}?{after}"), &seen);
+        async move {
+            let called = scope_timeout(ms(5_000), async {
+                PAY.run(|_| async {
+                    let response = client.post(&url).time_left()?.send().await?;
+                    let response = if kept {
+                        error_for_status(response)?
+                    } else {
+                        response.error_for_status()?
+                    };
+                    Ok::<_, BoxError>(response.text().await?)
+                })
+                .classify(|e| classify(&**e))
+                .await
+            })
+            .await
+            .expect("inside its scope");
+            let requests = seen.lock().unwrap().iter().filter(|a| *a == after).count();
+            (called, requests)
+        }
+    };
+
+    let (called, requests) = pay("0", true).await;
+    assert_eq!(called.map_err(|e| e.to_string()).as_deref(), Ok("paid"));
+    assert_eq!(requests, 2, "retried as the server asked");
+
+    let (called, requests) = pay("3600", true).await;
+    match called {
+        Err(CallError::Attempt(error)) => {
+            let status = error.downcast_ref::<StatusError>().map(StatusError::status);
+            assert_eq!(status, Some(StatusCode::SERVICE_UNAVAILABLE), "{error}");
+        }
+        other => panic!("the 503, not {other:?}"),
+    }
+    assert_eq!(requests, 1, "an hour is past the deadline: not retried");
+
+    // reqwest's own `error_for_status` loses the header: a plain failure, never retried by a
+    // payment.
+    let (called, requests) = pay("1", false).await;
+    assert!(matches!(called, Err(CallError::Attempt(_))), "{called:?}");
+    assert_eq!(requests, 1, "the 503 without its Retry-After");
+    server.abort();
+}

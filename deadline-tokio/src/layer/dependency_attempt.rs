@@ -5,16 +5,15 @@ use core::future::Future;
 use core::marker::PhantomData;
 use core::pin::Pin;
 use core::task::{Context, Poll, ready};
-use std::time::SystemTime;
 
 use deadline_core::call::Limits;
 use deadline_core::drive::{Attempt, Classify};
-use deadline_core::wire::{RETRY_AFTER, ResponseHead};
-use deadline_core::{Error, Outcome, Pushback};
+use deadline_core::wire::ResponseHead;
+use deadline_core::{Error, Outcome};
 use http::{Request, Response};
 use tower_service::Service;
 
-use super::headers::lookup;
+use super::headers::{dated, lookup};
 use super::propagate::{PropagateFuture, PropagateService};
 use super::propagate_body::PropagateBody;
 use super::propagate_error::PropagateError;
@@ -197,7 +196,11 @@ where
                             match head.classify() {
                                 None => Ok(response),
                                 Some(outcome) => Err(Failure {
-                                    outcome: dated(outcome, &response),
+                                    outcome: dated(
+                                        outcome,
+                                        response.status().as_u16(),
+                                        response.headers(),
+                                    ),
                                     what: Failed::Response(response),
                                 }),
                             }
@@ -207,25 +210,5 @@ where
                 }
             }
         }
-    }
-}
-
-/// `outcome` of a 429 or 503 whose `Retry-After` is an HTTP date, which the core does not read
-/// (it reads no wall clock): the server's pushback until that date on the system clock. A
-/// date already past (or a server clock behind this one) says nothing: a plain failure, and
-/// the policy's backoff. Any other outcome as it is.
-fn dated<B>(outcome: Outcome, response: &Response<B>) -> Outcome {
-    let status = response.status().as_u16();
-    if outcome != Outcome::Failed || !matches!(status, 429 | 503) {
-        return outcome;
-    }
-    let date = response
-        .headers()
-        .get(RETRY_AFTER)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| httpdate::parse_http_date(value.trim()).ok());
-    match date.and_then(|date| date.duration_since(SystemTime::now()).ok()) {
-        Some(wait) if !wait.is_zero() => Outcome::Pushback(Pushback::After(wait)),
-        _ => outcome,
     }
 }

@@ -1,11 +1,14 @@
-//! The headers of an `http` message as the core reads them: by name, the first value's bytes.
+//! The headers of an `http` message as the core reads them: by name, the first value's bytes;
+//! and a `Retry-After` date, which the core does not read.
 
 use deadline_core::wire::{
     CONNECT_PROTOCOL_VERSION, CONNECT_TIMEOUT_MS, CONTENT_ENCODING, CONTENT_TYPE,
     ENVOY_EXPECTED_RQ_TIMEOUT_MS, GRPC_MESSAGE, GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS, GRPC_TIMEOUT,
     RETRY_AFTER, X_DEADLINE_MS,
 };
+use deadline_core::{Outcome, Pushback};
 use http::{HeaderMap, HeaderName, HeaderValue};
+use std::time::SystemTime;
 
 /// Every name the core reads or writes, as a `HeaderName` made once: looking a header up by a
 /// `HeaderName` hashes it, where looking it up by a `&str` first parses and validates the name
@@ -95,5 +98,23 @@ pub(crate) fn set(headers: &mut HeaderMap, name: &'static str, value: &[u8]) {
             Some(name) => headers.insert(name.clone(), value),
             None => headers.insert(name, value),
         };
+    }
+}
+
+/// `outcome` of a 429 or 503 (`status`, with `headers`) whose `Retry-After` is an HTTP date,
+/// which the core does not read (it reads no wall clock): the server's pushback until that
+/// date on the system clock. A date already past (or a server clock behind this one) says
+/// nothing: a plain failure, and the policy's backoff. Any other outcome as it is.
+pub(crate) fn dated(outcome: Outcome, status: u16, headers: &HeaderMap) -> Outcome {
+    if outcome != Outcome::Failed || !matches!(status, 429 | 503) {
+        return outcome;
+    }
+    let date = headers
+        .get(RETRY_AFTER)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| httpdate::parse_http_date(value.trim()).ok());
+    match date.and_then(|date| date.duration_since(SystemTime::now()).ok()) {
+        Some(wait) if !wait.is_zero() => Outcome::Pushback(Pushback::After(wait)),
+        _ => outcome,
     }
 }
