@@ -68,6 +68,11 @@
 //! session ([`Session::connection`] hands it out once any cancel has settled), and do not send
 //! your own cancels on it.
 //!
+//! [`PgError::Deadline`] does not say the query's changes were not committed: a query dropped,
+//! or a deadline that passed, after the server ran its `COMMIT` but before the answer
+//! arrived leaves them committed (as does a `COMMIT` that waits for a synchronous standby,
+//! which a cancel does not undo). Retry a write only when it is idempotent, or check first.
+//!
 //! ```no_run
 //! use deadline_core::ms;
 //! use deadline_core::statement::StatementPolicy;

@@ -51,6 +51,26 @@
 //! their own. A cancel that reaches another server counts as failed, and the connection is
 //! closed.
 //!
+//! What to know before using it:
+//!
+//! - **Connect the pool to PostgreSQL itself, or through a proxy that pools by session.** A
+//!   proxy that pools by transaction (PgBouncer's `pool_mode = transaction`, RDS Proxy,
+//!   Supavisor's transaction mode) hands the backend to another client once the transaction
+//!   ends, and `pg_cancel_backend` names a backend, not a query: a call dropped after its
+//!   transaction ended on the server, before its answer arrived, would cancel another
+//!   client's query. (The `postgres` adapter's cancel request is the protocol's, which such a
+//!   proxy routes itself.)
+//! - **A string of several statements** with no bound parameters goes as one simple query,
+//!   and PostgreSQL (13 and later) gives each of its statements the whole statement timeout:
+//!   the deadline's cancel ends it, as [`Error::DeadlineExceeded`] rather than the
+//!   timeout. Do not put `COMMIT` or `ROLLBACK` in it: it would end the library's
+//!   transaction, and the statements after it would run under the role's own timeout.
+//! - **[`Error::DeadlineExceeded`] does not say the query's changes were not committed:**
+//!   a call dropped, or a deadline that passed, after the server ran the `COMMIT` but before
+//!   its answer arrived leaves them committed (as does a `COMMIT` that waits for a
+//!   synchronous standby, which a cancel does not undo). Retry a write only when it is
+//!   idempotent, or check first.
+//!
 //! ```no_run
 //! use deadline_core::ms;
 //! use deadline_core::statement::StatementPolicy;

@@ -314,7 +314,11 @@ pub enum Cut {
     /// Plain HTTP, Connect unary, and a body of messages cut in the middle of one too long
     /// to hold ([`Envelopes::cut`](super::Envelopes::cut)): the body fails, on which the
     /// server resets the HTTP/2 stream with [`Cut::RESET_CODE`] or closes the HTTP/1.1
-    /// connection: the client sees a cut response, never one that looks complete.
+    /// connection: the client sees a cut response, never one that looks complete. Except
+    /// over HTTP/1.0 (a proxy's default, nginx's among them), for a body of no stated length:
+    /// HTTP/1.0 has no chunked framing, so such a body ends where the connection closes, and
+    /// the peer cannot tell the cut from the end. Give such a body a length, or speak
+    /// HTTP/1.1 to the proxy (nginx: `proxy_http_version 1.1`).
     Reset,
     /// A body of gRPC-Web or Connect streaming messages that has already sent its protocol's
     /// last message (gRPC-Web's trailer frame, Connect's end-stream message): it ends where it

@@ -90,9 +90,12 @@ impl ServerPolicy {
 
     /// Reads incoming budgets with `propagation`, clamped to its
     /// [maximum](Propagation::max); a request with no deadline header gets
-    /// `default_budget` (clamped the same way). Refuses only requests whose deadline has
-    /// passed ([`Admission::DEFAULT`]); answers [`DEFAULT_REPLY_MARGIN`](Self::DEFAULT_REPLY_MARGIN)
-    /// before the deadline.
+    /// `default_budget` (clamped the same way). Answers
+    /// [`DEFAULT_REPLY_MARGIN`](Self::DEFAULT_REPLY_MARGIN) before the deadline, and refuses
+    /// only requests whose deadline, so shortened, has passed ([`Admission::DEFAULT`]): a
+    /// request that arrives with no more than the reply margin left (a `grpc-timeout` of
+    /// `5m` or less, with the default margin) is answered at once as out of time, its
+    /// handler never called, since there is no time to answer it in.
     #[must_use]
     pub const fn new(propagation: Propagation, default_budget: Duration) -> Self {
         ServerPolicy {

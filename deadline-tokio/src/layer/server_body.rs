@@ -42,7 +42,8 @@ pin_project_lite::pin_project! {
     ///   anything else (HTTP/1.1 chunked or with a length, HTTP/2) with the body failing with
     ///   [`BodyError::Deadline`], on which hyper resets the HTTP/2 stream or closes the
     ///   HTTP/1.1 connection, so the client sees a cut response, never one that looks
-    ///   complete.
+    ///   complete (over HTTP/1.0, a body of no stated length ends where the connection
+    ///   closes, so its cut looks complete: [`Cut::Reset`](deadline_core::wire::Cut::Reset)).
     /// - A body that fails within the failure window before the deadline
     ///   ([`ServerPolicy::failure_window`](deadline_core::wire::ServerPolicy::failure_window))
     ///   or after it, whatever its error, is cut as the deadline's, as above: a body relayed
