@@ -100,8 +100,8 @@ pub struct LabArgs {
 #[derive(Debug, Args)]
 #[command(
     after_help = "The model (1 s client timeout, 1 ms per hop, 40-60 ms queries, \
-    stalled queries 1.5-2.5 s, 300 ms per database attempt) and why it reproduces the \
-    reference scenario's figures are described in the crate's README."
+    stalled queries 1.5-2.5 s, 300 ms per database attempt) and why it gives the figures \
+    it does are described in the deadline-cli README."
 )]
 pub struct SimArgs {
     /// The share of database queries that stall, from 0 to 1.

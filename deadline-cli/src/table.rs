@@ -22,6 +22,7 @@
 //! backoff_ms = 5           # first backoff; doubles up to backoff_max_ms, full jitter
 //! backoff_max_ms = 40
 //! hedge = true             # send a second copy after hedge_delay_ms (default: the p95)
+//! hedge_delay_ms = 60      # optional: alone, it turns hedging on too
 //!
 //! [[trace]]                # a replay: each dependency's latency (a list: one per attempt)
 //! name = "B is slow"

@@ -1,4 +1,4 @@
-//! `deadline sim`: the propagation model's reference figures within 10%, from the binary's
+//! `deadline sim`: the propagation model's headline figures (its README's) within 10%, from the binary's
 //! JSON.
 
 mod common;
@@ -58,7 +58,7 @@ fn the_json_names_the_four_strategies_in_order() {
 fn one_try_at_five_percent_stalls_answers_95_percent() {
     let v = sim("0.05");
     let answered = num(&strategy(&v, "one-try")["answered"]);
-    // The reference figure is the 5% lost: within 10% of it.
+    // The headline figure is the 5% lost: within 10% of it.
     assert!(within(1.0 - answered, 0.05, 0.10), "{answered}");
     // The retrying strategies answer nearly everything.
     for name in ["retry-every-layer", "retry-one-layer", "propagated"] {
@@ -145,7 +145,7 @@ fn no_stalls_one_query_per_request_and_everything_answered() {
 }
 
 #[test]
-fn the_default_run_keeps_the_reference_headline_figures() {
+fn the_default_run_keeps_the_headline_figures() {
     // 2,000 requests and the default seed, as the README prints them.
     let v = json(&["sim", "--json"]);
     assert_eq!(v["requests"], 2000);

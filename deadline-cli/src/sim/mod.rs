@@ -28,7 +28,7 @@ use crate::output::{fmt_num, fmt_percent, ms_f64, pad, ser_rounded};
 pub use model::{Db, Model, Query};
 pub use strategy::{Counts, RequestResult, Setup, Strategy};
 
-/// The default number of requests per strategy (the propagation model's reference run).
+/// The default number of requests per strategy (the propagation model's default run).
 pub const DEFAULT_REQUESTS: u64 = 2_000;
 
 /// The default share of queries that stall.

@@ -1,6 +1,6 @@
 //! The simulator's model: the numbers that describe the system, and the database.
 //!
-//! The parameters, and why they reproduce the reference figures, are explained in the crate's
+//! The parameters, and why they give the figures they do, are explained in the crate's
 //! README (section "The simulator's model").
 
 use std::time::Duration;
@@ -41,7 +41,7 @@ pub struct Model {
 }
 
 impl Model {
-    /// The model calibrated on the reference figures (see the README for why each number).
+    /// The model with the README's parameters (the README says why each number).
     pub const CALIBRATED: Model = Model {
         client_timeout: Duration::from_secs(1),
         hop: Duration::from_millis(1),
