@@ -13,6 +13,12 @@ cd "$(dirname "$0")/../fuzz"
 
 SECONDS_PER_TARGET=${1:-600}
 shift || true
+# libFuzzer reads a -max_total_time that is not a number as 0, which means no limit at all.
+if ! [[ "$SECONDS_PER_TARGET" =~ ^[1-9][0-9]{0,6}$ ]]; then
+  echo "fuzz.sh: SECONDS_PER_TARGET must be a whole number of seconds from 1 to 9999999, not \"$SECONDS_PER_TARGET\"" >&2
+  echo "usage: bash scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]" >&2
+  exit 2
+fi
 ALL=(grpc_timeout deadline_ms pushback cli_table cli_sample server_headers protocol)
 if [ "$#" -eq 0 ]; then TARGETS=("${ALL[@]}"); else TARGETS=("$@"); fi
 PARALLEL=${FUZZ_PARALLEL:-2}

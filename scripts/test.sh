@@ -49,7 +49,10 @@ need valgrind valgrind
 # Every test run's output is kept here too, to add up the results at the end.
 RESULTS=$(mktemp)
 trap 'rm -f "$RESULTS"' EXIT
-tests() { cargo test "$@" 2>&1 | tee -a "$RESULTS"; }
+# Each test run is bounded (40 minutes, its build included): a test that hangs fails the run
+# (exit status 124) instead of stalling it until CI's own limit.
+TEST_LIMIT=2400
+tests() { timeout "$TEST_LIMIT" cargo test "$@" 2>&1 | tee -a "$RESULTS"; }
 
 # The library crates, whose features all combine. The examples crate picks one runtime per
 # build (two at once is a compile_error!), so it is checked once per runtime.
@@ -168,7 +171,7 @@ MIRI_TESTS=(admit backoff breaker budget_table checkout classify counters deadli
 # own and test-util's virtual clock, one per thread, leaked on purpose so that a
 # `&'static ManualTimer` can be handed out (miri reports it once the test's thread has ended).
 PROPTEST_CASES=8 MIRIFLAGS="-Zmiri-disable-isolation -Zmiri-ignore-leaks" \
-  cargo +nightly miri test -p deadline-core --all-features --lib \
+  timeout "$TEST_LIMIT" cargo +nightly miri test -p deadline-core --all-features --lib \
   $(printf -- '--test %s ' "${MIRI_TESTS[@]}") 2>&1 | tee -a "$RESULTS"
 
 step "the checkout example's chain on every runtime (virtual time, then real timers)"
@@ -212,7 +215,7 @@ step "faults on real sockets: the long command, run short"
 # and iproute2), a full listen backlog, a peer that never reads, a closed port, between two
 # services and PostgreSQL. deadline-tokio's tests above ran it with 10 requests a scenario;
 # this runs its command with 3, its outcomes checked (`bash scripts/net-faults.sh` alone runs
-# 300, about 8 minutes, and checks the time bound too).
+# 300, about 7 minutes, and checks the time bound too).
 bash scripts/net-faults.sh 3 --outcomes-only
 
 step "benches compile and run once"
