@@ -213,10 +213,9 @@ pin_project_lite::pin_project! {
 #[cold]
 #[inline(never)]
 fn record_dropped<Rt, E, M: Mode>(dep: &Dependency<'_, Rt, M>, machine: &CallMachine<'_, E, M>) {
-    let report = machine.report();
-    report.record_steps(dep.counters());
+    machine.record_steps(dep.counters());
     #[cfg(feature = "metrics")]
-    super::metrics::publish_dropped(dep.name(), &report);
+    super::metrics::publish_dropped(dep.name(), &machine.report());
 }
 
 impl<'d, 'n, Rt, A, C, R, F, T, E, M> Calling<'d, 'n, Rt, A, C, R, F, T, E, M>

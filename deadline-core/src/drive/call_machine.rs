@@ -16,6 +16,7 @@ use core::time::Duration;
 use crate::breaker::BreakerOutcome;
 use crate::call_context::Call;
 use crate::call_timeout::Limits;
+use crate::counters::Counters;
 use crate::outcome::{Outcome, Pushback};
 use crate::retry::{GiveUp, RetryDecision};
 use crate::rng::Rng;
@@ -226,6 +227,13 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
     #[must_use]
     pub fn is_done(&self) -> bool {
         self.stage == Stage::Done && self.running() == 0
+    }
+
+    /// Adds the call and what it did so far (its timeouts, retries, hedges, budget refusals
+    /// and breaker rejections) to `counters`: for a call that did not end
+    /// ([`is_unfinished`](Self::is_unfinished)), whose caller went away.
+    pub(crate) fn record_steps(&self, counters: &Counters) {
+        self.course.record_steps(counters);
     }
 
     /// Whether the call has started ([`has_started`](Self::has_started)) and not been

@@ -10,6 +10,7 @@ use core::time::Duration;
 use crate::breaker::{BreakerOutcome, Permit};
 use crate::call_context::Call;
 use crate::call_timeout::{Decision, Limits};
+use crate::counters::Counters;
 use crate::error::Error;
 use crate::hedge::{HedgeDecision, HedgeState};
 use crate::outcome::{Outcome, Pushback};
@@ -120,6 +121,11 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
     #[must_use]
     pub(super) fn report(&self, now: Instant) -> Report {
         self.tally.report(now)
+    }
+
+    /// Adds the call and what it did so far to `counters` ([`Tally::record_steps`]).
+    pub(super) fn record_steps(&self, counters: &Counters) {
+        self.tally.record_steps(counters);
     }
 
     /// Starts the call at `now`: its first attempt, with its limits

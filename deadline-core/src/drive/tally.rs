@@ -1,6 +1,7 @@
 //! [`Tally`]: how a call counts what it did while it runs, for its [`Report`]: the whole
 //! report for a call that may retry and hedge, a few bytes for a deadline-only call.
 
+use crate::counters::{CounterEvent, Counters};
 use crate::retry::GiveUp;
 use crate::time::Instant;
 
@@ -48,6 +49,10 @@ pub trait Tally: core::fmt::Debug {
 
     /// The report of the call, ended at `ended`.
     fn report(&self, ended: Instant) -> Report;
+
+    /// Adds the call and what it did so far to `counters`, as [`Report::record_steps`] adds a
+    /// report's (for a call that did not end: its caller went away).
+    fn record_steps(&self, counters: &Counters);
 }
 
 impl Tally for Report {
@@ -122,6 +127,10 @@ impl Tally for Report {
     #[inline]
     fn report(&self, ended: Instant) -> Report {
         Report { ended, ..*self }
+    }
+
+    fn record_steps(&self, counters: &Counters) {
+        Report::record_steps(self, counters);
     }
 }
 
@@ -265,6 +274,13 @@ impl Tally for OneAttempt {
             ended,
             ..Report::EMPTY
         }
+    }
+
+    fn record_steps(&self, counters: &Counters) {
+        // Its one attempt's timeout is all it may have done: it retries, hedges and asks
+        // nothing else.
+        counters.record(CounterEvent::Call);
+        counters.record_n(CounterEvent::Timeout, count(self.flags, TIMED_OUT));
     }
 }
 
