@@ -114,6 +114,13 @@ impl DependencyLayer {
     /// Each request one call to `dependency`, each attempt's time left written into
     /// `header`, less [`Propagation::DEFAULT`]'s allowance (5 ms); no reserve; every error
     /// of the inner service [`Outcome::Failed`]; each attempt sends a clone of the request.
+    ///
+    /// A dependency that is [not idempotent](deadline_core::Policy::not_idempotent) is
+    /// retried only after a refused connection or a server's pushback: the layer reads a
+    /// pushback in the response itself, but a refused connection is an error of the inner
+    /// service, which only [`classify_error`](DependencyLayer::classify_error) can tell
+    /// (`ClassifyConnect` for a client that connects through this crate's `Connector`).
+    /// Without it, such a dependency's refused connections are never retried.
     #[must_use]
     pub const fn new(dependency: &'static Dependency, header: DeadlineHeader) -> Self {
         DependencyLayer {
