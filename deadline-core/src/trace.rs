@@ -56,8 +56,8 @@ pub(crate) fn emit(name: &str, event: &Event) {
         EventKind::NotSent { attempt } => {
             debug!(dependency = name, attempt, at_us, "attempt sent nothing");
         }
-        EventKind::Cancelled { attempt, ran } => {
-            trace!(dependency = name, attempt, ?ran, at_us, "attempt cancelled");
+        EventKind::Cancelled { attempt } => {
+            trace!(dependency = name, attempt, at_us, "attempt cancelled");
         }
         EventKind::Backoff { until, wait } => {
             let until_us = until.as_micros();

@@ -272,9 +272,7 @@ impl<'n, Rt, M> Dependency<'n, Rt, M> {
     /// Its latency histogram, to read: each attempt that answers is recorded with its own
     /// latency, and each that times out with how long it ran, which it took at least (with
     /// feature `advice`, at the cap when that came within an allowance of it:
-    /// [`advice`](Self::advice)), as is a call's first attempt that a hedge overtook (so
-    /// that hedging does not hide the slow attempts it cuts short, and a live hedge delay
-    /// stays at its quantile); it is halved every [`LATENCY_HALF_LIFE`](Self::LATENCY_HALF_LIFE) latencies,
+    /// [`advice`](Self::advice)); it is halved every [`LATENCY_HALF_LIFE`](Self::LATENCY_HALF_LIFE) latencies,
     /// so that it follows what the dependency does now.
     /// Record into it with [`record_latency`](Self::record_latency), which keeps the live
     /// hedge delay up to date. (With feature `advice` the timed-out attempts are kept in a

@@ -21,8 +21,8 @@ use core::time::Duration;
 type Watch<'d> = (&'d Policy<'d>, &'d LiveAdvice);
 
 /// Hears every step of one call to a dependency: records each attempt's latency in the
-/// dependency's histogram (an answer with its own latency, a timeout, or a first attempt a
-/// hedge overtook, with the time it ran, which the attempt took at least), and with feature `tracing` emits a tracing event per step.
+/// dependency's histogram (an answer with its own latency, a timeout with the time it ran,
+/// which the attempt took at least), and with feature `tracing` emits a tracing event per step.
 /// [`Dependency::run`](crate::Dependency::run) uses one; a driver of your own takes
 /// [`Dependency::recorder`](crate::Dependency::recorder).
 #[derive(Clone, Debug)]
@@ -96,14 +96,6 @@ fn hear<M: Mode>(
             };
             Some(after)
         }
-        // The first attempt, overtaken by a copy that started after it (a hedge, sent after
-        // the hedge delay): it would have taken at least the time it ran, which is past that
-        // delay. Recorded there, as a timeout is at the time it ran, so that the slow
-        // attempts hedging cuts short still count above the hedge's quantile; recorded not at
-        // all, the quantile would read only the fast copies that won, and fall. A hedge that
-        // lost ran for a shorter time than any quantile it was sent at, and says nothing of
-        // where its latency lies: it is not recorded.
-        EventKind::Cancelled { attempt: 0, ran } if M::FULL => Some(ran),
         _ => None,
     };
     if let Some(took) = took {

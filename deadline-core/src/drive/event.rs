@@ -83,8 +83,6 @@ pub enum EventKind {
     Cancelled {
         /// The attempt's number.
         attempt: u32,
-        /// How long it ran: it would have taken at least that long.
-        ran: Duration,
     },
     /// A retry will start at `until`, after a backoff of `wait` (the jittered backoff, or the
     /// server's pushback when it gave one).
