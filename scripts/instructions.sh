@@ -35,6 +35,11 @@ if [ $# -gt 0 ]; then
   # Each one run once first, outside valgrind, so that a name `calls` does not know is
   # refused with its own message (which the count below would swallow).
   for s in "${SCENARIOS[@]}"; do
+    # `sizes` and `base` are the program's other commands, not scenarios.
+    if [ "$s" = sizes ] || [ "$s" = base ]; then
+      echo "instructions: \"$s\" is not a scenario" >&2
+      exit 2
+    fi
     if ! refused=$("$BIN" "$s" 1 2>&1 >/dev/null); then
       echo "instructions: $refused" >&2
       exit 2

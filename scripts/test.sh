@@ -52,7 +52,7 @@ trap 'rm -f "$RESULTS"' EXIT
 # Each test run is bounded (40 minutes, its build included): a test that hangs fails the run
 # (exit status 124) instead of stalling it until CI's own limit.
 TEST_LIMIT=2400
-tests() { timeout "$TEST_LIMIT" cargo test "$@" 2>&1 | tee -a "$RESULTS"; }
+tests() { timeout -k 60 "$TEST_LIMIT" cargo test "$@" 2>&1 | tee -a "$RESULTS"; }
 
 # The library crates, whose features all combine. The examples crate picks one runtime per
 # build (two at once is a compile_error!), so it is checked once per runtime.
@@ -171,7 +171,7 @@ MIRI_TESTS=(admit backoff breaker budget_table checkout classify counters deadli
 # own and test-util's virtual clock, one per thread, leaked on purpose so that a
 # `&'static ManualTimer` can be handed out (miri reports it once the test's thread has ended).
 PROPTEST_CASES=8 MIRIFLAGS="-Zmiri-disable-isolation -Zmiri-ignore-leaks" \
-  timeout "$TEST_LIMIT" cargo +nightly miri test -p deadline-core --all-features --lib \
+  timeout -k 60 "$TEST_LIMIT" cargo +nightly miri test -p deadline-core --all-features --lib \
   $(printf -- '--test %s ' "${MIRI_TESTS[@]}") 2>&1 | tee -a "$RESULTS"
 
 step "the checkout example's chain on every runtime (virtual time, then real timers)"

@@ -198,9 +198,9 @@ pub enum BreakerOutcome {
     /// The call's timeout fired. Counted as a failure, whatever set the timeout: the cap, or
     /// a caller's deadline that left the attempt less. Callers that arrive with little time
     /// left can so open a breaker on a healthy dependency; a
-    /// [floor](crate::Policy::with_floor) near the dependency's usual latency keeps such
-    /// attempts from being made at all (a call with less is skipped or refused, and the
-    /// breaker hears nothing of it).
+    /// [floor](crate::Policy::with_floor) near the dependency's usual latency keeps the
+    /// shortest of those attempts from being made at all (a call with less than the floor is
+    /// skipped or refused, and the breaker hears nothing of it).
     Timeout,
     /// The result is unknown because the caller stopped waiting for reasons of its own (its
     /// request was cancelled, or a hedge won). Not counted; a probe's slot is freed at once.

@@ -22,7 +22,8 @@
 //! core's rule ([`Sent::running_out_from`](deadline_core::wire::Sent::running_out_from)):
 //! counted and retried as a timeout, and a 504 through the axum answer if the call then gives
 //! up, never a 502: the library cannot tell an error made of a 500 from one made of the
-//! deadline, so any failure then counts as the deadline's. A tower client (hyper-util) under
+//! deadline, so any failure then counts as the deadline's (but a server's word on when to
+//! retry, a `Retry-After` that [`error_for_status`] keeps, which stands whenever it comes). A tower client (hyper-util) under
 //! [`DependencyLayer`](crate::DependencyLayer) sees each answer itself, and reads as the
 //! deadline's only the failures of its shape
 //! ([`Sent::is_deadline_failure`](deadline_core::wire::Sent::is_deadline_failure)): a 500
@@ -257,10 +258,10 @@ pub fn classify(error: &(dyn std::error::Error + 'static)) -> Outcome {
 /// reqwest's own `error_for_status` keeps the status alone, so [`classify`] reads a 429 or a
 /// 503 made into a `reqwest::Error` as a plain failure: retried after the policy's backoff,
 /// whatever the server asked, and never by a policy that is not idempotent. This one keeps
-/// the server's word: a `Retry-After` (seconds, or an HTTP date on the system clock) or a
-/// `grpc-retry-pushback-ms` is [`Outcome::Pushback`], so the retry waits as long as the
-/// server asked (and is not made when that is past the deadline), and a policy that is not
-/// idempotent may retry it, the server having refused it unprocessed.
+/// the server's word: a 429's or a 503's `Retry-After` (seconds, or an HTTP date on the
+/// system clock; a date already past says nothing) is [`Outcome::Pushback`], so the retry
+/// waits as long as the server asked (and is not made when that is past the deadline), and a
+/// policy that is not idempotent may retry it, the server having refused it unprocessed.
 ///
 /// ```no_run
 /// use deadline_core::{Policy, ms};
