@@ -7,7 +7,10 @@
 //! `deadline_hedge_wins_total`, `deadline_budget_refusals_total`,
 //! `deadline_breaker_rejections_total`; and the histogram `deadline_call_seconds` of each
 //! call made, from its first attempt's start to its end. The deadline-exceeded rate of a
-//! dependency is `deadline_deadline_exceeded_total / deadline_calls_total`.
+//! dependency is `deadline_deadline_exceeded_total / deadline_calls_total`. A call whose
+//! future is dropped before it ends (its caller went away) counts in `deadline_calls_total`,
+//! with the timeouts, retries and hedges it made, but neither as a success nor as deadline
+//! exceeded, and has no duration.
 //!
 //! With feature `advice`, the live advice's gauges, set each time it is checked:
 //! `deadline_kill_fraction` (the estimated share of attempts that run past the cap in use:
