@@ -140,7 +140,13 @@ impl CounterEvent {
 /// # What is counted
 ///
 /// A *call* is one logical call the application asked for, however many attempts it took.
-/// Attempts are `calls + retries + hedges` ([`CounterSnapshot::attempts`]).
+/// Attempts are `calls + retries + hedges` ([`CounterSnapshot::attempts`]). A call made
+/// through [`Dependency::run`](crate::Dependency::run) whose future is dropped before it ends
+/// (its caller went away: a `select!`, a `try_join!`, a client that disconnected) counts as a
+/// call, with the timeouts, retries and hedges it made, but neither as a success nor as
+/// deadline exceeded (even when its caller left because its own deadline passed): the
+/// [`success_rate`](CounterSnapshot::success_rate) counts it among the calls that did not
+/// succeed.
 ///
 /// # Width and concurrency
 ///

@@ -22,8 +22,9 @@
 //! core's rule ([`Sent::running_out_from`](deadline_core::wire::Sent::running_out_from)):
 //! counted and retried as a timeout, and a 504 through the axum answer if the call then gives
 //! up, never a 502: the library cannot tell an error made of a 500 from one made of the
-//! deadline, so any failure then counts as the deadline's (but a server's word on when to
-//! retry, a `Retry-After` that [`error_for_status`] keeps, which stands whenever it comes). A tower client (hyper-util) under
+//! deadline, so any failure then counts as the deadline's. A server's word on when to retry
+//! stands whenever it comes: a `Retry-After` that [`error_for_status`] keeps is not read as
+//! the deadline's. A tower client (hyper-util) under
 //! [`DependencyLayer`](crate::DependencyLayer) sees each answer itself, and reads as the
 //! deadline's only the failures of its shape
 //! ([`Sent::is_deadline_failure`](deadline_core::wire::Sent::is_deadline_failure)): a 500
@@ -184,8 +185,8 @@ impl DeadlineRequest for RequestBuilder {
 /// timeout, whenever the next service sent it), and, made by this module's
 /// [`error_for_status`], by the server's `Retry-After` too (reqwest's own
 /// `error_for_status` drops the headers: a 429 or 503 is then a plain failure); anything else
-/// is [`Outcome::Failed`], as by default. The status is read as plain HTTP's: for a Connect unary call (as
-/// [`Protocol::read`](deadline_core::wire::Protocol::read) tells one: by its `content-type`
+/// is [`Outcome::Failed`], as by default. The status is read as plain HTTP's: for a Connect
+/// unary call (as [`Protocol::read`](deadline_core::wire::Protocol::read) tells one: by its `content-type`
 /// or its Connect headers, `connect-timeout-ms` included), whose 500 is final, classify with
 /// [`ResponseHead::for_request`]`(`[`Protocol::ConnectUnary`]`)` instead. (Reading a 499 near
 /// the end of the time sent as the deadline's is the tower layers' alone: here it is final,
@@ -306,14 +307,16 @@ pub fn error_for_status(response: reqwest::Response) -> Result<reqwest::Response
     Err(StatusError {
         status,
         outcome: dated(outcome, code, response.headers()),
+        url: response.url().clone(),
     })
 }
 
 /// An answer whose status is an error, and what the server said about trying again: made by
 /// [`error_for_status`], read by [`classify`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StatusError {
     status: reqwest::StatusCode,
+    url: reqwest::Url,
     outcome: Outcome,
 }
 
@@ -322,6 +325,12 @@ impl StatusError {
     #[must_use]
     pub const fn status(&self) -> reqwest::StatusCode {
         self.status
+    }
+
+    /// The address that answered (after any redirect reqwest followed).
+    #[must_use]
+    pub const fn url(&self) -> &reqwest::Url {
+        &self.url
     }
 
     /// What the answer says of the call ([`classify`] gives it): a 4xx is final, a 408, 429,
@@ -335,7 +344,7 @@ impl StatusError {
 
 impl fmt::Display for StatusError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "the server answered {}", self.status)
+        write!(f, "{} answered {}", self.url, self.status)
     }
 }
 

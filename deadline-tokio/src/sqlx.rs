@@ -60,8 +60,9 @@
 //!   transaction ended on the server, before its answer arrived, would cancel another
 //!   client's query. (The `postgres` adapter's cancel request is the protocol's, which such a
 //!   proxy routes itself.)
-//! - **A string of several statements** with no bound parameters goes as one simple query,
-//!   and PostgreSQL (13 and later) gives each of its statements the whole statement timeout:
+//! - **A string of several statements**, passed as the query itself (a `&str`, which sqlx
+//!   sends as one simple query; `sqlx::query` sends one statement), is timed statement by
+//!   statement: PostgreSQL (13 and later) gives each of them the whole statement timeout:
 //!   the deadline's cancel ends it, as [`Error::DeadlineExceeded`] rather than the
 //!   timeout. Do not put `COMMIT` or `ROLLBACK` in it: it would end the library's
 //!   transaction, and the statements after it would run under the role's own timeout.

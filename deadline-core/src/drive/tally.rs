@@ -277,10 +277,10 @@ impl Tally for OneAttempt {
     }
 
     fn record_steps(&self, counters: &Counters) {
-        // Its one attempt's timeout is all it may have done: it retries, hedges and asks
-        // nothing else.
+        // The call alone: it retries, hedges and asks nothing else, and once its one attempt
+        // ends (a timeout among the ways) the call ends in the same poll, so a call dropped
+        // before its end has nothing else to count.
         counters.record(CounterEvent::Call);
-        counters.record_n(CounterEvent::Timeout, count(self.flags, TIMED_OUT));
     }
 }
 
