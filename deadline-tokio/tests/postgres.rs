@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 
 use deadline_core::statement::StatementPolicy;
 use deadline_core::{Error, ms};
-use deadline_tokio::postgres::{self, Database, PgError};
+use deadline_tokio::postgres::{self, Database, PgError, Session};
 use deadline_tokio::scope_timeout;
-use tokio_postgres::{Client, NoTls, Transaction};
+use tokio_postgres::{Client, NoTls, Row, Transaction};
 
 /// What the issue asks: gone within 20 ms of the moment nobody waits.
 const BOUND: Duration = ms(20);
@@ -429,6 +429,37 @@ async fn without_the_library_a_query_runs_on_after_the_caller_leaves() {
 
 /// Whether a query with `tag` is waiting for a lock, seen from `observer`: its parse, which
 /// opens the tables it reads, waits behind a lock another transaction holds.
+/// Runs the query `sql` under `policy` the two ways a statement runs: through `session`, or
+/// (`with_a_session` false) through `postgres::query` on `client`.
+async fn query_by(
+    with_a_session: bool,
+    session: &mut Session<Client, NoTls>,
+    client: &mut Client,
+    policy: &StatementPolicy,
+    sql: &str,
+) -> Result<Vec<Row>, PgError> {
+    if with_a_session {
+        session.query(policy, sql, &[]).await
+    } else {
+        postgres::query(client, policy, sql, &[]).await
+    }
+}
+
+/// [`query_by`] for a statement that returns no rows: `execute`.
+async fn execute_by(
+    with_a_session: bool,
+    session: &mut Session<Client, NoTls>,
+    client: &mut Client,
+    policy: &StatementPolicy,
+    sql: &str,
+) -> Result<u64, PgError> {
+    if with_a_session {
+        session.execute(policy, sql, &[]).await
+    } else {
+        postgres::execute(client, policy, sql, &[]).await
+    }
+}
+
 async fn waiting_for_a_lock(observer: &Client, tag: &str) -> bool {
     let row = observer
         .query_one(
@@ -491,11 +522,7 @@ async fn a_statement_whose_parse_waited_runs_with_what_is_left_of_its_timeout() 
         );
         let mut client = connect().await;
         let query = async {
-            let rows = if with_a_session {
-                session.query(&policy, &sql, &[]).await
-            } else {
-                postgres::query(&mut client, &policy, &sql, &[]).await
-            };
+            let rows = query_by(with_a_session, &mut session, &mut client, &policy, &sql).await;
             rows.expect("the statement ran")[0].get::<_, i32>(0)
         };
         let release = release_once_waited_on(&observer, &table, lock);
@@ -544,13 +571,10 @@ async fn deferred_constraints_are_checked_under_the_statements_timeout() {
             .await
             .unwrap();
         let sql = format!("INSERT INTO {table} VALUES (1)");
-        let inserted = scope_timeout(ms(2_000), async {
-            if with_a_session {
-                session.execute(&policy, &sql, &[]).await
-            } else {
-                postgres::execute(&mut client, &policy, &sql, &[]).await
-            }
-        })
+        let inserted = scope_timeout(
+            ms(2_000),
+            execute_by(with_a_session, &mut session, &mut client, &policy, &sql),
+        )
         .await
         .expect("inside its scope");
         match inserted {
@@ -577,8 +601,9 @@ async fn deferred_constraints_are_checked_under_the_statements_timeout() {
 /// (as above) leaves the check at most 950 ms of 1 000 (it read 999, the whole timeout less
 /// the run alone, when what was left was reckoned from the run's start). A deferred constraint
 /// trigger notes the timeout the check runs with (a check that overran it ends with 57014:
-/// `deferred_constraints_are_checked_under_the_statements_timeout`). Both ways to run a
-/// statement.
+/// `deferred_constraints_are_checked_under_the_statements_timeout`), and the command it ran
+/// in: the check's `SET CONSTRAINTS ALL IMMEDIATE`, not the `COMMIT` (where, with no check,
+/// it would run, and still read a timeout of at most 950). Both ways to run a statement.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_deferred_check_gets_what_is_left_after_a_parse_that_waited() {
     let observer = connect().await;
@@ -593,10 +618,10 @@ async fn the_deferred_check_gets_what_is_left_after_a_parse_that_waited() {
             .batch_execute(&format!(
                 "CREATE TABLE {table} (x int); \
                  CREATE TABLE {table}_rows (n bigint); \
-                 CREATE TABLE {table}_seen (ms int); \
+                 CREATE TABLE {table}_seen (ms int, during text); \
                  CREATE FUNCTION {table}_note() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
-                   INSERT INTO {table}_seen SELECT setting::int FROM pg_settings \
-                     WHERE name = 'statement_timeout'; \
+                   INSERT INTO {table}_seen SELECT setting::int, current_query() \
+                     FROM pg_settings WHERE name = 'statement_timeout'; \
                    RETURN NULL; \
                  END $$; \
                  CREATE CONSTRAINT TRIGGER {table}_checked AFTER INSERT ON {table}_rows \
@@ -610,23 +635,24 @@ async fn the_deferred_check_gets_what_is_left_after_a_parse_that_waited() {
             .unwrap();
         let sql = format!("INSERT INTO {table}_rows SELECT count(*) FROM {table}");
         let insert = async {
-            let inserted = if with_a_session {
-                session.execute(&policy, &sql, &[]).await
-            } else {
-                postgres::execute(&mut client, &policy, &sql, &[]).await
-            };
+            let inserted =
+                execute_by(with_a_session, &mut session, &mut client, &policy, &sql).await;
             assert_eq!(inserted.expect("the statement ran and committed"), 1);
         };
         let release = release_once_waited_on(&observer, &table, lock);
         scope_timeout(ms(5_000), async { tokio::join!(insert, release) })
             .await
             .expect("inside its scope");
-        let seen: i32 = observer
-            .query_one(&format!("SELECT ms FROM {table}_seen"), &[])
+        let row = observer
+            .query_one(&format!("SELECT ms, during FROM {table}_seen"), &[])
             .await
-            .expect("the deferred trigger ran once, in the check")
-            .get(0);
+            .expect("the deferred trigger ran once");
+        let (seen, during): (i32, String) = (row.get(0), row.get(1));
         eprintln!("session: {with_a_session}: the check ran with {seen} ms of 1000");
+        assert!(
+            during.contains("SET CONSTRAINTS ALL IMMEDIATE"),
+            "session: {with_a_session}: the deferred trigger ran in {during:?}, not the check"
+        );
         assert!(
             (1..=950).contains(&seen),
             "session: {with_a_session}: the check ran with a statement timeout of {seen} ms"
@@ -667,13 +693,10 @@ async fn a_statement_relying_on_deferral_within_it_runs() {
         .unwrap();
     for (id, with_a_session) in [(1, false), (2, true)] {
         let sql = format!("SELECT {table}_both({id})");
-        let rows = scope_timeout(ms(5_000), async {
-            if with_a_session {
-                session.query(&POLICY, &sql, &[]).await
-            } else {
-                postgres::query(&mut client, &POLICY, &sql, &[]).await
-            }
-        })
+        let rows = scope_timeout(
+            ms(5_000),
+            query_by(with_a_session, &mut session, &mut client, &POLICY, &sql),
+        )
         .await
         .expect("inside its scope")
         .unwrap_or_else(|error| panic!("session: {with_a_session}: {error:?}"));
@@ -707,13 +730,7 @@ async fn a_query_cancelled_by_someone_else_is_the_databases_error() {
         let tag = tag("cancelled");
         let sql = stalled(&tag);
         let mut client = connect().await;
-        let query = async {
-            if with_a_session {
-                session.query(&POLICY, &sql, &[]).await
-            } else {
-                postgres::query(&mut client, &POLICY, &sql, &[]).await
-            }
-        };
+        let query = query_by(with_a_session, &mut session, &mut client, &POLICY, &sql);
         let cancel = async {
             until(&observer, &tag, true).await;
             observer
