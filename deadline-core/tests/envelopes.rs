@@ -2,10 +2,12 @@
 //! whole messages, however its frames split them; a message too long to hold passes as it
 //! comes, and a body cut inside it is reset.
 
-use deadline_core::wire::{Cut, Envelopes, Protocol};
+use deadline_core::wire::{Codec, Cut, Envelopes, Protocol};
 use proptest::prelude::*;
 
-const GRPC: Protocol = Protocol::Grpc { json: false };
+const GRPC: Protocol = Protocol::Grpc {
+    codec: Codec::Proto,
+};
 
 fn envelope(flags: u8, message: &[u8]) -> Vec<u8> {
     let mut bytes = vec![flags];
@@ -80,9 +82,11 @@ fn a_message_too_long_to_hold_passes_and_its_cut_is_a_reset() {
 fn a_body_that_sent_its_last_message_ends_there() {
     let web = Protocol::GrpcWeb {
         text: false,
-        json: false,
+        codec: Codec::Proto,
     };
-    let connect = Protocol::ConnectStream { json: false };
+    let connect = Protocol::ConnectStream {
+        codec: Codec::Proto,
+    };
     for (protocol, last) in [(web, 0x80), (connect, 0x02)] {
         let mut sent = Envelopes::of(protocol).unwrap();
         assert_eq!(sent.read(&envelope(0, b"reply")), 10);
@@ -120,13 +124,13 @@ fn head(
 fn a_response_is_enveloped_when_its_head_says_so() {
     let web = Protocol::GrpcWeb {
         text: false,
-        json: false,
+        codec: Codec::Proto,
     };
     let web_text = Protocol::GrpcWeb {
         text: true,
-        json: false,
+        codec: Codec::Proto,
     };
-    let connect = Protocol::ConnectStream { json: true };
+    let connect = Protocol::ConnectStream { codec: Codec::Json };
     for (protocol, content_type) in [
         (GRPC, "application/grpc"),
         (GRPC, "application/grpc+proto"),
@@ -172,13 +176,15 @@ fn a_response_is_enveloped_when_its_head_says_so() {
 fn a_body_not_read_as_messages_ends_without_corrupting_it() {
     let web = Protocol::GrpcWeb {
         text: false,
-        json: false,
+        codec: Codec::Proto,
     };
     let web_text = Protocol::GrpcWeb {
         text: true,
-        json: false,
+        codec: Codec::Proto,
     };
-    let connect = Protocol::ConnectStream { json: false };
+    let connect = Protocol::ConnectStream {
+        codec: Codec::Proto,
+    };
     for protocol in [web, web_text, connect] {
         let own = match protocol {
             Protocol::GrpcWeb { text: true, .. } => "application/grpc-web-text+proto",
@@ -233,17 +239,17 @@ fn a_body_not_read_as_messages_ends_without_corrupting_it() {
 fn only_enveloped_protocols_are_read() {
     for protocol in [
         GRPC,
-        Protocol::Grpc { json: true },
+        Protocol::Grpc { codec: Codec::Json },
         Protocol::GrpcWeb {
             text: false,
-            json: false,
+            codec: Codec::Proto,
         },
         // Read through its base64 text.
         Protocol::GrpcWeb {
             text: true,
-            json: false,
+            codec: Codec::Proto,
         },
-        Protocol::ConnectStream { json: true },
+        Protocol::ConnectStream { codec: Codec::Json },
     ] {
         assert!(Envelopes::of(protocol).is_some(), "{protocol:?}");
     }
@@ -271,7 +277,7 @@ proptest! {
         let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c % (body.len() + 1)).collect();
         cuts.push(body.len());
         cuts.sort_unstable();
-        let mut sent = Envelopes::of(Protocol::ConnectStream { json: false }).unwrap();
+        let mut sent = Envelopes::of(Protocol::ConnectStream { codec: Codec::Proto }).unwrap();
         let (mut read, mut out) = (0, 0);
         for cut in cuts {
             let frame = &body[read..cut];

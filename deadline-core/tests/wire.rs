@@ -621,3 +621,108 @@ proptest! {
         }
     }
 }
+
+/// The codec a request names is read from its content type's suffix, in any case, before its
+/// parameters; no suffix is protobuf. An answer names protobuf and JSON itself, and repeats
+/// the request's own content type for any other codec, which a client checks before it reads
+/// the status.
+#[test]
+fn a_requests_codec_decides_the_answers_content_type() {
+    use deadline_core::Error;
+    use deadline_core::wire::{Answer, Codec, ContentType, Protocol};
+
+    let read = |value: &'static [u8]| {
+        Protocol::read(|| None, |name| (name == "content-type").then_some(value))
+    };
+    for (sent, protocol) in [
+        (
+            &b"application/grpc"[..],
+            Protocol::Grpc {
+                codec: Codec::Proto,
+            },
+        ),
+        (
+            b"application/grpc;charset=utf-8",
+            Protocol::Grpc {
+                codec: Codec::Proto,
+            },
+        ),
+        (
+            b"application/grpc+PROTO",
+            Protocol::Grpc {
+                codec: Codec::Proto,
+            },
+        ),
+        (
+            b"application/grpc+json; charset=utf-8",
+            Protocol::Grpc { codec: Codec::Json },
+        ),
+        (
+            b"application/grpc+json5",
+            Protocol::Grpc {
+                codec: Codec::Other,
+            },
+        ),
+        (
+            b"application/grpc+cbor",
+            Protocol::Grpc {
+                codec: Codec::Other,
+            },
+        ),
+        (
+            b"application/grpc+",
+            Protocol::Grpc {
+                codec: Codec::Other,
+            },
+        ),
+        (
+            b"application/grpc-web-text+thrift",
+            Protocol::GrpcWeb {
+                text: true,
+                codec: Codec::Other,
+            },
+        ),
+        (
+            b"application/connect+cbor",
+            Protocol::ConnectStream {
+                codec: Codec::Other,
+            },
+        ),
+        (
+            b"application/connect+Json",
+            Protocol::ConnectStream { codec: Codec::Json },
+        ),
+    ] {
+        let text = core::str::from_utf8(sent).unwrap();
+        assert_eq!(read(sent), protocol, "{text}");
+        let answer = Answer::new(protocol, Error::DeadlineExceeded);
+        let other = matches!(
+            protocol,
+            Protocol::Grpc {
+                codec: Codec::Other
+            } | Protocol::GrpcWeb {
+                codec: Codec::Other,
+                ..
+            } | Protocol::ConnectStream {
+                codec: Codec::Other
+            }
+        );
+        assert_eq!(protocol.answer_repeats_content_type(), other, "{text}");
+        match answer.content_type() {
+            ContentType::Request => assert!(other, "{text}"),
+            ContentType::Fixed(fixed) => {
+                assert!(!other, "{text}");
+                // The fixed name reads back as the same protocol and codec.
+                assert_eq!(read(fixed.as_bytes().to_vec().leak()), protocol, "{text}");
+            }
+        }
+    }
+    // Unary protocols have a content type of their own, whatever the request's.
+    for protocol in [Protocol::ConnectUnary, Protocol::Http] {
+        assert!(!protocol.answer_repeats_content_type());
+        assert!(matches!(
+            Answer::new(protocol, Error::DeadlineExceeded).content_type(),
+            ContentType::Fixed(_)
+        ));
+    }
+}

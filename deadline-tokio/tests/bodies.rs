@@ -308,6 +308,64 @@ async fn a_grpc_answer_names_the_requests_codec() {
     }
 }
 
+/// A request in a codec other than protobuf or JSON (connect-go and grpc-go take any codec a
+/// service registers: `application/grpc+cbor`) is answered in the request's own content type,
+/// parameters and case as sent: connect-go reads an answer in another codec as `INTERNAL`, not
+/// `DEADLINE_EXCEEDED`. So whether the layer answers at the deadline or at once (no time
+/// left); a Connect stream's end message carries the error whatever the codec.
+#[tokio::test(start_paused = true)]
+async fn an_answer_repeats_a_codec_it_cannot_name() {
+    let server = layer().layer(service_fn(|_req: Request<()>| async {
+        tokio::time::sleep(ms(10_000)).await;
+        Ok::<_, Infallible>(Response::new(String::new()))
+    }));
+    for sent in [
+        "application/grpc+cbor",
+        "application/grpc+Thrift; charset=utf-8",
+        "application/grpc-web+cbor",
+        "application/grpc-web-text+cbor",
+        "application/connect+cbor",
+    ] {
+        let connect = sent.starts_with("application/connect");
+        for timeout in ["50m", "0m"] {
+            let timeout_header = if connect {
+                (
+                    "connect-timeout-ms",
+                    if timeout == "0m" { "0" } else { "50" },
+                )
+            } else {
+                ("grpc-timeout", timeout)
+            };
+            let response = server
+                .clone()
+                .oneshot(request(&[("content-type", sent), timeout_header]))
+                .await
+                .unwrap();
+            assert_eq!(response.status(), StatusCode::OK, "{sent} {timeout}");
+            assert_eq!(response.headers()["content-type"], sent, "{sent} {timeout}");
+            if connect {
+                let body = response.into_body().collect().await.unwrap().to_bytes();
+                assert_eq!(body[0], 0x02, "{sent}: the end-of-stream message");
+                assert!(
+                    body[5..].starts_with(br#"{"error":{"code":"deadline_exceeded""#),
+                    "{sent}: {body:?}"
+                );
+            } else {
+                assert_eq!(response.headers()["grpc-status"], "4", "{sent} {timeout}");
+            }
+        }
+    }
+    // JSON and protobuf keep their fixed names: nothing else of the request is repeated.
+    let response = server
+        .oneshot(request(&[
+            ("content-type", "application/grpc+JSON; charset=utf-8"),
+            ("grpc-timeout", "50m"),
+        ]))
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["content-type"], "application/grpc+json");
+}
+
 /// A gRPC-Web stream (a browser's, through tonic-web behind the layer) cut at the deadline
 /// ends with its trailers as the body's last message, gRPC-Web's trailer frame, since a
 /// browser cannot read HTTP trailers; in base64 for `application/grpc-web-text`. A gRPC-Web

@@ -13,11 +13,20 @@ use core::time::Duration;
 
 use deadline_core::wire::Admission;
 use deadline_core::wire::{
-    Answer, ConnectTimeout, Cut, DeadlineHeader, DeadlineMs, Envelopes, Failure, GrpcCode,
-    GrpcTimeout, Incoming, Propagation, Protocol, ResponseHead, ServerPolicy, WireError,
-    parse_grpc_pushback,
+    Answer, Codec, ConnectTimeout, ContentType, Cut, DeadlineHeader, DeadlineMs, Envelopes,
+    Failure, GrpcCode, GrpcTimeout, Incoming, Propagation, Protocol, ResponseHead, ServerPolicy,
+    WireError, parse_grpc_pushback,
 };
 use deadline_core::{Deadline, Error, Instant, Outcome};
+
+/// The codec the low two bits of `flags` pick.
+fn codec(flags: u8) -> Codec {
+    match flags & 3 {
+        0 => Codec::Proto,
+        1 => Codec::Json,
+        _ => Codec::Other,
+    }
+}
 
 /// Splits `data` at `\n` into `n` parts (missing ones empty).
 fn parts(data: &[u8], n: usize) -> Vec<&[u8]> {
@@ -141,14 +150,14 @@ pub fn check_server(data: &[u8]) {
     let protocol = match flags >> 4 & 3 {
         0 if flags & 64 != 0 => Protocol::GrpcWeb {
             text: flags & 128 != 0,
-            json: flags & 1 != 0,
+            codec: codec(flags),
         },
         0 => Protocol::Grpc {
-            json: flags & 1 != 0,
+            codec: codec(flags),
         },
         1 => Protocol::ConnectUnary,
         2 => Protocol::ConnectStream {
-            json: flags & 64 != 0,
+            codec: codec(flags >> 6),
         },
         _ => Protocol::Http,
     };
@@ -206,29 +215,45 @@ pub fn check_server(data: &[u8]) {
 fn check_answer_shape(answer: &Answer) {
     let message = answer.message();
     assert!(printable(message.as_bytes()) && !message.is_empty());
-    let body = answer.body();
+    let content_type = match answer.content_type() {
+        ContentType::Fixed(fixed) => fixed,
+        ContentType::Request => {
+            // Only a codec the answer cannot name repeats the request's own type, which read
+            // as this protocol.
+            assert!(answer.protocol().answer_repeats_content_type());
+            return check_protocol_shape(answer, None);
+        }
+    };
+    assert!(!answer.protocol().answer_repeats_content_type());
     if !matches!(answer.protocol(), Protocol::Http | Protocol::ConnectUnary) {
         // The answer's content type is the request's protocol and codec, as its client
         // checks before it reads the status.
-        let content_type = answer.content_type().as_bytes();
         let read = Protocol::read(
             || None,
-            |name| (name == "content-type").then_some(content_type),
+            |name| (name == "content-type").then_some(content_type.as_bytes()),
         );
         assert_eq!(read, answer.protocol());
     }
+    check_protocol_shape(answer, Some(content_type));
+}
+
+/// An answer's status and body, in its protocol; and its `content_type`, when it has one of
+/// its own.
+fn check_protocol_shape(answer: &Answer, content_type: Option<&str>) {
+    let message = answer.message();
+    let body = answer.body();
     match answer.protocol() {
         Protocol::Grpc { .. } | Protocol::GrpcWeb { .. } => {
             assert_eq!(answer.status(), 200);
             assert_eq!(answer.grpc_status(), Some(answer.error().grpc_code()));
             assert!(body.is_empty());
-            assert!(answer.content_type().starts_with(
+            assert!(content_type.is_none_or(|fixed| fixed.starts_with(
                 if matches!(answer.protocol(), Protocol::GrpcWeb { .. }) {
                     "application/grpc-web"
                 } else {
                     "application/grpc"
                 }
-            ));
+            )));
         }
         Protocol::Http => {
             assert_eq!(answer.status(), answer.error().http_status());
@@ -497,7 +522,9 @@ pub fn check_envelopes(data: &[u8]) {
         }
         ends.push((end, prefix[0]));
     }
-    let protocol = Protocol::ConnectStream { json: false };
+    let protocol = Protocol::ConnectStream {
+        codec: Codec::Proto,
+    };
     let mut envelopes = Envelopes::of(protocol).unwrap();
     let (mut read, mut sent) = (0, 0);
     let mut split = sizes.iter().map(|s| usize::from(*s)).chain([usize::MAX]);

@@ -5,7 +5,7 @@
 use core::fmt::{self, Write};
 
 use super::headers::Malformed;
-use super::protocol::Protocol;
+use super::protocol::{Codec, Protocol};
 use crate::error::Error;
 use crate::grpc_code::GrpcCode;
 
@@ -75,6 +75,18 @@ impl fmt::Display for Text {
     }
 }
 
+/// An [`Answer`]'s `content-type`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum ContentType {
+    /// This one.
+    Fixed(&'static str),
+    /// The request's own `content-type`, as it came: the request names a codec other than
+    /// protobuf or JSON ([`Codec::Other`]), and a client accepts an answer only in the codec
+    /// it sent.
+    Request,
+}
+
 /// The answer a server layer makes itself, in the protocol of the request: for a request it
 /// refuses without calling the handler (no time left, shed, a malformed deadline header),
 /// and for one whose handler it dropped at the deadline.
@@ -90,16 +102,17 @@ impl fmt::Display for Text {
 /// - **Plain HTTP**: the error's status ([`Error::http_status`]: 504, 503, 429, 400), with
 ///   the reason as a short `text/plain` body.
 ///
-/// Every text is fixed: nothing the caller sent is echoed back.
+/// Every text is fixed: nothing the caller sent is echoed back, but for the `content-type` of
+/// a request whose codec the answer cannot name ([`ContentType::Request`]).
 ///
 /// ```
 /// use deadline_core::Error;
-/// use deadline_core::wire::{Answer, GrpcCode, Protocol};
+/// use deadline_core::wire::{Answer, Codec, GrpcCode, Protocol};
 ///
 /// let http = Answer::new(Protocol::Http, Error::DeadlineExceeded);
 /// assert_eq!((http.status(), http.body().as_str()), (504, "deadline exceeded\n"));
 ///
-/// let grpc = Answer::new(Protocol::Grpc { json: false }, Error::DeadlineExceeded);
+/// let grpc = Answer::new(Protocol::Grpc { codec: Codec::Proto }, Error::DeadlineExceeded);
 /// assert_eq!(grpc.status(), 200);
 /// assert_eq!(grpc.grpc_status(), Some(GrpcCode::DeadlineExceeded));
 /// assert!(grpc.body().is_empty());
@@ -164,33 +177,58 @@ impl Answer {
         }
     }
 
-    /// The `content-type`.
+    /// The `content-type`: fixed, or the request's own when the request's codec is one the
+    /// answer cannot name ([`Protocol::answer_repeats_content_type`]).
+    ///
+    /// ```
+    /// use deadline_core::Error;
+    /// use deadline_core::wire::{Answer, Codec, ContentType, Protocol};
+    ///
+    /// let json = Answer::new(Protocol::Grpc { codec: Codec::Json }, Error::DeadlineExceeded);
+    /// assert_eq!(json.content_type(), ContentType::Fixed("application/grpc+json"));
+    /// let cbor = Answer::new(Protocol::Grpc { codec: Codec::Other }, Error::DeadlineExceeded);
+    /// assert_eq!(cbor.content_type(), ContentType::Request);
+    /// ```
     #[must_use]
-    pub const fn content_type(&self) -> &'static str {
-        match self.protocol {
-            Protocol::Grpc { json: false } => "application/grpc",
-            Protocol::Grpc { json: true } => "application/grpc+json",
+    pub const fn content_type(&self) -> ContentType {
+        ContentType::Fixed(match self.protocol {
+            Protocol::Grpc {
+                codec: Codec::Proto,
+            } => "application/grpc",
+            Protocol::Grpc { codec: Codec::Json } => "application/grpc+json",
             Protocol::GrpcWeb {
                 text: false,
-                json: false,
+                codec: Codec::Proto,
             } => "application/grpc-web+proto",
             Protocol::GrpcWeb {
                 text: false,
-                json: true,
+                codec: Codec::Json,
             } => "application/grpc-web+json",
             Protocol::GrpcWeb {
                 text: true,
-                json: false,
+                codec: Codec::Proto,
             } => "application/grpc-web-text+proto",
             Protocol::GrpcWeb {
                 text: true,
-                json: true,
+                codec: Codec::Json,
             } => "application/grpc-web-text+json",
             Protocol::ConnectUnary => "application/json",
-            Protocol::ConnectStream { json: true } => "application/connect+json",
-            Protocol::ConnectStream { json: false } => "application/connect+proto",
+            Protocol::ConnectStream { codec: Codec::Json } => "application/connect+json",
+            Protocol::ConnectStream {
+                codec: Codec::Proto,
+            } => "application/connect+proto",
+            Protocol::Grpc {
+                codec: Codec::Other,
+            }
+            | Protocol::GrpcWeb {
+                codec: Codec::Other,
+                ..
+            }
+            | Protocol::ConnectStream {
+                codec: Codec::Other,
+            } => return ContentType::Request,
             Protocol::Http => "text/plain; charset=utf-8",
-        }
+        })
     }
 
     /// The `grpc-status` to put in the response's head, for a gRPC answer (trailers-only).
@@ -256,9 +294,9 @@ impl Answer {
     ///
     /// ```
     /// use deadline_core::Error;
-    /// use deadline_core::wire::{Answer, Protocol};
+    /// use deadline_core::wire::{Answer, Codec, Protocol};
     ///
-    /// let frame = Answer::new(Protocol::GrpcWeb { text: false, json: false }, Error::DeadlineExceeded).trailer_frame();
+    /// let frame = Answer::new(Protocol::GrpcWeb { text: false, codec: Codec::Proto }, Error::DeadlineExceeded).trailer_frame();
     /// let lines = b"grpc-status:4\r\ngrpc-message:deadline exceeded\r\n";
     /// assert_eq!(frame.as_bytes()[0], 0x80);
     /// assert_eq!(frame.as_bytes()[1..5], (lines.len() as u32).to_be_bytes());
@@ -347,10 +385,10 @@ impl Cut {
     /// whose body may be cut so.
     ///
     /// ```
-    /// use deadline_core::wire::Protocol;
+    /// use deadline_core::wire::{Codec, Protocol};
     ///
     /// assert!(Protocol::Http.cut().keeps_declared_length());
-    /// assert!(!Protocol::Grpc { json: false }.cut().keeps_declared_length());
+    /// assert!(!Protocol::Grpc { codec: Codec::Proto }.cut().keeps_declared_length());
     /// ```
     #[must_use]
     pub const fn keeps_declared_length(&self) -> bool {
@@ -365,10 +403,10 @@ impl Protocol {
     /// [`Envelopes::cut_unread`](super::Envelopes::cut_unread) says.
     ///
     /// ```
-    /// use deadline_core::wire::{Cut, GrpcCode, Protocol};
+    /// use deadline_core::wire::{Codec, Cut, GrpcCode, Protocol};
     ///
     /// assert!(matches!(
-    ///     Protocol::Grpc { json: false }.cut(),
+    ///     Protocol::Grpc { codec: Codec::Proto }.cut(),
     ///     Cut::Trailers { grpc_status: GrpcCode::DeadlineExceeded, .. }
     /// ));
     /// assert_eq!(Protocol::Http.cut(), Cut::Reset);

@@ -55,9 +55,9 @@ fn encoded_whole<'a>(header: &mut impl FnMut(&'static str) -> Option<&'a [u8]>) 
 /// ([`Cut::Reset`]), never with a status after a partial message.
 ///
 /// ```
-/// use deadline_core::wire::{Cut, Envelopes, Protocol};
+/// use deadline_core::wire::{Codec, Cut, Envelopes, Protocol};
 ///
-/// let grpc = Protocol::Grpc { json: false };
+/// let grpc = Protocol::Grpc { codec: Codec::Proto };
 /// let mut sent = Envelopes::of(grpc).expect("gRPC's messages are enveloped");
 /// // One whole message of 3 bytes, then the first 2 bytes of a message of 4.
 /// let frame = [0, 0, 0, 0, 3, b'a', b'b', b'c', 0, 0];
@@ -135,15 +135,15 @@ impl Envelopes {
     /// gRPC-Web body in the other form), which is sent as it comes.
     ///
     /// ```
-    /// use deadline_core::wire::{Envelopes, Protocol};
+    /// use deadline_core::wire::{Codec, Envelopes, Protocol};
     ///
-    /// let grpc = Protocol::Grpc { json: false };
+    /// let grpc = Protocol::Grpc { codec: Codec::Proto };
     /// let typed = |value: &'static [u8]| move |name| (name == "content-type").then_some(value);
     /// assert!(Envelopes::of_response(grpc, typed(b"application/grpc")).is_some());
     /// assert!(Envelopes::of_response(grpc, typed(b"text/plain")).is_none());
     /// assert!(Envelopes::of_response(Protocol::Http, typed(b"application/grpc")).is_none());
     /// // gRPC-Web in the form the request asked for, and only in that form.
-    /// let text = Protocol::GrpcWeb { text: true, json: false };
+    /// let text = Protocol::GrpcWeb { text: true, codec: Codec::Proto };
     /// assert!(Envelopes::of_response(text, typed(b"application/grpc-web-text+proto")).is_some());
     /// assert!(Envelopes::of_response(text, typed(b"application/grpc-web")).is_none());
     /// ```
@@ -176,9 +176,9 @@ impl Envelopes {
     /// and end any; a response that does not say what its body is keeps its protocol's ending.
     ///
     /// ```
-    /// use deadline_core::wire::{Cut, Envelopes, Protocol};
+    /// use deadline_core::wire::{Codec, Cut, Envelopes, Protocol};
     ///
-    /// let connect = Protocol::ConnectStream { json: false };
+    /// let connect = Protocol::ConnectStream { codec: Codec::Proto };
     /// let gzipped = |name| match name {
     ///     "content-type" => Some(&b"application/connect+proto"[..]),
     ///     "content-encoding" => Some(&b"gzip"[..]),

@@ -120,7 +120,7 @@ mod serve;
 
 pub use crate::admit::{Admission, QueueAdmission};
 pub use crate::grpc_code::GrpcCode;
-pub use answer::{Answer, Cut, Text};
+pub use answer::{Answer, ContentType, Cut, Text};
 pub use envelope::Envelopes;
 pub use error::WireError;
 pub use grpc_timeout::{GrpcTimeout, GrpcUnit};
@@ -132,7 +132,7 @@ pub use headers::{
 pub use late::LateFrames;
 pub use millis::{ConnectTimeout, DeadlineMs};
 pub use propagation::{Outgoing, Propagation};
-pub use protocol::Protocol;
+pub use protocol::{Codec, Protocol};
 pub use response::{ResponseHead, parse_grpc_pushback, parse_retry_after};
 pub use sent::{Failure, Sent};
 pub use serve::{FailureWindow, ServerPolicy};

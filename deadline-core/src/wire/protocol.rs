@@ -6,14 +6,18 @@ use super::headers::{CONNECT_PROTOCOL_VERSION, CONNECT_TIMEOUT_MS, CONTENT_TYPE,
 /// ([`Protocol::read`]).
 ///
 /// ```
-/// use deadline_core::wire::Protocol;
+/// use deadline_core::wire::{Codec, Protocol};
 ///
 /// let typed = |value: &'static [u8]| move |name| (name == "content-type").then_some(value);
-/// assert_eq!(Protocol::read(|| None, typed(b"application/grpc+proto")), Protocol::Grpc { json: false });
+/// let grpc = Protocol::read(|| None, typed(b"application/grpc+proto"));
+/// assert_eq!(grpc, Protocol::Grpc { codec: Codec::Proto });
 /// // Media types are compared without regard to case, and the codec is kept for the answer.
-/// assert_eq!(Protocol::read(|| None, typed(b"Application/gRPC+JSON")), Protocol::Grpc { json: true });
+/// let json = Protocol::read(|| None, typed(b"Application/gRPC+JSON"));
+/// assert_eq!(json, Protocol::Grpc { codec: Codec::Json });
+/// let cbor = Protocol::read(|| None, typed(b"application/grpc+cbor"));
+/// assert_eq!(cbor, Protocol::Grpc { codec: Codec::Other });
 /// let web = Protocol::read(|| None, typed(b"application/grpc-web-text"));
-/// assert_eq!(web, Protocol::GrpcWeb { text: true, json: false });
+/// assert_eq!(web, Protocol::GrpcWeb { text: true, codec: Codec::Proto });
 /// // Another type whose name starts the same is not gRPC's.
 /// assert_eq!(Protocol::read(|| None, typed(b"application/grpcx")), Protocol::Http);
 /// let connect = Protocol::read(|| None, |name| (name == "connect-protocol-version").then_some(&b"1"[..]));
@@ -35,9 +39,8 @@ pub enum Protocol {
     /// as `+proto`): answered with a gRPC status, in the request's codec's content type (a
     /// client checks it before it reads the status).
     Grpc {
-        /// The request's codec is JSON (`application/grpc+json`); else protobuf, or another
-        /// codec, answered as protobuf.
-        json: bool,
+        /// The codec the request's content type names.
+        codec: Codec,
     },
     /// A gRPC-Web request (`content-type: application/grpc-web`, or `application/grpc-web-text`
     /// for its base64 form, with or without a codec suffix): answered with a gRPC status, in
@@ -46,8 +49,8 @@ pub enum Protocol {
     GrpcWeb {
         /// The body is base64 (`application/grpc-web-text`).
         text: bool,
-        /// The request's codec is JSON (`+json`); else protobuf.
-        json: bool,
+        /// The codec the request's content type names.
+        codec: Codec,
     },
     /// A Connect unary request (it has a `connect-protocol-version` header, which Connect
     /// clients should send and may leave out, or Connect's own `connect-timeout-ms`, or, for
@@ -58,9 +61,8 @@ pub enum Protocol {
     /// A Connect streaming request (`content-type: application/connect+...`): answered with
     /// HTTP 200 and an end-of-stream message carrying the error.
     ConnectStream {
-        /// The request's codec is JSON (`application/connect+json`); else protobuf, or
-        /// another binary codec.
-        json: bool,
+        /// The codec the request's content type names.
+        codec: Codec,
     },
     /// Anything else: answered with an HTTP status and a short text.
     Http,
@@ -88,6 +90,33 @@ impl Protocol {
         }
     }
 
+    /// Whether an answer to this request repeats the request's own `content-type`
+    /// ([`ContentType::Request`](super::ContentType::Request)): its codec is neither protobuf nor JSON ([`Codec::Other`]).
+    /// A server that may answer the request itself keeps the request's `content-type` for
+    /// the answer when this says so, and only then.
+    ///
+    /// ```
+    /// use deadline_core::wire::{Codec, Protocol};
+    ///
+    /// assert!(Protocol::Grpc { codec: Codec::Other }.answer_repeats_content_type());
+    /// assert!(!Protocol::Grpc { codec: Codec::Json }.answer_repeats_content_type());
+    /// assert!(!Protocol::Http.answer_repeats_content_type());
+    /// ```
+    #[must_use]
+    pub const fn answer_repeats_content_type(self) -> bool {
+        matches!(
+            self,
+            Protocol::Grpc {
+                codec: Codec::Other
+            } | Protocol::GrpcWeb {
+                codec: Codec::Other,
+                ..
+            } | Protocol::ConnectStream {
+                codec: Codec::Other
+            }
+        )
+    }
+
     /// The protocol a `content-type` alone says: gRPC's, gRPC-Web's or Connect streaming's,
     /// with the codec it names, or Connect unary's for `application/proto` (Connect's own name
     /// for protobuf; a unary JSON request's `application/json` says nothing); `None` for any
@@ -95,19 +124,19 @@ impl Protocol {
     pub(super) fn of_content_type(value: &[u8]) -> Option<Protocol> {
         if let Some(codec) = media_type(value, b"application/grpc") {
             return Some(Protocol::Grpc {
-                json: is_json(codec),
+                codec: Codec::of(codec),
             });
         }
         if let Some(codec) = media_type(value, b"application/grpc-web") {
             return Some(Protocol::GrpcWeb {
                 text: false,
-                json: is_json(codec),
+                codec: Codec::of(codec),
             });
         }
         if let Some(codec) = media_type(value, b"application/grpc-web-text") {
             return Some(Protocol::GrpcWeb {
                 text: true,
-                json: is_json(codec),
+                codec: Codec::of(codec),
             });
         }
         if media_type(value, b"application/proto").is_some() {
@@ -116,18 +145,48 @@ impl Protocol {
         // Connect's streaming types always name their codec.
         match media_type(value, b"application/connect") {
             Some(codec @ [b'+', ..]) => Some(Protocol::ConnectStream {
-                json: is_json(codec),
+                codec: Codec::of(codec),
             }),
             _ => None,
         }
     }
 }
 
-/// Whether the rest of a `content-type` after its media type (see [`media_type`]) names the
-/// JSON codec: `+json`, in any case, then nothing or parameters.
-fn is_json(codec: &[u8]) -> bool {
-    codec.split_at_checked(5).is_some_and(|(suffix, rest)| {
-        suffix.eq_ignore_ascii_case(b"+json")
-            && matches!(rest.first(), None | Some(b';' | b' ' | b'\t'))
-    })
+/// The codec a gRPC, gRPC-Web or Connect streaming request names in its `content-type`
+/// (`application/grpc+json`: JSON). A client checks that an answer names the codec it sent
+/// before it reads the status in it (connect-go reads any other as `internal`), so an answer
+/// made for the request names the same one ([`Answer::content_type`](super::Answer::content_type)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Codec {
+    /// Protocol Buffers: `+proto`, or no suffix (gRPC's and gRPC-Web's default).
+    Proto,
+    /// JSON: `+json`.
+    Json,
+    /// Any other codec (`+cbor`, `+thrift`): an answer repeats the request's own
+    /// `content-type`, the one name of it that the client is sure to accept.
+    Other,
+}
+
+impl Codec {
+    /// The codec that the rest of a `content-type` after its media type (see [`media_type`])
+    /// names: a suffix (`+json`, in any case) before the end or the parameters; none is
+    /// protobuf.
+    fn of(rest: &[u8]) -> Codec {
+        let Some(suffix) = rest.strip_prefix(b"+") else {
+            return Codec::Proto;
+        };
+        let end = suffix
+            .iter()
+            .position(|byte| matches!(byte, b';' | b' ' | b'\t'))
+            .unwrap_or(suffix.len());
+        let (name, _) = suffix.split_at(end);
+        if name.eq_ignore_ascii_case(b"proto") {
+            Codec::Proto
+        } else if name.eq_ignore_ascii_case(b"json") {
+            Codec::Json
+        } else {
+            Codec::Other
+        }
+    }
 }

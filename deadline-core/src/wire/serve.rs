@@ -17,7 +17,7 @@ use crate::time::Instant;
 /// (deadline-tokio's `DeadlineLayer`) binds it to a server's requests.
 ///
 /// ```
-/// use deadline_core::wire::{Incoming, Propagation, Protocol, ServerPolicy};
+/// use deadline_core::wire::{Codec, Incoming, Propagation, Protocol, ServerPolicy};
 /// use deadline_core::{Error, Instant, ms};
 /// use deadline_core::wire::Admission;
 ///
@@ -29,7 +29,7 @@ use crate::time::Instant;
 /// let headers = |v: &'static [u8]| Incoming::read(move |name| (name == "grpc-timeout").then_some(v));
 ///
 /// // 200 ms sent: the handler has 195 ms (5 ms are kept to answer in).
-/// let deadline = SERVER.accept(Protocol::Grpc { json: false }, headers(b"200m"), now, now, None).unwrap();
+/// let deadline = SERVER.accept(Protocol::Grpc { codec: Codec::Proto }, headers(b"200m"), now, now, None).unwrap();
 /// assert_eq!(deadline.remaining(now), ms(195));
 /// // 10 ms sent, 20 ms needed: shed at once.
 /// let shed = SERVER.accept(Protocol::Http, headers(b"10m"), now, now, None).unwrap_err();

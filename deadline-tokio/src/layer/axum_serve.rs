@@ -128,8 +128,8 @@ impl Future for AxumFuture {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         self.project()
             .inner
-            .poll_with(cx, whole_or_bounded, |answer, head| {
-                render::<Body>(answer, head).map(Body::new)
+            .poll_with(cx, whole_or_bounded, |answer, asked| {
+                render::<Body>(answer, asked).map(Body::new)
             })
     }
 }

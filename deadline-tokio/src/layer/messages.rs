@@ -140,14 +140,14 @@ mod tests {
     use base64::Engine;
     use base64::engine::general_purpose::STANDARD;
     use bytes::Bytes;
-    use deadline_core::wire::{Cut, Envelopes, Protocol};
+    use deadline_core::wire::{Codec, Cut, Envelopes, Protocol};
     use proptest::prelude::*;
 
     use super::Messages;
 
     const TEXT: Protocol = Protocol::GrpcWeb {
         text: true,
-        json: false,
+        codec: Codec::Proto,
     };
 
     /// What a gRPC-Web client reads from base64 text: each 4-character quantum in turn.

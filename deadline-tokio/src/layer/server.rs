@@ -12,7 +12,7 @@ use http::{Request, Response};
 use tower_layer::Layer;
 use tower_service::Service;
 
-use super::answer::render;
+use super::answer::{Asked, render};
 use super::headers::Scanned;
 use super::server_body::DeadlineBody;
 use crate::bounded::Bounded;
@@ -212,9 +212,7 @@ where
         let headers = Scanned::new(request.headers());
         let protocol = Protocol::read(|| request.uri().query(), headers.lookup());
         let incoming = Incoming::read(headers.lookup());
-        // The answer to a `HEAD` request has no body (HTTP/2 servers send what they are given,
-        // and its clients reset a stream whose answer to `HEAD` carries one).
-        let head = request.method() == http::Method::HEAD;
+        let asked = Asked::of(&request, protocol);
         let now = TokioClock.now();
         let arrived = self.waiting_since.take().unwrap_or(now);
         let deadline = match self
@@ -222,7 +220,7 @@ where
             .accept(protocol, incoming, arrived, now, current())
         {
             Ok(deadline) => deadline,
-            Err(answer) => return DeadlineFuture::answered(answer, head),
+            Err(answer) => return DeadlineFuture::answered(answer, asked),
         };
         // The inner service is called in the scope too: a service that reads the deadline in
         // its `call` (as the client layers do) sees this request's.
@@ -235,7 +233,7 @@ where
                 ),
                 deadline,
                 protocol,
-                head,
+                asked,
                 window,
             },
         })
@@ -262,20 +260,20 @@ pin_project_lite::pin_project! {
             handler: Bounded<Scoped<F>>,
             deadline: Deadline,
             protocol: Protocol,
-            head: bool,
+            asked: Asked,
             window: FailureWindow,
         },
         /// Answered without calling the handler, or the handler dropped at the deadline or
-        /// failed of it; to a `HEAD` request when `head`.
-        Answered { answer: Answer, head: bool },
+        /// failed of it.
+        Answered { answer: Answer, asked: Asked },
     }
 }
 
 impl<F> DeadlineFuture<F> {
-    /// `answer`, to a `HEAD` request when `head`.
-    fn answered(answer: Answer, head: bool) -> Self {
+    /// `answer`, to the request `asked` is of.
+    fn answered(answer: Answer, asked: Asked) -> Self {
         DeadlineFuture {
-            state: State::Answered { answer, head },
+            state: State::Answered { answer, asked },
         }
     }
 }
@@ -286,14 +284,14 @@ where
 {
     /// Polls the handler under the deadline. What it came to is made into the output with
     /// `on_response` (the handler's response, with what its body is to be bounded by:
-    /// [`Bound`]) or `on_answer` (the layer's own answer, and whether the request is a
-    /// `HEAD`: the handler was not called, or was dropped at the deadline, or failed of it).
+    /// [`Bound`]) or `on_answer` (the layer's own answer, and what it needs of the request:
+    /// the handler was not called, or was dropped at the deadline, or failed of it).
     #[inline]
     pub(crate) fn poll_with<T>(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         on_response: impl FnOnce(Response<ResBody>, Bound, &mut Context<'_>) -> T,
-        on_answer: impl FnOnce(Answer, bool) -> T,
+        on_answer: impl FnOnce(Answer, &Asked) -> T,
     ) -> Poll<Result<T, E>> {
         let mut state = self.project().state;
         match state.as_mut().project() {
@@ -301,7 +299,7 @@ where
                 mut handler,
                 deadline,
                 protocol,
-                head,
+                asked,
                 window,
             } => {
                 // Polled inside a scope with an earlier deadline (rare on a server), that one
@@ -315,7 +313,7 @@ where
                     protocol: *protocol,
                     window: *window,
                 };
-                let (protocol, head) = (*protocol, *head);
+                let protocol = *protocol;
                 match handler.poll(cx) {
                     Poll::Pending => Poll::Pending,
                     Poll::Ready(Ok(Ok(response))) => {
@@ -333,20 +331,24 @@ where
                             .is_deadline_failure(bound.deadline, TokioClock.now()) =>
                     {
                         let answer = Answer::new(protocol, Error::DeadlineExceeded);
-                        state.set(State::Answered { answer, head });
-                        Poll::Ready(Ok(on_answer(answer, head)))
+                        let asked = asked.clone();
+                        let output = on_answer(answer, &asked);
+                        state.set(State::Answered { answer, asked });
+                        Poll::Ready(Ok(output))
                     }
                     Poll::Ready(Ok(Err(error))) => Poll::Ready(Err(error)),
                     Poll::Ready(Err(_elapsed)) => {
                         // The deadline came first: the handler is dropped now, cancelling
                         // its work.
                         let answer = Answer::new(protocol, Error::DeadlineExceeded);
-                        state.set(State::Answered { answer, head });
-                        Poll::Ready(Ok(on_answer(answer, head)))
+                        let asked = asked.clone();
+                        let output = on_answer(answer, &asked);
+                        state.set(State::Answered { answer, asked });
+                        Poll::Ready(Ok(output))
                     }
                 }
             }
-            StateProj::Answered { answer, head } => Poll::Ready(Ok(on_answer(*answer, *head))),
+            StateProj::Answered { answer, asked } => Poll::Ready(Ok(on_answer(*answer, asked))),
         }
     }
 }
