@@ -229,13 +229,17 @@ impl StatementTimeout {
     /// a prepared statement's parse and its run apart, each from its first message to its
     /// `Sync` (the extended query protocol), so a parse that waited (behind a lock on a table
     /// it reads) would give the run a whole timeout again, past the deadline: set what is
-    /// left before the run, and the statement ends when its timeout would have. In whole
-    /// milliseconds, rounded down; `None` when less than a millisecond is left (a timeout of
-    /// zero would mean none at all): the statement's time is spent, and it is this timeout's
+    /// left before the run, and the statement ends when its timeout would have.
+    ///
+    /// In whole milliseconds, rounded up, so that the rest never runs out before this whole
+    /// timeout would have ([`running_out_from`](Self::running_out_from)): that is the instant
+    /// a runtime was told the statement runs out from, and an error before it is not read as
+    /// the statement's time running out. (Rounded down, a run set 0.3 ms after the decision
+    /// would end up to 0.7 ms early, and its 57014 come back as a failure of the database.)
+    /// It ends less than a millisecond after: within the policy's margin before the deadline.
+    /// `None` when nothing is left: the statement's time is spent, and it is this timeout's
     /// error ([`error_of`](Self::error_of)) without running it. Judge the run's errors by
-    /// what is left and the instant it was set (`rest.error_of(sqlstate, now, failed_at)`):
-    /// rounded down, the rest can run out up to a millisecond before this whole timeout
-    /// would have, and the server's 57014 with it.
+    /// what is left and the instant it was set (`rest.error_of(sqlstate, now, failed_at)`).
     ///
     /// ```
     /// use deadline_core::{Deadline, Instant, ms};
@@ -247,20 +251,31 @@ impl StatementTimeout {
     ///     .timeout()
     ///     .unwrap();
     /// assert_eq!(timeout.millis(), 95);
-    /// // The parse took 40.5 ms: 54 ms are left for the run.
+    /// // The parse took 40.5 ms: 54.5 ms are left for the run, set as 55.
     /// let rest = timeout.left_at(decided, Instant::from_micros(940_500)).unwrap();
-    /// assert_eq!(rest.to_string(), "SET LOCAL statement_timeout = 54");
-    /// assert_eq!(timeout.left_at(decided, Instant::from_micros(994_001)), None);
+    /// assert_eq!(rest.to_string(), "SET LOCAL statement_timeout = 55");
+    /// assert_eq!(timeout.left_at(decided, Instant::from_micros(994_999)).unwrap().millis(), 1);
+    /// assert_eq!(timeout.left_at(decided, Instant::from_micros(995_000)), None);
     /// ```
     #[must_use]
     pub const fn left_at(self, decided: Instant, now: Instant) -> Option<StatementTimeout> {
         let end = self.running_out_from(decided).as_micros();
-        // At most this timeout's milliseconds: it fits.
-        let millis = div_1_000(end.saturating_sub(now.as_micros())) as u32;
+        let left = end.saturating_sub(now.as_micros());
+        // Rounded up; at most this timeout's milliseconds (the time left is at most its
+        // microseconds, which are whole milliseconds): it fits.
+        // (`whole × 1 000 <= left`: no overflow.)
+        let whole = div_1_000(left);
+        let millis = if whole * 1_000 < left {
+            whole + 1
+        } else {
+            whole
+        };
         if millis == 0 {
             None
         } else {
-            Some(StatementTimeout { millis })
+            Some(StatementTimeout {
+                millis: millis as u32,
+            })
         }
     }
 
@@ -268,8 +283,8 @@ impl StatementTimeout {
     /// [`left_at`](Self::left_at) says, but never less than a millisecond, the shortest
     /// timeout PostgreSQL takes: for a statement that must run timed whatever is left, as the
     /// check of deferred constraints before a `COMMIT` ([`CHECK_DEFERRED_CONSTRAINTS`]), which
-    /// would otherwise be left to the `COMMIT`, untimed. With less than a millisecond left, it
-    /// may end up to a millisecond after this timeout would have.
+    /// would otherwise be left to the `COMMIT`, untimed. With nothing left, it ends a
+    /// millisecond after this timeout would have.
     ///
     /// ```
     /// use deadline_core::Instant;
@@ -283,8 +298,9 @@ impl StatementTimeout {
     ///     .unwrap();
     /// assert_eq!(timeout.millis(), 95);
     /// let left = |at| timeout.left_at_or_shortest(decided, Instant::from_micros(at)).millis();
-    /// assert_eq!(left(40_500), 54);
+    /// assert_eq!(left(40_500), 55);
     /// assert_eq!(left(94_001), 1);
+    /// assert_eq!(left(95_000), 1);
     /// assert_eq!(left(200_000), 1);
     /// ```
     #[must_use]

@@ -160,9 +160,8 @@ impl TimeoutSet {
 
     /// What a database error with SQLSTATE `sqlstate`, come back `now`, is for the statement:
     /// the timeout set firing is the library's timeout after the whole statement timeout
-    /// ([`StatementTimeout::error_of`], judged by the timeout set and when it was: what is left
-    /// of a timeout is rounded down to whole milliseconds, so the server's may end up to one
-    /// before the whole one would have); `None` for any other error, the database's own.
+    /// ([`StatementTimeout::error_of`], judged by the timeout set and when it was); `None` for
+    /// any other error, the database's own.
     pub(crate) fn timeout_error(&self, sqlstate: &[u8], now: Instant) -> Option<Error> {
         self.set
             .error_of(sqlstate, self.at, now)
