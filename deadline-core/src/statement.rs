@@ -263,10 +263,10 @@ impl StatementTimeout {
         let left = end.saturating_sub(now.as_micros());
         // Rounded up; at most this timeout's milliseconds (the time left is at most its
         // microseconds, which are whole milliseconds): it fits.
-        // (`whole × 1 000 <= left`: no overflow.)
+        // `whole × 1 000 <= left`, and `whole` is far below `u64::MAX`: neither wraps.
         let whole = div_1_000(left);
-        let millis = if whole * 1_000 < left {
-            whole + 1
+        let millis = if whole.wrapping_mul(1_000) < left {
+            whole.wrapping_add(1)
         } else {
             whole
         };
