@@ -229,15 +229,18 @@ impl StatementTimeout {
     /// a prepared statement's parse and its run apart, each from its first message to its
     /// `Sync` (the extended query protocol), so a parse that waited (behind a lock on a table
     /// it reads) would give the run a whole timeout again, past the deadline: set what is
-    /// left before the run, and the statement ends when its timeout would have.
+    /// left before the run, and the statement ends when its timeout would have, or less than
+    /// a millisecond after.
     ///
     /// In whole milliseconds, rounded up, so that the rest never runs out before this whole
     /// timeout would have ([`running_out_from`](Self::running_out_from)): that is the instant
     /// a runtime was told the statement runs out from, and an error before it is not read as
     /// the statement's time running out. (Rounded down, a run set 0.3 ms after the decision
     /// would end up to 0.7 ms early, and its 57014 come back as a failure of the database.)
-    /// It ends less than a millisecond after: within the policy's margin before the deadline.
-    /// `None` when nothing is left: the statement's time is spent, and it is this timeout's
+    /// It ends less than a millisecond after the whole timeout: still before the deadline
+    /// when the policy's margin and reserve add up to a millisecond or more (the default
+    /// margin is 5 ms; with none, the run may end within a millisecond after the deadline).
+    /// An instant `now` before `decided` is taken as `decided`. `None` when nothing is left: the statement's time is spent, and it is this timeout's
     /// error ([`error_of`](Self::error_of)) without running it. Judge the run's errors by
     /// what is left and the instant it was set (`rest.error_of(sqlstate, now, failed_at)`).
     ///
@@ -260,6 +263,12 @@ impl StatementTimeout {
     #[must_use]
     pub const fn left_at(self, decided: Instant, now: Instant) -> Option<StatementTimeout> {
         let end = self.running_out_from(decided).as_micros();
+        // From `decided` at the earliest: what is left is at most this timeout.
+        let now = if now.as_micros() < decided.as_micros() {
+            decided
+        } else {
+            now
+        };
         let left = end.saturating_sub(now.as_micros());
         // Rounded up; at most this timeout's milliseconds (the time left is at most its
         // microseconds, which are whole milliseconds): it fits.
@@ -283,8 +292,8 @@ impl StatementTimeout {
     /// [`left_at`](Self::left_at) says, but never less than a millisecond, the shortest
     /// timeout PostgreSQL takes: for a statement that must run timed whatever is left, as the
     /// check of deferred constraints before a `COMMIT` ([`CHECK_DEFERRED_CONSTRAINTS`]), which
-    /// would otherwise be left to the `COMMIT`, untimed. With nothing left, it ends a
-    /// millisecond after this timeout would have.
+    /// would otherwise be left to the `COMMIT`, untimed. With nothing left, it is a
+    /// millisecond from when it is set, after this timeout has ended.
     ///
     /// ```
     /// use deadline_core::Instant;

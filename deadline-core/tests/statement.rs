@@ -204,6 +204,10 @@ proptest! {
         prop_assert_eq!(timeout.millis(), millis);
         let now = Instant::from_micros(decided.as_micros() + after);
         let end = timeout.running_out_from(decided);
+        // A reading before the decision is taken as the decision: the whole timeout, which
+        // fits PostgreSQL's largest.
+        let before = Instant::from_micros(decided.as_micros().saturating_sub(after));
+        prop_assert_eq!(timeout.left_at(decided, before), Some(timeout));
         match timeout.left_at(decided, now) {
             Some(rest) => {
                 prop_assert!(now < end);

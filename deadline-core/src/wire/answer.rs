@@ -91,7 +91,8 @@ pub enum ContentType {
 /// refuses without calling the handler (no time left, shed, a malformed deadline header),
 /// and for one whose handler it dropped at the deadline.
 ///
-/// - **gRPC**: HTTP 200, trailers-only: `content-type: application/grpc`, with
+/// - **gRPC** and **gRPC-Web**: HTTP 200, trailers-only, in the request's codec's content
+///   type ([`content_type`](Self::content_type)), with
 ///   [`grpc_status`](Self::grpc_status) and [`message`](Self::message) in the headers of a
 ///   response with no body. A gRPC client reads `DEADLINE_EXCEEDED`, never the
 ///   `UNAVAILABLE` or `INTERNAL` that gRPC's HTTP-to-status table makes of a bare 504, 503 or
