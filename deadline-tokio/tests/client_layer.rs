@@ -791,6 +791,78 @@ async fn each_attempt_carries_its_own_time_left() {
     assert_eq!(seen[1].grpc_timeout.as_deref(), Some("75000000n"));
 }
 
+/// A request's own timeout (tonic's `Request::set_timeout`, here `grpc-timeout: 90m`) is for
+/// the whole call, as its caller set it: a retry is sent with what is left of it, not with the
+/// whole 90 ms again, and a call whose attempts hang ends when it runs out. (Each attempt was
+/// sent with the request's 90 ms, so the retry below went out at 70 ms saying 90 ms, and a
+/// hung call ran to its 100 ms cap.)
+#[tokio::test(start_paused = true)]
+async fn a_requests_own_timeout_bounds_the_whole_call_not_each_attempt() {
+    static OWN: Dependency = Dependency::new(twice("own", Idempotence::Idempotent));
+    // The first attempt fails after 60 ms; the retry answers at once.
+    let log: Log = Arc::default();
+    let next = service_fn({
+        let log = log.clone();
+        move |req: Request<String>| {
+            let n = {
+                let mut log = log.lock().unwrap();
+                log.push(Seen {
+                    at: Instant::now(),
+                    x_deadline_ms: header(req.headers(), "x-deadline-ms"),
+                    grpc_timeout: header(req.headers(), "grpc-timeout"),
+                    body: String::new(),
+                });
+                log.len()
+            };
+            async move {
+                if n == 1 {
+                    tokio::time::sleep(ms(60)).await;
+                    return Ok::<_, Infallible>(status(503));
+                }
+                Ok(status(200))
+            }
+        }
+    });
+    let client = DependencyLayer::new(&OWN, DeadlineHeader::GrpcTimeout).layer(next);
+    let own = || {
+        let mut request = Request::new(String::new());
+        request
+            .headers_mut()
+            .insert("grpc-timeout", HeaderValue::from_static("90m"));
+        request
+    };
+    let response = scope_timeout(ms(1_000), client.oneshot(own()))
+        .await
+        .expect("inside its scope")
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let seen = seen(&log);
+    assert_eq!(seen.len(), 2);
+    // First attempt at 0 ms: the request's 90 ms (under the 100 ms cap), less 5 ms for the
+    // network.
+    assert_eq!(seen[0].grpc_timeout.as_deref(), Some("85000000n"));
+    // The retry at 70 ms (60 ms, then the 10 ms backoff): 20 ms of the 90 left, less 5.
+    assert_eq!(seen[1].at - seen[0].at, ms(70));
+    assert_eq!(seen[1].grpc_timeout.as_deref(), Some("15000000n"));
+
+    // Every attempt hangs: the call ends when the request's 90 ms run out, not at the cap.
+    let hung = DependencyLayer::new(&OWN, DeadlineHeader::GrpcTimeout).layer(service_fn(
+        |_req: Request<String>| async {
+            std::future::pending::<()>().await;
+            Ok::<_, Infallible>(status(200))
+        },
+    ));
+    let start = Instant::now();
+    let result = scope_timeout(ms(1_000), hung.oneshot(own()))
+        .await
+        .expect("inside its scope");
+    assert!(
+        result.is_err(),
+        "the call ran out of the request's own time"
+    );
+    assert_eq!(start.elapsed(), ms(90));
+}
+
 #[tokio::test(start_paused = true)]
 async fn outside_any_scope_each_attempt_still_carries_the_cap() {
     static CAPPED: Dependency = Dependency::new(

@@ -22,7 +22,7 @@ use tower_service::Service;
 use super::dependency_attempt::Attempts;
 use super::dependency_error::DependencyError;
 use super::dependency_future::{
-    BufferedFuture, BufferedState, Calling, DependencyFuture, Next, start,
+    BufferedFuture, BufferedState, Calling, DependencyFuture, Next, own_deadline, start,
 };
 use super::propagate::{PropagateLayer, PropagateService};
 use super::propagate_body::PropagateBody;
@@ -283,6 +283,7 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
+        let own = own_deadline(request.headers());
         let attempts = Attempts::new(
             self.take_ready(),
             request,
@@ -291,7 +292,7 @@ where
         );
         DependencyFuture {
             calling: Calling {
-                run: start(self.dependency, self.reserve, attempts),
+                run: start(self.dependency, self.reserve, own, attempts),
             },
         }
     }
@@ -314,6 +315,8 @@ where
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
         let (head, body) = request.into_parts();
+        // From now: the time the body takes to read counts.
+        let own = own_deadline(&head.headers);
         BufferedFuture {
             state: BufferedState::Reading {
                 body,
@@ -324,6 +327,7 @@ where
                     service: self.take_ready(),
                     dependency: self.dependency,
                     reserve: self.reserve,
+                    own,
                     classify: self.classify.clone(),
                 }),
             },

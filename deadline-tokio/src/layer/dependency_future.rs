@@ -7,9 +7,10 @@ use core::task::{Context, Poll, ready};
 use core::time::Duration;
 
 use deadline_core::CallError;
-use deadline_core::Error;
 use deadline_core::drive::{Classify, Full};
 use deadline_core::run::RunFuture;
+use deadline_core::wire::Incoming;
+use deadline_core::{Clock, Deadline, Error};
 use http::request::Parts;
 use http::{Request, Response};
 use http_body::Body;
@@ -17,9 +18,11 @@ use tower_service::Service;
 
 use super::dependency_attempt::{AttemptFuture, Attempts, Failed, Failure, OutcomeOf, outcome_of};
 use super::dependency_error::DependencyError;
+use super::headers::lookup;
 use super::propagate::PropagateService;
 use super::propagate_body::PropagateBody;
 use super::replay::{Collected, ReplayBody, TooLarge};
+use crate::time::TokioClock;
 use crate::{Dependency, Entropy, Tokio};
 
 /// The call's future, as the dependency runs it.
@@ -36,10 +39,24 @@ pub(super) type RunOf<S, B, R, C, T> = RunFuture<
     Full,
 >;
 
-/// The call of one request to `dependency`, keeping `reserve` after it.
+/// The deadline that a request's own timeout header sets from now (a timeout its caller set,
+/// such as tonic's `Request::set_timeout`: the shortest that can be read), or
+/// [`Deadline::NEVER`] for a request with none. The whole call runs within it, as its caller
+/// asked: each attempt, a retry or a hedge included, is sent with what is left of it, not with
+/// the whole timeout again.
+pub(super) fn own_deadline(headers: &http::HeaderMap) -> Deadline {
+    match Incoming::read(lookup(headers)).shortest_valid() {
+        Some(own) => Deadline::after(TokioClock.now(), own),
+        None => Deadline::NEVER,
+    }
+}
+
+/// The call of one request to `dependency`, within `own` (the request's own deadline, or
+/// [`Deadline::NEVER`]: [`own_deadline`]), keeping `reserve` after it.
 pub(super) fn start<S, B, R, C, T>(
     dependency: &'static Dependency,
     reserve: Duration,
+    own: Deadline,
     attempts: Attempts<S, B, R, C, T>,
 ) -> RunOf<S, B, R, C, T>
 where
@@ -51,6 +68,7 @@ where
     dependency
         .run_attempt(attempts)
         .reserve(reserve)
+        .deadline(own)
         .classify(classify)
         .into_future()
 }
@@ -127,6 +145,8 @@ pub(super) struct Next<S, C> {
     pub(super) service: PropagateService<S>,
     pub(super) dependency: &'static Dependency,
     pub(super) reserve: Duration,
+    /// The request's own deadline ([`own_deadline`]).
+    pub(super) own: Deadline,
     pub(super) classify: C,
 }
 
@@ -203,7 +223,7 @@ where
                                     B::from,
                                     next.classify,
                                 );
-                                let run = start(next.dependency, next.reserve, attempts);
+                                let run = start(next.dependency, next.reserve, next.own, attempts);
                                 state.set(BufferedState::Calling {
                                     calling: Calling { run },
                                 });

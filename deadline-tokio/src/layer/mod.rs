@@ -218,6 +218,11 @@
 //! deadline (the request's [`scope`](crate::scope), if there is one), keeping the
 //! [`reserve`](crate::DependencyLayer::reserve) after it:
 //!
+//! - **A timeout the request carries** (tonic's `Request::set_timeout(50 ms)`, a deadline
+//!   header set by hand: the shortest that can be read) is for the whole call, from when the
+//!   service is called: the call runs within it as within a scope, so a retry or a hedge goes
+//!   out with what is left of those 50 ms, less the allowance, and a call whose attempts hang
+//!   ends when they run out.
 //! - **Attempts.** Each attempt (the first, each retry, each hedge) sends its own copy of the
 //!   request through the inner service, wrapped in [`PropagateService`]: the copy carries the
 //!   attempt's own time left (its timeout, `min(left - reserve, cap)`, as it runs down) less
