@@ -20,7 +20,9 @@ use crate::time::{Clock, Instant};
 ///   ([`Timer::SLEEP_READS_CLOCK`]).
 /// - An `at` in the past completes at the next poll, or as soon as the runtime's timer has
 ///   caught up with the clock.
-/// - Dropping the future cancels the sleep.
+/// - Dropping the future cancels the sleep: it never completes. A runtime whose timer queue
+///   cannot take a wake-up back (embassy's) may still wake the task once at `at`, for
+///   nothing; a wake-up that leaves nothing to do is harmless to a future.
 pub trait Timer: Clock {
     /// The future returned by [`Timer::sleep_until`].
     type Sleep: Future<Output = ()>;

@@ -182,7 +182,8 @@ impl Clock for EmbassyClock {
 /// The core's [`Timer`] on [`embassy_time::Timer::at`]; its clock is [`EmbassyClock`].
 ///
 /// The sleep is an [`EmbassySleep`]: the instant it ends, on embassy's timer queue, owned and
-/// allocation-free (8 bytes); dropping it cancels it.
+/// allocation-free (8 bytes); dropping it cancels it (embassy's queue cannot take a wake-up
+/// back: its task may still be woken once at the instant, for nothing).
 ///
 /// ```rust,standalone_crate
 /// use core::pin::pin;

@@ -19,8 +19,11 @@ use crate::clock::StdClock;
 std::thread_local! {
     /// Whether this thread is running [`block_on`] (how deep, for one inside another).
     static DEPTH: Cell<usize> = const { Cell::new(0) };
-    /// The sleeps polled on this thread while they were pending: their instants and wakers.
-    static SLEEPS: RefCell<Vec<(Instant, Waker)>> = const { RefCell::new(Vec::new()) };
+    /// The sleeps polled on this thread while they were pending, until they are due or
+    /// dropped: their numbers, instants and wakers.
+    static SLEEPS: RefCell<Vec<(u64, Instant, Waker)>> = const { RefCell::new(Vec::new()) };
+    /// The number the next sleep kept is given.
+    static NEXT: Cell<u64> = const { Cell::new(0) };
 }
 
 /// Wakes the thread running [`block_on`]. The flag keeps the wake-up itself: a thread's
@@ -89,7 +92,7 @@ pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
             if unpark.take() {
                 break;
             }
-            match SLEEPS.with(|s| s.borrow().iter().map(|(at, _)| *at).min()) {
+            match SLEEPS.with(|s| s.borrow().iter().map(|(_, at, _)| *at).min()) {
                 None => thread::park(),
                 Some(at) => {
                     let now = StdClock.now();
@@ -109,7 +112,7 @@ fn wake_due(now: Instant) {
     let due: Vec<Waker> = SLEEPS.with(|s| {
         let mut sleeps = s.borrow_mut();
         let mut due = Vec::new();
-        sleeps.retain(|(at, waker)| {
+        sleeps.retain(|(_, at, waker)| {
             if *at <= now {
                 due.push(waker.clone());
                 false
@@ -125,19 +128,84 @@ fn wake_due(now: Instant) {
 }
 
 /// For a sleep until `at` that is pending: inside [`block_on`], keeps `waker` to be woken at
-/// `at` and returns true; elsewhere returns false (nothing here would wake it).
-pub(crate) fn wake_at(at: Instant, waker: &Waker) -> bool {
+/// `at` and returns the number it is kept under (`kept`, the number it was kept under when
+/// it was polled before, if it still is: its waker is replaced); elsewhere returns `None`
+/// (nothing here would wake it).
+pub(crate) fn wake_at(at: Instant, waker: &Waker, kept: Option<u64>) -> Option<u64> {
     if DEPTH.with(Cell::get) == 0 {
-        return false;
+        return None;
     }
     SLEEPS.with(|s| {
         let mut sleeps = s.borrow_mut();
-        if !sleeps
-            .iter()
-            .any(|(kept, w)| *kept == at && w.will_wake(waker))
-        {
-            sleeps.push((at, waker.clone()));
+        if let Some(entry) = kept.and_then(|id| sleeps.iter_mut().find(|(n, ..)| *n == id)) {
+            if !entry.2.will_wake(waker) {
+                entry.2 = waker.clone();
+            }
+            return Some(entry.0);
         }
-    });
-    true
+        let id = NEXT.with(|n| {
+            let id = n.get();
+            n.set(id.wrapping_add(1));
+            id
+        });
+        sleeps.push((id, at, waker.clone()));
+        Some(id)
+    })
+}
+
+/// Forgets the sleep kept under `id` ([`wake_at`]): it was dropped before it was due, and
+/// wakes nothing.
+pub(crate) fn forget(id: u64) {
+    // `try_with`: a sleep dropped while the thread's locals are being torn down has nothing
+    // left to forget.
+    let _ = SLEEPS.try_with(|s| s.borrow_mut().retain(|(n, ..)| *n != id));
+}
+
+#[cfg(test)]
+mod tests {
+    use core::future::{Future, poll_fn};
+    use core::pin::Pin;
+    use core::task::Poll;
+
+    use deadline_core::{Clock, Timer, ms};
+
+    use super::{SLEEPS, block_on};
+    use crate::{StdClock, ThreadTimer};
+
+    /// How many sleeps `block_on` keeps to wake.
+    fn kept() -> usize {
+        SLEEPS.with(|s| s.borrow().len())
+    }
+
+    /// A sleep polled pending inside `block_on` is kept to be woken once, however often it is
+    /// polled, and forgotten when it is dropped before it is due: a scope whose work answered
+    /// first leaves nothing behind to wake the future for nothing (a worker looping over
+    /// requests inside one `block_on` kept one per call until its instant, each scanned at
+    /// every new sleep). Its instant is a minute away: nothing here waits for it.
+    #[test]
+    fn a_sleep_dropped_before_it_is_due_is_forgotten() {
+        block_on(async {
+            let far = StdClock.now() + ms(60_000);
+            let mut sleep = ThreadTimer.sleep_until(far);
+            let mut other = ThreadTimer.sleep_until(far);
+            for _ in 0..3 {
+                poll_fn(|cx| {
+                    assert!(Pin::new(&mut sleep).poll(cx).is_pending());
+                    Poll::Ready(())
+                })
+                .await;
+            }
+            assert_eq!(kept(), 1, "one wake-up, however often it was polled");
+            poll_fn(|cx| {
+                assert!(Pin::new(&mut other).poll(cx).is_pending());
+                Poll::Ready(())
+            })
+            .await;
+            assert_eq!(kept(), 2, "another sleep until the same instant is its own");
+            drop(sleep);
+            assert_eq!(kept(), 1, "the other is still woken");
+            drop(other);
+            assert_eq!(kept(), 0);
+        });
+    }
 }

@@ -123,29 +123,44 @@ impl Timer for ThreadTimer {
     const SLEEP_READS_CLOCK: bool = true;
 
     fn sleep_until(&self, at: Instant) -> ThreadSleep {
-        ThreadSleep { at }
+        ThreadSleep { at, kept: None }
     }
 }
 
 /// The sleep of [`ThreadTimer`]: ready once the clock reads its instant. Inside
 /// [`Blocking::block_on`] it is pending until then, and `block_on` wakes it; elsewhere its
-/// first poll blocks the thread until then.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// first poll blocks the thread until then. Dropped before then (its scope's work answered
+/// first), it wakes nothing.
+#[derive(Debug)]
 #[must_use = "futures do nothing unless polled"]
 pub struct ThreadSleep {
     at: Instant,
+    /// The number `block_on` keeps its wake-up under, once it was polled pending there.
+    kept: Option<u64>,
 }
 
 impl Future for ThreadSleep {
     type Output = ();
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if StdClock.now() >= self.at || !crate::block_on::wake_at(self.at, cx.waker()) {
-            // Due, or outside `block_on` (nothing there would wake it): no waiting, or the
-            // thread's own.
-            crate::blocking::Sleeper::sleep_until(&crate::blocking::ThreadSleeper, self.at);
-            return Poll::Ready(());
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if StdClock.now() < self.at {
+            let kept = crate::block_on::wake_at(self.at, cx.waker(), self.kept);
+            if kept.is_some() {
+                self.kept = kept;
+                return Poll::Pending;
+            }
         }
-        Poll::Pending
+        // Due, or outside `block_on` (nothing there would wake it): no waiting, or the
+        // thread's own.
+        crate::blocking::Sleeper::sleep_until(&crate::blocking::ThreadSleeper, self.at);
+        Poll::Ready(())
+    }
+}
+
+impl Drop for ThreadSleep {
+    fn drop(&mut self) {
+        if let Some(id) = self.kept {
+            crate::block_on::forget(id);
+        }
     }
 }
