@@ -588,10 +588,10 @@
 //!   value of a header is read, whitespace around it removed; every deadline header present
 //!   is checked, and the earliest deadline wins.
 //! - **No header injection.** The answers are built from fixed text (the header's name and a
-//!   fixed reason); nothing the caller sent is echoed back, but the `content-type` of a gRPC
-//!   or Connect streaming request in a codec other than protobuf or JSON, which its client
-//!   checks the answer against (`ContentType::Request`), copied as the `http` crate validated
-//!   it. Outgoing, the time left is
+//!   fixed reason); nothing the caller sent is echoed back, but the media type and codec of a
+//!   gRPC or Connect streaming request in a codec other than protobuf or JSON, which its
+//!   client checks the answer against (`ContentType::Request`): up to 32 bytes of a value the
+//!   `http` crate validated. Outgoing, the time left is
 //!   computed by the library and encoded by the core, which only ever writes ASCII digits and
 //!   one unit letter; a timeout already on a request is read as a number and re-encoded,
 //!   never copied.

@@ -217,11 +217,29 @@ fn check_answer_shape(answer: &Answer) {
     assert!(printable(message.as_bytes()) && !message.is_empty());
     let content_type = match answer.content_type() {
         ContentType::Fixed(fixed) => fixed,
-        ContentType::Request => {
+        ContentType::Request { fallback } => {
             // Only a codec the answer cannot name repeats the request's own type, which read
-            // as this protocol.
+            // as this protocol; its fallback is the protocol's, with protobuf.
             assert!(answer.protocol().answer_repeats_content_type());
-            return check_protocol_shape(answer, None);
+            let read = Protocol::read(
+                || None,
+                |name| (name == "content-type").then_some(fallback.as_bytes()),
+            );
+            let proto = match answer.protocol() {
+                Protocol::Grpc { .. } => Protocol::Grpc {
+                    codec: Codec::Proto,
+                },
+                Protocol::GrpcWeb { text, .. } => Protocol::GrpcWeb {
+                    text,
+                    codec: Codec::Proto,
+                },
+                Protocol::ConnectStream { .. } => Protocol::ConnectStream {
+                    codec: Codec::Proto,
+                },
+                other => panic!("{other:?} repeats no content type"),
+            };
+            assert_eq!(read, proto);
+            return check_protocol_shape(answer, Some(fallback));
         }
     };
     assert!(!answer.protocol().answer_repeats_content_type());

@@ -81,10 +81,39 @@ impl fmt::Display for Text {
 pub enum ContentType {
     /// This one.
     Fixed(&'static str),
-    /// The request's own `content-type`, as it came: the request names a codec other than
-    /// protobuf or JSON ([`Codec::Other`]), and a client accepts an answer only in the codec
-    /// it sent.
-    Request,
+    /// The request's own media type and codec, as they came
+    /// ([`ContentType::repeated`]): the request names a codec other than protobuf or JSON
+    /// ([`Codec::Other`]), and a client accepts an answer only in the codec it sent. A server
+    /// that could not keep them (a bound on what it keeps of a request) answers with
+    /// `fallback`, the protocol's protobuf type: a gRPC client that checks only the type's
+    /// prefix reads the status still.
+    Request {
+        /// The protocol's protobuf type.
+        fallback: &'static str,
+    },
+}
+
+impl ContentType {
+    /// What an answer repeats of a request's `content-type` for [`ContentType::Request`]: its
+    /// media type and codec, without the parameters or the whitespace before them, which is
+    /// what a client compares with the type it sent (connect-go's check is
+    /// `application/grpc+` and the codec's name).
+    ///
+    /// ```
+    /// use deadline_core::wire::ContentType;
+    ///
+    /// assert_eq!(ContentType::repeated(b"application/grpc+cbor"), b"application/grpc+cbor");
+    /// assert_eq!(ContentType::repeated(b"application/grpc+Thrift ; charset=utf-8"), b"application/grpc+Thrift");
+    /// ```
+    #[must_use]
+    pub fn repeated(request: &[u8]) -> &[u8] {
+        let end = request
+            .iter()
+            .position(|byte| *byte == b';')
+            .unwrap_or(request.len());
+        let (kept, _) = request.split_at(end);
+        kept.trim_ascii_end()
+    }
 }
 
 /// The answer a server layer makes itself, in the protocol of the request: for a request it
@@ -188,48 +217,34 @@ impl Answer {
     /// let json = Answer::new(Protocol::Grpc { codec: Codec::Json }, Error::DeadlineExceeded);
     /// assert_eq!(json.content_type(), ContentType::Fixed("application/grpc+json"));
     /// let cbor = Answer::new(Protocol::Grpc { codec: Codec::Other }, Error::DeadlineExceeded);
-    /// assert_eq!(cbor.content_type(), ContentType::Request);
+    /// assert_eq!(cbor.content_type(), ContentType::Request { fallback: "application/grpc" });
     /// ```
     #[must_use]
     pub const fn content_type(&self) -> ContentType {
-        ContentType::Fixed(match self.protocol {
-            Protocol::Grpc {
-                codec: Codec::Proto,
-            } => "application/grpc",
+        // Protobuf's name, for a codec the answer cannot name too: the fallback.
+        let named = match self.protocol {
             Protocol::Grpc { codec: Codec::Json } => "application/grpc+json",
-            Protocol::GrpcWeb {
-                text: false,
-                codec: Codec::Proto,
-            } => "application/grpc-web+proto",
+            Protocol::Grpc { .. } => "application/grpc",
             Protocol::GrpcWeb {
                 text: false,
                 codec: Codec::Json,
             } => "application/grpc-web+json",
-            Protocol::GrpcWeb {
-                text: true,
-                codec: Codec::Proto,
-            } => "application/grpc-web-text+proto",
+            Protocol::GrpcWeb { text: false, .. } => "application/grpc-web+proto",
             Protocol::GrpcWeb {
                 text: true,
                 codec: Codec::Json,
             } => "application/grpc-web-text+json",
+            Protocol::GrpcWeb { text: true, .. } => "application/grpc-web-text+proto",
             Protocol::ConnectUnary => "application/json",
             Protocol::ConnectStream { codec: Codec::Json } => "application/connect+json",
-            Protocol::ConnectStream {
-                codec: Codec::Proto,
-            } => "application/connect+proto",
-            Protocol::Grpc {
-                codec: Codec::Other,
-            }
-            | Protocol::GrpcWeb {
-                codec: Codec::Other,
-                ..
-            }
-            | Protocol::ConnectStream {
-                codec: Codec::Other,
-            } => return ContentType::Request,
+            Protocol::ConnectStream { .. } => "application/connect+proto",
             Protocol::Http => "text/plain; charset=utf-8",
-        })
+        };
+        if self.protocol.answer_repeats_content_type() {
+            ContentType::Request { fallback: named }
+        } else {
+            ContentType::Fixed(named)
+        }
     }
 
     /// The `grpc-status` to put in the response's head, for a gRPC answer (trailers-only).

@@ -331,20 +331,18 @@ where
                             .is_deadline_failure(bound.deadline, TokioClock.now()) =>
                     {
                         let answer = Answer::new(protocol, Error::DeadlineExceeded);
-                        let asked = asked.clone();
-                        let output = on_answer(answer, &asked);
+                        let asked = *asked;
                         state.set(State::Answered { answer, asked });
-                        Poll::Ready(Ok(output))
+                        Poll::Ready(Ok(on_answer(answer, &asked)))
                     }
                     Poll::Ready(Ok(Err(error))) => Poll::Ready(Err(error)),
                     Poll::Ready(Err(_elapsed)) => {
                         // The deadline came first: the handler is dropped now, cancelling
                         // its work.
                         let answer = Answer::new(protocol, Error::DeadlineExceeded);
-                        let asked = asked.clone();
-                        let output = on_answer(answer, &asked);
+                        let asked = *asked;
                         state.set(State::Answered { answer, asked });
-                        Poll::Ready(Ok(output))
+                        Poll::Ready(Ok(on_answer(answer, &asked)))
                     }
                 }
             }
