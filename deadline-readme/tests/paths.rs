@@ -28,6 +28,7 @@ use deadline_tokio::reqwest;
 use deadline_tokio::reqwest::classify;
 use deadline_tokio::scope_timeout;
 use deadline_tokio::sqlx::fetch_all;
+use deadline_tokio::tonic::classify as tonic_classify;
 
 // The items of the "One way per job" table, in the crates it names.
 use deadline_core::{CallError, Policy, Steps};

@@ -7,7 +7,7 @@
 //! | job | the way |
 //! |---|---|
 //! | a server reads the caller's deadline and answers in time | [`DeadlineLayer`] (feature `tower`) |
-//! | a downstream call in a handler | a [`Dependency`] static and its one-line `run` |
+//! | a downstream call in a handler | a [`Dependency`] static and its one-line `run`; [`reqwest::classify`] (feature `reqwest`) or [`tonic::classify`] (feature `tonic`) reads the client's errors |
 //! | a tower client (hyper-util, tonic's `Channel`) | [`DependencyLayer`] (feature `tower`; `tonic` for a `Channel`, whose body is buffered) |
 //! | bound a piece of work by a deadline | [`scope`] / [`scope_timeout`] |
 //! | a database query | [`postgres::Session`] (feature `postgres`), [`sqlx`] (feature `sqlx`) |
@@ -73,6 +73,8 @@ pub mod reqwest;
 #[cfg(feature = "sqlx")]
 pub mod sqlx;
 mod statement;
+#[cfg(feature = "tonic")]
+pub mod tonic;
 
 pub use context::{
     Scope, Scoped, Tokio, current, propagate, remaining, scope, scope_timeout, with_deadline,

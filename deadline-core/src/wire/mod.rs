@@ -133,6 +133,6 @@ pub use late::LateFrames;
 pub use millis::{ConnectTimeout, DeadlineMs};
 pub use propagation::{Outgoing, Propagation};
 pub use protocol::{Codec, Protocol};
-pub use response::{ResponseHead, parse_grpc_pushback, parse_retry_after};
+pub use response::{ResponseHead, classify_grpc, parse_grpc_pushback, parse_retry_after};
 pub use sent::{Failure, Sent};
 pub use serve::{FailureWindow, ServerPolicy};

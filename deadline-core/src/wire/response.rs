@@ -39,6 +39,45 @@ pub struct ResponseHead<'a> {
     connect_unary: bool,
 }
 
+/// What a gRPC status means for retrying the request, with the server's
+/// `grpc-retry-pushback-ms` if it sent one, or `None` for `OK`: the gRPC rows of
+/// [`ResponseHead::classify`], for a client that gives the status apart from a response head
+/// (tonic's `Status`: `deadline_tokio::tonic::classify`).
+///
+/// | status | outcome |
+/// |---|---|
+/// | `OK` | `None` |
+/// | `DEADLINE_EXCEEDED` | [`Outcome::TimedOut`], or with `grpc-retry-pushback-ms` [`Outcome::Pushback`] ([`parse_grpc_pushback`]) |
+/// | `UNAVAILABLE`, `RESOURCE_EXHAUSTED` | [`Outcome::Failed`], or with `grpc-retry-pushback-ms` [`Outcome::Pushback`] |
+/// | any other | [`Outcome::Fatal`] |
+///
+/// ```
+/// use deadline_core::Outcome;
+/// use deadline_core::wire::{GrpcCode, classify_grpc};
+///
+/// assert_eq!(classify_grpc(GrpcCode::DeadlineExceeded, None), Some(Outcome::TimedOut));
+/// assert_eq!(classify_grpc(GrpcCode::NotFound, None), Some(Outcome::Fatal));
+/// assert!(matches!(classify_grpc(GrpcCode::Unavailable, Some(b"250")), Some(Outcome::Pushback(_))));
+/// assert_eq!(classify_grpc(GrpcCode::Ok, None), None);
+/// ```
+#[must_use]
+pub fn classify_grpc(code: GrpcCode, retry_pushback_ms: Option<&[u8]>) -> Option<Outcome> {
+    match code {
+        GrpcCode::Ok => None,
+        // The server's word on retrying (gRFC A6), when it gave one, rules: when to come
+        // back, or not to.
+        GrpcCode::DeadlineExceeded => Some(retry_pushback_ms.map_or(Outcome::TimedOut, |v| {
+            Outcome::Pushback(parse_grpc_pushback(v))
+        })),
+        GrpcCode::Unavailable | GrpcCode::ResourceExhausted => {
+            Some(retry_pushback_ms.map_or(Outcome::Failed, |v| {
+                Outcome::Pushback(parse_grpc_pushback(v))
+            }))
+        }
+        _ => Some(Outcome::Fatal),
+    }
+}
+
 impl<'a> ResponseHead<'a> {
     /// A response with HTTP `status`, whose headers are read with `header` (the first value
     /// of the header of that lowercase name, if it has one).
@@ -134,20 +173,8 @@ impl<'a> ResponseHead<'a> {
     #[must_use]
     pub fn classify(&self) -> Option<Outcome> {
         match self.grpc_code() {
-            Some(Ok(GrpcCode::Ok)) => None,
-            // The server's word on retrying (gRFC A6), when it gave one, rules: when to come
-            // back, or not to.
-            Some(Ok(GrpcCode::DeadlineExceeded)) => {
-                Some(self.grpc_retry_pushback_ms.map_or(Outcome::TimedOut, |v| {
-                    Outcome::Pushback(parse_grpc_pushback(v))
-                }))
-            }
-            Some(Ok(GrpcCode::Unavailable | GrpcCode::ResourceExhausted)) => {
-                Some(self.grpc_retry_pushback_ms.map_or(Outcome::Failed, |v| {
-                    Outcome::Pushback(parse_grpc_pushback(v))
-                }))
-            }
-            Some(_) => Some(Outcome::Fatal),
+            Some(Ok(code)) => classify_grpc(code, self.grpc_retry_pushback_ms),
+            Some(Err(())) => Some(Outcome::Fatal),
             None => self.classify_http(),
         }
     }

@@ -129,10 +129,14 @@
 //! after the layer's deadline, and each poll reaches the layer before it, so the layer
 //! answers first unless the thread stalls for longer than the margin between the two, inside
 //! one poll (seen only with the test machine's two cores saturated by busy loops at a higher
-//! priority: about one call in 5 000). A wider margin makes that rarer.
+//! priority: about one call in 5 000). A wider margin makes that rarer. Its timer also takes
+//! `Server::timeout`, when one is set: one shorter than a request's budget fires first, and
+//! the caller reads `CANCELLED`. Leave it unset, or at the layer's
+//! [maximum](deadline_core::wire::Propagation::with_max) or more: the layer bounds every
+//! request.
 //!
 //! Every answer the layer makes is in the request's protocol ([`Answer`](deadline_core::wire::Answer)): a gRPC request
-//! gets HTTP 200 trailers-only with `grpc-status`, in its own content type and codec (a
+//! gets HTTP 200 trailers-only with `grpc-status`, in its own media type and codec (a
 //! gRPC-Web request the same, in gRPC-Web's), a Connect request Connect's error, any other an HTTP status with
 //! a short text. A service error that comes within the failure window before the deadline
 //! (two of the layer's hop allowances and a millisecond:

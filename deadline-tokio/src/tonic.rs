@@ -1,0 +1,65 @@
+//! [`classify`]: what a tonic client's `Status` means for retrying (feature `tonic`).
+//!
+//! A call whose attempts return `Result<T, tonic::Status>` (a tonic client's method, called
+//! inside [`Dependency::run`](deadline_core::Dependency::run)) is classified by the status's
+//! code as the core reads a gRPC status ([`classify_grpc`]): `DEADLINE_EXCEEDED` is the
+//! attempt's timeout, `UNAVAILABLE` and `RESOURCE_EXHAUSTED` may be retried, the server's
+//! `grpc-retry-pushback-ms` is heard, and every other code is the server's answer, final.
+//! Without it, every status is [`Outcome::Failed`]: a `NOT_FOUND` is retried and counted
+//! against the dependency's breaker, and a `DEADLINE_EXCEEDED` is counted as a failure, not
+//! as a timeout.
+//!
+//! A tonic `Channel` reports a refused connection as `UNAVAILABLE`, which a dependency that
+//! is not idempotent does not retry; connected through a
+//! [`Connector`](crate::connect::Connector) (feature `hyper-util`),
+//! `ClassifyConnect::new().otherwise(classify)` reads the refused connect as
+//! [`Outcome::Refused`], safe to retry.
+//!
+//! ```
+//! use deadline_core::{Outcome, Policy, ms};
+//! use deadline_tokio::{Dependency, scope_timeout};
+//! use tonic::Status;
+//!
+//! static PRICES: Dependency = Dependency::new(
+//!     Policy::required("prices").idempotent().with_cap(ms(80)).with_floor(ms(10)).with_retries(2),
+//! );
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! let tries = std::cell::Cell::new(0);
+//! let price = scope_timeout(ms(1_000), async {
+//!     PRICES
+//!         .run(|_| {
+//!             tries.set(tries.get() + 1);
+//!             async { Err::<u32, _>(Status::not_found("no such item")) }
+//!         })
+//!         .classify(deadline_tokio::tonic::classify)
+//!         .await
+//! })
+//! .await
+//! .unwrap();
+//! // NOT_FOUND is the server's answer: returned as it came, not retried.
+//! assert_eq!(tonic::Status::from(price.unwrap_err()).code(), tonic::Code::NotFound);
+//! assert_eq!(tries.get(), 1);
+//! assert_eq!(deadline_tokio::tonic::classify(&Status::unavailable("busy")), Outcome::Failed);
+//! # }
+//! ```
+
+use deadline_core::Outcome;
+use deadline_core::wire::{GRPC_RETRY_PUSHBACK_MS, GrpcCode, classify_grpc};
+
+/// What `status` means for retrying its attempt: its code and `grpc-retry-pushback-ms` read
+/// as [`classify_grpc`] reads them. A status that says `OK` (which tonic never gives as an
+/// error) or a code gRPC does not define is final, [`Outcome::Fatal`].
+#[must_use]
+pub fn classify(status: &tonic::Status) -> Outcome {
+    let code = u8::try_from(i32::from(status.code()))
+        .ok()
+        .and_then(GrpcCode::from_u8);
+    let pushback = status
+        .metadata()
+        .get(GRPC_RETRY_PUSHBACK_MS)
+        .map(|value| value.as_bytes());
+    code.and_then(|code| classify_grpc(code, pushback))
+        .unwrap_or(Outcome::Fatal)
+}

@@ -1,0 +1,100 @@
+//! `deadline_tokio::tonic::classify`: a tonic client's `Status` counts as the core reads a gRPC
+//! status. Without it every status is a plain failure: a `NOT_FOUND` retried and a
+//! `DEADLINE_EXCEEDED` counted as the dependency failing. Virtual time: each attempt answers
+//! at once, and the backoffs pass on tokio's paused clock.
+
+use std::cell::Cell;
+
+use deadline_core::policy::Backoff;
+use deadline_core::{CallError, Error, Outcome, Policy, ms};
+use deadline_tokio::{Dependency, scope_timeout};
+use tonic::metadata::MetadataValue;
+use tonic::{Code, Status};
+
+/// Three attempts at most, 10 ms apart.
+const fn thrice(name: &'static str) -> Policy<'static> {
+    Policy::required(name)
+        .idempotent()
+        .with_cap(ms(100))
+        .with_floor(ms(1))
+        .with_retries(2)
+        .with_backoff(Backoff::constant(ms(10)))
+}
+
+/// The attempts `dep` makes when each returns `status`, and the call's error.
+async fn attempts(dep: &'static Dependency, status: fn() -> Status) -> (u32, CallError<Status>) {
+    let tries = Cell::new(0);
+    let error = scope_timeout(ms(1_000), async {
+        dep.run(|_| {
+            tries.set(tries.get() + 1);
+            async move { Err::<(), _>(status()) }
+        })
+        .classify(deadline_tokio::tonic::classify)
+        .await
+    })
+    .await
+    .expect("inside its scope")
+    .unwrap_err();
+    (tries.get(), error)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_servers_answer_is_final_and_not_a_failure() {
+    static NOT_FOUND: Dependency = Dependency::new(thrice("not_found"));
+    let (tries, error) = attempts(&NOT_FOUND, || Status::not_found("no such item")).await;
+    assert_eq!(tries, 1, "NOT_FOUND is not retried");
+    assert!(matches!(error, CallError::Attempt(ref s) if s.code() == Code::NotFound));
+    let counts = NOT_FOUND.counters().snapshot();
+    assert_eq!((counts.calls, counts.retries, counts.timeouts), (1, 0, 0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn deadline_exceeded_is_the_attempts_timeout() {
+    static SLOW: Dependency = Dependency::new(thrice("slow"));
+    let (tries, error) = attempts(&SLOW, || Status::deadline_exceeded("ran out")).await;
+    assert_eq!(tries, 3, "retried as a timeout is");
+    assert!(
+        matches!(error, CallError::Library(Error::Timeout { .. })),
+        "{error:?}"
+    );
+    assert_eq!(SLOW.counters().snapshot().timeouts, 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn unavailable_is_retried_unless_the_server_says_not_to() {
+    static BUSY: Dependency = Dependency::new(thrice("busy"));
+    let (tries, _) = attempts(&BUSY, || Status::unavailable("busy")).await;
+    assert_eq!(tries, 3);
+
+    // gRFC A6: a negative pushback says not to retry.
+    static STOP: Dependency = Dependency::new(thrice("stop"));
+    let (tries, error) = attempts(&STOP, || {
+        let mut status = Status::unavailable("go away");
+        status
+            .metadata_mut()
+            .insert("grpc-retry-pushback-ms", MetadataValue::from_static("-1"));
+        status
+    })
+    .await;
+    assert_eq!(tries, 1);
+    assert!(matches!(error, CallError::Attempt(ref s) if s.code() == Code::Unavailable));
+}
+
+#[test]
+fn every_code_reads_as_the_core_reads_a_grpc_status() {
+    use deadline_core::wire::{GrpcCode, classify_grpc};
+    for number in 1..=16u8 {
+        let code = GrpcCode::from_u8(number).unwrap();
+        let status = Status::new(Code::from_i32(i32::from(number)), "");
+        assert_eq!(
+            Some(deadline_tokio::tonic::classify(&status)),
+            classify_grpc(code, None),
+            "{code}"
+        );
+    }
+    // Not an error a client gives, nor a code gRPC defines: final.
+    assert_eq!(
+        deadline_tokio::tonic::classify(&Status::new(Code::Ok, "")),
+        Outcome::Fatal
+    );
+}
