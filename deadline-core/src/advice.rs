@@ -153,6 +153,15 @@ impl Reading {
         self.at_most.is_some()
     }
 
+    /// Each of its values, at least `floor`.
+    fn at_least(self, floor: Duration) -> Reading {
+        Reading {
+            at_least: self.at_least.max(floor),
+            estimate: self.estimate.map(|v| v.max(floor)),
+            at_most: self.at_most.map(|v| v.max(floor)),
+        }
+    }
+
     /// Both bounds plus `d`, saturating.
     const fn plus(self, d: Duration) -> Reading {
         Reading {
@@ -200,7 +209,8 @@ pub struct Advice {
     pub p999: Reading,
     /// The policy's cap quantile (the p99.9 by default).
     pub quantile: Reading,
-    /// The cap the stated rate needs: `quantile` plus the policy's margin.
+    /// The cap the stated rate needs: `quantile` plus the policy's margin, and never under
+    /// the policy's floor (a cap under it would make no call at all).
     pub suggested_cap: Reading,
     /// The worst case at the cap with the policy's retries and their longest backoffs.
     pub worst_case: Duration,
@@ -374,7 +384,7 @@ impl Advice {
             p99: reading(1),
             p999: reading(2),
             quantile,
-            suggested_cap: quantile.plus(settings.margin()),
+            suggested_cap: quantile.plus(settings.margin()).at_least(policy.floor()),
             worst_case,
             slice,
             fits: slice.map(|s| worst_case <= s),
@@ -514,6 +524,22 @@ mod tests {
         // 40 ms is the largest: nothing above the 50 ms cap.
         assert_eq!((a.killed, a.kill_fraction), (0, 0.0));
         assert!(a.enough && !a.kills_too_many && a.is_within_policy());
+    }
+
+    /// A dependency far faster than its floor: the quantile and margin say 11 ms, but a cap
+    /// under the policy's 30 ms floor would make no call at all (and `Dependency::new` refuses
+    /// such a policy), so the suggestion is the floor.
+    #[test]
+    fn the_suggested_cap_is_never_under_the_floor() {
+        let h: Histogram = Histogram::new();
+        h.record_n(ms(1), 2_000);
+        let floored = Policy::required("fast")
+            .with_cap(ms(100))
+            .with_floor(ms(30));
+        let a = Advice::assess(h.buckets(), none(), &floored, ms(100)).unwrap();
+        assert!(a.quantile.value() < ms(2));
+        assert_eq!(a.suggested_cap.value(), ms(30));
+        assert_eq!(a.suggested_cap.at_least, ms(30));
     }
 
     #[test]

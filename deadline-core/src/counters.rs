@@ -68,7 +68,10 @@ pub enum CounterEvent {
     Hedge,
     /// A call's answer came from a hedged copy rather than the first attempt.
     HedgeWin,
-    /// A retry or hedge was not sent because the retry-and-hedge budget was spent.
+    /// A retry or hedge was not sent because the retry-and-hedge budget was spent. A hedge
+    /// the budget refuses is asked for again one hedge delay later, and each refusal counts:
+    /// a call whose budget stays spent counts one for every delay it runs, so this can
+    /// exceed the calls; read it as how often the budget said no.
     BudgetRefusal,
     /// An attempt (a call's first, a retry or a hedge) was refused by the circuit breaker:
     /// open, or half-open with its probes taken.
@@ -280,9 +283,11 @@ pub struct CounterSnapshot {
     pub hedges: u64,
     /// Calls won by a hedged copy ([`CounterEvent::HedgeWin`]).
     pub hedge_wins: u64,
-    /// Retries and hedges refused by the budget ([`CounterEvent::BudgetRefusal`]).
+    /// Times the budget refused a retry or a hedge ([`CounterEvent::BudgetRefusal`]: a
+    /// hedge refused is asked for again a delay later, and counts again).
     pub budget_refusals: u64,
-    /// Calls refused by an open breaker ([`CounterEvent::BreakerRejection`]).
+    /// Attempts the breaker refused: a call's first (the call was not made), a retry or a
+    /// hedge ([`CounterEvent::BreakerRejection`]).
     pub breaker_rejections: u64,
 }
 
@@ -348,7 +353,10 @@ impl CounterSnapshot {
         ratio(self.successes, self.calls)
     }
 
-    /// `timeouts / attempts`: the share of attempts abandoned, the live kill fraction.
+    /// `timeouts / attempts`: the share of attempts abandoned, for any reason (the cap, the
+    /// caller's deadline, no time left to send). Not the advice's kill fraction, which counts
+    /// only the latencies the cap cut; and [`attempts`](Self::attempts) counts skipped and
+    /// refused calls too.
     #[must_use]
     pub fn timeout_rate(&self) -> f64 {
         ratio(self.timeouts, self.attempts())
@@ -373,7 +381,8 @@ impl CounterSnapshot {
         ratio(self.hedge_wins, self.hedges)
     }
 
-    /// `breaker_rejections / calls`.
+    /// `breaker_rejections / calls`: the refused retries and hedges are among the rejections,
+    /// so this can exceed the share of calls the breaker refused.
     #[must_use]
     pub fn breaker_rejection_rate(&self) -> f64 {
         ratio(self.breaker_rejections, self.calls)

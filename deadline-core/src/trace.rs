@@ -1,17 +1,20 @@
 //! Every step of a dependency's call as a `tracing` event (feature `tracing`).
 //!
-//! Levels, as a service owner would pick them: the steps of a call that goes well at
-//! `DEBUG` (attempt started, answered) and `TRACE` (a loser cancelled); a retry, a backoff, a
-//! hedge, an attempt's failure or timeout at `DEBUG`; an optional call skipped at `INFO`; a
-//! call not made and a call that gives up at `WARN` (its end, without an answer, is then at
-//! `DEBUG`: the reason was said). Every
-//! event names the dependency (`dependency`) and the attempt (`attempt`) where there is one.
+//! Levels: every step of a call at `DEBUG` (attempt started, answered, failed or timed out; a
+//! retry, a backoff, a hedge; an optional call skipped, a call not made, a call that gives up)
+//! but a loser cancelled, at `TRACE`. Nothing a single call does is logged above `DEBUG`: in
+//! an outage every call fails alike, and a `WARN` per call would flood the log when it costs
+//! most. The rates are the counters' and the metrics' to tell; what the call's caller makes
+//! of its error is the caller's to log. Every event names the dependency (`dependency`) and
+//! the attempt (`attempt`) where there is one.
 //!
 //! With feature `advice`, a `WARN` when a dependency's cap is not within its policy (it kills
 //! more than its stated rate, or its worst case does not fit its slice), at most once per
 //! interval, with the figures that say so.
 
-use tracing::{debug, info, trace, warn};
+#[cfg(feature = "advice")]
+use tracing::warn;
+use tracing::{debug, trace};
 
 use crate::drive::{Event, EventKind};
 
@@ -71,7 +74,7 @@ pub(crate) fn emit(name: &str, event: &Event) {
         }
         EventKind::Skipped { shortfall } => {
             let (available, floor) = (shortfall.available(), shortfall.floor());
-            info!(
+            debug!(
                 dependency = name,
                 ?available,
                 ?floor,
@@ -80,10 +83,10 @@ pub(crate) fn emit(name: &str, event: &Event) {
             );
         }
         EventKind::NotCalled { error } => {
-            warn!(dependency = name, %error, at_us, "call not made");
+            debug!(dependency = name, %error, at_us, "call not made");
         }
         EventKind::GaveUp { reason } => {
-            warn!(dependency = name, ?reason, at_us, "gave up");
+            debug!(dependency = name, ?reason, at_us, "gave up");
         }
         EventKind::Ended { ok, deadline } => {
             if ok {
@@ -92,7 +95,8 @@ pub(crate) fn emit(name: &str, event: &Event) {
                 // Why was said at its own level (gave up, not made, skipped).
                 debug!(
                     dependency = name,
-                    deadline_exceeded = deadline,
+                    // The error, not the counters' count (see `EventKind::Ended`).
+                    deadline_passed = deadline,
                     at_us,
                     "call ended without an answer"
                 );

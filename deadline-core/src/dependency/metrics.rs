@@ -88,13 +88,41 @@ pub(crate) const SUGGESTED_CAP_SECONDS: &str = "deadline_suggested_cap_seconds";
 #[cfg(feature = "advice")]
 pub(crate) const CAP_SECONDS: &str = "deadline_cap_seconds";
 
-/// Sets the advice's gauges of dependency `name` on the installed `metrics` recorder.
+/// Sets the advice's gauges of dependency `name` on the installed `metrics` recorder, with
+/// `cap`, the cap in use once the advice has moved an adaptive one.
 #[cfg(feature = "advice")]
-pub(crate) fn gauges(name: &str, advice: &crate::advice::Advice) {
+pub(crate) fn gauges(name: &str, advice: &crate::advice::Advice, cap: core::time::Duration) {
     let label = || std::string::String::from(name);
     metrics::gauge!(KILL_FRACTION, "dependency" => label()).set(advice.kill_fraction);
     metrics::gauge!(TIMED_OUT_FRACTION, "dependency" => label()).set(advice.timed_out_share);
     metrics::gauge!(SUGGESTED_CAP_SECONDS, "dependency" => label())
-        .set(advice.suggested_cap.value().as_secs_f64());
-    metrics::gauge!(CAP_SECONDS, "dependency" => label()).set(advice.cap.as_secs_f64());
+        .set(seconds(advice.suggested_cap.value()));
+    metrics::gauge!(CAP_SECONDS, "dependency" => label()).set(seconds(cap));
+}
+
+/// `d` in seconds; no cap at all ([`Duration::MAX`](core::time::Duration::MAX): a policy
+/// without one, or a quantile beyond the histogram) is infinite, as Prometheus writes it
+/// (`+Inf`), not 1.8e19 seconds.
+#[cfg(feature = "advice")]
+fn seconds(d: core::time::Duration) -> f64 {
+    if d == core::time::Duration::MAX {
+        f64::INFINITY
+    } else {
+        d.as_secs_f64()
+    }
+}
+
+#[cfg(all(test, feature = "advice"))]
+mod tests {
+    use core::time::Duration;
+
+    use super::seconds;
+
+    /// No cap is an infinite one, which Prometheus writes `+Inf`: not the 1.8e19 seconds of
+    /// `Duration::MAX`, which a dashboard would plot as a cap.
+    #[test]
+    fn no_cap_is_infinite_seconds() {
+        assert_eq!(seconds(Duration::MAX), f64::INFINITY);
+        assert_eq!(seconds(Duration::from_millis(50)), 0.05);
+    }
 }

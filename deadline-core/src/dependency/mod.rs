@@ -332,7 +332,8 @@ impl<'n, Rt, M> Dependency<'n, Rt, M> {
     /// (no clock is read): they move an adaptive cap; with feature `metrics` they set the
     /// gauges `deadline_kill_fraction`, `deadline_timed_out_fraction`,
     /// `deadline_suggested_cap_seconds` (the estimate, or the lower bound when the quantile
-    /// lies beyond every answer) and `deadline_cap_seconds` (label `dependency`); with feature
+    /// lies beyond every answer) and `deadline_cap_seconds` (the cap in use once the check has
+    /// moved an adaptive one), `+Inf` for no cap (label `dependency`); with feature
     /// `tracing`, while the cap kills more than its stated rate or its worst case does not
     /// fit its slice, they log a `WARN` at most once per
     /// [`interval`](crate::Policy::with_advice_interval). (A

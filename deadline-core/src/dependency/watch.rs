@@ -143,7 +143,7 @@ impl LiveAdvice {
             }
         }
         #[cfg(feature = "metrics")]
-        super::metrics::gauges(policy.name(), &advice);
+        super::metrics::gauges(policy.name(), &advice, self.cap(policy));
         let warn = !advice.is_within_policy() && self.claim_warning(at, policy.advice().interval());
         #[cfg(feature = "tracing")]
         if warn {

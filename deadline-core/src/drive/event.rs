@@ -109,11 +109,15 @@ pub enum EventKind {
         reason: GiveUp,
     },
     /// The call is over: with an answer (`ok`), or without one; `deadline` when it ended
-    /// with [`Error::DeadlineExceeded`] (time ran out for the whole request).
+    /// with [`Error::DeadlineExceeded`] (time ran out for the whole request). Not the same
+    /// as the counters' deadline exceeded
+    /// ([`Called::is_deadline_exceeded`](super::Called::is_deadline_exceeded)), which also
+    /// counts a call that gave up for want of time before the deadline passed (a backoff past
+    /// it, a retry under the floor), and not a call that was never made.
     Ended {
         /// Whether an attempt answered.
         ok: bool,
-        /// Whether the request's deadline passed.
+        /// Whether the call ended with [`Error::DeadlineExceeded`].
         deadline: bool,
     },
 }
