@@ -95,8 +95,8 @@ pub(crate) fn emit(name: &str, event: &Event) {
                 // Why was said at its own level (gave up, not made, skipped).
                 debug!(
                     dependency = name,
-                    // The error, not the counters' count (see `EventKind::Ended`).
-                    deadline_passed = deadline,
+                    // The call's error, not the counters' count (see `EventKind::Ended`).
+                    deadline_exceeded_error = deadline,
                     at_us,
                     "call ended without an answer"
                 );

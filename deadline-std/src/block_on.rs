@@ -8,7 +8,7 @@ use core::future::Future;
 use core::pin::pin;
 use core::task::{Context, Poll, Waker};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::Wake;
 use std::thread::{self, Thread};
 
@@ -22,9 +22,11 @@ std::thread_local! {
     /// The sleeps polled on this thread while they were pending, until they are due or
     /// dropped: their numbers, instants and wakers.
     static SLEEPS: RefCell<Vec<(u64, Instant, Waker)>> = const { RefCell::new(Vec::new()) };
-    /// The number the next sleep kept is given.
-    static NEXT: Cell<u64> = const { Cell::new(0) };
 }
+
+/// The number the next sleep kept is given: one count for the process, so that a sleep
+/// moved to another thread's `block_on` is never taken for one kept there.
+static NEXT: AtomicU64 = AtomicU64::new(0);
 
 /// Wakes the thread running [`block_on`]. The flag keeps the wake-up itself: a thread's
 /// unpark token can be taken by anything that parks it, and code inside the future's poll may
@@ -67,7 +69,10 @@ pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
             });
             if depth == 0 {
                 // What the future left behind (a scope's timer dropped with it) wakes nothing.
-                SLEEPS.with(|s| s.borrow_mut().clear());
+                // Taken out before it is dropped: a waker dropped may drop a sleep, which
+                // forgets itself in `SLEEPS`.
+                let left = SLEEPS.with(|s| core::mem::take(&mut *s.borrow_mut()));
+                drop(left);
             }
         }
     }
@@ -135,30 +140,37 @@ pub(crate) fn wake_at(at: Instant, waker: &Waker, kept: Option<u64>) -> Option<u
     if DEPTH.with(Cell::get) == 0 {
         return None;
     }
-    SLEEPS.with(|s| {
+    // A waker replaced is dropped after the borrow ends: dropping it may drop a sleep.
+    let (id, replaced) = SLEEPS.with(|s| {
         let mut sleeps = s.borrow_mut();
         if let Some(entry) = kept.and_then(|id| sleeps.iter_mut().find(|(n, ..)| *n == id)) {
-            if !entry.2.will_wake(waker) {
-                entry.2 = waker.clone();
-            }
-            return Some(entry.0);
+            let replaced = (!entry.2.will_wake(waker))
+                .then(|| core::mem::replace(&mut entry.2, waker.clone()));
+            return (entry.0, replaced);
         }
-        let id = NEXT.with(|n| {
-            let id = n.get();
-            n.set(id.wrapping_add(1));
-            id
-        });
+        let id = NEXT.fetch_add(1, Ordering::Relaxed);
         sleeps.push((id, at, waker.clone()));
-        Some(id)
-    })
+        (id, None)
+    });
+    drop(replaced);
+    Some(id)
 }
 
 /// Forgets the sleep kept under `id` ([`wake_at`]): it was dropped before it was due, and
 /// wakes nothing.
 pub(crate) fn forget(id: u64) {
     // `try_with`: a sleep dropped while the thread's locals are being torn down has nothing
-    // left to forget.
-    let _ = SLEEPS.try_with(|s| s.borrow_mut().retain(|(n, ..)| *n != id));
+    // left to forget. The waker is dropped after the borrow ends: dropping it may drop
+    // another sleep, which forgets itself in turn.
+    let forgotten = SLEEPS
+        .try_with(|s| {
+            let mut sleeps = s.borrow_mut();
+            let at = sleeps.iter().position(|(n, ..)| *n == id)?;
+            Some(sleeps.swap_remove(at))
+        })
+        .ok()
+        .flatten();
+    drop(forgotten);
 }
 
 #[cfg(test)]
@@ -207,5 +219,40 @@ mod tests {
             drop(other);
             assert_eq!(kept(), 0);
         });
+    }
+
+    /// A sleep polled inside one thread's `block_on`, then moved to another thread's, is
+    /// kept there as its own: never taken for a sleep that thread keeps under the same number
+    /// (each thread counted from 0, so the moved sleep took over the other's wake-up, and
+    /// dropping either forgot both).
+    #[test]
+    fn a_sleep_moved_to_another_thread_is_kept_as_its_own() {
+        let far = StdClock.now() + ms(60_000);
+        let poll_once = |sleep: &mut crate::ThreadSleep| {
+            block_on(poll_fn(|cx| {
+                assert!(Pin::new(&mut *sleep).poll(cx).is_pending());
+                Poll::Ready(())
+            }));
+        };
+        let mut moved = ThreadTimer.sleep_until(far);
+        poll_once(&mut moved);
+        std::thread::spawn(move || {
+            block_on(async {
+                let mut own = ThreadTimer.sleep_until(far);
+                for sleep in [&mut own, &mut moved] {
+                    poll_fn(|cx| {
+                        assert!(Pin::new(&mut *sleep).poll(cx).is_pending());
+                        Poll::Ready(())
+                    })
+                    .await;
+                }
+                assert_eq!(kept(), 2, "two sleeps, two wake-ups");
+                drop(moved);
+                assert_eq!(kept(), 1, "the thread's own is still woken");
+                drop(own);
+            });
+        })
+        .join()
+        .unwrap();
     }
 }

@@ -10,9 +10,8 @@
 //! as a timeout.
 //!
 //! A tonic `Channel` reports a refused connection as `UNAVAILABLE`, which a dependency that
-//! is not idempotent does not retry; connected through a
-//! [`Connector`](crate::connect::Connector) (feature `hyper-util`),
-//! `ClassifyConnect::new().otherwise(classify)` reads the refused connect as
+//! is not idempotent does not retry; connected through deadline-tokio's `Connector` (feature
+//! `hyper-util`), `ClassifyConnect::new().otherwise(classify)` reads the refused connect as
 //! [`Outcome::Refused`], safe to retry.
 //!
 //! ```

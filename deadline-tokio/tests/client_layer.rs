@@ -845,6 +845,21 @@ async fn a_requests_own_timeout_bounds_the_whole_call_not_each_attempt() {
     assert_eq!(seen[1].at - seen[0].at, ms(70));
     assert_eq!(seen[1].grpc_timeout.as_deref(), Some("15000000n"));
 
+    // The reserve is for the work after the call, in the scope's time: it does not come off
+    // the request's own 90 ms.
+    let (next, log) = scripted(|_| status(200));
+    let reserving = DependencyLayer::new(&OWN, DeadlineHeader::GrpcTimeout)
+        .reserve(ms(50))
+        .layer(next);
+    scope_timeout(ms(1_000), reserving.oneshot(own()))
+        .await
+        .expect("inside its scope")
+        .unwrap();
+    assert_eq!(
+        log.lock().unwrap()[0].grpc_timeout.as_deref(),
+        Some("85000000n")
+    );
+
     // Every attempt hangs: the call ends when the request's 90 ms run out, not at the cap.
     let hung = DependencyLayer::new(&OWN, DeadlineHeader::GrpcTimeout).layer(service_fn(
         |_req: Request<String>| async {

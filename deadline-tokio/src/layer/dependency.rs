@@ -283,7 +283,7 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        let own = own_deadline(request.headers());
+        let own = own_deadline(request.headers(), self.reserve);
         let attempts = Attempts::new(
             self.take_ready(),
             request,
@@ -316,7 +316,7 @@ where
     fn call(&mut self, request: Request<B>) -> Self::Future {
         let (head, body) = request.into_parts();
         // From now: the time the body takes to read counts.
-        let own = own_deadline(&head.headers);
+        let own = own_deadline(&head.headers, self.reserve);
         BufferedFuture {
             state: BufferedState::Reading {
                 body,

@@ -18,7 +18,7 @@ use tower_service::Service;
 
 use super::dependency_attempt::{AttemptFuture, Attempts, Failed, Failure, OutcomeOf, outcome_of};
 use super::dependency_error::DependencyError;
-use super::headers::lookup;
+use super::headers::Scanned;
 use super::propagate::PropagateService;
 use super::propagate_body::PropagateBody;
 use super::replay::{Collected, ReplayBody, TooLarge};
@@ -40,13 +40,14 @@ pub(super) type RunOf<S, B, R, C, T> = RunFuture<
 >;
 
 /// The deadline that a request's own timeout header sets from now (a timeout its caller set,
-/// such as tonic's `Request::set_timeout`: the shortest that can be read), or
-/// [`Deadline::NEVER`] for a request with none. The whole call runs within it, as its caller
-/// asked: each attempt, a retry or a hedge included, is sent with what is left of it, not with
-/// the whole timeout again.
-pub(super) fn own_deadline(headers: &http::HeaderMap) -> Deadline {
-    match Incoming::read(lookup(headers)).shortest_valid() {
-        Some(own) => Deadline::after(TokioClock.now(), own),
+/// such as tonic's `Request::set_timeout`: the shortest that can be read), plus `reserve`,
+/// which the call keeps after it: or [`Deadline::NEVER`] for a request with none. The whole
+/// call runs within it, as its caller asked: each attempt, a retry or a hedge included, is
+/// sent with what is left of the timeout (the reserve, kept for the work after the call in
+/// the scope, does not come off it), not with the whole timeout again.
+pub(super) fn own_deadline(headers: &http::HeaderMap, reserve: Duration) -> Deadline {
+    match Incoming::read(Scanned::new(headers).lookup()).shortest_valid() {
+        Some(own) => Deadline::after(TokioClock.now(), own.saturating_add(reserve)),
         None => Deadline::NEVER,
     }
 }

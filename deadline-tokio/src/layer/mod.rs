@@ -226,7 +226,9 @@
 //!   header set by hand: the shortest that can be read) is for the whole call, from when the
 //!   service is called: the call runs within it as within a scope, so a retry or a hedge goes
 //!   out with what is left of those 50 ms, less the allowance, and a call whose attempts hang
-//!   ends when they run out.
+//!   ends when they run out. (The reserve does not come off it: that is for the work after
+//!   the call. A buffered request's body is read before the first attempt, unbounded by it,
+//!   as by the scope: the read counts against the 50 ms, not cut at their end.)
 //! - **Attempts.** Each attempt (the first, each retry, each hedge) sends its own copy of the
 //!   request through the inner service, wrapped in [`PropagateService`]: the copy carries the
 //!   attempt's own time left (its timeout, `min(left - reserve, cap)`, as it runs down) less
