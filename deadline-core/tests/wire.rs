@@ -634,95 +634,55 @@ fn a_requests_codec_decides_the_answers_content_type() {
     let read = |value: &'static [u8]| {
         Protocol::read(|| None, |name| (name == "content-type").then_some(value))
     };
-    for (sent, protocol) in [
-        (
-            &b"application/grpc"[..],
-            Protocol::Grpc {
-                codec: Codec::Proto,
-            },
-        ),
-        (
-            b"application/grpc;charset=utf-8",
-            Protocol::Grpc {
-                codec: Codec::Proto,
-            },
-        ),
-        (
-            b"application/grpc+PROTO",
-            Protocol::Grpc {
-                codec: Codec::Proto,
-            },
-        ),
+    let grpc = |codec| Protocol::Grpc { codec };
+    // (content type sent, protocol read, whether the answer repeats it)
+    let cases: [(&[u8], Protocol, bool); 10] = [
+        (b"application/grpc", grpc(Codec::Proto), false),
+        (b"application/grpc;charset=utf-8", grpc(Codec::Proto), false),
+        (b"application/grpc+PROTO", grpc(Codec::Proto), false),
         (
             b"application/grpc+json; charset=utf-8",
-            Protocol::Grpc { codec: Codec::Json },
+            grpc(Codec::Json),
+            false,
         ),
-        (
-            b"application/grpc+json5",
-            Protocol::Grpc {
-                codec: Codec::Other,
-            },
-        ),
-        (
-            b"application/grpc+cbor",
-            Protocol::Grpc {
-                codec: Codec::Other,
-            },
-        ),
-        (
-            b"application/grpc+",
-            Protocol::Grpc {
-                codec: Codec::Other,
-            },
-        ),
+        (b"application/grpc+json5", grpc(Codec::Other), true),
+        (b"application/grpc+cbor", grpc(Codec::Other), true),
+        (b"application/grpc+", grpc(Codec::Other), true),
         (
             b"application/grpc-web-text+thrift",
             Protocol::GrpcWeb {
                 text: true,
                 codec: Codec::Other,
             },
+            true,
         ),
         (
             b"application/connect+cbor",
             Protocol::ConnectStream {
                 codec: Codec::Other,
             },
+            true,
         ),
         (
             b"application/connect+Json",
             Protocol::ConnectStream { codec: Codec::Json },
+            false,
         ),
-    ] {
+    ];
+    for (sent, protocol, repeats) in cases {
         let text = core::str::from_utf8(sent).unwrap();
         assert_eq!(read(sent), protocol, "{text}");
-        let answer = Answer::new(protocol, Error::DeadlineExceeded);
-        let other = matches!(
-            protocol,
-            Protocol::Grpc {
-                codec: Codec::Other
-            } | Protocol::GrpcWeb {
-                codec: Codec::Other,
-                ..
-            } | Protocol::ConnectStream {
-                codec: Codec::Other
-            }
-        );
-        assert_eq!(protocol.answer_repeats_content_type(), other, "{text}");
-        match answer.content_type() {
+        assert_eq!(protocol.answer_repeats_content_type(), repeats, "{text}");
+        match Answer::new(protocol, Error::DeadlineExceeded).content_type() {
             ContentType::Request { fallback } => {
-                assert!(other, "{text}");
+                assert!(repeats, "{text}");
                 // Protobuf's name in the same protocol, for a server that cannot keep the
                 // request's own.
-                assert!(
-                    !Protocol::read(
-                        || None,
-                        |name| { (name == "content-type").then_some(fallback.as_bytes()) }
-                    )
-                    .answer_repeats_content_type()
-                );
+                let fallback = read(fallback.as_bytes().to_vec().leak());
+                assert!(!fallback.answer_repeats_content_type(), "{text}");
             }
             ContentType::Fixed(fixed) => {
-                assert!(!other, "{text}");
+                assert!(!repeats, "{text}");
                 // The fixed name reads back as the same protocol and codec.
                 assert_eq!(read(fixed.as_bytes().to_vec().leak()), protocol, "{text}");
             }

@@ -747,10 +747,12 @@ async fn a_garbage_grpc_status_is_final_and_nothing_panics() {
 
 // 5. Each attempt's own deadline header; hedges.
 
-#[tokio::test(start_paused = true)]
-async fn each_attempt_carries_its_own_time_left() {
-    static TIMED: Dependency = Dependency::new(twice("timed", Idempotence::Idempotent));
-    // The first attempt fails after 60 ms; the retry answers at once.
+/// A service whose first request fails with a 503 after 60 ms and whose later ones answer at
+/// once, logging every request it sees.
+fn slow_503_then_200() -> (
+    impl Service<Request<String>, Response = Response<String>, Error = Infallible> + Clone,
+    Log,
+) {
     let log: Log = Arc::default();
     let next = service_fn({
         let log = log.clone();
@@ -774,6 +776,14 @@ async fn each_attempt_carries_its_own_time_left() {
             }
         }
     });
+    (next, log)
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_attempt_carries_its_own_time_left() {
+    static TIMED: Dependency = Dependency::new(twice("timed", Idempotence::Idempotent));
+    // The first attempt fails after 60 ms; the retry answers at once.
+    let (next, log) = slow_503_then_200();
     let both = DependencyLayer::new(&TIMED, DeadlineHeader::Both).layer(next);
     let response = scope_timeout(ms(150), both.oneshot(Request::new(String::new())))
         .await
@@ -800,29 +810,7 @@ async fn each_attempt_carries_its_own_time_left() {
 async fn a_requests_own_timeout_bounds_the_whole_call_not_each_attempt() {
     static OWN: Dependency = Dependency::new(twice("own", Idempotence::Idempotent));
     // The first attempt fails after 60 ms; the retry answers at once.
-    let log: Log = Arc::default();
-    let next = service_fn({
-        let log = log.clone();
-        move |req: Request<String>| {
-            let n = {
-                let mut log = log.lock().unwrap();
-                log.push(Seen {
-                    at: Instant::now(),
-                    x_deadline_ms: header(req.headers(), "x-deadline-ms"),
-                    grpc_timeout: header(req.headers(), "grpc-timeout"),
-                    body: String::new(),
-                });
-                log.len()
-            };
-            async move {
-                if n == 1 {
-                    tokio::time::sleep(ms(60)).await;
-                    return Ok::<_, Infallible>(status(503));
-                }
-                Ok(status(200))
-            }
-        }
-    });
+    let (next, log) = slow_503_then_200();
     let client = DependencyLayer::new(&OWN, DeadlineHeader::GrpcTimeout).layer(next);
     let own = || {
         let mut request = Request::new(String::new());
