@@ -236,7 +236,11 @@
 //!   is left of it. Every attempt is bounded by its timeout; a hedge that loses, and every
 //!   attempt still running when the call ends, is dropped (which, on a hyper or tonic
 //!   connection, resets its stream). The response body of the attempt that answers is
-//!   bounded by that attempt's deadline, as [`PropagateLayer`] bounds it.
+//!   bounded by that attempt's deadline, as [`PropagateLayer`] bounds it. A retry or a hedge
+//!   waits for its copy of the inner service to be ready within its own timeout: a limit
+//!   below the layer (`ConcurrencyLimit`, `RateLimit`, a full `Buffer`) that holds it until
+//!   then counts as the dependency's timeout, and against its breaker. Put such limits above
+//!   the layer, where the caller's `poll_ready` waits for them.
 //! - **Retries, hedges, budget, breaker**: all the dependency's, as for any call to it: its
 //!   policy's retries and hedges, its retry budget, its circuit breaker, and every call
 //!   recorded in its counters and latency histogram.
