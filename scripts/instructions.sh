@@ -55,6 +55,11 @@ per_call() {
     local low high
     low=$(count "$1" "$LOW")
     high=$(count "$1" "$HIGH")
+    # A run valgrind did not count (it failed, or printed no total) is no figure: never 0.
+    if ! [[ "$low" =~ ^[0-9]+$ && "$high" =~ ^[0-9]+$ ]]; then
+      echo "instructions: valgrind gave no count for $1 (\"$low\", \"$high\")" >&2
+      exit 1
+    fi
     PER[$1]=$(( (high - low) / (HIGH - LOW) ))
   fi
 }

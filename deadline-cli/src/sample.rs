@@ -67,6 +67,18 @@ pub fn ms_to_duration(value: f64) -> Result<Duration, String> {
 /// or `count`; also when the file holds no latency at all, or more than [`MAX_CALLS`] calls
 /// (named at the line that passes the limit, before anything is stored for it).
 pub fn parse(file: &str, text: &str) -> Result<Vec<Duration>, InputError> {
+    parse_after(file, text, 0)
+}
+
+/// [`parse`], for a file read after others whose samples stand for `earlier` calls (a table's,
+/// whose samples are all held at once): the limit of [`MAX_CALLS`] is for them all.
+///
+/// # Errors
+///
+/// As [`parse`], when this file takes the calls of them all past [`MAX_CALLS`].
+pub fn parse_after(file: &str, text: &str, earlier: usize) -> Result<Vec<Duration>, InputError> {
+    let limit = MAX_CALLS.saturating_sub(earlier);
+    let too_many = |before: usize, adding: u64| too_many(earlier, before, adding);
     let mut out = Vec::new();
     for (index, raw) in text.lines().enumerate() {
         let line = index + 1;
@@ -89,7 +101,7 @@ pub fn parse(file: &str, text: &str) -> Result<Vec<Duration>, InputError> {
                 let total = usize::try_from(count)
                     .ok()
                     .and_then(|c| c.checked_add(out.len()))
-                    .filter(|&total| total <= MAX_CALLS);
+                    .filter(|&total| total <= limit);
                 let Some(total) = total else {
                     return Err(err("count", too_many(out.len(), count)));
                 };
@@ -103,7 +115,7 @@ pub fn parse(file: &str, text: &str) -> Result<Vec<Duration>, InputError> {
                         iter.next();
                     }
                     let latency = parse_ms(value).map_err(|m| err("latency", m))?;
-                    if out.len() >= MAX_CALLS {
+                    if out.len() >= limit {
                         return Err(err("latency", too_many(out.len(), 1)));
                     }
                     out.push(latency);
@@ -122,12 +134,20 @@ pub fn parse(file: &str, text: &str) -> Result<Vec<Duration>, InputError> {
     Ok(out)
 }
 
-/// The message for a line that takes the sample past [`MAX_CALLS`].
-fn too_many(before: usize, adding: u64) -> String {
-    format!(
-        "{adding} more calls after {before} would pass the limit of {MAX_CALLS} calls per \
-         sample file"
-    )
+/// The message for a line that takes the sample past [`MAX_CALLS`], with `before` calls in
+/// the file before it, and `earlier` in the files read before this one.
+fn too_many(earlier: usize, before: usize, adding: u64) -> String {
+    if earlier == 0 {
+        format!(
+            "{adding} more calls after {before} would pass the limit of {MAX_CALLS} calls per \
+             sample file"
+        )
+    } else {
+        format!(
+            "{adding} more calls after {before} would pass the limit of {MAX_CALLS} calls in \
+             all the table's samples ({earlier} in those read before this file)"
+        )
+    }
 }
 
 /// Reads a sample file from disk.

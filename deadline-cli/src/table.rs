@@ -361,8 +361,10 @@ pub fn parse(file: &str, source: &str, base_dir: Option<&Path>) -> Result<Table,
     }
     let mut names = HashSet::new();
     let mut dependencies = Vec::with_capacity(raw.dependency.len());
+    // The calls of the samples read so far: all are held at once, so the limit is theirs.
+    let mut sampled = 0;
     for (index, dep) in raw.dependency.iter().enumerate() {
-        let d = dependency(&ck, index, dep, table_margin, base_dir)?;
+        let d = dependency(&ck, index, dep, table_margin, base_dir, &mut sampled)?;
         if !names.insert(d.name.clone()) {
             return Err(ck.err(
                 &dep.get_ref().name.span(),
@@ -413,6 +415,7 @@ fn dependency(
     spanned: &Spanned<RawDependency>,
     table_margin: Duration,
     base_dir: Option<&Path>,
+    sampled: &mut usize,
 ) -> Result<Dependency, InputError> {
     let raw = spanned.get_ref();
     let header = spanned.span();
@@ -432,7 +435,8 @@ fn dependency(
                     format!("cannot read `{}`: {e}", full.display()),
                 )
             })?;
-            let values = sample::parse(&full.display().to_string(), &text)?;
+            let values = sample::parse_after(&full.display().to_string(), &text, *sampled)?;
+            *sampled = sampled.saturating_add(values.len());
             (Some(values), Some(written))
         }
         None => (None, None),

@@ -97,6 +97,31 @@ fn a_sample_of_too_many_calls_exits_2_at_its_line() {
     rejects(&["plan", &table], &["b.txt:1", "field `count`"]);
 }
 
+/// A table's samples are all held at once, so the limit is for them all: two files of 6 million
+/// calls each are refused at the line of the second that passes 10 million (32 files of 10
+/// million each took over 5 GB, and the process was killed, not told).
+#[test]
+fn a_tables_samples_are_limited_together() {
+    let dir = temp_dir("too-many-calls-together");
+    write(&dir, "a.txt", "8 x 6000000\n");
+    write(&dir, "b.txt", "# the second\n9 x 6000000\n");
+    let table = write(
+        &dir,
+        "t.toml",
+        "budget_ms = 200\n[[dependency]]\nname = \"A\"\nsamples = \"a.txt\"\n\
+         [[dependency]]\nname = \"B\"\nsamples = \"b.txt\"\n",
+    );
+    rejects(
+        &["plan", &table],
+        &[
+            "b.txt:2",
+            "field `count`",
+            "all the table's samples",
+            "6000000",
+        ],
+    );
+}
+
 #[test]
 fn a_malformed_file_names_its_line() {
     let dir = temp_dir("malformed");
