@@ -53,8 +53,9 @@ declare -A PER
 per_call() {
   if [ -z "${PER[$1]:-}" ]; then
     local low high
-    low=$(count "$1" "$LOW")
-    high=$(count "$1" "$HIGH")
+    # (A valgrind that fails is caught here too, not by `set -e` with nothing said.)
+    low=$(count "$1" "$LOW") || low=
+    high=$(count "$1" "$HIGH") || high=
     # A run valgrind did not count (it failed, or printed no total) is no figure: never 0.
     if ! [[ "$low" =~ ^[0-9]+$ && "$high" =~ ^[0-9]+$ ]]; then
       echo "instructions: valgrind gave no count for $1 (\"$low\", \"$high\")" >&2

@@ -79,8 +79,10 @@ done
 for rt in "${RUNTIMES[@]}"; do
   cargo clippy -p deadline-examples --all-targets --no-default-features --features "$rt" -- -D warnings
 done
-# deadline-tokio with each feature alone, as the README has a user pick one (`tonic`, `sqlx`):
-# code behind one feature that leans on another is caught here, not in the user's build.
+# deadline-tokio with no feature and with each feature alone, as the README has a user add it
+# (`tonic`, `sqlx`): code behind one feature that leans on another is caught here, not in the
+# user's build.
+cargo clippy -p deadline-tokio --no-default-features -- -D warnings
 for f in tower axum tonic reqwest hyper-util postgres sqlx tracing; do
   cargo clippy -p deadline-tokio --no-default-features --features "$f" -- -D warnings
 done

@@ -3,7 +3,7 @@
 //! A sample file holds latencies in milliseconds, one or more to a line, separated by spaces
 //! or commas; `#` starts a comment. A line `8 x 45` means forty-five calls at 8 ms. An `ms`
 //! suffix is allowed (`8ms`, `8 ms x 45`). Latencies may have decimals (`0.25`). A file may
-//! stand for at most [`MAX_CALLS`] calls in all.
+//! stand for at most [`MAX_CALLS`] calls in all, and so may all of one table's files together.
 //!
 //! ```text
 //! # the lab's preset sample: a hundred measured calls
@@ -20,8 +20,9 @@ use crate::error::InputError;
 /// a typo, and it keeps every sum of latencies far from overflow.
 pub const MAX_MS: f64 = 1e12;
 
-/// The most calls a sample file may stand for, counting every `x COUNT`: ten million
-/// latencies take 160 MB in memory, and percentiles settle long before that.
+/// The most calls a sample file may stand for, counting every `x COUNT`, and all of one
+/// table's files together ([`parse_after`]): ten million latencies take 160 MB in memory, and
+/// percentiles settle long before that.
 pub const MAX_CALLS: usize = 10_000_000;
 
 /// Parses one latency in milliseconds (`12`, `12.5`, `12ms`) into a [`Duration`] rounded to the
