@@ -231,7 +231,9 @@ impl<B> DeadlineBody<B> {
         matches!(self.kind, Kind::Answer { .. })
     }
 
-    /// Whether the handler's body was cut at the deadline (and dropped).
+    /// Whether the handler's body was cut at the deadline (and dropped). A stream that had
+    /// already sent its last message (a gRPC-Web trailer frame, a Connect end-of-stream
+    /// message) and was still open then is cut too, though its client has all of it.
     pub fn is_cut(&self) -> bool {
         matches!(self.kind, Kind::Cut { .. })
     }
