@@ -182,11 +182,20 @@ mod tests {
     use deadline_core::{Clock, Timer, ms};
 
     use super::{SLEEPS, block_on};
-    use crate::{StdClock, ThreadTimer};
+    use crate::{StdClock, ThreadSleep, ThreadTimer};
 
     /// How many sleeps `block_on` keeps to wake.
     fn kept() -> usize {
         SLEEPS.with(|s| s.borrow().len())
+    }
+
+    /// Polls `sleep` once, where it must be pending.
+    async fn poll_pending(sleep: &mut ThreadSleep) {
+        poll_fn(|cx| {
+            assert!(Pin::new(&mut *sleep).poll(cx).is_pending());
+            Poll::Ready(())
+        })
+        .await;
     }
 
     /// A sleep polled pending inside `block_on` is kept to be woken once, however often it is
@@ -201,18 +210,10 @@ mod tests {
             let mut sleep = ThreadTimer.sleep_until(far);
             let mut other = ThreadTimer.sleep_until(far);
             for _ in 0..3 {
-                poll_fn(|cx| {
-                    assert!(Pin::new(&mut sleep).poll(cx).is_pending());
-                    Poll::Ready(())
-                })
-                .await;
+                poll_pending(&mut sleep).await;
             }
             assert_eq!(kept(), 1, "one wake-up, however often it was polled");
-            poll_fn(|cx| {
-                assert!(Pin::new(&mut other).poll(cx).is_pending());
-                Poll::Ready(())
-            })
-            .await;
+            poll_pending(&mut other).await;
             assert_eq!(kept(), 2, "another sleep until the same instant is its own");
             drop(sleep);
             assert_eq!(kept(), 1, "the other is still woken");
@@ -228,24 +229,13 @@ mod tests {
     #[test]
     fn a_sleep_moved_to_another_thread_is_kept_as_its_own() {
         let far = StdClock.now() + ms(60_000);
-        let poll_once = |sleep: &mut crate::ThreadSleep| {
-            block_on(poll_fn(|cx| {
-                assert!(Pin::new(&mut *sleep).poll(cx).is_pending());
-                Poll::Ready(())
-            }));
-        };
         let mut moved = ThreadTimer.sleep_until(far);
-        poll_once(&mut moved);
+        block_on(poll_pending(&mut moved));
         std::thread::spawn(move || {
             block_on(async {
                 let mut own = ThreadTimer.sleep_until(far);
-                for sleep in [&mut own, &mut moved] {
-                    poll_fn(|cx| {
-                        assert!(Pin::new(&mut *sleep).poll(cx).is_pending());
-                        Poll::Ready(())
-                    })
-                    .await;
-                }
+                poll_pending(&mut own).await;
+                poll_pending(&mut moved).await;
                 assert_eq!(kept(), 2, "two sleeps, two wake-ups");
                 drop(moved);
                 assert_eq!(kept(), 1, "the thread's own is still woken");
