@@ -15,7 +15,9 @@
 //! - [`live`]: snapshots a running service exported, for `plan --live` and `lab --live`.
 //! - [`sim`]: the client → API → service → database simulator.
 //! - [`cli`]: the arguments and the dispatch the binary runs; [`output`]: shared formatting.
-//! - [`error`]: bad input, named by file, line and field.
+//! - [`error`]: bad input, named by file, line and field. No input file is read past
+//!   256 MiB: a path to something endless (`/dev/zero`) is refused, not read until the
+//!   memory runs out.
 //!
 //! ```
 //! use std::time::Duration;
@@ -46,6 +48,7 @@ pub mod lab;
 pub mod live;
 pub mod output;
 pub mod plan;
+mod read;
 pub mod replay;
 pub mod sample;
 pub mod sim;

@@ -251,7 +251,7 @@ fn core_buckets(buckets: &[(Option<u64>, Option<u64>, u32)]) -> Vec<Bucket> {
 pub fn read(paths: &[String]) -> Result<Snapshots, InputError> {
     let mut by_name = BTreeMap::new();
     for path in paths {
-        let text = std::fs::read_to_string(path)
+        let text = crate::read::read_text(std::path::Path::new(path))
             .map_err(|e| InputError::new(path, None, None, format!("cannot read: {e}")))?;
         let snapshots = match serde_json::from_str::<OneOrMany>(&text) {
             Ok(OneOrMany::Many(v)) => v,

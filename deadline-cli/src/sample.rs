@@ -157,7 +157,7 @@ fn too_many(earlier: usize, before: usize, adding: u64) -> String {
 ///
 /// The file cannot be read, or [`parse`] rejects it.
 pub fn read(path: &str) -> Result<Vec<Duration>, InputError> {
-    let text = std::fs::read_to_string(path)
+    let text = crate::read::read_text(std::path::Path::new(path))
         .map_err(|e| InputError::new(path, None, None, format!("cannot read: {e}")))?;
     parse(path, &text)
 }

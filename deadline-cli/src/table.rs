@@ -395,7 +395,7 @@ pub fn parse(file: &str, source: &str, base_dir: Option<&Path>) -> Result<Table,
 ///
 /// The file cannot be read, or [`parse`] rejects it.
 pub fn read(path: &str) -> Result<Table, InputError> {
-    let source = std::fs::read_to_string(path)
+    let source = crate::read::read_text(Path::new(path))
         .map_err(|e| InputError::new(path, None, None, format!("cannot read: {e}")))?;
     parse(path, &source, Path::new(path).parent())
 }
@@ -428,7 +428,7 @@ fn dependency(
             let written = path.get_ref().clone();
             let full =
                 base_dir.map_or_else(|| Path::new(&written).to_path_buf(), |d| d.join(&written));
-            let text = std::fs::read_to_string(&full).map_err(|e| {
+            let text = crate::read::read_text(&full).map_err(|e| {
                 ck.err(
                     &path.span(),
                     "samples",
