@@ -209,9 +209,10 @@ pub enum BreakerOutcome {
 
 impl BreakerOutcome {
     /// What a failed attempt, classified for retrying, means for the breaker: a timeout is a
-    /// [`BreakerOutcome::Timeout`]; a refused connection, a server's failure and a server's pushback
+    /// [`BreakerOutcome::Timeout`]; a refused connection, a server's failure (one a retry may
+    /// fix or [`Broken`](crate::Outcome::Broken), one it would not) and a server's pushback
     /// (it is overloaded, or asks us to slow down) are [`BreakerOutcome::Failure`]s; a
-    /// [`Fatal`](crate::Outcome::Fatal) error (the request was at fault, a 4xx) is a
+    /// [`Fatal`](crate::Outcome::Fatal) answer (the request was at fault, a 4xx) is a
     /// [`BreakerOutcome::Success`], since the dependency answered.
     ///
     /// ```
@@ -221,13 +222,16 @@ impl BreakerOutcome {
     /// assert_eq!(BreakerOutcome::of_attempt(Outcome::TimedOut), BreakerOutcome::Timeout);
     /// assert_eq!(BreakerOutcome::of_attempt(Outcome::Refused), BreakerOutcome::Failure);
     /// assert_eq!(BreakerOutcome::of_attempt(Outcome::Fatal), BreakerOutcome::Success);
+    /// assert_eq!(BreakerOutcome::of_attempt(Outcome::Broken), BreakerOutcome::Failure);
     /// ```
     #[must_use]
     pub const fn of_attempt(outcome: crate::Outcome) -> Self {
         use crate::outcome::Outcome as Attempt;
         match outcome {
             Attempt::TimedOut => BreakerOutcome::Timeout,
-            Attempt::Refused | Attempt::Failed | Attempt::Pushback(_) => BreakerOutcome::Failure,
+            Attempt::Refused | Attempt::Failed | Attempt::Broken | Attempt::Pushback(_) => {
+                BreakerOutcome::Failure
+            }
             Attempt::Fatal => BreakerOutcome::Success,
         }
     }

@@ -101,7 +101,7 @@
 //! errors are refusals, pushbacks, timeouts or fatal. Before each retry, checked in this
 //! order (the first that fails ends the call):
 //!
-//! 1. The outcome is retryable: not [`Outcome::Fatal`](crate::Outcome::Fatal), not a [`Pushback::DontRetry`](crate::Pushback::DontRetry).
+//! 1. The outcome is retryable: not [`Outcome::Fatal`](crate::Outcome::Fatal) nor [`Outcome::Broken`](crate::Outcome::Broken), not a [`Pushback::DontRetry`](crate::Pushback::DontRetry).
 //! 2. The attempt cannot have run twice: a call that is not idempotent is retried only after
 //!    [`Outcome::Refused`](crate::Outcome::Refused) or [`Outcome::Pushback`](crate::Outcome::Pushback).
 //! 3. Attempts are left under [`RetryPolicy::attempts`](crate::policy::RetryPolicy::attempts).
@@ -164,7 +164,7 @@
 //! dependency (502). The driver cuts every attempt off at its own deadline; a client library
 //! whose own timer is set to the same instant (reqwest's, tonic's `Channel`'s) may fire first,
 //! and its error then comes at or after the attempt's deadline. Any failure that comes then and
-//! is not the server's own answer ([`Outcome::Fatal`](crate::Outcome::Fatal), [`Outcome::Pushback`](crate::Outcome::Pushback)) is read as the
+//! is not the server's own answer ([`Outcome::Fatal`](crate::Outcome::Fatal), [`Outcome::Broken`](crate::Outcome::Broken), [`Outcome::Pushback`](crate::Outcome::Pushback)) is read as the
 //! attempt's timeout. deadline-tokio's integrations set their clients' timers a per-hop
 //! allowance *after* the library's, as a backstop, so the library's timer wins the race by
 //! default.

@@ -24,7 +24,9 @@ pub enum Outcome {
     /// that did not resolve. Safe to retry, idempotent or not.
     Refused,
     /// The server answered with a failure a retry may fix (a 500, 502 or 503; gRPC
-    /// `UNAVAILABLE`), or the connection broke after the request was sent. It may have acted
+    /// `UNAVAILABLE`, or `CANCELLED`: the call cut short), or the connection broke after the
+    /// request was sent. One that comes at or after the end of its attempt is that attempt's
+    /// timeout. It may have acted
     /// on the request before failing, so a non-idempotent call is treated as for
     /// [`Outcome::TimedOut`].
     Failed,
@@ -32,10 +34,18 @@ pub enum Outcome {
     /// 503 with `Retry-After`, or gRPC's `grpc-retry-pushback-ms`. The server did not act on
     /// it, so it may be retried even if not idempotent.
     Pushback(Pushback),
-    /// A failure a retry would not fix (a 4xx other than 408 and 429, a 5xx other than 500,
-    /// 502, 503 and 504, gRPC `INVALID_ARGUMENT`, `NOT_FOUND`, `PERMISSION_DENIED`...).
-    /// Never retried.
+    /// The server's answer, final: the request as it stands is refused or cannot be served,
+    /// and a retry would get the same (a 4xx other than 408 and 429, an HTTP 501 or 505, gRPC
+    /// `INVALID_ARGUMENT`, `NOT_FOUND`, `PERMISSION_DENIED`, `UNIMPLEMENTED`...). Never
+    /// retried, and not held against the dependency's circuit breaker: the dependency
+    /// answered as it should.
     Fatal,
+    /// The server failed in a way a retry would not fix: gRPC `INTERNAL`, `UNKNOWN` or
+    /// `DATA_LOSS` (or a `grpc-status` that cannot be read), a Connect unary 500 (those
+    /// three codes), an HTTP 5xx other than 500, 501, 502, 503, 504 and 505. Never retried,
+    /// as [`Outcome::Fatal`], but held against the dependency's circuit breaker as a failure:
+    /// a dependency that answers every call with `INTERNAL` is not healthy.
+    Broken,
 }
 
 /// A server's word on when to retry (read from `Retry-After` and `grpc-retry-pushback-ms` by

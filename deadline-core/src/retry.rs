@@ -108,7 +108,7 @@ impl RetryState {
     ) -> RetryDecision {
         let policy = call.policy;
         let pushback = match outcome {
-            Outcome::Fatal => return RetryDecision::GiveUp(GiveUp::NotRetryable),
+            Outcome::Fatal | Outcome::Broken => return RetryDecision::GiveUp(GiveUp::NotRetryable),
             Outcome::Pushback(Pushback::DontRetry) => {
                 return RetryDecision::GiveUp(GiveUp::ServerSaidNo);
             }
@@ -207,7 +207,7 @@ pub struct Retry {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub enum GiveUp {
-    /// The failure is one a retry would not fix ([`Outcome::Fatal`]).
+    /// The failure is one a retry would not fix ([`Outcome::Fatal`], [`Outcome::Broken`]).
     NotRetryable,
     /// The server said not to retry ([`Pushback::DontRetry`]).
     ServerSaidNo,

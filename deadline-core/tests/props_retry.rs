@@ -22,12 +22,13 @@ const JITTERS: [Jitter; 5] = [
 ];
 
 fn outcome(k: u8, pushback_ms: u64) -> Outcome {
-    match k % 6 {
+    match k % 7 {
         0 => Outcome::TimedOut,
         1 => Outcome::Refused,
         2 => Outcome::Failed,
         3 => Outcome::Pushback(Pushback::After(ms(pushback_ms))),
         4 => Outcome::Pushback(Pushback::DontRetry),
+        5 => Outcome::Broken,
         _ => Outcome::Fatal,
     }
 }
@@ -150,7 +151,10 @@ proptest! {
             if !policy.is_idempotent() {
                 prop_assert!(!matches!(out, Outcome::TimedOut | Outcome::Failed));
             }
-            prop_assert!(!matches!(out, Outcome::Fatal | Outcome::Pushback(Pushback::DontRetry)));
+            prop_assert!(!matches!(
+                out,
+                Outcome::Fatal | Outcome::Broken | Outcome::Pushback(Pushback::DontRetry)
+            ));
         }
         if let Some((out, reason)) = trace.gave_up {
             if !policy.is_idempotent() && matches!(out, Outcome::TimedOut | Outcome::Failed)

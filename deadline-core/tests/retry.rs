@@ -100,10 +100,14 @@ fn zero_attempts_reads_as_one() {
 }
 
 #[test]
-fn fatal_and_dont_retry_are_never_retried() {
+fn fatal_broken_and_dont_retry_are_never_retried() {
     let p = dep();
     assert_eq!(
         decide(&p, Instant::ZERO, Outcome::Fatal),
+        RetryDecision::GiveUp(GiveUp::NotRetryable)
+    );
+    assert_eq!(
+        decide(&p, Instant::ZERO, Outcome::Broken),
         RetryDecision::GiveUp(GiveUp::NotRetryable)
     );
     assert_eq!(

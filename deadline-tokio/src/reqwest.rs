@@ -180,14 +180,15 @@ impl DeadlineRequest for RequestBuilder {
 /// ([`reqwest::Error::is_connect`]: refused, or failed while connecting) is
 /// [`Outcome::Refused`], the one failure a policy that is not idempotent retries, since the
 /// request never left; an error made of a response is read by its status
-/// ([`ResponseHead::classify`]: a 4xx is final, a 408, 429, 500, 502 or 503 may be retried,
-/// a 504 is the attempt running out of time, so that the call answers it as the library's
-/// timeout, whenever the next service sent it), and, made by this module's
+/// ([`ResponseHead::classify`]: a 4xx, 501 or 505 is final, a 408, 429, 500, 502 or 503 may
+/// be retried, a 504 is the attempt running out of time, so that the call answers it as the
+/// library's timeout, whenever the next service sent it, any other 5xx is the server failing,
+/// not retried but held against the dependency's breaker), and, made by this module's
 /// [`error_for_status`], by the server's `Retry-After` too (reqwest's own
 /// `error_for_status` drops the headers: a 429 or 503 is then a plain failure); anything else
 /// is [`Outcome::Failed`], as by default. The status is read as plain HTTP's: for a Connect
 /// unary call (as [`Protocol::read`](deadline_core::wire::Protocol::read) tells one: by its `content-type`
-/// or its Connect headers, `connect-timeout-ms` included), whose 500 is final, classify with
+/// or its Connect headers, `connect-timeout-ms` included), whose 500 is not retried, classify with
 /// [`ResponseHead::for_request`]`(`[`Protocol::ConnectUnary`]`)` instead. (Reading a 499 near
 /// the end of the time sent as the deadline's is the tower layers' alone: here it is final,
 /// as any 4xx.)
@@ -333,9 +334,10 @@ impl StatusError {
         &self.url
     }
 
-    /// What the answer says of the call ([`classify`] gives it): a 4xx is final, a 408, 429,
-    /// 500, 502 or 503 may be retried (after the server's `Retry-After`, if it sent one), a
-    /// 504 is the attempt running out of time.
+    /// What the answer says of the call ([`classify`] gives it): a 4xx, 501 or 505 is final,
+    /// a 408, 429, 500, 502 or 503 may be retried (after the server's `Retry-After`, if it
+    /// sent one), a 504 is the attempt running out of time, any other 5xx is the server
+    /// failing ([`Outcome::Broken`]).
     #[must_use]
     pub const fn outcome(&self) -> Outcome {
         self.outcome

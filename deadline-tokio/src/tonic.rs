@@ -3,8 +3,13 @@
 //! A call whose attempts return `Result<T, tonic::Status>` (a tonic client's method, called
 //! inside [`Dependency::run`](deadline_core::Dependency::run)) is classified by the status's
 //! code as the core reads a gRPC status ([`classify_grpc`]): `DEADLINE_EXCEEDED` is the
-//! attempt's timeout, `UNAVAILABLE` and `RESOURCE_EXHAUSTED` may be retried, the server's
-//! `grpc-retry-pushback-ms` is heard, and every other code is the server's answer, final.
+//! attempt's timeout, `UNAVAILABLE`, `RESOURCE_EXHAUSTED` and `CANCELLED` may be retried
+//! (a server's `CANCELLED` at or after the attempt's end is its timeout: tonic's server
+//! answers so when the request's `grpc-timeout` runs out), the server's
+//! `grpc-retry-pushback-ms` is heard, `INTERNAL`, `UNKNOWN` and `DATA_LOSS` are the server
+//! failing (not retried, but held against the dependency's breaker: [`Outcome::Broken`]),
+//! and every other code is the server's answer, final. tonic's own timer running out (its
+//! `CANCELLED`) is the attempt's timeout ([`classify`]).
 //! Without it, every status is [`Outcome::Failed`]: a `NOT_FOUND` is retried and counted
 //! against the dependency's breaker, and a `DEADLINE_EXCEEDED` is counted as a failure, not
 //! as a timeout.
@@ -50,8 +55,30 @@ use deadline_core::wire::{GRPC_RETRY_PUSHBACK_MS, GrpcCode, classify_grpc};
 /// What `status` means for retrying its attempt: its code and `grpc-retry-pushback-ms` read
 /// as [`classify_grpc`] reads them. A status that says `OK` (which tonic never gives as an
 /// error) or a code gRPC does not define is final, [`Outcome::Fatal`].
+///
+/// One status is the client's own and not the server's: tonic's timer ran out
+/// ([`tonic::TimeoutExpired`], which tonic reports as `CANCELLED`). A `Channel` times each
+/// call by its `grpc-timeout` ([`Request::set_timeout`](tonic::Request::set_timeout), as an
+/// attempt sets it from its limits) or its `Endpoint::timeout`; that is the attempt running
+/// out of time, [`Outcome::TimedOut`]: counted as a timeout, retried as one, and the call's
+/// error the library's timeout (`DEADLINE_EXCEEDED` for `?`), never a final `CANCELLED`.
+///
+/// ```
+/// use deadline_core::Outcome;
+/// use tonic::{Status, TimeoutExpired};
+///
+/// // What a tonic client returns when its own timer fires.
+/// let expired = Status::from_error(Box::new(TimeoutExpired(())));
+/// assert_eq!(expired.code(), tonic::Code::Cancelled);
+/// assert_eq!(deadline_tokio::tonic::classify(&expired), Outcome::TimedOut);
+/// // A server's CANCELLED (its call cut short) is a failure, as the core reads it.
+/// assert_eq!(deadline_tokio::tonic::classify(&Status::cancelled("gone")), Outcome::Failed);
+/// ```
 #[must_use]
 pub fn classify(status: &tonic::Status) -> Outcome {
+    if timer_expired(status) {
+        return Outcome::TimedOut;
+    }
     let code = u8::try_from(i32::from(status.code()))
         .ok()
         .and_then(GrpcCode::from_u8);
@@ -61,4 +88,16 @@ pub fn classify(status: &tonic::Status) -> Outcome {
         .map(|value| value.as_bytes());
     code.and_then(|code| classify_grpc(code, pushback))
         .unwrap_or(Outcome::Fatal)
+}
+
+/// Whether `status` is tonic's own timer running out: a `TimeoutExpired` in its sources.
+fn timer_expired(status: &tonic::Status) -> bool {
+    let mut source = std::error::Error::source(status);
+    while let Some(error) = source {
+        if error.is::<tonic::TimeoutExpired>() {
+            return true;
+        }
+        source = error.source();
+    }
+    false
 }

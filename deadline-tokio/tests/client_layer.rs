@@ -268,6 +268,40 @@ async fn the_breaker_opens_on_5xx_but_not_on_4xx() {
     assert_eq!(seen(&log).len(), 5);
 }
 
+/// A 5xx that a retry would not fix (507 here; gRPC's `INTERNAL`, `UNKNOWN`, `DATA_LOSS`) is
+/// not retried, but it is the dependency failing: the breaker opens on it. Read as final and
+/// nothing more, it was held as a success, and a dependency that failed every call so was
+/// never cut off.
+#[tokio::test(start_paused = true)]
+async fn the_breaker_opens_on_a_5xx_a_retry_would_not_fix() {
+    static FULL: Dependency = Dependency::new(
+        Policy::required("full")
+            .idempotent()
+            .with_cap(ms(100))
+            .with_floor(ms(1))
+            .with_retries(2),
+    )
+    .breaker(BreakerConfig::DEFAULT.with_consecutive_failures(2));
+    let (next, log) = scripted(|_| status(507));
+    let client = DependencyLayer::new(&FULL, DeadlineHeader::DeadlineMs).layer(next);
+    for _ in 0..2 {
+        let response = client
+            .clone()
+            .oneshot(Request::new(String::new()))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::INSUFFICIENT_STORAGE);
+    }
+    // One attempt each (not retried), two failures: open.
+    assert_eq!(seen(&log).len(), 2);
+    let refused = client
+        .oneshot(Request::new(String::new()))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.library(), Some(Error::CircuitOpen));
+    assert_eq!(seen(&log).len(), 2);
+}
+
 // 2. 429 with Retry-After.
 
 #[tokio::test(start_paused = true)]

@@ -308,6 +308,58 @@ async fn a_channels_own_timer_on_a_shorter_timeout_set_on_the_call_is_deadline_e
     server.abort();
 }
 
+/// A tonic `Channel` called inside `Dependency::run`, each attempt's timeout set on its call
+/// (`Request::set_timeout(limits.timeout())`), to a tonic server whose handler never answers:
+/// whichever comes first, the driver's timer, the `Channel`'s (its own `CANCELLED`) or the
+/// server's answer to the `grpc-timeout` it was sent (tonic's server answers `CANCELLED`
+/// then), each attempt ran out of time. So the call is retried as a timeout is, counts three
+/// timeouts and ends as the library's timeout, `DEADLINE_EXCEEDED` for the caller.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_channels_own_timer_inside_a_dependency_call_is_a_timeout() {
+    use deadline_core::policy::Backoff;
+    use deadline_core::{CallError, Error, Policy};
+
+    static HANGS: deadline_tokio::Dependency = deadline_tokio::Dependency::new(
+        Policy::required("hangs")
+            .idempotent()
+            .with_cap(ms(50))
+            .with_floor(ms(5))
+            .with_retries(2)
+            .with_backoff(Backoff::constant(ms(5))),
+    );
+    let incoming = TcpIncoming::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = incoming.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        Server::builder()
+            .add_service(Slow::sleeper())
+            .serve_with_incoming(incoming)
+            .await
+            .unwrap();
+    });
+    let client = channel(addr).await;
+    let tries = std::sync::atomic::AtomicU32::new(0);
+    let result = deadline_tokio::scope_timeout(ms(10_000), async {
+        HANGS
+            .run(|limits| {
+                tries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                call(client.clone(), work(FOREVER, Some(limits.timeout())))
+            })
+            .classify(deadline_tokio::tonic::classify)
+            .await
+    })
+    .await
+    .expect("the call ended within its bound");
+    let error = result.unwrap_err();
+    assert!(
+        matches!(error, CallError::Library(Error::Timeout { .. })),
+        "{error:?}"
+    );
+    assert_eq!(Status::from(error).code(), Code::DeadlineExceeded);
+    assert_eq!(tries.load(std::sync::atomic::Ordering::Relaxed), 3);
+    assert_eq!(HANGS.counters().snapshot().timeouts, 3);
+    server.abort();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_servers_own_deadline_is_deadline_exceeded_when_it_decides() {
     // Clamped: the caller asks for 10 s, the server believes 100 ms at most.

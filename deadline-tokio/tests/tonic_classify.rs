@@ -60,6 +60,81 @@ async fn deadline_exceeded_is_the_attempts_timeout() {
     assert_eq!(SLOW.counters().snapshot().timeouts, 3);
 }
 
+/// An error that wraps another, as a tower `Buffer`'s does.
+#[derive(Debug)]
+struct Wrapped(tonic::TimeoutExpired);
+
+impl std::fmt::Display for Wrapped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the service failed")
+    }
+}
+
+impl std::error::Error for Wrapped {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
+    }
+}
+
+/// tonic's own timer (a `Channel` timing a call by its `grpc-timeout` or its endpoint's
+/// timeout) fails the call with `CANCELLED`, its `TimeoutExpired` kept as the status's
+/// source: the attempt ran out of time, not the server's final answer. Read as its code alone,
+/// it ended the call at the first attempt, held nothing against the dependency and was
+/// counted as no timeout.
+#[tokio::test(start_paused = true)]
+async fn tonics_own_timer_is_the_attempts_timeout() {
+    static TIMED: Dependency = Dependency::new(thrice("timed"));
+    let (tries, error) = attempts(&TIMED, || {
+        Status::from_error(Box::new(tonic::TimeoutExpired(())))
+    })
+    .await;
+    assert_eq!(tries, 3, "retried as a timeout is");
+    assert!(
+        matches!(error, CallError::Library(Error::Timeout { .. })),
+        "{error:?}"
+    );
+    assert_eq!(Status::from(error).code(), Code::DeadlineExceeded);
+    assert_eq!(TIMED.counters().snapshot().timeouts, 3);
+
+    // Found however deep in the status's sources it is (a `Buffer` in front of the
+    // `Channel` wraps it in its own error). A server's CANCELLED is read by its code.
+    let wrapped = Status::from_error(Box::new(Wrapped(tonic::TimeoutExpired(()))));
+    assert_eq!(wrapped.code(), Code::Cancelled);
+    assert_eq!(deadline_tokio::tonic::classify(&wrapped), Outcome::TimedOut);
+    assert_eq!(
+        deadline_tokio::tonic::classify(&Status::cancelled("Timeout expired")),
+        Outcome::Failed
+    );
+}
+
+/// `INTERNAL` is the server failing in a way a retry would not fix: one attempt, and held
+/// against the dependency's breaker, which opens. `NOT_FOUND`, its answer, never opens it.
+#[tokio::test(start_paused = true)]
+async fn internal_is_not_retried_but_opens_the_breaker() {
+    use deadline_core::breaker::BreakerConfig;
+
+    static BROKEN: Dependency = Dependency::new(thrice("broken"))
+        .breaker(BreakerConfig::DEFAULT.with_consecutive_failures(2));
+    for _ in 0..2 {
+        let (tries, error) = attempts(&BROKEN, || Status::internal("disk on fire")).await;
+        assert_eq!(tries, 1, "INTERNAL is not retried");
+        assert!(matches!(error, CallError::Attempt(ref s) if s.code() == Code::Internal));
+    }
+    let (tries, error) = attempts(&BROKEN, || Status::internal("disk on fire")).await;
+    assert_eq!(tries, 0, "the breaker is open");
+    assert!(
+        matches!(error, CallError::Library(Error::CircuitOpen)),
+        "{error:?}"
+    );
+
+    static ANSWERS: Dependency = Dependency::new(thrice("answers"))
+        .breaker(BreakerConfig::DEFAULT.with_consecutive_failures(2));
+    for _ in 0..4 {
+        let (tries, _) = attempts(&ANSWERS, || Status::not_found("no such item")).await;
+        assert_eq!(tries, 1);
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn unavailable_is_retried_unless_the_server_says_not_to() {
     static BUSY: Dependency = Dependency::new(thrice("busy"));

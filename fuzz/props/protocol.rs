@@ -444,10 +444,11 @@ pub fn check_send(data: &[u8]) {
 ///
 /// - Never a panic.
 /// - A gRPC response's status in its head rules: `OK` (or none in the head) is an answer,
-///   `UNAVAILABLE` and `RESOURCE_EXHAUSTED` are retried (after any pushback),
-///   `DEADLINE_EXCEEDED` is a timeout unless it carries a pushback, any other, or one that
-///   cannot be read, ends the call. Without gRPC, the HTTP status rules: 1xx-3xx are
-///   answers, 500/502/503/504/408/429 are retried, any other 4xx or 5xx ends the call.
+///   `UNAVAILABLE`, `RESOURCE_EXHAUSTED` and `CANCELLED` are retried (after any pushback),
+///   `DEADLINE_EXCEEDED` is a timeout unless it carries a pushback, `UNKNOWN`, `INTERNAL`,
+///   `DATA_LOSS` or one that cannot be read is the server broken, any other ends the call.
+///   Without gRPC, the HTTP status rules: 1xx-3xx are answers, 500/502/503/504/408/429 are
+///   retried, 501, 505 and any other 4xx end the call, any other 5xx is the server broken.
 /// - The deadline's shape: gRPC `CANCELLED`, `DEADLINE_EXCEEDED`, `UNAVAILABLE` without a
 ///   pushback; HTTP 408, 502, 503, 504 without `Retry-After`.
 pub fn check_response(data: &[u8]) {
@@ -478,13 +479,17 @@ pub fn check_response(data: &[u8]) {
             };
             assert_eq!(outcome, Some(expected));
         }
-        Some(Some(GrpcCode::Unavailable | GrpcCode::ResourceExhausted)) => {
+        Some(Some(GrpcCode::Unavailable | GrpcCode::ResourceExhausted | GrpcCode::Cancelled)) => {
             assert!(matches!(
                 outcome,
                 Some(Outcome::Failed | Outcome::Pushback(_))
             ));
         }
-        Some(_) => assert_eq!(outcome, Some(Outcome::Fatal)),
+        // The server failed (a status that cannot be read is read as `INTERNAL`).
+        Some(Some(GrpcCode::Unknown | GrpcCode::Internal | GrpcCode::DataLoss) | None) => {
+            assert_eq!(outcome, Some(Outcome::Broken));
+        }
+        Some(Some(_)) => assert_eq!(outcome, Some(Outcome::Fatal)),
         None => match status {
             504 => assert_eq!(outcome, Some(Outcome::TimedOut)),
             500 | 502 | 503 | 408 | 429 => {
@@ -493,7 +498,8 @@ pub fn check_response(data: &[u8]) {
                     Some(Outcome::Failed | Outcome::Pushback(_))
                 ));
             }
-            400..=599 => assert_eq!(outcome, Some(Outcome::Fatal)),
+            400..=499 | 501 | 505 => assert_eq!(outcome, Some(Outcome::Fatal)),
+            500..=599 => assert_eq!(outcome, Some(Outcome::Broken)),
             _ => assert_eq!(outcome, None),
         },
     }

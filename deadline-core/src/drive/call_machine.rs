@@ -496,7 +496,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
             None => EventKind::Failed { attempt, outcome },
         };
         observer.on_event(&Event::new(now, kind));
-        if outcome == Outcome::Fatal {
+        if matches!(outcome, Outcome::Fatal | Outcome::Broken) {
             self.give_up(GiveUp::NotRetryable, now, observer);
         } else if M::FULL && self.stage == Stage::Backoff {
             self.pushback_on_backoff(outcome, now, observer);
@@ -572,7 +572,11 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
                     observer.on_event(&Event::new(now, EventKind::Backoff { until, wait }));
                 }
             }
-            Outcome::Fatal | Outcome::TimedOut | Outcome::Refused | Outcome::Failed => {}
+            Outcome::Fatal
+            | Outcome::Broken
+            | Outcome::TimedOut
+            | Outcome::Refused
+            | Outcome::Failed => {}
         }
     }
 

@@ -53,7 +53,7 @@ impl<E> Classify<E> for AnyErrorFails {
 /// then or later, is the attempt running out of time ([`Outcome::TimedOut`]): the next
 /// service answering that the time it was told ran out (a 504, an `UNAVAILABLE`), or the
 /// connection closing, which comes back before the attempt's own end. The server's own
-/// answers ([`Outcome::Fatal`], [`Outcome::Pushback`]) stand. The same rule as
+/// answers ([`Outcome::Fatal`], [`Outcome::Broken`], [`Outcome::Pushback`]) stand. The same rule as
 /// [`Sent::is_deadline_failure`](crate::wire::Sent::is_deadline_failure), for an error the
 /// library cannot look into.
 #[must_use]

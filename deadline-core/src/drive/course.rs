@@ -173,7 +173,7 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
     /// The attempt failed at `now` with its own `error`, which the classifier read as
     /// `outcome`. Returns how long it ran when it ran out of time (below): it is then a
     /// timeout, never a failure that ends the call. A failure that is not a timeout ends the
-    /// call when it is [`Outcome::Fatal`]: every other copy would fail alike, so cancel the
+    /// call when it is [`Outcome::Fatal`] or [`Outcome::Broken`]: every other copy would fail alike, so cancel the
     /// attempts still running and [`give_up`](Course::give_up) with
     /// [`GiveUp::NotRetryable`].
     ///
@@ -184,7 +184,7 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
     /// attempt off ([`timed_out`](Course::timed_out)), after the time the attempt ran (never
     /// more than its timeout), and the error itself is dropped. So is any failure that comes
     /// at or after the attempt's [`until`](Limits::until) and is not an answer of the
-    /// server's ([`Outcome::Fatal`], [`Outcome::Pushback`]): a client library's own timer set
+    /// server's ([`Outcome::Fatal`], [`Outcome::Broken`], [`Outcome::Pushback`]): a client library's own timer set
     /// to the attempt's deadline (reqwest's, tonic's) fires at the same instant as the
     /// driver's, and whichever is polled first, the attempt ran out of time. Any other error
     /// is reported to the breaker as [`BreakerOutcome::of_attempt`]`(outcome)`.
@@ -534,7 +534,7 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
         self.last = Some(failure);
         f.last_outcome = outcome;
         match outcome {
-            Outcome::Fatal | Outcome::Pushback(Pushback::DontRetry) => {
+            Outcome::Fatal | Outcome::Broken | Outcome::Pushback(Pushback::DontRetry) => {
                 f.final_failure = true;
                 f.hedges.stop();
             }

@@ -33,7 +33,7 @@
 //! fails fast does not wait for a slow first attempt to end), as gRPC's hedging (gRFC A6)
 //! sends its next copy at once when one fails; with no retry allowed, the driver waits for
 //! the others. As in gRPC's hedging, two failures are exceptions: an
-//! [`Outcome::Fatal`] error cancels the other attempts and
+//! [`Outcome::Fatal`] or [`Outcome::Broken`] error cancels the other attempts and
 //! ends the call at once, and a server's "do not retry"
 //! ([`Pushback::DontRetry`](crate::Pushback::DontRetry)) stops further hedges and
 //! rules out a retry, one already backing off included, while the attempts already running

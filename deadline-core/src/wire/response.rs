@@ -48,8 +48,9 @@ pub struct ResponseHead<'a> {
 /// |---|---|
 /// | `OK` | `None` |
 /// | `DEADLINE_EXCEEDED` | [`Outcome::TimedOut`], or with `grpc-retry-pushback-ms` [`Outcome::Pushback`] ([`parse_grpc_pushback`]) |
-/// | `UNAVAILABLE`, `RESOURCE_EXHAUSTED` | [`Outcome::Failed`], or with `grpc-retry-pushback-ms` [`Outcome::Pushback`] |
-/// | any other | [`Outcome::Fatal`] |
+/// | `UNAVAILABLE`, `RESOURCE_EXHAUSTED`, `CANCELLED` | [`Outcome::Failed`], or with `grpc-retry-pushback-ms` [`Outcome::Pushback`] |
+/// | `UNKNOWN`, `INTERNAL`, `DATA_LOSS` (the server failed) | [`Outcome::Broken`] |
+/// | any other (the server's answer) | [`Outcome::Fatal`] |
 ///
 /// ```
 /// use deadline_core::Outcome;
@@ -57,6 +58,7 @@ pub struct ResponseHead<'a> {
 ///
 /// assert_eq!(classify_grpc(GrpcCode::DeadlineExceeded, None), Some(Outcome::TimedOut));
 /// assert_eq!(classify_grpc(GrpcCode::NotFound, None), Some(Outcome::Fatal));
+/// assert_eq!(classify_grpc(GrpcCode::Internal, None), Some(Outcome::Broken));
 /// assert!(matches!(classify_grpc(GrpcCode::Unavailable, Some(b"250")), Some(Outcome::Pushback(_))));
 /// assert_eq!(classify_grpc(GrpcCode::Ok, None), None);
 /// ```
@@ -69,11 +71,15 @@ pub fn classify_grpc(code: GrpcCode, retry_pushback_ms: Option<&[u8]>) -> Option
         GrpcCode::DeadlineExceeded => Some(retry_pushback_ms.map_or(Outcome::TimedOut, |v| {
             Outcome::Pushback(parse_grpc_pushback(v))
         })),
-        GrpcCode::Unavailable | GrpcCode::ResourceExhausted => {
+        // `CANCELLED` from a server is its call cut short, often by a deadline (tonic's server
+        // answers the request's `grpc-timeout` so): a failure, which at or after the attempt's
+        // own end is its timeout.
+        GrpcCode::Unavailable | GrpcCode::ResourceExhausted | GrpcCode::Cancelled => {
             Some(retry_pushback_ms.map_or(Outcome::Failed, |v| {
                 Outcome::Pushback(parse_grpc_pushback(v))
             }))
         }
+        GrpcCode::Unknown | GrpcCode::Internal | GrpcCode::DataLoss => Some(Outcome::Broken),
         _ => Some(Outcome::Fatal),
     }
 }
@@ -95,7 +101,8 @@ impl<'a> ResponseHead<'a> {
     /// The same response, read as the answer to a request of `protocol` (as
     /// [`Protocol::read`] reads the request). It matters for a Connect unary request, whose
     /// error answers carry their Connect code's HTTP status: a 500 is `unknown`, `internal`
-    /// or `data_loss`, which gRPC does not retry either ([`classify`](Self::classify)).
+    /// or `data_loss`, which gRPC does not retry either, and which count against the
+    /// dependency's breaker ([`Outcome::Broken`]; [`classify`](Self::classify)).
     ///
     /// ```
     /// use deadline_core::Outcome;
@@ -104,7 +111,7 @@ impl<'a> ResponseHead<'a> {
     /// let internal = ResponseHead::read(500, |_| None);
     /// assert_eq!(internal.classify(), Some(Outcome::Failed));
     /// let connect = internal.for_request(Protocol::ConnectUnary);
-    /// assert_eq!(connect.classify(), Some(Outcome::Fatal));
+    /// assert_eq!(connect.classify(), Some(Outcome::Broken));
     /// ```
     #[must_use]
     pub const fn for_request(mut self, protocol: Protocol) -> Self {
@@ -145,13 +152,15 @@ impl<'a> ResponseHead<'a> {
     /// |---|---|
     /// | gRPC `grpc-status: 0`, or a gRPC response without `grpc-status` in its head | `None` |
     /// | gRPC `DEADLINE_EXCEEDED` (4) | [`Outcome::TimedOut`], or with `grpc-retry-pushback-ms` [`Outcome::Pushback`] ([`parse_grpc_pushback`]) |
-    /// | gRPC `UNAVAILABLE` (14) or `RESOURCE_EXHAUSTED` (8) | [`Outcome::Failed`], or with `grpc-retry-pushback-ms` [`Outcome::Pushback`] ([`parse_grpc_pushback`]) |
-    /// | any other gRPC status, or one that cannot be read | [`Outcome::Fatal`] |
+    /// | gRPC `UNAVAILABLE` (14), `RESOURCE_EXHAUSTED` (8) or `CANCELLED` (1: the server cut the call short, as tonic's does at the request's `grpc-timeout`) | [`Outcome::Failed`], or with `grpc-retry-pushback-ms` [`Outcome::Pushback`] ([`parse_grpc_pushback`]) |
+    /// | gRPC `UNKNOWN` (2), `INTERNAL` (13) or `DATA_LOSS` (15), or a `grpc-status` that cannot be read (gRPC reads it as `INTERNAL`) | [`Outcome::Broken`] |
+    /// | any other gRPC status | [`Outcome::Fatal`] |
     /// | HTTP 504 (a Connect `deadline_exceeded` too) | [`Outcome::TimedOut`] |
     /// | HTTP 429 or 503 with `Retry-After` in seconds | [`Outcome::Pushback`] ([`parse_retry_after`]) |
-    /// | HTTP 500 answering a Connect unary request ([`for_request`](Self::for_request): `unknown`, `internal` or `data_loss`, as gRPC's) | [`Outcome::Fatal`] |
-    /// | HTTP 500, 502, 503, 408, 429 (without a readable `Retry-After`) | [`Outcome::Failed`] |
-    /// | any other 4xx or 5xx (400, 404, 501, ...) | [`Outcome::Fatal`] |
+    /// | HTTP 500 answering a Connect unary request ([`for_request`](Self::for_request): `unknown`, `internal` or `data_loss`, as gRPC's) | [`Outcome::Broken`] |
+    /// | HTTP 500, 502, 503, 408, 429 (without a readable `Retry-After`), and 499 answering a Connect unary request (Connect's `canceled`) | [`Outcome::Failed`] |
+    /// | HTTP 501 or 505 (the server does not do what the request asks: gRPC's `UNIMPLEMENTED` is a Connect 501), any other 4xx (400, 404, ...) | [`Outcome::Fatal`] |
+    /// | any other 5xx (507, 520, ...) | [`Outcome::Broken`] |
     /// | 1xx, 2xx, 3xx | `None` |
     ///
     /// An HTTP 504 or a gRPC `DEADLINE_EXCEEDED` is the next service saying that the time it
@@ -163,8 +172,14 @@ impl<'a> ResponseHead<'a> {
     /// counted as the attempt's timeout and the call's error is the library's timeout, as when
     /// the call's own timer fires; it is retried as a timeout is, when the call is idempotent
     /// and time is left. A gRPC server that says when to retry, or not to
-    /// (`grpc-retry-pushback-ms`, gRFC A6), is heard whatever its status: such a response is
-    /// its pushback, and the caller gets it as it came if the call then ends.
+    /// (`grpc-retry-pushback-ms`, gRFC A6), is heard with any status that is not final (the
+    /// four above): such a response is its pushback, and the caller gets it as it came if the
+    /// call then ends.
+    ///
+    /// A failure that may be retried ([`Outcome::Failed`]) and comes at or after the end of
+    /// the attempt that got it is that attempt's timeout (the driver's rule): a gRPC
+    /// `CANCELLED` or a Connect `canceled` then is the next service cutting the call at the
+    /// deadline it was sent.
     ///
     /// A `Retry-After` in its HTTP-date form is not read (the core does not read the wall
     /// clock): the response is [`Outcome::Failed`]. A gRPC status that comes in the
@@ -174,7 +189,7 @@ impl<'a> ResponseHead<'a> {
     pub fn classify(&self) -> Option<Outcome> {
         match self.grpc_code() {
             Some(Ok(code)) => classify_grpc(code, self.grpc_retry_pushback_ms),
-            Some(Err(())) => Some(Outcome::Fatal),
+            Some(Err(())) => Some(Outcome::Broken),
             None => self.classify_http(),
         }
     }
@@ -188,10 +203,13 @@ impl<'a> ResponseHead<'a> {
                     .map_or(Outcome::Failed, Outcome::Pushback),
             ),
             504 => Some(Outcome::TimedOut),
-            // Connect's `unknown`, `internal` and `data_loss`: fatal, as in gRPC.
-            500 if self.connect_unary => Some(Outcome::Fatal),
+            // Connect's `unknown`, `internal` and `data_loss`: broken, as in gRPC.
+            500 if self.connect_unary => Some(Outcome::Broken),
             500 | 502 | 408 => Some(Outcome::Failed),
-            400..=599 => Some(Outcome::Fatal),
+            // Connect's `canceled`, as gRPC's `CANCELLED`.
+            499 if self.connect_unary => Some(Outcome::Failed),
+            400..=499 | 501 | 505 => Some(Outcome::Fatal),
+            500..=599 => Some(Outcome::Broken),
             _ => None,
         }
     }
