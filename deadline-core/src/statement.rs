@@ -1,4 +1,5 @@
-//! The database statement timeout, from the time left.
+//! The database statement timeout, from the time left; and what a failed statement
+//! answers its caller ([`answer_code`]).
 
 use core::fmt;
 use core::time::Duration;
@@ -6,6 +7,7 @@ use core::time::Duration;
 use crate::call_timeout::{Shortfall, within_budget};
 use crate::deadline::Deadline;
 use crate::error::Error;
+use crate::grpc_code::GrpcCode;
 use crate::time::{Instant, div_1_000, duration_to_micros, duration_to_micros_ceil};
 
 /// The largest statement timeout PostgreSQL accepts, in milliseconds (`INT_MAX`).
@@ -366,6 +368,51 @@ impl StatementTimeout {
 
 /// PostgreSQL's SQLSTATE for a statement cancelled, by its statement timeout among others.
 const QUERY_CANCELED: &[u8] = b"57014";
+
+/// The gRPC code that answers a caller whose request failed on a PostgreSQL statement with
+/// `sqlstate` (its five characters; `None` for an error the database did not name), as
+/// `deadline-tokio`'s `PgError` and `SqlxError` answer for `?` in a handler (and, for HTTP,
+/// the Connect table's status: [`GrpcCode::connect_http_status`]). What the caller's own
+/// client makes of it follows ([`ResponseHead::classify`](crate::wire::ResponseHead::classify)):
+/// the request at fault is the service's answer, not its failure, and a clash with another
+/// transaction is the caller's to run again.
+///
+/// | SQLSTATE | code | HTTP |
+/// |---|---|---|
+/// | `23505` unique violation, `23P01` exclusion violation | `ALREADY_EXISTS` | 409 |
+/// | any other of class `23` (a foreign key, a `NOT NULL`, a `CHECK`) | `FAILED_PRECONDITION` | 400 |
+/// | class `22`: data the statement cannot take (a value out of range, text that is not a number) | `INVALID_ARGUMENT` | 400 |
+/// | `40001` serialization failure, `40P01` deadlock | `ABORTED` | 409 |
+/// | class `08` (the connection), class `53` (the server's resources: too many connections, out of memory), `57P01` to `57P03` (the server shutting down or starting) | `UNAVAILABLE` | 503 |
+/// | any other, or none | `INTERNAL` | 500 |
+///
+/// A statement timeout is the deadline's, not this ([`StatementTimeout::error_of`]).
+///
+/// ```
+/// use deadline_core::statement::answer_code;
+/// use deadline_core::wire::GrpcCode;
+///
+/// assert_eq!(answer_code(Some(b"23505")), GrpcCode::AlreadyExists);
+/// assert_eq!(answer_code(Some(b"23505")).connect_http_status(), 409);
+/// assert_eq!(answer_code(Some(b"40001")), GrpcCode::Aborted);
+/// assert_eq!(answer_code(Some(b"42P01")), GrpcCode::Internal); // no such table: the service's fault
+/// assert_eq!(answer_code(None), GrpcCode::Internal);
+/// ```
+#[must_use]
+pub fn answer_code(sqlstate: Option<&[u8]>) -> GrpcCode {
+    let Some(sqlstate) = sqlstate else {
+        return GrpcCode::Internal;
+    };
+    match sqlstate {
+        b"23505" | b"23P01" => GrpcCode::AlreadyExists,
+        b"40001" | b"40P01" => GrpcCode::Aborted,
+        b"57P01" | b"57P02" | b"57P03" => GrpcCode::Unavailable,
+        [b'2', b'3', ..] => GrpcCode::FailedPrecondition,
+        [b'2', b'2', ..] => GrpcCode::InvalidArgument,
+        [b'0', b'8', ..] | [b'5', b'3', ..] => GrpcCode::Unavailable,
+        _ => GrpcCode::Internal,
+    }
+}
 
 /// `SET LOCAL statement_timeout = N`, with `N` in milliseconds.
 impl fmt::Display for StatementTimeout {

@@ -222,3 +222,35 @@ proptest! {
         }
     }
 }
+
+/// What a failed statement answers its caller, by SQLSTATE: the request at fault, a clash
+/// with another transaction, the database out of reach, or the service failing.
+#[test]
+fn a_failed_statement_answers_by_its_sqlstate() {
+    use deadline_core::statement::answer_code;
+    use deadline_core::wire::GrpcCode;
+
+    for (sqlstate, code, http) in [
+        (&b"23505"[..], GrpcCode::AlreadyExists, 409), // unique violation
+        (b"23P01", GrpcCode::AlreadyExists, 409),      // exclusion violation
+        (b"23503", GrpcCode::FailedPrecondition, 400), // foreign key
+        (b"23502", GrpcCode::FailedPrecondition, 400), // not null
+        (b"22012", GrpcCode::InvalidArgument, 400),    // division by zero
+        (b"22P02", GrpcCode::InvalidArgument, 400),    // not a number
+        (b"40001", GrpcCode::Aborted, 409),            // serialization failure
+        (b"40P01", GrpcCode::Aborted, 409),            // deadlock
+        (b"08006", GrpcCode::Unavailable, 503),        // connection failure
+        (b"53300", GrpcCode::Unavailable, 503),        // too many connections
+        (b"57P01", GrpcCode::Unavailable, 503),        // admin shutdown
+        (b"57P03", GrpcCode::Unavailable, 503),        // cannot connect now
+        (b"57014", GrpcCode::Internal, 500),           // cancelled, not by its timeout
+        (b"42P01", GrpcCode::Internal, 500),           // no such table
+        (b"XX000", GrpcCode::Internal, 500),           // internal error
+        (b"", GrpcCode::Internal, 500),
+    ] {
+        let name = String::from_utf8_lossy(sqlstate);
+        assert_eq!(answer_code(Some(sqlstate)), code, "{name}");
+        assert_eq!(code.connect_http_status(), http, "{name}");
+    }
+    assert_eq!(answer_code(None), GrpcCode::Internal);
+}

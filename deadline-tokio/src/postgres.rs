@@ -114,7 +114,8 @@
 
 use core::fmt;
 
-use deadline_core::statement::{StatementDecision, StatementPolicy, StatementTimeout};
+use deadline_core::statement::{StatementDecision, StatementPolicy, StatementTimeout, answer_code};
+use deadline_core::wire::GrpcCode;
 use deadline_core::{Clock, Error, Instant};
 use futures_util::future::try_join;
 use tokio_postgres::types::ToSql;
@@ -167,10 +168,25 @@ impl PgError {
             PgError::Db(_) | PgError::Lost => None,
         }
     }
+
+    /// The gRPC code that answers the caller for this error: the deadline's
+    /// (`DEADLINE_EXCEEDED`), the database's by its SQLSTATE
+    /// ([`answer_code`]: a unique violation is
+    /// `ALREADY_EXISTS`, a serialization failure `ABORTED`, ..., one it does not name
+    /// `INTERNAL`), a lost connection `UNAVAILABLE`.
+    #[must_use]
+    pub fn code(&self) -> GrpcCode {
+        match self {
+            PgError::Deadline(error) => error.grpc_code(),
+            PgError::Db(error) => answer_code(error.code().map(|state| state.code().as_bytes())),
+            PgError::Lost => GrpcCode::Unavailable,
+        }
+    }
 }
 
 /// `?` in an axum or hyper handler: the deadline's error is its status (504), the
-/// database's a 500.
+/// database's by its SQLSTATE ([`PgError::code`], as the Connect protocol maps it to HTTP: a
+/// unique violation 409, bad input 400, one it does not name 500), a lost connection 503.
 ///
 /// ```
 /// use deadline_core::Error;
@@ -178,27 +194,32 @@ impl PgError {
 /// use http::StatusCode;
 ///
 /// assert_eq!(StatusCode::from(PgError::Deadline(Error::DeadlineExceeded)), StatusCode::GATEWAY_TIMEOUT);
-/// assert_eq!(StatusCode::from(PgError::Lost), StatusCode::INTERNAL_SERVER_ERROR);
+/// assert_eq!(StatusCode::from(PgError::Lost), StatusCode::SERVICE_UNAVAILABLE);
 /// ```
 #[cfg(feature = "tower")]
 impl From<PgError> for http::StatusCode {
     fn from(error: PgError) -> Self {
         match error {
             PgError::Deadline(error) => error.into(),
-            PgError::Db(_) | PgError::Lost => http::StatusCode::INTERNAL_SERVER_ERROR,
+            PgError::Db(_) | PgError::Lost => {
+                http::StatusCode::from_u16(error.code().connect_http_status())
+                    .unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR)
+            }
         }
     }
 }
 
 /// `?` in a tonic handler: the deadline's error is its status (`DEADLINE_EXCEEDED`), the
-/// database's `INTERNAL`.
+/// database's by its SQLSTATE ([`PgError::code`]), with the database's message.
 #[cfg(feature = "tonic")]
 impl From<PgError> for tonic::Status {
     fn from(error: PgError) -> Self {
         match error {
             PgError::Deadline(error) => error.into(),
-            PgError::Db(error) => tonic::Status::internal(error.to_string()),
-            PgError::Lost => tonic::Status::internal("the database connection was lost"),
+            PgError::Db(_) | PgError::Lost => tonic::Status::new(
+                tonic::Code::from_i32(i32::from(error.code().as_u8())),
+                error.to_string(),
+            ),
         }
     }
 }

@@ -122,6 +122,51 @@ async fn a_query_runs_and_the_connection_stays_usable() {
     assert_eq!(row.get::<_, String>(0), "0");
 }
 
+/// A database's error answers the caller by its SQLSTATE: a unique violation is the
+/// request at fault (409, `ALREADY_EXISTS`), bad input too (400, `INVALID_ARGUMENT`), and
+/// only what the database does not name as the caller's is the service failing (500,
+/// `INTERNAL`). All were 500 and `INTERNAL`, which a caller's client holds against the
+/// service's breaker: a service whose callers often insert a duplicate was cut off.
+#[cfg(all(feature = "tonic", feature = "tower"))]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_error_answers_by_its_sqlstate() {
+    async fn failure(client: &mut Client, sql: &str) -> PgError {
+        scope_timeout(ms(5_000), postgres::execute(client, &POLICY, sql, &[]))
+            .await
+            .expect("inside its scope")
+            .unwrap_err()
+    }
+    let mut client = connect().await;
+    let table = tag("unique");
+    client
+        .batch_execute(&format!("CREATE TEMP TABLE {table} (id int PRIMARY KEY)"))
+        .await
+        .unwrap();
+    for (sql, code, status) in [
+        (
+            format!("INSERT INTO {table} VALUES (1), (1)"),
+            tonic::Code::AlreadyExists,
+            http::StatusCode::CONFLICT,
+        ),
+        (
+            "SELECT 1 / 0".to_owned(),
+            tonic::Code::InvalidArgument,
+            http::StatusCode::BAD_REQUEST,
+        ),
+        (
+            "SELECT * FROM no_such_table_here".to_owned(),
+            tonic::Code::Internal,
+            http::StatusCode::INTERNAL_SERVER_ERROR,
+        ),
+    ] {
+        let error = failure(&mut client, &sql).await;
+        assert!(matches!(error, PgError::Db(_)), "{sql}: {error:?}");
+        assert_eq!(tonic::Status::from(error).code(), code, "{sql}");
+        let error = failure(&mut client, &sql).await;
+        assert_eq!(http::StatusCode::from(error), status, "{sql}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlstate_57014_is_the_librarys_timeout() {
     let mut client = connect().await;

@@ -115,6 +115,53 @@ async fn a_query_runs_with_the_statement_timeout_from_the_time_left() {
     assert_eq!(spawned.await.unwrap().unwrap().len(), 1);
 }
 
+/// A database's error answers the caller by its SQLSTATE: a unique violation is the
+/// request at fault (409, `ALREADY_EXISTS`), bad input too (400, `INVALID_ARGUMENT`), and
+/// only what the database does not name as the caller's is the service failing (500,
+/// `INTERNAL`).
+#[cfg(all(feature = "tonic", feature = "tower"))]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_error_answers_by_its_sqlstate() {
+    let pool = pool(1).await;
+    let table = format!("deadline_sqlx_unique_{}", std::process::id());
+    sqlx::raw_sql(&format!("CREATE TABLE {table} (id int PRIMARY KEY)"))
+        .execute(&pool)
+        .await
+        .unwrap();
+    for (sql, code, status) in [
+        (
+            format!("INSERT INTO {table} VALUES (1), (1)"),
+            tonic::Code::AlreadyExists,
+            http::StatusCode::CONFLICT,
+        ),
+        (
+            "SELECT 1 / 0".to_owned(),
+            tonic::Code::InvalidArgument,
+            http::StatusCode::BAD_REQUEST,
+        ),
+        (
+            "SELECT * FROM no_such_table_here".to_owned(),
+            tonic::Code::Internal,
+            http::StatusCode::INTERNAL_SERVER_ERROR,
+        ),
+    ] {
+        let failure = || async {
+            scope_timeout(ms(5_000), db::execute(&pool, &POLICY, sql.as_str()))
+                .await
+                .expect("inside its scope")
+                .unwrap_err()
+        };
+        let error = failure().await;
+        assert!(matches!(error, SqlxError::Db(_)), "{sql}: {error:?}");
+        assert_eq!(tonic::Status::from(error).code(), code, "{sql}");
+        assert_eq!(http::StatusCode::from(failure().await), status, "{sql}");
+    }
+    sqlx::raw_sql(&format!("DROP TABLE {table}"))
+        .execute(&pool)
+        .await
+        .unwrap();
+}
+
 /// PostgreSQL does not time a `COMMIT` (it turns the statement timeout off before it
 /// commits), and deferred constraints are checked there: a constraint trigger that takes 3 s
 /// ran untimed after the statement, until the caller's deadline cut it (its cancel). They are
