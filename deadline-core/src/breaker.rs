@@ -191,9 +191,10 @@ pub enum BreakerState {
 pub enum BreakerOutcome {
     /// The dependency answered well.
     Success,
-    /// The dependency answered with an error that says it is unhealthy (a 5xx, `UNAVAILABLE`,
-    /// a refused connection). Errors that are the caller's fault (a 4xx) are not failures of
-    /// the dependency: record them as [`BreakerOutcome::Success`].
+    /// The dependency answered with an error that says it is unhealthy (a 5xx other than 501
+    /// and 505, `UNAVAILABLE`, `INTERNAL`, a refused connection). Errors that are the
+    /// caller's fault (a 4xx) are not failures of the dependency: record them as
+    /// [`BreakerOutcome::Success`].
     Failure,
     /// The call's timeout fired. Counted as a failure, whatever set the timeout: the cap, or
     /// a caller's deadline that left the attempt less. Callers that arrive with little time

@@ -98,7 +98,7 @@
 //!
 //! Each failed attempt is read as an [`Outcome`](crate::Outcome): by default every `Err` is
 //! [`Outcome::Failed`](crate::Outcome::Failed); a classifier (`Run::classify`, a layer's `classify_error`) says which
-//! errors are refusals, pushbacks, timeouts or fatal. Before each retry, checked in this
+//! errors are refusals, pushbacks, timeouts, final answers or the server broken. Before each retry, checked in this
 //! order (the first that fails ends the call):
 //!
 //! 1. The outcome is retryable: not [`Outcome::Fatal`](crate::Outcome::Fatal) nor [`Outcome::Broken`](crate::Outcome::Broken), not a [`Pushback::DontRetry`](crate::Pushback::DontRetry).
@@ -442,12 +442,15 @@
 //! `DEADLINE_EXCEEDED` / 504, so a caller three hops up reads the deadline, not a failed
 //! dependency. With time left, every answer is relayed as it came. Which response is retried
 //! is the core's rule too ([`ResponseHead::classify`](crate::wire::ResponseHead::classify)): a
-//! 500, 502, 503, 408 or 429 (gRPC `UNAVAILABLE`, `RESOURCE_EXHAUSTED`) is a failure a
-//! retry may fix; a 504 (gRPC `DEADLINE_EXCEEDED`) is the attempt's timeout, retried as one;
-//! any other 4xx or 5xx (a 400, a 404, a 501, a 505) ends the call, and so does a 500 that
-//! answers a Connect unary request (Connect's `unknown`, `internal` or `data_loss`, which
-//! gRPC's rule does not retry either:
-//! [`ResponseHead::for_request`](crate::wire::ResponseHead::for_request)).
+//! 500, 502, 503, 408 or 429 (gRPC `UNAVAILABLE`, `RESOURCE_EXHAUSTED`, `CANCELLED`; a 499,
+//! Connect's `canceled`, to a Connect unary call) is a failure a retry may fix; a 504 (gRPC
+//! `DEADLINE_EXCEEDED`) is the attempt's timeout, retried as one; any other 4xx or 5xx ends
+//! the call. Of those, the server failing is held against the dependency's breaker (gRPC
+//! `INTERNAL`, `UNKNOWN`, `DATA_LOSS` or a status that cannot be read; a 5xx other than 501
+//! and 505; a 500 that answers a Connect unary request, Connect's `unknown`, `internal` or
+//! `data_loss`, which gRPC's rule does not retry either:
+//! [`ResponseHead::for_request`](crate::wire::ResponseHead::for_request));
+//! the server's answer is not (a 400, a 404, a 501, a 505, gRPC `NOT_FOUND`...).
 //!
 //! # Clients that time their own calls
 //!

@@ -44,7 +44,10 @@ pub enum Outcome {
     /// `DATA_LOSS` (or a `grpc-status` that cannot be read), a Connect unary 500 (those
     /// three codes), an HTTP 5xx other than 500, 501, 502, 503, 504 and 505. Never retried,
     /// as [`Outcome::Fatal`], but held against the dependency's circuit breaker as a failure:
-    /// a dependency that answers every call with `INTERNAL` is not healthy.
+    /// a dependency that answers every call with `INTERNAL` is not healthy. A gRPC client
+    /// reads an intermediary's failure so too (gRPC's table makes a bare HTTP 400 `INTERNAL`
+    /// and a 413 `UNKNOWN`, as an Envoy's local reply does): it counts as the path to the
+    /// dependency failing.
     Broken,
 }
 

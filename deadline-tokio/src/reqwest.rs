@@ -189,8 +189,8 @@ impl DeadlineRequest for RequestBuilder {
 /// is [`Outcome::Failed`], as by default. The status is read as plain HTTP's: for a Connect
 /// unary call (as [`Protocol::read`](deadline_core::wire::Protocol::read) tells one: by its `content-type`
 /// or its Connect headers, `connect-timeout-ms` included), whose 500 is not retried, classify with
-/// [`ResponseHead::for_request`]`(`[`Protocol::ConnectUnary`]`)` instead. (Reading a 499 near
-/// the end of the time sent as the deadline's is the tower layers' alone: here it is final,
+/// [`ResponseHead::for_request`]`(`[`Protocol::ConnectUnary`]`)` instead, which reads its 499
+/// (Connect's `canceled`) as a failure a retry may fix. (Read as plain HTTP's, a 499 is final,
 /// as any 4xx.)
 ///
 /// [`Protocol::ConnectUnary`]: deadline_core::wire::Protocol::ConnectUnary

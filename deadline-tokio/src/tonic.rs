@@ -53,8 +53,8 @@ use deadline_core::Outcome;
 use deadline_core::wire::{GRPC_RETRY_PUSHBACK_MS, GrpcCode, classify_grpc};
 
 /// What `status` means for retrying its attempt: its code and `grpc-retry-pushback-ms` read
-/// as [`classify_grpc`] reads them. A status that says `OK` (which tonic never gives as an
-/// error) or a code gRPC does not define is final, [`Outcome::Fatal`].
+/// as [`classify_grpc`] reads them (tonic reads a code gRPC does not define as `UNKNOWN`). A
+/// status that says `OK`, which tonic never gives as an error, is final, [`Outcome::Fatal`].
 ///
 /// One status is the client's own and not the server's: tonic's timer ran out
 /// ([`tonic::TimeoutExpired`], which tonic reports as `CANCELLED`). A `Channel` times each

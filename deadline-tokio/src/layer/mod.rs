@@ -245,20 +245,23 @@
 //!   policy's retries and hedges, its retry budget, its circuit breaker, and every call
 //!   recorded in its counters and latency histogram.
 //! - **Responses** are classified by the core ([`ResponseHead::classify`](deadline_core::wire::ResponseHead::classify)): a 2xx or 3xx (a gRPC status 0)
-//!   is the answer; a 500, 502, 503, 408 or 429 (gRPC `UNAVAILABLE` or
-//!   `RESOURCE_EXHAUSTED`; but a 500 to a Connect unary call is Connect's `unknown`,
-//!   `internal` or `data_loss`, not retried as gRPC's `INTERNAL` is not) is an attempt that failed,
+//!   is the answer; a 500, 502, 503, 408 or 429 (gRPC `UNAVAILABLE`, `RESOURCE_EXHAUSTED` or
+//!   `CANCELLED`; a 499 to a Connect unary call, Connect's `canceled`; but a 500 to a Connect
+//!   unary call is Connect's `unknown`, `internal` or `data_loss`, not retried as gRPC's
+//!   `INTERNAL` is not) is an attempt that failed,
 //!   retried as the policy allows, after the server's `Retry-After` (in seconds, or an HTTP
 //!   date, read on the system clock) or `grpc-retry-pushback-ms` if it sent one; a 504 (gRPC
 //!   `DEADLINE_EXCEEDED`) is the attempt's timeout, whenever it comes (the next service
 //!   answers it by its own margins before the time it was sent), counted and retried as
 //!   one, and answered as the library's timeout when the call gives up, unless a gRPC
-//!   server says when to retry, or not to (`grpc-retry-pushback-ms`, honoured as for any
-//!   status); any other 4xx or
+//!   server says when to retry, or not to (`grpc-retry-pushback-ms`, honoured with any of
+//!   these gRPC statuses, and not with a final one); any other 4xx or
 //!   5xx (gRPC status) ends the call at once, held against the breaker when it is the
 //!   server failing (gRPC `INTERNAL`, `UNKNOWN`, `DATA_LOSS`, that Connect 500, a 5xx but
 //!   501 and 505: [`Outcome::Broken`](deadline_core::Outcome::Broken)) and not when it is
-//!   its answer (a 4xx, `NOT_FOUND`...). **With time left, a response is never
+//!   its answer (a 4xx, `NOT_FOUND`...; an intermediary's failure that a gRPC client reads
+//!   as `INTERNAL` or `UNKNOWN`, as an Envoy's local reply to a malformed request, counts as
+//!   the server failing too). **With time left, a response is never
 //!   lost**, but for that 504: when the call gives up after an attempt that answered, the
 //!   caller gets that (last) response, as `Ok`, as it came, exactly as it would without the
 //!   layer. Near the end of
