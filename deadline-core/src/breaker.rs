@@ -191,10 +191,11 @@ pub enum BreakerState {
 pub enum BreakerOutcome {
     /// The dependency answered well.
     Success,
-    /// The dependency answered with an error that says it is unhealthy (a 5xx other than 501
-    /// and 505, `UNAVAILABLE`, `INTERNAL`, a refused connection). Errors that are the
-    /// caller's fault (a 4xx) are not failures of the dependency: record them as
-    /// [`BreakerOutcome::Success`].
+    /// The dependency answered with an error that says it is unhealthy (a 500, 502, 503 or
+    /// another 5xx but 501, 504 and 505; a 408 or 429; `UNAVAILABLE`, `INTERNAL`; a refused
+    /// connection). Errors that are the caller's fault (another 4xx) are not failures of the
+    /// dependency: record them as [`BreakerOutcome::Success`]. (A 504 is a
+    /// [`BreakerOutcome::Timeout`].)
     Failure,
     /// The call's timeout fired. Counted as a failure, whatever set the timeout: the cap, or
     /// a caller's deadline that left the attempt less. Callers that arrive with little time

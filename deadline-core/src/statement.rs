@@ -381,10 +381,10 @@ const QUERY_CANCELED: &[u8] = b"57014";
 /// |---|---|---|
 /// | `23505` unique violation, `23P01` exclusion violation | `ALREADY_EXISTS` | 409 |
 /// | any other of class `23` (a foreign key, a `NOT NULL`, a `CHECK`) | `FAILED_PRECONDITION` | 400 |
-/// | class `22`: data the statement cannot take (a value out of range, text that is not a number) | `INVALID_ARGUMENT` | 400 |
+/// | class `22`: data the statement cannot take (a value out of range, text that is not a number), but for the three below | `INVALID_ARGUMENT` | 400 |
 /// | `40001` serialization failure, `40P01` deadlock | `ABORTED` | 409 |
 /// | class `08` (the connection), class `53` (the server's resources: too many connections, out of memory), `57P01` to `57P03` (the server shutting down or starting) | `UNAVAILABLE` | 503 |
-/// | any other, or none | `INTERNAL` | 500 |
+/// | `08P01` (a protocol violation: a statement sent with the wrong number of parameters), `2200H` (a sequence used up), `22P03` and `22P04` (binary parameters or `COPY` data the service encoded wrongly), any other, or none | `INTERNAL` | 500 |
 ///
 /// A statement timeout is the deadline's, not this ([`StatementTimeout::error_of`]).
 ///
@@ -404,6 +404,8 @@ pub fn answer_code(sqlstate: Option<&[u8]>) -> GrpcCode {
         return GrpcCode::Internal;
     };
     match sqlstate {
+        // The service's own fault, or the database's, within classes read otherwise below.
+        b"08P01" | b"2200H" | b"22P03" | b"22P04" => GrpcCode::Internal,
         b"23505" | b"23P01" => GrpcCode::AlreadyExists,
         b"40001" | b"40P01" => GrpcCode::Aborted,
         b"57P01" | b"57P02" | b"57P03" => GrpcCode::Unavailable,

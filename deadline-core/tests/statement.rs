@@ -243,6 +243,10 @@ fn a_failed_statement_answers_by_its_sqlstate() {
         (b"53300", GrpcCode::Unavailable, 503),        // too many connections
         (b"57P01", GrpcCode::Unavailable, 503),        // admin shutdown
         (b"57P03", GrpcCode::Unavailable, 503),        // cannot connect now
+        (b"08P01", GrpcCode::Internal, 500),           // protocol violation: a bind short
+        (b"2200H", GrpcCode::Internal, 500),           // sequence used up
+        (b"22P03", GrpcCode::Internal, 500),           // bad binary parameter
+        (b"22P04", GrpcCode::Internal, 500),           // bad COPY data
         (b"57014", GrpcCode::Internal, 500),           // cancelled, not by its timeout
         (b"42P01", GrpcCode::Internal, 500),           // no such table
         (b"XX000", GrpcCode::Internal, 500),           // internal error

@@ -173,11 +173,12 @@ impl PgError {
     /// (`DEADLINE_EXCEEDED`), the database's by its SQLSTATE
     /// ([`answer_code`]: a unique violation is
     /// `ALREADY_EXISTS`, a serialization failure `ABORTED`, ..., one it does not name
-    /// `INTERNAL`), a lost connection `UNAVAILABLE`.
+    /// `INTERNAL`), a connection closed or lost `UNAVAILABLE`.
     #[must_use]
     pub fn code(&self) -> GrpcCode {
         match self {
             PgError::Deadline(error) => error.grpc_code(),
+            PgError::Db(error) if error.is_closed() => GrpcCode::Unavailable,
             PgError::Db(error) => answer_code(error.code().map(|state| state.code().as_bytes())),
             PgError::Lost => GrpcCode::Unavailable,
         }
@@ -186,7 +187,8 @@ impl PgError {
 
 /// `?` in an axum or hyper handler: the deadline's error is its status (504), the
 /// database's by its SQLSTATE ([`PgError::code`], as the Connect protocol maps it to HTTP: a
-/// unique violation 409, bad input 400, one it does not name 500), a lost connection 503.
+/// unique violation 409, bad input 400, one it does not name 500), a connection closed or
+/// lost 503.
 ///
 /// ```
 /// use deadline_core::Error;
@@ -210,7 +212,8 @@ impl From<PgError> for http::StatusCode {
 }
 
 /// `?` in a tonic handler: the deadline's error is its status (`DEADLINE_EXCEEDED`), the
-/// database's by its SQLSTATE ([`PgError::code`]), with the database's message.
+/// database's by its SQLSTATE ([`PgError::code`]), with the error's text (tokio-postgres's:
+/// `db error` for one of the database's, so no detail of the schema goes to the caller).
 #[cfg(feature = "tonic")]
 impl From<PgError> for tonic::Status {
     fn from(error: PgError) -> Self {

@@ -179,7 +179,8 @@ impl From<SqlxError> for http::StatusCode {
 }
 
 /// `?` in a tonic handler: the deadline's error is its status (`DEADLINE_EXCEEDED`), the
-/// database's by its SQLSTATE ([`SqlxError::code`]), with sqlx's message.
+/// database's by its SQLSTATE ([`SqlxError::code`]), with sqlx's text of the error (which
+/// holds the database's message: a constraint's name, say).
 #[cfg(feature = "tonic")]
 impl From<SqlxError> for tonic::Status {
     fn from(error: SqlxError) -> Self {

@@ -165,6 +165,18 @@ async fn a_database_error_answers_by_its_sqlstate() {
         let error = failure(&mut client, &sql).await;
         assert_eq!(http::StatusCode::from(error), status, "{sql}");
     }
+    // A connection closed under its client: the database out of reach, 503.
+    let (mut closed, connection) = tokio_postgres::connect(&database_url(), NoTls)
+        .await
+        .unwrap();
+    drop(connection);
+    let error = failure(&mut closed, "SELECT 1").await;
+    assert_eq!(tonic::Status::from(error).code(), tonic::Code::Unavailable);
+    let error = failure(&mut closed, "SELECT 1").await;
+    assert_eq!(
+        http::StatusCode::from(error),
+        http::StatusCode::SERVICE_UNAVAILABLE
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -136,8 +136,8 @@ impl<'a> ResponseHead<'a> {
 
     /// The gRPC status in the head of a gRPC response (a trailers-only answer, which is how
     /// a gRPC server answers a failure before any message): `None` when there is none (the
-    /// status comes in the trailers), `Some(Err(()))` when it cannot be read (a client
-    /// reads it as a failure of the server's: grpc-go as `INTERNAL`, tonic as `UNKNOWN`).
+    /// status comes in the trailers), `Some(Err(()))` when it is not one of gRPC's codes
+    /// (tonic reads it as `UNKNOWN`; grpc-go as `INTERNAL` when it is not a number).
     fn grpc_code(&self) -> Option<Result<GrpcCode, ()>> {
         if !self.is_grpc() {
             return None;
@@ -153,7 +153,7 @@ impl<'a> ResponseHead<'a> {
     /// | gRPC `grpc-status: 0`, or a gRPC response without `grpc-status` in its head | `None` |
     /// | gRPC `DEADLINE_EXCEEDED` (4) | [`Outcome::TimedOut`], or with `grpc-retry-pushback-ms` [`Outcome::Pushback`] ([`parse_grpc_pushback`]) |
     /// | gRPC `UNAVAILABLE` (14), `RESOURCE_EXHAUSTED` (8) or `CANCELLED` (1: the server cut the call short, as tonic's does at the request's `grpc-timeout`) | [`Outcome::Failed`], or with `grpc-retry-pushback-ms` [`Outcome::Pushback`] ([`parse_grpc_pushback`]) |
-    /// | gRPC `UNKNOWN` (2), `INTERNAL` (13) or `DATA_LOSS` (15), or a `grpc-status` that cannot be read (grpc-go reads it as `INTERNAL`, tonic as `UNKNOWN`) | [`Outcome::Broken`] |
+    /// | gRPC `UNKNOWN` (2), `INTERNAL` (13) or `DATA_LOSS` (15), or a `grpc-status` that is not one of gRPC's codes (tonic reads it as `UNKNOWN`) | [`Outcome::Broken`] |
     /// | any other gRPC status | [`Outcome::Fatal`] |
     /// | HTTP 504 (a Connect `deadline_exceeded` too) | [`Outcome::TimedOut`] |
     /// | HTTP 429 or 503 with `Retry-After` in seconds | [`Outcome::Pushback`] ([`parse_retry_after`]) |

@@ -259,9 +259,9 @@
 //!   5xx (gRPC status) ends the call at once, held against the breaker when it is the
 //!   server failing (gRPC `INTERNAL`, `UNKNOWN`, `DATA_LOSS`, that Connect 500, a 5xx but
 //!   501 and 505: [`Outcome::Broken`](deadline_core::Outcome::Broken)) and not when it is
-//!   its answer (a 4xx, `NOT_FOUND`...; an intermediary's failure that a gRPC client reads
-//!   as `INTERNAL` or `UNKNOWN`, as an Envoy's local reply to a malformed request, counts as
-//!   the server failing too). **With time left, a response is never
+//!   its answer (a 4xx, `NOT_FOUND`...; an intermediary's gRPC answer of `INTERNAL` or
+//!   `UNKNOWN`, as an Envoy's local reply to a malformed request, counts as the server
+//!   failing too, while its plain HTTP 400 or 413 is read as HTTP's, final). **With time left, a response is never
 //!   lost**, but for that 504: when the call gives up after an attempt that answered, the
 //!   caller gets that (last) response, as `Ok`, as it came, exactly as it would without the
 //!   layer. Near the end of
