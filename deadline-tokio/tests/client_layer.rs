@@ -217,6 +217,22 @@ async fn the_retry_budget_is_the_dependencys() {
     assert_eq!((counts.retries, counts.budget_refusals), (0, 1));
 }
 
+/// Sends `client` `n` requests, one after the other, each answered with `status` as it came.
+async fn answered_as_it_came<S, B>(client: &S, n: usize, status: StatusCode)
+where
+    S: Service<Request<String>, Response = Response<B>> + Clone,
+    S::Error: std::fmt::Debug,
+{
+    for _ in 0..n {
+        let response = client
+            .clone()
+            .oneshot(Request::new(String::new()))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), status);
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_breaker_opens_on_5xx_but_not_on_4xx() {
     static BREAKS: Dependency = Dependency::new(
@@ -227,14 +243,7 @@ async fn the_breaker_opens_on_5xx_but_not_on_4xx() {
     .breaker(BreakerConfig::DEFAULT.with_consecutive_failures(2));
     let (next, log) = scripted(|_| status(503));
     let client = DependencyLayer::new(&BREAKS, DeadlineHeader::DeadlineMs).layer(next);
-    for _ in 0..2 {
-        let response = client
-            .clone()
-            .oneshot(Request::new(String::new()))
-            .await
-            .unwrap();
-        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
-    }
+    answered_as_it_came(&client, 2, StatusCode::SERVICE_UNAVAILABLE).await;
     // Two failures in a row: the breaker is open, and the dependency is not called.
     let refused = client
         .oneshot(Request::new(String::new()))
@@ -257,14 +266,7 @@ async fn the_breaker_opens_on_5xx_but_not_on_4xx() {
     .breaker(BreakerConfig::DEFAULT.with_consecutive_failures(2));
     let (next, log) = scripted(|_| status(400));
     let client = DependencyLayer::new(&PICKY, DeadlineHeader::DeadlineMs).layer(next);
-    for _ in 0..5 {
-        let response = client
-            .clone()
-            .oneshot(Request::new(String::new()))
-            .await
-            .unwrap();
-        assert_eq!(response.status(), StatusCode::BAD_REQUEST);
-    }
+    answered_as_it_came(&client, 5, StatusCode::BAD_REQUEST).await;
     assert_eq!(seen(&log).len(), 5);
 }
 
@@ -284,14 +286,7 @@ async fn the_breaker_opens_on_a_5xx_a_retry_would_not_fix() {
     .breaker(BreakerConfig::DEFAULT.with_consecutive_failures(2));
     let (next, log) = scripted(|_| status(507));
     let client = DependencyLayer::new(&FULL, DeadlineHeader::DeadlineMs).layer(next);
-    for _ in 0..2 {
-        let response = client
-            .clone()
-            .oneshot(Request::new(String::new()))
-            .await
-            .unwrap();
-        assert_eq!(response.status(), StatusCode::INSUFFICIENT_STORAGE);
-    }
+    answered_as_it_came(&client, 2, StatusCode::INSUFFICIENT_STORAGE).await;
     // One attempt each (not retried), two failures: open.
     assert_eq!(seen(&log).len(), 2);
     let refused = client

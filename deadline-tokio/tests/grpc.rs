@@ -140,6 +140,22 @@ async fn serve(layer: DeadlineLayer, service: Slow) -> (SocketAddr, tokio::task:
     (addr, task)
 }
 
+/// `service` served over loopback by tonic alone: no `DeadlineLayer`, so the server knows
+/// no deadline of the library's (tonic's own answers `CANCELLED` when a request's
+/// `grpc-timeout` runs out).
+async fn serve_bare(service: Slow) -> (SocketAddr, tokio::task::JoinHandle<()>) {
+    let incoming = TcpIncoming::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = incoming.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        Server::builder()
+            .add_service(service)
+            .serve_with_incoming(incoming)
+            .await
+            .unwrap();
+    });
+    (addr, task)
+}
+
 /// A gRPC connection with no timer of its own: hyper-util's HTTP/2 client, as a tonic
 /// `GrpcService`, with `addr` as the origin of every request.
 type Raw = tonic::client::Grpc<
@@ -274,15 +290,7 @@ async fn a_hundred_calls_from_a_channel_behind_propagate_layer_are_deadline_exce
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_channels_own_timer_on_a_shorter_timeout_set_on_the_call_is_deadline_exceeded() {
     // No DeadlineLayer: the server never answers, so the client's own timer decides.
-    let incoming = TcpIncoming::bind("127.0.0.1:0".parse().unwrap()).unwrap();
-    let addr = incoming.local_addr().unwrap();
-    let server = tokio::spawn(async move {
-        Server::builder()
-            .add_service(Slow::sleeper())
-            .serve_with_incoming(incoming)
-            .await
-            .unwrap();
-    });
+    let (addr, server) = serve_bare(Slow::sleeper()).await;
     let client = PropagateService::new(
         channel(addr).await,
         PropagateLayer::new(HOP, DeadlineHeader::GrpcTimeout),
@@ -327,15 +335,7 @@ async fn a_channels_own_timer_inside_a_dependency_call_is_a_timeout() {
             .with_retries(2)
             .with_backoff(Backoff::constant(ms(5))),
     );
-    let incoming = TcpIncoming::bind("127.0.0.1:0".parse().unwrap()).unwrap();
-    let addr = incoming.local_addr().unwrap();
-    let server = tokio::spawn(async move {
-        Server::builder()
-            .add_service(Slow::sleeper())
-            .serve_with_incoming(incoming)
-            .await
-            .unwrap();
-    });
+    let (addr, server) = serve_bare(Slow::sleeper()).await;
     let client = channel(addr).await;
     let tries = std::sync::atomic::AtomicU32::new(0);
     let result = deadline_tokio::scope_timeout(ms(10_000), async {
