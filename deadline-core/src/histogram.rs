@@ -231,11 +231,33 @@ impl<const N: usize, const SUB_BITS: u32, const UNIT_BITS: u32, C: Count>
     }
 
     /// The bucket that holds the `q` quantile among `count` latencies.
+    ///
+    /// Other threads may record, halve or reset while the buckets are read. A walk that comes
+    /// up short of the quantile's rank read a histogram made smaller since `count` was taken
+    /// (a dependency's is halved every 4 096 latencies): it is walked once more, against the
+    /// total that walk saw, rather than reporting its highest bucket as the quantile. Short
+    /// again (changed under both walks), it reports the last bucket it saw.
     fn quantile_bucket(&self, q: Quantile, count: u64) -> Option<usize> {
-        let rank = q.nearest_rank(count);
-        if rank == 0 {
-            return None;
+        let mut total = count;
+        let mut last = None;
+        for _ in 0..2 {
+            let rank = q.nearest_rank(total);
+            if rank == 0 {
+                break;
+            }
+            let seen;
+            (last, seen) = self.walk_to(rank);
+            if seen >= rank {
+                break;
+            }
+            total = seen;
         }
+        last
+    }
+
+    /// Reads the buckets in order until `rank` latencies are seen: the last non-empty bucket
+    /// read, and the latencies seen up to it (fewer than `rank` when the buckets hold fewer).
+    fn walk_to(&self, rank: u64) -> (Option<usize>, u64) {
         let mut seen = 0u64;
         let mut last = None;
         for (i, bucket) in self.buckets.iter().enumerate() {
@@ -250,8 +272,7 @@ impl<const N: usize, const SUB_BITS: u32, const UNIT_BITS: u32, C: Count>
                 break;
             }
         }
-        // A concurrent reset can leave `seen` short of `rank`: report the last value seen.
-        last
+        (last, seen)
     }
 
     /// The median.
@@ -616,4 +637,27 @@ mod sealed {
     pub trait Sealed {}
     impl Sealed for u32 {}
     impl Sealed for u16 {}
+}
+
+#[cfg(all(test, feature = "drive"))]
+mod tests {
+    use super::*;
+    use crate::time::ms;
+
+    /// A dependency's hedge delay is read as its histogram's count, then the quantile's rank
+    /// among the buckets. Halved between the two (another thread's 4 096th latency), the
+    /// buckets held half the latencies the rank was taken from, the walk ran past every
+    /// bucket, and its highest one (the slowest latency, the cap) was the delay: no call
+    /// hedged until the next reading.
+    #[test]
+    fn a_quantile_read_across_a_halving_is_the_halved_histograms() {
+        let h = Histogram::new();
+        h.record_n(ms(2), 990);
+        h.record_n(ms(100), 10);
+        let count = h.count();
+        let p95 = h.quantile_micros(Quantile::P95, count);
+        h.halve();
+        assert_eq!(h.quantile_micros(Quantile::P95, count), p95);
+        assert!(p95.unwrap() < 3_000, "{p95:?}");
+    }
 }
