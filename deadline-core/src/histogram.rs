@@ -222,7 +222,8 @@ impl<const N: usize, const SUB_BITS: u32, const UNIT_BITS: u32, C: Count>
         self.quantile_bucket(q, self.count()).map(Self::high)
     }
 
-    /// The `q` quantile among `count` latencies (the histogram's [`count`](Self::count)),
+    /// The `q` quantile among `count` latencies (the histogram's [`count`](Self::count)), or
+    /// among those the buckets hold when a walk finds fewer (halved since: `quantile_bucket`),
     /// as the upper bound of its bucket in microseconds (`u64::MAX` in the overflow bucket).
     /// `None` when `count` is zero. (A dependency's live hedge delay.)
     #[cfg(feature = "drive")]
@@ -234,13 +235,21 @@ impl<const N: usize, const SUB_BITS: u32, const UNIT_BITS: u32, C: Count>
     ///
     /// Other threads may record, halve or reset while the buckets are read. A walk that comes
     /// up short of the quantile's rank read a histogram made smaller since `count` was taken
-    /// (a dependency's is halved every 4 096 latencies): it is walked once more, against the
-    /// total that walk saw, rather than reporting its highest bucket as the quantile. Short
-    /// again (changed under both walks), it reports the last bucket it saw.
+    /// (a dependency's is halved every 4 096 latencies): it is walked again, against the total
+    /// that walk saw, rather than reporting its highest bucket as the quantile. A halving
+    /// between the count and the walk takes one walk more; one during the first walk, two.
+    /// Short on the third walk, it reports the last bucket it saw.
+    ///
+    /// A halving during the count itself, or seen out of order by a processor that reorders
+    /// loads (`Relaxed`, as every bucket is read), can still leave the walk's rank too high
+    /// for what it reads, and the quantile in a higher bucket than either the whole or the
+    /// halved histogram has (loom finds such interleavings). Ruling that out takes a second
+    /// pass over the buckets, or a sequence count around each halving; for the hedge delay,
+    /// read every 64 latencies, the pass would cost every such call about 25 instructions.
     fn quantile_bucket(&self, q: Quantile, count: u64) -> Option<usize> {
         let mut total = count;
         let mut last = None;
-        for _ in 0..2 {
+        for _ in 0..3 {
             let rank = q.nearest_rank(total);
             if rank == 0 {
                 break;
