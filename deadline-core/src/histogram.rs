@@ -243,7 +243,7 @@ impl<const N: usize, const SUB_BITS: u32, const UNIT_BITS: u32, C: Count>
     /// A halving during the count itself, or seen out of order by a processor that reorders
     /// loads (`Relaxed`, as every bucket is read), can still leave the walk's rank too high
     /// for what it reads, and the quantile in a higher bucket than either the whole or the
-    /// halved histogram has (loom finds such interleavings). Ruling that out takes a second
+    /// halved histogram has. Ruling that out takes a second
     /// pass over the buckets, or a sequence count around each halving; for the hedge delay,
     /// read every 64 latencies, the pass would cost every such call about 25 instructions.
     fn quantile_bucket(&self, q: Quantile, count: u64) -> Option<usize> {

@@ -24,8 +24,8 @@ pub enum Outcome {
     /// that did not resolve. Safe to retry, idempotent or not.
     Refused,
     /// The server answered with a failure a retry may fix (a 500, 502 or 503; gRPC
-    /// `UNAVAILABLE`, or `CANCELLED`: the call cut short), or the connection broke after the
-    /// request was sent. One that comes at or after the end of its attempt is that attempt's
+    /// `UNAVAILABLE`, or `CANCELLED`: the call cut short), or the connection was lost after
+    /// the request was sent. One that comes at or after the end of its attempt is that attempt's
     /// timeout. It may have acted
     /// on the request before failing, so a non-idempotent call is treated as for
     /// [`Outcome::TimedOut`].
@@ -46,8 +46,8 @@ pub enum Outcome {
     /// as [`Outcome::Fatal`], but held against the dependency's circuit breaker as a failure:
     /// a dependency that answers every call with `INTERNAL` is not healthy. A gRPC client
     /// reads an intermediary's failure so too (gRPC's table makes a bare HTTP 400 `INTERNAL`
-    /// and a 413 `UNKNOWN`, as an Envoy's local reply does): it counts as the path to the
-    /// dependency failing.
+    /// and a 413 `UNKNOWN`, as tonic and an Envoy's local reply do): it counts as the path to
+    /// the dependency failing.
     Broken,
 }
 

@@ -1,5 +1,5 @@
 //! The database statement timeout, from the time left; and what a failed statement
-//! answers its caller ([`answer_code`]).
+//! answers its caller ([`grpc_code_of_sqlstate`]).
 
 use core::fmt;
 use core::time::Duration;
@@ -389,17 +389,17 @@ const QUERY_CANCELED: &[u8] = b"57014";
 /// A statement timeout is the deadline's, not this ([`StatementTimeout::error_of`]).
 ///
 /// ```
-/// use deadline_core::statement::answer_code;
+/// use deadline_core::statement::grpc_code_of_sqlstate;
 /// use deadline_core::wire::GrpcCode;
 ///
-/// assert_eq!(answer_code(Some(b"23505")), GrpcCode::AlreadyExists);
-/// assert_eq!(answer_code(Some(b"23505")).connect_http_status(), 409);
-/// assert_eq!(answer_code(Some(b"40001")), GrpcCode::Aborted);
-/// assert_eq!(answer_code(Some(b"42P01")), GrpcCode::Internal); // no such table: the service's fault
-/// assert_eq!(answer_code(None), GrpcCode::Internal);
+/// assert_eq!(grpc_code_of_sqlstate(Some(b"23505")), GrpcCode::AlreadyExists);
+/// assert_eq!(grpc_code_of_sqlstate(Some(b"23505")).connect_http_status(), 409);
+/// assert_eq!(grpc_code_of_sqlstate(Some(b"40001")), GrpcCode::Aborted);
+/// assert_eq!(grpc_code_of_sqlstate(Some(b"42P01")), GrpcCode::Internal); // no such table: the service's fault
+/// assert_eq!(grpc_code_of_sqlstate(None), GrpcCode::Internal);
 /// ```
 #[must_use]
-pub fn answer_code(sqlstate: Option<&[u8]>) -> GrpcCode {
+pub fn grpc_code_of_sqlstate(sqlstate: Option<&[u8]>) -> GrpcCode {
     let Some(sqlstate) = sqlstate else {
         return GrpcCode::Internal;
     };

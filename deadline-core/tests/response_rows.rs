@@ -71,7 +71,7 @@ fn each_grpc_status_reads_as_its_row() {
         (b"14", Outcome::Failed),     // UNAVAILABLE
         (b"15", Outcome::Broken),     // DATA_LOSS
         (b"16", Outcome::Fatal),      // UNAUTHENTICATED
-        (b"banana", Outcome::Broken), // unreadable: gRPC reads it as INTERNAL
+        (b"banana", Outcome::Broken), // not a code: tonic reads it as UNKNOWN
     ] {
         assert_eq!(
             grpc(code),

@@ -227,7 +227,7 @@ proptest! {
 /// with another transaction, the database out of reach, or the service failing.
 #[test]
 fn a_failed_statement_answers_by_its_sqlstate() {
-    use deadline_core::statement::answer_code;
+    use deadline_core::statement::grpc_code_of_sqlstate;
     use deadline_core::wire::GrpcCode;
 
     for (sqlstate, code, http) in [
@@ -253,8 +253,8 @@ fn a_failed_statement_answers_by_its_sqlstate() {
         (b"", GrpcCode::Internal, 500),
     ] {
         let name = String::from_utf8_lossy(sqlstate);
-        assert_eq!(answer_code(Some(sqlstate)), code, "{name}");
+        assert_eq!(grpc_code_of_sqlstate(Some(sqlstate)), code, "{name}");
         assert_eq!(code.connect_http_status(), http, "{name}");
     }
-    assert_eq!(answer_code(None), GrpcCode::Internal);
+    assert_eq!(grpc_code_of_sqlstate(None), GrpcCode::Internal);
 }

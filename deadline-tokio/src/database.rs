@@ -86,3 +86,21 @@ impl CancelCounts {
         }
     }
 }
+
+/// The gRPC status that answers a caller with `code` and `message`: a query's error, for `?`
+/// in a tonic handler.
+#[cfg(feature = "tonic")]
+pub(crate) fn grpc_status(
+    code: deadline_core::wire::GrpcCode,
+    message: impl Into<String>,
+) -> tonic::Status {
+    tonic::Status::new(tonic::Code::from_i32(i32::from(code.as_u8())), message)
+}
+
+/// The HTTP status that answers a caller with `code`, by the Connect protocol's table: a
+/// query's error, for `?` in an axum or hyper handler.
+#[cfg(feature = "tower")]
+pub(crate) fn http_status(code: deadline_core::wire::GrpcCode) -> http::StatusCode {
+    http::StatusCode::from_u16(code.connect_http_status())
+        .unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR)
+}

@@ -114,7 +114,9 @@
 
 use core::fmt;
 
-use deadline_core::statement::{StatementDecision, StatementPolicy, StatementTimeout, answer_code};
+use deadline_core::statement::{
+    StatementDecision, StatementPolicy, StatementTimeout, grpc_code_of_sqlstate,
+};
 use deadline_core::wire::GrpcCode;
 use deadline_core::{Clock, Error, Instant};
 use futures_util::future::try_join;
@@ -171,22 +173,24 @@ impl PgError {
 
     /// The gRPC code that answers the caller for this error: the deadline's
     /// (`DEADLINE_EXCEEDED`), the database's by its SQLSTATE
-    /// ([`answer_code`]: a unique violation is
+    /// ([`grpc_code_of_sqlstate`]: a unique violation is
     /// `ALREADY_EXISTS`, a serialization failure `ABORTED`, ..., one it does not name
     /// `INTERNAL`), a connection closed or lost `UNAVAILABLE`.
     #[must_use]
-    pub fn code(&self) -> GrpcCode {
+    pub fn grpc_code(&self) -> GrpcCode {
         match self {
             PgError::Deadline(error) => error.grpc_code(),
             PgError::Db(error) if error.is_closed() => GrpcCode::Unavailable,
-            PgError::Db(error) => answer_code(error.code().map(|state| state.code().as_bytes())),
+            PgError::Db(error) => {
+                grpc_code_of_sqlstate(error.code().map(|state| state.code().as_bytes()))
+            }
             PgError::Lost => GrpcCode::Unavailable,
         }
     }
 }
 
 /// `?` in an axum or hyper handler: the deadline's error is its status (504), the
-/// database's by its SQLSTATE ([`PgError::code`], as the Connect protocol maps it to HTTP: a
+/// database's by its SQLSTATE ([`PgError::grpc_code`], as the Connect protocol maps it to HTTP: a
 /// unique violation 409, bad input 400, one it does not name 500), a connection closed or
 /// lost 503.
 ///
@@ -203,26 +207,22 @@ impl From<PgError> for http::StatusCode {
     fn from(error: PgError) -> Self {
         match error {
             PgError::Deadline(error) => error.into(),
-            PgError::Db(_) | PgError::Lost => {
-                http::StatusCode::from_u16(error.code().connect_http_status())
-                    .unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR)
-            }
+            PgError::Db(_) | PgError::Lost => crate::database::http_status(error.grpc_code()),
         }
     }
 }
 
 /// `?` in a tonic handler: the deadline's error is its status (`DEADLINE_EXCEEDED`), the
-/// database's by its SQLSTATE ([`PgError::code`]), with the error's text (tokio-postgres's:
+/// database's by its SQLSTATE ([`PgError::grpc_code`]), with the error's text (tokio-postgres's:
 /// `db error` for one of the database's, so no detail of the schema goes to the caller).
 #[cfg(feature = "tonic")]
 impl From<PgError> for tonic::Status {
     fn from(error: PgError) -> Self {
         match error {
             PgError::Deadline(error) => error.into(),
-            PgError::Db(_) | PgError::Lost => tonic::Status::new(
-                tonic::Code::from_i32(i32::from(error.code().as_u8())),
-                error.to_string(),
-            ),
+            PgError::Db(_) | PgError::Lost => {
+                crate::database::grpc_status(error.grpc_code(), error.to_string())
+            }
         }
     }
 }

@@ -102,7 +102,7 @@ use std::pin::Pin;
 use ::sqlx::pool::PoolConnection;
 use ::sqlx::postgres::{PgConnection, PgPool, PgQueryResult, PgRow, Postgres};
 use ::sqlx::{Connection, Execute, Executor, Row};
-use deadline_core::statement::{StatementDecision, StatementPolicy, answer_code};
+use deadline_core::statement::{StatementDecision, StatementPolicy, grpc_code_of_sqlstate};
 use deadline_core::wire::GrpcCode;
 use deadline_core::{Clock, Error};
 
@@ -145,16 +145,16 @@ impl SqlxError {
 
     /// The gRPC code that answers the caller for this error: the deadline's
     /// (`DEADLINE_EXCEEDED`), the database's by its SQLSTATE
-    /// ([`answer_code`]: a unique violation is
+    /// ([`grpc_code_of_sqlstate`]: a unique violation is
     /// `ALREADY_EXISTS`, a serialization failure `ABORTED`, ...), no connection to be had
     /// (the pool's wait ran out, the pool closed, the socket failed) `UNAVAILABLE`, and any
     /// other of sqlx's `INTERNAL`.
     #[must_use]
-    pub fn code(&self) -> GrpcCode {
+    pub fn grpc_code(&self) -> GrpcCode {
         match self {
             SqlxError::Deadline(error) => error.grpc_code(),
             SqlxError::Db(::sqlx::Error::Database(db)) => {
-                answer_code(db.code().as_deref().map(str::as_bytes))
+                grpc_code_of_sqlstate(db.code().as_deref().map(str::as_bytes))
             }
             SqlxError::Db(
                 ::sqlx::Error::PoolTimedOut | ::sqlx::Error::PoolClosed | ::sqlx::Error::Io(_),
@@ -165,31 +165,27 @@ impl SqlxError {
 }
 
 /// `?` in an axum or hyper handler: the deadline's error is its status (504), the database's
-/// by its SQLSTATE ([`SqlxError::code`], as the Connect protocol maps it to HTTP: a unique
-/// violation 409, bad input 400, one it does not name 500).
+/// by its SQLSTATE ([`SqlxError::grpc_code`], as the Connect protocol maps it to HTTP: a unique
+/// violation 409, bad input 400, one it does not name 500), no connection to be had 503.
 #[cfg(feature = "tower")]
 impl From<SqlxError> for http::StatusCode {
     fn from(error: SqlxError) -> Self {
         match error {
             SqlxError::Deadline(error) => error.into(),
-            SqlxError::Db(_) => http::StatusCode::from_u16(error.code().connect_http_status())
-                .unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR),
+            SqlxError::Db(_) => crate::database::http_status(error.grpc_code()),
         }
     }
 }
 
 /// `?` in a tonic handler: the deadline's error is its status (`DEADLINE_EXCEEDED`), the
-/// database's by its SQLSTATE ([`SqlxError::code`]), with sqlx's text of the error (which
+/// database's by its SQLSTATE ([`SqlxError::grpc_code`]), with sqlx's text of the error (which
 /// holds the database's message: a constraint's name, say).
 #[cfg(feature = "tonic")]
 impl From<SqlxError> for tonic::Status {
     fn from(error: SqlxError) -> Self {
         match error {
             SqlxError::Deadline(error) => error.into(),
-            SqlxError::Db(_) => tonic::Status::new(
-                tonic::Code::from_i32(i32::from(error.code().as_u8())),
-                error.to_string(),
-            ),
+            SqlxError::Db(_) => crate::database::grpc_status(error.grpc_code(), error.to_string()),
         }
     }
 }

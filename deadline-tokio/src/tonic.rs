@@ -7,7 +7,10 @@
 //! (a server's `CANCELLED` at or after the attempt's end is its timeout: tonic's server
 //! answers so when the request's `grpc-timeout` runs out), the server's
 //! `grpc-retry-pushback-ms` is heard, `INTERNAL`, `UNKNOWN` and `DATA_LOSS` are the server
-//! failing (not retried, but held against the dependency's breaker: [`Outcome::Broken`]),
+//! failing (not retried, but held against the dependency's breaker: [`Outcome::Broken`]; but
+//! an intermediary's plain HTTP answer, which tonic reads by gRPC's table, a 400 as
+//! `INTERNAL` and a 500 as `UNKNOWN`, is read so too, where `DependencyLayer` reads the same
+//! answer as HTTP's: a 400 final, a 500 retried),
 //! and every other code is the server's answer, final. tonic's own timer running out (its
 //! `CANCELLED`) is the attempt's timeout ([`classify`]).
 //! Without it, every status is [`Outcome::Failed`]: a `NOT_FOUND` is retried and counted
@@ -56,7 +59,11 @@ use deadline_core::wire::{GRPC_RETRY_PUSHBACK_MS, GrpcCode, classify_grpc};
 /// as [`classify_grpc`] reads them (tonic reads a code gRPC does not define as `UNKNOWN`). A
 /// status that says `OK`, which tonic never gives as an error, is final, [`Outcome::Fatal`].
 ///
-/// One status is the client's own and not the server's: tonic's timer ran out
+/// Two kinds of status are the client's own and not the server's. A connection that broke or
+/// was reset reaches the caller as the `UNKNOWN` or `INTERNAL` tonic makes of the transport's
+/// error (kept as the status's source, which a status read off the wire never has): a
+/// failure a retry may fix, [`Outcome::Failed`], not the server broken. And tonic's timer ran
+/// out
 /// ([`tonic::TimeoutExpired`], which tonic reports as `CANCELLED`). A `Channel` times each
 /// call by its `grpc-timeout` ([`Request::set_timeout`](tonic::Request::set_timeout), as an
 /// attempt sets it from its limits) or its `Endpoint::timeout`; that is the attempt running
@@ -71,6 +78,12 @@ use deadline_core::wire::{GRPC_RETRY_PUSHBACK_MS, GrpcCode, classify_grpc};
 /// let expired = Status::from_error(Box::new(TimeoutExpired(())));
 /// assert_eq!(expired.code(), tonic::Code::Cancelled);
 /// assert_eq!(deadline_tokio::tonic::classify(&expired), Outcome::TimedOut);
+/// // A connection reset under the call: a failure a retry may fix, not the server broken.
+/// let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+/// let reset = Status::from_error(Box::new(reset));
+/// assert_eq!(reset.code(), tonic::Code::Unknown);
+/// assert_eq!(deadline_tokio::tonic::classify(&reset), Outcome::Failed);
+/// assert_eq!(deadline_tokio::tonic::classify(&Status::unknown("boom")), Outcome::Broken);
 /// // A server's CANCELLED (its call cut short) is a failure, as the core reads it.
 /// assert_eq!(deadline_tokio::tonic::classify(&Status::cancelled("gone")), Outcome::Failed);
 /// ```
@@ -86,8 +99,12 @@ pub fn classify(status: &tonic::Status) -> Outcome {
         .metadata()
         .get(GRPC_RETRY_PUSHBACK_MS)
         .map(|value| value.as_bytes());
-    code.and_then(|code| classify_grpc(code, pushback))
-        .unwrap_or(Outcome::Fatal)
+    match code.and_then(|code| classify_grpc(code, pushback)) {
+        // Made by tonic from an error of its own (a status read off the wire has no source):
+        // the connection broke or reset, not the server's word.
+        Some(Outcome::Broken) if std::error::Error::source(status).is_some() => Outcome::Failed,
+        outcome => outcome.unwrap_or(Outcome::Fatal),
+    }
 }
 
 /// Whether `status` is tonic's own timer running out: a `TimeoutExpired` in its sources.

@@ -485,7 +485,7 @@ pub fn check_response(data: &[u8]) {
                 Some(Outcome::Failed | Outcome::Pushback(_))
             ));
         }
-        // The server failed (a status that cannot be read is read as `INTERNAL`).
+        // The server failed (a status that is not a code: tonic reads it as `UNKNOWN`).
         Some(Some(GrpcCode::Unknown | GrpcCode::Internal | GrpcCode::DataLoss) | None) => {
             assert_eq!(outcome, Some(Outcome::Broken));
         }
