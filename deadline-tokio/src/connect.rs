@@ -465,16 +465,7 @@ impl StdError for ConnectError {
 /// ```
 #[must_use]
 pub fn outcome(error: &(dyn StdError + 'static)) -> Option<Outcome> {
-    // A chain is a handful of links; the bound only guards against a cycle.
-    let mut link = Some(error);
-    for _ in 0..64 {
-        let error = link?;
-        if let Some(connect) = error.downcast_ref::<ConnectError>() {
-            return Some(connect.outcome());
-        }
-        link = error.source();
-    }
-    None
+    crate::error_chain::find::<ConnectError>(error).map(ConnectError::outcome)
 }
 
 /// A classifier for a client's errors ([`Classify`]): a failed connect by [`outcome`],

@@ -64,6 +64,8 @@ pub mod connect;
 mod context;
 #[cfg(any(feature = "postgres", feature = "sqlx"))]
 pub mod database;
+#[cfg(any(feature = "hyper-util", feature = "tonic"))]
+mod error_chain;
 #[cfg(feature = "tower")]
 pub mod layer;
 #[cfg(feature = "postgres")]

@@ -109,12 +109,7 @@ pub fn classify(status: &tonic::Status) -> Outcome {
 
 /// Whether `status` is tonic's own timer running out: a `TimeoutExpired` in its sources.
 fn timer_expired(status: &tonic::Status) -> bool {
-    let mut source = std::error::Error::source(status);
-    while let Some(error) = source {
-        if error.is::<tonic::TimeoutExpired>() {
-            return true;
-        }
-        source = error.source();
-    }
-    false
+    std::error::Error::source(status)
+        .and_then(crate::error_chain::find::<tonic::TimeoutExpired>)
+        .is_some()
 }
