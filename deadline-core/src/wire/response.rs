@@ -47,19 +47,28 @@ pub struct ResponseHead<'a> {
 /// | status | outcome |
 /// |---|---|
 /// | `OK` | `None` |
-/// | `DEADLINE_EXCEEDED` | [`Outcome::TimedOut`], or with `grpc-retry-pushback-ms` [`Outcome::Pushback`] ([`parse_grpc_pushback`]) |
-/// | `UNAVAILABLE`, `RESOURCE_EXHAUSTED`, `CANCELLED` | [`Outcome::Failed`], or with `grpc-retry-pushback-ms` [`Outcome::Pushback`] |
+/// | `DEADLINE_EXCEEDED` | [`Outcome::TimedOut`], or with `grpc-retry-pushback-ms` [`Outcome::Pushback`] (a wait is [`Pushback::AfterMayHaveRun`]) |
+/// | `CANCELLED` | [`Outcome::Failed`], or with `grpc-retry-pushback-ms` [`Outcome::Pushback`] (a wait is [`Pushback::AfterMayHaveRun`]) |
+/// | `UNAVAILABLE`, `RESOURCE_EXHAUSTED` | [`Outcome::Failed`], or with `grpc-retry-pushback-ms` [`Outcome::Pushback`] ([`parse_grpc_pushback`]: declined) |
 /// | `UNKNOWN`, `INTERNAL`, `DATA_LOSS` (the server failed) | [`Outcome::Broken`] |
 /// | any other (the server's answer) | [`Outcome::Fatal`] |
 ///
 /// ```
-/// use deadline_core::Outcome;
+/// use deadline_core::{Outcome, Pushback, ms};
 /// use deadline_core::wire::{GrpcCode, classify_grpc};
 ///
 /// assert_eq!(classify_grpc(GrpcCode::DeadlineExceeded, None), Some(Outcome::TimedOut));
 /// assert_eq!(classify_grpc(GrpcCode::NotFound, None), Some(Outcome::Fatal));
 /// assert_eq!(classify_grpc(GrpcCode::Internal, None), Some(Outcome::Broken));
-/// assert!(matches!(classify_grpc(GrpcCode::Unavailable, Some(b"250")), Some(Outcome::Pushback(_))));
+/// assert_eq!(
+///     classify_grpc(GrpcCode::Unavailable, Some(b"250")),
+///     Some(Outcome::Pushback(Pushback::After(ms(250)))),
+/// );
+/// // The server ran out of time: it may have acted on the request.
+/// assert_eq!(
+///     classify_grpc(GrpcCode::DeadlineExceeded, Some(b"250")),
+///     Some(Outcome::Pushback(Pushback::AfterMayHaveRun(ms(250)))),
+/// );
 /// assert_eq!(classify_grpc(GrpcCode::Ok, None), None);
 /// ```
 #[must_use]
@@ -68,13 +77,18 @@ pub fn classify_grpc(code: GrpcCode, retry_pushback_ms: Option<&[u8]>) -> Option
         GrpcCode::Ok => None,
         // The server's word on retrying (gRFC A6), when it gave one, rules: when to come
         // back, or not to.
+        // The server may have acted on the request: its word on when to retry does not make
+        // the call safe to repeat.
         GrpcCode::DeadlineExceeded => Some(retry_pushback_ms.map_or(Outcome::TimedOut, |v| {
-            Outcome::Pushback(parse_grpc_pushback(v))
+            Outcome::Pushback(parse_grpc_pushback(v).may_have_run())
         })),
         // `CANCELLED` from a server is its call cut short, often by a deadline (tonic's server
         // answers the request's `grpc-timeout` so): a failure, which at or after the attempt's
         // own end is its timeout.
-        GrpcCode::Unavailable | GrpcCode::ResourceExhausted | GrpcCode::Cancelled => {
+        GrpcCode::Cancelled => Some(retry_pushback_ms.map_or(Outcome::Failed, |v| {
+            Outcome::Pushback(parse_grpc_pushback(v).may_have_run())
+        })),
+        GrpcCode::Unavailable | GrpcCode::ResourceExhausted => {
             Some(retry_pushback_ms.map_or(Outcome::Failed, |v| {
                 Outcome::Pushback(parse_grpc_pushback(v))
             }))
@@ -151,8 +165,9 @@ impl<'a> ResponseHead<'a> {
     /// | response | outcome |
     /// |---|---|
     /// | gRPC `grpc-status: 0`, or a gRPC response without `grpc-status` in its head | `None` |
-    /// | gRPC `DEADLINE_EXCEEDED` (4) | [`Outcome::TimedOut`], or with `grpc-retry-pushback-ms` [`Outcome::Pushback`] ([`parse_grpc_pushback`]) |
-    /// | gRPC `UNAVAILABLE` (14), `RESOURCE_EXHAUSTED` (8) or `CANCELLED` (1: the server cut the call short, as tonic's does at the request's `grpc-timeout`) | [`Outcome::Failed`], or with `grpc-retry-pushback-ms` [`Outcome::Pushback`] ([`parse_grpc_pushback`]) |
+    /// | gRPC `DEADLINE_EXCEEDED` (4) | [`Outcome::TimedOut`], or with `grpc-retry-pushback-ms` [`Outcome::Pushback`] ([`parse_grpc_pushback`], its wait [`Pushback::AfterMayHaveRun`]) |
+    /// | gRPC `CANCELLED` (1: the server cut the call short, as tonic's does at the request's `grpc-timeout`) | [`Outcome::Failed`], or with `grpc-retry-pushback-ms` [`Outcome::Pushback`] (its wait [`Pushback::AfterMayHaveRun`]) |
+    /// | gRPC `UNAVAILABLE` (14) or `RESOURCE_EXHAUSTED` (8) | [`Outcome::Failed`], or with `grpc-retry-pushback-ms` [`Outcome::Pushback`] ([`parse_grpc_pushback`]: the server declined the request) |
     /// | gRPC `UNKNOWN` (2), `INTERNAL` (13) or `DATA_LOSS` (15), or a `grpc-status` that is not one of gRPC's codes (tonic reads it as `UNKNOWN`) | [`Outcome::Broken`] |
     /// | any other gRPC status | [`Outcome::Fatal`] |
     /// | HTTP 504 (a Connect `deadline_exceeded` too) | [`Outcome::TimedOut`] |
@@ -174,7 +189,9 @@ impl<'a> ResponseHead<'a> {
     /// and time is left. A gRPC server that says when to retry, or not to
     /// (`grpc-retry-pushback-ms`, gRFC A6), is heard with any status that is not final (the
     /// four above): such a response is its pushback, and the caller gets it as it came if the
-    /// call then ends.
+    /// call then ends. With `DEADLINE_EXCEEDED` or `CANCELLED` the server may have acted on
+    /// the request, and its wait ([`Pushback::AfterMayHaveRun`]) is kept for an idempotent
+    /// call alone: gRFC A6 times a retry by the pushback, it does not make one safe.
     ///
     /// A failure that may be retried ([`Outcome::Failed`]) and comes at or after the end of
     /// the attempt that got it is that attempt's timeout (the driver's rule): a gRPC
