@@ -86,11 +86,15 @@ impl<B> BoundedBody<B> {
 }
 
 impl<B: Body> BoundedBody<B> {
-    /// The next step of the body.
+    /// The next step of the body. `metered`: a frame that comes after the deadline, and
+    /// does not end the body, counts against what may be sent late here; a caller that reads
+    /// the frame first (whether it ends a body of messages) counts it itself
+    /// ([`send_late`](Self::send_late)).
     #[inline]
     pub(crate) fn poll_step(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
+        metered: bool,
     ) -> Poll<Polled<B::Data, B::Error>> {
         let this = self.project();
         let deadline = *this.deadline;
@@ -107,7 +111,7 @@ impl<B: Body> BoundedBody<B> {
                 // time: no clock to read. A frame with more to come, after the deadline,
                 // counts against what may be sent late.
                 let ends = frame.is_trailers() || body.is_end_stream();
-                if !ends && deadline.is_expired(TokioClock.now()) {
+                if metered && !ends && deadline.is_expired(TokioClock.now()) {
                     let len = frame.data_ref().map_or(0, Buf::remaining);
                     if !this.late.send(len, false) {
                         return Poll::Ready(Polled::Cut);
@@ -120,5 +124,18 @@ impl<B: Body> BoundedBody<B> {
             Poll::Pending => poll_boxed_timer(this.sleep, deadline.instant(), this.spared, cx)
                 .map(|_| Polled::Cut),
         }
+    }
+
+    /// Whether a frame of `len` bytes, which a [`poll_step`](Self::poll_step) that was not
+    /// `metered` gave and which does not end the body, may be sent: always before the
+    /// deadline, and after it as long as [`LateFrames`] allows.
+    pub(crate) fn send_late(self: Pin<&mut Self>, len: usize) -> bool {
+        let this = self.project();
+        !this.deadline.is_expired(TokioClock.now()) || this.late.send(len, false)
+    }
+
+    /// Whether the body says it has ended.
+    pub(crate) fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
     }
 }

@@ -96,10 +96,46 @@ impl Messages {
         !self.held.is_empty() || self.text.as_ref().is_some_and(|t| !t.partial.is_empty())
     }
 
+    /// Where the body stands now, for [`cut_at`](Self::cut_at) and
+    /// [`ended_since`](Self::ended_since).
+    pub(super) fn mark(&self) -> Mark {
+        Mark {
+            read: self.read,
+            invalid: self.text.as_ref().is_some_and(|t| t.invalid),
+        }
+    }
+
+    /// Whether the protocol's last message (gRPC-Web's trailer frame, Connect's end-stream
+    /// message) ended since `before`, where it had not.
+    pub(super) fn ended_since(&self, before: Mark, protocol: Protocol) -> bool {
+        let ended = |read: Envelopes| matches!(read.cut(protocol), Cut::Ended);
+        ended(self.read) && !ended(before.read)
+    }
+
     /// How the body ends when it is cut at its deadline ([`Envelopes::cut`]); as a cut stream
     /// when its text was not base64.
     pub(super) fn cut(&self, protocol: Protocol) -> Cut {
-        if self.text.as_ref().is_some_and(|t| t.invalid) {
+        self.mark().cut(protocol)
+    }
+
+    /// How the body ends when it is cut at its deadline where it stood at `before` (what
+    /// was read since is dropped with the body, unsent).
+    pub(super) fn cut_at(&self, before: Mark, protocol: Protocol) -> Cut {
+        before.cut(protocol)
+    }
+}
+
+/// Where a body of enveloped messages stood ([`Messages::mark`]).
+#[derive(Clone, Copy)]
+pub(super) struct Mark {
+    read: Envelopes,
+    invalid: bool,
+}
+
+impl Mark {
+    /// How the body ends when it is cut here.
+    fn cut(self, protocol: Protocol) -> Cut {
+        if self.invalid {
             Cut::Reset
         } else {
             self.read.cut(protocol)

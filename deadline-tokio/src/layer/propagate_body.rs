@@ -117,7 +117,7 @@ where
                 .map(|frame| frame.map(|frame| frame.map_err(PropagateError::Inner))),
             KindProj::Bounded { body, sent } => {
                 let sent = *sent;
-                match body.poll_step(cx) {
+                match body.poll_step(cx, true) {
                     Poll::Pending => Poll::Pending,
                     Poll::Ready(Polled::Frame(frame)) => Poll::Ready(Some(Ok(relay(frame, sent)))),
                     Poll::Ready(Polled::Failed(error)) => Poll::Ready(Some(Err(

@@ -27,8 +27,9 @@ pin_project_lite::pin_project! {
     /// - A frame the body has ready is sent, whatever the time (but for the part of a message
     ///   not yet whole, below): a response whose head was given out in time and whose body is
     ///   already complete (in memory, or every frame ready: 16 frames of any size, then up to
-    ///   4 MiB in all, sent after the deadline) is delivered whole, a moment after the
-    ///   deadline if that is when it is sent.
+    ///   4 MiB in all, sent after the deadline, and whatever came before, the frame that
+    ///   ends it: trailers, gRPC-Web's trailer frame, Connect's end-stream message) is
+    ///   delivered whole, a moment after the deadline if that is when it is sent.
     /// - A body that has to wait for a frame at the deadline (server-streaming gRPC,
     ///   server-sent events, a chunked response still being made), or that keeps sending
     ///   past it (more than [`LateFrames`](deadline_core::wire::LateFrames) allows),
@@ -337,7 +338,7 @@ where
                 window,
             } => {
                 let deadline = body.deadline();
-                match body.poll_step(cx) {
+                match body.poll_step(cx, true) {
                     Poll::Pending => return Poll::Pending,
                     Poll::Ready(Polled::Frame(frame)) => return Poll::Ready(Some(Ok(frame))),
                     Poll::Ready(Polled::End) => return Poll::Ready(None),
@@ -371,14 +372,28 @@ where
         };
         // A body of enveloped messages: whole message by whole message.
         for _ in 0..HELD_FRAMES_PER_POLL {
-            let step = match body.as_mut().poll_step(cx) {
+            let step = match body.as_mut().poll_step(cx, false) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(step) => step,
             };
             match step {
                 Polled::Frame(frame) => match frame.into_data() {
                     Ok(data) => {
-                        if let Some(whole) = messages.whole(data) {
+                        // After the deadline, a frame counts against what may be sent late,
+                        // unless it ends the body or the protocol's messages (gRPC-Web's
+                        // trailer frame, Connect's end-stream message: the client's answer).
+                        // Read first, so that it is known; cut, the body ends as it would
+                        // have before it.
+                        let before = messages.mark();
+                        let len = data.len();
+                        let whole = messages.whole(data);
+                        let ends = messages.ended_since(before, protocol) || body.is_end_stream();
+                        if !ends && !body.as_mut().send_late(len) {
+                            let cut = messages.cut_at(before, protocol);
+                            kind.set(Kind::Cut { last: None });
+                            return Poll::Ready(Last::of(cut).map(Last::frame));
+                        }
+                        if let Some(whole) = whole {
                             return Poll::Ready(Some(Ok(Frame::data(whole))));
                         }
                     }
