@@ -85,8 +85,7 @@
 //!   Any failure may be retried, and the call may be hedged.
 //! - [`Policy::not_idempotent`](crate::Policy::not_idempotent): it must not run twice. Only an attempt that provably never
 //!   reached the server is retried: [`Outcome::Refused`](crate::Outcome::Refused) (the connection was refused) or
-//!   [`Outcome::Pushback`](crate::Outcome::Pushback) (the server declined it and said when to come back; not a gRPC
-//!   `DEADLINE_EXCEEDED` or `CANCELLED` that says so, which may have run: [`Pushback::AfterMayHaveRun`](crate::Pushback::AfterMayHaveRun)). It is never
+//!   [`Outcome::Pushback`](crate::Outcome::Pushback) (the server declined it and said when to come back). It is never
 //!   hedged. An attempt that ran out of its own time before it could send (below, "Timeouts are timeouts") is a
 //!   timeout, and not retried either: whatever else it may have sent first, the library cannot see.
 //!
@@ -128,8 +127,9 @@
 //! pushback that would end after the deadline ends the call instead of waiting for it. The
 //! server's word counts whenever it comes: said by one copy while another copy's retry backs
 //! off, "retry after" postpones that retry, and "do not retry" calls it off. It times a
-//! retry; it does not make one safe: a gRPC `DEADLINE_EXCEEDED` or `CANCELLED` with a
-//! pushback may have run on the server, and a call that is not idempotent is not repeated.
+//! retry; it does not make one safe: a gRPC `DEADLINE_EXCEEDED` or `CANCELLED` may have run
+//! on the server whatever it says, so only its "do not retry" is heard, and a call that is
+//! not idempotent is not repeated.
 //!
 //! # Hedged requests
 //!

@@ -30,11 +30,9 @@ pub enum Outcome {
     /// on the request before failing, so a non-idempotent call is treated as for
     /// [`Outcome::TimedOut`].
     Failed,
-    /// The server said when to come back, or not to: an HTTP 429 or 503 with `Retry-After`,
-    /// or gRPC's `grpc-retry-pushback-ms`. With [`Pushback::After`] it declined the request
-    /// and did not act on it, which may then be retried even if not idempotent; with
-    /// [`Pushback::AfterMayHaveRun`] it may have acted on it, and only an idempotent call is
-    /// retried.
+    /// The server declined the request and said when to come back, or not to: an HTTP 429 or
+    /// 503 with `Retry-After`, or gRPC's `grpc-retry-pushback-ms`. The server did not act on
+    /// it, so it may be retried even if not idempotent.
     Pushback(Pushback),
     /// The server's answer, final: the request as it stands is refused or cannot be served,
     /// and a retry would get the same (a 4xx other than 408 and 429, an HTTP 501 or 505, gRPC
@@ -64,36 +62,6 @@ pub enum Pushback {
     /// policy's backoff, which starts over from its first step for any retry after that one
     /// (gRFC A6's "retry in n ms"; HTTP's `Retry-After` asks for no sooner, which this keeps).
     After(Duration),
-    /// Retry this long after the failure, as [`After`](Self::After), but the server may have
-    /// acted on the request: it ran out of time or cut the call short and said when to come
-    /// back (gRPC `DEADLINE_EXCEEDED` or `CANCELLED` with `grpc-retry-pushback-ms`). Retried
-    /// after that wait only when the call is idempotent, as after
-    /// [`Outcome::TimedOut`]: a server's word on when to retry does not make a write safe to
-    /// repeat.
-    AfterMayHaveRun(Duration),
     /// Do not retry (and send no further hedges).
     DontRetry,
-}
-
-impl Pushback {
-    /// The wait the server asked for before a retry, if it allows one.
-    #[must_use]
-    pub const fn wait(self) -> Option<Duration> {
-        match self {
-            Pushback::After(wait) | Pushback::AfterMayHaveRun(wait) => Some(wait),
-            Pushback::DontRetry => None,
-        }
-    }
-
-    /// The same word from a server that may have acted on the request
-    /// ([`AfterMayHaveRun`](Self::AfterMayHaveRun) for a wait).
-    #[must_use]
-    pub const fn may_have_run(self) -> Self {
-        match self {
-            Pushback::After(wait) | Pushback::AfterMayHaveRun(wait) => {
-                Pushback::AfterMayHaveRun(wait)
-            }
-            Pushback::DontRetry => Pushback::DontRetry,
-        }
-    }
 }

@@ -112,13 +112,10 @@ impl RetryState {
             Outcome::Pushback(Pushback::DontRetry) => {
                 return RetryDecision::GiveUp(GiveUp::ServerSaidNo);
             }
-            Outcome::Pushback(Pushback::After(d) | Pushback::AfterMayHaveRun(d)) => Some(d),
+            Outcome::Pushback(Pushback::After(d)) => Some(d),
             Outcome::TimedOut | Outcome::Refused | Outcome::Failed => None,
         };
-        let may_have_run = matches!(
-            outcome,
-            Outcome::TimedOut | Outcome::Failed | Outcome::Pushback(Pushback::AfterMayHaveRun(_))
-        );
+        let may_have_run = matches!(outcome, Outcome::TimedOut | Outcome::Failed);
         if may_have_run && !policy.is_idempotent() {
             return RetryDecision::GiveUp(GiveUp::MayHaveRun);
         }

@@ -406,20 +406,22 @@ fn grpc_pushback_negative_or_garbage_means_do_not_retry() {
 
 /// A gRPC answer whose status says the server may have acted on the request (it ran out of
 /// time, or cut the call short) is not made safe to repeat by the server's word on when to
-/// retry: a call that is not idempotent is not retried, one that is waits the server's time.
+/// retry: a call that is not idempotent is not retried, one that is is retried as after any
+/// timeout (the policy's backoff); the server's "do not retry" is heard.
 #[test]
 fn a_pushback_with_a_status_that_may_have_run_keeps_the_non_idempotent_rule() {
     use deadline_core::wire::ResponseHead;
-    let answer = |status: &'static [u8]| {
-        ResponseHead::read(200, |name| match name {
+    let answer_with = |status: &'static [u8], pushback: &'static [u8]| {
+        ResponseHead::read(200, move |name| match name {
             "content-type" => Some(&b"application/grpc"[..]),
             "grpc-status" => Some(status),
-            "grpc-retry-pushback-ms" => Some(&b"40"[..]),
+            "grpc-retry-pushback-ms" => Some(pushback),
             _ => None,
         })
         .classify()
         .expect("a failure")
     };
+    let answer = |status| answer_with(status, b"40");
     let not_idempotent = dep().with_idempotence(Idempotence::NotIdempotent);
     // DEADLINE_EXCEEDED and CANCELLED: the server may have acted.
     for status in [&b"4"[..], b"1"] {
@@ -432,7 +434,15 @@ fn a_pushback_with_a_status_that_may_have_run_keeps_the_non_idempotent_rule() {
         let retry = decide(&dep(), Instant::ZERO, outcome)
             .retry()
             .expect("idempotent");
-        assert_eq!(retry.wait, ms(40), "grpc-status {status:?}");
+        assert_eq!(
+            retry.wait, WAIT,
+            "grpc-status {status:?}: the policy's backoff"
+        );
+        assert_eq!(
+            decide(&dep(), Instant::ZERO, answer_with(status, b"-1")),
+            RetryDecision::GiveUp(GiveUp::ServerSaidNo),
+            "grpc-status {status:?}"
+        );
     }
     // UNAVAILABLE and RESOURCE_EXHAUSTED with a pushback: the server declined it.
     for status in [&b"14"[..], b"8"] {

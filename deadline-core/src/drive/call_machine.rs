@@ -563,7 +563,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
     ) {
         match outcome {
             Outcome::Pushback(Pushback::DontRetry) => self.stage = Stage::Running,
-            Outcome::Pushback(Pushback::After(wait) | Pushback::AfterMayHaveRun(wait)) => {
+            Outcome::Pushback(Pushback::After(wait)) => {
                 let until = now.saturating_add(wait);
                 if self.call().deadline.is_expired(until) {
                     self.stage = Stage::Running;

@@ -538,7 +538,7 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
                 f.final_failure = true;
                 f.hedges.stop();
             }
-            Outcome::Pushback(Pushback::After(d) | Pushback::AfterMayHaveRun(d)) => {
+            Outcome::Pushback(Pushback::After(d)) => {
                 f.hedges.push_back(now.saturating_add(d), &self.call, live);
             }
             Outcome::TimedOut | Outcome::Refused | Outcome::Failed => {}

@@ -47,8 +47,8 @@ pub struct ResponseHead<'a> {
 /// | status | outcome |
 /// |---|---|
 /// | `OK` | `None` |
-/// | `DEADLINE_EXCEEDED` | [`Outcome::TimedOut`], or with `grpc-retry-pushback-ms` [`Outcome::Pushback`] (a wait is [`Pushback::AfterMayHaveRun`]) |
-/// | `CANCELLED` | [`Outcome::Failed`], or with `grpc-retry-pushback-ms` [`Outcome::Pushback`] (a wait is [`Pushback::AfterMayHaveRun`]) |
+/// | `DEADLINE_EXCEEDED` | [`Outcome::TimedOut`], or with a `grpc-retry-pushback-ms` that says not to retry [`Pushback::DontRetry`] |
+/// | `CANCELLED` | [`Outcome::Failed`], or with a `grpc-retry-pushback-ms` that says not to retry [`Pushback::DontRetry`] |
 /// | `UNAVAILABLE`, `RESOURCE_EXHAUSTED` | [`Outcome::Failed`], or with `grpc-retry-pushback-ms` [`Outcome::Pushback`] ([`parse_grpc_pushback`]: declined) |
 /// | `UNKNOWN`, `INTERNAL`, `DATA_LOSS` (the server failed) | [`Outcome::Broken`] |
 /// | any other (the server's answer) | [`Outcome::Fatal`] |
@@ -64,10 +64,15 @@ pub struct ResponseHead<'a> {
 ///     classify_grpc(GrpcCode::Unavailable, Some(b"250")),
 ///     Some(Outcome::Pushback(Pushback::After(ms(250)))),
 /// );
-/// // The server ran out of time: it may have acted on the request.
+/// // The server ran out of time: it may have acted on the request, and its wait does not
+/// // make the call safe to repeat. Its "do not retry" is heard.
 /// assert_eq!(
 ///     classify_grpc(GrpcCode::DeadlineExceeded, Some(b"250")),
-///     Some(Outcome::Pushback(Pushback::AfterMayHaveRun(ms(250)))),
+///     Some(Outcome::TimedOut),
+/// );
+/// assert_eq!(
+///     classify_grpc(GrpcCode::DeadlineExceeded, Some(b"-1")),
+///     Some(Outcome::Pushback(Pushback::DontRetry)),
 /// );
 /// assert_eq!(classify_grpc(GrpcCode::Ok, None), None);
 /// ```
@@ -78,16 +83,12 @@ pub fn classify_grpc(code: GrpcCode, retry_pushback_ms: Option<&[u8]>) -> Option
         // The server's word on retrying (gRFC A6), when it gave one, rules: when to come
         // back, or not to.
         // The server may have acted on the request: its word on when to retry does not make
-        // the call safe to repeat.
-        GrpcCode::DeadlineExceeded => Some(retry_pushback_ms.map_or(Outcome::TimedOut, |v| {
-            Outcome::Pushback(parse_grpc_pushback(v).may_have_run())
-        })),
+        // the call safe to repeat, so only "do not retry" is heard (below).
+        GrpcCode::DeadlineExceeded => Some(refused_or(Outcome::TimedOut, retry_pushback_ms)),
         // `CANCELLED` from a server is its call cut short, often by a deadline (tonic's server
         // answers the request's `grpc-timeout` so): a failure, which at or after the attempt's
         // own end is its timeout.
-        GrpcCode::Cancelled => Some(retry_pushback_ms.map_or(Outcome::Failed, |v| {
-            Outcome::Pushback(parse_grpc_pushback(v).may_have_run())
-        })),
+        GrpcCode::Cancelled => Some(refused_or(Outcome::Failed, retry_pushback_ms)),
         GrpcCode::Unavailable | GrpcCode::ResourceExhausted => {
             Some(retry_pushback_ms.map_or(Outcome::Failed, |v| {
                 Outcome::Pushback(parse_grpc_pushback(v))
@@ -95,6 +96,17 @@ pub fn classify_grpc(code: GrpcCode, retry_pushback_ms: Option<&[u8]>) -> Option
         }
         GrpcCode::Unknown | GrpcCode::Internal | GrpcCode::DataLoss => Some(Outcome::Broken),
         _ => Some(Outcome::Fatal),
+    }
+}
+
+/// `outcome`, for a gRPC status that says the server may have acted on the request, unless its
+/// `grpc-retry-pushback-ms` says not to retry. A wait it asks for is not read: an
+/// [`Outcome::Pushback`] with a wait would let a call that is not idempotent repeat what may
+/// have run, and one that is retries after the policy's backoff, as after any timeout.
+fn refused_or(outcome: Outcome, retry_pushback_ms: Option<&[u8]>) -> Outcome {
+    match retry_pushback_ms.map(parse_grpc_pushback) {
+        Some(Pushback::DontRetry) => Outcome::Pushback(Pushback::DontRetry),
+        _ => outcome,
     }
 }
 
@@ -165,8 +177,8 @@ impl<'a> ResponseHead<'a> {
     /// | response | outcome |
     /// |---|---|
     /// | gRPC `grpc-status: 0`, or a gRPC response without `grpc-status` in its head | `None` |
-    /// | gRPC `DEADLINE_EXCEEDED` (4) | [`Outcome::TimedOut`], or with `grpc-retry-pushback-ms` [`Outcome::Pushback`] ([`parse_grpc_pushback`], its wait [`Pushback::AfterMayHaveRun`]) |
-    /// | gRPC `CANCELLED` (1: the server cut the call short, as tonic's does at the request's `grpc-timeout`) | [`Outcome::Failed`], or with `grpc-retry-pushback-ms` [`Outcome::Pushback`] (its wait [`Pushback::AfterMayHaveRun`]) |
+    /// | gRPC `DEADLINE_EXCEEDED` (4) | [`Outcome::TimedOut`], or with a `grpc-retry-pushback-ms` that says not to retry [`Pushback::DontRetry`] |
+    /// | gRPC `CANCELLED` (1: the server cut the call short, as tonic's does at the request's `grpc-timeout`) | [`Outcome::Failed`], or with a `grpc-retry-pushback-ms` that says not to retry [`Pushback::DontRetry`] |
     /// | gRPC `UNAVAILABLE` (14) or `RESOURCE_EXHAUSTED` (8) | [`Outcome::Failed`], or with `grpc-retry-pushback-ms` [`Outcome::Pushback`] ([`parse_grpc_pushback`]: the server declined the request) |
     /// | gRPC `UNKNOWN` (2), `INTERNAL` (13) or `DATA_LOSS` (15), or a `grpc-status` that is not one of gRPC's codes (tonic reads it as `UNKNOWN`) | [`Outcome::Broken`] |
     /// | any other gRPC status | [`Outcome::Fatal`] |
@@ -190,8 +202,9 @@ impl<'a> ResponseHead<'a> {
     /// (`grpc-retry-pushback-ms`, gRFC A6), is heard with any status that is not final (the
     /// four above): such a response is its pushback, and the caller gets it as it came if the
     /// call then ends. With `DEADLINE_EXCEEDED` or `CANCELLED` the server may have acted on
-    /// the request, and its wait ([`Pushback::AfterMayHaveRun`]) is kept for an idempotent
-    /// call alone: gRFC A6 times a retry by the pushback, it does not make one safe.
+    /// the request, and only its "do not retry" is heard: gRFC A6's pushback times a retry
+    /// that the policy allows, it does not make one safe, so the call is retried only when
+    /// it is idempotent, after the policy's backoff, as after any timeout.
     ///
     /// A failure that may be retried ([`Outcome::Failed`]) and comes at or after the end of
     /// the attempt that got it is that attempt's timeout (the driver's rule): a gRPC
