@@ -210,56 +210,69 @@ async fn a_streams_own_trailers_end_it_after_its_late_frames() {
     assert_eq!(collected.to_bytes().len(), 16 * 6, "every message");
 }
 
-/// A gRPC-Web stream of 16 messages of 256 KiB, all ready, read after the deadline, ends with
-/// its own trailer frame: that frame goes past what `LateFrames` allows (16 frames, then
-/// 4 MiB in all: the messages took both), since it is the protocol's last, as gRPC's HTTP
-/// trailers are. (Before, it was cut there, and the client read the layer's
-/// `DEADLINE_EXCEEDED` after every message of an answer that was complete.) A frame after it
-/// is counted again.
+/// A gRPC-Web or Connect stream of 16 messages of 256 KiB, all ready, read after the
+/// deadline, ends with its own last message (gRPC-Web's trailer frame, Connect's end-stream
+/// message): that frame goes past what `LateFrames` allows (16 frames, then 4 MiB in all: the
+/// messages took both), since it is the protocol's last, as gRPC's HTTP trailers are.
+/// (Before, it was cut there, and the client read the layer's `DEADLINE_EXCEEDED` after
+/// every message of an answer that was complete.) Once: what the body sends after it (a
+/// message, then another last message) is counted, and cut, with nothing added.
 #[tokio::test(start_paused = true)]
-async fn a_grpc_web_streams_own_trailer_frame_ends_it_after_its_late_frames() {
+async fn a_streams_own_last_message_ends_it_after_its_late_frames() {
     const LEN: usize = 256 * 1024;
     let mut message = vec![0u8; 5 + LEN];
     message[1..5].copy_from_slice(&u32::try_from(LEN).unwrap().to_be_bytes());
     let message = Bytes::from(message);
-    let status = b"grpc-status:0\r\n";
-    let mut trailer_frame = vec![0x80, 0, 0, 0, u8::try_from(status.len()).unwrap()];
-    trailer_frame.extend_from_slice(status);
-    let trailer_frame = Bytes::from(trailer_frame);
-    let handler_frames = move || {
-        let mut frames: std::collections::VecDeque<_> =
-            (0..16).map(|_| Frame::data(message.clone())).collect();
-        frames.push_back(Frame::data(trailer_frame.clone()));
-        frames
-    };
-    let server = DeadlineLayer::new(HOP, ms(1_000)).layer(service_fn(move |_req: Request<()>| {
-        let frames = handler_frames();
-        async move {
-            Ok::<_, Infallible>(
-                Response::builder()
-                    .header("content-type", "application/grpc-web+proto")
-                    .body(Ready(frames))
-                    .unwrap(),
-            )
-        }
-    }));
-    let request = request(&[
-        ("grpc-timeout", "50m"),
-        ("content-type", "application/grpc-web+proto"),
-    ]);
-    let response = server.oneshot(request).await.unwrap();
-    tokio::time::sleep(ms(60)).await;
-    let body = response.into_body().collect().await.unwrap().to_bytes();
-    assert_eq!(
-        body.len(),
-        16 * (5 + LEN) + 5 + status.len(),
-        "every message, then its own end"
-    );
-    assert_eq!(
-        &body[16 * (5 + LEN)..][5..],
-        status,
-        "the handler's own status"
-    );
+    let grpc_web: (&'static str, u8, &'static [u8]) =
+        ("application/grpc-web+proto", 0x80, b"grpc-status:0\r\n");
+    let connect: (&'static str, u8, &'static [u8]) = ("application/connect+proto", 0x02, b"{}");
+    for (content_type, flag, end) in [grpc_web, connect] {
+        let mut last = vec![flag, 0, 0, 0, u8::try_from(end.len()).unwrap()];
+        last.extend_from_slice(end);
+        let last = Bytes::from(last);
+        let message = message.clone();
+        let handler_frames = move || {
+            let mut frames: std::collections::VecDeque<_> =
+                (0..16).map(|_| Frame::data(message.clone())).collect();
+            frames.push_back(Frame::data(last.clone()));
+            // Past the protocol's end: counted, and cut.
+            frames.push_back(Frame::data(message.clone()));
+            frames.push_back(Frame::data(last.clone()));
+            frames
+        };
+        let server =
+            DeadlineLayer::new(HOP, ms(1_000)).layer(service_fn(move |_req: Request<()>| {
+                let frames = handler_frames();
+                async move {
+                    Ok::<_, Infallible>(
+                        Response::builder()
+                            .header("content-type", content_type)
+                            .body(Ready(frames))
+                            .unwrap(),
+                    )
+                }
+            }));
+        let request = if flag == 0x80 {
+            request(&[("grpc-timeout", "50m"), ("content-type", content_type)])
+        } else {
+            request(&[("connect-timeout-ms", "50"), ("content-type", content_type)])
+        };
+        let response = server.oneshot(request).await.unwrap();
+        tokio::time::sleep(ms(60)).await;
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        let messages = 16 * (5 + LEN);
+        assert_eq!(
+            body.len(),
+            messages + 5 + end.len(),
+            "{content_type}: every message, then its own end"
+        );
+        assert_eq!(body[messages], flag, "{content_type}");
+        assert_eq!(
+            &body[messages + 5..],
+            end,
+            "{content_type}: the handler's own end"
+        );
+    }
 }
 
 /// A body that sends a frame at once (`first`, if any), then waits, then sends one more

@@ -3,9 +3,10 @@
 /// What a response body may still send once its deadline has passed: the frames it has
 /// ready, [`FRAMES`](Self::FRAMES) of them whatever their size, then more up to
 /// [`BYTES`](Self::BYTES) in all (a frame counting at least [`FRAME_AT_LEAST`](Self::FRAME_AT_LEAST)
-/// bytes), and the frame that ends it (trailers, a last frame, or the frame that ends a
-/// stream's last message: gRPC-Web's trailer frame, Connect's end-stream message) whatever
-/// came before.
+/// bytes), and the frame that ends it (trailers, or a last frame) whatever came before. A
+/// server layer that reads a body's messages (deadline-tokio's `DeadlineLayer`) sends the
+/// frame that ends a stream's last message (gRPC-Web's trailer frame, Connect's end-stream
+/// message) so too, once.
 ///
 /// So an answer that is complete when the deadline comes (its head given out in time, every
 /// frame of its body ready: in memory, in a few large chunks or in many small ones) reaches

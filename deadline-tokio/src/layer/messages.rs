@@ -12,6 +12,8 @@ pub(super) struct Messages {
     held: BytesMut,
     /// For gRPC-Web's base64 form: the text, read as the bytes it decodes to.
     text: Option<Text>,
+    /// The protocol's last message has ended ([`first_end_since`](Self::first_end_since)).
+    ended_once: bool,
 }
 
 /// The text of a body in gRPC-Web's base64 form: 4-character base64 quanta, any of which
@@ -34,6 +36,7 @@ impl Messages {
             read,
             held: BytesMut::new(),
             text,
+            ended_once: false,
         }
     }
 
@@ -106,22 +109,20 @@ impl Messages {
     }
 
     /// Whether the protocol's last message (gRPC-Web's trailer frame, Connect's end-stream
-    /// message) ended since `before`, where it had not.
-    pub(super) fn ended_since(&self, before: Mark, protocol: Protocol) -> bool {
+    /// message) ended since `before`, for the first time in the body: true once at most, so
+    /// that a body that sends more after it (which neither protocol allows) cannot pass its
+    /// frames off as the end again and again.
+    pub(super) fn first_end_since(&mut self, before: Mark, protocol: Protocol) -> bool {
         let ended = |read: Envelopes| matches!(read.cut(protocol), Cut::Ended);
-        ended(self.read) && !ended(before.read)
+        let first = !self.ended_once && ended(self.read) && !ended(before.read);
+        self.ended_once |= first;
+        first
     }
 
     /// How the body ends when it is cut at its deadline ([`Envelopes::cut`]); as a cut stream
     /// when its text was not base64.
     pub(super) fn cut(&self, protocol: Protocol) -> Cut {
         self.mark().cut(protocol)
-    }
-
-    /// How the body ends when it is cut at its deadline where it stood at `before` (what
-    /// was read since is dropped with the body, unsent).
-    pub(super) fn cut_at(&self, before: Mark, protocol: Protocol) -> Cut {
-        before.cut(protocol)
     }
 }
 
@@ -133,8 +134,9 @@ pub(super) struct Mark {
 }
 
 impl Mark {
-    /// How the body ends when it is cut here.
-    fn cut(self, protocol: Protocol) -> Cut {
+    /// How the body ends when it is cut here (what was read since is dropped with the body,
+    /// unsent).
+    pub(super) fn cut(self, protocol: Protocol) -> Cut {
         if self.invalid {
             Cut::Reset
         } else {

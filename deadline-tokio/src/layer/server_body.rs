@@ -387,9 +387,10 @@ where
                         let before = messages.mark();
                         let len = data.len();
                         let whole = messages.whole(data);
-                        let ends = messages.ended_since(before, protocol) || body.is_end_stream();
+                        let ends =
+                            messages.first_end_since(before, protocol) || body.is_end_stream();
                         if !ends && !body.as_mut().send_late(len) {
-                            let cut = messages.cut_at(before, protocol);
+                            let cut = before.cut(protocol);
                             kind.set(Kind::Cut { last: None });
                             return Poll::Ready(Last::of(cut).map(Last::frame));
                         }
