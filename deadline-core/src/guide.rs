@@ -424,8 +424,11 @@
 //!
 //! Each request a service sends carries the time left, less a per-hop **allowance** for the
 //! network and the next service's queue (5 ms by default, [`wire::Propagation`](crate::wire::Propagation)),
-//! in the header its protocol reads: `grpc-timeout` for gRPC, `connect-timeout-ms` for
-//! Connect, `x-deadline-ms` for plain HTTP. [`Propagation::send`](crate::wire::Propagation::send)
+//! in the header the client is set up to write ([`wire::DeadlineHeader`](crate::wire::DeadlineHeader)): `grpc-timeout` for gRPC
+//! peers, `connect-timeout-ms` for Connect, `x-deadline-ms` for plain HTTP (the default of
+//! deadline-tokio's reqwest `.time_left()`: a gRPC or Connect peer reads none but its own, so
+//! name it). Every deadline header the request already carries is written down to the same
+//! time, Envoy's `x-envoy-upstream-rq-timeout-ms` among them. [`Propagation::send`](crate::wire::Propagation::send)
 //! decides what goes out: the time left less the allowance, or a shorter timeout the request
 //! already carries (a tonic `Request::set_timeout(50 ms)` inside a 1 s scope goes out with
 //! 50 ms), or nothing at all when nothing is left to send, and then the request is not made.

@@ -89,7 +89,8 @@ use crate::layer::propagate::{noted, refusal};
 pub trait DeadlineRequest: Sized {
     /// Inside a [`scope`](crate::scope): sets `header` to the time left less `propagation`'s
     /// allowance (or to a shorter timeout the request already carries in `grpc-timeout`,
-    /// `connect-timeout-ms` or `x-deadline-ms`), and every deadline header the request
+    /// `connect-timeout-ms`, `x-deadline-ms`, Envoy's `x-envoy-expected-rq-timeout-ms` or
+    /// `x-envoy-upstream-rq-timeout-ms`), and every deadline header the request
     /// already carries to that too, so that none says more than is left (a longer or
     /// unreadable one included); and reqwest's own timeout one allowance
     /// after the deadline, as a backstop the library's timer beats. A shorter timeout set
@@ -155,7 +156,7 @@ impl DeadlineRequest for RequestBuilder {
         // service is told (and no header it carries says more than is left); reqwest's own,
         // a deadline for this request.
         let scanned = Scanned::new(request.headers());
-        let already = Incoming::read(scanned.lookup());
+        let already = Incoming::read_outgoing(scanned.lookup());
         let own = request.timeout().copied();
         let deadline = own.map_or(deadline, |own| deadline.min(Deadline::after(now, own)));
         let outgoing = noted(

@@ -495,7 +495,7 @@ async fn each_header_choice_writes_its_header_and_no_header_says_more_than_is_le
             echo_headers(&Calls::default()),
         );
         let old = [("grpc-timeout", "1H"), ("x-deadline-ms", "9000")];
-        let sent = scope_timeout(ms(200), client.oneshot(request(&old)))
+        let sent = scope_timeout(ms(200), client.clone().oneshot(request(&old)))
             .await
             .expect("inside its scope")
             .unwrap();
@@ -532,13 +532,38 @@ async fn each_header_choice_writes_its_header_and_no_header_says_more_than_is_le
         ("x-envoy-expected-rq-timeout-ms", "86400000"),
         ("connect-timeout-ms", "soon"),
     ];
-    let sent = scope_timeout(ms(200), client.oneshot(request(&old)))
+    let sent = scope_timeout(ms(200), client.clone().oneshot(request(&old)))
         .await
         .expect("inside its scope")
         .unwrap();
     assert_eq!(sent["grpc-timeout"], "195000u");
     assert_eq!(sent["x-envoy-expected-rq-timeout-ms"], "195");
     assert_eq!(sent["connect-timeout-ms"], "195");
+    // A route timeout of its own for Envoy, which Envoy would wait (and tell the next service)
+    // in place of `grpc-timeout`: written down too. Envoy's "no timeout" (0) as well.
+    for own in ["30000", "0"] {
+        let sent = scope_timeout(
+            ms(200),
+            client
+                .clone()
+                .oneshot(request(&[("x-envoy-upstream-rq-timeout-ms", own)])),
+        )
+        .await
+        .expect("inside its scope")
+        .unwrap();
+        assert_eq!(sent["grpc-timeout"], "195000u", "{own}");
+        assert_eq!(sent["x-envoy-upstream-rq-timeout-ms"], "195", "{own}");
+    }
+    // A shorter one is kept, in every header.
+    let sent = scope_timeout(
+        ms(200),
+        client.oneshot(request(&[("x-envoy-upstream-rq-timeout-ms", "50")])),
+    )
+    .await
+    .expect("inside its scope")
+    .unwrap();
+    assert_eq!(sent["grpc-timeout"], "50000000n");
+    assert_eq!(sent["x-envoy-upstream-rq-timeout-ms"], "50");
 }
 
 /// A request already carrying a shorter timeout (tonic's `Request::set_timeout(50 ms)` inside

@@ -31,6 +31,19 @@ pub const CONNECT_TIMEOUT_MS: &str = "connect-timeout-ms";
 /// of its own rather than Envoy's header (a layer that strips it), or a `grpc-timeout`.
 pub const ENVOY_EXPECTED_RQ_TIMEOUT_MS: &str = "x-envoy-expected-rq-timeout-ms";
 
+/// Envoy's `x-envoy-upstream-rq-timeout-ms`: whole milliseconds, set by a client on a request
+/// to Envoy (a route timeout of its own for this request; `0` turns Envoy's timeout off).
+/// Envoy waits that long in place of the route's timeout, and of a `grpc-timeout` the
+/// request carries, and tells the next service so in
+/// [`ENVOY_EXPECTED_RQ_TIMEOUT_MS`] (with `max_grpc_timeout` set on the route, in its
+/// `grpc-timeout` too).
+///
+/// A request about to be sent is read with it ([`Incoming::read_outgoing`]): a shorter
+/// timeout in it is kept, and a longer one is written down to what is sent
+/// ([`Propagation::send`](super::Propagation::send)), so that Envoy tells the next service no
+/// more time than is left. A server does not read it (Envoy takes it off the request).
+pub const ENVOY_UPSTREAM_RQ_TIMEOUT_MS: &str = "x-envoy-upstream-rq-timeout-ms";
+
 /// A gRPC response's status code, in its head (trailers-only) or its trailers.
 pub const GRPC_STATUS: &str = "grpc-status";
 
@@ -112,6 +125,7 @@ pub struct Incoming<'a> {
     connect_timeout_ms: Option<&'a [u8]>,
     x_deadline_ms: Option<&'a [u8]>,
     envoy_timeout_ms: Option<&'a [u8]>,
+    envoy_upstream_ms: Option<&'a [u8]>,
 }
 
 impl<'a> Incoming<'a> {
@@ -121,6 +135,7 @@ impl<'a> Incoming<'a> {
         connect_timeout_ms: None,
         x_deadline_ms: None,
         envoy_timeout_ms: None,
+        envoy_upstream_ms: None,
     };
 
     /// The deadline headers, read with `header`, which gives the first value of the header
@@ -131,6 +146,48 @@ impl<'a> Incoming<'a> {
             connect_timeout_ms: header(CONNECT_TIMEOUT_MS),
             x_deadline_ms: header(X_DEADLINE_MS),
             envoy_timeout_ms: header(ENVOY_EXPECTED_RQ_TIMEOUT_MS),
+            envoy_upstream_ms: None,
+        }
+    }
+
+    /// The deadline headers of a request about to be sent, read with `header`: those
+    /// [`read`](Self::read) reads, and Envoy's [`ENVOY_UPSTREAM_RQ_TIMEOUT_MS`], which a client
+    /// sets on a request to Envoy (`0`, Envoy's "no timeout", is no timeout here). Both kinds
+    /// of timeout count in [`shortest_valid`](Self::shortest_valid), and
+    /// [`Propagation::send`](super::Propagation::send) writes each one present down to what is
+    /// sent.
+    ///
+    /// ```
+    /// use deadline_core::wire::{DeadlineHeader, Incoming, Propagation};
+    /// use deadline_core::{Deadline, Instant, ms};
+    ///
+    /// // A route timeout of 30 s set for Envoy, inside 200 ms: Envoy is told 195 ms.
+    /// let already = Incoming::read_outgoing(|name| {
+    ///     (name == "x-envoy-upstream-rq-timeout-ms").then_some(&b"30000"[..])
+    /// });
+    /// let hop = Propagation::DEFAULT.with_allowance(ms(5));
+    /// let out = hop.send(Deadline::after(Instant::ZERO, ms(200)), Instant::ZERO, already, DeadlineHeader::GrpcTimeout)?;
+    /// let headers: Vec<_> = out.headers().collect();
+    /// assert_eq!(
+    ///     headers,
+    ///     [("grpc-timeout", &b"195000u"[..]), ("x-envoy-upstream-rq-timeout-ms", b"195")],
+    /// );
+    /// // A shorter one is kept, and sent in every header.
+    /// let short = Incoming::read_outgoing(|name| {
+    ///     (name == "x-envoy-upstream-rq-timeout-ms").then_some(&b"50"[..])
+    /// });
+    /// assert_eq!(short.shortest_valid(), Some(ms(50)));
+    /// // Envoy's "no timeout" is none here.
+    /// let off = Incoming::read_outgoing(|name| {
+    ///     (name == "x-envoy-upstream-rq-timeout-ms").then_some(&b"0"[..])
+    /// });
+    /// assert_eq!(off.shortest_valid(), None);
+    /// # Ok::<(), deadline_core::wire::WireError>(())
+    /// ```
+    pub fn read_outgoing(mut header: impl FnMut(&'static str) -> Option<&'a [u8]>) -> Self {
+        Incoming {
+            envoy_upstream_ms: header(ENVOY_UPSTREAM_RQ_TIMEOUT_MS),
+            ..Self::read(header)
         }
     }
 
@@ -154,9 +211,16 @@ impl<'a> Incoming<'a> {
         self.envoy_timeout_ms.is_some()
     }
 
+    /// Whether the request carries `x-envoy-upstream-rq-timeout-ms` (read by
+    /// [`read_outgoing`](Self::read_outgoing)).
+    pub(super) const fn has_envoy_upstream_ms(&self) -> bool {
+        self.envoy_upstream_ms.is_some()
+    }
+
     /// Hands each header present to `f`, decoded (the whitespace around its value removed
     /// first, as HTTP allows it there), in a fixed order: `grpc-timeout`,
-    /// `connect-timeout-ms`, `x-deadline-ms`, `x-envoy-expected-rq-timeout-ms`; stops at the
+    /// `connect-timeout-ms`, `x-deadline-ms`, `x-envoy-expected-rq-timeout-ms`,
+    /// `x-envoy-upstream-rq-timeout-ms` (but its `0`, Envoy's "no timeout"); stops at the
     /// first error `f` returns. Only the headers present are decoded.
     fn for_each_decoded<E>(
         &self,
@@ -176,6 +240,13 @@ impl<'a> Incoming<'a> {
         }
         if let Some(v) = self.envoy_timeout_ms {
             f(ENVOY_EXPECTED_RQ_TIMEOUT_MS, millis(v))?;
+        }
+        if let Some(v) = self.envoy_upstream_ms {
+            // `0` is Envoy's "no timeout": none to hand on.
+            let upstream = millis(v);
+            if upstream != Ok(Duration::ZERO) {
+                f(ENVOY_UPSTREAM_RQ_TIMEOUT_MS, upstream)?;
+            }
         }
         Ok(())
     }

@@ -6,8 +6,8 @@ use core::time::Duration;
 use super::error::WireError;
 use super::grpc_timeout::GrpcTimeout;
 use super::headers::{
-    CONNECT_TIMEOUT_MS, DeadlineHeader, ENVOY_EXPECTED_RQ_TIMEOUT_MS, GRPC_TIMEOUT, Incoming,
-    X_DEADLINE_MS,
+    CONNECT_TIMEOUT_MS, DeadlineHeader, ENVOY_EXPECTED_RQ_TIMEOUT_MS, ENVOY_UPSTREAM_RQ_TIMEOUT_MS,
+    GRPC_TIMEOUT, Incoming, X_DEADLINE_MS,
 };
 use super::millis::{ConnectTimeout, DeadlineMs};
 use super::sent::Sent;
@@ -308,6 +308,7 @@ impl Propagation {
         let connect =
             matches!(header, DeadlineHeader::ConnectTimeout) || already.has_connect_timeout_ms();
         let envoy = already.has_envoy_timeout_ms();
+        let envoy_upstream = already.has_envoy_upstream_ms();
         let grpc_timeout = grpc
             .then(|| GrpcTimeout::from_duration(budget))
             .transpose()?;
@@ -320,6 +321,9 @@ impl Propagation {
         let envoy_timeout_ms = envoy
             .then(|| DeadlineMs::from_duration(budget))
             .transpose()?;
+        let envoy_upstream_ms = envoy_upstream
+            .then(|| DeadlineMs::from_duration(budget))
+            .transpose()?;
         // What the next service is told is what the headers say, rounded down to their
         // units (the earliest, when there are several), not the budget they were written
         // from: its answer that it ran out comes back by that, up to a millisecond before the
@@ -329,6 +333,7 @@ impl Propagation {
             x_deadline_ms.map(|t| t.duration()),
             connect_timeout_ms.map(|t| t.duration()),
             envoy_timeout_ms.map(|t| t.duration()),
+            envoy_upstream_ms.map(|t| t.duration()),
         ]
         .into_iter()
         .flatten()
@@ -338,6 +343,7 @@ impl Propagation {
             x_deadline_ms,
             connect_timeout_ms,
             envoy_timeout_ms,
+            envoy_upstream_ms,
             sent: Sent::new(deadline, now, told, self.allowance),
         })
     }
@@ -385,6 +391,7 @@ pub struct Outgoing {
     x_deadline_ms: Option<DeadlineMs>,
     connect_timeout_ms: Option<ConnectTimeout>,
     envoy_timeout_ms: Option<DeadlineMs>,
+    envoy_upstream_ms: Option<DeadlineMs>,
     sent: Sent,
 }
 
@@ -405,6 +412,9 @@ impl Outgoing {
             self.envoy_timeout_ms
                 .as_ref()
                 .map(|v| (ENVOY_EXPECTED_RQ_TIMEOUT_MS, v.as_bytes())),
+            self.envoy_upstream_ms
+                .as_ref()
+                .map(|v| (ENVOY_UPSTREAM_RQ_TIMEOUT_MS, v.as_bytes())),
         ]
         .into_iter()
         .flatten()

@@ -46,7 +46,7 @@ pub(super) type RunOf<S, B, R, C, T> = RunFuture<
 /// sent with what is left of the timeout (the reserve, kept for the work after the call in
 /// the scope, does not come off it), not with the whole timeout again.
 pub(super) fn own_deadline(headers: &http::HeaderMap, reserve: Duration) -> Deadline {
-    match Incoming::read(Scanned::new(headers).lookup()).shortest_valid() {
+    match Incoming::read_outgoing(Scanned::new(headers).lookup()).shortest_valid() {
         Some(own) => Deadline::after(TokioClock.now(), own.saturating_add(reserve)),
         None => Deadline::NEVER,
     }

@@ -3,8 +3,8 @@
 
 use deadline_core::wire::{
     CONNECT_PROTOCOL_VERSION, CONNECT_TIMEOUT_MS, CONTENT_ENCODING, CONTENT_TYPE,
-    ENVOY_EXPECTED_RQ_TIMEOUT_MS, GRPC_MESSAGE, GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS, GRPC_TIMEOUT,
-    RETRY_AFTER, X_DEADLINE_MS,
+    ENVOY_EXPECTED_RQ_TIMEOUT_MS, ENVOY_UPSTREAM_RQ_TIMEOUT_MS, GRPC_MESSAGE,
+    GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS, GRPC_TIMEOUT, RETRY_AFTER, X_DEADLINE_MS,
 };
 use deadline_core::{Outcome, Pushback};
 use http::{HeaderMap, HeaderName, HeaderValue};
@@ -13,7 +13,7 @@ use std::time::SystemTime;
 /// Every name the core reads or writes, as a `HeaderName` made once: looking a header up by a
 /// `HeaderName` hashes it, where looking it up by a `&str` first parses and validates the name
 /// (about 200 instructions, on every request, for each name).
-static NAMES: [HeaderName; 11] = [
+static NAMES: [HeaderName; 12] = [
     HeaderName::from_static(CONTENT_TYPE),
     HeaderName::from_static(CONTENT_ENCODING),
     HeaderName::from_static(CONNECT_PROTOCOL_VERSION),
@@ -21,6 +21,7 @@ static NAMES: [HeaderName; 11] = [
     HeaderName::from_static(CONNECT_TIMEOUT_MS),
     HeaderName::from_static(X_DEADLINE_MS),
     HeaderName::from_static(ENVOY_EXPECTED_RQ_TIMEOUT_MS),
+    HeaderName::from_static(ENVOY_UPSTREAM_RQ_TIMEOUT_MS),
     HeaderName::from_static(GRPC_STATUS),
     HeaderName::from_static(GRPC_MESSAGE),
     HeaderName::from_static(GRPC_RETRY_PUSHBACK_MS),
@@ -32,11 +33,13 @@ fn known(name: &str) -> Option<&'static HeaderName> {
     NAMES.iter().find(|known| known.as_str() == name)
 }
 
-/// The names the layers read from a request ([`Protocol::read`] and [`Incoming::read`]), in
-/// the order of [`Scanned`]'s values.
+/// The names the layers read from a request ([`Protocol::read`], [`Incoming::read`] and, for
+/// a request about to be sent, [`Incoming::read_outgoing`]), in the order of [`Scanned`]'s
+/// values.
 ///
 /// [`Protocol::read`]: deadline_core::wire::Protocol::read
 /// [`Incoming::read`]: deadline_core::wire::Incoming::read
+/// [`Incoming::read_outgoing`]: deadline_core::wire::Incoming::read_outgoing
 fn scanned_index(name: &str) -> Option<usize> {
     match name {
         CONTENT_TYPE => Some(0),
@@ -45,6 +48,7 @@ fn scanned_index(name: &str) -> Option<usize> {
         CONNECT_TIMEOUT_MS => Some(3),
         X_DEADLINE_MS => Some(4),
         ENVOY_EXPECTED_RQ_TIMEOUT_MS => Some(5),
+        ENVOY_UPSTREAM_RQ_TIMEOUT_MS => Some(6),
         _ => None,
     }
 }
@@ -53,13 +57,13 @@ fn scanned_index(name: &str) -> Option<usize> {
 /// request's headers: a request carries few headers, and comparing each one's name with
 /// these (by length first) costs far less than one hash lookup per name.
 pub(crate) struct Scanned<'a> {
-    values: [Option<&'a [u8]>; 6],
+    values: [Option<&'a [u8]>; 7],
 }
 
 impl<'a> Scanned<'a> {
     /// Reads `headers` once.
     pub(crate) fn new(headers: &'a HeaderMap) -> Self {
-        let mut values = [None; 6];
+        let mut values = [None; 7];
         for (name, value) in headers {
             if let Some(slot) = scanned_index(name.as_str()).and_then(|i| values.get_mut(i)) {
                 // The first value of a header sent more than once, as `HeaderMap::get` gives.

@@ -179,7 +179,7 @@ where
                 },
             };
         };
-        let already = Incoming::read(lookup(request.headers()));
+        let already = Incoming::read_outgoing(lookup(request.headers()));
         let now = TokioClock.now();
         let sending = self
             .config
