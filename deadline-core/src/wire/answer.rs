@@ -276,8 +276,27 @@ impl Answer {
         text
     }
 
+    /// The response body to a request whose method is `HEAD` (`head`) or another: none at
+    /// all to a `HEAD`, whose answer has the status and headers another method's would, and
+    /// no content (RFC 9110 §9.3.2; an HTTP/2 client resets a stream whose answer to `HEAD`
+    /// carries one); else [`body`](Self::body).
+    ///
+    /// ```
+    /// use deadline_core::Error;
+    /// use deadline_core::wire::{Answer, Protocol};
+    ///
+    /// let answer = Answer::new(Protocol::Http, Error::DeadlineExceeded);
+    /// assert_eq!(answer.body_to(false).as_bytes(), b"deadline exceeded\n");
+    /// assert!(answer.body_to(true).as_bytes().is_empty());
+    /// ```
+    #[must_use]
+    pub fn body_to(&self, head: bool) -> Text {
+        if head { Text::new() } else { self.body() }
+    }
+
     /// The response body: empty for gRPC (its status travels in the headers), the text and
     /// a newline for plain HTTP, Connect's JSON error, or Connect's end-of-stream message.
+    /// (To a `HEAD` request, none: [`body_to`](Self::body_to).)
     #[must_use]
     pub fn body(&self) -> Text {
         match self.protocol {

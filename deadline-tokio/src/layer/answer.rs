@@ -75,11 +75,7 @@ impl Asked {
 /// `answer`, as a response whose body is a [`DeadlineBody`]: none at all to a `HEAD` request,
 /// whose answer has the same status and headers but for the length.
 pub(crate) fn render<B>(answer: Answer, asked: &Asked) -> Response<DeadlineBody<B>> {
-    let body = if asked.head {
-        Bytes::new()
-    } else {
-        Bytes::copy_from_slice(answer.body().as_bytes())
-    };
+    let body = Bytes::copy_from_slice(answer.body_to(asked.head).as_bytes());
     let mut response = Response::new(DeadlineBody::answer(body));
     *response.status_mut() =
         StatusCode::from_u16(answer.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
