@@ -82,6 +82,8 @@ pub struct Envelopes {
     end_flag: u8,
     /// The last whole message was the protocol's last message.
     ended: bool,
+    /// [`first_end`](Self::first_end) has said so once.
+    end_told: bool,
     /// The current message's length, as its prefix says (read as its bytes come).
     len: u32,
     /// The bytes of the current message still to come.
@@ -117,6 +119,7 @@ impl Envelopes {
             flags: 0,
             end_flag,
             ended: false,
+            end_told: false,
             len: 0,
             left: 0,
         })
@@ -264,6 +267,34 @@ impl Envelopes {
     #[must_use]
     pub const fn sent_whole_messages(&self) -> bool {
         !self.passes_on()
+    }
+
+    /// Whether the protocol's last message (gRPC-Web's trailer frame, Connect's end-stream
+    /// message) has been read, the first time this is asked since it was; `false` ever after.
+    /// Asked after each frame is [`read`](Self::read), it says which frame ended the body's
+    /// messages: that frame is the client's answer, sent whatever the time, as a body's
+    /// trailers are ([`LateFrames`](super::LateFrames)'s frame that ends it). Once: a body
+    /// that sends more after it (which neither protocol allows) cannot pass its frames off as
+    /// its end again.
+    ///
+    /// ```
+    /// use deadline_core::wire::{Codec, Envelopes, Protocol};
+    ///
+    /// let web = Protocol::GrpcWeb { text: false, codec: Codec::Proto };
+    /// let mut sent = Envelopes::of(web).expect("gRPC-Web's messages are enveloped");
+    /// sent.read(&[0, 0, 0, 0, 1, b'm']);
+    /// assert!(!sent.first_end(), "a message");
+    /// sent.read(b"\x80\x00\x00\x00\x0fgrpc-status:0\r\n");
+    /// assert!(sent.first_end(), "the trailer frame");
+    /// assert!(!sent.first_end(), "once");
+    /// sent.read(&[0, 0, 0, 0, 1, b'm']);
+    /// sent.read(b"\x80\x00\x00\x00\x0fgrpc-status:0\r\n");
+    /// assert!(!sent.first_end(), "once in the body");
+    /// ```
+    pub fn first_end(&mut self) -> bool {
+        let first = self.ended && !self.end_told;
+        self.end_told |= first;
+        first
     }
 
     /// How a body of `protocol`'s that has been read so far ends when it is cut at its

@@ -12,8 +12,6 @@ pub(super) struct Messages {
     held: BytesMut,
     /// For gRPC-Web's base64 form: the text, read as the bytes it decodes to.
     text: Option<Text>,
-    /// The protocol's last message has ended ([`first_end_since`](Self::first_end_since)).
-    ended_once: bool,
 }
 
 /// The text of a body in gRPC-Web's base64 form: 4-character base64 quanta, any of which
@@ -36,7 +34,6 @@ impl Messages {
             read,
             held: BytesMut::new(),
             text,
-            ended_once: false,
         }
     }
 
@@ -108,15 +105,10 @@ impl Messages {
         }
     }
 
-    /// Whether the protocol's last message (gRPC-Web's trailer frame, Connect's end-stream
-    /// message) ended since `before`, for the first time in the body: true once at most, so
-    /// that a body that sends more after it (which neither protocol allows) cannot pass its
-    /// frames off as the end again and again.
-    pub(super) fn first_end_since(&mut self, before: Mark, protocol: Protocol) -> bool {
-        let ended = |read: Envelopes| matches!(read.cut(protocol), Cut::Ended);
-        let first = !self.ended_once && ended(self.read) && !ended(before.read);
-        self.ended_once |= first;
-        first
+    /// Whether the frame last read ended the protocol's messages, the first time in the
+    /// body ([`Envelopes::first_end`]).
+    pub(super) fn first_end(&mut self) -> bool {
+        self.read.first_end()
     }
 
     /// How the body ends when it is cut at its deadline ([`Envelopes::cut`]); as a cut stream

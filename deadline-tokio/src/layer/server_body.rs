@@ -387,8 +387,7 @@ where
                         let before = messages.mark();
                         let len = data.len();
                         let whole = messages.whole(data);
-                        let ends =
-                            messages.first_end_since(before, protocol) || body.is_end_stream();
+                        let ends = messages.first_end() || body.is_end_stream();
                         if !ends && !body.as_mut().send_late(len) {
                             let cut = before.cut(protocol);
                             kind.set(Kind::Cut { last: None });
