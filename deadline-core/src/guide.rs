@@ -440,6 +440,18 @@
 //! budget is clamped to the server's maximum ([`Propagation::with_max`](crate::wire::Propagation::with_max))
 //! before it becomes a local deadline.
 //!
+//! Behind Envoy, the server's own answers are Envoy's to read too. Its 504 (the deadline
+//! passed, perhaps with the handler part way through) and 503 (shed before the handler ran)
+//! match Envoy's `retry_on: 5xx` and `gateway-error`, as gRPC `DEADLINE_EXCEEDED` and
+//! `UNAVAILABLE` match `deadline-exceeded` and `unavailable`: a retry there repeats a request
+//! whose handler may have run, with less time than the first attempt had. Let Envoy retry
+//! what never reached the service (`reset`, `connect-failure`, `refused-stream`; gRPC's
+//! `unavailable` is a shed request, which never ran), and leave the rest to the caller's
+//! client, which knows the deadline and whether the call is idempotent. Envoy's outlier
+//! detection counts the same answers as the host failing (`consecutive_5xx`,
+//! `consecutive_gateway_failure`, gRPC statuses read as their HTTP ones): a healthy host whose
+//! callers send short deadlines can be ejected, so give those thresholds room for them.
+//!
 //! A failure that comes back from the next service when the time sent has run out (or is
 //! within the allowance of it) is the deadline's, not the dependency's: a transport error, an
 //! HTTP 408, 502, 503 or 504 (or 499, Connect's `canceled`, to a Connect unary call), a gRPC

@@ -194,6 +194,10 @@ impl PgError {
 /// unique violation 409, bad input 400, one it does not name 500), a connection closed or
 /// lost 503.
 ///
+/// A bare status, with no body: what a plain HTTP client reads. A Connect client reads only
+/// some statuses as their codes (a bare 409 is `unknown` to it), so a handler that serves
+/// Connect answers with its own error type, made from [`PgError::grpc_code`].
+///
 /// ```
 /// use deadline_core::Error;
 /// use deadline_tokio::postgres::PgError;

@@ -167,6 +167,10 @@ impl SqlxError {
 /// `?` in an axum or hyper handler: the deadline's error is its status (504), the database's
 /// by its SQLSTATE ([`SqlxError::grpc_code`], as the Connect protocol maps it to HTTP: a unique
 /// violation 409, bad input 400, one it does not name 500), no connection to be had 503.
+///
+/// A bare status, with no body: what a plain HTTP client reads. A Connect client reads only
+/// some statuses as their codes (a bare 409 is `unknown` to it), so a handler that serves
+/// Connect answers with its own error type, made from [`SqlxError::grpc_code`].
 #[cfg(feature = "tower")]
 impl From<SqlxError> for http::StatusCode {
     fn from(error: SqlxError) -> Self {
