@@ -444,9 +444,10 @@
 //! passed, perhaps with the handler part way through) and 503 (shed before the handler ran)
 //! match Envoy's `retry_on: 5xx` and `gateway-error`, as gRPC `DEADLINE_EXCEEDED` and
 //! `UNAVAILABLE` match `deadline-exceeded` and `unavailable`: a retry there repeats a request
-//! whose handler may have run, with less time than the first attempt had. Let Envoy retry
-//! what never reached the service (`reset`, `connect-failure`, `refused-stream`; gRPC's
-//! `unavailable` is a shed request, which never ran), and leave the rest to the caller's
+//! whose handler may have run, with less time than the first attempt had (an `UNAVAILABLE`
+//! also comes from a handler's own `?`: a dependency's open breaker, a lost database
+//! connection, a dependency's own `UNAVAILABLE`). Let Envoy retry what never reached the
+//! service (`reset`, `connect-failure`, `refused-stream`), and leave the rest to the caller's
 //! client, which knows the deadline and whether the call is idempotent. Envoy's outlier
 //! detection counts the same answers as the host failing (`consecutive_5xx`,
 //! `consecutive_gateway_failure`, gRPC statuses read as their HTTP ones): a healthy host whose

@@ -16,6 +16,7 @@ use deadline_core::runtime;
 use deadline_core::runtime::scope_timeout as core_scope_timeout;
 use deadline_core::statement::StatementPolicy;
 use deadline_core::statement::grpc_code_of_sqlstate;
+use deadline_core::wire as _;
 use deadline_embassy::Embassy;
 use deadline_std::Blocking;
 use deadline_std::StdClock;
