@@ -209,8 +209,8 @@
 //! handler's deadline, which its caller cannot know. So an explicit 504 or
 //! `DEADLINE_EXCEEDED` is the attempt running out of time whenever it comes
 //! ([`ResponseHead::classify`](crate::wire::ResponseHead::classify) reads it as
-//! [`Outcome::TimedOut`](crate::Outcome::TimedOut), unless the server said when to retry,
-//! or not to, with `grpc-retry-pushback-ms`), where a failure of another kind is the
+//! [`Outcome::TimedOut`](crate::Outcome::TimedOut), unless its `grpc-retry-pushback-ms` says
+//! not to retry), where a failure of another kind is the
 //! attempt's timeout only once the time sent is running out. `DependencyLayer` and
 //! deadline-tokio's `reqwest::classify` read responses with it.
 //!
@@ -447,7 +447,8 @@
 //! whose handler may have run, with less time than the first attempt had (an `UNAVAILABLE`
 //! also comes from a handler's own `?`: a dependency's open breaker, a lost database
 //! connection, a dependency's own `UNAVAILABLE`). Let Envoy retry what never reached the
-//! service (`reset`, `connect-failure`, `refused-stream`), and leave the rest to the caller's
+//! service (`reset-before-request`, `connect-failure`, `refused-stream`; plain `reset` also
+//! fires once the service has the request), and leave the rest to the caller's
 //! client, which knows the deadline and whether the call is idempotent. Envoy's outlier
 //! detection counts the same answers as the host failing (`consecutive_5xx`,
 //! `consecutive_gateway_failure`, gRPC statuses read as their HTTP ones): a healthy host whose

@@ -5,8 +5,8 @@ use core::time::Duration;
 
 use deadline_core::call::call_timeout;
 use deadline_core::wire::{
-    DeadlineMs, GRPC_TIMEOUT, GrpcTimeout, GrpcUnit, Incoming, Propagation, WireError,
-    X_DEADLINE_MS,
+    DeadlineHeader, DeadlineMs, ENVOY_UPSTREAM_RQ_TIMEOUT_MS, GRPC_TIMEOUT, GrpcTimeout, GrpcUnit,
+    Incoming, Propagation, WireError, X_DEADLINE_MS,
 };
 use deadline_core::{Deadline, Instant, Policy, ms};
 use proptest::prelude::*;
@@ -696,4 +696,44 @@ fn a_requests_codec_decides_the_answers_content_type() {
             ContentType::Fixed(_)
         ));
     }
+}
+
+/// Envoy's `x-envoy-upstream-rq-timeout-ms` is a client's header: a request about to be sent
+/// has it written down to the time sent, whatever it held (a longer route timeout, Envoy's "no
+/// timeout" `0`, or a value that cannot be read, replaced rather than failing the call); a
+/// server never reads its budget from it (Envoy takes it off the request).
+#[test]
+fn envoys_upstream_timeout_is_written_down_and_never_a_servers_budget() {
+    let hop = Propagation::DEFAULT.with_allowance(ms(5));
+    let deadline = Deadline::after(Instant::ZERO, ms(200));
+    for held in [&b"30000"[..], b"0", b"soon", b" 250 "] {
+        let already =
+            Incoming::read_outgoing(|name| (name == ENVOY_UPSTREAM_RQ_TIMEOUT_MS).then_some(held));
+        let out = hop
+            .send(deadline, Instant::ZERO, already, DeadlineHeader::DeadlineMs)
+            .unwrap();
+        let headers: Vec<_> = out.headers().collect();
+        assert_eq!(
+            headers,
+            [
+                (X_DEADLINE_MS, &b"195"[..]),
+                (ENVOY_UPSTREAM_RQ_TIMEOUT_MS, b"195")
+            ],
+            "{held:?}"
+        );
+    }
+    // Under a millisecond to send: the call is not made, as with the other millisecond
+    // headers.
+    let already = Incoming::read_outgoing(|name| {
+        (name == ENVOY_UPSTREAM_RQ_TIMEOUT_MS).then_some(&b"30000"[..])
+    });
+    let close = Deadline::after(Instant::ZERO, ms(5) + Duration::from_micros(500));
+    assert_eq!(
+        hop.send(close, Instant::ZERO, already, DeadlineHeader::GrpcTimeout),
+        Err(WireError::Spent)
+    );
+    // A server reads no budget from it.
+    let incoming =
+        Incoming::read(|name| (name == ENVOY_UPSTREAM_RQ_TIMEOUT_MS).then_some(&b"1"[..]));
+    assert_eq!(incoming.budget(), Ok(None));
 }

@@ -6,7 +6,8 @@
 //! attempt's timeout, `UNAVAILABLE`, `RESOURCE_EXHAUSTED` and `CANCELLED` may be retried
 //! (a server's `CANCELLED` at or after the attempt's end is its timeout: tonic's server
 //! answers so when the request's `grpc-timeout` runs out), the server's
-//! `grpc-retry-pushback-ms` is heard, `INTERNAL`, `UNKNOWN` and `DATA_LOSS` are the server
+//! `grpc-retry-pushback-ms` is heard (with `DEADLINE_EXCEEDED` and `CANCELLED`, which may
+//! have run, only its "do not retry"), `INTERNAL`, `UNKNOWN` and `DATA_LOSS` are the server
 //! failing (not retried, but held against the dependency's breaker: [`Outcome::Broken`]; but
 //! an intermediary's plain HTTP answer, which tonic reads by gRPC's table, a 400 as
 //! `INTERNAL` and a 500 as `UNKNOWN`, is read so too, where `DependencyLayer` reads the same

@@ -444,8 +444,9 @@ pub fn check_send(data: &[u8]) {
 ///
 /// - Never a panic.
 /// - A gRPC response's status in its head rules: `OK` (or none in the head) is an answer,
-///   `UNAVAILABLE`, `RESOURCE_EXHAUSTED` and `CANCELLED` are retried (after any pushback),
-///   `DEADLINE_EXCEEDED` is a timeout unless it carries a pushback, `UNKNOWN`, `INTERNAL`,
+///   `UNAVAILABLE` and `RESOURCE_EXHAUSTED` are retried (after any pushback), `CANCELLED` is
+///   retried and `DEADLINE_EXCEEDED` is a timeout unless a pushback says not to retry,
+///   `UNKNOWN`, `INTERNAL`,
 ///   `DATA_LOSS` or one that cannot be read is the server broken, any other ends the call.
 ///   Without gRPC, the HTTP status rules: 1xx-3xx are answers, 500/502/503/504/408/429 are
 ///   retried, 501, 505 and any other 4xx end the call, any other 5xx is the server broken.

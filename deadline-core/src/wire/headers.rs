@@ -94,7 +94,9 @@ impl Malformed {
 }
 
 /// The deadline headers a request carries, each one's first value as bytes: `grpc-timeout`,
-/// `connect-timeout-ms`, `x-deadline-ms` and Envoy's `x-envoy-expected-rq-timeout-ms`.
+/// `connect-timeout-ms`, `x-deadline-ms` and Envoy's `x-envoy-expected-rq-timeout-ms`; on a
+/// request about to be sent, Envoy's `x-envoy-upstream-rq-timeout-ms` too
+/// ([`read_outgoing`](Self::read_outgoing)).
 ///
 /// One rule reads them, on a server and on a client: **the earliest deadline wins**. Each
 /// header present says how long its sender will wait; the request is worth nothing after the
@@ -155,7 +157,8 @@ impl<'a> Incoming<'a> {
     /// sets on a request to Envoy (`0`, Envoy's "no timeout", is no timeout here). Both kinds
     /// of timeout count in [`shortest_valid`](Self::shortest_valid), and
     /// [`Propagation::send`](super::Propagation::send) writes each one present down to what is
-    /// sent.
+    /// sent: a value it cannot read is replaced, not an error, and, as for the other
+    /// millisecond headers, under a millisecond to send the call is not made.
     ///
     /// ```
     /// use deadline_core::wire::{DeadlineHeader, Incoming, Propagation};

@@ -131,11 +131,11 @@ impl<B: Body> BoundedBody<B> {
     }
 
     /// Whether a frame of `len` bytes, which a [`poll_step`](Self::poll_step) that was not
-    /// `metered` gave and which does not end the body, may be sent: always before the
-    /// deadline, and after it as long as [`LateFrames`] allows.
-    pub(crate) fn send_late(self: Pin<&mut Self>, len: usize) -> bool {
+    /// `metered` gave, may be sent: always before the deadline, and after it as
+    /// [`LateFrames`] allows (always, when it `ends` the body or its messages).
+    pub(crate) fn send_late(self: Pin<&mut Self>, len: usize, ends: bool) -> bool {
         let this = self.project();
-        !this.deadline.is_expired(TokioClock.now()) || this.late.send(len, false)
+        !this.deadline.is_expired(TokioClock.now()) || this.late.send(len, ends)
     }
 
     /// Whether the body says it has ended.

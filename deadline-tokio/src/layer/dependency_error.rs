@@ -12,7 +12,7 @@ use super::propagate_error::PropagateError;
 ///
 /// A response of the dependency is the service's `Ok` whatever its status, when the call ends
 /// with one, except a response that is the attempt running out of time: a 504 or gRPC
-/// `DEADLINE_EXCEEDED` without a pushback ([`ResponseHead::classify`](deadline_core::wire::ResponseHead::classify)),
+/// `DEADLINE_EXCEEDED` whose pushback, if any, does not say "do not retry" ([`ResponseHead::classify`](deadline_core::wire::ResponseHead::classify)),
 /// or a failure of the deadline's shape (a transport error, a 408, 502 or 503, a gRPC
 /// `CANCELLED` or `UNAVAILABLE`) that comes once the time sent is running out
 /// ([`Sent::is_deadline_failure`](deadline_core::wire::Sent::is_deadline_failure)). The call then ends as the

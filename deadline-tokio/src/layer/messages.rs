@@ -96,8 +96,7 @@ impl Messages {
         !self.held.is_empty() || self.text.as_ref().is_some_and(|t| !t.partial.is_empty())
     }
 
-    /// Where the body stands now, for [`cut_at`](Self::cut_at) and
-    /// [`ended_since`](Self::ended_since).
+    /// Where the body stands now: how it ends if it is cut there ([`Mark::cut`]).
     pub(super) fn mark(&self) -> Mark {
         Mark {
             read: self.read,

@@ -254,8 +254,10 @@
 //!   `DEADLINE_EXCEEDED`) is the attempt's timeout, whenever it comes (the next service
 //!   answers it by its own margins before the time it was sent), counted and retried as
 //!   one, and answered as the library's timeout when the call gives up, unless a gRPC
-//!   server says when to retry, or not to (`grpc-retry-pushback-ms`, honoured with any of
-//!   these gRPC statuses, and not with a final one); any other 4xx or
+//!   server says not to retry (`grpc-retry-pushback-ms`: with `UNAVAILABLE` or
+//!   `RESOURCE_EXHAUSTED` its wait is heard too, and the request is taken as declined; with
+//!   `DEADLINE_EXCEEDED` or `CANCELLED`, which may have run, only its "do not retry"; never
+//!   with a final status); any other 4xx or
 //!   5xx (gRPC status) ends the call at once, held against the breaker when it is the
 //!   server failing (gRPC `INTERNAL`, `UNKNOWN`, `DATA_LOSS`, that Connect 500, a 5xx but
 //!   501 and 505: [`Outcome::Broken`](deadline_core::Outcome::Broken)) and not when it is

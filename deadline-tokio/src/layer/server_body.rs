@@ -388,7 +388,7 @@ where
                         let len = data.len();
                         let whole = messages.whole(data);
                         let ends = messages.first_end() || body.is_end_stream();
-                        if !ends && !body.as_mut().send_late(len) {
+                        if !body.as_mut().send_late(len, ends) {
                             let cut = before.cut(protocol);
                             kind.set(Kind::Cut { last: None });
                             return Poll::Ready(Last::of(cut).map(Last::frame));
