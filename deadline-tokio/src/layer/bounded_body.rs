@@ -93,7 +93,8 @@ impl<B: Body> BoundedBody<B> {
     ///
     /// Inlined into each body's poll, where `metered` is a constant: called out of line, a
     /// request through `Router::layer(DeadlineLayer)` took 76 instructions more in process
-    /// (`bash scripts/instructions.sh axum_request_deadline_layer`: 15 746 against 15 670 when it was measured).
+    /// (`bash scripts/instructions.sh axum_request_deadline_layer`: 15 746 against 15 670,
+    /// when it was measured).
     #[inline(always)]
     pub(crate) fn poll_step(
         self: Pin<&mut Self>,
