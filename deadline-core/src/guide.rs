@@ -268,16 +268,16 @@
 //!
 //! ## Clocks that step back
 //!
-//! Instants are only used to tell seconds apart. An instant earlier than the current floor
-//! window (a clock stepping back, or two threads whose readings of the clock arrive out of
-//! order) is counted in the current window: it never opens a new one, so it never mints floor
-//! tokens. Windows are identified by the second modulo 2^22 (about 48.5 days); a step back of
-//! up to half that (about 24 days) is recognised as such. The price of this, documented rather
-//! than hidden: once the floor has not been drawn from for more than about 24 days (a budget
-//! left unused, or a busy one, whose deposits cover its retries so that the floor is never
-//! touched), a floor grant may be counted against that old window, and the floor withheld
-//! (never over-granted) for up to another 24 days, until the clock reaches a second that reads
-//! as later. Deposits, and retries paid from them, are unaffected.
+//! Instants are only used to tell seconds apart. An instant up to 64 seconds earlier than the
+//! current floor window (two threads whose readings of the clock arrive out of order, a
+//! thread that read the clock and was then preempted) is counted in the current window: it
+//! never opens a new one, so it never mints floor tokens. Any other instant opens a fresh
+//! window, however long the floor went unused: a quiet device that draws on its floor once a
+//! month gets it whole each time. Windows are identified by the second modulo 2^22 (about
+//! 48.5 days), so the one exception is a reading within those 64 seconds of an exact multiple
+//! of 2^22 seconds after the last floor grant: it is counted against that old second, and at
+//! most one second's floor is withheld (never over-granted), for at most 64 seconds.
+//! Deposits, and retries paid from them, are unaffected.
 //!
 //! # The circuit breaker
 //!

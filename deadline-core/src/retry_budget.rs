@@ -17,8 +17,11 @@ const USED_MASK: u32 = (1 << USED_BITS) - 1;
 const WINDOW_BITS: u32 = 32 - USED_BITS;
 /// Mask of a window number.
 const WINDOW_MASK: u32 = (1 << WINDOW_BITS) - 1;
-/// Window distances under this read as "later"; the others as "earlier or the same".
-const HALF_RING: u32 = 1 << (WINDOW_BITS - 1);
+/// How many windows (seconds) back an instant may read and still be counted in the stored
+/// window: a reading taken a little before another thread's, which stored a later window
+/// first. Any other window reads as later, however long the budget went without a floor
+/// grant (a quiet device may go weeks; the window numbers wrap every 2^22 s, 48.5 days).
+const STEP_BACK_WINDOWS: u32 = 64;
 /// The floor word of a budget that has not drawn on its floor yet, so that the first instant
 /// seen always opens a window. Zero, so that a budget in a `static` starts as zeroed memory
 /// does: a drawn window always has a grant used (at least 1 in its "used" field), so no drawn
@@ -305,18 +308,21 @@ fn window_of(now: Instant) -> u32 {
 }
 
 /// The window a grant at `window` is counted in, and the grants already used in it, given the
-/// floor word: `window` itself when it is later than the stored one (fresh, nothing used),
-/// the stored window otherwise (the same second, or a clock that stepped back).
+/// floor word: the stored window when `window` is the same or at most
+/// [`STEP_BACK_WINDOWS`] before it (a reading a little behind another thread's), else
+/// `window` itself, fresh, with nothing used. (Only a reading exactly a multiple of 2^22 s
+/// later, give or take those 64 s, is taken for the stored window: a floor no larger than
+/// one second's, for at most a minute, once in 48.5 days of quiet.)
 fn current_window(word: u32, window: u32) -> (u32, u32) {
     if word == NO_WINDOW {
         return (window, 0);
     }
     let stored = word.checked_shr(USED_BITS).unwrap_or(0);
-    let distance = window.wrapping_sub(stored) & WINDOW_MASK;
-    if distance != 0 && distance < HALF_RING {
-        (window, 0)
-    } else {
+    let behind = stored.wrapping_sub(window) & WINDOW_MASK;
+    if behind <= STEP_BACK_WINDOWS {
         (stored, word & USED_MASK)
+    } else {
+        (window, 0)
     }
 }
 

@@ -206,9 +206,9 @@ fn a_clock_stepping_back_mints_nothing() {
     let budget = RetryBudget::percent(0).with_floor_per_sec(floor);
     let later = Instant::from_secs(1_000_000);
     assert_eq!(drain(&budget, later), u64::from(floor));
-    // Readings from earlier seconds, one second to a week back, and the origin: all counted
-    // in the current window, which is spent.
-    for back_secs in [1u64, 2, 59, 3_600, 86_400, 7 * 86_400, 1_000_000] {
+    // Readings up to 64 s earlier (a thread that read the clock before another one stored a
+    // later second): all counted in the current window, which is spent.
+    for back_secs in [1u64, 2, 59, 64] {
         let earlier = Instant::from_secs(1_000_000 - back_secs);
         assert!(!budget.try_withdraw(earlier), "{back_secs} s back");
         assert_eq!(budget.floor_left(earlier), 0);
@@ -219,6 +219,33 @@ fn a_clock_stepping_back_mints_nothing() {
         u64::from(floor)
     );
     assert_eq!(drain(&budget, Instant::from_secs(1_000_000)), 0);
+}
+
+/// A device that draws on its floor once in a long while gets it whole each time, however
+/// long the quiet spell: the window numbers wrap every 2^22 s (48.5 days), and a spell of
+/// half that or more once read as a step back, withholding the floor for up to 24 days more.
+#[test]
+fn a_quiet_spell_of_any_length_opens_a_fresh_window() {
+    const RING: u64 = 1 << 22;
+    let start = 1_000_000;
+    for quiet_secs in [
+        65,
+        3_600,
+        RING / 2 - 1,
+        RING / 2,
+        25 * 86_400,
+        40 * 86_400,
+        RING - 65,
+        RING + 1,
+        RING + 25 * 86_400,
+        3 * RING + 100,
+    ] {
+        let budget = RetryBudget::percent(0).with_floor_per_sec(3);
+        assert_eq!(drain(&budget, Instant::from_secs(start)), 3);
+        let later = Instant::from_secs(start + quiet_secs);
+        assert_eq!(budget.floor_left(later), 3, "{quiet_secs} s later");
+        assert_eq!(drain(&budget, later), 3, "{quiet_secs} s later");
+    }
 }
 
 #[test]
