@@ -126,7 +126,9 @@
 //! initial backoff"; `Retry-After` asks for no sooner, which the exact wait keeps). A
 //! pushback that would end after the deadline ends the call instead of waiting for it. The
 //! server's word counts whenever it comes: said by one copy while another copy's retry backs
-//! off, "retry after" postpones that retry, and "do not retry" calls it off. It times a
+//! off, "retry after" postpones that retry, and "do not retry" calls it off; and a copy that
+//! fails after it, with no word of its own, is not retried before the server's time (nor at
+//! all, when that time is past the deadline). It times a
 //! retry; it does not make one safe: a gRPC `DEADLINE_EXCEEDED` or `CANCELLED` may have run
 //! on the server whatever it says, so only its "do not retry" is heard, and a call that is
 //! not idempotent is not repeated.

@@ -106,6 +106,20 @@ impl RetryState {
         rng: &mut R,
         now: Instant,
     ) -> RetryDecision {
+        self.decide_not_before(call, outcome, Instant::ZERO, rng, now)
+    }
+
+    /// [`decide`](Self::decide), with the retry starting no earlier than `not_before`: a
+    /// server's pushback heard on another copy of the call, which a later failure of another
+    /// kind does not lift (an earlier instant changes nothing).
+    pub(crate) fn decide_not_before<R: Rng + ?Sized>(
+        &mut self,
+        call: &Call<'_>,
+        outcome: Outcome,
+        not_before: Instant,
+        rng: &mut R,
+        now: Instant,
+    ) -> RetryDecision {
         let policy = call.policy;
         let pushback = match outcome {
             Outcome::Fatal | Outcome::Broken => return RetryDecision::GiveUp(GiveUp::NotRetryable),
@@ -136,7 +150,8 @@ impl RetryState {
                 (backoff, backoff)
             }
         };
-        let at = now.saturating_add(wait);
+        let at = now.saturating_add(wait).max(not_before);
+        let wait = at.saturating_duration_since(now);
         if call.deadline.is_expired(at) {
             return RetryDecision::GiveUp(GiveUp::BackoffPastDeadline { at });
         }

@@ -534,6 +534,89 @@ fn a_server_s_retry_after_past_the_deadline_during_a_backoff_calls_off_the_retry
     assert_eq!(r.ended, Instant::from_millis(50));
 }
 
+/// A hedged call (a hedge at 30 ms) whose first copy fails with `first` after `first_ms` and
+/// whose hedge fails with `hedge` after `hedge_ms`; each retry answers its number after
+/// 10 ms. Two retries with a 20 ms backoff, a 400 ms deadline. Returns the result, the report
+/// and when each attempt started.
+fn two_copies_fail(
+    first: (u64, DepError),
+    hedge: (u64, DepError),
+) -> (Called<u32, DepError>, Vec<Instant>) {
+    let timer = ManualTimer::new();
+    let t = &timer;
+    let b = Policy::required("B")
+        .idempotent()
+        .with_cap(ms(300))
+        .with_floor(ms(10))
+        .with_retries(2)
+        .with_backoff(Backoff::constant(ms(20)))
+        .with_hedge(HedgePolicy::new(ms(30), 1));
+    let call = Call::new(&b, Deadline::after(t.now(), ms(400)), ms(0));
+    let starts = RefCell::new(Vec::new());
+    let called = timer
+        .run(Driver::new(call, t, SplitMix64::new(3)).run(classify, |_| {
+            starts.borrow_mut().push(t.now());
+            let n = u32::try_from(starts.borrow().len()).unwrap();
+            let (latency, out) = match n {
+                1 => (ms(first.0), Err(first.1)),
+                2 => (ms(hedge.0), Err(hedge.1)),
+                _ => (ms(10), Ok(n)),
+            };
+            sim(t, latency, out)
+        }))
+        .unwrap();
+    (called, starts.into_inner())
+}
+
+/// The hedge's "retry after 500 ms", said at 40 ms, ends past the 400 ms deadline: no retry
+/// then. The first copy's plain failure at 100 ms does not lift it (gRFC A6: the server's
+/// word counts whenever it comes): no third request before 540 ms, so none at all. (The
+/// failure at 100 ms was retried at 120 ms, 420 ms before the server's time.)
+#[test]
+fn a_server_s_retry_after_holds_when_another_copy_fails_later() {
+    let (called, starts) = two_copies_fail(
+        (100, DepError::Unavailable),
+        (10, DepError::RetryAfter(ms(500))),
+    );
+    assert_eq!(starts, [Instant::ZERO, Instant::from_millis(30)]);
+    assert_eq!(
+        called.result,
+        Err(CallError::Attempt(DepError::Unavailable))
+    );
+    let r = called.report;
+    assert_eq!((r.attempts, r.retries), (2, 0));
+    assert_eq!(
+        r.gave_up,
+        Some(GiveUp::BackoffPastDeadline {
+            at: Instant::from_millis(540)
+        })
+    );
+    assert_eq!(r.ended, Instant::from_millis(100));
+}
+
+/// Both copies fail at 40 ms, the first with "retry after 100 ms", the hedge plainly: the
+/// retry waits for the server's time, 140 ms, whichever failure is heard last. (It started at
+/// 60 ms, after the plain failure's backoff.)
+#[test]
+fn a_server_s_retry_after_holds_when_another_copy_fails_at_once() {
+    let (called, starts) = two_copies_fail(
+        (40, DepError::RetryAfter(ms(100))),
+        (10, DepError::Unavailable),
+    );
+    assert_eq!(
+        starts,
+        [
+            Instant::ZERO,
+            Instant::from_millis(30),
+            Instant::from_millis(140)
+        ]
+    );
+    assert_eq!(called.result, Ok(3));
+    let r = called.report;
+    assert_eq!((r.attempts, r.retries, r.winner), (3, 1, Some(2)));
+    assert_eq!(r.ended, Instant::from_millis(150));
+}
+
 #[test]
 fn hedge_uses_the_live_delay_when_given() {
     let timer = ManualTimer::new();

@@ -552,7 +552,8 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
     /// A copy failed with `outcome` at `now` while a retry backs off: a server's word applies
     /// to that retry too, as it does to the hedges (gRFC A6). "Do not retry" calls the retry
     /// off: the next [`poll`](Self::poll) decides again, and gives up, or waits for the copies
-    /// still running. "Retry after" postpones it until then, if that is later; a wait that
+    /// still running. "Retry after" postpones it until then, if that is later (the course
+    /// keeps that instant for any retry of the call, whatever fails after it); a wait that
     /// would end at or past the deadline calls it off too (the next poll's decision gives up
     /// with [`GiveUp::BackoffPastDeadline`](crate::drive::GiveUp::BackoffPastDeadline)).
     fn pushback_on_backoff<O: Observer + ?Sized>(
@@ -565,10 +566,10 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
             Outcome::Pushback(Pushback::DontRetry) => self.stage = Stage::Running,
             Outcome::Pushback(Pushback::After(wait)) => {
                 let until = now.saturating_add(wait);
+                // The course has moved the backoff's end to `until` if that is later.
                 if self.call().deadline.is_expired(until) {
                     self.stage = Stage::Running;
-                } else if until > self.course.backoff_end() {
-                    self.course.back_off_until(until);
+                } else if until == self.course.backoff_end() {
                     observer.on_event(&Event::new(now, EventKind::Backoff { until, wait }));
                 }
             }

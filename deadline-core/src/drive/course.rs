@@ -319,7 +319,11 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
         if f.nothing_sent {
             return RetryDecision::GiveUp(GiveUp::NothingToSend);
         }
-        let decision = f.retry.decide(&self.call, f.last_outcome, rng, now);
+        // A server's "retry after" on any copy holds the retry back, whatever failed since.
+        let not_before = f.backoff_end;
+        let decision = f
+            .retry
+            .decide_not_before(&self.call, f.last_outcome, not_before, rng, now);
         if decision == RetryDecision::GiveUp(GiveUp::Throttled) {
             self.tally.budget_refused();
         }
@@ -539,7 +543,10 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
                 f.hedges.stop();
             }
             Outcome::Pushback(Pushback::After(d)) => {
-                f.hedges.push_back(now.saturating_add(d), &self.call, live);
+                // Neither the next hedge nor the next retry goes before the server's time.
+                let not_before = now.saturating_add(d);
+                f.hedges.push_back(not_before, &self.call, live);
+                f.backoff_end = f.backoff_end.max(not_before);
             }
             Outcome::TimedOut | Outcome::Refused | Outcome::Failed => {}
         }

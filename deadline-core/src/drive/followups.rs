@@ -18,7 +18,9 @@ pub struct Followups {
     pub(super) retry: RetryState,
     pub(super) hedges: HedgeState,
     pub(super) last_outcome: Outcome,
-    /// When the backoff before the next retry ends, while the call backs off.
+    /// The next retry starts no earlier than this: the end of the backoff, while the call
+    /// backs off, or a server's "retry after" heard on any copy (earlier than the latest
+    /// poll once both have passed).
     pub(super) backoff_end: Instant,
     /// The latest instant the machine was polled with (a hedge due before it is late).
     pub(super) latest_poll: Instant,
