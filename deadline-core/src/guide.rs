@@ -114,7 +114,10 @@
 //!
 //! The token is taken at the decision, before the backoff is slept. A driver that wakes so
 //! late that the retry no longer fits, or whose circuit breaker then refuses it, makes no
-//! retry, and the token is not given back: the budget errs towards fewer retries, never more.
+//! retry, and the token is not given back; nor is it when the call ends during the backoff
+//! (another copy answered, or the caller went away), which a hedged call whose hedge failed
+//! fast and whose first copy then won does. The budget errs towards fewer retries, never
+//! more.
 //! [`call::RetryState`](crate::call::RetryState) is this decision, sans-IO: it takes `now`
 //! and answers with the instant to retry at and the retry's limits, or the reason to give up.
 //!
