@@ -567,7 +567,8 @@
 //!
 //! A dependency made with [`Dependency::deadline_only`](crate::Dependency::deadline_only) never retries nor hedges: its calls
 //! make one attempt with its timeout from the time left, and link none of the code for
-//! retries, backoff, hedges, the budget or the breaker. On a microcontroller that is the
+//! retries, backoff, hedges, the budget or the breaker (a policy with retries or hedges is
+//! refused where it is made: they would never be made). On a microcontroller that is the
 //! difference between about 4 KiB and 10 KiB of flash (the crate docs, "On a
 //! microcontroller").
 //!

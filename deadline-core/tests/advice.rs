@@ -438,7 +438,14 @@ fn with_an_adaptive_cap_the_bounds_are_named_before_the_hedge() {
     assert!(!only(policy), "deadline_only refuses the lower bound");
     let policy = hedged().with_adaptive_cap(ms(30), ms(200));
     assert_eq!(policy.check(), Err(PolicyError::HedgeNotUnderAdaptiveMin));
-    assert!(only(policy), "deadline_only sends no hedge, and accepts it");
+    assert!(
+        !only(policy),
+        "deadline_only refuses a hedge it would never send"
+    );
+    assert!(
+        only(policy.with_hedges(0)),
+        "and accepts the policy without it"
+    );
 }
 
 static SHORT: Dependency<ManualRuntime> =

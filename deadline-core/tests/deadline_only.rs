@@ -234,13 +234,15 @@ fn a_deadline_only_dependency_records_latencies_but_keeps_no_live_hedge_delay() 
     use deadline_core::policy::Quantile;
     use deadline_core::virtual_time::ManualRuntime;
 
-    // The same policy, hedging at its live p95, in both modes.
+    // The same policy, hedging at its live p95, in both modes (the deadline-only one with its
+    // hedges set to 0: it would never send them).
     const HEDGED: Policy<'static> = Policy::required("B")
         .idempotent()
         .with_cap(ms(110))
         .with_hedge_at(Quantile::P95, ms(60));
     static FULL: Dependency<ManualRuntime> = Dependency::new(HEDGED);
-    static ONLY: Dependency<ManualRuntime, DeadlineOnly> = Dependency::deadline_only(HEDGED);
+    static ONLY: Dependency<ManualRuntime, DeadlineOnly> =
+        Dependency::deadline_only(HEDGED.with_hedges(0));
     for _ in 0..Dependency::<ManualRuntime>::MIN_LIVE_SAMPLES {
         FULL.record_latency(ms(20));
         ONLY.record_latency(ms(20));

@@ -364,11 +364,17 @@ fn check_names_the_first_setting_in_its_order() {
     assert_eq!(policy.check(), Err(PolicyError::FloorAboveCap));
     let text = Err(PolicyError::FloorAboveCap.to_string());
     assert_eq!(verdicts(policy), [text.clone(), text.clone(), text]);
-    // The hedge alone: named by `check` and `Dependency::new`, accepted by `deadline_only`.
+    // The hedge alone: named by `check` and `Dependency::new`; `deadline_only` refuses any
+    // hedge.
     let policy = hedged().with_cap(ms(110));
     let text = Err(PolicyError::HedgeNotUnderCap.to_string());
-    assert_eq!(verdicts(policy), [text.clone(), text, Ok(())]);
+    let [check, new, only] = verdicts(policy);
+    assert_eq!([check, new], [text.clone(), text]);
+    assert!(only.unwrap_err().starts_with(ONE_ATTEMPT));
 }
+
+/// The start of `Dependency::deadline_only`'s refusal of a policy with retries or hedges.
+const ONE_ATTEMPT: &str = "a deadline-only dependency makes one attempt per call";
 
 /// A connect limit under a microsecond would refuse every connection (a configuration's
 /// "0" for "no separate limit" reads so): named by `check`, refused by `Dependency::new` and
@@ -413,23 +419,26 @@ fn check_names_a_connect_limit_that_could_never_act() {
     );
 }
 
-/// A hedge that could never be due is no matter to a deadline-only dependency, which sends
-/// none: `Dependency::deadline_only` accepts it where `Policy::check` (as `Dependency::new`)
-/// names it.
+/// A deadline-only dependency makes one attempt per call: a policy with retries or hedges,
+/// which it would never make, is refused where it is made, however its hedge is set (and a
+/// hedge that could never be due is named by `Policy::check` and `Dependency::new`). The same
+/// policy with its retries and hedges set to 0 is accepted.
 #[test]
-fn a_deadline_only_dependency_does_not_refuse_a_hedge_it_never_sends() {
-    for policy in [
-        Policy::required("B")
-            .idempotent()
-            .with_cap(ms(110))
-            .with_hedge_after(ms(200)),
-        Policy::required("B")
-            .idempotent()
-            .with_cap(ms(110))
-            .with_hedges(1),
+fn a_deadline_only_dependency_refuses_retries_and_hedges_it_would_never_make() {
+    let hedge_never_due = Err(PolicyError::HedgeNotUnderCap.to_string());
+    let base = || Policy::required("B").idempotent().with_cap(ms(110));
+    for (policy, check) in [
+        (base().with_hedge_after(ms(200)), hedge_never_due.clone()),
+        (base().with_hedges(1), hedge_never_due),
+        (base().with_hedge_after(ms(20)), Ok(())),
+        (base().with_retries(2), Ok(())),
     ] {
-        let text = Err(PolicyError::HedgeNotUnderCap.to_string());
-        assert_eq!(verdicts(policy), [text.clone(), text, Ok(())], "{policy:?}");
+        let [by_check, by_new, only] = verdicts(policy);
+        assert_eq!([by_check, by_new], [check.clone(), check], "{policy:?}");
+        let refusal = only.expect_err("refused by deadline_only");
+        assert!(refusal.starts_with(ONE_ATTEMPT), "{refusal}");
+        let [.., only] = verdicts(policy.with_retries(0).with_hedges(0));
+        assert_eq!(only, Ok(()), "{policy:?}");
     }
 }
 

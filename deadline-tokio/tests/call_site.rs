@@ -112,11 +112,13 @@ async fn a_call_whose_retries_could_never_start_says_so() {
     .await;
 }
 
-/// A deadline-only dependency makes one attempt whatever its policy says of retries: the
-/// same policy, awaited without a classifier there, is one attempt and no complaint.
+/// A deadline-only dependency makes one attempt per call: given the same policy with its
+/// retries set to 0 (as it must be: one with retries is refused where it is made), awaited
+/// without a classifier, it is one attempt and no complaint.
 #[tokio::test(start_paused = true)]
 async fn a_deadline_only_call_with_the_same_policy_makes_its_one_attempt() {
-    static ORDERS_ONCE: Dependency<DeadlineOnly> = Dependency::deadline_only(ORDERS_POLICY);
+    static ORDERS_ONCE: Dependency<DeadlineOnly> =
+        Dependency::deadline_only(ORDERS_POLICY.with_retries(0));
     let tries = Mutex::new(0);
     let answer = scope_timeout(ms(500), async {
         ORDERS_ONCE
@@ -506,17 +508,17 @@ async fn no_hedges_stay_off_whatever_order_the_settings_come_in() {
     }
 }
 
-/// A deadline-only dependency: the same one-line call, one attempt per call whatever the
-/// policy says about retries, its timeout from the time left, recorded like any other.
+/// A deadline-only dependency: the same one-line call, one attempt per call, its timeout from
+/// the time left, recorded like any other.
 #[tokio::test(start_paused = true)]
 async fn a_deadline_only_dependency_makes_one_attempt_in_the_time_left() {
-    // Retries configured, and not made: the dependency is deadline-only.
+    // The same cap and floor as the full dependency below, without its retries (which a
+    // deadline-only dependency refuses where it is made: it would never make them).
     static ONLY: Dependency<DeadlineOnly> = Dependency::deadline_only(
         Policy::required("only")
             .idempotent()
             .with_cap(ms(110))
-            .with_floor(ms(30))
-            .with_retries(2),
+            .with_floor(ms(30)),
     );
     static FULL: Dependency = Dependency::new(
         Policy::required("full")
@@ -552,7 +554,7 @@ async fn a_deadline_only_dependency_makes_one_attempt_in_the_time_left() {
     assert_eq!((counts.calls, counts.timeouts, counts.retries), (1, 1, 0));
     assert!(ONLY.retry_budget().is_none() && ONLY.circuit_breaker().is_none());
 
-    // The same policy on a full dependency retries.
+    // The policy with retries, on a full dependency, retries.
     attempts.lock().unwrap().clear();
     let full = scope_timeout(ms(400), async {
         FULL.run(slow).reserve(ms(20)).report().await

@@ -191,9 +191,10 @@ impl<'n, Rt> Dependency<'n, Rt> {
     }
 
     /// The dependency called as `policy` says, one attempt per call and nothing else: each
-    /// call's timeout comes from the time left (the policy's cap, floor and connect limit), and
-    /// its retries and hedges, if the policy has any, are not made. It has no retry budget and
-    /// no circuit breaker; it keeps its counters and latency histogram as any dependency does,
+    /// call's timeout comes from the time left (the policy's cap, floor and connect limit). A
+    /// policy with retries or hedges is refused (they would never be made): that is
+    /// [`Dependency::new`]'s, or the policy shared with one is given here with
+    /// `.with_retries(0).with_hedges(0)`. It has no retry budget and no circuit breaker; it keeps its counters and latency histogram as any dependency does,
     /// but no live hedge delay. Its calls run the [`DeadlineOnly`] machine: none of the code
     /// for retries, hedges (the live delay's quantile included), backoff, the budget or the
     /// breaker is linked for them, and their futures keep no room for it.
@@ -211,16 +212,33 @@ impl<'n, Rt> Dependency<'n, Rt> {
     ///
     /// # Panics
     ///
-    /// When `policy`'s cap is under a microsecond or its floor is above its cap (no call
-    /// would ever be made); with an adaptive cap, when its lower bound is, instead of the
-    /// fixed cap; when its connect limit is under a microsecond (every connection would be
-    /// refused). In a `static` or a `const`, that is a compile error. [`Policy::check`] names such a
-    /// setting without the panic; it also names a hedge that could never be due, which a
-    /// deadline-only dependency never sends, and so accepts (that error comes last, after
-    /// every setting this refuses).
+    /// When `policy`'s cap is under a microsecond or its floor is above its cap (no call would
+    /// ever be made); with an adaptive cap, when its lower bound is, instead of the fixed cap;
+    /// when its connect limit is under a microsecond (every connection would be refused); and
+    /// then when it has retries or hedges, which a deadline-only call never makes. In a
+    /// `static` or a `const`, that is a compile error:
+    ///
+    /// ```compile_fail
+    /// use deadline_core::drive::DeadlineOnly;
+    /// use deadline_core::virtual_time::ManualRuntime;
+    /// use deadline_core::{Dependency, Policy, ms};
+    ///
+    /// // Two retries that would never be made: refused.
+    /// static PRICING: Dependency<ManualRuntime, DeadlineOnly> = Dependency::deadline_only(
+    ///     Policy::required("pricing").idempotent().with_cap(ms(110)).with_retries(2),
+    /// );
+    /// ```
+    ///
+    /// [`Policy::check`] names the cap, floor and connect settings without the panic.
     #[must_use]
     pub const fn deadline_only(policy: Policy<'n>) -> Dependency<'n, Rt, DeadlineOnly> {
         policy.assert_every_setting_acts(false);
+        assert!(
+            policy.retry().attempts() <= 1 && policy.hedge().is_none(),
+            "a deadline-only dependency makes one attempt per call, and this policy has retries \
+             or hedges it would never make: use Dependency::new for them, or give the \
+             deadline-only dependency the policy with .with_retries(0).with_hedges(0)"
+        );
         let policy = policy.sending_hedges_only();
         Dependency {
             policy,

@@ -332,7 +332,7 @@ where
 
 /// Whether `dep` allows retries that only [`Outcome::Refused`] or [`Outcome::Pushback`]
 /// start (it is not idempotent), which the default classifier never says. A deadline-only
-/// dependency makes one attempt whatever its policy says.
+/// dependency has no retries (it refuses a policy with any).
 fn retries_only_what_the_default_never_says<Rt, M: Mode>(dep: &Dependency<'_, Rt, M>) -> bool {
     let policy = dep.policy();
     M::FULL && !policy.is_idempotent() && policy.retry().max_attempts > 1
