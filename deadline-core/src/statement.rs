@@ -1,5 +1,5 @@
-//! The database statement timeout, from the time left; and what a failed statement
-//! answers its caller ([`grpc_code_of_sqlstate`]).
+//! The database statement timeout, from the time left; what a failed statement answers its
+//! caller ([`grpc_code_of_sqlstate`]), and what it means for a retry ([`outcome_of_sqlstate`]).
 
 use core::fmt;
 use core::time::Duration;
@@ -8,6 +8,7 @@ use crate::call_timeout::{Shortfall, within_budget};
 use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::grpc_code::GrpcCode;
+use crate::outcome::Outcome;
 use crate::time::{Instant, div_1_000, duration_to_micros, duration_to_micros_ceil};
 
 /// The largest statement timeout PostgreSQL accepts, in milliseconds (`INT_MAX`).
@@ -413,6 +414,47 @@ pub fn grpc_code_of_sqlstate(sqlstate: Option<&[u8]>) -> GrpcCode {
         [b'2', b'2', ..] => GrpcCode::InvalidArgument,
         [b'0', b'8', ..] | [b'5', b'3', ..] => GrpcCode::Unavailable,
         _ => GrpcCode::Internal,
+    }
+}
+
+/// How a PostgreSQL statement that failed with `sqlstate` (its five characters; `None` for an
+/// error the database did not name: the connection's) ended, as far as retrying it is
+/// concerned: what `deadline-tokio`'s `postgres::classify` and `sqlx::classify` read a
+/// database's error as, in a [`Dependency`](crate::Dependency)'s call.
+///
+/// | SQLSTATE | outcome |
+/// |---|---|
+/// | `40001` serialization failure, `40P01` deadlock: the transaction was rolled back, nothing it did stands | [`Outcome::Refused`]: run again, idempotent or not |
+/// | `08001`, `08004` (no connection made, or refused), `53300` (too many connections), `57P03` (the server starting): the statement never ran | [`Outcome::Refused`] |
+/// | any other of class `08` (the connection lost; but `08P01`, a protocol violation, the service's fault: below), class `53` (out of memory, disk full), `57P01` and `57P02` (the server shutting down), `57014` (a cancel that is not the deadline's), or none | [`Outcome::Failed`]: it may have run, so a call that is not idempotent is not repeated |
+/// | otherwise as its gRPC code ([`grpc_code_of_sqlstate`]) reads ([`classify_grpc`](crate::wire::classify_grpc)): class `22` (bad data) and `23` (a constraint) the request's fault | [`Outcome::Fatal`]: never retried, not held against the dependency |
+/// | the rest (`INTERNAL`: no such table, a syntax error, `08P01`, the database's internal error) | [`Outcome::Broken`]: never retried, held against the dependency's circuit breaker |
+///
+/// A statement timeout is the deadline's, not this: a timeout ([`StatementTimeout::error_of`]).
+///
+/// ```
+/// use deadline_core::Outcome;
+/// use deadline_core::statement::outcome_of_sqlstate;
+///
+/// assert_eq!(outcome_of_sqlstate(Some(b"40001")), Outcome::Refused);
+/// assert_eq!(outcome_of_sqlstate(Some(b"23505")), Outcome::Fatal); // a duplicate key: final
+/// assert_eq!(outcome_of_sqlstate(Some(b"57P01")), Outcome::Failed);
+/// assert_eq!(outcome_of_sqlstate(Some(b"42P01")), Outcome::Broken); // no such table
+/// assert_eq!(outcome_of_sqlstate(None), Outcome::Failed);
+/// ```
+#[must_use]
+pub fn outcome_of_sqlstate(sqlstate: Option<&[u8]>) -> Outcome {
+    let Some(state) = sqlstate else {
+        return Outcome::Failed;
+    };
+    match state {
+        b"40001" | b"40P01" | b"08001" | b"08004" | b"53300" | b"57P03" => Outcome::Refused,
+        // A protocol violation (a statement sent with the wrong number of parameters): the
+        // service's fault, as its gRPC code says below.
+        b"08P01" => Outcome::Broken,
+        b"57P01" | b"57P02" | b"57014" | [b'0', b'8', ..] | [b'5', b'3', ..] => Outcome::Failed,
+        _ => crate::wire::classify_grpc(grpc_code_of_sqlstate(sqlstate), None)
+            .unwrap_or(Outcome::Broken),
     }
 }
 

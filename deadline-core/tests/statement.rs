@@ -258,3 +258,41 @@ fn a_failed_statement_answers_by_its_sqlstate() {
     }
     assert_eq!(grpc_code_of_sqlstate(None), GrpcCode::Internal);
 }
+
+/// What a failed statement means for a retry: run again only what provably did nothing (a
+/// rolled-back clash, a connection never made); a failure that may have run is a plain
+/// failure; the request at fault is final; the service's fault is held against the
+/// dependency.
+#[test]
+fn a_failed_statement_is_retried_by_what_its_sqlstate_says() {
+    use deadline_core::Outcome;
+    use deadline_core::statement::outcome_of_sqlstate;
+
+    for (sqlstate, outcome) in [
+        (&b"40001"[..], Outcome::Refused), // serialization failure: rolled back
+        (b"40P01", Outcome::Refused),      // deadlock: rolled back
+        (b"08001", Outcome::Refused),      // no connection made
+        (b"08004", Outcome::Refused),      // the server refused the connection
+        (b"53300", Outcome::Refused),      // too many connections
+        (b"57P03", Outcome::Refused),      // the server starting
+        (b"08006", Outcome::Failed),       // the connection lost
+        (b"08003", Outcome::Failed),       // no connection any more
+        (b"53200", Outcome::Failed),       // out of memory
+        (b"57P01", Outcome::Failed),       // admin shutdown
+        (b"57P02", Outcome::Failed),       // crash shutdown
+        (b"57014", Outcome::Failed),       // cancelled, not by its timeout
+        (b"23505", Outcome::Fatal),        // unique violation
+        (b"23503", Outcome::Fatal),        // foreign key
+        (b"22012", Outcome::Fatal),        // division by zero
+        (b"08P01", Outcome::Broken),       // protocol violation: the service's fault
+        (b"2200H", Outcome::Broken),       // sequence used up
+        (b"42P01", Outcome::Broken),       // no such table
+        (b"42601", Outcome::Broken),       // syntax error
+        (b"XX000", Outcome::Broken),       // internal error
+        (b"", Outcome::Broken),
+    ] {
+        let name = String::from_utf8_lossy(sqlstate);
+        assert_eq!(outcome_of_sqlstate(Some(sqlstate)), outcome, "{name}");
+    }
+    assert_eq!(outcome_of_sqlstate(None), Outcome::Failed);
+}

@@ -68,6 +68,14 @@
 //! session ([`Session::connection`] hands it out once any cancel has settled), and do not send
 //! your own cancels on it.
 //!
+//! Inside a [`Dependency`](deadline_core::Dependency)'s call (for retries, a breaker), give
+//! the call [`classify`]: `DB.run(|_| ..).classify(postgres::classify)`. It reads a
+//! deadline's error as the attempt's timeout and the database's by its SQLSTATE
+//! ([`outcome_of_sqlstate`](deadline_core::statement::outcome_of_sqlstate)): a serialization
+//! failure or a deadlock runs again, a constraint violation is final. The default reads every
+//! error as a failure a retry may fix: a duplicate key would be retried, and held against the
+//! breaker.
+//!
 //! [`PgError::Deadline`] does not say the query's changes were not committed: a query dropped,
 //! or a deadline that passed, after the server ran its `COMMIT` but before the answer
 //! arrived leaves them committed (as does a `COMMIT` that waits for a synchronous standby,
@@ -116,9 +124,10 @@ use core::fmt;
 
 use deadline_core::statement::{
     StatementDecision, StatementPolicy, StatementTimeout, grpc_code_of_sqlstate,
+    outcome_of_sqlstate,
 };
 use deadline_core::wire::GrpcCode;
-use deadline_core::{Clock, Error, Instant};
+use deadline_core::{Clock, Error, Instant, Outcome};
 use futures_util::future::try_join;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Row};
@@ -186,6 +195,33 @@ impl PgError {
             }
             PgError::Lost => GrpcCode::Unavailable,
         }
+    }
+}
+
+/// How an attempt that failed with `error` ended, for a
+/// [`Dependency`](deadline_core::Dependency)'s call: `.classify(postgres::classify)`. The
+/// deadline's error is the attempt's timeout ([`Outcome::TimedOut`]); the database's is read
+/// by its SQLSTATE ([`outcome_of_sqlstate`]: a serialization failure or a deadlock
+/// [`Outcome::Refused`], run again; a constraint violation or bad data [`Outcome::Fatal`],
+/// final); a connection closed under the query, or lost, [`Outcome::Failed`] (it may have
+/// run).
+///
+/// ```
+/// use deadline_core::{Error, Outcome};
+/// use deadline_tokio::postgres::{PgError, classify};
+///
+/// assert_eq!(classify(&PgError::Deadline(Error::DeadlineExceeded)), Outcome::TimedOut);
+/// assert_eq!(classify(&PgError::Lost), Outcome::Failed);
+/// ```
+#[must_use]
+pub fn classify(error: &PgError) -> Outcome {
+    match error {
+        PgError::Deadline(_) => Outcome::TimedOut,
+        PgError::Db(error) if error.is_closed() => Outcome::Failed,
+        PgError::Db(error) => {
+            outcome_of_sqlstate(error.code().map(|state| state.code().as_bytes()))
+        }
+        PgError::Lost => Outcome::Failed,
     }
 }
 

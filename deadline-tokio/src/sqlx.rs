@@ -72,6 +72,11 @@
 //!   synchronous standby, which a cancel does not undo). Retry a write only when it is
 //!   idempotent, or check first.
 //!
+//! Inside a [`Dependency`](deadline_core::Dependency)'s call (for retries, a breaker), give
+//! the call [`classify`]: `DB.run(|_| ..).classify(sqlx::classify)`. The default reads every
+//! error as a failure a retry may fix: a duplicate key would be retried, and held against the
+//! breaker.
+//!
 //! ```no_run
 //! use deadline_core::ms;
 //! use deadline_core::statement::StatementPolicy;
@@ -102,9 +107,11 @@ use std::pin::Pin;
 use ::sqlx::pool::PoolConnection;
 use ::sqlx::postgres::{PgConnection, PgPool, PgQueryResult, PgRow, Postgres};
 use ::sqlx::{Connection, Execute, Executor, Row};
-use deadline_core::statement::{StatementDecision, StatementPolicy, grpc_code_of_sqlstate};
+use deadline_core::statement::{
+    StatementDecision, StatementPolicy, grpc_code_of_sqlstate, outcome_of_sqlstate,
+};
 use deadline_core::wire::GrpcCode;
-use deadline_core::{Clock, Error};
+use deadline_core::{Clock, Error, Outcome};
 
 use crate::clock::TokioClock;
 use crate::context::within_current;
@@ -161,6 +168,43 @@ impl SqlxError {
             ) => GrpcCode::Unavailable,
             SqlxError::Db(_) => GrpcCode::Internal,
         }
+    }
+}
+
+/// How an attempt that failed with `error` ended, for a
+/// [`Dependency`](deadline_core::Dependency)'s call: `.classify(sqlx::classify)`. The
+/// deadline's error is the attempt's timeout ([`Outcome::TimedOut`]); the database's is read
+/// by its SQLSTATE ([`outcome_of_sqlstate`]: a serialization failure or a deadlock
+/// [`Outcome::Refused`], run again; a constraint violation or bad data [`Outcome::Fatal`],
+/// final). Of sqlx's own: the pool's wait running out (`PoolTimedOut`: nothing was sent)
+/// [`Outcome::Refused`]; the connection's errors (`Io`, `Tls`, `Protocol`, `WorkerCrashed`)
+/// [`Outcome::Failed`] (the query may have run); no row (`RowNotFound`) and a closed pool
+/// [`Outcome::Fatal`]; any other (a column that does not decode, say) [`Outcome::Broken`].
+///
+/// ```
+/// use deadline_core::{Error, Outcome};
+/// use deadline_tokio::sqlx::{SqlxError, classify};
+///
+/// assert_eq!(classify(&SqlxError::Deadline(Error::DeadlineExceeded)), Outcome::TimedOut);
+/// assert_eq!(classify(&SqlxError::Db(sqlx::Error::PoolTimedOut)), Outcome::Refused);
+/// assert_eq!(classify(&SqlxError::Db(sqlx::Error::RowNotFound)), Outcome::Fatal);
+/// ```
+#[must_use]
+pub fn classify(error: &SqlxError) -> Outcome {
+    match error {
+        SqlxError::Deadline(_) => Outcome::TimedOut,
+        SqlxError::Db(::sqlx::Error::Database(db)) => {
+            outcome_of_sqlstate(db.code().as_deref().map(str::as_bytes))
+        }
+        SqlxError::Db(::sqlx::Error::PoolTimedOut) => Outcome::Refused,
+        SqlxError::Db(
+            ::sqlx::Error::Io(_)
+            | ::sqlx::Error::Tls(_)
+            | ::sqlx::Error::Protocol(_)
+            | ::sqlx::Error::WorkerCrashed,
+        ) => Outcome::Failed,
+        SqlxError::Db(::sqlx::Error::RowNotFound | ::sqlx::Error::PoolClosed) => Outcome::Fatal,
+        SqlxError::Db(_) => Outcome::Broken,
     }
 }
 

@@ -179,6 +179,86 @@ async fn a_database_error_answers_by_its_sqlstate() {
     );
 }
 
+/// Inside a dependency's call, a database's error is read by its SQLSTATE
+/// (`postgres::classify`): a duplicate key is final, one attempt and the database's error,
+/// however many retries the policy allows; a serialization failure (its transaction rolled
+/// back, nothing done) runs again, even for a call that is not idempotent. (The default
+/// classifier reads every error as a failure a retry may fix: the duplicate was tried three
+/// times, and the serialization failure of a call that is not idempotent never again.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_error_in_a_dependency_call_is_read_by_its_sqlstate() {
+    use deadline_core::policy::Backoff;
+    use deadline_core::{CallError, Policy};
+    use deadline_tokio::Dependency;
+    use tokio_postgres::error::SqlState;
+
+    static INSERTS: Dependency = Dependency::new(
+        Policy::required("inserts")
+            .idempotent()
+            .with_cap(ms(2_000))
+            .with_retries(2)
+            .with_backoff(Backoff::constant(ms(1))),
+    );
+    static PAYMENTS: Dependency = Dependency::new(
+        Policy::required("payments")
+            .not_idempotent()
+            .with_cap(ms(2_000))
+            .with_retries(1)
+            .with_backoff(Backoff::constant(ms(1))),
+    );
+    let client = &tokio::sync::Mutex::new(connect().await);
+    let table = tag("dependency_unique");
+    client
+        .lock()
+        .await
+        .batch_execute(&format!(
+            "CREATE TEMP TABLE {table} (id int PRIMARY KEY); INSERT INTO {table} VALUES (1)"
+        ))
+        .await
+        .unwrap();
+
+    let insert = &format!("INSERT INTO {table} VALUES (1)");
+    let tries = &AtomicUsize::new(0);
+    let called = scope_timeout(
+        ms(5_000),
+        INSERTS
+            .run(move |_| async move {
+                tries.fetch_add(1, Ordering::SeqCst);
+                postgres::execute(&mut *client.lock().await, &POLICY, insert, &[]).await
+            })
+            .classify(postgres::classify),
+    )
+    .await
+    .expect("inside its scope");
+    match called {
+        Err(CallError::Attempt(PgError::Db(error))) => {
+            assert_eq!(error.code(), Some(&SqlState::UNIQUE_VIOLATION));
+        }
+        other => panic!("the database's error, not {other:?}"),
+    }
+    assert_eq!(tries.load(Ordering::SeqCst), 1);
+    assert_eq!(INSERTS.counters().snapshot().retries, 0);
+
+    let clash =
+        "DO $$ BEGIN RAISE EXCEPTION 'clash' USING ERRCODE = 'serialization_failure'; END $$";
+    let tries = &AtomicUsize::new(0);
+    let called = scope_timeout(
+        ms(5_000),
+        PAYMENTS
+            .run(move |_| async move {
+                let first = tries.fetch_add(1, Ordering::SeqCst) == 0;
+                let sql = if first { clash } else { "SELECT 1" };
+                postgres::execute(&mut *client.lock().await, &POLICY, sql, &[]).await
+            })
+            .classify(postgres::classify),
+    )
+    .await
+    .expect("inside its scope");
+    assert!(called.is_ok(), "{called:?}");
+    assert_eq!(tries.load(Ordering::SeqCst), 2);
+    assert_eq!(PAYMENTS.counters().snapshot().retries, 1);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlstate_57014_is_the_librarys_timeout() {
     let mut client = connect().await;

@@ -162,6 +162,88 @@ async fn a_database_error_answers_by_its_sqlstate() {
         .unwrap();
 }
 
+/// Inside a dependency's call, a database's error is read by its SQLSTATE (`sqlx::classify`):
+/// a duplicate key is final, one attempt and the database's error, however many retries the
+/// policy allows; a serialization failure (its transaction rolled back, nothing done) runs
+/// again, even for a call that is not idempotent. (The default classifier reads every error
+/// as a failure a retry may fix.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_error_in_a_dependency_call_is_read_by_its_sqlstate() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use deadline_core::policy::Backoff;
+    use deadline_core::{CallError, Policy};
+    use deadline_tokio::Dependency;
+
+    static INSERTS: Dependency = Dependency::new(
+        Policy::required("inserts")
+            .idempotent()
+            .with_cap(ms(2_000))
+            .with_retries(2)
+            .with_backoff(Backoff::constant(ms(1))),
+    );
+    static PAYMENTS: Dependency = Dependency::new(
+        Policy::required("payments")
+            .not_idempotent()
+            .with_cap(ms(2_000))
+            .with_retries(1)
+            .with_backoff(Backoff::constant(ms(1))),
+    );
+    let pool = &pool(1).await;
+    let table = format!("deadline_sqlx_dependency_{}", std::process::id());
+    sqlx::raw_sql(&format!(
+        "CREATE TABLE {table} (id int PRIMARY KEY); INSERT INTO {table} VALUES (1)"
+    ))
+    .execute(pool)
+    .await
+    .unwrap();
+
+    let insert = &format!("INSERT INTO {table} VALUES (1)");
+    let tries = &AtomicUsize::new(0);
+    let called = scope_timeout(
+        ms(5_000),
+        INSERTS
+            .run(move |_| async move {
+                tries.fetch_add(1, Ordering::SeqCst);
+                db::execute(pool, &POLICY, insert.as_str()).await
+            })
+            .classify(db::classify),
+    )
+    .await
+    .expect("inside its scope");
+    sqlx::raw_sql(&format!("DROP TABLE {table}"))
+        .execute(pool)
+        .await
+        .unwrap();
+    match called {
+        Err(CallError::Attempt(SqlxError::Db(sqlx::Error::Database(error)))) => {
+            assert_eq!(error.code().as_deref(), Some("23505"));
+        }
+        other => panic!("the database's error, not {other:?}"),
+    }
+    assert_eq!(tries.load(Ordering::SeqCst), 1);
+    assert_eq!(INSERTS.counters().snapshot().retries, 0);
+
+    let clash =
+        "DO $$ BEGIN RAISE EXCEPTION 'clash' USING ERRCODE = 'serialization_failure'; END $$";
+    let tries = &AtomicUsize::new(0);
+    let called = scope_timeout(
+        ms(5_000),
+        PAYMENTS
+            .run(move |_| async move {
+                let first = tries.fetch_add(1, Ordering::SeqCst) == 0;
+                let sql = if first { clash } else { "SELECT 1" };
+                db::execute(pool, &POLICY, sql).await
+            })
+            .classify(db::classify),
+    )
+    .await
+    .expect("inside its scope");
+    assert!(called.is_ok(), "{called:?}");
+    assert_eq!(tries.load(Ordering::SeqCst), 2);
+    assert_eq!(PAYMENTS.counters().snapshot().retries, 1);
+}
+
 /// PostgreSQL does not time a `COMMIT` (it turns the statement timeout off before it
 /// commits), and deferred constraints are checked there: a constraint trigger that takes 3 s
 /// ran untimed after the statement, until the caller's deadline cut it (its cancel). They are

@@ -236,7 +236,8 @@ where
              retried only after Outcome::Refused or Outcome::Pushback, and the default \
              classifier reads every error as Outcome::Failed; give the call .classify(..) \
              (deadline_tokio::reqwest::classify for reqwest, ClassifyConnect for a client \
-             that connects through deadline_tokio's Connector, or your own)",
+             that connects through deadline_tokio's Connector, deadline_tokio::postgres::classify \
+             or deadline_tokio::sqlx::classify for a database, or your own)",
             dep.name(),
         );
         // The deadline given with `Run::deadline`, if any: at the first poll, inside whatever
