@@ -32,7 +32,8 @@ pub const fn from_embassy(t: embassy_time::Instant) -> Instant {
 
 /// Converts a core [`Instant`] to the first embassy instant at or after it (rounding up to a
 /// whole tick), so a timer armed at it never fires before the core instant. Saturates at
-/// [`embassy_time::Instant::MAX`], which never comes.
+/// [`embassy_time::Instant::MAX`], which never comes; the core's [`Instant::MAX`] (never) is
+/// that one at every tick rate, which embassy's timer queue leaves out.
 ///
 /// ```
 /// use deadline_core::Instant;
@@ -46,7 +47,18 @@ pub const fn from_embassy(t: embassy_time::Instant) -> Instant {
 // set-up on a microcontroller, and the timer and an application's own sleeps each use it.
 #[inline(never)]
 pub const fn to_embassy(t: Instant) -> embassy_time::Instant {
-    embassy_time::Instant::from_ticks(MICROS_TO_TICKS.ceil(t.as_micros()))
+    embassy_time::Instant::from_ticks(ticks_at(t, MICROS_TO_TICKS))
+}
+
+/// The first tick at or after `t`, `ratio` ticks to a microsecond. The core's never
+/// ([`Instant::MAX`]) is embassy's (`u64::MAX` ticks) at every rate, where the scaled count
+/// would be a tick far off but finite below 1 MHz, which embassy's timer queue keeps armed.
+const fn ticks_at(t: Instant, ratio: Ratio) -> u64 {
+    if t.as_micros() == Instant::MAX.as_micros() {
+        u64::MAX
+    } else {
+        ratio.ceil(t.as_micros())
+    }
 }
 
 /// The ratio `num / den` of two rates, in lowest terms, to scale a count by it exactly.
@@ -249,7 +261,25 @@ impl Future for EmbassySleep {
 
 #[cfg(test)]
 mod tests {
-    use super::{MICROS_PER_SEC, Ratio, micros_to_ticks, ticks_to_micros};
+    use super::{MICROS_PER_SEC, Ratio, micros_to_ticks, ticks_at, ticks_to_micros};
+    use deadline_core::Instant;
+
+    /// The core's never is embassy's never at every tick rate (below 1 MHz the scaled count
+    /// of `Instant::MAX` was a finite tick: 604 462 909 807 314 588 at 32 768 Hz), and an
+    /// instant short of it converts as any other.
+    #[test]
+    fn never_is_embassys_never_at_every_tick_rate() {
+        for hz in RATES {
+            let ratio = Ratio::new(hz, MICROS_PER_SEC);
+            assert_eq!(ticks_at(Instant::MAX, ratio), u64::MAX, "{hz} Hz");
+            let before = Instant::from_micros(u64::MAX - 1);
+            assert_eq!(
+                ticks_at(before, ratio),
+                micros_to_ticks(u64::MAX - 1, hz),
+                "{hz} Hz"
+            );
+        }
+    }
 
     /// Tick rates embassy offers, including ones that do not divide a microsecond evenly, and
     /// rates past 18 THz, where the conversions take the 128-bit path.

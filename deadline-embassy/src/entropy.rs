@@ -9,10 +9,14 @@ use deadline_core::rng::{Rng, SplitMix64};
 /// draws made within one tick).
 static DRAWS: Mutex<Cell<u32>> = Mutex::new(Cell::new(0));
 
+/// The device's seed ([`Entropy::seed`]), mixed into every draw: zero until set.
+static SEED: Mutex<Cell<u64>> = Mutex::new(Cell::new(0));
+
 /// embassy's default random source for the backoff's jitter ([`Embassy`](crate::Embassy)'s
-/// `Rng`): each draw is a [`SplitMix64`] output seeded from the tick count and a count of the
-/// draws made, kept in a static behind a critical section. A microcontroller has no operating
-/// system to ask for entropy; pass a hardware generator with `.rng(..)` where there is one.
+/// `Rng`): each draw is a [`SplitMix64`] output seeded from the tick count, a count of the
+/// draws made and the device's seed, kept in statics behind a critical section. A
+/// microcontroller has no operating system to ask for entropy: give each device its own seed
+/// once at start-up ([`Entropy::seed`]), or pass a hardware generator with `.rng(..)`.
 ///
 /// It is zero-sized and reads nothing until a draw: a call carries no generator of its own,
 /// and a call that draws no jitter (a deadline-only dependency, a call whose first attempt
@@ -30,6 +34,27 @@ static DRAWS: Mutex<Cell<u32>> = Mutex::new(Cell::new(0));
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Entropy;
 
+impl Entropy {
+    /// Mixes `seed` into every draw from now on. Call it once at start-up with something
+    /// unique to the device: its chip's unique ID, or a word from its hardware random
+    /// generator. Without one, a draw depends on the tick count and the number of draws
+    /// alone, the same on every device: a fleet that powers up together and meets a failing
+    /// server on the same tick would back off by the same jitter, and retry together.
+    ///
+    /// ```
+    /// use deadline_core::rng::Rng;
+    /// use deadline_embassy::Entropy;
+    ///
+    /// // The chip's 96-bit unique ID, folded to 64 bits (here a made-up one).
+    /// let uid: [u32; 3] = [0x0035_002B, 0x3436_5111, 0x3338_3034];
+    /// Entropy::seed(u64::from(uid[0]) << 32 ^ u64::from(uid[1]) ^ u64::from(uid[2]).rotate_left(17));
+    /// let _jitter = Entropy.next_u32();
+    /// ```
+    pub fn seed(seed: u64) {
+        critical_section::with(|cs| SEED.borrow(cs).set(seed));
+    }
+}
+
 impl Rng for Entropy {
     fn next_u32(&mut self) -> u32 {
         seeded().next_u32()
@@ -40,14 +65,40 @@ impl Rng for Entropy {
     }
 }
 
-/// A generator for one draw, seeded from the tick count and the count of draws.
+/// A generator for one draw, seeded from the tick count, the count of draws and the seed.
 fn seeded() -> SplitMix64 {
-    let count = critical_section::with(|cs| {
+    let (count, seed) = critical_section::with(|cs| {
         let draws = DRAWS.borrow(cs);
         let count = draws.get().wrapping_add(1);
         draws.set(count);
-        count
+        (count, SEED.borrow(cs).get())
     });
-    let ticks = embassy_time::Instant::now().as_ticks();
-    SplitMix64::new(ticks ^ u64::from(count).rotate_left(32))
+    draw(embassy_time::Instant::now().as_ticks(), count, seed)
+}
+
+/// The generator of the draw numbered `count`, made at `ticks`, on a device seeded `seed`.
+fn draw(ticks: u64, count: u32, seed: u64) -> SplitMix64 {
+    SplitMix64::new(ticks ^ u64::from(count).rotate_left(32) ^ seed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::draw;
+    use deadline_core::rng::Rng;
+
+    /// Two devices making their first draws on the same tick draw the same jitter when
+    /// neither is seeded, and their own once each has its own seed.
+    #[test]
+    fn devices_with_their_own_seeds_draw_their_own_jitter() {
+        for ticks in [0, 1, 1_000, 32_768, u64::MAX] {
+            for count in 1..50 {
+                let unseeded = draw(ticks, count, 0).next_u64();
+                assert_eq!(unseeded, draw(ticks, count, 0).next_u64());
+                let a = draw(ticks, count, 0x0035_002B_3436_5111).next_u64();
+                let b = draw(ticks, count, 0x0035_002B_3436_5112).next_u64();
+                assert_ne!(a, b, "tick {ticks}, draw {count}");
+                assert_ne!(a, unseeded, "tick {ticks}, draw {count}");
+            }
+        }
+    }
 }

@@ -36,7 +36,9 @@ pub use steps::Steps;
 /// retry-and-hedge [`RetryBudget`], its [`CircuitBreaker`] (if it has one), its
 /// [`Counters`] and its live latency histogram ([`DependencyHistogram`]). Every setting is a
 /// `const fn`, so a dependency is one `static`; a call to it is one line
-/// ([`Dependency::run`]), and records itself.
+/// ([`Dependency::run`]), and records itself. A `static`, never a `const`: each use of a
+/// `const` is a new dependency, whose budget, breaker, counters and histogram start empty
+/// (clippy's `declare_interior_mutable_const` says so too).
 ///
 /// The runtime `Rt` is fixed with the type: `deadline_tokio::Dependency` (an alias of
 /// `Dependency<'static, deadline_tokio::Tokio>`), `Dependency<deadline_std::Blocking>` on plain
