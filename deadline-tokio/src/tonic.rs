@@ -70,6 +70,9 @@ use deadline_core::wire::{GRPC_RETRY_PUSHBACK_MS, GrpcCode, classify_grpc};
 /// attempt sets it from its limits) or its `Endpoint::timeout`; that is the attempt running
 /// out of time, [`Outcome::TimedOut`]: counted as a timeout, retried as one, and the call's
 /// error the library's timeout (`DEADLINE_EXCEEDED` for `?`), never a final `CANCELLED`.
+/// And a connection the channel could not make ([`tonic::ConnectError`] in the status's
+/// sources, which tonic reports as `UNAVAILABLE`): the request never left,
+/// [`Outcome::Refused`], the one failure a call that is not idempotent retries.
 ///
 /// ```
 /// use deadline_core::Outcome;
@@ -93,6 +96,9 @@ pub fn classify(status: &tonic::Status) -> Outcome {
     if timer_expired(status) {
         return Outcome::TimedOut;
     }
+    if never_connected(status) {
+        return Outcome::Refused;
+    }
     let code = u8::try_from(i32::from(status.code()))
         .ok()
         .and_then(GrpcCode::from_u8);
@@ -106,6 +112,13 @@ pub fn classify(status: &tonic::Status) -> Outcome {
         Some(Outcome::Broken) if std::error::Error::source(status).is_some() => Outcome::Failed,
         outcome => outcome.unwrap_or(Outcome::Fatal),
     }
+}
+
+/// Whether `status` is tonic's channel failing to connect: a `ConnectError` in its sources.
+fn never_connected(status: &tonic::Status) -> bool {
+    std::error::Error::source(status)
+        .and_then(crate::error_chain::find::<tonic::ConnectError>)
+        .is_some()
 }
 
 /// Whether `status` is tonic's own timer running out: a `TimeoutExpired` in its sources.

@@ -3,6 +3,8 @@
 //! `DEADLINE_EXCEEDED` counted as the dependency failing. Virtual time: each attempt answers
 //! at once, and the backoffs pass on tokio's paused clock.
 
+mod common;
+
 use std::cell::Cell;
 
 use deadline_core::policy::Backoff;
@@ -172,4 +174,52 @@ fn every_code_reads_as_the_core_reads_a_grpc_status() {
         deadline_tokio::tonic::classify(&Status::new(Code::Ok, "")),
         Outcome::Fatal
     );
+}
+
+/// A channel that cannot connect (tonic's own connector, to a loopback port that refuses every
+/// connect): tonic answers `UNAVAILABLE`, and the request never left, so a call that is not
+/// idempotent retries it, as after any refused connection. (It was a plain failure, which such
+/// a call never retries: one attempt.) Real sockets: each connect is refused at once; the
+/// 5 s scope only bounds the test.
+#[tokio::test]
+async fn a_channel_that_cannot_connect_is_refused() {
+    use tower::ServiceExt;
+
+    static PAY: Dependency = Dependency::new(
+        Policy::required("pay")
+            .not_idempotent()
+            .with_cap(ms(1_000))
+            .with_retries(2)
+            .with_backoff(Backoff::constant(ms(1))),
+    );
+    let addr = common::closed_port();
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect_lazy();
+    let tries = Cell::new(0);
+    let error = scope_timeout(ms(5_000), async {
+        PAY.run(|_| {
+            tries.set(tries.get() + 1);
+            let channel = channel.clone();
+            async move {
+                let request = http::Request::post(format!("http://{addr}/test.Pay/Pay"))
+                    .header("content-type", "application/grpc")
+                    .body(tonic::body::Body::empty())
+                    .unwrap();
+                // What a generated client makes of the channel's error.
+                let error = channel.oneshot(request).await.unwrap_err();
+                Err::<(), _>(Status::from_error(Box::new(error)))
+            }
+        })
+        .classify(deadline_tokio::tonic::classify)
+        .await
+    })
+    .await
+    .expect("inside its scope")
+    .unwrap_err();
+    assert!(
+        matches!(error, CallError::Attempt(ref s) if s.code() == Code::Unavailable),
+        "{error:?}"
+    );
+    assert_eq!(tries.get(), 3, "the first attempt and both retries");
 }
