@@ -78,9 +78,7 @@ mod statement;
 #[cfg(feature = "tonic")]
 pub mod tonic;
 
-pub use context::{
-    Scope, Scoped, Tokio, current, propagate, remaining, scope, scope_timeout, with_deadline,
-};
+pub use context::{Scope, Scoped, Tokio, current, propagate, remaining, scope, scope_timeout};
 
 /// tokio's clock and timer as the core's, and the conversions between tokio's instants and
 /// the core's (on one time line with deadline-std's, so a deadline crosses to a blocking
@@ -94,10 +92,12 @@ pub mod time {
 /// run under it ([`within`](crate::low_level::within)), the core's driver on tokio ([`call`](crate::low_level::call), [`drive`](crate::low_level::drive)), and a
 /// statement timeout from the current deadline ([`decide_statement`](crate::low_level::decide_statement)). A service wants
 /// `Dependency::run` (counters, latency, retry budget, breaker included); these are for
-/// tools, tests and code that must do without.
+/// tools, tests and code that must do without. And a deadline made current without bounding
+/// the work ([`with_deadline`](low_level::with_deadline)), for work that bounds itself: to
+/// bound work, [`scope`] is the way.
 pub mod low_level {
     pub use crate::call::{call, drive};
-    pub use crate::context::{Within, decide, within};
+    pub use crate::context::{Within, decide, with_deadline, within};
     pub use crate::statement::decide_statement;
 }
 

@@ -71,7 +71,7 @@
 //! Inside a [`Dependency`](deadline_core::Dependency)'s call (for retries, a breaker), give
 //! the call [`classify`]: `DB.run(|_| ..).classify(postgres::classify)`. It reads a
 //! deadline's error as the attempt's timeout and the database's by its SQLSTATE
-//! ([`outcome_of_sqlstate`](deadline_core::statement::outcome_of_sqlstate)): a serialization
+//! ([`outcome_of_sqlstate`]): a serialization
 //! failure or a deadlock runs again, a constraint violation is final. The default reads every
 //! error as a failure a retry may fix: a duplicate key would be retried, and held against the
 //! breaker.

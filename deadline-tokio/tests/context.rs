@@ -5,9 +5,10 @@ use std::time::Duration;
 use deadline_core::call::Decision;
 use deadline_core::statement::{StatementDecision, StatementPolicy};
 use deadline_core::{Clock, Deadline, Error, Instant, Policy, Timer, ms};
+use deadline_tokio::low_level::with_deadline;
 use deadline_tokio::low_level::{decide, decide_statement, within};
 use deadline_tokio::time::{TokioClock, TokioTimer, from_tokio, to_tokio};
-use deadline_tokio::{current, propagate, remaining, scope, scope_timeout, with_deadline};
+use deadline_tokio::{current, propagate, remaining, scope, scope_timeout};
 
 mod budget;
 use budget::{poll_starved, spend_budget};

@@ -11,8 +11,9 @@
 use deadline_core::statement::{StatementDecision, StatementPolicy};
 use deadline_core::{Clock, Deadline, ms};
 use deadline_tokio::low_level::decide_statement;
+use deadline_tokio::low_level::with_deadline;
+use deadline_tokio::scope_timeout;
 use deadline_tokio::time::TokioClock;
-use deadline_tokio::{scope_timeout, with_deadline};
 use tokio_postgres::{Client, NoTls};
 
 /// Queries of the tests: at most 5 s, never started with under 20 ms left.
