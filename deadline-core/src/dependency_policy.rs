@@ -239,6 +239,11 @@ impl<'n> Policy<'n> {
     /// The same policy with up to `retries` retries after the first attempt, with the
     /// policy's backoff between them ([`with_backoff`](Self::with_backoff)).
     ///
+    /// A retry follows a failure. With no cap ([`with_cap`](Self::with_cap)), an attempt has
+    /// all the time left, so one that hangs ends with the deadline and is never retried: only
+    /// the errors that come back in time are. Set a cap, the longest a good answer takes, to
+    /// retry a hang as well.
+    ///
     /// # Panics
     ///
     /// Unless the policy has said whether a call may be repeated
