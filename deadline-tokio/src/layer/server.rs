@@ -138,6 +138,9 @@ impl<S> Layer<S> for DeadlineLayer {
 pub struct DeadlineService<S> {
     inner: S,
     policy: ServerPolicy,
+    // The policy's failure window, worked out once (`ServerPolicy::failure_window`: about 27
+    // instructions a request otherwise).
+    window: FailureWindow,
     // When `poll_ready` first found the inner service not ready for the next request: that
     // request's arrival. Cleared by `call`.
     waiting_since: Option<Instant>,
@@ -150,6 +153,7 @@ impl<S: Clone> Clone for DeadlineService<S> {
         DeadlineService {
             inner: self.inner.clone(),
             policy: self.policy,
+            window: self.window,
             waiting_since: None,
         }
     }
@@ -161,6 +165,7 @@ impl<S> DeadlineService<S> {
         DeadlineService {
             inner,
             policy: layer.policy,
+            window: layer.policy.failure_window(),
             waiting_since: None,
         }
     }
@@ -186,6 +191,7 @@ impl<S> DeadlineService<S> {
         DeadlineService {
             inner: f(&self.inner),
             policy: self.policy,
+            window: self.window,
             waiting_since: None,
         }
     }
@@ -224,7 +230,7 @@ where
         };
         // The inner service is called in the scope too: a service that reads the deadline in
         // its `call` (as the client layers do) sees this request's.
-        let window = self.policy.failure_window();
+        let window = self.window;
         in_scope(deadline, || DeadlineFuture {
             state: State::Running {
                 handler: Bounded::new(
