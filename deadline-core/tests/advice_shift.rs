@@ -349,3 +349,61 @@ fn caps_follow_a_shifting_distribution() {
         ADAPTIVE.cap().as_secs_f64()
     );
 }
+
+/// When the advice moves an adaptive cap, the gauges it publishes are the cap's now in use:
+/// one attempt in a hundred hangs past the 50 ms cap, the check at the 4 096th latency moves
+/// the cap up, and the kill fraction published beside the new cap is the new cap's (none: no
+/// attempt ran as long). (It was the old cap's 1%, beside the new cap, and an alert on it
+/// kept firing until the next check, 4 096 latencies later.)
+#[test]
+fn the_gauges_after_a_move_are_the_new_caps() {
+    static MOVED: Dependency<ManualRuntime> = Dependency::new(
+        Policy::required("moved")
+            .with_cap(ms(50))
+            .with_adaptive_cap(ms(20), ms(400)),
+    );
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        ManualRuntime::block_on(async {
+            for k in 0..u64::from(Dependency::<ManualRuntime>::ADVICE_EVERY) {
+                let latency = if k % 100 == 0 { ms(500) } else { ms(10) };
+                let _ = scope_timeout::<ManualRuntime, _>(ms(1_000), async {
+                    MOVED
+                        .run(|_| async move {
+                            let t = ManualRuntime::timer();
+                            t.sleep_until(t.now() + latency).await;
+                            Ok::<_, ()>(())
+                        })
+                        .await
+                })
+                .await;
+            }
+        })
+        .expect("the clock moves");
+    });
+    assert!(
+        MOVED.cap() > ms(50),
+        "the check moved the cap up: {:?}",
+        MOVED.cap()
+    );
+    // One snapshot: taking it clears what the recorder holds.
+    let snapshot = snapshotter.snapshot().into_vec();
+    let gauge = |name: &str| {
+        snapshot
+            .iter()
+            .find_map(|(key, _, _, value)| match value {
+                DebugValue::Gauge(v) if key.key().name() == name => Some(v.into_inner()),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no gauge {name}"))
+    };
+    assert_eq!(gauge("deadline_cap_seconds"), MOVED.cap().as_secs_f64());
+    eprintln!(
+        "cap {:?} kill {} adv {:?}",
+        MOVED.cap(),
+        gauge("deadline_kill_fraction"),
+        MOVED.advice().map(|a| a.kill_fraction)
+    );
+    assert_eq!(gauge("deadline_kill_fraction"), 0.0);
+}

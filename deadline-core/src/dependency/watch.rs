@@ -133,13 +133,20 @@ impl LiveAdvice {
     pub(crate) fn check(&self, policy: &Policy, latency: &LiveLatency, at: Instant) {
         let cap = self.cap(policy);
         let (histogram, timeouts) = latency.copies();
-        let Some(advice) = Advice::assess(histogram.buckets(), timeouts.buckets(), policy, cap)
+        let Some(mut advice) = Advice::assess(histogram.buckets(), timeouts.buckets(), policy, cap)
         else {
             return;
         };
         if let Some((min, max)) = policy.advice().adaptive_cap() {
             if let Some(next) = advice.adapted_cap(min, max) {
                 self.cap.store(Some(crate::time::duration_to_micros(next)));
+                // The gauges and the warning speak of the cap now in use, not the one it
+                // replaced (whose kills the move has just answered).
+                if let Some(moved) =
+                    Advice::assess(histogram.buckets(), timeouts.buckets(), policy, next)
+                {
+                    advice = moved;
+                }
             }
         }
         #[cfg(feature = "metrics")]
