@@ -270,7 +270,7 @@ impl Replay<'_, '_> {
             }
             EventKind::Succeeded { attempt, .. } => set(attempt, Outcome::Ok),
             EventKind::TimedOut { attempt, .. } => set(attempt, Outcome::Timeout),
-            EventKind::Cancelled { attempt } => set(attempt, Outcome::Cancelled),
+            EventKind::Cancelled { attempt, .. } => set(attempt, Outcome::Cancelled),
             EventKind::Skipped { .. } => records.push(not_called(Outcome::Skipped)),
             EventKind::NotCalled { .. } => records.push(not_called(Outcome::Failed)),
             _ => {}

@@ -12,10 +12,13 @@
 //!
 //! An attempt that timed out after `t` took *at least* `t`: how much longer is not known. What
 //! cut it may be the cap, or a deadline with less time left than the cap (the caller's), or
-//! the next service answering that the time it was given ran out. A
-//! [`Dependency`](crate::Dependency) records it in its histogram at `t`, and again in a second
-//! histogram of the timed-out attempts alone, so that each bucket says how many of its
-//! latencies are lower bounds. Every figure here takes them into account:
+//! the next service answering that the time it was given ran out. So did a copy cancelled
+//! after `t` because another copy answered first (a hedge overtook it) or the call ended
+//! otherwise: left out, the slow copies a hedge hides would make the dependency look as fast
+//! as its hedges (and an adaptive cap follow them down, to kill the slow first copies). A
+//! [`Dependency`](crate::Dependency) records each in its histogram at `t`,
+//! and again in a second histogram of the attempts cut short alone (for short, the timed-out
+//! ones), so that each bucket says how many of its latencies are lower bounds. Every figure here takes them into account:
 //!
 //! - **Kill fraction**: the Kaplan-Meier estimate of the share of attempts that would run
 //!   past `T`. Each bucket's answers are the attempts known to end there; its timed-out

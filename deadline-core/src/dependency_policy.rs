@@ -344,14 +344,17 @@ impl<'n> Policy<'n> {
     /// of their peers), or after `fallback` while the histogram holds too few samples:
     /// [`with_hedge_at`](Policy::with_hedge_at) with [`Quantile::P95`].
     ///
-    /// The histogram holds the attempts that answered or timed out: a first attempt that a
-    /// hedge overtook is dropped unrecorded, and the hedge's answer recorded. While no more
-    /// than a few percent of calls are slow, that changes little (the tail benchmark's 2%:
-    /// 2.0% extra requests). When more are (a tenth of the calls stalling, say), the
-    /// quantile reads the fast copies that won, the delay falls to their latency, and more
-    /// than one call in twenty is hedged; the retry budget bounds the extra requests, and
-    /// [`with_hedge_at`](Policy::with_hedge_at) with a lower quantile, or a fixed
-    /// [`with_hedge_after`](Policy::with_hedge_after), says what you mean there.
+    /// The histogram holds the attempts that answered or timed out. A first attempt that a
+    /// hedge overtook is cancelled: with feature `advice` it is recorded at the time it had
+    /// run, censored (a lower bound of its latency, as a timeout is), so a share of slow
+    /// calls keeps the quantile up; without it, it is dropped unrecorded, and the hedge's
+    /// answer recorded. While no more than a few percent of calls are slow, that changes
+    /// little (the tail benchmark's 2%: 2.0% extra requests). When more are (a tenth of the
+    /// calls stalling, say), without the advice the quantile reads the fast copies that won,
+    /// the delay falls to their latency, and more than one call in twenty is hedged; the
+    /// retry budget bounds the extra requests, and [`with_hedge_at`](Policy::with_hedge_at)
+    /// with a lower quantile, or a fixed [`with_hedge_after`](Policy::with_hedge_after), says
+    /// what you mean there.
     ///
     /// # Panics
     ///

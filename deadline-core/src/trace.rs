@@ -59,8 +59,14 @@ pub(crate) fn emit(name: &str, event: &Event) {
         EventKind::NotSent { attempt } => {
             debug!(dependency = name, attempt, at_us, "attempt sent nothing");
         }
-        EventKind::Cancelled { attempt } => {
-            trace!(dependency = name, attempt, at_us, "attempt cancelled");
+        EventKind::Cancelled { attempt, after } => {
+            trace!(
+                dependency = name,
+                attempt,
+                ?after,
+                at_us,
+                "attempt cancelled"
+            );
         }
         EventKind::Backoff { until, wait } => {
             let until_us = until.as_micros();

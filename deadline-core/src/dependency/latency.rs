@@ -164,8 +164,8 @@ impl LiveLatency {
         n
     }
 
-    /// Records one attempt that timed out after `after` among the timeouts, before `after`
-    /// is recorded as its latency.
+    /// Records one attempt cut short after `after` (it timed out, or was cancelled when
+    /// another copy answered) among the timeouts, before `after` is recorded as its latency.
     #[cfg(feature = "advice")]
     #[inline]
     pub(crate) fn count_timeout(&self, after: Duration) {

@@ -675,8 +675,15 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
     fn cancel<O: Observer + ?Sized>(&mut self, slot: usize, now: Instant, observer: &mut O) {
         if let Some(loser) = self.take(slot) {
             let number = loser.number();
+            let after = now.saturating_duration_since(loser.started());
             self.course.cancel(loser, now);
-            observer.on_event(&Event::new(now, EventKind::Cancelled { attempt: number }));
+            observer.on_event(&Event::new(
+                now,
+                EventKind::Cancelled {
+                    attempt: number,
+                    after,
+                },
+            ));
         }
     }
 

@@ -83,6 +83,8 @@ pub enum EventKind {
     Cancelled {
         /// The attempt's number.
         attempt: u32,
+        /// How long it had run: a lower bound of its latency.
+        after: Duration,
     },
     /// A retry will start at `until`, after a backoff of `wait` (the jittered backoff, or the
     /// server's pushback when it gave one).
