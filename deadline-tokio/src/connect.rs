@@ -468,8 +468,10 @@ pub fn outcome(error: &(dyn StdError + 'static)) -> Option<Outcome> {
     crate::error_chain::find::<ConnectError>(error).map(ConnectError::outcome)
 }
 
-/// A classifier for a client's errors ([`Classify`]): a failed connect by [`outcome`],
-/// any other error by the classifier it was given ([`otherwise`](Self::otherwise);
+/// A classifier for a client's errors ([`Classify`]): a failed connect by [`outcome`]; an
+/// HTTP/2 stream the server reset with `REFUSED_STREAM` (closed before any processing, RFC
+/// 9113) [`Outcome::Refused`], as the request never ran; any other error by the classifier
+/// it was given ([`otherwise`](Self::otherwise);
 /// [`AnyErrorFails`], so [`Outcome::Failed`], by default). Give it to
 /// [`DependencyLayer::classify_error`](crate::DependencyLayer::classify_error)
 /// with a client that connects through a [`Connector`].
@@ -500,6 +502,7 @@ impl<E: StdError + 'static, C: Classify<E>> Classify<E> for ClassifyConnect<C> {
     fn classify(&mut self, error: &E) -> Outcome {
         match outcome(error) {
             Some(outcome) => outcome,
+            None if crate::error_chain::refused_stream(error) => Outcome::Refused,
             None => self.otherwise.classify(error),
         }
     }

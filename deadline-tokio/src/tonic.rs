@@ -71,7 +71,8 @@ use deadline_core::wire::{GRPC_RETRY_PUSHBACK_MS, GrpcCode, classify_grpc};
 /// out of time, [`Outcome::TimedOut`]: counted as a timeout, retried as one, and the call's
 /// error the library's timeout (`DEADLINE_EXCEEDED` for `?`), never a final `CANCELLED`.
 /// And a connection the channel could not make ([`tonic::ConnectError`] in the status's
-/// sources, which tonic reports as `UNAVAILABLE`): the request never left,
+/// sources, which tonic reports as `UNAVAILABLE`), or a stream the server reset with HTTP/2's
+/// `REFUSED_STREAM` (closed before any processing): the request never ran,
 /// [`Outcome::Refused`], the one failure a call that is not idempotent retries.
 ///
 /// ```
@@ -96,7 +97,7 @@ pub fn classify(status: &tonic::Status) -> Outcome {
     if timer_expired(status) {
         return Outcome::TimedOut;
     }
-    if never_connected(status) {
+    if never_connected(status) || refused_stream(status) {
         return Outcome::Refused;
     }
     let code = u8::try_from(i32::from(status.code()))
@@ -112,6 +113,12 @@ pub fn classify(status: &tonic::Status) -> Outcome {
         Some(Outcome::Broken) if std::error::Error::source(status).is_some() => Outcome::Failed,
         outcome => outcome.unwrap_or(Outcome::Fatal),
     }
+}
+
+/// Whether `status` is the server's refusal of the call's HTTP/2 stream, before any
+/// processing (`REFUSED_STREAM` in its sources).
+fn refused_stream(status: &tonic::Status) -> bool {
+    std::error::Error::source(status).is_some_and(crate::error_chain::refused_stream)
 }
 
 /// Whether `status` is tonic's channel failing to connect: a `ConnectError` in its sources.

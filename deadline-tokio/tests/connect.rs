@@ -317,6 +317,36 @@ async fn through_hyper_util_a_connect_that_runs_out_is_not_repeated_when_not_ide
     assert_eq!((counts.timeouts, counts.retries), (1, 0));
 }
 
+/// An HTTP/2 server resets the request's stream with `REFUSED_STREAM`: closed before any
+/// processing, so the request never ran, and a call that is not idempotent sends it again.
+/// (It was a plain failure, which such a call never retries: the call failed at once.) Real
+/// sockets on loopback; the 5 s scope only bounds the test.
+#[tokio::test]
+async fn through_hyper_util_a_stream_the_server_refused_is_sent_again() {
+    static PAY: Dependency = Dependency::new(
+        Policy::required("pay over h2")
+            .not_idempotent()
+            .with_cap(ms(1_000))
+            .with_retries(1)
+            .with_backoff(Backoff::constant(ms(1))),
+    );
+    let (addr, streams) = common::refusing_first_stream().await;
+    let client: Client<HttpConnector, Empty<Bytes>> = Client::builder(TokioExecutor::new())
+        .http2_only(true)
+        .build_http();
+    let client = DependencyLayer::new(&PAY, DeadlineHeader::DeadlineMs)
+        .classify_error(ClassifyConnect::new())
+        .layer(client);
+    let request = Request::post(uri(addr)).body(Empty::new()).unwrap();
+    let response = scope_timeout(ms(5_000), client.oneshot(request))
+        .await
+        .expect("inside its scope")
+        .expect("the second stream's answer");
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(streams.load(Ordering::SeqCst), 2);
+    assert_eq!(PAY.counters().snapshot().retries, 1);
+}
+
 #[tokio::test(start_paused = true)]
 async fn through_hyper_util_the_deadline_cuts_a_connect_shorter_than_its_limit() {
     static SHORT: Dependency =

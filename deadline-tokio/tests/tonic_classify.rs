@@ -223,3 +223,54 @@ async fn a_channel_that_cannot_connect_is_refused() {
     );
     assert_eq!(tries.get(), 3, "the first attempt and both retries");
 }
+
+/// The server resets the call's HTTP/2 stream with `REFUSED_STREAM` (closed before any
+/// processing): tonic answers `UNAVAILABLE`, and the call never ran, so a call that is not
+/// idempotent sends it again. (It was a plain failure, never retried for such a call.) Real
+/// sockets on loopback; the 5 s scope only bounds the test.
+#[tokio::test]
+async fn a_stream_the_server_refused_is_sent_again() {
+    use std::sync::atomic::Ordering;
+
+    use tower::ServiceExt;
+
+    static ORDER: Dependency = Dependency::new(
+        Policy::required("order")
+            .not_idempotent()
+            .with_cap(ms(1_000))
+            .with_retries(1)
+            .with_backoff(Backoff::constant(ms(1))),
+    );
+    let (addr, streams) = common::refusing_first_stream().await;
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect_lazy();
+    let tries = Cell::new(0);
+    let answer = scope_timeout(ms(5_000), async {
+        ORDER
+            .run(|_| {
+                tries.set(tries.get() + 1);
+                let channel = channel.clone();
+                async move {
+                    let request = http::Request::post(format!("http://{addr}/test.Orders/Place"))
+                        .header("content-type", "application/grpc")
+                        .body(tonic::body::Body::empty())
+                        .unwrap();
+                    match channel.oneshot(request).await {
+                        Ok(response) => Ok(response.status()),
+                        // What a generated client makes of the channel's error.
+                        Err(error) => Err(Status::from_error(Box::new(error))),
+                    }
+                }
+            })
+            .classify(deadline_tokio::tonic::classify)
+            .await
+    })
+    .await
+    .expect("inside its scope");
+    assert_eq!(
+        answer.expect("the second stream's answer"),
+        http::StatusCode::OK
+    );
+    assert_eq!((tries.get(), streams.load(Ordering::SeqCst)), (2, 2));
+}
