@@ -21,6 +21,7 @@ use deadline_embassy::Embassy;
 use deadline_embassy::Entropy;
 use deadline_std::Blocking;
 use deadline_std::StdClock;
+use deadline_std::net::Bounded;
 use deadline_std::net::arm_read;
 use deadline_std::net::connect;
 use deadline_tokio::Dependency;

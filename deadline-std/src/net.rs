@@ -11,8 +11,12 @@
 //!   [`connect`] uses, for a socket connected some other way) and [`Limits::read_timeout`].
 //! - [`apply`] arms a socket connected some other way (or taken from a pool) with the time
 //!   left at `now`.
-//! - [`arm_read`], called before each further read, sets the limits to what is left of the
-//!   attempt, so a call that reads in several pieces still ends by its deadline.
+//! - [`arm_read`], called before each further read or write, sets the limits to what is left
+//!   of the attempt, so a call that reads in several pieces still ends by its deadline.
+//! - [`Bounded`] does that for every read and write: a socket's limit bounds one system
+//!   call, not an operation made of several (`write_all`, `read_exact`, `read_to_end`, a
+//!   `BufReader`'s lines), which with the limit armed once can run for as long as the peer
+//!   keeps taking or giving a little at a time.
 //!
 //! Each returns the limit it set. The operating system may keep a socket's limit in coarser
 //! units (Linux rounds it up to its timer tick), so [`TcpStream::read_timeout`] can read back
@@ -28,7 +32,7 @@
 //! read a socket's timeout on Linux as some other failure. (The driver's own rule catches it
 //! anyway when it comes at the attempt's end: a failure then is the attempt's timeout.)
 
-use std::io;
+use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
@@ -118,7 +122,8 @@ pub fn apply(stream: &TcpStream, limits: &Limits, now: Instant) -> io::Result<Du
 }
 
 /// Sets the socket's read and write limits to the time left until `until`, as read at `now`:
-/// call it before each read of an attempt. Returns the limit it set.
+/// call it before each read or write of an attempt ([`Bounded`] calls it before every one).
+/// Returns the limit it set.
 ///
 /// # Errors
 ///
@@ -150,4 +155,83 @@ fn arm(stream: &TcpStream, left: Duration) -> io::Result<Duration> {
     stream.set_read_timeout(Some(left))?;
     stream.set_write_timeout(Some(left))?;
     Ok(left)
+}
+
+/// A connected stream whose every read and write is armed first with what is left until the
+/// attempt's end ([`arm_read`], the clock read each time): an operation made of several
+/// system calls (`write_all`, `read_exact`, `read_to_end`, a `BufReader`'s lines) ends by
+/// the deadline too, failing with [`io::ErrorKind::TimedOut`] once no time is left (or the
+/// platform's error for a limit that ran out, as for any socket here).
+///
+/// ```
+/// use std::io::{Read, Write};
+///
+/// use deadline_core::{Clock, Instant, ms};
+/// use deadline_std::StdClock;
+/// use deadline_std::net::Bounded;
+///
+/// let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+/// let stream = std::net::TcpStream::connect(listener.local_addr()?)?;
+/// let (mut peer, _) = listener.accept()?;
+/// let mut bounded = Bounded::new(stream, StdClock.now() + ms(5_000), StdClock);
+/// bounded.write_all(b"ping")?;
+/// let mut got = [0; 4];
+/// peer.read_exact(&mut got)?;
+/// assert_eq!(&got, b"ping");
+///
+/// // Past its end, nothing more is read or written.
+/// let mut late = Bounded::new(bounded.into_inner(), Instant::ZERO, StdClock);
+/// assert_eq!(late.write(b"x").unwrap_err().kind(), std::io::ErrorKind::TimedOut);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct Bounded<C> {
+    stream: TcpStream,
+    until: Instant,
+    clock: C,
+}
+
+impl<C: Clock> Bounded<C> {
+    /// `stream`, each of whose reads and writes ends by `until` on `clock` (the clock the
+    /// attempt's limits were decided on: [`StdClock`](crate::StdClock) in production).
+    pub const fn new(stream: TcpStream, until: Instant, clock: C) -> Self {
+        Bounded {
+            stream,
+            until,
+            clock,
+        }
+    }
+
+    /// The stream.
+    pub const fn get_ref(&self) -> &TcpStream {
+        &self.stream
+    }
+
+    /// The stream, unbounded (with the limits last armed).
+    pub fn into_inner(self) -> TcpStream {
+        self.stream
+    }
+
+    /// Arms the stream with what is left now.
+    fn arm(&self) -> io::Result<Duration> {
+        arm_read(&self.stream, self.until, self.clock.now())
+    }
+}
+
+impl<C: Clock> Read for Bounded<C> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.arm()?;
+        self.stream.read(buf)
+    }
+}
+
+impl<C: Clock> Write for Bounded<C> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.arm()?;
+        self.stream.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.stream.flush()
+    }
 }

@@ -204,3 +204,54 @@ fn a_zero_connect_limit_fails_at_once_instead_of_waiting_forever() {
     let err = connect(&listener.local_addr().unwrap(), &limits, &clock).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::TimedOut);
 }
+
+/// A clock that moves 10 ms each time it is read: each write of a long `write_all` reads it
+/// once.
+struct Ticking(Cell<u64>);
+
+impl Clock for Ticking {
+    fn now(&self) -> Instant {
+        let ms = self.0.get();
+        self.0.set(ms + 10);
+        Instant::from_millis(ms)
+    }
+}
+
+/// A socket's limit bounds one system call, not an operation made of several (`write_all`,
+/// `read_exact`): armed once, each call gets it whole again. Through `Bounded`, each read and
+/// each write is armed with what is left when it is made (on a clock that moves 10 ms a
+/// reading: 30, 20, then 10 ms), and once nothing is left, the next fails with `TimedOut`,
+/// without waiting.
+#[test]
+fn every_read_and_write_of_a_bounded_stream_is_armed_with_what_is_left() {
+    use std::io::{Read, Write};
+
+    use deadline_std::net::Bounded;
+
+    let listener = listener();
+    let stream = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (mut peer, _) = listener.accept().unwrap();
+    let until = Instant::from_millis(30);
+
+    let mut bounded = Bounded::new(stream, until, Ticking(Cell::new(0)));
+    for left in [ms(30), ms(20), ms(10)] {
+        bounded.write_all(b"x").unwrap();
+        assert_reads_back(bounded.get_ref(), left);
+    }
+    let error = bounded.write_all(b"x").unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::TimedOut);
+    let mut got = [0; 3];
+    peer.read_exact(&mut got).unwrap();
+    assert_eq!(&got, b"xxx");
+
+    peer.write_all(b"abc").unwrap();
+    let mut bounded = Bounded::new(bounded.into_inner(), until, Ticking(Cell::new(0)));
+    for (left, want) in [(ms(30), b'a'), (ms(20), b'b'), (ms(10), b'c')] {
+        let mut byte = [0; 1];
+        bounded.read_exact(&mut byte).unwrap();
+        assert_eq!(byte[0], want);
+        assert_reads_back(bounded.get_ref(), left);
+    }
+    let error = bounded.read(&mut [0; 1]).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::TimedOut);
+}
