@@ -8,7 +8,7 @@
 //! the core's, the same as the async driver's.
 //!
 //! A blocking attempt cannot be cut off from outside: it enforces its own limits, typically by
-//! handing them to its socket ([`crate::net::connect`], [`crate::net::arm_read`]), and reports a
+//! handing them to its socket ([`crate::net::connect`], [`crate::net::Bounded`]), and reports a
 //! socket timeout as its error, which the classifier maps to
 //! [`Outcome::TimedOut`] (on Unix a socket's read or write timeout is
 //! [`std::io::ErrorKind::WouldBlock`], on Windows `TimedOut`: read both). There are no hedges: a
