@@ -201,31 +201,46 @@ impl Counters {
         // Wrapping, like any exported counter; `CounterSnapshot::since` undoes the wrap.
         // Nothing to add is not an atomic write (a call adds zero to most counters).
         if n != 0 {
-            self.cell(event).fetch_add(narrow(n), Ordering::Relaxed);
+            // Released: a snapshot that reads this count (acquiring it) reads every count
+            // made before it too, such as the call before its outcome.
+            self.cell(event).fetch_add(narrow(n), Ordering::Release);
         }
     }
 
     /// The current value of one counter.
     #[must_use]
     pub fn get(&self, event: CounterEvent) -> u64 {
-        widen(self.cell(event).load(Ordering::Relaxed))
+        widen(self.cell(event).load(Ordering::Acquire))
     }
 
-    /// Every counter, read one after the other (not one atomic read of all: a snapshot taken
-    /// during recording may count a call's success but not yet the call).
+    /// Every counter, read one after the other (not one atomic read of all), in the reverse
+    /// of the order a call is recorded in: its call, then its steps (timeouts, retries,
+    /// hedges, refusals), then its outcome (a success and a hedge's win, a deadline
+    /// exceeded, a skip). A snapshot taken while calls are recorded never counts an outcome
+    /// without its steps and its call (no more successes than calls, no more hedge wins
+    /// than hedges); it may count a call whose outcome is not counted yet.
     #[must_use]
     pub fn snapshot(&self) -> CounterSnapshot {
+        let successes = self.get(CounterEvent::Success);
+        let hedge_wins = self.get(CounterEvent::HedgeWin);
+        let deadline_exceeded = self.get(CounterEvent::DeadlineExceeded);
+        let skipped = self.get(CounterEvent::Skipped);
+        let timeouts = self.get(CounterEvent::Timeout);
+        let retries = self.get(CounterEvent::Retry);
+        let hedges = self.get(CounterEvent::Hedge);
+        let budget_refusals = self.get(CounterEvent::BudgetRefusal);
+        let breaker_rejections = self.get(CounterEvent::BreakerRejection);
         CounterSnapshot {
             calls: self.get(CounterEvent::Call),
-            successes: self.get(CounterEvent::Success),
-            timeouts: self.get(CounterEvent::Timeout),
-            deadline_exceeded: self.get(CounterEvent::DeadlineExceeded),
-            skipped: self.get(CounterEvent::Skipped),
-            retries: self.get(CounterEvent::Retry),
-            hedges: self.get(CounterEvent::Hedge),
-            hedge_wins: self.get(CounterEvent::HedgeWin),
-            budget_refusals: self.get(CounterEvent::BudgetRefusal),
-            breaker_rejections: self.get(CounterEvent::BreakerRejection),
+            successes,
+            timeouts,
+            deadline_exceeded,
+            skipped,
+            retries,
+            hedges,
+            hedge_wins,
+            budget_refusals,
+            breaker_rejections,
         }
     }
 

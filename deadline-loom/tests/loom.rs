@@ -341,6 +341,28 @@ fn counters_lose_no_update() {
     });
 }
 
+/// A snapshot taken while a call is recorded never counts more outcomes than calls: a call's
+/// success is counted after the call, and the snapshot reads the outcomes before the calls,
+/// so one that sees the success sees its call. (Read in the other order, and all relaxed, a
+/// snapshot could hold the success and not the call: a success rate above 1.)
+#[test]
+fn a_snapshot_never_counts_more_outcomes_than_calls() {
+    explore("counters: a snapshot racing a call's record", || {
+        let c = Arc::new(Counters::new());
+        let _ = c.snapshot();
+        let writer = {
+            let c = Arc::clone(&c);
+            thread::spawn(move || {
+                c.record(CounterEvent::Call);
+                c.record(CounterEvent::Success);
+            })
+        };
+        let snapshot = c.snapshot();
+        assert!(snapshot.successes <= snapshot.calls, "{snapshot:?}");
+        writer.join().unwrap();
+    });
+}
+
 /// A halving racing two records into the same bucket: each record lands before the halving
 /// or after it, never in between (a halving that read the count and wrote back its half
 /// would drop a record made between the two).
