@@ -346,8 +346,10 @@ impl<'n> Policy<'n> {
     ///
     /// The histogram holds the attempts that answered or timed out. A first attempt that a
     /// hedge overtook is cancelled: with feature `advice` it is recorded at the time it had
-    /// run, censored (a lower bound of its latency, as a timeout is), so a share of slow
-    /// calls keeps the quantile up; without it, it is dropped unrecorded, and the hedge's
+    /// run (for the advice, a lower bound of its latency, as a timeout is; for the live
+    /// quantile, which reads the histogram plainly, a latency of that time), so a share of
+    /// slow calls keeps the quantile up, and a hedge that lost early counts at its own short
+    /// time; without the feature, a cancelled copy is dropped unrecorded, and the winner's
     /// answer recorded. While no more than a few percent of calls are slow, that changes
     /// little (the tail benchmark's 2%: 2.0% extra requests). When more are (a tenth of the
     /// calls stalling, say), without the advice the quantile reads the fast copies that won,
@@ -649,10 +651,13 @@ impl<'n> Policy<'n> {
     ///    ([`with_hedge_at`](Self::with_hedge_at)) is not refused: its fallback is used only
     ///    until the histogram holds enough latencies, and the live quantile then replaces it.
     ///
-    /// [`Dependency::deadline_only`](crate::Dependency::deadline_only) sends no hedge, and
-    /// refuses what this returns but the two hedge errors
-    /// ([`PolicyError::HedgeNotUnderCap`], [`PolicyError::HedgeNotUnderAdaptiveMin`]): they
-    /// come last, so either one means that every other setting acts.
+    /// The two hedge errors ([`PolicyError::HedgeNotUnderCap`],
+    /// [`PolicyError::HedgeNotUnderAdaptiveMin`]) come last, so either one means that every
+    /// other setting acts. [`Dependency::deadline_only`](crate::Dependency::deadline_only)
+    /// refuses what this returns but those two, and then any retry or hedge at all (it makes
+    /// one attempt per call): a policy read from configuration for it is given
+    /// `.with_retries(0).with_hedges(0)` first, or checked for
+    /// [`retry`](Self::retry)`().attempts() > 1` and [`hedge`](Self::hedge)`().is_some()`.
     ///
     /// The builders refuse other settings where they are called, with a panic (a compile error
     /// in a `static` or a `const`): a hedge or a retry on a policy that has not said whether a

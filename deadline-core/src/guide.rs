@@ -247,8 +247,9 @@
 //! which the floor was drawn on: at most `last second - first second + 1`. Against a
 //! dependency that always fails, `R` requests therefore cause at most
 //! `R + floor(R x p / 100) + f x (seconds spanned + 1)` calls, however many attempts each
-//! request's policy allows. The bound holds under any interleaving of threads; the tests of the
-//! repository check it with equality where it is reached.
+//! request's policy allows. The bound holds under any interleaving of threads whose readings of
+//! the clock are at most 64 seconds out of order (below); the tests of the repository check it
+//! with equality where it is reached.
 //!
 //! ## How it differs from tower's `TpsBudget`
 //!
@@ -280,8 +281,11 @@
 //! window, however long the floor went unused: a quiet device that draws on its floor once a
 //! month gets it whole each time. Windows are identified by the second modulo 2^22 (about
 //! 48.5 days), so the one exception is a reading within those 64 seconds of an exact multiple
-//! of 2^22 seconds after the last floor grant: it is counted against that old second, and at
-//! most one second's floor is withheld (never over-granted), for at most 64 seconds.
+//! of 2^22 seconds after the last floor grant: it is counted in that old second, so for up to
+//! 64 seconds the floor grants at most what that second had left (withheld, never
+//! over-granted). A reading more than 64 seconds behind the current window is taken for a
+//! new second: a clock stepping back that far, again and again, could mint a floor each time
+//! (no clock this library reads does; an instant of the caller's own making could).
 //! Deposits, and retries paid from them, are unaffected.
 //!
 //! # The circuit breaker

@@ -39,8 +39,7 @@ pub enum PolicyError {
     /// out by the time its hedge is due, so none would be sent. A live delay, at a quantile
     /// of the latencies, is not refused: its fallback is used only until the histogram holds
     /// enough latencies, and the live quantile then replaces it.
-    /// [`Dependency::deadline_only`](crate::Dependency::deadline_only), which sends no hedge,
-    /// accepts it.
+    /// ([`Dependency::deadline_only`](crate::Dependency::deadline_only) refuses any hedge.)
     HedgeNotUnderCap,
     /// With feature `advice`, the adaptive cap's lower bound is under a microsecond: a cap
     /// moved there would refuse every call, and a refused call records no latency that
@@ -56,8 +55,7 @@ pub enum PolicyError {
     /// With feature `advice`, a fixed hedge delay is not under the adaptive cap's lower
     /// bound, or none was set ([`Policy::with_hedges`](crate::Policy::with_hedges) alone):
     /// once the cap moves there, each attempt times out before its hedge is due.
-    /// [`Dependency::deadline_only`](crate::Dependency::deadline_only) accepts it, as it
-    /// accepts [`HedgeNotUnderCap`](Self::HedgeNotUnderCap).
+    /// ([`Dependency::deadline_only`](crate::Dependency::deadline_only) refuses any hedge.)
     HedgeNotUnderAdaptiveMin,
 }
 

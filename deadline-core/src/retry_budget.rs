@@ -310,9 +310,9 @@ fn window_of(now: Instant) -> u32 {
 /// The window a grant at `window` is counted in, and the grants already used in it, given the
 /// floor word: the stored window when `window` is the same or at most
 /// [`STEP_BACK_WINDOWS`] before it (a reading a little behind another thread's), else
-/// `window` itself, fresh, with nothing used. (Only a reading exactly a multiple of 2^22 s
-/// later, give or take those 64 s, is taken for the stored window: a floor no larger than
-/// one second's, for at most a minute, once in 48.5 days of quiet.)
+/// `window` itself, fresh, with nothing used. (A reading up to 64 s short of an exact multiple
+/// of 2^22 s later is taken for the stored window: for at most a minute, what that second had
+/// left, once in 48.5 days of quiet.)
 fn current_window(word: u32, window: u32) -> (u32, u32) {
     if word == NO_WINDOW {
         return (window, 0);

@@ -432,6 +432,11 @@ pub fn grpc_code_of_sqlstate(sqlstate: Option<&[u8]>) -> GrpcCode {
 ///
 /// A statement timeout is the deadline's, not this: a timeout ([`StatementTimeout::error_of`]).
 ///
+/// The outcome is the failed transaction's. It is the attempt's when the attempt is that one
+/// transaction (one query of `deadline-tokio`'s, each in a transaction of its own): an attempt
+/// that ran a transaction before it, which committed, is not safe to repeat because the last
+/// one was rolled back; classify its errors yourself.
+///
 /// ```
 /// use deadline_core::Outcome;
 /// use deadline_core::statement::outcome_of_sqlstate;

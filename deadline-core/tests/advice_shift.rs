@@ -399,11 +399,5 @@ fn the_gauges_after_a_move_are_the_new_caps() {
             .unwrap_or_else(|| panic!("no gauge {name}"))
     };
     assert_eq!(gauge("deadline_cap_seconds"), MOVED.cap().as_secs_f64());
-    eprintln!(
-        "cap {:?} kill {} adv {:?}",
-        MOVED.cap(),
-        gauge("deadline_kill_fraction"),
-        MOVED.advice().map(|a| a.kill_fraction)
-    );
     assert_eq!(gauge("deadline_kill_fraction"), 0.0);
 }

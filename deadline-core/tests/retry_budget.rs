@@ -201,7 +201,7 @@ fn out_of_range_settings_are_clamped() {
 }
 
 #[test]
-fn a_clock_stepping_back_mints_nothing() {
+fn a_reading_up_to_a_minute_behind_mints_nothing() {
     let floor = 4;
     let budget = RetryBudget::percent(0).with_floor_per_sec(floor);
     let later = Instant::from_secs(1_000_000);

@@ -51,7 +51,8 @@ impl Entropy {
     /// let _jitter = Entropy.next_u32();
     /// ```
     pub fn seed(seed: u64) {
-        critical_section::with(|cs| SEED.borrow(cs).set(seed));
+        let mixed = mixed(seed);
+        critical_section::with(|cs| SEED.borrow(cs).set(mixed));
     }
 }
 
@@ -76,28 +77,49 @@ fn seeded() -> SplitMix64 {
     draw(embassy_time::Instant::now().as_ticks(), count, seed)
 }
 
-/// The generator of the draw numbered `count`, made at `ticks`, on a device seeded `seed`.
+/// A device's seed as it is kept: mixed, so that devices whose seeds differ in a few bits
+/// (serial numbers in sequence) do not differ in the same few bits as their tick counts, which
+/// would cancel out.
+fn mixed(seed: u64) -> u64 {
+    SplitMix64::new(seed).next_u64()
+}
+
+/// The generator of the draw numbered `count`, made at `ticks`, on a device whose seed, as
+/// kept ([`mixed`]), is `seed`.
 fn draw(ticks: u64, count: u32, seed: u64) -> SplitMix64 {
     SplitMix64::new(ticks ^ u64::from(count).rotate_left(32) ^ seed)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::draw;
+    use super::{draw, mixed};
     use deadline_core::rng::Rng;
 
-    /// Two devices making their first draws on the same tick draw the same jitter when
-    /// neither is seeded, and their own once each has its own seed.
+    /// Devices that power up together, unseeded, draw the same jitter at the same tick; with
+    /// serial numbers in sequence as their seeds, their own, even when their tick counts
+    /// differ in the same bits as their serial numbers (kept raw, those would cancel out).
     #[test]
     fn devices_with_their_own_seeds_draw_their_own_jitter() {
-        for ticks in [0, 1, 1_000, 32_768, u64::MAX] {
+        for ticks in [0, 1, 1_000, 32_768, u64::MAX - 7] {
             for count in 1..50 {
-                let unseeded = draw(ticks, count, 0).next_u64();
-                assert_eq!(unseeded, draw(ticks, count, 0).next_u64());
-                let a = draw(ticks, count, 0x0035_002B_3436_5111).next_u64();
-                let b = draw(ticks, count, 0x0035_002B_3436_5112).next_u64();
-                assert_ne!(a, b, "tick {ticks}, draw {count}");
-                assert_ne!(a, unseeded, "tick {ticks}, draw {count}");
+                assert_eq!(
+                    draw(ticks, count, 0).next_u64(),
+                    draw(ticks, count, 0).next_u64()
+                );
+                for (a, b) in [
+                    (1_u64, 2_u64),
+                    (0x0035_002B_3436_5111, 0x0035_002B_3436_5112),
+                ] {
+                    let apart = a ^ b;
+                    let one = draw(ticks, count, mixed(a)).next_u64();
+                    let other = draw(ticks ^ apart, count, mixed(b)).next_u64();
+                    assert_ne!(one, other, "tick {ticks}, draw {count}, seeds {a} and {b}");
+                    // Kept raw, the two would draw the same.
+                    assert_eq!(
+                        draw(ticks, count, a).next_u64(),
+                        draw(ticks ^ apart, count, b).next_u64()
+                    );
+                }
             }
         }
     }

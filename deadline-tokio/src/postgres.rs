@@ -206,6 +206,11 @@ impl PgError {
 /// final); a connection closed under the query, or lost, [`Outcome::Failed`] (it may have
 /// run).
 ///
+/// For an attempt that runs one query (each query here is a transaction of its own): a
+/// serialization failure says that query did nothing, not that an earlier query of the same
+/// attempt, committed, did nothing. An attempt of several queries classifies its errors
+/// itself.
+///
 /// ```
 /// use deadline_core::{Error, Outcome};
 /// use deadline_tokio::postgres::{PgError, classify};

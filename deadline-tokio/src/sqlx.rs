@@ -181,6 +181,11 @@ impl SqlxError {
 /// [`Outcome::Failed`] (the query may have run); no row (`RowNotFound`) and a closed pool
 /// [`Outcome::Fatal`]; any other (a column that does not decode, say) [`Outcome::Broken`].
 ///
+/// For an attempt that runs one query (each query here is a transaction of its own, and
+/// waits for its pooled connection first): a serialization failure, or the pool's wait
+/// running out, says that query did nothing, not that an earlier query of the same attempt,
+/// committed, did nothing. An attempt of several queries classifies its errors itself.
+///
 /// ```
 /// use deadline_core::{Error, Outcome};
 /// use deadline_tokio::sqlx::{SqlxError, classify};

@@ -99,10 +99,12 @@ fn hear<M: Mode>(
         }
         // With the advice, a copy another one overtook (or a fatal answer cut short) took at
         // least `after`: recorded there, censored as a timeout is, so that the slow copies a
-        // hedge hides still weigh in the quantiles (the advice's, and so the live hedge
-        // delay's). Only a full call has copies to cancel (a constant branch: none of this is
-        // linked for a deadline-only one). Without the advice, nothing says such a latency is
-        // a lower bound, and a microcontroller's code is spared it (112 B on a Cortex-M0).
+        // hedge hides still weigh in the advice's quantiles. The live hedge delay reads the
+        // same histogram as plain latencies (a slow first copy at its hedge's time, a hedge
+        // that lost at its own short time). Only a full call has copies to cancel (a constant
+        // branch: none of this is linked for a deadline-only one). Without the advice, nothing
+        // says such a latency is a lower bound, and a microcontroller's code is spared it
+        // (112 B on a Cortex-M0).
         #[cfg(feature = "advice")]
         EventKind::Cancelled { after, .. } if M::FULL => {
             latency.count_timeout(after);

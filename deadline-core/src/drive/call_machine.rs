@@ -485,6 +485,8 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
             return;
         };
         let attempt = failed.number();
+        // The backoff's end before the failure: a pushback the course hears may move it.
+        let backoff_end = self.course.backoff_end();
         let ran_out = self.course.failed(failed, error, outcome, now);
         if M::FULL {
             self.retry_due = true;
@@ -499,7 +501,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
         if matches!(outcome, Outcome::Fatal | Outcome::Broken) {
             self.give_up(GiveUp::NotRetryable, now, observer);
         } else if M::FULL && self.stage == Stage::Backoff {
-            self.pushback_on_backoff(outcome, now, observer);
+            self.pushback_on_backoff(outcome, backoff_end, now, observer);
         }
     }
 
@@ -556,9 +558,13 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
     /// keeps that instant for any retry of the call, whatever fails after it); a wait that
     /// would end at or past the deadline calls it off too (the next poll's decision gives up
     /// with [`GiveUp::BackoffPastDeadline`](crate::drive::GiveUp::BackoffPastDeadline)).
+    ///
+    /// `backoff_end` is the backoff's end before the failure was heard (the course has moved
+    /// it to `now + wait` if that is later).
     fn pushback_on_backoff<O: Observer + ?Sized>(
         &mut self,
         outcome: Outcome,
+        backoff_end: Instant,
         now: Instant,
         observer: &mut O,
     ) {
@@ -566,10 +572,9 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
             Outcome::Pushback(Pushback::DontRetry) => self.stage = Stage::Running,
             Outcome::Pushback(Pushback::After(wait)) => {
                 let until = now.saturating_add(wait);
-                // The course has moved the backoff's end to `until` if that is later.
                 if self.call().deadline.is_expired(until) {
                     self.stage = Stage::Running;
-                } else if until == self.course.backoff_end() {
+                } else if until > backoff_end {
                     observer.on_event(&Event::new(now, EventKind::Backoff { until, wait }));
                 }
             }
