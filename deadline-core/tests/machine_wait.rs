@@ -139,3 +139,57 @@ proptest! {
         prop_assert!(only <= 1);
     }
 }
+
+/// A server's "retry after" that ends the backoff where it already ends moves nothing, and
+/// says nothing: one `Backoff` event for the one backoff. (It was said again.)
+#[test]
+fn a_pushback_that_moves_no_backoff_makes_no_event() {
+    use deadline_core::Pushback;
+    use deadline_core::drive::{EventKind, Observe};
+
+    let policy = Policy::required("B")
+        .idempotent()
+        .with_cap(ms(100))
+        .with_retries(2)
+        .with_backoff(Backoff::constant(ms(50)))
+        .with_hedge(HedgePolicy::new(ms(10), 1));
+    let start = Instant::ZERO;
+    let call = Call::new(&policy, Deadline::after(start, ms(400)), ms(0));
+    let mut machine: CallMachine<'_, &str> = CallMachine::new(call);
+    let mut rng = SplitMix64::new(1);
+    let mut backoffs = Vec::new();
+    let mut observer = Observe(|event: &deadline_core::drive::Event| {
+        if let EventKind::Backoff { until, .. } = event.kind {
+            backoffs.push(until);
+        }
+    });
+    let at = Instant::from_millis;
+    // The first copy at 0, its hedge at 10.
+    assert!(matches!(
+        machine.poll(at(0), &mut rng, &mut observer),
+        Action::Start { slot: 0, .. }
+    ));
+    assert!(matches!(
+        machine.poll(at(0), &mut rng, &mut observer),
+        Action::Wait { .. }
+    ));
+    assert!(matches!(
+        machine.poll(at(10), &mut rng, &mut observer),
+        Action::Start { slot: 1, .. }
+    ));
+    // The hedge fails at 20: a retry after the 50 ms backoff, at 70.
+    machine.failed(1, "503", Outcome::Failed, at(20), &mut observer);
+    assert_eq!(
+        machine.poll(at(20), &mut rng, &mut observer),
+        Action::Wait { until: at(70) }
+    );
+    // The first copy says "retry after 40 ms" at 30: at 70 too.
+    let wait = Outcome::Pushback(Pushback::After(ms(40)));
+    machine.failed(0, "429", wait, at(30), &mut observer);
+    assert_eq!(
+        machine.poll(at(30), &mut rng, &mut observer),
+        Action::Wait { until: at(70) }
+    );
+    drop(observer);
+    assert_eq!(backoffs, [at(70)]);
+}
