@@ -190,6 +190,5 @@ fn a_pushback_that_moves_no_backoff_makes_no_event() {
         machine.poll(at(30), &mut rng, &mut observer),
         Action::Wait { until: at(70) }
     );
-    drop(observer);
     assert_eq!(backoffs, [at(70)]);
 }
