@@ -453,33 +453,10 @@ fn a_failed_hedge_with_no_retry_left_waits_for_the_first_copy() {
 
 /// A hedged call whose hedge (sent at 30 ms) fails after 10 ms, so that its retry backs off
 /// from 40 ms to 60 ms, while the first copy fails at 50 ms, in the middle of that backoff,
-/// with `first`; each retry answers its number after 10 ms. Two retries, a 400 ms deadline.
-/// Returns the result, the report and when each attempt started.
+/// with `first`; each retry answers its number after 10 ms. Two retries, a 400 ms deadline
+/// ([`two_copies_fail`]). Returns the result, the report and when each attempt started.
 fn server_word_during_a_backoff(first: DepError) -> (Called<u32, DepError>, Vec<Instant>) {
-    let timer = ManualTimer::new();
-    let t = &timer;
-    let b = Policy::required("B")
-        .idempotent()
-        .with_cap(ms(300))
-        .with_floor(ms(10))
-        .with_retries(2)
-        .with_backoff(Backoff::constant(ms(20)))
-        .with_hedge(HedgePolicy::new(ms(30), 1));
-    let call = Call::new(&b, Deadline::after(t.now(), ms(400)), ms(0));
-    let starts = RefCell::new(Vec::new());
-    let called = timer
-        .run(Driver::new(call, t, SplitMix64::new(3)).run(classify, |_| {
-            starts.borrow_mut().push(t.now());
-            let n = u32::try_from(starts.borrow().len()).unwrap();
-            let (latency, out) = match n {
-                1 => (ms(50), Err(first)),
-                2 => (ms(10), Err(DepError::Unavailable)),
-                _ => (ms(10), Ok(n)),
-            };
-            sim(t, latency, out)
-        }))
-        .unwrap();
-    (called, starts.into_inner())
+    two_copies_fail((50, first), (10, DepError::Unavailable))
 }
 
 #[test]
