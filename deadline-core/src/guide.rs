@@ -280,7 +280,7 @@
 //! never opens a new one, so it never mints floor tokens. Any other instant opens a fresh
 //! window, however long the floor went unused: a quiet device that draws on its floor once a
 //! month gets it whole each time. Windows are identified by the second modulo 2^22 (about
-//! 48.5 days), so the one exception is a reading within those 64 seconds of an exact multiple
+//! 48.5 days), so the one exception is a reading up to 64 seconds short of an exact multiple
 //! of 2^22 seconds after the last floor grant: it is counted in that old second, so for up to
 //! 64 seconds the floor grants at most what that second had left (withheld, never
 //! over-granted). A reading more than 64 seconds behind the current window is taken for a
