@@ -67,8 +67,10 @@ pub type AsyncIo = OnThreads<crate::AsyncIoTimer>;
 ///
 /// An attempt whose body blocks (a `std::net` socket with the attempt's limits, see
 /// [`crate::net`]) answers at its first poll, so there are no hedges (a hedge needs a second
-/// attempt running beside a pending one) and an attempt is never cut off from outside: it
-/// enforces its own limits. Retries, backoffs, the budget and the breaker work as on any
+/// attempt running beside a pending one) and such an attempt is never cut off from outside:
+/// it enforces its own limits. (An attempt that returns pending, waiting on another thread,
+/// is hedged and cut off at its timeout as on any runtime; what it waits on runs on until
+/// its own limits end it.) Retries, backoffs, the budget and the breaker work as on any
 /// runtime.
 ///
 /// ```
