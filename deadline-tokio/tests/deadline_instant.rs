@@ -663,6 +663,42 @@ async fn an_answer_a_spent_budget_hid_at_the_deadline_is_kept() {
     assert_eq!(last.into_data().unwrap(), "last");
 }
 
+/// A streaming answer complete at the deadline, fed by a channel (as a streaming handler
+/// makes one: here 300 small frames, queued before the deadline, the sender gone), is
+/// delivered whole after it, though reading the channel spends the task's cooperative
+/// budget again and again (each read takes one unit of it; tokio gives 128 per poll of the
+/// task). Each time, the channel's "pending" is the budget's, and the body gets one more poll
+/// with a fresh budget, as long as every poll gives frames. (Before, it got one such poll in
+/// its life, and the answer was cut after about 256 frames.) It is still cut where it
+/// waits, and after what `LateFrames` allows.
+#[tokio::test(start_paused = true)]
+async fn a_streaming_answer_complete_at_the_deadline_is_delivered_whole_whatever_it_costs_the_budget()
+ {
+    const FRAMES: usize = 300;
+    let (tx, rx) = tokio::sync::mpsc::channel(FRAMES);
+    for _ in 0..FRAMES {
+        tx.send(Bytes::from_static(b"x")).await.unwrap();
+    }
+    drop(tx);
+    let rx = Arc::new(std::sync::Mutex::new(Some(rx)));
+    let server = DeadlineLayer::new(HOP, ms(1_000)).layer(service_fn(move |_req: Request<()>| {
+        let rx = rx.lock().unwrap().take().expect("one request");
+        async move { Ok::<_, Infallible>(Response::new(Channel(rx))) }
+    }));
+    let response = server
+        .oneshot(request(&[("x-deadline-ms", "50")]))
+        .await
+        .unwrap();
+    tokio::time::advance(ms(60)).await;
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("the whole answer, not cut")
+        .to_bytes();
+    assert_eq!(body.len(), FRAMES);
+}
+
 /// `DeadlineLayer` around a whole axum router, as `axum::serve(listener, layer.layer(router))`
 /// serves it ([`AxumService`](deadline_tokio::layer::AxumService)): the same rules for every
 /// kind of body. A body whole when the handler answers (axum's answers from a `String`,

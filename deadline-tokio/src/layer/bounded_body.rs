@@ -24,9 +24,9 @@ pin_project_lite::pin_project! {
     ///   all, and the frame that ends it).
     /// - Once the deadline has passed, the body gets no more time: the first time it would
     ///   wait for a frame, or once it has sent what [`LateFrames`] allows, it is cut
-    ///   ([`Polled::Cut`]). Once in the body's life, a wait found with the task's cooperative
-    ///   budget spent gets one more poll first (`bounded::past_bound`): the frame may have
-    ///   been there, held back by the budget.
+    ///   ([`Polled::Cut`]). A wait found with the task's cooperative budget spent gets one
+    ///   more poll first (`bounded::past_bound`): the frame may have been there, held back
+    ///   by the budget. Once between two frames: a body that gives a frame is spared again.
     /// - Before the deadline, a body that waits is cut when the deadline comes.
     pub(crate) struct BoundedBody<B> {
         #[pin]
@@ -38,7 +38,7 @@ pin_project_lite::pin_project! {
         // Polled inside a scope with the deadline (a handler's body), or not.
         scoped: bool,
         // Given its one more poll past the deadline with the task's budget spent
-        // (`bounded::past_bound`).
+        // (`bounded::past_bound`), since its last frame.
         spared: bool,
         late: LateFrames,
     }
@@ -111,6 +111,11 @@ impl<B: Body> BoundedBody<B> {
         };
         match frame {
             Poll::Ready(Some(Ok(frame))) => {
+                // A body that gives frames is spared again the next time the budget holds it
+                // back: a channel's stream spends a unit of the budget on each frame, and
+                // one complete at the deadline is read over as many polls as it needs
+                // (`LateFrames` still bounds one that never ends).
+                *this.spared = false;
                 // A frame that ends the body (trailers are always the last frame, though a
                 // stream body says it has ended only when polled again) is sent whatever the
                 // time: no clock to read. A frame with more to come, after the deadline,
