@@ -291,7 +291,7 @@ impl<'n, Rt, M> Dependency<'n, Rt, M> {
 
     /// Its latency histogram, to read: each attempt that answers is recorded with its own
     /// latency, and each that times out with how long it ran, which it took at least (with
-    /// feature `advice`, at the cap when that came within an allowance of it:
+    /// feature `advice`, at the cap when that came within 11 ms of it, at most half the cap:
     /// [`advice`](Self::advice)); it is halved every [`LATENCY_HALF_LIFE`](Self::LATENCY_HALF_LIFE) latencies,
     /// so that it follows what the dependency does now.
     /// Record into it with [`record_latency`](Self::record_latency), which keeps the live
@@ -429,10 +429,11 @@ impl<'n, Rt, M: Mode> Dependency<'n, Rt, M> {
 
     /// Records one attempt that timed out after `after` (as each call does; feature
     /// `advice`): into the histogram at `after`, a lower bound of its latency, and into the
-    /// timeouts' histogram, as censored there (see [`advice`](Self::advice)); within one
-    /// hop's allowance below the cap (5 ms, at most a quarter of the cap), at the cap, as the
-    /// cap's kill whose end came back a little before it (the next service answering that
-    /// the cap's time it was told ran out).
+    /// timeouts' histogram, as censored there (see [`advice`](Self::advice)); within 11 ms
+    /// below the cap (at most half the cap), at the cap, as the cap's kill whose end came
+    /// back a little before it (the next service answering that the cap's time it was told,
+    /// the cap less the hop's allowance, ran out: a server on this library answers its reply
+    /// margin before that).
     #[cfg(feature = "advice")]
     pub fn record_timeout(&self, after: Duration) {
         let at = self.advice.timed_out_at(&self.policy, after);

@@ -72,9 +72,9 @@ impl Observer for Recorder<'_> {
 /// ran), keeping the `live` quantile's hedge delay up to date in a full call (a deadline-only
 /// call never hedges: a constant branch, so none of the code that reads a quantile is linked
 /// for it); with feature `advice`, a timeout or a cancellation recorded apart too (a timeout
-/// at the cap when it came within an allowance of it) and, in a full call, the advice checked every [`LiveAdvice::EVERY`] latencies when
-/// something reads it (a deadline-only call checks nothing); with feature `tracing`, a
-/// tracing event.
+/// at the cap when it came within 11 ms of it) and, in a full call, the advice checked every
+/// [`LiveAdvice::EVERY`] latencies when something reads it (a deadline-only call checks
+/// nothing); with feature `tracing`, a tracing event.
 #[inline]
 fn hear<M: Mode>(
     name: &str,
@@ -86,7 +86,7 @@ fn hear<M: Mode>(
     let took = match event.kind {
         EventKind::Succeeded { took, .. } => Some(took),
         EventKind::TimedOut { after, .. } => {
-            // With the advice, one that came within an allowance of the cap is the cap's kill,
+            // With the advice, one that came within 11 ms of the cap is the cap's kill,
             // recorded at the cap (`LiveAdvice::timed_out_at`).
             #[cfg(feature = "advice")]
             let after = {

@@ -8,7 +8,7 @@ use crate::advice::Advice;
 use crate::dependency_policy::Policy;
 use crate::sync::{AtomicU32, Ordering};
 use crate::time::Instant;
-use crate::wire::Propagation;
+use crate::wire::{Propagation, ServerPolicy};
 
 use super::latency::{LiveLatency, MicrosCell};
 
@@ -83,30 +83,38 @@ impl LiveAdvice {
     }
 
     /// Where an attempt of a dependency called as `policy` that timed out after `after` is
-    /// recorded: at the cap in use when `after` came within one hop's allowance of it, else
-    /// at `after`. The allowance is [`Propagation::DEFAULT`]'s, 5 ms, and at most a quarter
-    /// of the cap (a fast dependency's next service is told less than 5 ms less).
+    /// recorded: at the cap in use when `after` came within [`CAP_WINDOW`](Self::CAP_WINDOW)
+    /// of it (at most half the cap), else at `after`.
     ///
-    /// The cap cut such an attempt: the next service it called was told the cap less that
-    /// allowance, and answered that its time ran out a little before the cap (a 504, a
-    /// `DEADLINE_EXCEEDED`). Recorded when it came, in a bucket below the cap, it would read
-    /// as cut by its caller's shorter deadline, and the cap as killing none. A timeout that
-    /// comes earlier (a connect limit, a shorter time the request carried, a statement
+    /// The cap cut such an attempt: the next service it called was told the cap less the
+    /// hop's allowance, rounded down to a millisecond, and answered that its time ran out a
+    /// little before that (a 504, a `DEADLINE_EXCEEDED`; a server on this library answers
+    /// its reply margin early). Recorded when it came, in a bucket below the cap, it would
+    /// read as cut by its caller's shorter deadline, and the cap as killing none. A timeout
+    /// that comes earlier (a connect limit, a shorter time the request carried, a statement
     /// timeout, a next service's own early answer, a caller's deadline) is censored where it
     /// came. So is one a next service told with a larger allowance gives (it answers earlier
-    /// still); and a caller's deadline inside the window is read as the cap's (it nearly was).
+    /// still); and a caller's deadline inside the window is read as the cap's (it nearly
+    /// was). Half the cap at most: below that, the cap's own kills cannot come (a fast
+    /// dependency's next service is told too little to answer so early).
     #[must_use]
     pub(crate) fn timed_out_at(&self, policy: &Policy, after: Duration) -> Duration {
         let cap = self.cap(policy);
-        let window = Propagation::DEFAULT
-            .allowance()
-            .min(cap.checked_div(4).unwrap_or(cap));
+        let window = Self::CAP_WINDOW.min(cap.checked_div(2).unwrap_or(cap));
         if after < cap && cap.saturating_sub(after) <= window {
             cap
         } else {
             after
         }
     }
+
+    /// How long before the cap a next service told the cap's time answers that it ran out,
+    /// at most: [`Propagation::DEFAULT`]'s allowance and its millisecond unit
+    /// ([`Propagation::needs`], 6 ms), and the reply margin of a server on this library
+    /// ([`ServerPolicy::DEFAULT_REPLY_MARGIN`], 5 ms): 11 ms.
+    pub(crate) const CAP_WINDOW: Duration = Propagation::DEFAULT
+        .needs()
+        .saturating_add(ServerPolicy::DEFAULT_REPLY_MARGIN);
 
     /// Whether the advice is checked for a dependency called as `policy`: when it is
     /// published (feature `metrics` or `tracing`) or its cap follows the latencies.
@@ -205,9 +213,9 @@ mod tests {
         assert_eq!(live.cap(&fixed), ms(50), "a fixed cap does not move");
     }
 
-    /// The window below the cap: 5 ms, at most a quarter of the cap; at its edge, inside.
+    /// The window below the cap: 11 ms, at most half the cap; at its edge, inside.
     #[test]
-    fn a_timeout_within_an_allowance_of_the_cap_is_recorded_at_the_cap() {
+    fn a_timeout_within_the_window_below_the_cap_is_recorded_at_the_cap() {
         let at = |cap: Duration, after: Duration| {
             let policy = if cap == Duration::MAX {
                 Policy::required("p")
@@ -217,13 +225,13 @@ mod tests {
             LiveAdvice::new(&policy).timed_out_at(&policy, after)
         };
         let us = Duration::from_micros;
-        assert_eq!(at(ms(50), ms(45)), ms(50));
-        assert_eq!(at(ms(50), ms(45) - us(1)), ms(45) - us(1));
+        assert_eq!(at(ms(50), ms(39)), ms(50));
+        assert_eq!(at(ms(50), ms(39) - us(1)), ms(39) - us(1));
         assert_eq!(at(ms(50), ms(50)), ms(50));
         assert_eq!(at(ms(50), ms(3)), ms(3));
-        // A 4 ms cap: a window of 1 ms, so a caller's 2 ms is its own.
-        assert_eq!(at(ms(4), ms(3)), ms(4));
-        assert_eq!(at(ms(4), ms(2)), ms(2));
+        // A 4 ms cap: a window of 2 ms, so a caller's 1 ms is its own.
+        assert_eq!(at(ms(4), ms(2)), ms(4));
+        assert_eq!(at(ms(4), ms(2) - us(1)), ms(2) - us(1));
         // No cap: nothing is the cap's.
         assert_eq!(at(Duration::MAX, ms(2)), ms(2));
     }
