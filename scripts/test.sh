@@ -25,17 +25,14 @@ if [ "$(id -u)" != 0 ]; then
 fi
 
 step "system packages"
-# package: the command or file that says it is installed
+# Each missing package, by the command or file that says it is installed; then one update
+# and one install for them all, waiting for the package lock (a machine just booted may be
+# updating itself).
+MISSING=()
 need() {
   local package=$1 present=$2
-  if compgen -G "$present" >/dev/null || command -v "$present" >/dev/null; then
-    return
-  fi
-  if command -v apt-get >/dev/null; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$package"
-  else
-    echo "test.sh: $package is missing and cannot be installed here (needs apt-get)" >&2
-    exit 1
+  if ! compgen -G "$present" >/dev/null && ! command -v "$present" >/dev/null; then
+    MISSING+=("$package")
   fi
 }
 need build-essential cc
@@ -45,6 +42,27 @@ need postgresql '/usr/lib/postgresql/*/bin/initdb'
 need iproute2 ip
 need qemu-system-arm qemu-system-arm
 need valgrind valgrind
+if [ ${#MISSING[@]} -gt 0 ]; then
+  if ! command -v apt-get >/dev/null; then
+    echo "test.sh: ${MISSING[*]} missing and cannot be installed here (needs apt-get)" >&2
+    exit 1
+  fi
+  apt-get -o DPkg::Lock::Timeout=600 update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq "${MISSING[@]}"
+fi
+# Root may still lack the right to make a network namespace (a container without
+# CAP_NET_ADMIN and CAP_SYS_ADMIN); and the firmware runs on QEMU's mps2-an386 board, which
+# QEMU has from 6.0. Both are found out now, not partway through.
+probe="deadline-probe-$$"
+if ! ip netns add "$probe" 2>/dev/null; then
+  echo "test.sh: cannot make a network namespace (ip netns add), which the network-fault tests need: in a container, run it with --cap-add NET_ADMIN --cap-add SYS_ADMIN (or --privileged)" >&2
+  exit 1
+fi
+ip netns del "$probe"
+if ! qemu-system-arm -machine help | grep -q '^mps2-an386 '; then
+  echo "test.sh: this qemu-system-arm has no mps2-an386 board, which runs the firmware: QEMU 6.0 or later is needed ($(qemu-system-arm --version | head -n 1))" >&2
+  exit 1
+fi
 
 # Every test run's output is kept here too, to add up the results at the end.
 RESULTS=$(mktemp)

@@ -155,20 +155,36 @@ fn remove_stale() {
     }
 }
 
-/// A /30 in 10.254.0.0/16 that no route on this machine leads to yet: ours and theirs.
+/// A /30 in 10.254.0.0/16 that no route on this machine but a default one leads to yet:
+/// ours and theirs.
 fn free_subnet() -> (Ipv4Addr, Ipv4Addr) {
     let start = std::process::id() % 250;
     for i in 0..250 {
         let third = u8::try_from((start + i) % 250).unwrap();
         let theirs = Ipv4Addr::new(10, 254, third, 2);
-        // No route at all, or only through a gateway (the default route): free. A route
-        // of its own (a link) means someone uses it.
-        let route = Command::new("ip")
-            .args(["-4", "route", "get", &theirs.to_string()])
+        // No route to it in any table but a default one: free. A route of its own, to a
+        // link or through a gateway (a VPN's, a cluster's), means someone uses it, and the
+        // link made here would hide their hosts while it lasts.
+        let routes = Command::new("ip")
+            .args([
+                "-4",
+                "route",
+                "show",
+                "table",
+                "all",
+                "match",
+                &theirs.to_string(),
+            ])
             .output()
-            .unwrap_or_else(|e| panic!("cannot run `ip route get` ({e}): install iproute2"));
-        let route = String::from_utf8_lossy(&route.stdout);
-        if route.is_empty() || route.contains(" via ") || route.starts_with("unreachable") {
+            .unwrap_or_else(|e| panic!("cannot run `ip route show` ({e}): install iproute2"));
+        let routes = String::from_utf8_lossy(&routes.stdout);
+        let only_default = routes.lines().all(|route| {
+            route
+                .split_whitespace()
+                .take(2)
+                .any(|word| word == "default")
+        });
+        if only_default {
             return (Ipv4Addr::new(10, 254, third, 1), theirs);
         }
     }
