@@ -38,9 +38,13 @@ use crate::clock::{TokioClock, TokioTimer};
 /// pending at the deadline with that budget spent (a tokio resource then reads pending,
 /// whatever it holds), `fut` is polled once more, in the task's next poll, before it is cut.
 ///
-/// The enclosing deadline is read each time the future is polled, not when `scope` is called,
-/// so the rule holds whatever the order of construction: a future built outside a request's
-/// scope sees the earliest of its own deadline and every deadline around it when it runs.
+/// The enclosing deadline is read when the future runs, not when `scope` is called, so the
+/// rule holds whatever the order of construction: a future built outside a request's scope
+/// sees the earliest of its own deadline and every deadline around it ([`current`] reads it
+/// at each poll), and is cut at that earliest one. The cut takes the enclosing deadline once,
+/// when its timer is made at `fut`'s first pending poll: a scope polled once outside a
+/// deadline and then moved under one keeps its own instant for the cut (the work inside still
+/// reads the earlier deadline).
 ///
 /// ```
 /// use deadline_core::{Clock, Deadline, Error, ms};

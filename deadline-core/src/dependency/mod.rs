@@ -169,7 +169,11 @@ impl<'n, Rt> Dependency<'n, Rt> {
         }
     }
 
-    /// The same dependency drawing its retries and hedges from `budget`.
+    /// The same dependency drawing its retries and hedges from `budget`, its own: each
+    /// dependency keeps one. (A budget kept in a `const` and given to several dependencies is
+    /// copied into each, not shared. For one budget across several kinds of call, give each
+    /// call a `static` one with [`Call::with_budget`](crate::call::Call::with_budget) and
+    /// drive it.)
     #[must_use]
     pub const fn budget(mut self, budget: RetryBudget) -> Self {
         self.budget = Some(budget);
