@@ -21,7 +21,10 @@ const PPM: u32 = 1_000_000;
 /// assert_eq!(Quantile::P95.nearest_rank(1), 1);
 /// assert_eq!(Quantile::P999.nearest_rank(1000), 999);
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+///
+/// It has no `Default`: no one quantile is right for every use (a hedge is sent at p95, a
+/// cap set at p99.9), and a zero default would be the smallest value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Quantile {
     ppm: u32,
