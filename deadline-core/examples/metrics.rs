@@ -32,6 +32,8 @@ fn main() {
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
     metrics::with_local_recorder(&recorder, || {
+        // Each metric's unit and description, for the exporter.
+        deadline_core::observe::describe_metrics();
         for i in 0u64..100 {
             // Every seventh request arrives with 30 ms; the rest with 200 ms. The service
             // answers in 12 ms, but one attempt in five hangs.

@@ -89,7 +89,7 @@ fn a_call_dropped_before_it_ends_is_counted_with_what_it_did() {
         counter("deadline_retries_total"),
         Some(&DebugValue::Counter(1))
     );
-    assert_eq!(counter("deadline_call_seconds"), None);
+    assert_eq!(counter("deadline_call_duration_seconds"), None);
 
     // Dropped before its first poll: it never started, and counts nothing.
     drop(LEFT.run(|_| async { Ok::<_, ()>(()) }).into_future());

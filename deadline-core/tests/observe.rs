@@ -129,6 +129,7 @@ fn counters_metrics_and_tracing_see_every_step() {
     let snapshotter = recorder.snapshotter();
     let collect = Collect::default();
     let (scripted, skipped) = metrics::with_local_recorder(&recorder, || {
+        deadline_core::observe::describe_metrics();
         tracing::subscriber::with_default(collect.clone(), scripted_calls)
     });
     assert_eq!(scripted, Ok(3));
@@ -150,25 +151,34 @@ fn counters_metrics_and_tracing_see_every_step() {
     // The histogram: attempt 0 at its 20 ms timeout, attempt 2's 3 ms answer.
     assert_eq!(SCRIPTED.latency().count(), 2);
 
-    // The metrics recorder: the same counts, per dependency, and the call's duration.
+    // The metrics recorder: the same counts, per dependency, and the call's duration with its
+    // outcome; each described (`describe_metrics`), with its unit.
     let mut counters = std::collections::BTreeMap::new();
     let mut seconds = Vec::new();
-    for (key, _, _, value) in snapshot_vec(&snapshotter) {
-        let dependency = key
-            .key()
-            .labels()
-            .find(|l| l.key() == "dependency")
-            .map(|l| l.value().to_owned())
-            .unwrap_or_default();
+    for (key, unit, description, value) in snapshot_vec(&snapshotter) {
+        let name = key.key().name().to_owned();
+        let label = |wanted: &str| {
+            key.key()
+                .labels()
+                .find(|l| l.key() == wanted)
+                .map(|l| l.value().to_owned())
+                .unwrap_or_default()
+        };
+        let dependency = label("dependency");
+        assert!(description.is_some(), "{name} is described");
         match value {
             DebugValue::Counter(n) => {
-                counters.insert((key.key().name().to_owned(), dependency), n);
+                assert_eq!(unit, Some(metrics::Unit::Count), "{name}");
+                counters.insert((name, dependency), n);
             }
             DebugValue::Histogram(values) => {
+                assert_eq!(name, "deadline_call_duration_seconds");
+                assert_eq!(unit, Some(metrics::Unit::Seconds), "{name}");
+                let outcome = label("outcome");
                 seconds.extend(
                     values
                         .into_iter()
-                        .map(|v| (dependency.clone(), v.into_inner())),
+                        .map(|v| (dependency.clone(), outcome.clone(), v.into_inner())),
                 );
             }
             DebugValue::Gauge(_) => {}
@@ -186,6 +196,7 @@ fn counters_metrics_and_tracing_see_every_step() {
         seconds,
         vec![(
             "scripted".to_owned(),
+            "success".to_owned(),
             Duration::from_millis(33).as_secs_f64()
         )]
     );

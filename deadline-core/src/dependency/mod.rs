@@ -4,7 +4,7 @@
 
 mod latency;
 #[cfg(feature = "metrics")]
-mod metrics;
+pub(crate) mod metrics;
 mod record;
 mod run;
 mod steps;
