@@ -18,7 +18,7 @@
 //! cancels everything it was waiting for, and the result is
 //! [`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded). A scope inside a scope keeps the earlier of the two
 //! deadlines; `propagate` carries the current deadline into a spawned task, which would not
-//! see it otherwise, and bounds it there too. `low_level::with_deadline` sets the deadline without bounding the work,
+//! see it otherwise. `low_level::with_deadline` sets the deadline without bounding the work,
 //! for work that bounds itself.
 //!
 //! # A call's timeout from the time left

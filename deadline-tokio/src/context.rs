@@ -135,34 +135,25 @@ pub fn with_deadline<F: Future>(deadline: Deadline, fut: F) -> Scoped<F> {
     deadline_core::runtime::with_deadline::<Tokio, F>(deadline, fut)
 }
 
-/// [`scope`] with the deadline current *now*, where `propagate` is called: for a future
-/// about to be spawned, which would not see the current deadline otherwise. The spawned work
-/// reads the deadline, and ends at it with [`Error::DeadlineExceeded`], as the request it
-/// was split off from does: nothing runs on for a request nobody waits for. Outside any
-/// scope it bounds nothing. Awaited inside a scope with an earlier deadline, it ends at that
-/// one. (For work that must only read the deadline, and bound itself,
-/// [`low_level::with_deadline`](crate::low_level::with_deadline) with [`current`].)
+/// Runs `fut` with the deadline current *now*, where `propagate` is called, without bounding
+/// it ([`with_deadline`]): for a future about to be spawned, which would not see the current
+/// deadline otherwise. Awaited inside a scope with an earlier deadline, it sees that one.
 ///
 /// ```
-/// use deadline_core::{Error, ms};
+/// use deadline_core::ms;
 /// use deadline_tokio::{propagate, remaining, scope_timeout};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
-/// let (left, audit) = scope_timeout(ms(200), async {
-///     let left = tokio::spawn(propagate(async { remaining() }));
-///     // A second of work, spawned for a request with 200 ms left: cut at 200 ms.
-///     let audit = tokio::spawn(propagate(tokio::time::sleep(ms(1_000))));
-///     (left.await.unwrap(), audit)
+/// let left = scope_timeout(ms(200), async {
+///     tokio::spawn(propagate(async { remaining() })).await.unwrap()
 /// })
-/// .await
-/// .unwrap();
+/// .await;
 /// assert_eq!(left, Ok(Some(ms(200))));
-/// assert_eq!(audit.await.unwrap(), Err(Error::DeadlineExceeded));
 /// # }
 /// ```
-pub fn propagate<F: IntoFuture>(fut: F) -> Scope<F::IntoFuture> {
-    scope(current_or_never(), fut)
+pub fn propagate<F: Future>(fut: F) -> Scoped<F> {
+    with_deadline(current_or_never(), fut)
 }
 
 /// `fut`, bounded by the current deadline if there is one (read when it is first polled,

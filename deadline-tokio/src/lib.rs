@@ -40,8 +40,7 @@
 //!
 //! The current deadline belongs to the future a scope wraps, as a task-local's value does:
 //! [`current`] and [`remaining`] read it anywhere below, a task started with `tokio::spawn`
-//! sees it only through [`propagate`] (which bounds it there too), and nested scopes can
-//! only shorten it. [`Tokio`] is
+//! sees it only through [`propagate`], and nested scopes can only shorten it. [`Tokio`] is
 //! the runtime the core's types run on here; [`time`] holds its clock and timer, and
 //! [`low_level`] the pieces beneath `Dependency::run` for code that keeps no static.
 //!

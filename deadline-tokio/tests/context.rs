@@ -118,37 +118,10 @@ async fn spawned_tasks_see_the_deadline_only_when_propagated() {
         let kept = tokio::spawn(propagate(async { remaining() }))
             .await
             .unwrap();
-        assert_eq!(kept, Ok(Some(ms(200))));
+        assert_eq!(kept, Some(ms(200)));
     })
     .await
     .expect("inside its scope");
-}
-
-/// Work spawned with the request's deadline ends at it, as the request does: a second of
-/// work spawned 50 ms into a 100 ms request is dropped at 100 ms, though the request's own
-/// scope ended before (nobody waits for it). (Before, `propagate` only set the deadline, and
-/// the work ran its second.) Outside any scope, nothing is bounded.
-#[tokio::test(start_paused = true)]
-async fn propagated_work_ends_at_the_deadline_it_carries() {
-    let start = tokio::time::Instant::now();
-    let mut spawned = None;
-    scope_timeout(ms(100), async {
-        tokio::time::sleep(ms(50)).await;
-        spawned = Some(tokio::spawn(propagate(async {
-            tokio::time::sleep(ms(1_000)).await;
-            "done"
-        })));
-    })
-    .await
-    .expect("inside its scope");
-    let spawned = spawned.expect("spawned");
-    assert_eq!(spawned.await.unwrap(), Err(Error::DeadlineExceeded));
-    assert_eq!(start.elapsed(), ms(100));
-    let unbounded = tokio::spawn(propagate(async {
-        tokio::time::sleep(ms(1_000)).await;
-        "done"
-    }));
-    assert_eq!(unbounded.await.unwrap(), Ok("done"));
 }
 
 #[tokio::test(start_paused = true)]

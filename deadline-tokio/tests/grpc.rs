@@ -264,10 +264,9 @@ async fn a_hundred_calls_from_a_channel_behind_propagate_layer_are_deadline_exce
     );
     let calls = (0..100).map(|_| {
         let client = client.clone();
-        deadline_tokio::scope_timeout(
-            ms(50),
-            async move { call(client, work(FOREVER, None)).await },
-        )
+        deadline_tokio::propagate(deadline_tokio::scope_timeout(ms(50), async move {
+            call(client, work(FOREVER, None)).await
+        }))
     });
     let results: Vec<_> = join_all(calls)
         .await
@@ -298,9 +297,9 @@ async fn a_channels_own_timer_on_a_shorter_timeout_set_on_the_call_is_deadline_e
     );
     let calls = (0..100).map(|_| {
         let client = client.clone();
-        deadline_tokio::scope_timeout(ms(1_000), async move {
+        deadline_tokio::propagate(deadline_tokio::scope_timeout(ms(1_000), async move {
             call(client, work(FOREVER, Some(ms(50)))).await
-        })
+        }))
     });
     // A call the scope cut at its deadline reads as the scope's error, `DEADLINE_EXCEEDED`.
     let results: Vec<_> = join_all(calls)

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use deadline_core::wire::Propagation;
 use deadline_core::{Clock, Deadline, Policy, ms};
-use deadline_tokio::low_level::{decide, with_deadline};
+use deadline_tokio::low_level::decide;
 use deadline_tokio::time::TokioClock;
 use deadline_tokio::{current, propagate, remaining, scope, scope_timeout};
 use http::{Request, Response};
@@ -60,22 +60,21 @@ async fn propagate_built_outside_a_scope_runs_with_the_scope_it_is_awaited_in() 
     })
     .await
     .expect("inside its scope");
-    assert_eq!(left, Ok(Some(ms(70))));
+    assert_eq!(left, Some(ms(70)));
 }
 
 /// A scope asking for longer than the deadline around it is bounded by that one too: in a
-/// spawned task that only reads a 200 ms request's deadline (`with_deadline`, which bounds
-/// nothing itself), a 5 s scope over a second of work is cut at 200 ms, the deadline its
-/// work reads.
+/// spawned task that carries a 200 ms request's deadline (`propagate`, which bounds nothing
+/// itself), a 5 s scope over a second of work is cut at 200 ms, the deadline its work reads.
 #[tokio::test(start_paused = true)]
 async fn a_longer_scope_is_cut_at_the_earlier_deadline_around_it() {
     let start = tokio::time::Instant::now();
     let mut spawned = None;
     scope_timeout(ms(200), async {
-        spawned = Some(tokio::spawn(with_deadline(
-            current().expect("inside its scope"),
-            scope_timeout(ms(5_000), tokio::time::sleep(ms(1_000))),
-        )));
+        spawned = Some(tokio::spawn(propagate(scope_timeout(
+            ms(5_000),
+            tokio::time::sleep(ms(1_000)),
+        ))));
     })
     .await
     .expect("inside its scope");

@@ -101,14 +101,11 @@ pub fn scope_timeout<Rt: Runtime, F: IntoFuture>(
     scope(Deadline::after(Rt::timer().now(), timeout), fut)
 }
 
-/// [`scope`] with the deadline current *now*, where this is called (or [`Deadline::NEVER`]
-/// outside any scope): for a future about to be spawned, which would not see the deadline
-/// otherwise. The spawned work reads the deadline and ends at it, with
-/// [`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded), as the work it was split off
-/// from does. (For work that must only read the deadline and bound itself,
-/// [`with_deadline`] with [`current`].)
-pub fn propagate<Rt: Runtime, F: IntoFuture>(fut: F) -> Scope<Rt, F::IntoFuture> {
-    scope(Rt::current().unwrap_or(Deadline::NEVER), fut)
+/// Runs `fut` with the deadline current *now*, where this is called (or [`Deadline::NEVER`]
+/// outside any scope), without bounding it ([`with_deadline`]): for a future about to be
+/// spawned, which would not see the deadline otherwise.
+pub fn propagate<Rt: Runtime, F: Future>(fut: F) -> Scoped<Rt, F> {
+    with_deadline(Rt::current().unwrap_or(Deadline::NEVER), fut)
 }
 
 /// Tells `Rt` what a request sent from the current scope told its next service: an adapter

@@ -108,15 +108,9 @@ async fn main() {
             std::process::exit(1);
         }
 
-        // Work handed to another task sees the deadline, and ends at it, only when it is
-        // propagated.
+        // Work handed to another task sees the deadline only when it is propagated.
         let audit = tokio::spawn(propagate(async { remaining() }));
-        let left = audit
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .flatten()
-            .unwrap_or_default();
+        let left = audit.await.ok().flatten().unwrap_or_default();
         println!(
             "{:>4} ms  spawned audit task: {} ms left",
             at(t0),
