@@ -46,11 +46,12 @@
 //!   beyond it. A cap whose kills are alone more than its stated rate of every latency
 //!   recorded kills too many however few attempts ran as far.
 //!
-//! A [`Dependency`](crate::Dependency) records a timeout that came within 11 ms below the cap
-//! (at most half the cap) at the cap: the next service, told the cap less the hop's 5 ms
-//! allowance, rounded down to a millisecond, answered that its time ran out (a server on
-//! this library answers its 5 ms reply margin before that). It records any other timeout, a
-//! caller's deadline's among them, when it came.
+//! A [`Dependency`](crate::Dependency) records a timeout of an attempt its cap limited that
+//! came within 11 ms below the cap (at most half the cap) at the cap: the next service, told
+//! the cap less the hop's 5 ms allowance, rounded down to a millisecond, answered that its
+//! time ran out (a server on this library answers its 5 ms reply margin before that). It
+//! records any other timeout when it came: one of an attempt its caller's nearer deadline
+//! limited (however near the cap), or one that came earlier.
 //!
 //! Every value is the upper bound of its bucket (the histogram's error: at most 3.125% above
 //! the true value for a server's histogram), and the kill fraction counts the whole bucket

@@ -47,7 +47,7 @@ pub(crate) fn emit(name: &str, event: &Event) {
                 "attempt failed"
             );
         }
-        EventKind::TimedOut { attempt, after } => {
+        EventKind::TimedOut { attempt, after, .. } => {
             debug!(
                 dependency = name,
                 attempt,

@@ -715,6 +715,61 @@ fn a_next_service_of_this_librarys_own_running_out_of_the_caps_time_is_the_caps_
     }
 }
 
+static NEARER: Dependency<ManualRuntime> =
+    Dependency::new(Policy::required("nearer").with_cap(ms(50)));
+
+/// Calls whose caller's deadline was nearer than the cap: each request has 45 ms, so each
+/// attempt is given 45 ms, not the 50 ms cap. A slow answer is cut at 45 ms by the driver,
+/// or answered 504 by a next service on this library about 10 ms before that: either way
+/// the caller's deadline cut it, not the cap, however near the cap it came. The cap killed
+/// none. (Before, a timeout within the window below the cap was read as the cap's whatever
+/// the attempt's own timeout, and the advice would raise a cap that cut nothing.) In 2 000
+/// calls, 100 slow of each kind.
+#[test]
+fn a_callers_cut_near_the_cap_is_not_the_caps_kill() {
+    ManualRuntime::block_on(async {
+        for k in 0..2_000u32 {
+            let slow = k % 20;
+            let answer = scope_timeout::<ManualRuntime, _>(ms(45), async {
+                NEARER
+                    .run(|limits: Limits| async move {
+                        match slow {
+                            // Never answers: the driver cuts it at its 45 ms.
+                            0 => core::future::pending().await,
+                            // Its next service's 504, as `own_next_service` gives it.
+                            10 => {
+                                own_next_service(
+                                    limits.deadline(),
+                                    true,
+                                    Duration::from_micros(300),
+                                )
+                                .await
+                            }
+                            _ => {
+                                own_next_service(
+                                    limits.deadline(),
+                                    false,
+                                    Duration::from_micros(300),
+                                )
+                                .await
+                            }
+                        }
+                    })
+                    .await
+            })
+            .await;
+            assert_eq!(
+                answer.is_ok_and(|a| a.is_ok()),
+                slow != 0 && slow != 10,
+                "{k}"
+            );
+        }
+    })
+    .unwrap();
+    let advice = NEARER.advice().unwrap();
+    assert_eq!((advice.timed_out, advice.killed), (200, 0), "{advice:?}");
+}
+
 /// The timeouts are halved with the latencies: after a half-life of nothing but timeouts,
 /// as many of each remain, and as many answers after them in the same bucket are answers,
 /// not timeouts.

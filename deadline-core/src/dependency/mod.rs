@@ -295,7 +295,8 @@ impl<'n, Rt, M> Dependency<'n, Rt, M> {
 
     /// Its latency histogram, to read: each attempt that answers is recorded with its own
     /// latency, and each that times out with how long it ran, which it took at least (with
-    /// feature `advice`, at the cap when that came within 11 ms of it, at most half the cap:
+    /// feature `advice`, at the cap when the cap limited it and that came within 11 ms of
+    /// it, at most half the cap:
     /// [`advice`](Self::advice)); it is halved every [`LATENCY_HALF_LIFE`](Self::LATENCY_HALF_LIFE) latencies,
     /// so that it follows what the dependency does now.
     /// Record into it with [`record_latency`](Self::record_latency), which keeps the live
@@ -431,16 +432,18 @@ impl<'n, Rt, M: Mode> Dependency<'n, Rt, M> {
         let _ = self.latency.record(latency, self.live_quantile());
     }
 
-    /// Records one attempt that timed out after `after` (as each call does; feature
-    /// `advice`): into the histogram at `after`, a lower bound of its latency, and into the
-    /// timeouts' histogram, as censored there (see [`advice`](Self::advice)); within 11 ms
-    /// below the cap (at most half the cap), at the cap, as the cap's kill whose end came
-    /// back a little before it (the next service answering that the cap's time it was told,
-    /// the cap less the hop's allowance, ran out: a server on this library answers its reply
-    /// margin before that).
+    /// Records one attempt that timed out after `after`, an attempt its cap limited (as each
+    /// call does for one; feature `advice`): into the histogram at `after`, a lower bound of
+    /// its latency, and into the timeouts' histogram, as censored there (see
+    /// [`advice`](Self::advice)); within 11 ms below the cap (at most half the cap), at the
+    /// cap, as the cap's kill whose end came back a little before it (the next service
+    /// answering that the cap's time it was told, the cap less the hop's allowance, ran out:
+    /// a server on this library answers its reply margin before that). A call records an
+    /// attempt its caller's nearer deadline limited where it ended, however near the cap.
     #[cfg(feature = "advice")]
     pub fn record_timeout(&self, after: Duration) {
-        let at = self.advice.timed_out_at(&self.policy, after);
+        let cap = self.advice.cap(&self.policy);
+        let at = self.advice.timed_out_at(&self.policy, after, cap);
         self.latency.count_timeout(at);
         let _ = self.latency.record(at, self.live_quantile());
     }

@@ -85,16 +85,18 @@ fn hear<M: Mode>(
 ) {
     let took = match event.kind {
         EventKind::Succeeded { took, .. } => Some(took),
-        EventKind::TimedOut { after, .. } => {
-            // With the advice, one that came within 11 ms of the cap is the cap's kill,
-            // recorded at the cap (`LiveAdvice::timed_out_at`).
+        EventKind::TimedOut { after, timeout, .. } => {
+            // With the advice, one of an attempt its cap limited that came within 11 ms of
+            // the cap is the cap's kill, recorded at the cap (`LiveAdvice::timed_out_at`).
             #[cfg(feature = "advice")]
             let after = {
                 let (policy, advice) = watch;
-                let at = advice.timed_out_at(policy, after);
+                let at = advice.timed_out_at(policy, after, timeout);
                 latency.count_timeout(at);
                 at
             };
+            #[cfg(not(feature = "advice"))]
+            let _ = timeout;
             Some(after)
         }
         // With the advice, a copy another one overtook (or a fatal answer cut short) took at

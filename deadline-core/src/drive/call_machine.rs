@@ -324,6 +324,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
                         EventKind::TimedOut {
                             attempt: number,
                             after,
+                            timeout: after,
                         },
                     ));
                 }
@@ -485,6 +486,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
             return;
         };
         let attempt = failed.number();
+        let timeout = failed.timeout();
         // The backoff's end before the failure: a pushback the course hears may move it.
         let backoff_end = self.course.backoff_end();
         let ran_out = self.course.failed(failed, error, outcome, now);
@@ -494,7 +496,11 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
         // An error that says the attempt ran out of time is its timeout: heard as one (the
         // dependency's histogram records it, as when the driver cuts an attempt off).
         let kind = match ran_out {
-            Some(after) => EventKind::TimedOut { attempt, after },
+            Some(after) => EventKind::TimedOut {
+                attempt,
+                after,
+                timeout,
+            },
             None => EventKind::Failed { attempt, outcome },
         };
         observer.on_event(&Event::new(now, kind));
