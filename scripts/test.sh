@@ -47,7 +47,15 @@ if [ ${#MISSING[@]} -gt 0 ]; then
     echo "test.sh: ${MISSING[*]} missing and cannot be installed here (needs apt-get)" >&2
     exit 1
   fi
-  apt-get -o DPkg::Lock::Timeout=600 update -qq
+  # (`update` may not wait for its own lock: it is tried again, 10 times, 30 s apart.)
+  for try in 1 2 3 4 5 6 7 8 9 10; do
+    if apt-get -o DPkg::Lock::Timeout=600 update -qq; then break; fi
+    if [ "$try" = 10 ]; then
+      echo "test.sh: apt-get update failed 10 times" >&2
+      exit 1
+    fi
+    sleep 30
+  done
   DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq "${MISSING[@]}"
 fi
 # Root may still lack the right to make a network namespace (a container without
@@ -59,7 +67,10 @@ if ! ip netns add "$probe" 2>/dev/null; then
   exit 1
 fi
 ip netns del "$probe"
-if ! qemu-system-arm -machine help | grep -q '^mps2-an386 '; then
+# (The list is read whole: `grep -q` would stop at the match, and QEMU, still writing, would
+# fail the pipeline with SIGPIPE.)
+boards=$(qemu-system-arm -machine help)
+if ! grep '^mps2-an386 ' <<<"$boards" >/dev/null; then
   echo "test.sh: this qemu-system-arm has no mps2-an386 board, which runs the firmware: QEMU 6.0 or later is needed ($(qemu-system-arm --version | head -n 1))" >&2
   exit 1
 fi

@@ -139,6 +139,12 @@ pub fn with_deadline<F: Future>(deadline: Deadline, fut: F) -> Scoped<F> {
 /// it ([`with_deadline`]): for a future about to be spawned, which would not see the current
 /// deadline otherwise. Awaited inside a scope with an earlier deadline, it sees that one.
 ///
+/// It does not bound the task, on purpose: a producer spawned to feed a streamed answer must
+/// outlive the answer's cut at the deadline, or its channel would close first and the
+/// stream end as if complete (gRPC `OK`), not with the deadline's answer. Work that must end
+/// at the deadline is spawned in a scope: `tokio::spawn(scope(deadline, work))`, with the
+/// deadline read by [`current`] before.
+///
 /// ```
 /// use deadline_core::ms;
 /// use deadline_tokio::{propagate, remaining, scope_timeout};

@@ -162,8 +162,9 @@ fn free_subnet() -> (Ipv4Addr, Ipv4Addr) {
     for i in 0..250 {
         let third = u8::try_from((start + i) % 250).unwrap();
         let theirs = Ipv4Addr::new(10, 254, third, 2);
-        // No route to it in any table but a default one: free. A route of its own, to a
-        // link or through a gateway (a VPN's, a cluster's), means someone uses it, and the
+        // No route to it in any table but a default one (or a VPN's halves of one,
+        // 0.0.0.0/1 and 128.0.0.0/1: any route wider than a /8): free. A route of its own, to
+        // a link or through a gateway (a VPN's, a cluster's), means someone uses it, and the
         // link made here would hide their hosts while it lasts.
         let routes = Command::new("ip")
             .args([
@@ -182,13 +183,21 @@ fn free_subnet() -> (Ipv4Addr, Ipv4Addr) {
             route
                 .split_whitespace()
                 .take(2)
-                .any(|word| word == "default")
+                .any(|word| word == "default" || wider_than_a_slash_8(word))
         });
         if only_default {
             return (Ipv4Addr::new(10, 254, third, 1), theirs);
         }
     }
     panic!("no free /30 in 10.254.0.0/16 for the blackholed peer");
+}
+
+/// Whether `word` is an IPv4 prefix wider than a /8 (`0.0.0.0/1`, say), as a VPN that takes
+/// every address installs in place of the default route.
+fn wider_than_a_slash_8(word: &str) -> bool {
+    word.split_once('/')
+        .and_then(|(_, len)| len.parse::<u8>().ok())
+        .is_some_and(|len| len < 8)
 }
 
 /// A listener on loopback whose accept queue is full: it never accepts, and the
