@@ -699,6 +699,53 @@ async fn a_streaming_answer_complete_at_the_deadline_is_delivered_whole_whatever
     assert_eq!(body.len(), FRAMES);
 }
 
+/// A streaming gRPC answer fed by a producer the handler spawns with `propagate` (a message
+/// every 10 ms, for ever, into a channel of 4) ends with `DEADLINE_EXCEEDED` when it is read
+/// after the deadline: `propagate` carries the deadline into the producer without bounding
+/// it, so the producer does not close the channel at the deadline, which the body would read
+/// as the stream complete, with no status of the layer's (a server would send `OK`). The
+/// messages queued before the deadline all come.
+#[tokio::test(start_paused = true)]
+async fn a_stream_fed_by_a_propagated_producer_ends_with_the_deadlines_status() {
+    let server = DeadlineLayer::new(HOP, ms(1_000)).layer(service_fn(|_req: Request<()>| async {
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        tokio::spawn(deadline_tokio::propagate(async move {
+            loop {
+                // One gRPC message of one byte.
+                let message = Bytes::from_static(&[0, 0, 0, 0, 1, b'x']);
+                if tx.send(message).await.is_err() {
+                    return;
+                }
+                tokio::time::sleep(ms(10)).await;
+            }
+        }));
+        let mut response = Response::new(Channel(rx));
+        response
+            .headers_mut()
+            .insert("content-type", "application/grpc".parse().unwrap());
+        Ok::<_, Infallible>(response)
+    }));
+    let response = server
+        .oneshot(request(&[
+            ("content-type", "application/grpc"),
+            ("grpc-timeout", "55m"),
+        ]))
+        .await
+        .unwrap();
+    // Read after the deadline (55 ms less the 5 ms reply margin: 50 ms), as a slow client
+    // reads it; the producer has filled the channel and waits.
+    tokio::time::sleep(ms(60)).await;
+    let collected = response.into_body().collect().await.unwrap();
+    let trailers = collected
+        .trailers()
+        .cloned()
+        .expect("the deadline's trailers");
+    assert_eq!(trailers["grpc-status"], "4");
+    // The 4 queued, and one more if the producer ran while they were read.
+    let messages = collected.to_bytes().len() / 6;
+    assert!((4..=5).contains(&messages), "{messages} messages");
+}
+
 /// `DeadlineLayer` around a whole axum router, as `axum::serve(listener, layer.layer(router))`
 /// serves it ([`AxumService`](deadline_tokio::layer::AxumService)): the same rules for every
 /// kind of body. A body whole when the handler answers (axum's answers from a `String`,
