@@ -263,6 +263,14 @@ fn live_snapshot(
     let name = match dependency {
         Some(name) => name.to_owned(),
         None if snapshots.len() == 1 => snapshots.keys().next().cloned().unwrap_or_default(),
+        None if snapshots.is_empty() => {
+            return Err(InputError::new(
+                path,
+                None,
+                None,
+                "the file holds no snapshot",
+            ));
+        }
         None => {
             let names: Vec<&str> = snapshots.keys().map(String::as_str).collect();
             return Err(InputError::new(

@@ -242,6 +242,39 @@ fn core_buckets(buckets: &[(Option<u64>, Option<u64>, u32)]) -> Vec<Bucket> {
         .collect()
 }
 
+/// Why `text`, the file `path`, is not one snapshot or an array of them (`e`, the untagged
+/// enum's error, says little): read as an array, the first element that is not a snapshot
+/// and what is wrong with it, by its place and its `dependency`; else read as one snapshot,
+/// what is wrong and where.
+fn snapshot_error(path: &str, text: &str, e: &serde_json::Error) -> InputError {
+    if let Ok(elements) = serde_json::from_str::<Vec<serde_json::Value>>(text) {
+        for (i, element) in elements.into_iter().enumerate() {
+            let name = element
+                .get("dependency")
+                .and_then(serde_json::Value::as_str)
+                .map(|name| format!(" (`{name}`)"))
+                .unwrap_or_default();
+            if let Err(e) = serde_json::from_value::<Snapshot>(element) {
+                return InputError::new(
+                    path,
+                    None,
+                    None,
+                    format!("snapshot {i} of the array{name} is not a dependency snapshot: {e}"),
+                );
+            }
+        }
+    }
+    match serde_json::from_str::<Snapshot>(text) {
+        Err(one) => InputError::new(
+            path,
+            Some(one.line()),
+            None,
+            format!("not a dependency snapshot: {one}"),
+        ),
+        Ok(_) => InputError::new(path, None, None, format!("not a dependency snapshot: {e}")),
+    }
+}
+
 /// Reads and checks snapshot files.
 ///
 /// # Errors
@@ -256,22 +289,7 @@ pub fn read(paths: &[String]) -> Result<Snapshots, InputError> {
         let snapshots = match serde_json::from_str::<OneOrMany>(&text) {
             Ok(OneOrMany::Many(v)) => v,
             Ok(OneOrMany::One(s)) => vec![*s],
-            Err(e) => {
-                // The untagged enum's error says little: read it as one snapshot for the
-                // message, which names the field.
-                let detail = serde_json::from_str::<Snapshot>(&text)
-                    .err()
-                    .map_or_else(|| e.to_string(), |e| e.to_string());
-                let line = serde_json::from_str::<Snapshot>(&text)
-                    .err()
-                    .map(|e| e.line());
-                return Err(InputError::new(
-                    path,
-                    line,
-                    None,
-                    format!("not a dependency snapshot: {detail}"),
-                ));
-            }
+            Err(e) => return Err(snapshot_error(path, &text, &e)),
         };
         for s in snapshots {
             s.check(path)?;
@@ -516,6 +534,28 @@ pub fn run(
             ));
         }
         rows.push(live);
+    }
+    if rows.is_empty() {
+        // Nothing was checked: said so, not "every cap and floor stands".
+        let names = |names: Vec<&str>| {
+            if names.is_empty() {
+                "none".to_owned()
+            } else {
+                names.join(", ")
+            }
+        };
+        return Err(InputError::new(
+            &snapshots.files.join(", "),
+            None,
+            Some("dependency"),
+            format!(
+                "no snapshot holds live latencies of a dependency of the table, so nothing \
+                 was checked (a snapshot must name a dependency as the table does, and have \
+                 latencies recorded): the table names {}; the snapshots name {}",
+                names(table.dependencies.iter().map(|d| d.name.as_str()).collect()),
+                names(snapshots.by_name.keys().map(String::as_str).collect()),
+            ),
+        ));
     }
     let mut plan = plan::run(&after, rate_per_sec)?;
     plan.file = format!("{} with the live changes", table.file);

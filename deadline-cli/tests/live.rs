@@ -284,6 +284,22 @@ fn a_broken_snapshot_is_named() {
     let (code, _, err) = texts(&["plan", "--live", &file]);
     assert_eq!(code, 2);
     assert!(err.contains("not a dependency snapshot"), "{err}");
+    // An array whose second snapshot lacks a field: that one named, and the field. (Before,
+    // the message was the whole file's, read as one snapshot: "invalid type: map".)
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    v[1].as_object_mut().unwrap().remove("cap_quantile_ppm");
+    let file = write(&dir, "lacking.json", &v.to_string());
+    let (code, _, err) = texts(&["plan", "--live", &file]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("snapshot 1 of the array (`B`)") && err.contains("cap_quantile_ppm"),
+        "{err}"
+    );
+    // No snapshot at all.
+    let file = write(&dir, "empty.json", "[]");
+    let (code, _, err) = texts(&["lab", "--live", &file]);
+    assert_eq!(code, 2);
+    assert!(err.contains("the file holds no snapshot"), "{err}");
     // More latencies than the lab reads (each is drawn): refused, where `lab --live` tried
     // to hold four billion of them.
     let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
@@ -369,6 +385,33 @@ fn plan_live_says_uncapped_and_names_the_snapshots_it_did_not_read() {
         "{out}"
     );
     assert!(out.contains("pricing"), "{out}");
+}
+
+/// Snapshots none of whose names the table lists (`a`, `b`, `c` against `A`, `B`, `C`), or
+/// an empty array: nothing was checked, and `plan --live` says so and fails, where it said
+/// "none: every cap and floor stands" and exited 0, which a check in CI reads as passed.
+#[test]
+fn plan_live_that_reads_no_snapshot_fails() {
+    let (_, text) = checkout_live();
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    for snapshot in v.as_array_mut().unwrap() {
+        let name = snapshot["dependency"].as_str().unwrap().to_lowercase();
+        snapshot["dependency"] = name.into();
+    }
+    let dir = temp_dir("plan-live-none");
+    for (name, text) in [
+        ("lower.json", v.to_string()),
+        ("empty.json", "[]".to_owned()),
+    ] {
+        let file = write(&dir, name, &text);
+        let (code, out, err) = texts(&["plan", "--live", &file]);
+        assert_eq!(code, 2, "{name}: {out}");
+        assert!(
+            err.contains("nothing was checked") && err.contains("the table names A, B, C"),
+            "{name}: {err}"
+        );
+        assert!(!out.contains("every cap and floor stands"), "{name}: {out}");
+    }
 }
 
 /// Live latencies far under a floor the table states: the cap they call for is under that
