@@ -292,3 +292,87 @@ async fn a_failed_cancels_connection_is_closed_when_its_query_times_out_on_its_o
         (0, 1, 1)
     );
 }
+
+/// As above, on a pooled connection (deadpool, one connection) whose session has taken a
+/// role that may not end its own backend (`SET ROLE` from a superuser login to a plain
+/// role: `pg_terminate_backend` refuses, 42501). The backend is ended all the same, by the
+/// server: the connection sits idle in a transaction past a 1 ms
+/// `idle_in_transaction_session_timeout`, which any role may set; and the pool makes a new
+/// connection. (Before, the refusal was taken for the end, and the live connection, whose
+/// failed cancel could still land on a later query, went back to the pool.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_cancels_pooled_connection_is_closed_when_its_role_may_not_end_it() {
+    const SHORT: StatementPolicy = StatementPolicy::capped(ms(500));
+    let server = TlsServer::start();
+    let observer = server.connect().await;
+    observer
+        .batch_execute(
+            "DO $$ BEGIN CREATE ROLE deadline_plain NOLOGIN; \
+             EXCEPTION WHEN duplicate_object THEN NULL; END $$",
+        )
+        .await
+        .unwrap();
+    let pool = deadpool_postgres::Pool::builder(deadpool_postgres::Manager::new(
+        server.config(),
+        server.tls(),
+    ))
+    .max_size(1)
+    .build()
+    .unwrap();
+    let object = pool.get().await.unwrap();
+    object
+        .batch_execute("SET ROLE deadline_plain")
+        .await
+        .unwrap();
+    let refused = object
+        .batch_execute("SELECT pg_terminate_backend(pg_backend_pid())")
+        .await
+        .expect_err("the plain role may not end a superuser's backend");
+    assert_eq!(
+        refused.code(),
+        Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE)
+    );
+    let pid: i32 = object
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    // A database given the wrong connector (`NoTls`) cannot cancel.
+    let db = Database::new(&server.config(), NoTls).unwrap();
+    {
+        let mut session = db.session_with(object, |object| object);
+        let tag = "tls_failed_cancel_plain_role_5e2b";
+        let sql = format!("SELECT pg_sleep(1) /* {tag} */");
+        let dropped = tokio::time::timeout(ms(200), session.query(&SHORT, &sql, &[])).await;
+        assert!(dropped.is_err(), "the caller left at 200 ms");
+        assert!(until(&observer, tag, 0).await, "the query ended");
+        let next = session.query(&SHORT, "SELECT 1", &[]).await;
+        assert!(
+            matches!(&next, Err(PgError::Lost)),
+            "the connection was closed: {next:?}"
+        );
+    }
+    // The pool's one connection, once the old one is back or gone: a new one.
+    let next = tokio::time::timeout(ms(5_000), pool.get())
+        .await
+        .expect("the pool has its connection back within 5 s")
+        .unwrap();
+    let next_pid: i32 = next
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_ne!(
+        next_pid, pid,
+        "the old connection, alive, was handed out again"
+    );
+    let alive: i64 = observer
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE pid = $1",
+            &[&pid],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(alive, 0, "the old backend was ended");
+}

@@ -5,6 +5,7 @@ use std::future::Future;
 use std::io;
 use std::pin::pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::oneshot;
 
@@ -111,7 +112,8 @@ impl<M: CancelTls> Database<M> {
     ///    their answers, any signal the cancel sent has been taken by the dropped query, by
     ///    these statements, or by the idle backend, which ignores it.
     /// 3. If the cancel fails, or the settle fails, the connection's backend is ended
-    ///    (`pg_terminate_backend`), so that no pool hands it out again, and `back` says the
+    ///    (`pg_terminate_backend`; by the server's idle-in-transaction limit where the role
+    ///    may not end it), so that no pool hands it out again, and `back` says the
     ///    connection is gone (`None`).
     /// 4. The session waits at most [`CANCEL_LIMIT`] for the settle, and as long again for
     ///    the close: past either, `back` says the connection is gone (`None`), and the
@@ -201,6 +203,10 @@ async fn within_limit<T, C>(
 /// is aborted, and PostgreSQL refuses every statement there but the transaction's end
 /// (SQLSTATE 25P02), the one that ends the backend included. Up to three tries: a late
 /// signal of the failed cancel may cancel the statement that ends it.
+///
+/// A backend whose role may not end it (`pg_terminate_backend` refused, 42501: a session
+/// that took a plain role with `SET ROLE` after a superuser login), or that is still there
+/// after three tries, is ended by the server itself ([`idle_out`]).
 async fn close(client: &Client) {
     for _ in 0..3 {
         // Its warning when there is no transaction is harmless.
@@ -215,10 +221,41 @@ async fn close(client: &Client) {
             {
                 continue;
             }
-            // Closed, or closing: the server's error for its own end, or the connection's.
-            _ => return,
+            // Ended: the server's error for its own end, or the connection's.
+            Err(error)
+                if error.code().is_none() || error.code() == Some(&SqlState::ADMIN_SHUTDOWN) =>
+            {
+                return;
+            }
+            // Refused, or not ended.
+            _ => break,
         }
     }
+    idle_out(client).await;
+}
+
+/// Has the server end the connection's session: it is left idle in a transaction whose
+/// `idle_in_transaction_session_timeout` is 1 ms, which any role may set, and the server
+/// then ends it (SQLSTATE 25P03). Waits until the connection is closed, for at most
+/// [`CANCEL_LIMIT`] (the caller bounds it too).
+async fn idle_out(client: &Client) {
+    for _ in 0..3 {
+        let _ = client.batch_execute("ROLLBACK").await;
+        if client
+            .batch_execute("BEGIN; SET LOCAL idle_in_transaction_session_timeout = 1")
+            .await
+            .is_ok()
+        {
+            break;
+        }
+        // A late signal of the failed cancel took it: again.
+    }
+    let _ = tokio::time::timeout(CANCEL_LIMIT, async {
+        while !client.is_closed() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
 }
 
 #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
