@@ -66,7 +66,10 @@
 //!
 //! What not to do: do not run queries on a session's connection other than through the
 //! session ([`Session::connection`] hands it out once any cancel has settled), and do not send
-//! your own cancels on it.
+//! your own cancels on it. Behind a connection pooler (PgBouncer), the settle holds only if
+//! the pooler closes a cancel connection once it has passed the cancel on to the server: one
+//! that closes it at once, and forwards the cancel later, lets the cancel land after the
+//! settle, on what the connection (in transaction pooling, another client) runs next.
 //!
 //! Inside a [`Dependency`](deadline_core::Dependency)'s call (for retries, a breaker), give
 //! the call [`classify`]: `DB.run(|_| ..).classify(postgres::classify)`. It reads a
