@@ -11,7 +11,9 @@ use deadline_core::observe::Histogram;
 use deadline_core::rng::{Rng, SplitMix64};
 use deadline_core::runtime::{Onward, Runtime, note_sent, scope_timeout};
 use deadline_core::virtual_time::{ManualRuntime, ManualSleep};
-use deadline_core::wire::{DeadlineHeader, Incoming, Propagation, Protocol, ServerPolicy};
+use deadline_core::wire::{
+    DeadlineHeader, Incoming, Outgoing, Propagation, Protocol, ServerPolicy,
+};
 use deadline_core::{Clock, Deadline, Dependency, Instant, Outcome, Policy, Timer, ms};
 use proptest::prelude::*;
 
@@ -576,20 +578,27 @@ fn callers_with_less_time_than_the_dependency_takes_do_not_move_its_cap() {
 static EARLY: Dependency<ManualRuntime> =
     Dependency::new(Policy::required("early").with_cap(ms(50)));
 
-/// One attempt to `EARLY`'s next service: it sends the attempt's time left, less the usual
-/// 5 ms allowance for the way back, tells the runtime, and after `after` the next service
-/// answers 504 (`Err`), or, with `after` of `None`, answers at 10 ms.
-async fn early_504(deadline: Deadline, after: Option<Duration>) -> Result<(), &'static str> {
-    let t = ManualRuntime::timer();
+/// Sends the time left until `deadline` onward as `Propagation::DEFAULT` writes it (5 ms kept
+/// for the way back), and tells the runtime, as an adapter does.
+fn send_onward(deadline: Deadline) -> Outgoing {
     let out = Propagation::DEFAULT
         .send(
             deadline,
-            t.now(),
+            ManualRuntime::timer().now(),
             Incoming::NONE,
             DeadlineHeader::DeadlineMs,
         )
         .unwrap();
     note_sent::<ManualRuntime>(&out.sent());
+    out
+}
+
+/// One attempt to `EARLY`'s next service: it sends the attempt's time left, less the usual
+/// 5 ms allowance for the way back, tells the runtime, and after `after` the next service
+/// answers 504 (`Err`), or, with `after` of `None`, answers at 10 ms.
+async fn early_504(deadline: Deadline, after: Option<Duration>) -> Result<(), &'static str> {
+    let t = ManualRuntime::timer();
+    send_onward(deadline);
     match after {
         Some(after) => {
             t.sleep_until(t.now() + after).await;
@@ -652,15 +661,7 @@ async fn own_next_service(
     trip: Duration,
 ) -> Result<(), &'static str> {
     let t = ManualRuntime::timer();
-    let out = Propagation::DEFAULT
-        .send(
-            deadline,
-            t.now(),
-            Incoming::NONE,
-            DeadlineHeader::DeadlineMs,
-        )
-        .unwrap();
-    note_sent::<ManualRuntime>(&out.sent());
+    let out = send_onward(deadline);
     let arrived = t.now() + trip;
     t.sleep_until(arrived).await;
     let headers: Vec<(&str, &[u8])> = out.headers().collect();

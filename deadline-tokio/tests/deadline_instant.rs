@@ -599,6 +599,19 @@ impl Body for Channel {
     }
 }
 
+/// The layer's response, with 50 ms left, of a handler that answers with a body fed by `rx`.
+async fn answering_from(rx: tokio::sync::mpsc::Receiver<Bytes>) -> Response<DeadlineBody<Channel>> {
+    let mut rx = Some(rx);
+    DeadlineLayer::new(HOP, ms(1_000))
+        .layer(service_fn(move |_req: Request<()>| {
+            let rx = rx.take().expect("one request");
+            std::future::ready(Ok::<_, Infallible>(Response::new(Channel(rx))))
+        }))
+        .oneshot(request(&[("x-deadline-ms", "50")]))
+        .await
+        .unwrap()
+}
+
 /// An answer ready when the deadline comes is kept when the task's cooperative budget was
 /// spent before the poll that finds it: a tokio resource then reads "pending" whatever it
 /// holds (that "pending" is the budget's, not the handler's). The handler's future, and a
@@ -637,15 +650,7 @@ async fn an_answer_a_spent_budget_hid_at_the_deadline_is_kept() {
 
     // The body: its next frame arrives just before the deadline.
     let (tx, rx) = tokio::sync::mpsc::channel(1);
-    let rx = Arc::new(std::sync::Mutex::new(Some(rx)));
-    let server = DeadlineLayer::new(HOP, ms(1_000)).layer(service_fn(move |_req: Request<()>| {
-        let rx = rx.lock().unwrap().take().expect("one request");
-        async move { Ok::<_, Infallible>(Response::new(Channel(rx))) }
-    }));
-    let response = server
-        .oneshot(request(&[("x-deadline-ms", "50")]))
-        .await
-        .unwrap();
+    let response = answering_from(rx).await;
     let mut body = Box::pin(response.into_body());
     let mut frame = Box::pin(std::future::poll_fn(move |cx| body.as_mut().poll_frame(cx)));
     assert!(poll_once(&mut frame).is_pending());
@@ -680,15 +685,7 @@ async fn a_streaming_answer_complete_at_the_deadline_is_delivered_whole_whatever
         tx.send(Bytes::from_static(b"x")).await.unwrap();
     }
     drop(tx);
-    let rx = Arc::new(std::sync::Mutex::new(Some(rx)));
-    let server = DeadlineLayer::new(HOP, ms(1_000)).layer(service_fn(move |_req: Request<()>| {
-        let rx = rx.lock().unwrap().take().expect("one request");
-        async move { Ok::<_, Infallible>(Response::new(Channel(rx))) }
-    }));
-    let response = server
-        .oneshot(request(&[("x-deadline-ms", "50")]))
-        .await
-        .unwrap();
+    let response = answering_from(rx).await;
     tokio::time::advance(ms(60)).await;
     let body = response
         .into_body()
