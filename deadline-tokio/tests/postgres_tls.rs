@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use deadline_core::ms;
 use deadline_core::statement::StatementPolicy;
-use deadline_tokio::postgres::{Database, PgError};
+use deadline_tokio::postgres::{Database, PgError, Session};
 use tokio_postgres::config::SslMode;
 use tokio_postgres::{Client, Config, NoTls};
 use tokio_postgres_rustls::MakeRustlsConnect;
@@ -212,6 +212,27 @@ async fn a_dropped_querys_cancel_goes_over_the_connections_tls() {
     );
 }
 
+/// Runs a second's query tagged `tag` on `session`, whose database cannot cancel it, and drops
+/// it at 200 ms; waits, seen from `observer`, until the query has ended; and checks that the
+/// session has no connection any more: it says so, rather than handing back the closed one,
+/// whose next query failed as a database error.
+async fn dropped_with_a_failed_cancel<C: Send + 'static>(
+    session: &mut Session<C, NoTls>,
+    observer: &Client,
+    policy: &StatementPolicy,
+    tag: &str,
+) {
+    let sql = format!("SELECT pg_sleep(1) /* {tag} */");
+    let dropped = tokio::time::timeout(ms(200), session.query(policy, &sql, &[])).await;
+    assert!(dropped.is_err(), "the caller left at 200 ms");
+    assert!(until(observer, tag, 0).await, "the query ended");
+    let next = session.query(policy, "SELECT 1", &[]).await;
+    assert!(
+        matches!(&next, Err(PgError::Lost)),
+        "the connection was closed: {next:?}"
+    );
+}
+
 /// A database given the wrong connector (`NoTls` for TLS connections) cannot cancel: the
 /// failure is counted, and the connection, whose query may run on and whose state is
 /// unknown, is closed rather than reused.
@@ -221,19 +242,8 @@ async fn a_cancel_that_fails_is_counted_and_its_connection_closed() {
     let observer = server.connect().await;
     let db = Database::new(&server.config(), NoTls).unwrap();
     let mut session = db.session_with(server.connect().await, |client| client);
-    let tag = "tls_failed_cancel_2f7a";
-    let sql = format!("SELECT pg_sleep(1) /* {tag} */");
-    let dropped = tokio::time::timeout(ms(200), session.query(&POLICY, &sql, &[])).await;
-    assert!(dropped.is_err(), "the caller left at 200 ms");
     // The query runs to its end (1 s); then the connection's backend is ended.
-    assert!(until(&observer, tag, 0).await, "the query ended");
-    let next = session.query(&POLICY, "SELECT 1", &[]).await;
-    // The session has no connection any more: it says so, rather than handing back the
-    // closed one, whose next query failed as a database error.
-    assert!(
-        matches!(&next, Err(PgError::Lost)),
-        "the connection was closed: {next:?}"
-    );
+    dropped_with_a_failed_cancel(&mut session, &observer, &POLICY, "tls_failed_cancel_2f7a").await;
     let cancels = db.cancels();
     assert_eq!(
         (cancels.sent(), cancels.failed(), cancels.closed()),
@@ -257,19 +267,9 @@ async fn a_failed_cancels_connection_is_closed_when_its_query_times_out_on_its_o
         .await
         .unwrap()[0]
         .get(0);
-    let tag = "tls_failed_cancel_timed_out_8c1d";
-    let sql = format!("SELECT pg_sleep(1) /* {tag} */");
-    let dropped = tokio::time::timeout(ms(200), session.query(&SHORT, &sql, &[])).await;
-    assert!(dropped.is_err(), "the caller left at 200 ms");
     // The query ends at its statement timeout (500 ms); then the connection's backend is ended.
-    assert!(until(&observer, tag, 0).await, "the query ended");
-    let next = session.query(&SHORT, "SELECT 1", &[]).await;
-    // The session has no connection any more: it says so, rather than handing back the
-    // closed one, whose next query failed as a database error.
-    assert!(
-        matches!(&next, Err(PgError::Lost)),
-        "the connection was closed: {next:?}"
-    );
+    let tag = "tls_failed_cancel_timed_out_8c1d";
+    dropped_with_a_failed_cancel(&mut session, &observer, &SHORT, tag).await;
     let mut alive = 1;
     for _ in 0..500 {
         alive = observer
@@ -342,15 +342,7 @@ async fn a_failed_cancels_pooled_connection_is_closed_when_its_role_may_not_end_
     {
         let mut session = db.session_with(object, |object| object);
         let tag = "tls_failed_cancel_plain_role_5e2b";
-        let sql = format!("SELECT pg_sleep(1) /* {tag} */");
-        let dropped = tokio::time::timeout(ms(200), session.query(&SHORT, &sql, &[])).await;
-        assert!(dropped.is_err(), "the caller left at 200 ms");
-        assert!(until(&observer, tag, 0).await, "the query ended");
-        let next = session.query(&SHORT, "SELECT 1", &[]).await;
-        assert!(
-            matches!(&next, Err(PgError::Lost)),
-            "the connection was closed: {next:?}"
-        );
+        dropped_with_a_failed_cancel(&mut session, &observer, &SHORT, tag).await;
     }
     // The pool's one connection, once the old one is back or gone: a new one.
     let next = tokio::time::timeout(ms(5_000), pool.get())
