@@ -719,19 +719,22 @@ fn a_next_service_of_this_librarys_own_running_out_of_the_caps_time_is_the_caps_
 static NEARER: Dependency<ManualRuntime> =
     Dependency::new(Policy::required("nearer").with_cap(ms(50)));
 
-/// Calls whose caller's deadline was nearer than the cap: each request has 45 ms, so each
-/// attempt is given 45 ms, not the 50 ms cap. A slow answer is cut at 45 ms by the driver,
-/// or answered 504 by a next service on this library about 10 ms before that: either way
-/// the caller's deadline cut it, not the cap, however near the cap it came. The cap killed
-/// none. (Before, a timeout within the window below the cap was read as the cap's whatever
-/// the attempt's own timeout, and the advice would raise a cap that cut nothing.) In 2 000
-/// calls, 100 slow of each kind.
+/// Calls whose caller's deadline was nearer than the cap: each attempt is given what its
+/// request has left, 45 or 49 ms, not the 50 ms cap. A slow answer is cut at 45 ms by the
+/// driver, or answered 504 by a next service on this library (with 49 ms left: about
+/// 10.4 ms under the cap): either way the caller's deadline cut it, not the cap, however
+/// near the cap it came. The cap killed none. (Before, a timeout within the window below
+/// the cap was read as the cap's whatever the attempt's own timeout, and the advice would
+/// raise a cap that cut nothing.) In 2 000 calls, 100 slow of each kind.
 #[test]
 fn a_callers_cut_near_the_cap_is_not_the_caps_kill() {
     ManualRuntime::block_on(async {
         for k in 0..2_000u32 {
             let slow = k % 20;
-            let answer = scope_timeout::<ManualRuntime, _>(ms(45), async {
+            // The 504 with 49 ms left: it comes back about 10.4 ms under the cap, inside the
+            // window below it.
+            let left = if slow == 10 { ms(49) } else { ms(45) };
+            let answer = scope_timeout::<ManualRuntime, _>(left, async {
                 NEARER
                     .run(|limits: Limits| async move {
                         match slow {
@@ -769,6 +772,20 @@ fn a_callers_cut_near_the_cap_is_not_the_caps_kill() {
     .unwrap();
     let advice = NEARER.advice().unwrap();
     assert_eq!((advice.timed_out, advice.killed), (200, 0), "{advice:?}");
+    // Each censored where it ended: the driver's cuts at 45 ms, the 504s at about 39.6 ms
+    // (not at their attempts' 49 ms: the next service gave up there, not the dependency).
+    let snapshot = NEARER.snapshot();
+    let ended: Vec<(Duration, u32)> = snapshot
+        .timeouts()
+        .buckets()
+        .map(|b| (b.high, b.count))
+        .collect();
+    assert_eq!(ended.len(), 2, "{ended:?}");
+    assert!(ended[0].0 < ms(41) && ended[0].1 == 100, "{ended:?}");
+    assert!(
+        ended[1].0 >= ms(45) && ended[1].0 < ms(47) && ended[1].1 == 100,
+        "{ended:?}"
+    );
 }
 
 /// The timeouts are halved with the latencies: after a half-life of nothing but timeouts,

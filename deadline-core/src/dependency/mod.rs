@@ -443,7 +443,7 @@ impl<'n, Rt, M: Mode> Dependency<'n, Rt, M> {
     #[cfg(feature = "advice")]
     pub fn record_timeout(&self, after: Duration) {
         let cap = self.advice.cap(&self.policy);
-        let at = self.advice.timed_out_at(&self.policy, after, cap);
+        let at = LiveAdvice::timed_out_at(after, cap, true);
         self.latency.count_timeout(at);
         let _ = self.latency.record(at, self.live_quantile());
     }

@@ -72,9 +72,9 @@ impl Observer for Recorder<'_> {
 /// ran), keeping the `live` quantile's hedge delay up to date in a full call (a deadline-only
 /// call never hedges: a constant branch, so none of the code that reads a quantile is linked
 /// for it); with feature `advice`, a timeout or a cancellation recorded apart too (a timeout
-/// at the cap when it came within 11 ms of it) and, in a full call, the advice checked every
-/// [`LiveAdvice::EVERY`] latencies when something reads it (a deadline-only call checks
-/// nothing); with feature `tracing`, a tracing event.
+/// at its cap when the cap limited it and it came within 11 ms of it) and, in a full call,
+/// the advice checked every [`LiveAdvice::EVERY`] latencies when something reads it (a
+/// deadline-only call checks nothing); with feature `tracing`, a tracing event.
 #[inline]
 fn hear<M: Mode>(
     name: &str,
@@ -85,18 +85,22 @@ fn hear<M: Mode>(
 ) {
     let took = match event.kind {
         EventKind::Succeeded { took, .. } => Some(took),
-        EventKind::TimedOut { after, timeout, .. } => {
+        EventKind::TimedOut {
+            after,
+            timeout,
+            capped,
+            ..
+        } => {
             // With the advice, one of an attempt its cap limited that came within 11 ms of
             // the cap is the cap's kill, recorded at the cap (`LiveAdvice::timed_out_at`).
             #[cfg(feature = "advice")]
             let after = {
-                let (policy, advice) = watch;
-                let at = advice.timed_out_at(policy, after, timeout);
+                let at = LiveAdvice::timed_out_at(after, timeout, capped);
                 latency.count_timeout(at);
                 at
             };
             #[cfg(not(feature = "advice"))]
-            let _ = timeout;
+            let _ = (timeout, capped);
             Some(after)
         }
         // With the advice, a copy another one overtook (or a fatal answer cut short) took at

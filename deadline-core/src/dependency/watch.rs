@@ -82,34 +82,28 @@ impl LiveAdvice {
         }
     }
 
-    /// Where an attempt of a dependency called as `policy`, given `timeout`, that timed out
-    /// after `after` is recorded: at the cap in use when the cap was its timeout and `after`
-    /// came within [`CAP_WINDOW`](Self::CAP_WINDOW) of it (at most half the cap), else at
-    /// `after`.
+    /// Where an attempt given `timeout`, which timed out after `after`, is recorded: at its
+    /// timeout when that was its call's cap (`capped`) and `after` came within
+    /// [`CAP_WINDOW`](Self::CAP_WINDOW) of it (at most half the cap), else at `after`.
     ///
     /// The cap cut such an attempt: the next service it called was told the cap less the
     /// hop's allowance, rounded down to a millisecond, and answered that its time ran out a
     /// little before that (a 504, a `DEADLINE_EXCEEDED`; a server on this library answers
     /// its reply margin early). Recorded when it came, in a bucket below the cap, it would
-    /// read as cut by its caller's shorter deadline, and the cap as killing none. An attempt
-    /// whose timeout was less than the cap (its caller's deadline was nearer) is censored
-    /// where it ended, however near the cap: its caller cut it. So is a timeout that comes
-    /// earlier (a connect limit, a shorter time the request carried, a statement timeout, a
-    /// next service's own early answer), and one a next service told with a larger
+    /// read as cut by its caller's shorter deadline, and the cap as killing none. It is
+    /// recorded at the cap its call was made with, even when an adaptive cap has moved since.
+    /// An attempt whose timeout was less than the cap (its caller's deadline was nearer) is
+    /// censored where it ended, however near the cap: its caller cut it. So is a timeout that
+    /// comes earlier (a connect limit, a shorter time the request carried, a statement
+    /// timeout, a next service's own early answer), and one a next service told with a larger
     /// allowance gives (it answers earlier still). Half the cap at most: below that, the
     /// cap's own kills cannot come (a fast dependency's next service is told too little to
     /// answer so early).
     #[must_use]
-    pub(crate) fn timed_out_at(
-        &self,
-        policy: &Policy,
-        after: Duration,
-        timeout: Duration,
-    ) -> Duration {
-        let cap = self.cap(policy);
-        let window = Self::CAP_WINDOW.min(cap.checked_div(2).unwrap_or(cap));
-        if timeout >= cap && after < cap && cap.saturating_sub(after) <= window {
-            cap
+    pub(crate) fn timed_out_at(after: Duration, timeout: Duration, capped: bool) -> Duration {
+        let window = Self::CAP_WINDOW.min(timeout.checked_div(2).unwrap_or(timeout));
+        if capped && after < timeout && timeout.saturating_sub(after) <= window {
+            timeout
         } else {
             after
         }
@@ -224,14 +218,7 @@ mod tests {
     /// attempt the cap limited.
     #[test]
     fn a_timeout_within_the_window_below_the_cap_is_recorded_at_the_cap() {
-        let at = |cap: Duration, after: Duration| {
-            let policy = if cap == Duration::MAX {
-                Policy::required("p")
-            } else {
-                Policy::required("p").with_cap(cap)
-            };
-            LiveAdvice::new(&policy).timed_out_at(&policy, after, cap)
-        };
+        let at = |cap: Duration, after: Duration| LiveAdvice::timed_out_at(after, cap, true);
         let us = Duration::from_micros;
         assert_eq!(at(ms(50), ms(39)), ms(50));
         assert_eq!(at(ms(50), ms(39) - us(1)), ms(39) - us(1));
@@ -241,11 +228,9 @@ mod tests {
         assert_eq!(at(ms(4), ms(2)), ms(4));
         assert_eq!(at(ms(4), ms(2) - us(1)), ms(2) - us(1));
         // No cap: nothing is the cap's.
-        assert_eq!(at(Duration::MAX, ms(2)), ms(2));
+        assert_eq!(LiveAdvice::timed_out_at(ms(2), Duration::MAX, false), ms(2));
         // An attempt its caller's deadline limited to 45 ms: its own, wherever it ended.
-        let policy = Policy::required("p").with_cap(ms(50));
-        let caller_cut = |after| LiveAdvice::new(&policy).timed_out_at(&policy, after, ms(45));
-        assert_eq!(caller_cut(ms(45)), ms(45));
-        assert_eq!(caller_cut(ms(40)), ms(40));
+        assert_eq!(LiveAdvice::timed_out_at(ms(45), ms(45), false), ms(45));
+        assert_eq!(LiveAdvice::timed_out_at(ms(40), ms(45), false), ms(40));
     }
 }

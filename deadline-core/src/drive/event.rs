@@ -66,8 +66,10 @@ pub enum EventKind {
         attempt: u32,
         /// How long it ran: its timeout, or less for an error that came before it.
         after: Duration,
-        /// The timeout it was given: the policy's cap, or less when the time left was less.
+        /// The timeout it was given: the call's cap, or less when the time left was less.
         timeout: Duration,
+        /// Whether that timeout was the call's cap (the time left was more).
+        capped: bool,
     },
     /// An attempt ended having sent nothing: it could not send its request, its time too short
     /// (or a timeout of the request's own spent:

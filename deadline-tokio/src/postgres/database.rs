@@ -239,16 +239,29 @@ async fn close(client: &Client) {
 /// then ends it (SQLSTATE 25P03). Waits until the connection is closed, for at most
 /// [`CANCEL_LIMIT`] (the caller bounds it too).
 async fn idle_out(client: &Client) {
+    let mut idle = Ok(());
     for _ in 0..3 {
         let _ = client.batch_execute("ROLLBACK").await;
-        if client
+        idle = client
             .batch_execute("BEGIN; SET LOCAL idle_in_transaction_session_timeout = 1")
-            .await
-            .is_ok()
-        {
+            .await;
+        if idle.is_ok() {
             break;
         }
         // A late signal of the failed cancel took it: again.
+    }
+    if let Err(error) = idle {
+        // Nothing more to try: the pool may hand it out again, and a late signal of the
+        // failed cancel could reach its next query.
+        #[cfg(feature = "tracing")]
+        tracing::warn!(
+            target: "deadline_tokio::postgres",
+            error = %error,
+            "a failed cancel's connection could not be ended: a pool may hand it out again"
+        );
+        #[cfg(not(feature = "tracing"))]
+        let _ = error;
+        return;
     }
     let _ = tokio::time::timeout(CANCEL_LIMIT, async {
         while !client.is_closed() {
