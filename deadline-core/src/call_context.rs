@@ -84,15 +84,22 @@ impl<'a> Call<'a> {
     /// [`Dependency`](crate::Dependency) gave the call (feature `advice`).
     #[must_use]
     pub const fn cap(&self) -> Duration {
-        #[cfg(feature = "advice")]
-        let cap_us = self.cap_us;
-        #[cfg(not(feature = "advice"))]
-        let cap_us = self.policy.cap_micros();
+        let cap_us = self.cap_micros();
         if cap_us == u64::MAX {
             Duration::MAX
         } else {
             micros_to_duration(cap_us)
         }
+    }
+
+    /// [`cap`](Self::cap) in whole microseconds (`u64::MAX` for none).
+    #[must_use]
+    pub(crate) const fn cap_micros(&self) -> u64 {
+        #[cfg(feature = "advice")]
+        let cap_us = self.cap_us;
+        #[cfg(not(feature = "advice"))]
+        let cap_us = self.policy.cap_micros();
+        cap_us
     }
 
     /// The same call, drawing its retries and hedges from `budget`.

@@ -314,7 +314,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
             if let Some(slot) = self.expired(now) {
                 if let Some(late) = self.take(slot) {
                     let after = late.timeout();
-                    let capped = after >= self.call().cap();
+                    let capped = late.is_capped(self.call().cap_micros());
                     let number = late.number();
                     self.course.timed_out(late, now);
                     if M::FULL {
@@ -489,7 +489,7 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
         };
         let attempt = failed.number();
         let timeout = failed.timeout();
-        let capped = timeout >= self.call().cap();
+        let capped = failed.is_capped(self.call().cap_micros());
         // The backoff's end before the failure: a pushback the course hears may move it.
         let backoff_end = self.course.backoff_end();
         let ran_out = self.course.failed(failed, error, outcome, now);

@@ -44,6 +44,16 @@ impl Attempt {
         self.until.saturating_duration_since(self.started)
     }
 
+    /// Whether the attempt's timeout is `cap_us`, its call's cap (whole microseconds), or
+    /// more: the time left was not what limited it.
+    #[must_use]
+    pub(super) const fn is_capped(&self, cap_us: u64) -> bool {
+        self.until
+            .as_micros()
+            .saturating_sub(self.started.as_micros())
+            >= cap_us
+    }
+
     /// The attempt's number: 0 for the first, counting every retry and hedge in the order
     /// they started.
     #[must_use]
