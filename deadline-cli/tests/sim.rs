@@ -193,7 +193,7 @@ fn the_readme_shows_what_the_default_runs_print() {
         .split("```text\n")
         .skip(1)
         .filter_map(|b| b.split("```").next())
-        .filter(|b| b.starts_with("deadline sim"))
+        .filter(|b| b.starts_with("$ deadline sim"))
         .collect();
     assert_eq!(blocks.len(), 2, "the README shows two sim runs");
     for (block, args) in blocks
@@ -205,5 +205,12 @@ fn the_readme_shows_what_the_default_runs_print() {
         let printed = table_rows(&out);
         assert_eq!(printed.len(), 5, "{out}");
         assert_eq!(table_rows(block), printed, "deadline {args:?}");
+        // The block is the command, then the first lines it prints, as it prints them.
+        let (command, shown) = block.split_once('\n').unwrap();
+        assert_eq!(command, format!("$ deadline {}", args.join(" ")));
+        assert!(
+            out.starts_with(shown),
+            "deadline {args:?}:\n{shown}\nprinted:\n{out}"
+        );
     }
 }
