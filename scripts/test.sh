@@ -219,6 +219,10 @@ step "the checkout example's chain on every runtime (virtual time, then real tim
 # instant each response goes out, to the microsecond.
 cargo build -p deadline-core --example trace
 timeout 120 cargo run -p deadline-core --example trace
+# The metrics a dashboard scrapes from a hundred calls on virtual time: it exits non-zero
+# unless what the recorder was sent agrees with the dependency's own counters.
+cargo build -p deadline-core --example metrics --features metrics,test-util
+timeout 120 cargo run -p deadline-core --example metrics --features metrics,test-util
 for rt in "${RUNTIMES[@]}"; do
   cargo build -p deadline-examples --bin chain --no-default-features --features "$rt"
   timeout 120 cargo run -p deadline-examples --bin chain --no-default-features --features "$rt"

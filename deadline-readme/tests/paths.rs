@@ -25,6 +25,7 @@ use deadline_std::net::Bounded;
 use deadline_std::net::arm_read;
 use deadline_std::net::connect;
 use deadline_tokio::Dependency;
+use deadline_tokio::Tokio;
 use deadline_tokio::layer;
 use deadline_tokio::low_level;
 use deadline_tokio::postgres::Database;
