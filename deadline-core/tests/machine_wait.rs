@@ -35,8 +35,22 @@ fn run_checking_waits<M: Mode>(
     // What each slot's attempt does: when it ends, and how.
     let mut running: [Option<(Instant, u8)>; 4] = [None; 4];
     let mut started = 0usize;
+    // What `poll_timeout` said once an attempt ended, before the machine was polled again.
+    let mut promised: Option<Option<Instant>> = None;
     for _ in 0..MAX_STEPS {
-        match machine.poll(now, &mut rng, &mut observer) {
+        let action = machine.poll(now, &mut rng, &mut observer);
+        // A driver that sleeps until `poll_timeout` misses nothing: when it names an instant,
+        // a poll now only waits until then ("none" is a poll at once).
+        if let Some(Some(at)) = promised.take() {
+            prop_assert_eq!(
+                action,
+                Action::Wait { until: at },
+                "poll_timeout named {:?} after an attempt ended at {:?}",
+                at,
+                now
+            );
+        }
+        match action {
             Action::Start { slot, .. } => {
                 let (latency, how) = script[started % script.len()];
                 started += 1;
@@ -69,6 +83,7 @@ fn run_checking_waits<M: Mode>(
                                 &mut observer,
                             ),
                         }
+                        promised = Some(machine.poll_timeout());
                     }
                     None => now = until,
                 }
@@ -138,6 +153,43 @@ proptest! {
         let only = run_checking_waits(CallMachine::deadline_only(call), start, &script, seed)?;
         prop_assert!(only <= 1);
     }
+}
+
+/// An attempt that failed leaves its retry to be decided: `poll_timeout` says to poll at
+/// once, not the deadline (a driver that slept until then would give up there, unretried).
+#[test]
+fn a_failed_attempt_asks_for_a_poll_at_once() {
+    let policy = Policy::required("B")
+        .idempotent()
+        .with_cap(ms(50))
+        .with_retries(1)
+        .with_backoff(Backoff::constant(ms(10)));
+    let start = Instant::ZERO;
+    let call = Call::new(&policy, Deadline::after(start, ms(200)), ms(0));
+    let mut rng = SplitMix64::new(1);
+    let at = Instant::from_millis;
+    let mut full: CallMachine<'_, &str> = CallMachine::new(call);
+    let mut only: CallMachine<'_, &str, deadline_core::drive::DeadlineOnly> =
+        CallMachine::deadline_only(call);
+    assert!(matches!(
+        full.poll(at(0), &mut rng, &mut NoObserver),
+        Action::Start { slot: 0, .. }
+    ));
+    assert!(matches!(
+        only.poll(at(0), &mut rng, &mut NoObserver),
+        Action::Start { slot: 0, .. }
+    ));
+    full.failed(0, "503", Outcome::Failed, at(20), &mut NoObserver);
+    only.failed(0, "503", Outcome::Failed, at(20), &mut NoObserver);
+    assert_eq!(full.poll_timeout(), None);
+    assert_eq!(only.poll_timeout(), None);
+    // Polled, the full call backs off until 30 and says so; the deadline-only one is over.
+    assert_eq!(
+        full.poll(at(20), &mut rng, &mut NoObserver),
+        Action::Wait { until: at(30) }
+    );
+    assert_eq!(full.poll_timeout(), Some(at(30)));
+    assert_eq!(only.poll(at(20), &mut rng, &mut NoObserver), Action::Done);
 }
 
 /// A server's "retry after" that ends the backoff where it already ends moves nothing, and

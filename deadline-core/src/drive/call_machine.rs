@@ -416,10 +416,14 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
 
     /// When the machine next needs the clock, if no attempt ends first: the earliest of the
     /// attempts' timeouts, the next hedge (when a slot is free for it), the end of the
-    /// backoff, and at the latest the deadline. `None` before the first
-    /// [`poll`](Self::poll) and once the call is over (poll at once).
+    /// backoff, and at the latest the deadline. `None` (poll at once) before the first
+    /// [`poll`](Self::poll), once the call is over, and when an attempt has ended since the
+    /// latest poll and what follows it (a retry, or the end of the call) is not decided yet.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.stage == Stage::Running && (self.retry_due || self.running() == 0) {
+            return None;
+        }
         let room = M::FULL && self.running() > 0 && self.running() < self.in_flight.all().len();
         let hedge = if room { self.course.next_hedge() } else { None };
         self.wait_until(hedge)
