@@ -298,8 +298,9 @@ pub struct CounterSnapshot {
     pub hedges: u64,
     /// Calls won by a hedged copy ([`CounterEvent::HedgeWin`]).
     pub hedge_wins: u64,
-    /// Times the budget refused a retry or a hedge ([`CounterEvent::BudgetRefusal`]: a
-    /// hedge refused is asked for again a delay later, and counts again).
+    /// Retries and hedges the budget refused ([`CounterEvent::BudgetRefusal`]: a hedge
+    /// refused is asked for again a delay later, and counts once however often it is
+    /// refused).
     pub budget_refusals: u64,
     /// Attempts the breaker refused: a call's first (the call was not made), a retry or a
     /// hedge ([`CounterEvent::BreakerRejection`]).

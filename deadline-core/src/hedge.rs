@@ -39,6 +39,7 @@ pub struct HedgeState {
     sent: u32,
     last_send: Instant,
     stopped: bool,
+    refused: bool,
 }
 
 impl HedgeState {
@@ -49,6 +50,7 @@ impl HedgeState {
             sent: 0,
             last_send: first_send,
             stopped: false,
+            refused: false,
         }
     }
 
@@ -58,10 +60,19 @@ impl HedgeState {
         self.sent
     }
 
+    /// Whether the budget has refused the next hedge already ([`HedgeDecision::Throttled`]
+    /// since the latest copy was sent): a refusal of it again keeps no more copies from the
+    /// dependency than the first did.
+    #[must_use]
+    pub const fn refused(&self) -> bool {
+        self.refused
+    }
+
     /// Records an attempt (a retry) sent at `at`: the next hedge is due `delay` after it.
     pub fn restart(&mut self, at: Instant) {
         self.last_send = self.last_send.max(at);
         self.stopped = false;
+        self.refused = false;
     }
 
     /// Moves the next hedge to no sooner than `not_before` (a server's pushback on one of the
@@ -140,10 +151,12 @@ impl HedgeState {
         };
         if !call.withdraw(now) {
             self.last_send = now;
+            self.refused = true;
             return HedgeDecision::Throttled;
         }
         self.sent = self.sent.saturating_add(1);
         self.last_send = now;
+        self.refused = false;
         HedgeDecision::Send(limits)
     }
 }

@@ -251,6 +251,33 @@ fn retry_refused_by_the_budget_is_not_made() {
     assert_eq!(called.report.ended, Instant::from_millis(20));
 }
 
+/// A hedge the budget refuses is asked for again one delay later, while its first copy runs:
+/// the same hedge refused ten times is one refusal, not ten (the count says how many copies
+/// the budget kept from the dependency).
+#[test]
+fn a_hedge_refused_again_and_again_is_one_refusal() {
+    let timer = ManualTimer::new();
+    let t = &timer;
+    let b = Policy::required("B")
+        .idempotent()
+        .with_cap(ms(110))
+        .with_hedge(HedgePolicy::new(ms(10), 1));
+    let budget = RetryBudget::percent(0).with_floor_per_sec(0);
+    let call = Call::new(&b, Deadline::after(t.now(), ms(200)), ms(0)).with_budget(&budget);
+    let calls = Cell::new(0u32);
+    let called: Called<(), DepError> = timer
+        .run(Driver::new(call, t, SplitMix64::new(3)).run(classify, |_| {
+            calls.set(calls.get() + 1);
+            sim(t, ms(105), Ok(()))
+        }))
+        .unwrap();
+    assert_eq!(called.result, Ok(()));
+    // Asked for at 10, 20, ... 100 ms, refused each time, never sent.
+    assert_eq!(calls.get(), 1);
+    assert_eq!(called.report.hedges, 0);
+    assert_eq!(called.report.budget_refusals, 1);
+}
+
 #[test]
 fn hedge_wins_and_its_loser_is_cancelled() {
     let timer = ManualTimer::new();

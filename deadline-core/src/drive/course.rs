@@ -414,7 +414,8 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
     /// Sends a hedge at `now`, once [`next_hedge`](Self::next_hedge) says one is due, if it
     /// may be sent: the breaker is asked first (a refusal stops the hedges of this attempt
     /// and is counted in [`Report::breaker_rejections`]), then [`HedgeState::decide`] (a
-    /// refusal of the retry budget is counted in [`Report::budget_refusals`]). Call it only
+    /// refusal of the retry budget is counted in [`Report::budget_refusals`], once for each
+    /// hedge however often it is asked for again). Call it only
     /// while an attempt is running and the driver has room for another.
     pub(super) fn send_hedge(&mut self, now: Instant) -> Option<Attempt> {
         let first = self.tally.started_at();
@@ -426,10 +427,13 @@ impl<'c, E, M: Mode> Course<'c, E, M> {
         };
         let live = self.followups.live_delay();
         let f = self.followups.made(first)?;
+        let refused_before = f.hedges.refused();
         match f.hedges.decide(&self.call, live, now) {
             HedgeDecision::Send(limits) => Some(self.launch(limits, permit, true, now)),
             HedgeDecision::Throttled => {
-                self.tally.budget_refused();
+                if !refused_before {
+                    self.tally.budget_refused();
+                }
                 self.release(permit, now);
                 None
             }

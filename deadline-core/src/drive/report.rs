@@ -261,8 +261,9 @@ pub struct Report {
     /// Attempts whose timeout fired, or that ran out of their own time before they could send
     /// anything ([`CallMachine::unsent`](super::CallMachine::unsent)).
     pub timeouts: u32,
-    /// Times the retry budget refused a retry or a hedge (a hedge refused is asked for again
-    /// a delay later, and counts again).
+    /// Retries and hedges the retry budget refused: the copies it kept from the dependency (a
+    /// hedge refused is asked for again a delay later, and counts once however often it is
+    /// refused).
     pub budget_refusals: u32,
     /// Attempts the circuit breaker refused: the first (the call was not made), a retry or
     /// a hedge.
