@@ -67,6 +67,9 @@ impl BreakerConfig {
     };
 
     /// The same configuration, opening after `n` failures in a row (0: never on this rule).
+    /// With this rule and the ratio's ([`with_failure_percent`](Self::with_failure_percent))
+    /// both 0, the breaker never opens: the way to keep a dependency's calls from ever being
+    /// refused by it.
     #[must_use]
     pub const fn with_consecutive_failures(mut self, n: u32) -> Self {
         self.consecutive_failures = n;
