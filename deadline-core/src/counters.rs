@@ -68,10 +68,9 @@ pub enum CounterEvent {
     Hedge,
     /// A call's answer came from a hedged copy rather than the first attempt.
     HedgeWin,
-    /// A retry or hedge was not sent because the retry-and-hedge budget was spent. A hedge
-    /// the budget refuses is asked for again one hedge delay later, and each refusal counts:
-    /// a call whose budget stays spent counts one for every delay it runs, so this can
-    /// exceed the calls; read it as how often the budget said no.
+    /// A retry or hedge was not sent because the retry-and-hedge budget was spent: a copy
+    /// the budget kept from the dependency. A hedge the budget refuses is asked for again one
+    /// hedge delay later, and counts once however often it is refused.
     BudgetRefusal,
     /// An attempt (a call's first, a retry or a hedge) was refused by the circuit breaker:
     /// open, or half-open with its probes taken.

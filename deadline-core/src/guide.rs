@@ -18,7 +18,8 @@
 //! cancels everything it was waiting for, and the result is
 //! [`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded). A scope inside a scope keeps the earlier of the two
 //! deadlines; `propagate` carries the current deadline into a spawned task, which would not
-//! see it otherwise. `low_level::with_deadline` sets the deadline without bounding the work,
+//! see it otherwise. [`runtime::with_deadline`](crate::runtime::with_deadline) (in
+//! deadline-tokio, `low_level::with_deadline`) sets the deadline without bounding the work,
 //! for work that bounds itself.
 //!
 //! # A call's timeout from the time left
@@ -47,7 +48,7 @@
 //! a fixed hedge delay at or past the cap; with an adaptive cap, its lower bound stands in
 //! for the cap) is refused where its [`Dependency`](crate::Dependency) is made: a compile
 //! error in a `static` or a `const`, a panic at run time (a deadline-only dependency, which
-//! sends no hedge, accepts the hedge). [`Policy::check`](crate::Policy::check) names the
+//! makes one attempt, refuses any retry or hedge at all). [`Policy::check`](crate::Policy::check) names the
 //! setting beforehand, without the panic, as a [`PolicyError`](crate::policy::PolicyError):
 //! for a policy read from a configuration file.
 //!
@@ -173,9 +174,11 @@
 //! whose own timer is set to the same instant (reqwest's, tonic's `Channel`'s) may fire first,
 //! and its error then comes at or after the attempt's deadline. Any failure that comes then and
 //! is not the server's own answer ([`Outcome::Fatal`](crate::Outcome::Fatal), [`Outcome::Broken`](crate::Outcome::Broken), [`Outcome::Pushback`](crate::Outcome::Pushback)) is read as the
-//! attempt's timeout. deadline-tokio's integrations set their clients' timers a per-hop
-//! allowance *after* the library's, as a backstop, so the library's timer wins the race by
-//! default.
+//! attempt's timeout. deadline-tokio's reqwest integration sets the client's timer a per-hop
+//! allowance *after* the library's, as a backstop, so the library's timer wins that race by
+//! default; a tonic `Channel` times a call by the `grpc-timeout` it sends, the attempt's time
+//! less the allowance, so its timer fires first, and its error is read as the attempt's
+//! timeout all the same.
 //!
 //! A next service that runs out of the time it was sent answers so (a 504, gRPC
 //! `DEADLINE_EXCEEDED`) before the attempt's own deadline: the time sent is the attempt's
@@ -192,8 +195,9 @@
 //! attempt's end, is the attempt's timeout. A tower client (`DependencyLayer`) sees every
 //! answer itself, so it reads them by the narrower rule of
 //! [`Sent::is_deadline_failure`](crate::wire::Sent::is_deadline_failure): once the time sent
-//! is running out, only a failure of the deadline's shape (a transport error, a 502, 503 or
-//! 504, a gRPC `CANCELLED` or `UNAVAILABLE`, none saying when to retry) is the attempt's
+//! is running out, only a failure of the deadline's shape (a transport error, a 408, 502, 503
+//! or 504, a Connect unary call's 499, a gRPC `CANCELLED` or `UNAVAILABLE`, none saying when
+//! to retry) is the attempt's
 //! timeout, and a 500 or a 429 then is still the dependency's answer. An attempt whose time
 //! is too short to send anything (under the allowance, or a statement's floor) tells the
 //! runtime so ([`Onward::Nothing`](crate::runtime::Onward::Nothing)): it never reached the
@@ -572,9 +576,9 @@
 //! A dependency made with [`Dependency::deadline_only`](crate::Dependency::deadline_only) never retries nor hedges: its calls
 //! make one attempt with its timeout from the time left, and link none of the code for
 //! retries, backoff, hedges, the budget or the breaker (a policy with retries or hedges is
-//! refused where it is made: they would never be made). On a microcontroller that is the
-//! difference between about 4 KiB and 10 KiB of flash (the crate docs, "On a
-//! microcontroller").
+//! refused where it is made: they would never be made). On a Cortex-M0 that is the
+//! difference between about 4 KiB and 10 KiB of the library's code in the firmware (the
+//! project's benchmarks, "Does it fit a microcontroller?").
 //!
 //! # Observing a dependency
 //!
@@ -589,7 +593,8 @@
 //! - A timeout that is armed or sent never exceeds the time left, minus the reserve and the
 //!   per-hop allowance. No attempt, retry or hedge starts when its timeout would be under the
 //!   dependency's floor, or when its backoff would end after the deadline.
-//! - No input panics it: all time arithmetic saturates; a clock that steps back counts as no
+//! - No time, header or sample panics it (the policy builders refuse a setting that could
+//!   never act with a panic, documented on each): all time arithmetic saturates; a clock that steps back counts as no
 //!   time passed. A deadline set at arrival ([`Deadline::after`](crate::Deadline::after)) remembers the arrival, so a
 //!   reading before it counts as the arrival itself: the time left, and every timeout armed
 //!   from it, never exceed the budget.

@@ -200,8 +200,10 @@
 //! - **Inside a [`Dependency::run`](deadline_core::Dependency::run) attempt**, the layer tells
 //!   the runtime what it sent ([`note_sent`](deadline_core::runtime::note_sent)): whatever
 //!   error the attempt makes of a failure that comes once that is running out (the layer's
-//!   own [`PropagateError::Deadline`], a 504 turned into an error), the call counts it as the
-//!   attempt's timeout and answers [`Error::Timeout`](deadline_core::Error::Timeout) (504)
+//!   own [`PropagateError::Deadline`], a 504 turned into an error), if its classifier reads
+//!   it as one a retry may fix ([`Outcome::Failed`](deadline_core::Outcome::Failed) or
+//!   [`Outcome::Refused`](deadline_core::Outcome::Refused), as the default classifier reads
+//!   any error), the call counts it as the attempt's timeout and answers [`Error::Timeout`](deadline_core::Error::Timeout) (504)
 //!   if it then gives up, never a failed dependency (502). An attempt that had nothing left
 //!   to send never reached the dependency ([`Onward::Nothing`](deadline_core::runtime::Onward::Nothing)):
 //!   the breaker does not count it. With the call's time short, no retry or hedge follows,
@@ -271,8 +273,8 @@
 //!   of the deadline's shape is the attempt's timeout, and any other answer (a 500, a 429, a
 //!   gRPC `RESOURCE_EXHAUSTED`, one that says when to retry) is still the dependency's own,
 //!   counted as a failure. (Inside your own [`Dependency::run`](deadline_core::Dependency::run)
-//!   attempt, which makes its own errors of the answers, any failure then is the timeout:
-//!   above.)
+//!   attempt, which makes its own errors of the answers, any failure then that its
+//!   classifier reads as one a retry may fix is the timeout: above.)
 //! - **The inner service's errors** (a connection refused, reset, ...) are
 //!   [`Outcome::Failed`](deadline_core::Outcome::Failed) unless [`classify_error`](crate::DependencyLayer::classify_error) says otherwise,
 //!   and retried as the policy allows (not for a call that is not idempotent, unless the
