@@ -32,6 +32,23 @@ pub struct Run<'d, 'n, Rt, A, C, R, M = Full> {
     rng: R,
 }
 
+impl<'d, 'n, Rt, A, C, R> Run<'d, 'n, Rt, A, C, R, Full> {
+    /// Draws the backoff's jitter from `rng` rather than the runtime's default source (a
+    /// seeded generator, in a test or a simulation). (A deadline-only call has no backoff:
+    /// it has no such setting.)
+    pub fn rng<R2: Rng>(self, rng: R2) -> Run<'d, 'n, Rt, A, C, R2, Full> {
+        Run {
+            dep: self.dep,
+            attempt: self.attempt,
+            reserve: self.reserve,
+            deadline: self.deadline,
+            classify: self.classify,
+            classified: self.classified,
+            rng,
+        }
+    }
+}
+
 impl<'d, 'n, Rt, A, C, R, M> Run<'d, 'n, Rt, A, C, R, M> {
     pub(super) const fn new(
         dep: &'d Dependency<'n, Rt, M>,
@@ -72,20 +89,6 @@ impl<'d, 'n, Rt, A, C, R, M> Run<'d, 'n, Rt, A, C, R, M> {
     pub const fn deadline(mut self, deadline: Deadline) -> Self {
         self.deadline = Some(deadline);
         self
-    }
-
-    /// Draws the backoff's jitter from `rng` rather than the runtime's default source (a
-    /// seeded generator, in a test or a simulation).
-    pub fn rng<R2: Rng>(self, rng: R2) -> Run<'d, 'n, Rt, A, C, R2, M> {
-        Run {
-            dep: self.dep,
-            attempt: self.attempt,
-            reserve: self.reserve,
-            deadline: self.deadline,
-            classify: self.classify,
-            classified: self.classified,
-            rng,
-        }
     }
 
     /// Classifies each attempt's error with `classify` ([`Outcome`]): what may be retried,

@@ -158,6 +158,15 @@ impl<'c, E> CallMachine<'c, E, Full> {
             in_flight: <<Full as Room>::Records as Records>::EMPTY,
         }
     }
+
+    /// The same machine, hedging after `live` (such as the p95 of a live latency histogram)
+    /// instead of the policy's fixed delay, when it is `Some`. (A deadline-only machine sends
+    /// no hedge: it has no such setting.)
+    #[must_use]
+    pub fn with_hedge_delay(mut self, live: Option<Duration>) -> Self {
+        self.course.set_hedge_delay(live);
+        self
+    }
 }
 
 impl<'c, E> CallMachine<'c, E, DeadlineOnly> {
@@ -191,14 +200,6 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
             spared: false,
             in_flight: <M::Records as Records>::empty(),
         }
-    }
-
-    /// The same machine, hedging after `live` (such as the p95 of a live latency histogram)
-    /// instead of the policy's fixed delay, when it is `Some`.
-    #[must_use]
-    pub fn with_hedge_delay(mut self, live: Option<Duration>) -> Self {
-        self.course.set_hedge_delay(live);
-        self
     }
 
     /// Before the first poll: the call's deadline becomes the earlier of its own and

@@ -228,14 +228,17 @@ impl<'c, Tm: Timer> Driver<'c, Tm, NoJitter, NoObserver, DeadlineOnly> {
     }
 }
 
-impl<'c, Tm: Timer, R: Rng, O: Observer, M: Mode> Driver<'c, Tm, R, O, M> {
+impl<'c, Tm: Timer, R: Rng, O: Observer> Driver<'c, Tm, R, O, Full> {
     /// The same driver, hedging after `live` (such as the p95 of a live latency histogram)
-    /// instead of the policy's fixed delay, when it is `Some`.
+    /// instead of the policy's fixed delay, when it is `Some`. (A deadline-only driver sends
+    /// no hedge: it has no such setting.)
     pub const fn with_hedge_delay(mut self, live: Option<Duration>) -> Self {
         self.live_delay = live;
         self
     }
+}
 
+impl<'c, Tm: Timer, R: Rng, O: Observer, M: Mode> Driver<'c, Tm, R, O, M> {
     /// The same driver, telling `observer` of every step of the call ([`Event`]); pass
     /// `&mut observer` to keep it.
     pub fn with_observer<O2: Observer>(self, observer: O2) -> Driver<'c, Tm, R, O2, M> {
