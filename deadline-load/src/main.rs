@@ -1,9 +1,10 @@
 //! `overload`: a real HTTP/2 server on loopback with a fixed capacity, offered twice that
-//! capacity by an open-loop client, three ways: with `DeadlineLayer` and admission; with
-//! tower's `ConcurrencyLimit` and `LoadShed`; and with neither. It prints what it measured:
+//! capacity by an open-loop client, four ways: with `DeadlineLayer` and admission; with
+//! tower's `ConcurrencyLimit` and `LoadShed`, with no queue and with a queue as long as the
+//! library lets a request wait; and with neither. It prints what it measured:
 //! goodput (answers within their deadline per second) as a share of the capacity, the
 //! latency percentiles of the answers, the shed count, the answers that came after their
-//! deadline, and the server's queue. It runs the three in `--rounds` rounds whose order
+//! deadline, and the server's queue. It runs the four in `--rounds` rounds whose order
 //! rotates, and prints each way's goodput over the rounds.
 //!
 //! ```text
@@ -29,7 +30,10 @@
 //!   is shed (503) by the core's `QueueAdmission::admit_queued`; and the layer answers 504
 //!   for a handler still running at its deadline.
 //! - **With tower**, `ConcurrencyLimit` of [`WORKERS`] behind `LoadShed`: a request that
-//!   finds every worker busy is refused at once (503), with no queue.
+//!   finds every worker busy is refused at once (503), with no queue; and the same behind a
+//!   `Buffer` of [`TOWER_QUEUE`] requests, [`MAX_QUEUE_DELAY`] of work at the capacity (the
+//!   library's longest wait, as a queue tower can bound: by its length), a request that
+//!   finds it full refused at once.
 //! - **Without either**, the same handler waits for a worker however long it takes.
 //!
 //! With `--check` (the short run CI makes), it exits non-zero unless the outcome is the
@@ -77,6 +81,11 @@ const DEADLINE: Duration = ms(100);
 const ALLOWANCE: Duration = ms(5);
 /// With the library: the longest a request waits for a worker before it is shed.
 const MAX_QUEUE_DELAY: Duration = ms(20);
+/// With tower's queue: the requests its `Buffer` holds, [`MAX_QUEUE_DELAY`] of work at the
+/// capacity (20 ms at 400 per second: 8).
+const TOWER_QUEUE: usize = (MAX_QUEUE_DELAY.as_millis() as usize) * (CAPACITY as usize) / 1_000;
+// The label of the way says 8.
+const _: () = assert!(TOWER_QUEUE == 8);
 /// After the last request is sent, how long the client waits for the answers still out.
 const DRAIN: Duration = Duration::from_secs(10);
 /// The windows the run's latency is reported in, to show whether it grows.
@@ -89,6 +98,8 @@ enum Mode {
     Library,
     /// tower's `ConcurrencyLimit` of [`WORKERS`] behind `LoadShed`: no queue.
     Tower,
+    /// The same behind a `Buffer` of [`TOWER_QUEUE`] requests.
+    TowerQueue,
     /// The same handler with no deadline and no admission.
     Plain,
 }
@@ -98,6 +109,7 @@ impl Mode {
         match self {
             Mode::Library => "with DeadlineLayer + Admission",
             Mode::Tower => "with tower ConcurrencyLimit + LoadShed",
+            Mode::TowerQueue => "with tower, behind a Buffer of 8",
             Mode::Plain => "without either",
         }
     }
@@ -217,6 +229,24 @@ async fn serve(mode: Mode, listener: std::net::TcpListener, waiting: Arc<AtomicU
                 // The worker is the limit's permit, held until the answer is made.
                 let service = ServiceBuilder::new()
                     .load_shed()
+                    .concurrency_limit(WORKERS)
+                    .service_fn(|_: Request<Incoming>| async {
+                        work(()).await;
+                        Ok::<_, Infallible>(text(StatusCode::OK, "ok\n"))
+                    })
+                    .map_result(|result: Result<Response<Body>, tower::BoxError>| {
+                        Ok::<_, tower::BoxError>(result.unwrap_or_else(|_overloaded| {
+                            text(StatusCode::SERVICE_UNAVAILABLE, "overloaded\n")
+                        }))
+                    });
+                tokio::spawn(http2.serve_connection(io, TowerToHyperService::new(service)));
+            }
+            Mode::TowerQueue => {
+                // A request waits in the buffer while every worker is busy; one that finds
+                // the buffer full is shed.
+                let service = ServiceBuilder::new()
+                    .load_shed()
+                    .buffer(TOWER_QUEUE)
                     .concurrency_limit(WORKERS)
                     .service_fn(|_: Request<Incoming>| async {
                         work(()).await;
@@ -516,16 +546,26 @@ impl Report {
             WINDOWS,
             windows.join(", ")
         );
-        println!(
-            "server queue, sampled each second: {:?} (max {})",
-            self.queue,
-            self.queue.iter().max().copied().unwrap_or(0)
-        );
+        match self.mode {
+            // The handler's own wait for a worker is what the monitor samples; tower's
+            // limit has no queue, and its buffer's is its own.
+            Mode::Tower => {
+                println!("server queue: none (a request that finds the workers busy is shed)")
+            }
+            Mode::TowerQueue => println!(
+                "server queue: in tower's Buffer, not sampled (at most {TOWER_QUEUE}, then shed)"
+            ),
+            Mode::Library | Mode::Plain => println!(
+                "server queue, sampled each second: {:?} (max {})",
+                self.queue,
+                self.queue.iter().max().copied().unwrap_or(0)
+            ),
+        }
         println!();
     }
 }
 
-/// The three runs side by side: goodput (200s within their deadline per second) as a share of
+/// The four runs side by side: goodput (200s within their deadline per second) as a share of
 /// the nominal capacity and of the capacity measured without either (whose queue never
 /// empties, so its workers never rest: its 200s per second are what the server can do).
 fn summary(reports: &[&Report], without: &Report) {
@@ -619,8 +659,8 @@ fn check(with: &Report, without: &Report) -> Vec<String> {
     failed
 }
 
-/// The three ways, in the order of a first round.
-const MODES: [Mode; 3] = [Mode::Library, Mode::Tower, Mode::Plain];
+/// The four ways, in the order of a first round.
+const MODES: [Mode; 4] = [Mode::Library, Mode::Tower, Mode::TowerQueue, Mode::Plain];
 
 fn main() {
     let mut seconds = 30u64;
@@ -641,9 +681,9 @@ fn main() {
         .build()
         .expect("a tokio runtime");
     println!("load average at the start: {}\n", load_average());
-    // Per way (in `MODES` order), its report of each round. Each round runs the three ways in
+    // Per way (in `MODES` order), its report of each round. Each round runs the four ways in
     // an order that rotates, so that none always runs first or last.
-    let mut reports: [Vec<Report>; 3] = Default::default();
+    let mut reports: [Vec<Report>; 4] = Default::default();
     for round in 0..rounds {
         println!("== round {} of {rounds}\n", round + 1);
         for turn in 0..MODES.len() {
@@ -652,8 +692,8 @@ fn main() {
             report.print();
             reports[way].push(report);
         }
-        let [with, tower, without] = [0, 1, 2].map(|way| &reports[way][round]);
-        summary(&[with, tower, without], without);
+        let [with, tower, queued, without] = [0, 1, 2, 3].map(|way| &reports[way][round]);
+        summary(&[with, tower, queued, without], without);
     }
     if rounds > 1 {
         over_rounds(&reports);
@@ -661,11 +701,16 @@ fn main() {
     println!("load average at the end: {}", load_average());
     if check_outcome {
         let mut failed = Vec::new();
-        let [with, tower, without] = &reports;
-        for ((with, tower), without) in with.iter().zip(tower).zip(without) {
+        let [with, tower, queued, without] = &reports;
+        for (((with, tower), queued), without) in with.iter().zip(tower).zip(queued).zip(without) {
             failed.extend(check(with, without));
-            if tower.ok.is_empty() || tower.shed.is_empty() {
-                failed.push("with tower, nothing was answered or nothing was shed".to_owned());
+            for tower in [tower, queued] {
+                if tower.ok.is_empty() || tower.shed.is_empty() {
+                    failed.push(format!(
+                        "{}: nothing was answered or nothing was shed",
+                        tower.mode.label()
+                    ));
+                }
             }
         }
         for reason in &failed {
@@ -695,7 +740,7 @@ fn load_average() -> String {
 
 /// Each way's goodput as a share of the nominal capacity, over the rounds: the median and
 /// the range.
-fn over_rounds(reports: &[Vec<Report>; 3]) {
+fn over_rounds(reports: &[Vec<Report>; 4]) {
     println!(
         "== over {} rounds: goodput as a share of the nominal capacity ({CAPACITY}/s), median (range)",
         reports[0].len()
