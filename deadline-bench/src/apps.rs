@@ -1,13 +1,16 @@
-//! The server the `server` program measures, five ways: the same axum handler with no layer,
+//! The server the `server` program measures, six ways: the same axum handler with no layer,
 //! with a layer that does nothing (what `Router::layer` itself costs), with `DeadlineLayer`
 //! around the whole router (`axum::serve(listener, layer.layer(router))`, as the library's
 //! documentation adds it), with `DeadlineLayer` through `Router::layer`, and with tower's
-//! `TimeoutLayer` (as axum's documentation adds it: through `Router::layer`, behind
-//! `HandleErrorLayer`). The per-call scenarios run the same services in process.
+//! `TimeoutLayer` both ways: through `Router::layer` behind `HandleErrorLayer`, as axum's
+//! documentation adds it, and around the whole router (behind axum's `HandleError`, the
+//! router's routes made once, as `axum::serve` makes a router's). The per-call scenarios run
+//! the same services in process.
 
 use std::time::Duration;
 
-use axum::error_handling::HandleErrorLayer;
+use axum::ServiceExt;
+use axum::error_handling::{HandleError, HandleErrorLayer};
 use axum::http::StatusCode;
 use deadline_core::ms;
 use deadline_core::wire::Propagation;
@@ -16,11 +19,12 @@ use deadline_tokio::layer::DeadlineService;
 use tower::ServiceBuilder;
 
 /// The variants, by name, in the order of [`apps`].
-pub const VARIANTS: [&str; 5] = [
+pub const VARIANTS: [&str; 6] = [
     "no layer",
     "an empty layer",
     "DeadlineLayer",
     "DeadlineLayer, Router::layer",
+    "tower TimeoutLayer, Router::layer",
     "tower TimeoutLayer",
 ];
 
@@ -94,12 +98,16 @@ pub fn tower_timeout() -> axum::Router {
     )
 }
 
-/// What `axum::serve` serves: a router, or a router wrapped whole in `DeadlineLayer`.
+/// What `axum::serve` serves: a router, a router wrapped whole in `DeadlineLayer`, or one
+/// wrapped whole in tower's `TimeoutLayer`.
 pub enum App {
     /// A router, with or without layers of its own.
     Router(axum::Router),
     /// A router behind `DeadlineLayer`.
     Wrapped(DeadlineService<axum::Router>),
+    /// A router behind tower's `TimeoutLayer` of 1 s, and axum's `HandleError` (which turns
+    /// its error into a response, as `axum::serve` needs).
+    TowerAround(axum::Router),
 }
 
 impl App {
@@ -108,17 +116,30 @@ impl App {
         match self {
             App::Router(router) => axum::serve(listener, router).await,
             App::Wrapped(service) => axum::serve(listener, service).await,
+            App::TowerAround(router) => {
+                // The routes made once, as `axum::serve` makes a router's for each
+                // connection: called as it is, a router makes each request's route again.
+                let timed =
+                    tower::timeout::Timeout::new(router.with_state(()), Duration::from_secs(1));
+                let service = HandleError::new(timed, timed_out);
+                axum::serve(
+                    listener,
+                    ServiceExt::<axum::extract::Request>::into_make_service(service),
+                )
+                .await
+            }
         }
     }
 }
 
 /// The apps, in the order of [`VARIANTS`].
-pub fn apps() -> [App; 5] {
+pub fn apps() -> [App; 6] {
     [
         App::Router(plain()),
         App::Router(empty_layer()),
         App::Wrapped(deadline_layer_around()),
         App::Router(deadline_layer()),
         App::Router(tower_timeout()),
+        App::TowerAround(app()),
     ]
 }

@@ -1,8 +1,9 @@
 //! `server`: what `DeadlineLayer` costs a server. An axum server on loopback, in a process of
-//! its own, serves the same handler five ways (no layer; a layer that does nothing, which
+//! its own, serves the same handler six ways (no layer; a layer that does nothing, which
 //! shows what `Router::layer` itself costs; `DeadlineLayer` around the whole router, as the
 //! library's documentation adds it; `DeadlineLayer` through `Router::layer`; tower's
-//! `TimeoutLayer`, as axum's documentation adds it), each on its own port; this program loads
+//! `TimeoutLayer` through `Router::layer`, as axum's documentation adds it, and around the
+//! whole router), each on its own port; this program loads
 //! each in turn from its own runtime, in rounds whose order rotates, and prints each figure
 //! as a ratio to no layer in the same round:
 //!
@@ -86,7 +87,7 @@ fn instructions_main(quick: bool) {
         "server --instructions: the server process under callgrind, {low} and then {high} requests over one keep-alive connection, per variant"
     );
     println!(
-        "{:<30} {:>22} {:>12} {:>12}",
+        "{:<33} {:>22} {:>12} {:>12}",
         "variant", "instructions/request", "vs no layer", "over it"
     );
     let (mut base, mut deadline) = (0, 0);
@@ -98,7 +99,7 @@ fn instructions_main(quick: bool) {
             base = per_request;
         }
         println!(
-            "{:<30} {:>22} {:>11.3}x {:>+12}",
+            "{:<33} {:>22} {:>11.3}x {:>+12}",
             name,
             per_request,
             per_request as f64 / base.max(1) as f64,
@@ -261,7 +262,7 @@ fn main() {
         rate, o.connections
     );
     println!(
-        "{:<30} {:>10} {:>24} {:>6} {:>10} {:>10} {:>12} {:>10}",
+        "{:<33} {:>10} {:>24} {:>6} {:>10} {:>10} {:>12} {:>10}",
         "variant", "CPU", "vs no layer (range)", "user", "p50", "p99", "requests/s", "vs no layer"
     );
     let base = phases[0].clone();
@@ -279,7 +280,7 @@ fn main() {
             deadline_ratios.clone_from(&cpu_ratios);
         }
         println!(
-            "{:<30} {:>7.2} us {:>9.3}x ({:.3}-{:.3}) {:>5.1}% {:>10} {:>10} {:>12.0} {:>9.3}x",
+            "{:<33} {:>7.2} us {:>9.3}x ({:.3}-{:.3}) {:>5.1}% {:>10} {:>10} {:>12.0} {:>9.3}x",
             name,
             med(|p| p.cpu_per_request.as_secs_f64()) * 1e6,
             cpu_ratio,
