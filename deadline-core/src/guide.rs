@@ -594,8 +594,8 @@
 //!   per-hop allowance. No attempt, retry or hedge starts when its timeout would be under the
 //!   dependency's floor, or when its backoff would end after the deadline.
 //! - No time, header or sample panics it (the policy builders refuse a setting that could
-//!   never act with a panic, documented on each): all time arithmetic saturates; a clock that steps back counts as no
-//!   time passed. A deadline set at arrival ([`Deadline::after`](crate::Deadline::after)) remembers the arrival, so a
+//!   never act with a panic, documented on each): all time arithmetic saturates; a clock
+//!   that steps back counts as no time passed. A deadline set at arrival ([`Deadline::after`](crate::Deadline::after)) remembers the arrival, so a
 //!   reading before it counts as the arrival itself: the time left, and every timeout armed
 //!   from it, never exceed the budget.
 //! - Fixed capacity (const generics, `heapless`); randomness injected, so every decision is

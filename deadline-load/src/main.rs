@@ -8,7 +8,7 @@
 //! rotates, and prints each way's goodput over the rounds.
 //!
 //! ```text
-//! cargo run -p deadline-load --release -- [--seconds 30] [--rounds 3] [--check]
+//! cargo run -p deadline-load --release -- [--seconds 30] [--rounds 3] [--short-ms D --short-percent P] [--check]
 //! ```
 //!
 //! - **The server** serves [`WORKERS`] requests at once, each holding a worker for [`WORK`]:
@@ -23,6 +23,9 @@
 //!   answer as late when it arrives more than 100 ms after it was sent. It
 //!   stops sending after `--seconds`, then waits at most [`DRAIN`] for the answers still
 //!   outstanding and counts the rest as unanswered. Every loop is bounded in count and time.
+//!   With `--short-ms D --short-percent P`, P% of the requests, spread evenly, have a deadline
+//!   of D ms instead (callers with less time: a queue bounded by its length serves some of
+//!   them late; one bounded by each request's deadline does not).
 //! - **With the library**, the server reads each request's deadline with `DeadlineLayer`,
 //!   which refuses (503) a request with less time left than the work needs (`Admission`); a
 //!   request waits for a worker at most `QueueAdmission::max_queue_delay`
@@ -74,7 +77,8 @@ const WORK: Duration = ms(10);
 const CAPACITY: u64 = 400;
 /// Requests per second offered: twice the capacity.
 const OFFERED: u64 = 2 * CAPACITY;
-/// Each request's deadline, sent in `x-deadline-ms`.
+/// Each request's deadline, sent in `x-deadline-ms` (less the allowance); with `--short-ms`,
+/// the longer of the two.
 const DEADLINE: Duration = ms(100);
 /// What the client keeps back of its deadline for the trip (the per-hop allowance): it
 /// sends `x-deadline-ms: 95` for its 100 ms.
@@ -134,6 +138,8 @@ struct Sample {
     latency: Duration,
     /// The HTTP status, or `None` for a transport error.
     status: Option<StatusCode>,
+    /// The request's deadline: an answer after it is late.
+    deadline: Duration,
 }
 
 /// The response body both servers answer with.
@@ -270,7 +276,7 @@ async fn serve(mode: Mode, listener: std::net::TcpListener, waiting: Arc<AtomicU
 }
 
 /// One run: the server in `mode`, offered twice its capacity for `seconds`.
-async fn run(mode: Mode, seconds: u64) -> Report {
+async fn run(mode: Mode, seconds: u64, short: Option<Short>) -> Report {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
     listener
         .set_nonblocking(true)
@@ -312,6 +318,7 @@ async fn run(mode: Mode, seconds: u64) -> Report {
         let at = start + period * u32::try_from(i).unwrap_or(u32::MAX);
         tokio::time::sleep_until(at).await;
         let (client, uri) = (client.clone(), uri.clone());
+        let deadline = short.map_or(DEADLINE, |short| short.deadline_of(i));
         tasks.push(tokio::spawn(async move {
             let sent = Instant::now();
             // The client's deadline, less the allowance, as the core encodes it.
@@ -319,8 +326,8 @@ async fn run(mode: Mode, seconds: u64) -> Report {
             let budget = Propagation::DEFAULT
                 .with_allowance(ALLOWANCE)
                 .with_max(DEADLINE)
-                .encode_deadline_ms(Deadline::after(now, DEADLINE), now)
-                .expect("100 ms is not spent");
+                .encode_deadline_ms(Deadline::after(now, deadline), now)
+                .expect("a deadline longer than the allowance is not spent");
             let request = Request::builder()
                 .uri(uri)
                 .header("x-deadline-ms", budget.as_bytes())
@@ -340,6 +347,7 @@ async fn run(mode: Mode, seconds: u64) -> Report {
                 sent: sent.duration_since(start),
                 latency: sent.elapsed(),
                 status,
+                deadline,
             }
         }));
     }
@@ -382,7 +390,22 @@ async fn run(mode: Mode, seconds: u64) -> Report {
         samples,
         unanswered,
         queue,
+        describe(short),
     )
+}
+
+/// The requests' deadlines, in words.
+fn describe(short: Option<Short>) -> String {
+    let ms = |d: Duration| d.as_millis();
+    match short {
+        None => format!("{} ms", ms(DEADLINE)),
+        Some(short) => format!(
+            "{} ms, {}% of them {} ms",
+            ms(DEADLINE),
+            short.percent,
+            ms(short.deadline)
+        ),
+    }
 }
 
 /// The `q` quantile of sorted `values` by the core's nearest rank (an exact integer rank:
@@ -417,6 +440,8 @@ struct Report {
     /// The p50 and p99 of the 200s sent in each window of the run, and how many.
     windows: Vec<(Duration, Duration, usize)>,
     queue: Vec<usize>,
+    /// The requests' deadlines, as they are described.
+    deadlines: String,
 }
 
 impl Report {
@@ -436,6 +461,7 @@ impl Report {
         samples: Vec<Sample>,
         unanswered: u64,
         queue: Vec<usize>,
+        deadlines: String,
     ) -> Report {
         let mut ok = Vec::new();
         let mut shed = Vec::new();
@@ -446,7 +472,7 @@ impl Report {
             match s.status {
                 Some(StatusCode::OK) => {
                     ok.push(s.latency);
-                    if s.latency > DEADLINE {
+                    if s.latency > s.deadline {
                         ok_late += 1;
                     }
                     let w = (s.sent.as_nanos() / window.as_nanos().max(1)) as usize;
@@ -486,6 +512,7 @@ impl Report {
             unanswered,
             windows,
             queue,
+            deadlines,
         }
     }
 
@@ -498,7 +525,7 @@ impl Report {
             self.offered_for.as_secs_f64(),
             OFFERED,
             CAPACITY,
-            ms(DEADLINE)
+            self.deadlines,
         );
         let in_time = self.ok.len() as u64 - self.ok_late;
         println!(
@@ -572,13 +599,9 @@ fn summary(reports: &[&Report], without: &Report) {
     let measured = without.ok.len() as f64 / without.elapsed.as_secs_f64();
     let ms = |d: Duration| format!("{:.1} ms", d.as_secs_f64() * 1e3);
     println!(
-        "== side by side: {} per second offered for {} s, each with a {} deadline; nominal capacity {} per second, \
+        "== side by side: {} per second offered for {} s, deadline {}; nominal capacity {} per second, \
          measured {:.1} per second (without either: its workers never rest)",
-        OFFERED,
-        without.seconds,
-        ms(DEADLINE),
-        CAPACITY,
-        measured
+        OFFERED, without.seconds, without.deadlines, CAPACITY, measured
     );
     println!(
         "{:<40} {:>9} {:>10} {:>10} {:>9} {:>9} {:>8} {:>10} {:>10}",
@@ -659,6 +682,27 @@ fn check(with: &Report, without: &Report) -> Vec<String> {
     failed
 }
 
+/// `--short-ms D --short-percent P`: P% of the requests with a deadline of D.
+#[derive(Clone, Copy, Debug)]
+struct Short {
+    deadline: Duration,
+    percent: u64,
+}
+
+impl Short {
+    /// The deadline of request `i`: the short one for `percent` of the requests, spread
+    /// evenly (request `i` is short when the count of short ones up to it goes up).
+    fn deadline_of(self, i: u64) -> Duration {
+        let before = i * self.percent / 100;
+        let after = (i + 1) * self.percent / 100;
+        if after > before {
+            self.deadline
+        } else {
+            DEADLINE
+        }
+    }
+}
+
 /// The four ways, in the order of a first round.
 const MODES: [Mode; 4] = [Mode::Library, Mode::Tower, Mode::TowerQueue, Mode::Plain];
 
@@ -666,15 +710,27 @@ fn main() {
     let mut seconds = 30u64;
     let mut rounds = 3usize;
     let mut check_outcome = false;
+    let (mut short_ms, mut short_percent) = (None, None);
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--seconds" => seconds = number_in(args.next(), 1, 600),
             "--rounds" => rounds = number_in(args.next(), 1, 20),
+            // More than the allowance, so that something is sent; less than the deadline.
+            "--short-ms" => short_ms = Some(number_in(args.next(), 10, 99)),
+            "--short-percent" => short_percent = Some(number_in(args.next(), 1, 100)),
             "--check" => check_outcome = true,
             _ => usage(),
         }
     }
+    let short = match (short_ms, short_percent) {
+        (Some(ms_), Some(percent)) => Some(Short {
+            deadline: ms(ms_),
+            percent,
+        }),
+        (None, None) => None,
+        _ => usage(),
+    };
     // The client's runtime: one thread (each run's server has a runtime of its own).
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -688,7 +744,7 @@ fn main() {
         println!("== round {} of {rounds}\n", round + 1);
         for turn in 0..MODES.len() {
             let way = (round + turn) % MODES.len();
-            let report = runtime.block_on(run(MODES[way], seconds));
+            let report = runtime.block_on(run(MODES[way], seconds, short));
             report.print();
             reports[way].push(report);
         }
@@ -776,7 +832,36 @@ fn number_in<T: std::str::FromStr + PartialOrd>(arg: Option<String>, low: T, hig
 
 fn usage() -> ! {
     eprintln!(
-        "usage: overload [--seconds N (1 to 600, default 30)] [--rounds N (1 to 20, default 3)] [--check]"
+        "usage: overload [--seconds N (1 to 600, default 30)] [--rounds N (1 to 20, default 3)] [--short-ms D (10 to 99) --short-percent P (1 to 100)] [--check]"
     );
     std::process::exit(2);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `percent` of the requests get the short deadline, spread evenly: of every hundred in a
+    /// row, exactly `percent`.
+    #[test]
+    fn the_short_deadlines_are_the_percent_asked_spread_evenly() {
+        for percent in [1, 3, 50, 99, 100] {
+            let short = Short {
+                deadline: ms(25),
+                percent,
+            };
+            for start in [0, 7, 1_000] {
+                let count = (start..start + 100)
+                    .filter(|&i| short.deadline_of(i) == ms(25))
+                    .count();
+                assert_eq!(count as u64, percent, "{percent}% from request {start}");
+            }
+        }
+        let half = Short {
+            deadline: ms(25),
+            percent: 50,
+        };
+        let firsts: Vec<_> = (0..4).map(|i| half.deadline_of(i)).collect();
+        assert_eq!(firsts, [DEADLINE, ms(25), DEADLINE, ms(25)]);
+    }
 }
