@@ -151,7 +151,10 @@
 //! the retry's start, and a hedge the budget refused moves it on by one delay. The delay is
 //! the policy's fixed one ([`Policy::with_hedge_after`](crate::Policy::with_hedge_after)) or the live p95 of the dependency's
 //! own latency histogram ([`Policy::with_hedge_at_p95`](crate::Policy::with_hedge_at_p95), with a fixed fallback until the
-//! histogram holds enough calls).
+//! histogram holds enough calls). The histogram holds an attempt that timed out at its
+//! timeout, where its latency was at least that: when many callers arrive with less time
+//! than the dependency's slow answers take, their cut attempts pull the live p95 down, and
+//! more calls are hedged than the 5% a p95 means, as many as the retry budget lets through.
 //!
 //! A hedge is sent only when all of these hold, checked in this order: the policy hedges and
 //! is idempotent; fewer than its most hedges have been sent for this call; its time has come;
