@@ -237,13 +237,13 @@ cargo build -p deadline-examples --bin nested
 timeout 120 cargo run -p deadline-examples --bin nested
 # Overload on loopback, the short run: twice the capacity for 3 s, with and without
 # DeadlineLayer and admission; it exits non-zero unless every 200 met its deadline and the
-# excess was shed with the library, and the queue and the latency grew without it. Then the
-# form with half the callers at 25 ms, run to show it runs: with deadlines that short, a
-# scheduling delay on the loopback makes one answer in some ten thousand late, which a
-# strict check of a short run would catch now and then.
+# excess was shed with the library, and the queue and the latency grew without it. Then
+# with half the callers at 25 ms: it exits non-zero unless the library's 200s were in time
+# (all but 1%: an answer made in time now and then reaches the client past so short a
+# deadline) and tower's buffer, which does not know the deadlines, served many late.
 cargo build -p deadline-load --release
 timeout 300 cargo run -p deadline-load --release -- --seconds 3 --rounds 1 --check
-timeout 300 cargo run -p deadline-load --release -- --seconds 3 --rounds 1 --short-ms 25 --short-percent 50
+timeout 300 cargo run -p deadline-load --release -- --seconds 3 --rounds 1 --short-ms 25 --short-percent 50 --check
 
 step "real services on loopback: client -> axum -> tonic -> PostgreSQL"
 bash scripts/services.sh

@@ -78,7 +78,8 @@ impl BreakerConfig {
 
     /// The same configuration, opening at `percent` failures among the last
     /// [`window`](Self::window) outcomes, once there are [`min_calls`](Self::min_calls) of them
-    /// (`percent` 0: never on this rule).
+    /// (`percent` 0: never on this rule; with the rule of failures in a row at 0 too, the
+    /// breaker never opens).
     #[must_use]
     pub const fn with_failure_percent(mut self, percent: u32) -> Self {
         self.failure_percent = percent;

@@ -173,15 +173,15 @@
 //! An attempt that runs out of time ends as the library's timeout, whichever timer noticed
 //! first: counted in the dependency's `timeouts`, retried as a timeout, and, when the call
 //! gives up, [`Error::Timeout`](crate::Error::Timeout) (HTTP 504, gRPC `DEADLINE_EXCEEDED`), never a failed
-//! dependency (502). The driver cuts every attempt off at its own deadline; a client library
-//! whose own timer is set to the same instant (reqwest's, tonic's `Channel`'s) may fire first,
-//! and its error then comes at or after the attempt's deadline. Any failure that comes then and
-//! is not the server's own answer ([`Outcome::Fatal`](crate::Outcome::Fatal), [`Outcome::Broken`](crate::Outcome::Broken), [`Outcome::Pushback`](crate::Outcome::Pushback)) is read as the
-//! attempt's timeout. deadline-tokio's reqwest integration sets the client's timer a per-hop
-//! allowance *after* the library's, as a backstop, so the library's timer wins that race by
-//! default; a tonic `Channel` times a call by the `grpc-timeout` it sends, the attempt's time
-//! less the allowance, so its timer fires first, and its error is read as the attempt's
-//! timeout all the same.
+//! dependency (502). The driver cuts every attempt off at its own deadline; a client library's
+//! own timer may fire first, and its error is the attempt's timeout too. deadline-tokio's
+//! reqwest integration sets reqwest's timer a per-hop allowance *after* the attempt's
+//! deadline, as a backstop, so the library's timer wins that race unless a loaded runtime
+//! runs it late; a tonic `Channel` times a call by the `grpc-timeout` it sends, the
+//! attempt's time less the allowance, so its timer fires first. Any failure that comes at or
+//! after the attempt's deadline and is not the server's own answer
+//! ([`Outcome::Fatal`](crate::Outcome::Fatal), [`Outcome::Broken`](crate::Outcome::Broken),
+//! [`Outcome::Pushback`](crate::Outcome::Pushback)) is read as the attempt's timeout.
 //!
 //! A next service that runs out of the time it was sent answers so (a 504, gRPC
 //! `DEADLINE_EXCEEDED`) before the attempt's own deadline: the time sent is the attempt's
@@ -199,8 +199,8 @@
 //! answer itself, so it reads them by the narrower rule of
 //! [`Sent::is_deadline_failure`](crate::wire::Sent::is_deadline_failure): once the time sent
 //! is running out, only a failure of the deadline's shape (a transport error, a 408, 502, 503
-//! or 504, a Connect unary call's 499, a gRPC `CANCELLED` or `UNAVAILABLE`, none saying when
-//! to retry) is the attempt's
+//! or 504, a Connect unary call's 499, a gRPC `CANCELLED`, `UNAVAILABLE` or
+//! `DEADLINE_EXCEEDED`, none saying when to retry) is the attempt's
 //! timeout, and a 500 or a 429 then is still the dependency's answer. An attempt whose time
 //! is too short to send anything (under the allowance, or a statement's floor) tells the
 //! runtime so ([`Onward::Nothing`](crate::runtime::Onward::Nothing)): it never reached the

@@ -278,6 +278,32 @@ fn a_hedge_refused_again_and_again_is_one_refusal() {
     assert_eq!(called.report.budget_refusals, 1);
 }
 
+/// A call whose first hedge is sent and whose second is refused, then asked for again and
+/// refused again, counts one refusal: the second hedge's.
+#[test]
+fn a_hedge_sent_then_one_refused_twice_is_one_refusal() {
+    let timer = ManualTimer::new();
+    let t = &timer;
+    let b = Policy::required("B")
+        .idempotent()
+        .with_cap(ms(110))
+        .with_hedge(HedgePolicy::new(ms(10), 2));
+    // One token, the call's own deposit: the first hedge is sent at 10, the second refused
+    // at 20 and again at 30.
+    let budget = RetryBudget::percent(100).with_floor_per_sec(0);
+    let call = Call::new(&b, Deadline::after(t.now(), ms(200)), ms(0)).with_budget(&budget);
+    let calls = Cell::new(0u32);
+    let called: Called<(), DepError> = timer
+        .run(Driver::new(call, t, SplitMix64::new(3)).run(classify, |_| {
+            calls.set(calls.get() + 1);
+            sim(t, ms(35), Ok(()))
+        }))
+        .unwrap();
+    assert_eq!(called.result, Ok(()));
+    assert_eq!((calls.get(), called.report.hedges), (2, 1));
+    assert_eq!(called.report.budget_refusals, 1);
+}
+
 #[test]
 fn hedge_wins_and_its_loser_is_cancelled() {
     let timer = ManualTimer::new();

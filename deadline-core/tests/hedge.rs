@@ -144,6 +144,39 @@ fn hedges_draw_from_the_same_budget_as_retries() {
     assert!(d.retry().is_none());
 }
 
+/// `refused` says whether the hedge now due was refused already: set by a refusal, kept while
+/// the same hedge is refused again, and cleared when a hedge is sent or a retry starts, so
+/// that the next hedge's refusal is a refusal of its own (counted once each by the driver).
+#[test]
+fn a_refusal_is_of_the_hedge_due_until_one_is_sent_or_a_retry_starts() {
+    let p = dep(3);
+    let budget = RetryBudget::percent(100).with_floor_per_sec(0);
+    let call = Call::new(&p, deadline(), ms(0)).with_budget(&budget);
+    let mut h = HedgeState::new(Instant::ZERO);
+    assert!(!h.refused());
+
+    // The first hedge, refused twice: the same hedge.
+    let at = h.next_at(&call, None).unwrap();
+    assert_eq!(h.decide(&call, None, at), HedgeDecision::Throttled);
+    assert!(h.refused());
+    let again = h.next_at(&call, None).unwrap();
+    assert_eq!(h.decide(&call, None, again), HedgeDecision::Throttled);
+    assert!(h.refused());
+
+    // A token comes: it is sent, and the next hedge has not been refused.
+    budget.deposit(Instant::ZERO);
+    let at = h.next_at(&call, None).unwrap();
+    assert!(matches!(h.decide(&call, None, at), HedgeDecision::Send(_)));
+    assert!(!h.refused());
+    let at = h.next_at(&call, None).unwrap();
+    assert_eq!(h.decide(&call, None, at), HedgeDecision::Throttled);
+    assert!(h.refused());
+
+    // A retry starts: its hedges are new ones.
+    h.restart(at + ms(1));
+    assert!(!h.refused());
+}
+
 #[test]
 fn a_retry_restarts_the_schedule_and_a_pushback_delays_it() {
     let p = dep(3);

@@ -40,9 +40,12 @@
 //! - **Without either**, the same handler waits for a worker however long it takes.
 //!
 //! With `--check` (the short run CI makes), it exits non-zero unless the outcome is the
-//! expected one: with the library every 200 came within its deadline, requests were shed,
-//! and the latency of the 200s stayed under the deadline in every window; without it, the
-//! queue and the latency grew and answers came late. Speed itself is never asserted.
+//! expected one: with the library every 200 came within its deadline (with `--short-ms`, all
+//! but 1% at most: an answer made in time now and then reaches the client past a short
+//! deadline), requests were shed, and the latency of the 200s stayed under the deadline in
+//! every window; with tower, both ways answered and shed (with `--short-ms`, behind the
+//! buffer at least 10% of the 200s came late); without either, the queue and the latency grew
+//! and answers came late. Speed itself is never asserted.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -626,13 +629,21 @@ fn summary(reports: &[&Report], without: &Report) {
     println!();
 }
 
-/// The qualitative outcome `--check` asks for; the reasons it is not met.
-fn check(with: &Report, without: &Report) -> Vec<String> {
+/// The qualitative outcome `--check` asks for; the reasons it is not met. With callers at a
+/// short deadline (`short`), an answer the server made in time now and then reaches the
+/// client past it (about one in ten thousand, on the loopback): the library may then have up
+/// to 1% of its 200s late, where a queue that does not know the deadlines has far more.
+fn check(with: &Report, without: &Report, short: Option<Short>) -> Vec<String> {
     let mut failed = Vec::new();
     if with.ok.is_empty() {
         failed.push("with the library, nothing was answered 200".to_owned());
     }
-    if with.ok_late > 0 {
+    let late_allowed = if short.is_some() {
+        with.ok.len() as u64 / 100
+    } else {
+        0
+    };
+    if with.ok_late > late_allowed {
         failed.push(format!(
             "with the library, {} answers 200 came after their deadline",
             with.ok_late
@@ -759,7 +770,7 @@ fn main() {
         let mut failed = Vec::new();
         let [with, tower, queued, without] = &reports;
         for (((with, tower), queued), without) in with.iter().zip(tower).zip(queued).zip(without) {
-            failed.extend(check(with, without));
+            failed.extend(check(with, without, short));
             for tower in [tower, queued] {
                 if tower.ok.is_empty() || tower.shed.is_empty() {
                     failed.push(format!(
@@ -767,6 +778,16 @@ fn main() {
                         tower.mode.label()
                     ));
                 }
+            }
+            // What the short deadlines show: a queue bounded by its length serves many of
+            // those callers after they gave up.
+            if short.is_some() && queued.ok_late * 10 < queued.ok.len() as u64 {
+                failed.push(format!(
+                    "{}: with callers at the short deadline, only {} of {} answers 200 came late",
+                    queued.mode.label(),
+                    queued.ok_late,
+                    queued.ok.len()
+                ));
             }
         }
         for reason in &failed {
@@ -776,7 +797,9 @@ fn main() {
             std::process::exit(1);
         }
         println!(
-            "check passed: with the library every 200 met its deadline and the excess was shed; without it the queue and the latency grew"
+            "check passed: with the library the 200s met their deadlines ({} late of {}) and the excess was shed; without it the queue and the latency grew",
+            reports[0].iter().map(|r| r.ok_late).sum::<u64>(),
+            reports[0].iter().map(|r| r.ok.len()).sum::<usize>(),
         );
     }
 }

@@ -498,8 +498,9 @@ impl<'n, Rt: Runtime, M: Mode> Dependency<'n, Rt, M> {
     /// Adjust the call before awaiting it: [`reserve`](Run::reserve) (the time kept for the
     /// work after it), [`in_plan`](Run::in_plan) (the reserve from a request's plan),
     /// [`classify`](Run::classify) (by default every `Err` is a failure worth retrying, as
-    /// the policy allows), [`rng`](Run::rng) (by default the runtime's, seeded from
-    /// entropy), [`deadline`](Run::deadline), [`report`](Run::report).
+    /// the policy allows), [`rng`](Run::rng) (the backoff's jitter, by default the runtime's
+    /// source, seeded from entropy; not for a deadline-only dependency, which has no
+    /// backoff), [`deadline`](Run::deadline), [`report`](Run::report).
     ///
     /// Awaited, it gives `Result<T, CallError<E>>`, and records the call in the
     /// dependency's counters and histogram.

@@ -418,8 +418,10 @@ impl<'c, E, M: Mode> CallMachine<'c, E, M> {
     /// When the machine next needs the clock, if no attempt ends first: the earliest of the
     /// attempts' timeouts, the next hedge (when a slot is free for it), the end of the
     /// backoff, and at the latest the deadline. `None` (poll at once) before the first
-    /// [`poll`](Self::poll), once the call is over, and when an attempt has ended since the
-    /// latest poll and what follows it (a retry, or the end of the call) is not decided yet.
+    /// [`poll`](Self::poll), once the call is over, and while attempts run when one has ended
+    /// since the latest poll and what follows it (a retry, or the end of the call) is not
+    /// decided yet. (In a backoff, a copy that fails leaves the backoff's end as it is, or
+    /// moves it by its pushback: that is the instant named.)
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         if self.stage == Stage::Running && (self.retry_due || self.running() == 0) {
