@@ -207,6 +207,20 @@ async fn handler_plain(
     Ok(text(StatusCode::OK, "ok\n"))
 }
 
+/// The work behind tower's limit: the worker is the limit's permit, held until the answer is
+/// made.
+async fn tower_work(_: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+    work(()).await;
+    Ok(text(StatusCode::OK, "ok\n"))
+}
+
+/// tower's answer to a request `LoadShed` refused: 503.
+fn overloaded(
+    result: Result<Response<Body>, tower::BoxError>,
+) -> Result<Response<Body>, tower::BoxError> {
+    Ok(result.unwrap_or_else(|_overloaded| text(StatusCode::SERVICE_UNAVAILABLE, "overloaded\n")))
+}
+
 /// Serves HTTP/2 on `listener` until its runtime is shut down.
 async fn serve(mode: Mode, listener: std::net::TcpListener, waiting: Arc<AtomicUsize>) {
     let listener = TcpListener::from_std(listener).expect("a tokio listener");
@@ -239,15 +253,8 @@ async fn serve(mode: Mode, listener: std::net::TcpListener, waiting: Arc<AtomicU
                 let service = ServiceBuilder::new()
                     .load_shed()
                     .concurrency_limit(WORKERS)
-                    .service_fn(|_: Request<Incoming>| async {
-                        work(()).await;
-                        Ok::<_, Infallible>(text(StatusCode::OK, "ok\n"))
-                    })
-                    .map_result(|result: Result<Response<Body>, tower::BoxError>| {
-                        Ok::<_, tower::BoxError>(result.unwrap_or_else(|_overloaded| {
-                            text(StatusCode::SERVICE_UNAVAILABLE, "overloaded\n")
-                        }))
-                    });
+                    .service_fn(tower_work)
+                    .map_result(overloaded);
                 tokio::spawn(http2.serve_connection(io, TowerToHyperService::new(service)));
             }
             Mode::TowerQueue => {
@@ -257,15 +264,8 @@ async fn serve(mode: Mode, listener: std::net::TcpListener, waiting: Arc<AtomicU
                     .load_shed()
                     .buffer(TOWER_QUEUE)
                     .concurrency_limit(WORKERS)
-                    .service_fn(|_: Request<Incoming>| async {
-                        work(()).await;
-                        Ok::<_, Infallible>(text(StatusCode::OK, "ok\n"))
-                    })
-                    .map_result(|result: Result<Response<Body>, tower::BoxError>| {
-                        Ok::<_, tower::BoxError>(result.unwrap_or_else(|_overloaded| {
-                            text(StatusCode::SERVICE_UNAVAILABLE, "overloaded\n")
-                        }))
-                    });
+                    .service_fn(tower_work)
+                    .map_result(overloaded);
                 tokio::spawn(http2.serve_connection(io, TowerToHyperService::new(service)));
             }
             Mode::Plain => {
