@@ -31,6 +31,7 @@ fn hedge_k_is_due_k_delays_after_the_first_start() {
     let mut h = HedgeState::new(first);
     let mut sent_at = Vec::new();
     while let Some(at) = h.next_at(&call, None) {
+        assert!(sent_at.len() < 3, "more hedges than the policy's 3");
         assert_eq!(
             h.decide(&call, None, at - Duration::from_micros(1)),
             HedgeDecision::NotYet(at)

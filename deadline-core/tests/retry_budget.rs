@@ -8,11 +8,15 @@ use std::thread;
 use deadline_core::Instant;
 use deadline_core::budget::RetryBudget;
 
-/// Withdraws at `now` until refused; returns the grants.
+/// Withdraws at `now` until refused; returns the grants. Bounded: at one instant no budget
+/// grants more than its largest balance and a second's largest floor, so one that grants
+/// more grants without end.
 fn drain(budget: &RetryBudget, now: Instant) -> u64 {
+    let most = u64::from(RetryBudget::MAX_BALANCE) + u64::from(RetryBudget::MAX_FLOOR_PER_SEC);
     let mut granted = 0;
     while budget.try_withdraw(now) {
         granted += 1;
+        assert!(granted <= most, "the budget never refused");
     }
     granted
 }

@@ -84,7 +84,12 @@ impl Scenario {
     fn breaker(&self) -> Option<CircuitBreaker> {
         self.breaker.map(|(config, open)| {
             let b = CircuitBreaker::new(config);
-            while open && b.state() != BreakerState::Open {
+            // Bounded: a window holds at most `MAX_WINDOW` outcomes, so a breaker that opens
+            // at all opens within as many failures.
+            for _ in 0..=BreakerConfig::MAX_WINDOW {
+                if !open || b.state() == BreakerState::Open {
+                    break;
+                }
                 let permit = b.try_acquire(Instant::ZERO).unwrap();
                 b.record(
                     permit,
@@ -92,6 +97,10 @@ impl Scenario {
                     Instant::ZERO,
                 );
             }
+            assert!(
+                !open || b.state() == BreakerState::Open,
+                "the breaker never opened"
+            );
             b
         })
     }

@@ -6,7 +6,9 @@
 //! These tests need a PostgreSQL server, named by `DEADLINE_TEST_DATABASE_URL`, as the other
 //! database tests do: `scripts/test.sh` starts a throwaway one on loopback
 //! (`scripts/postgres.sh`). Without it they fail, naming the variable. Real time and a real
-//! server: nothing is timed; each wait on the server is a bounded poll.
+//! server: nothing is timed; each wait on the server is a bounded poll, and a query the
+//! statement timeout must stop sleeps 60 s, far beyond any poll, so that one gone within a
+//! poll was stopped.
 
 use deadline_core::statement::{StatementDecision, StatementPolicy};
 use deadline_core::{Clock, Deadline, ms};
@@ -109,7 +111,7 @@ async fn the_statement_timeout_from_the_time_left_leaves_nothing_behind() {
             .await
             .expect("set the timeout");
         let result = tx
-            .simple_query(&format!("SELECT pg_sleep(3) /* {tag} */"))
+            .simple_query(&format!("SELECT pg_sleep(60) /* {tag} */"))
             .await;
         drop(tx);
         result
@@ -120,7 +122,7 @@ async fn the_statement_timeout_from_the_time_left_leaves_nothing_behind() {
         error.code(),
         Some(&tokio_postgres::error::SqlState::QUERY_CANCELED)
     );
-    assert!(gone(&observer, tag, 50).await);
+    assert!(gone(&observer, tag, 250).await);
 
     // Dropped on the client early (the caller gave up at 100 ms), with 300 ms of deadline:
     // the query still runs then, and the server stops it at its statement timeout.
@@ -136,7 +138,7 @@ async fn the_statement_timeout_from_the_time_left_leaves_nothing_behind() {
             tx.batch_execute(&timeout.to_string())
                 .await
                 .expect("set the timeout");
-            tx.simple_query(&format!("SELECT pg_sleep(3) /* {tag} */"))
+            tx.simple_query(&format!("SELECT pg_sleep(60) /* {tag} */"))
                 .await
         }),
     )
@@ -147,9 +149,10 @@ async fn the_statement_timeout_from_the_time_left_leaves_nothing_behind() {
         1,
         "dropping the future does not stop it"
     );
-    // The statement timeout was at most 300 ms: within a second, nothing is left.
+    // The statement timeout was at most 300 ms: within a poll of some 5 s, which the
+    // query's 60 s sleep would outlast, nothing is left.
     assert!(
-        gone(&observer, tag, 50).await,
+        gone(&observer, tag, 250).await,
         "the dropped query was left running"
     );
 }

@@ -48,10 +48,12 @@ fn database_url() -> String {
 /// fail this test with near certainty (1 - 0.99^400 for the ~400 rounds of 600 that drop a
 /// query mid-flight: 98%).
 fn iterations() -> usize {
-    std::env::var("DEADLINE_PG_RACE_ITERATIONS")
+    let rounds = std::env::var("DEADLINE_PG_RACE_ITERATIONS")
         .ok()
         .and_then(|n| n.parse().ok())
-        .unwrap_or(600)
+        .unwrap_or(600);
+    assert!(rounds > 0, "DEADLINE_PG_RACE_ITERATIONS must be at least 1");
+    rounds
 }
 
 /// The query of round `i`: a `pg_sleep` of 3.0 to 7.0 ms in steps of 0.1 ms, so that the drop

@@ -19,6 +19,13 @@ use sqlx::{Executor, Row};
 /// At most 10 s per query: the statement timeout never ends these queries unless a test
 /// sets a shorter cap.
 const POLICY: StatementPolicy = StatementPolicy::capped(ms(10_000));
+/// A statement timeout far beyond a test's wait for a query to go: with it, only the
+/// library's cancel ends a 60 s query in time.
+const FAR: StatementPolicy = StatementPolicy::capped(ms(60_000));
+
+/// The cancels' counts are the process's (`sqlx::cancels`): the tests that send cancels take
+/// turns, so that one's count is its own.
+static CANCELS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn database_url() -> String {
     std::env::var("DEADLINE_TEST_DATABASE_URL").unwrap_or_else(|_| {
@@ -485,18 +492,20 @@ async fn the_wait_for_a_pooled_connection_is_bounded_by_the_deadline() {
     assert_eq!(rows.len(), 1);
 }
 
-/// The caller leaves at 100 ms: the query is cancelled on the server, and the pool's one
-/// connection serves the next query once the cancel has settled.
+/// The caller leaves at 100 ms: the query, a 60 s sleep under a 60 s statement timeout, is
+/// cancelled on the server (gone within the test's wait, which nothing else would end it in),
+/// and the pool's one connection serves the next query once the cancel has settled.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_query_is_gone_from_the_server() {
+    let _alone = CANCELS.lock().await;
     let observer = pool(1).await;
     let pool = pool(1).await;
     let tag = "sqlx_dropped_3a9c";
-    let sql = format!("SELECT pg_sleep(5) /* {tag} */");
+    let sql = format!("SELECT pg_sleep(60) /* {tag} */");
     let before = db::cancels();
     let dropped = tokio::time::timeout(
         ms(100),
-        scope_timeout(ms(10_000), db::fetch_all(&pool, &POLICY, sql.as_str())),
+        scope_timeout(ms(60_000), db::fetch_all(&pool, &FAR, sql.as_str())),
     )
     .await;
     assert!(dropped.is_err(), "the caller left at 100 ms");
@@ -517,11 +526,13 @@ async fn a_dropped_query_is_gone_from_the_server() {
 /// fails with 57014.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_querys_cancel_never_reaches_the_next_user_of_the_connection() {
+    let _alone = CANCELS.lock().await;
     let pool = pool(1).await;
     let rounds = std::env::var("DEADLINE_PG_RACE_ITERATIONS")
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(600_usize);
+    assert!(rounds > 0, "DEADLINE_PG_RACE_ITERATIONS must be at least 1");
     let (mut dropped, mut answered, mut own_cancelled, mut unrelated_cancelled) = (0, 0, 0, 0);
     for i in 0..rounds {
         let sql = format!("SELECT pg_sleep({}e-6)", 3_000 + (i % 41) * 100);

@@ -109,10 +109,15 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// Requests per scenario.
 fn requests() -> usize {
-    std::env::var("DEADLINE_NET_FAULTS_REQUESTS")
+    let requests = std::env::var("DEADLINE_NET_FAULTS_REQUESTS")
         .ok()
         .and_then(|n| n.parse().ok())
-        .unwrap_or(10)
+        .unwrap_or(10);
+    assert!(
+        requests > 0,
+        "DEADLINE_NET_FAULTS_REQUESTS must be at least 1"
+    );
+    requests
 }
 
 /// The proxy's random draws: `DEADLINE_NET_FAULTS_SEED`, or the clock's.
