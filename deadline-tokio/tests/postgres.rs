@@ -7,9 +7,9 @@
 //!
 //! Real sockets and a real server run on real time, so these tests assert what happened, not
 //! how fast: a stalled query sleeps [`STALL_SECS`] (60 s), and where a test asks whether
-//! the library ended it, its statement timeout, unless the library's own, is far beyond the
-//! 10 s a test waits for a query to go; a query gone within that wait was ended by the
-//! library (its statement timeout from the time left, or its cancel). How soon it went is
+//! the library ended it, nothing else could end it within the 10 s a test waits for it to go
+//! (the statement timeout's cap is 60 s there); a query gone within that wait was ended by
+//! the library (its statement timeout from a shorter time left, or its cancel). How soon it went is
 //! printed (`--nocapture`); `scripts/chain.sh` measures it over the real chain of services.
 //! Every loop is bounded in count and time.
 
